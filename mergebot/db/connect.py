@@ -1,0 +1,36 @@
+"""Connecting: which server (external URL or the embedded one), migrations, and the connection pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from mergebot.db.embedded import start_embedded
+from mergebot.db.migrate import migrate
+from mergebot.settings import Settings
+
+
+def resolve_url(settings: Settings) -> str:
+    """The server to use: MERGEBOT_DATABASE_URL, or the embedded one in the data directory (started now)."""
+    return settings.database_url or start_embedded(settings.data_dir)
+
+
+def prepare(settings: Settings) -> str:
+    """Resolve the server and bring its schema up to date. Returns the URL."""
+    url = resolve_url(settings)
+    migrate(url)
+    return url
+
+
+async def open_pool(url: str, settings: Settings, *, statement_timeout_ms: int | None = None,
+                    max_size: int | None = None) -> AsyncConnectionPool[Any]:
+    """An autocommit pool. With a statement timeout, every query on it is bounded (agent-driven work)."""
+    kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0}
+    if statement_timeout_ms:
+        kwargs["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url, min_size=settings.pool_min_size, max_size=max_size or settings.pool_max_size,
+        kwargs=kwargs, open=False, timeout=10.0)
+    await pool.open(wait=True, timeout=30.0)
+    return pool

@@ -1,0 +1,231 @@
+-- 0001: the subtask store.
+--
+-- Rules this schema enforces by itself (not only through Python):
+--  * a subtask changes status only along the edges listed in subtask_transitions;
+--  * a running or submitted subtask has an owner, and nothing else does;
+--  * every status change, claim and ownership change appends one row to events (a trigger);
+--  * events is append-only;
+--  * the dependency graph has no cycles (a trigger on subtask_deps);
+--  * a subtask that reaches landed/failed/cancelled is announced on channel mergebot_finished.
+
+CREATE TYPE subtask_status AS ENUM
+    ('blocked', 'ready', 'running', 'submitted', 'landed', 'failed', 'cancelled');
+
+CREATE TYPE agent_role AS ENUM ('admin', 'lead', 'agent', 'verifier', 'reviewer');
+
+CREATE TABLE agents (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name        text NOT NULL UNIQUE CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'),
+    role        agent_role NOT NULL,
+    token_hash  bytea NOT NULL UNIQUE CHECK (length(token_hash) = 32),
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    revoked_at  timestamptz
+);
+
+-- Groups as in the 1,000-agent run: the lead assigns agents to groups and may "open" a group, after which
+-- its members also claim ready subtasks outside it ("don't wait for me").
+CREATE TABLE groups (
+    name        text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'),
+    open        boolean NOT NULL DEFAULT false,
+    description text NOT NULL DEFAULT '' CHECK (length(description) <= 4000),
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE assignments (
+    agent_id    bigint PRIMARY KEY REFERENCES agents (id),
+    group_name  text NOT NULL REFERENCES groups (name),
+    group_role  text NOT NULL DEFAULT 'helper' CHECK (group_role IN ('leader', 'helper')),
+    assigned_by bigint REFERENCES agents (id),
+    assigned_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE subtasks (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    parent_id        bigint REFERENCES subtasks (id),
+    group_name       text REFERENCES groups (name),
+    title            text NOT NULL CHECK (length(title) BETWEEN 1 AND 200),
+    description      text NOT NULL DEFAULT '' CHECK (length(description) <= 20000),
+    status           subtask_status NOT NULL,
+    priority         integer NOT NULL DEFAULT 0,
+    owner_id         bigint REFERENCES agents (id),
+    claim_version    bigint NOT NULL DEFAULT 0,
+    claimed_at       timestamptz,
+    heartbeat_at     timestamptz,
+    lease_expires_at timestamptz,
+    attempts         integer NOT NULL DEFAULT 0,
+    max_attempts     integer NOT NULL DEFAULT 3 CHECK (max_attempts BETWEEN 1 AND 100),
+    candidate_sha    text CHECK (candidate_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
+    previous_owner_id bigint REFERENCES agents (id),
+    status_reason    text CHECK (length(status_reason) <= 2000),
+    idempotency_key  text UNIQUE CHECK (length(idempotency_key) BETWEEN 1 AND 200),
+    created_by       bigint REFERENCES agents (id),
+    updated_by       bigint REFERENCES agents (id),
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    updated_at       timestamptz NOT NULL DEFAULT now(),
+    finished_at      timestamptz,
+    CONSTRAINT owned_iff_in_flight CHECK (
+        (status IN ('running', 'submitted')) = (owner_id IS NOT NULL)
+    ),
+    CONSTRAINT lease_iff_running CHECK ((status = 'running') = (lease_expires_at IS NOT NULL))
+);
+
+-- The claim path reads only these partial indexes, so its cost follows the number of ready rows, not history.
+CREATE INDEX subtasks_ready_any ON subtasks (priority DESC, id) WHERE status = 'ready';
+CREATE INDEX subtasks_ready_group ON subtasks (group_name, priority DESC, id) WHERE status = 'ready';
+CREATE INDEX subtasks_lease ON subtasks (lease_expires_at) WHERE status = 'running';
+CREATE INDEX subtasks_owner ON subtasks (owner_id) WHERE owner_id IS NOT NULL;
+CREATE INDEX subtasks_parent ON subtasks (parent_id);
+
+CREATE TABLE subtask_deps (
+    subtask_id    bigint NOT NULL REFERENCES subtasks (id),
+    depends_on_id bigint NOT NULL REFERENCES subtasks (id),
+    PRIMARY KEY (subtask_id, depends_on_id),
+    CHECK (subtask_id <> depends_on_id)
+);
+CREATE INDEX subtask_deps_reverse ON subtask_deps (depends_on_id);
+
+CREATE TABLE notes (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    subtask_id  bigint REFERENCES subtasks (id),
+    group_name  text REFERENCES groups (name),
+    author_id   bigint NOT NULL REFERENCES agents (id),
+    claim_version bigint,
+    body        text NOT NULL CHECK (length(body) BETWEEN 1 AND 20000),
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX notes_subtask ON notes (subtask_id, id);
+
+CREATE TABLE announcements (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    author_id   bigint NOT NULL REFERENCES agents (id),
+    group_name  text REFERENCES groups (name),
+    body        text NOT NULL CHECK (length(body) BETWEEN 1 AND 20000),
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- What landed: one row per subtask that reached main, with the evidence a reviewer needs to re-run the check.
+CREATE TABLE landed (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    subtask_id       bigint NOT NULL UNIQUE REFERENCES subtasks (id),
+    claim_version    bigint NOT NULL,
+    owner_id         bigint NOT NULL REFERENCES agents (id),
+    repo             text NOT NULL,
+    target_ref       text NOT NULL,
+    candidate_sha    text NOT NULL,
+    base_sha         text NOT NULL,
+    merged_sha       text NOT NULL,
+    tree_sha         text NOT NULL,
+    verifier_command text NOT NULL,
+    verifier_result  text NOT NULL,
+    duration_ms      integer NOT NULL CHECK (duration_ms >= 0),
+    log_digest       text NOT NULL,
+    main_status      text NOT NULL DEFAULT 'pending',
+    landed_at        timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (repo, merged_sha)
+);
+CREATE INDEX landed_recent ON landed (landed_at DESC, id DESC);
+
+-- Every state change, appended by triggers and by the store; never updated or deleted.
+CREATE TABLE events (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at            timestamptz NOT NULL DEFAULT clock_timestamp(),
+    actor_id      bigint REFERENCES agents (id),
+    kind          text NOT NULL,
+    subtask_id    bigint REFERENCES subtasks (id),
+    from_status   subtask_status,
+    to_status     subtask_status,
+    claim_version bigint,
+    detail        jsonb NOT NULL DEFAULT '{}'
+);
+CREATE INDEX events_subtask ON events (subtask_id, id);
+
+CREATE TABLE subtask_transitions (
+    from_status subtask_status NOT NULL,
+    to_status   subtask_status NOT NULL,
+    PRIMARY KEY (from_status, to_status)
+);
+
+INSERT INTO subtask_transitions (from_status, to_status) VALUES
+    ('blocked', 'ready'), ('blocked', 'cancelled'),
+    ('ready', 'running'), ('ready', 'blocked'), ('ready', 'cancelled'),
+    ('running', 'ready'), ('running', 'submitted'), ('running', 'failed'), ('running', 'cancelled'),
+    ('submitted', 'landed'), ('submitted', 'running'), ('submitted', 'ready'),
+    ('submitted', 'failed'), ('submitted', 'cancelled'),
+    ('failed', 'ready'), ('failed', 'blocked');
+
+-- Status changes are checked against the transition table, and every change of status, owner or claim
+-- version becomes an event. The actor is the row's updated_by, which every store query sets.
+CREATE FUNCTION subtasks_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status IS DISTINCT FROM OLD.status AND NOT EXISTS (
+        SELECT 1 FROM subtask_transitions t WHERE t.from_status = OLD.status AND t.to_status = NEW.status
+    ) THEN
+        RAISE EXCEPTION 'subtask % cannot go from % to %', OLD.id, OLD.status, NEW.status
+            USING ERRCODE = 'MB001';
+    END IF;
+    IF NEW.status IN ('landed', 'failed', 'cancelled') AND NEW.status IS DISTINCT FROM OLD.status THEN
+        NEW.finished_at := now();
+    END IF;
+    NEW.updated_at := now();
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER subtasks_guard BEFORE UPDATE ON subtasks
+    FOR EACH ROW EXECUTE FUNCTION subtasks_guard();
+
+CREATE FUNCTION subtasks_log() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO events (actor_id, kind, subtask_id, to_status, claim_version)
+        VALUES (NEW.created_by, 'created', NEW.id, NEW.status, NEW.claim_version);
+        RETURN NULL;
+    END IF;
+    IF NEW.status IS DISTINCT FROM OLD.status
+       OR NEW.claim_version IS DISTINCT FROM OLD.claim_version
+       OR NEW.owner_id IS DISTINCT FROM OLD.owner_id THEN
+        INSERT INTO events (actor_id, kind, subtask_id, from_status, to_status, claim_version, detail)
+        VALUES (NEW.updated_by, 'status', NEW.id, OLD.status, NEW.status, NEW.claim_version,
+                jsonb_strip_nulls(jsonb_build_object(
+                    'owner', NEW.owner_id, 'previous_owner', OLD.owner_id,
+                    'reason', NEW.status_reason, 'sha', NEW.candidate_sha)));
+    END IF;
+    IF NEW.status IN ('landed', 'failed', 'cancelled') AND NEW.status IS DISTINCT FROM OLD.status THEN
+        PERFORM pg_notify('mergebot_finished', NEW.id::text || ':' || NEW.status::text);
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER subtasks_log AFTER INSERT OR UPDATE ON subtasks
+    FOR EACH ROW EXECUTE FUNCTION subtasks_log();
+
+CREATE FUNCTION events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'events is append-only' USING ERRCODE = 'MB002';
+END $$;
+
+CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON events
+    FOR EACH STATEMENT EXECUTE FUNCTION events_append_only();
+
+-- A new edge subtask -> depends_on must not close a cycle: refuse it if depends_on already (transitively)
+-- depends on subtask.
+CREATE FUNCTION subtask_deps_acyclic() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- Two transactions adding edges concurrently could each miss the other's half of a cycle: serialize
+    -- edge insertion (rare, off the claim path). The check below runs with a snapshot taken after the lock.
+    PERFORM pg_advisory_xact_lock(7243501);
+    IF EXISTS (
+        WITH RECURSIVE reach(id) AS (
+            SELECT d.depends_on_id FROM subtask_deps d WHERE d.subtask_id = NEW.depends_on_id
+            UNION
+            SELECT d.depends_on_id FROM subtask_deps d JOIN reach r ON d.subtask_id = r.id
+        )
+        SELECT 1 FROM reach WHERE id = NEW.subtask_id
+    ) THEN
+        RAISE EXCEPTION 'dependency % -> % would close a cycle', NEW.subtask_id, NEW.depends_on_id
+            USING ERRCODE = 'MB003';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER subtask_deps_acyclic BEFORE INSERT ON subtask_deps
+    FOR EACH ROW EXECUTE FUNCTION subtask_deps_acyclic();

@@ -1,0 +1,326 @@
+-- Every query Mergebot runs, under "-- name: NAME" headers. Python asks for them by name (mergebot.db.queries)
+-- and never builds SQL strings. Owner writes are fenced: they match id, owner, claim_version and status, and
+-- zero rows changed means the claim is gone.
+
+-- name: agent_create
+INSERT INTO agents (name, role, token_hash)
+VALUES (%(name)s, %(role)s, %(token_hash)s)
+RETURNING id, name, role, created_at, revoked_at;
+
+-- name: agent_by_token
+SELECT id, name, role, token_hash
+FROM agents
+WHERE token_hash = %(token_hash)s AND revoked_at IS NULL;
+
+-- name: agent_by_name
+SELECT id, name, role, created_at, revoked_at FROM agents WHERE name = %(name)s;
+
+-- name: agent_rotate_token
+UPDATE agents SET token_hash = %(token_hash)s, revoked_at = NULL
+WHERE name = %(name)s
+RETURNING id, name, role, created_at, revoked_at;
+
+-- name: agent_revoke
+UPDATE agents SET revoked_at = now()
+WHERE name = %(name)s AND revoked_at IS NULL
+RETURNING id, name, role, created_at, revoked_at;
+
+-- name: agent_list
+SELECT a.id, a.name, a.role, a.created_at, a.revoked_at, g.group_name, g.group_role,
+       (SELECT count(*) FROM subtasks s WHERE s.owner_id = a.id) AS holding
+FROM agents a LEFT JOIN assignments g ON g.agent_id = a.id
+ORDER BY a.id;
+
+-- name: event_insert
+INSERT INTO events (actor_id, kind, subtask_id, claim_version, detail)
+VALUES (%(actor_id)s, %(kind)s, %(subtask_id)s, %(claim_version)s, %(detail)s);
+
+-- name: group_upsert
+INSERT INTO groups (name, description) VALUES (%(name)s, %(description)s)
+ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description
+RETURNING name, open, description, created_at;
+
+-- name: group_set_open
+UPDATE groups SET open = %(open)s WHERE name = %(name)s
+RETURNING name, open, description, created_at;
+
+-- name: group_list
+SELECT g.name, g.open, g.description, g.created_at,
+       (SELECT count(*) FROM assignments a WHERE a.group_name = g.name) AS members
+FROM groups g ORDER BY g.name;
+
+-- name: assignment_set
+-- Moving an agent changes only where its next claim looks first; a claim in flight is untouched.
+INSERT INTO assignments (agent_id, group_name, group_role, assigned_by)
+VALUES (%(agent_id)s, %(group_name)s, %(group_role)s, %(assigned_by)s)
+ON CONFLICT (agent_id) DO UPDATE
+    SET group_name = EXCLUDED.group_name, group_role = EXCLUDED.group_role,
+        assigned_by = EXCLUDED.assigned_by, assigned_at = now()
+RETURNING agent_id, group_name, group_role, assigned_by, assigned_at;
+
+-- name: assignment_list
+SELECT a.agent_id, ag.name AS agent, a.group_name, a.group_role, a.assigned_at
+FROM assignments a JOIN agents ag ON ag.id = a.agent_id
+ORDER BY a.group_name, ag.name;
+
+-- name: subtask_create
+-- Dependencies are locked FOR SHARE so none of them can land between reading its status and our commit;
+-- a landing that waits on that lock then sees our edge and releases us. A repeated idempotency key inserts
+-- nothing and returns no row (the caller reads the existing subtask).
+WITH deps AS (
+    SELECT id, status FROM subtasks WHERE id = ANY(%(depends_on)s::bigint[]) FOR SHARE
+), ins AS (
+    INSERT INTO subtasks (parent_id, group_name, title, description, status, priority, max_attempts,
+                          idempotency_key, created_by, updated_by)
+    SELECT %(parent_id)s, %(group_name)s, %(title)s, %(description)s,
+           CASE WHEN EXISTS (SELECT 1 FROM deps WHERE status <> 'landed')
+                THEN 'blocked' ELSE 'ready' END::subtask_status,
+           %(priority)s, %(max_attempts)s, %(idempotency_key)s, %(actor_id)s, %(actor_id)s
+    WHERE (SELECT count(*) FROM deps) = cardinality(%(depends_on)s::bigint[])
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING *
+), edges AS (
+    INSERT INTO subtask_deps (subtask_id, depends_on_id)
+    SELECT ins.id, deps.id FROM ins CROSS JOIN deps
+)
+SELECT * FROM ins;
+
+-- name: subtask_by_idempotency_key
+SELECT * FROM subtasks WHERE idempotency_key = %(idempotency_key)s;
+
+-- name: subtasks_existing
+SELECT id FROM subtasks WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: subtask_claim
+-- One statement, River-style. Optionally completes (submits) the caller's current subtask first, fenced,
+-- and claims only if that completion held: the fused cycle costs one round trip and one commit.
+-- The claim prefers ready subtasks of the caller's group; outside it, ungrouped subtasks, or any subtask
+-- once the lead opened the group (an agent without a group roams freely).
+WITH done AS (
+    UPDATE subtasks SET status = 'submitted', candidate_sha = %(done_sha)s, lease_expires_at = NULL,
+                        status_reason = NULL, updated_by = %(agent_id)s
+    WHERE id = %(done_id)s AND owner_id = %(agent_id)s AND claim_version = %(done_version)s
+      AND status = 'running'
+    RETURNING id
+), go AS (
+    SELECT %(done_id)s::bigint IS NULL OR EXISTS (SELECT 1 FROM done) AS ok
+), me AS (
+    SELECT a.group_name, coalesce(g.open, true) AS roam
+    FROM (SELECT 1) one
+    LEFT JOIN assignments a ON a.agent_id = %(agent_id)s
+    LEFT JOIN groups g ON g.name = a.group_name
+), own AS (
+    SELECT s.id FROM subtasks s, me, go
+    WHERE s.status = 'ready' AND s.group_name = me.group_name AND go.ok
+    ORDER BY s.priority DESC, s.id
+    LIMIT 1 FOR UPDATE OF s SKIP LOCKED
+), other AS (
+    SELECT s.id FROM subtasks s, me, go
+    WHERE s.status = 'ready' AND go.ok AND NOT EXISTS (SELECT 1 FROM own)
+      AND (me.roam OR s.group_name IS NULL)
+    ORDER BY s.priority DESC, s.id
+    LIMIT 1 FOR UPDATE OF s SKIP LOCKED
+), pick AS (
+    SELECT id FROM own UNION ALL SELECT id FROM other LIMIT 1
+), claimed AS (
+    UPDATE subtasks t
+    SET status = 'running', owner_id = %(agent_id)s, claim_version = t.claim_version + 1,
+        claimed_at = now(), heartbeat_at = now(),
+        lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
+        attempts = t.attempts + 1, status_reason = NULL, updated_by = %(agent_id)s
+    FROM pick WHERE t.id = pick.id
+    RETURNING t.*
+)
+SELECT (SELECT id FROM done) AS done_id, (SELECT ok FROM go) AS done_ok, claimed.*
+FROM (SELECT 1) one LEFT JOIN claimed ON true;
+
+-- name: subtask_heartbeat
+UPDATE subtasks
+SET heartbeat_at = now(),
+    lease_expires_at = CASE WHEN status = 'running'
+                            THEN now() + make_interval(secs => %(lease_seconds)s) END,
+    updated_by = %(agent_id)s
+WHERE id = %(id)s AND owner_id = %(agent_id)s AND claim_version = %(claim_version)s
+  AND status IN ('running', 'submitted')
+RETURNING *;
+
+-- name: subtask_release
+-- A voluntary release is a clean handoff, not a failed attempt: the attempt is given back.
+UPDATE subtasks
+SET status = 'ready', previous_owner_id = owner_id, owner_id = NULL, lease_expires_at = NULL,
+    attempts = greatest(attempts - 1, 0), status_reason = %(reason)s, updated_by = %(agent_id)s
+WHERE id = %(id)s AND owner_id = %(agent_id)s AND claim_version = %(claim_version)s
+  AND status = 'running'
+RETURNING *;
+
+-- name: subtask_submit
+UPDATE subtasks
+SET status = 'submitted', candidate_sha = %(sha)s, lease_expires_at = NULL, status_reason = NULL,
+    updated_by = %(agent_id)s
+WHERE id = %(id)s AND owner_id = %(agent_id)s AND claim_version = %(claim_version)s
+  AND status = 'running'
+RETURNING *;
+
+-- name: subtask_fence_state
+SELECT id, status, owner_id, claim_version FROM subtasks WHERE id = %(id)s;
+
+-- name: subtask_get
+SELECT s.*, o.name AS owner, p.name AS previous_owner,
+       coalesce((SELECT array_agg(d.depends_on_id ORDER BY d.depends_on_id)
+                 FROM subtask_deps d WHERE d.subtask_id = s.id), '{}') AS depends_on
+FROM subtasks s
+LEFT JOIN agents o ON o.id = s.owner_id
+LEFT JOIN agents p ON p.id = s.previous_owner_id
+WHERE s.id = %(id)s;
+
+-- name: subtask_list
+SELECT s.id, s.parent_id, s.group_name, s.title, s.status, s.priority, s.claim_version, s.attempts,
+       o.name AS owner, s.lease_expires_at, s.updated_at
+FROM subtasks s LEFT JOIN agents o ON o.id = s.owner_id
+WHERE (%(status)s::subtask_status IS NULL OR s.status = %(status)s::subtask_status)
+  AND (%(group_name)s::text IS NULL OR s.group_name = %(group_name)s::text)
+  AND (%(owner_id)s::bigint IS NULL OR s.owner_id = %(owner_id)s::bigint)
+  AND s.id > %(after_id)s
+ORDER BY s.id
+LIMIT %(limit)s;
+
+-- name: subtask_counts
+SELECT status, count(*) AS n FROM subtasks GROUP BY status ORDER BY status;
+
+-- name: subtask_statuses
+SELECT id, status FROM subtasks WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: subtask_recover_expired
+-- A missed lease is uncertainty, not death: only after lease + grace does the subtask go back to ready
+-- (or to failed once its attempts are spent). The next claim bumps the version, fencing the old owner out.
+UPDATE subtasks t
+SET status = CASE WHEN t.attempts >= t.max_attempts THEN 'failed' ELSE 'ready' END::subtask_status,
+    status_reason = CASE WHEN t.attempts >= t.max_attempts
+                         THEN 'poison pill: lease lost on each of ' || t.attempts || ' attempts'
+                         ELSE 'lease expired' END,
+    previous_owner_id = t.owner_id, owner_id = NULL, lease_expires_at = NULL, updated_by = NULL
+FROM (
+    SELECT id FROM subtasks
+    WHERE status = 'running' AND lease_expires_at < now() - make_interval(secs => %(grace_seconds)s)
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) expired
+WHERE t.id = expired.id
+RETURNING t.id, t.status, t.claim_version, t.previous_owner_id;
+
+-- name: subtask_reject
+-- The landing path refused the candidate (conflict, failed check): back to running for the same owner and
+-- claim version, with a fresh lease and the reason.
+UPDATE subtasks
+SET status = 'running', status_reason = %(reason)s, heartbeat_at = now(),
+    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s), updated_by = %(actor_id)s
+WHERE id = %(id)s AND claim_version = %(claim_version)s AND status = 'submitted'
+RETURNING *;
+
+-- name: subtask_land
+-- Marks the fenced candidate landed and writes its landed row, in one statement.
+WITH land AS (
+    UPDATE subtasks
+    SET status = 'landed', previous_owner_id = owner_id, owner_id = NULL, status_reason = NULL,
+        updated_by = %(actor_id)s
+    WHERE id = %(id)s AND owner_id = %(owner_id)s AND claim_version = %(claim_version)s
+      AND status = 'submitted' AND candidate_sha = %(candidate_sha)s
+    RETURNING id, claim_version, previous_owner_id AS owner_id
+)
+INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
+                    merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest)
+SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
+       %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
+       %(duration_ms)s, %(log_digest)s
+FROM land
+RETURNING *;
+
+-- name: dependents_lock
+-- Lock the blocked dependents before deciding whether they are free: two dependencies landing at once then
+-- take turns, and the second sees the first one committed (READ COMMITTED: a new snapshot per statement).
+SELECT s.id FROM subtask_deps d JOIN subtasks s ON s.id = d.subtask_id
+WHERE d.depends_on_id = %(id)s AND s.status = 'blocked'
+ORDER BY s.id
+FOR UPDATE OF s;
+
+-- name: dependents_release
+UPDATE subtasks s SET status = 'ready', updated_by = %(actor_id)s
+WHERE s.id = ANY(%(ids)s::bigint[]) AND s.status = 'blocked'
+  AND NOT EXISTS (
+      SELECT 1 FROM subtask_deps d JOIN subtasks x ON x.id = d.depends_on_id
+      WHERE d.subtask_id = s.id AND x.status <> 'landed'
+  )
+RETURNING s.id;
+
+-- name: subtask_cancel
+UPDATE subtasks
+SET status = 'cancelled', previous_owner_id = coalesce(owner_id, previous_owner_id), owner_id = NULL,
+    lease_expires_at = NULL, status_reason = %(reason)s, updated_by = %(actor_id)s
+WHERE id = %(id)s AND status NOT IN ('landed', 'cancelled')
+RETURNING *;
+
+-- name: subtask_retry
+-- An operator gives a failed subtask another round: ready, or blocked if a dependency has not landed.
+UPDATE subtasks s
+SET status = CASE WHEN EXISTS (
+                 SELECT 1 FROM subtask_deps d JOIN subtasks x ON x.id = d.depends_on_id
+                 WHERE d.subtask_id = s.id AND x.status <> 'landed')
+             THEN 'blocked' ELSE 'ready' END::subtask_status,
+    attempts = 0, status_reason = %(reason)s, updated_by = %(actor_id)s
+WHERE s.id = %(id)s AND s.status = 'failed'
+RETURNING *;
+
+-- name: note_insert
+INSERT INTO notes (subtask_id, group_name, author_id, claim_version, body)
+VALUES (%(subtask_id)s, %(group_name)s, %(author_id)s, %(claim_version)s, %(body)s)
+RETURNING id, subtask_id, group_name, author_id, claim_version, body, created_at;
+
+-- name: note_insert_fenced
+-- An owner's note on its subtask holds only while the claim does.
+INSERT INTO notes (subtask_id, author_id, claim_version, body)
+SELECT s.id, %(author_id)s, s.claim_version, %(body)s
+FROM subtasks s
+WHERE s.id = %(subtask_id)s AND s.owner_id = %(author_id)s AND s.claim_version = %(claim_version)s
+  AND s.status IN ('running', 'submitted')
+RETURNING id, subtask_id, group_name, author_id, claim_version, body, created_at;
+
+-- name: note_list
+SELECT n.id, n.subtask_id, n.group_name, a.name AS author, n.claim_version, n.body, n.created_at
+FROM notes n JOIN agents a ON a.id = n.author_id
+WHERE (%(subtask_id)s::bigint IS NULL OR n.subtask_id = %(subtask_id)s::bigint)
+  AND (%(group_name)s::text IS NULL OR n.group_name = %(group_name)s::text)
+  AND n.id > %(after_id)s
+ORDER BY n.id
+LIMIT %(limit)s;
+
+-- name: announcement_insert
+INSERT INTO announcements (author_id, group_name, body)
+VALUES (%(author_id)s, %(group_name)s, %(body)s)
+RETURNING id, author_id, group_name, body, created_at;
+
+-- name: announcement_list
+SELECT n.id, a.name AS author, n.group_name, n.body, n.created_at
+FROM announcements n JOIN agents a ON a.id = n.author_id
+WHERE n.id > %(after_id)s
+ORDER BY n.id
+LIMIT %(limit)s;
+
+-- name: landed_list
+SELECT l.*, a.name AS owner
+FROM landed l JOIN agents a ON a.id = l.owner_id
+WHERE (%(repo)s::text IS NULL OR l.repo = %(repo)s::text)
+  AND (%(subtask_id)s::bigint IS NULL OR l.subtask_id = %(subtask_id)s::bigint)
+  AND (%(owner)s::text IS NULL OR a.name = %(owner)s::text)
+  AND (%(before_id)s::bigint IS NULL OR l.id < %(before_id)s::bigint)
+ORDER BY l.id DESC
+LIMIT %(limit)s;
+
+-- name: event_list
+SELECT e.id, e.at, a.name AS actor, e.kind, e.subtask_id, e.from_status, e.to_status, e.claim_version,
+       e.detail
+FROM events e LEFT JOIN agents a ON a.id = e.actor_id
+WHERE (%(subtask_id)s::bigint IS NULL OR e.subtask_id = %(subtask_id)s::bigint)
+  AND e.id > %(after_id)s
+ORDER BY e.id
+LIMIT %(limit)s;

@@ -1,0 +1,99 @@
+"""Plain records the store returns. No behaviour beyond building themselves from a row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, Self
+
+
+class _FromRow:
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Self:
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in row.items() if k in names})
+
+
+@dataclass
+class Agent(_FromRow):
+    id: int
+    name: str
+    role: str
+    created_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+@dataclass
+class Subtask(_FromRow):
+    id: int
+    title: str
+    status: str
+    priority: int
+    claim_version: int
+    attempts: int
+    max_attempts: int
+    parent_id: int | None = None
+    group_name: str | None = None
+    description: str = ""
+    owner_id: int | None = None
+    owner: str | None = None
+    previous_owner_id: int | None = None
+    previous_owner: str | None = None
+    claimed_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    candidate_sha: str | None = None
+    status_reason: str | None = None
+    idempotency_key: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    finished_at: datetime | None = None
+    depends_on: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Handle:
+    """What an agent holds after a claim: every later write names both numbers."""
+
+    id: int
+    claim_version: int
+
+
+@dataclass
+class Landed(_FromRow):
+    id: int
+    subtask_id: int
+    claim_version: int
+    owner_id: int
+    repo: str
+    target_ref: str
+    candidate_sha: str
+    base_sha: str
+    merged_sha: str
+    tree_sha: str
+    verifier_command: str
+    verifier_result: str
+    duration_ms: int
+    log_digest: str
+    main_status: str
+    landed_at: datetime
+    owner: str | None = None
+
+
+@dataclass
+class Landing:
+    """The evidence the landing path hands to ``Store.land``."""
+
+    subtask_id: int
+    claim_version: int
+    owner_id: int
+    repo: str
+    target_ref: str
+    candidate_sha: str
+    base_sha: str
+    merged_sha: str
+    tree_sha: str
+    verifier_command: str
+    verifier_result: str
+    duration_ms: int
+    log_digest: str

@@ -1,0 +1,31 @@
+"""All configuration in one place, read from ``MERGEBOT_*`` environment variables or given by the caller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MERGEBOT_", extra="ignore")
+
+    # Where the embedded PostgreSQL and repositories live. Ignored for the database when database_url is set.
+    data_dir: Path = Path(".mergebot")
+    # Any PostgreSQL server; empty means "start the embedded one in data_dir".
+    database_url: str = ""
+
+    host: str = "127.0.0.1"
+    port: int = 8470
+
+    # Claims: a lease is renewed by heartbeats; recovery waits lease + grace before handing a subtask back.
+    lease_seconds: float = Field(default=120.0, gt=0)
+    recovery_grace_seconds: float = Field(default=30.0, ge=0)
+    recovery_interval_seconds: float = Field(default=5.0, gt=0)
+
+    # Agent-driven queries: bounded in time and size (the seeds' gateway limited SQL to 5 s).
+    statement_timeout_ms: int = Field(default=5000, gt=0)
+    max_body_bytes: int = Field(default=1 << 20, gt=0)
+    pool_min_size: int = Field(default=2, ge=1)
+    pool_max_size: int = Field(default=20, ge=1)

@@ -1,0 +1,135 @@
+"""Task-tree files: a JSON or YAML description of subtasks with dependencies, checked before anything is written.
+
+Pure. A file is a list of nodes (or ``{"subtasks": [...]}``); each node has a ``key`` unique in the file, a
+``title``, and optionally ``description``, ``priority``, ``group``, ``max_attempts``, ``parent`` (a key),
+``depends_on`` (keys in the file or ids of existing subtasks) and nested ``children`` (whose parent is the
+node). ``plan`` returns the nodes in an order where every dependency and parent comes first, or raises
+``Invalid`` naming the offending field, including every dependency cycle.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from mergebot.errors import Invalid
+
+
+@dataclass
+class Node:
+    key: str
+    title: str
+    description: str = ""
+    priority: int = 0
+    group: str | None = None
+    max_attempts: int = 3
+    parent: str | int | None = None
+    depends_on: list[str | int] = field(default_factory=list)
+
+
+def parse_tree_text(text: str, filename: str = "tree") -> list[Node]:
+    try:
+        data = yaml.safe_load(text) if not filename.endswith(".json") else json.loads(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as e:
+        raise Invalid(f"{filename}: not valid YAML/JSON: {e}", field="file") from e
+    return parse_tree(data)
+
+
+def parse_tree(data: Any) -> list[Node]:
+    if isinstance(data, dict) and "subtasks" in data:
+        data = data["subtasks"]
+    if not isinstance(data, list):
+        raise Invalid("a task tree is a list of subtasks", field="subtasks")
+    nodes: list[Node] = []
+    _flatten(data, None, "subtasks", nodes)
+    return plan(nodes)
+
+
+def _flatten(items: list[Any], parent: str | None, path: str, out: list[Node]) -> None:
+    for i, item in enumerate(items):
+        where = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            raise Invalid(f"{where} must be an object", field=where)
+        key = item.get("key")
+        title = item.get("title")
+        if not isinstance(key, str | int) or isinstance(key, bool) or str(key) == "":
+            raise Invalid(f"{where}.key must be a non-empty string", field=f"{where}.key")
+        if not isinstance(title, str) or not title.strip():
+            raise Invalid(f"{where}.title must be a non-empty string", field=f"{where}.title")
+        deps = item.get("depends_on", [])
+        if not isinstance(deps, list) or not all(isinstance(d, str | int) for d in deps):
+            raise Invalid(f"{where}.depends_on must be a list of keys or ids", field=f"{where}.depends_on")
+        priority = item.get("priority", 0)
+        max_attempts = item.get("max_attempts", 3)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise Invalid(f"{where}.priority must be an integer", field=f"{where}.priority")
+        if not isinstance(max_attempts, int) or isinstance(max_attempts, bool):
+            raise Invalid(f"{where}.max_attempts must be an integer", field=f"{where}.max_attempts")
+        out.append(
+            Node(
+                key=str(key),
+                title=title,
+                description=str(item.get("description", "")),
+                priority=priority,
+                group=item.get("group"),
+                max_attempts=max_attempts,
+                parent=item.get("parent", parent),
+                depends_on=[d if isinstance(d, int) else str(d) for d in deps],
+            )
+        )
+        children = item.get("children", [])
+        if not isinstance(children, list):
+            raise Invalid(f"{where}.children must be a list", field=f"{where}.children")
+        _flatten(children, str(key), f"{where}.children", out)
+
+
+def plan(nodes: list[Node]) -> list[Node]:
+    """Order nodes so that parents and in-file dependencies come first; refuse duplicates and cycles.
+
+    Integers in ``depends_on`` / ``parent`` are ids of existing subtasks and impose no order here.
+    """
+    by_key: dict[str, Node] = {}
+    for n in nodes:
+        if n.key in by_key:
+            raise Invalid(f"key {n.key!r} appears twice", field="key")
+        by_key[n.key] = n
+
+    def edges(n: Node) -> list[str]:
+        out = []
+        refs: list[str | int] = [*n.depends_on, *([n.parent] if n.parent is not None else [])]
+        for ref in refs:
+            if isinstance(ref, int):
+                continue
+            if ref not in by_key:
+                raise Invalid(f"subtask {n.key!r} refers to unknown key {ref!r}", field="depends_on")
+            out.append(ref)
+        return out
+
+    order: list[Node] = []
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = placed
+    for start in by_key:
+        if start in state:
+            continue
+        stack: list[tuple[str, list[str]]] = [(start, edges(by_key[start]))]
+        path = [start]
+        state[start] = 1
+        while stack:
+            key, todo = stack[-1]
+            if todo:
+                nxt = todo.pop()
+                if state.get(nxt) == 1:
+                    cycle = [*path[path.index(nxt) :], nxt]
+                    raise Invalid("dependency cycle: " + " -> ".join(cycle), field="depends_on", cycle=cycle)
+                if nxt not in state:
+                    state[nxt] = 1
+                    path.append(nxt)
+                    stack.append((nxt, edges(by_key[nxt])))
+            else:
+                stack.pop()
+                path.pop()
+                state[key] = 2
+                order.append(by_key[key])
+    return order
