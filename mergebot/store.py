@@ -140,8 +140,11 @@ class Store:
             "and claim again.",
             subtask_id=subtask_id,
             current_version=row["claim_version"],
-            status=row["status"],
+            subtask_status=row["status"],
         )
+
+    async def ping(self) -> None:
+        await self._all("ping")
 
     # -- agents and auth ---------------------------------------------------------------------------------
 
@@ -195,7 +198,7 @@ class Store:
 
     # -- groups and assignments --------------------------------------------------------------------------
 
-    async def upsert_group(self, *, name: str, description: str = "") -> dict[str, Any]:
+    async def upsert_group(self, *, name: str, description: str | None = None) -> dict[str, Any]:
         row = await self._one("group_upsert", name=name, description=description)
         assert row is not None
         return row
@@ -216,7 +219,7 @@ class Store:
         """Put an agent in a group (creating the group if needed). A claim in flight is not touched."""
         agent = await self.agent_by_name(agent_name)
         async with self._tx() as cur:
-            await self._q(cur, "group_upsert", name=group_name, description="")
+            await self._q(cur, "group_upsert", name=group_name, description=None)
             rows = await self._q(cur, "assignment_set", agent_id=agent.id, group_name=group_name,
                                  group_role=group_role, assigned_by=actor_id)
             await self._q(cur, "event_insert", actor_id=actor_id, kind="assigned", subtask_id=None,
@@ -262,7 +265,7 @@ class Store:
                       idempotency_key: str | None) -> tuple[Subtask, bool]:
         deps = sorted(set(depends_on))
         if group_name is not None:
-            await self._q(cur, "group_upsert", name=group_name, description="")
+            await self._q(cur, "group_upsert", name=group_name, description=None)
         rows = await self._q(cur, "subtask_create", actor_id=actor_id, title=title, description=description,
                              priority=priority, parent_id=parent_id, group_name=group_name, depends_on=deps,
                              max_attempts=max_attempts, idempotency_key=idempotency_key)

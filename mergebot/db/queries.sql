@@ -2,6 +2,9 @@
 -- and never builds SQL strings. Owner writes are fenced: they match id, owner, claim_version and status, and
 -- zero rows changed means the claim is gone.
 
+-- name: ping
+SELECT 1 AS ok;
+
 -- name: agent_create
 INSERT INTO agents (name, role, token_hash)
 VALUES (%(name)s, %(role)s, %(token_hash)s)
@@ -36,8 +39,9 @@ INSERT INTO events (actor_id, kind, subtask_id, claim_version, detail)
 VALUES (%(actor_id)s, %(kind)s, %(subtask_id)s, %(claim_version)s, %(detail)s);
 
 -- name: group_upsert
-INSERT INTO groups (name, description) VALUES (%(name)s, %(description)s)
-ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description
+-- A NULL description leaves an existing one alone.
+INSERT INTO groups (name, description) VALUES (%(name)s, coalesce(%(description)s, ''))
+ON CONFLICT (name) DO UPDATE SET description = coalesce(%(description)s, groups.description)
 RETURNING name, open, description, created_at;
 
 -- name: group_set_open
@@ -127,7 +131,7 @@ WITH done AS (
     SET status = 'running', owner_id = %(agent_id)s, claim_version = t.claim_version + 1,
         claimed_at = now(), heartbeat_at = now(),
         lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
-        attempts = t.attempts + 1, status_reason = NULL, updated_by = %(agent_id)s
+        attempts = t.attempts + 1, updated_by = %(agent_id)s  -- status_reason stays: it is the handoff's
     FROM pick WHERE t.id = pick.id
     RETURNING t.*
 )

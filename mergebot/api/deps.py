@@ -1,0 +1,66 @@
+"""Dependencies named once: the store, the waiter, the authenticated agent, and role checks."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from mergebot import auth
+from mergebot.errors import Forbidden, Unauthorized
+from mergebot.models import Agent
+from mergebot.store import Store, Waiter
+
+_bearer = HTTPBearer(auto_error=False, description="The agent's token, shown once by `mergebot agent add`.")
+
+
+def get_store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def get_waiter(request: Request) -> Waiter:
+    waiter: Waiter = request.app.state.waiter
+    return waiter
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+WaiterDep = Annotated[Waiter, Depends(get_waiter)]
+
+
+async def current_agent(
+    store: StoreDep,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Agent:
+    """The caller, from its token and nothing else. Identity is never taken from a request body."""
+    if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
+        raise Unauthorized("missing token: send 'Authorization: Bearer <token>'")
+    if len(creds.credentials) > 200:
+        raise Unauthorized("unknown or revoked token")
+    agent = await store.authenticate(creds.credentials)
+    if agent is None:
+        raise Unauthorized("unknown or revoked token")
+    return agent
+
+
+CurrentAgent = Annotated[Agent, Depends(current_agent)]
+
+
+def require(action: str) -> Callable[[Agent], Awaitable[Agent]]:
+    async def check(agent: CurrentAgent) -> Agent:
+        if not auth.allowed(auth.Role(agent.role), action):
+            raise Forbidden(f"role {agent.role!r} may not {action.replace('_', ' ')}")
+        return agent
+
+    return check
+
+
+Reader = Annotated[Agent, Depends(require("read"))]
+Claimer = Annotated[Agent, Depends(require("claim"))]
+Creator = Annotated[Agent, Depends(require("create_subtask"))]
+Noter = Annotated[Agent, Depends(require("note"))]
+Lead = Annotated[Agent, Depends(require("assign"))]
+Manager = Annotated[Agent, Depends(require("manage_subtasks"))]
+Admin = Annotated[Agent, Depends(require("admin"))]

@@ -1,0 +1,97 @@
+"""The shared board of the 1,000-agent run: announcements, notes, groups and assignments, landed, status."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from mergebot.api.deps import Admin, CurrentAgent, Lead, Noter, Reader, StoreDep
+from mergebot.api.schemas import AgentIn, AssignmentIn, BoardNoteIn, GroupIn, Name
+from mergebot.auth import Role, allowed
+from mergebot.errors import Forbidden
+
+router = APIRouter(prefix="/api/v1", tags=["board"])
+Limit = Annotated[int, Query(ge=1, le=1000)]
+After = Annotated[int, Query(ge=0)]
+
+
+@router.get("/me", summary="Who the token belongs to")
+async def me(agent: CurrentAgent) -> dict[str, Any]:
+    return {"agent": asdict(agent)}
+
+
+@router.get("/status", summary="Subtask counts by status")
+async def status(agent: Reader, store: StoreDep) -> dict[str, Any]:
+    return {"counts": await store.counts()}
+
+
+@router.post("/agents", status_code=201, summary="Add an agent; the token is shown once (admin)")
+async def add_agent(body: AgentIn, agent: Admin, store: StoreDep) -> dict[str, Any]:
+    new, token = await store.add_agent(name=body.name, role=body.role)
+    return {"agent": asdict(new), "token": token}
+
+
+@router.get("/agents", summary="Agents, their groups and what they hold")
+async def list_agents(agent: Reader, store: StoreDep) -> dict[str, Any]:
+    return {"agents": await store.list_agents()}
+
+
+@router.post("/agents/{name}/revoke", summary="Revoke an agent's token (admin)")
+async def revoke(name: str, agent: Admin, store: StoreDep) -> dict[str, Any]:
+    return {"agent": asdict(await store.revoke_agent(name=name))}
+
+
+@router.get("/announcements")
+async def announcements(agent: Reader, store: StoreDep, after: After = 0, limit: Limit = 100) -> dict[str, Any]:
+    return {"announcements": await store.announcements(after_id=after, limit=limit)}
+
+
+@router.post("/announcements", status_code=201, summary="Broadcast to all agents (lead or admin)")
+async def announce(body: BoardNoteIn, agent: CurrentAgent, store: StoreDep) -> dict[str, Any]:
+    if not allowed(Role(agent.role), "announce"):
+        raise Forbidden(f"role {agent.role!r} may not announce")
+    return {"announcement": await store.announce(author_id=agent.id, body=body.body, group_name=body.group)}
+
+
+@router.get("/notes", summary="Plans and progress notes")
+async def notes(agent: Reader, store: StoreDep, group: str | None = None, after: After = 0,
+                limit: Limit = 100) -> dict[str, Any]:
+    return {"notes": await store.notes(group_name=group, after_id=after, limit=limit)}
+
+
+@router.post("/notes", status_code=201, summary="A note not tied to a claim (plans, estimates)")
+async def add_note(body: BoardNoteIn, agent: Noter, store: StoreDep) -> dict[str, Any]:
+    return {"note": await store.add_note(author_id=agent.id, body=body.body, group_name=body.group)}
+
+
+@router.get("/groups")
+async def groups(agent: Reader, store: StoreDep) -> dict[str, Any]:
+    return {"groups": await store.list_groups()}
+
+
+@router.put("/groups/{name}", summary="Create or update a group; open=true lets its members roam (lead)")
+async def put_group(name: Name, body: GroupIn, agent: Lead, store: StoreDep) -> dict[str, Any]:
+    group = await store.upsert_group(name=name, description=body.description)
+    if body.open is not None:
+        group = await store.set_group_open(name=name, open=body.open, actor_id=agent.id)
+    return {"group": group}
+
+
+@router.get("/assignments")
+async def assignments(agent: Reader, store: StoreDep) -> dict[str, Any]:
+    return {"assignments": await store.list_assignments()}
+
+
+@router.put("/assignments/{agent_name}", summary="Put an agent in a group (lead); claims in flight stay")
+async def assign(agent_name: Name, body: AssignmentIn, agent: Lead, store: StoreDep) -> dict[str, Any]:
+    return {"assignment": await store.assign(agent_name=agent_name, group_name=body.group,
+                                             group_role=body.group_role, actor_id=agent.id)}
+
+
+@router.get("/landed", summary="What landed, newest first")
+async def landed(agent: Reader, store: StoreDep, repo: str | None = None, subtask: int | None = None,
+                 owner: str | None = None, before: int | None = None, limit: Limit = 100) -> dict[str, Any]:
+    rows = await store.landed(repo=repo, subtask_id=subtask, owner=owner, before_id=before, limit=limit)
+    return {"landed": [asdict(r) for r in rows]}

@@ -1,0 +1,91 @@
+"""Request bodies of the JSON API. Limits here are the ones agents hit first (422 names the field)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from mergebot.auth import Role
+
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=20000)]
+Id = Annotated[int, Field(ge=1, le=2**62)]
+Version = Annotated[int, Field(ge=0, le=2**62)]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentIn(Body):
+    name: Name
+    role: Role = Role.AGENT
+
+
+class SubtaskIn(Body):
+    title: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    description: Annotated[str, StringConstraints(max_length=20000)] = ""
+    priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000)] = 0
+    parent_id: Id | None = None
+    group: Name | None = None
+    depends_on: Annotated[list[Id], Field(max_length=1000)] = []
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+
+
+class TreeIn(Body):
+    subtasks: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=10000)]
+    key_prefix: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = None
+
+
+class Complete(Body):
+    id: Id
+    claim_version: Version
+    sha: Sha | None = None
+
+
+class ClaimIn(Body):
+    complete: Complete | None = None
+
+
+class FenceIn(Body):
+    claim_version: Version
+
+
+class ReleaseIn(FenceIn):
+    reason: Annotated[str, StringConstraints(max_length=2000)] | None = None
+
+
+class SubmitIn(FenceIn):
+    sha: Sha | None = None
+
+
+class NoteIn(Body):
+    body: Text
+    claim_version: Version | None = None
+
+
+class BoardNoteIn(Body):
+    body: Text
+    group: Name | None = None
+
+
+class ReasonIn(Body):
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
+class WaitIn(Body):
+    ids: Annotated[list[Id], Field(min_length=1, max_length=1000)]
+    timeout: Annotated[float, Field(ge=0, le=60)] = 30.0
+
+
+class GroupIn(Body):
+    description: Annotated[str, StringConstraints(max_length=4000)] | None = None
+    open: bool | None = None
+
+
+class AssignmentIn(Body):
+    group: Name
+    group_role: Annotated[str, StringConstraints(pattern=r"^(leader|helper)$")] = "helper"
