@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, LiteralString
 
 import psycopg
@@ -285,7 +285,7 @@ class Store:
         missing = [d for d in deps if d not in found]
         raise Invalid(f"depends_on names subtasks that do not exist: {missing}", field="depends_on")
 
-    async def create_tree(self, *, actor_id: int | None, nodes: Iterable[Node],
+    async def create_tree(self, *, actor_id: int | None, nodes: Sequence[Node],
                           key_prefix: str | None = None) -> dict[str, Subtask]:
         """Create a whole planned tree (see ``mergebot.tree.plan``) in one transaction: all or nothing.
 
@@ -302,6 +302,11 @@ class Store:
                     parent_id=parent, group_name=n.group, depends_on=deps, max_attempts=n.max_attempts,
                     idempotency_key=f"{key_prefix}/{n.key}" if key_prefix else None)
                 made[n.key] = sub
+            for n in nodes:
+                if n.children:
+                    await self._q(cur, "subtask_add_deps", id=made[n.key].id, actor_id=actor_id,
+                                  depends_on=[made[c].id for c in n.children])
+                    made[n.key].status = (await self._q(cur, "subtask_fence_state", id=made[n.key].id))[0]["status"]
         return made
 
     async def get_subtask(self, subtask_id: int) -> Subtask:

@@ -1,15 +1,19 @@
-"""Task-tree files: a JSON or YAML description of subtasks with dependencies, checked before anything is written.
+"""Task-tree files: JSON or YAML descriptions of subtasks with dependencies, checked before anything is written.
 
 Pure. A file is a list of nodes (or ``{"subtasks": [...]}``); each node has a ``key`` unique in the file, a
 ``title``, and optionally ``description``, ``priority``, ``group``, ``max_attempts``, ``parent`` (a key),
 ``depends_on`` (keys in the file or ids of existing subtasks) and nested ``children`` (whose parent is the
-node). ``plan`` returns the nodes in an order where every dependency and parent comes first, or raises
-``Invalid`` naming the offending field, including every dependency cycle.
+node). A node with children is their integration step: it depends on each of them, so it becomes ready only
+once they have all landed (the seeds' "one subgroup proved if A then B, another proved A").
+
+``plan`` returns the nodes in an order where every dependency and parent comes first, or raises ``Invalid``
+naming the offending field, including every dependency cycle.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +32,7 @@ class Node:
     max_attempts: int = 3
     parent: str | int | None = None
     depends_on: list[str | int] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
 
 
 def parse_tree_text(text: str, filename: str = "tree") -> list[Node]:
@@ -83,13 +88,19 @@ def _flatten(items: list[Any], parent: str | None, path: str, out: list[Node]) -
         children = item.get("children", [])
         if not isinstance(children, list):
             raise Invalid(f"{where}.children must be a list", field=f"{where}.children")
+        node = out[-1]
+        first_child = len(out)
         _flatten(children, str(key), f"{where}.children", out)
+        node.children = [c.key for c in out[first_child:] if c.parent == node.key]
 
 
 def plan(nodes: list[Node]) -> list[Node]:
     """Order nodes so that parents and in-file dependencies come first; refuse duplicates and cycles.
 
-    Integers in ``depends_on`` / ``parent`` are ids of existing subtasks and impose no order here.
+    A parent's implicit dependency on its children counts for cycles (a child that depends on its own
+    parent can never run) but not for the order: the parent row must exist before its children name it,
+    so the store adds those edges after creating the children. Integers in ``depends_on`` / ``parent`` are
+    ids of existing subtasks and impose no order here.
     """
     by_key: dict[str, Node] = {}
     for n in nodes:
@@ -97,10 +108,9 @@ def plan(nodes: list[Node]) -> list[Node]:
             raise Invalid(f"key {n.key!r} appears twice", field="key")
         by_key[n.key] = n
 
-    def edges(n: Node) -> list[str]:
+    def refs(n: Node, extra: list[str | int]) -> list[str]:
         out = []
-        refs: list[str | int] = [*n.depends_on, *([n.parent] if n.parent is not None else [])]
-        for ref in refs:
+        for ref in [*n.depends_on, *extra]:
             if isinstance(ref, int):
                 continue
             if ref not in by_key:
@@ -108,6 +118,12 @@ def plan(nodes: list[Node]) -> list[Node]:
             out.append(ref)
         return out
 
+    _toposort(by_key, lambda n: refs(n, list(n.children)))
+    return _toposort(by_key, lambda n: refs(n, [n.parent] if n.parent is not None else []))
+
+
+def _toposort(by_key: dict[str, Node], edges: Callable[[Node], list[str]]) -> list[Node]:
+    """Depth-first topological order (dependencies first); raises Invalid naming a cycle."""
     order: list[Node] = []
     state: dict[str, int] = {}  # 1 = on the current path, 2 = placed
     for start in by_key:

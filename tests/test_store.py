@@ -327,6 +327,8 @@ async def test_tree_file_created_atomically_and_idempotently(store: Store) -> No
     made = await store.create_tree(actor_id=a, nodes=tree, key_prefix="plan1")
     assert made["a"].parent_id == made["root"].id
     assert made["a"].status == "blocked" and made["b"].status == "ready"
+    assert made["root"].status == "blocked"  # a parent integrates its children: it waits for them
+    assert (await store.get_subtask(made["root"].id)).depends_on == sorted([made["a"].id, made["b"].id])
     again = await store.create_tree(actor_id=a, nodes=tree, key_prefix="plan1")
     assert {k: v.id for k, v in again.items()} == {k: v.id for k, v in made.items()}
     assert sum((await store.counts()).values()) == 3

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import LiteralString, cast
 
 import psycopg
 
@@ -60,7 +59,7 @@ def migrate(url: str) -> list[int]:
                 if m.version in done:
                     continue
                 with conn.transaction():
-                    conn.execute(cast(LiteralString, m.sql))
+                    conn.execute(m.sql)
                     conn.execute(
                         "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name)
                     )

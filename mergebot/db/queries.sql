@@ -89,6 +89,20 @@ WITH deps AS (
 )
 SELECT * FROM ins;
 
+-- name: subtask_add_deps
+-- Adds edges to a subtask that exists already (a tree's parent waits for its children); a ready subtask
+-- with an unlanded new dependency goes back to blocked. The acyclicity trigger guards every edge.
+WITH deps AS (
+    SELECT id, status FROM subtasks WHERE id = ANY(%(depends_on)s::bigint[]) FOR SHARE
+), edges AS (
+    INSERT INTO subtask_deps (subtask_id, depends_on_id)
+    SELECT %(id)s, deps.id FROM deps
+    ON CONFLICT DO NOTHING
+)
+UPDATE subtasks SET status = 'blocked', updated_by = %(actor_id)s
+WHERE id = %(id)s AND status = 'ready' AND EXISTS (SELECT 1 FROM deps WHERE status <> 'landed')
+RETURNING id;
+
 -- name: subtask_by_idempotency_key
 SELECT * FROM subtasks WHERE idempotency_key = %(idempotency_key)s;
 

@@ -1,0 +1,447 @@
+"""The ``mergebot`` command line, for people and agents.
+
+Two kinds of commands:
+  * local administration, which talks to the database directly (``init``, ``agent``, ``recover``): run it
+    on the machine that holds the data directory, or with MERGEBOT_DATABASE_URL;
+  * everything an agent or a lead does, which goes through the HTTP API with a token
+    (``--server``/MERGEBOT_URL and ``--token``/MERGEBOT_TOKEN), so identity is always the token's.
+
+Every command prints a readable table, or JSON with ``--json``. A refusal prints the server's reason and
+exits non-zero (2 for bad input, 3 for "claim superseded", 1 otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from mergebot import __version__
+from mergebot.auth import Role
+from mergebot.client import ApiError, Client
+from mergebot.errors import MergebotError
+from mergebot.settings import Settings
+from mergebot.store import Store
+
+T = TypeVar("T")
+DEFAULT_URL = "http://127.0.0.1:8470"
+
+
+# -- output ----------------------------------------------------------------------------------------------
+
+
+def emit(args: argparse.Namespace, data: Any, table: list[dict[str, Any]] | None = None,
+         columns: Sequence[str] = ()) -> None:
+    if args.json:
+        print(json.dumps(data, default=str, indent=2))
+        return
+    if table is not None:
+        print(render_table(table, columns))
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            print(f"{k}: {v}")
+    else:
+        print(data)
+
+
+def render_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    if not rows:
+        return "(none)"
+    cols = list(columns) or list(rows[0].keys())
+    cells = [[_cell(r.get(c)) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(cols, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v) or "-"
+    s = str(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+# -- local database access -------------------------------------------------------------------------------
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = Path(args.data_dir)
+    return Settings(**overrides)
+
+
+def with_store(settings: Settings, fn: Callable[[Store], Awaitable[T]]) -> T:
+    from mergebot.db.connect import open_pool, prepare
+
+    async def run() -> T:
+        url = await asyncio.to_thread(prepare, settings)
+        pool = await open_pool(url, settings, max_size=2)
+        try:
+            return await fn(Store(pool, lease_seconds=settings.lease_seconds))
+        finally:
+            await pool.close()
+
+    return asyncio.run(run())
+
+
+def cmd_init(args: argparse.Namespace) -> None:
+    settings = settings_from(args)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+
+    async def go(store: Store) -> dict[str, Any]:
+        try:
+            agent, token = await store.add_agent(name=args.admin, role=Role.ADMIN)
+        except MergebotError:
+            return {"data_dir": str(settings.data_dir), "admin": args.admin,
+                    "token": "(exists; use 'mergebot agent rotate' for a new token)"}
+        return {"data_dir": str(settings.data_dir), "admin": agent.name, "token": token}
+
+    emit(args, with_store(settings, go))
+
+
+def cmd_agent_add(args: argparse.Namespace) -> None:
+    agent, token = with_store(settings_from(args), lambda s: s.add_agent(name=args.name, role=Role(args.role)))
+    emit(args, {"agent": agent.name, "role": agent.role, "token": token})
+    if not args.json:
+        print("(the token is shown once; store it now)", file=sys.stderr)
+
+
+def cmd_agent_list(args: argparse.Namespace) -> None:
+    rows = with_store(settings_from(args), lambda s: s.list_agents())
+    emit(args, rows, rows, ("name", "role", "group_name", "group_role", "holding", "revoked_at"))
+
+
+def cmd_agent_revoke(args: argparse.Namespace) -> None:
+    agent = with_store(settings_from(args), lambda s: s.revoke_agent(name=args.name))
+    emit(args, asdict(agent))
+
+
+def cmd_agent_rotate(args: argparse.Namespace) -> None:
+    agent, token = with_store(settings_from(args), lambda s: s.rotate_token(name=args.name))
+    emit(args, {"agent": agent.name, "role": agent.role, "token": token})
+
+
+def cmd_recover(args: argparse.Namespace) -> None:
+    settings = settings_from(args)
+    rows = with_store(settings, lambda s: s.recover_expired(grace_seconds=settings.recovery_grace_seconds))
+    emit(args, rows, rows, ("id", "status", "claim_version", "previous_owner_id"))
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from mergebot.api import create_app
+
+    settings = settings_from(args)
+    settings.host, settings.port = args.host or settings.host, args.port or settings.port
+    print(f"mergebot {__version__} serving on http://{settings.host}:{settings.port} "
+          f"(database: {'MERGEBOT_DATABASE_URL' if settings.database_url else settings.data_dir / 'pg'})",
+          file=sys.stderr)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from mergebot.demo import run_demo
+
+    run_demo(data_dir=Path(args.data_dir) if args.data_dir else None, agents=args.agents)
+
+
+# -- API commands -----------------------------------------------------------------------------------------
+
+
+def client_from(args: argparse.Namespace) -> Client:
+    token = args.token or os.environ.get("MERGEBOT_TOKEN")
+    return Client(args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL), token)
+
+
+def cmd_create(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    if args.file:
+        from mergebot.tree import parse_tree_text
+
+        path = Path(args.file)
+        text = path.read_text("utf-8")
+        parse_tree_text(text, path.name)  # refuse locally first, with the field named
+        import yaml
+
+        data = json.loads(text) if path.name.endswith(".json") else yaml.safe_load(text)
+        if isinstance(data, dict) and "subtasks" in data:
+            data = data["subtasks"]
+        out = c.post("/api/v1/subtasks/batch", {"subtasks": data, "key_prefix": args.key or path.stem})
+        rows = [{"key": k, **v} for k, v in out["subtasks"].items()]
+        emit(args, out, rows, ("key", "id", "status"))
+        return
+    if not args.title:
+        raise SystemExit("mergebot create: give a TITLE or --file")
+    body = {"title": args.title, "description": args.description or "", "priority": args.priority,
+            "depends_on": args.depends_on or [], "idempotency_key": args.key, "group": args.group,
+            "parent_id": args.parent, "max_attempts": args.max_attempts}
+    out = c.post("/api/v1/subtasks", {k: v for k, v in body.items() if v is not None})
+    s = out["subtask"]
+    emit(args, out, [s], ("id", "status", "title", "priority", "depends_on"))
+
+
+def cmd_claim(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    body = None
+    if args.complete:
+        body = {"complete": {"id": args.complete, "claim_version": args.version, "sha": args.sha}}
+    out = c.post("/api/v1/subtasks/claim", body)
+    if out is None:
+        emit(args, {"claimed": None, "message": "nothing is ready"})
+        return
+    s = out["subtask"]
+    emit(args, out, [{"id": s["id"], "claim_version": s["claim_version"], "title": s["title"],
+                      "branch": out["branch"], "lease_expires_at": s["lease_expires_at"]}])
+    if not args.json and out["handoff"]["notes"]:
+        print("\nhandoff notes:")
+        for n in out["handoff"]["notes"]:
+            print(f"  [{n['author']} v{n['claim_version']}] {n['body']}")
+
+
+def _fenced(args: argparse.Namespace, action: str, extra: dict[str, Any] | None = None) -> None:
+    out = client_from(args).post(f"/api/v1/subtasks/{args.id}/{action}",
+                                 {"claim_version": args.version, **(extra or {})})
+    emit(args, out.get("subtask", out))
+
+
+def cmd_heartbeat(args: argparse.Namespace) -> None:
+    _fenced(args, "heartbeat")
+
+
+def cmd_release(args: argparse.Namespace) -> None:
+    _fenced(args, "release", {"reason": args.reason} if args.reason else None)
+
+
+def cmd_submit(args: argparse.Namespace) -> None:
+    _fenced(args, "submit", {"sha": args.sha} if args.sha else None)
+
+
+def cmd_note(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    if args.id is None:
+        out = c.post("/api/v1/notes", {"body": args.body, "group": args.group})
+    else:
+        out = c.post(f"/api/v1/subtasks/{args.id}/notes", {"body": args.body, "claim_version": args.version})
+    emit(args, out["note"])
+
+
+def cmd_notes(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    out = c.get(f"/api/v1/subtasks/{args.id}/notes") if args.id else c.get("/api/v1/notes", group=args.group)
+    emit(args, out, out["notes"], ("id", "subtask_id", "author", "claim_version", "body", "created_at"))
+
+
+def cmd_announce(args: argparse.Namespace) -> None:
+    emit(args, client_from(args).post("/api/v1/announcements", {"body": args.body})["announcement"])
+
+
+def cmd_announcements(args: argparse.Namespace) -> None:
+    out = client_from(args).get("/api/v1/announcements")
+    emit(args, out, out["announcements"], ("id", "author", "body", "created_at"))
+
+
+def cmd_assign(args: argparse.Namespace) -> None:
+    out = client_from(args).put(f"/api/v1/assignments/{args.agent}", {"group": args.group,
+                                                                       "group_role": args.group_role})
+    emit(args, out["assignment"])
+
+
+def cmd_group(args: argparse.Namespace) -> None:
+    body: dict[str, Any] = {}
+    if args.open is not None:
+        body["open"] = args.open == "open"
+    if args.description is not None:
+        body["description"] = args.description
+    emit(args, client_from(args).put(f"/api/v1/groups/{args.name}", body)["group"])
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    out = client_from(args).get("/api/v1/subtasks", status=args.status, group=args.group, after=args.after,
+                                limit=args.limit)
+    emit(args, out, out["subtasks"],
+         ("id", "status", "priority", "owner", "claim_version", "attempts", "group_name", "title"))
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    s = c.get(f"/api/v1/subtasks/{args.id}")["subtask"]
+    events = c.get(f"/api/v1/subtasks/{args.id}/events")["events"]
+    if args.json:
+        emit(args, {"subtask": s, "events": events})
+        return
+    for k in ("id", "title", "status", "owner", "claim_version", "attempts", "max_attempts", "priority",
+              "group_name", "parent_id", "depends_on", "lease_expires_at", "candidate_sha", "status_reason",
+              "previous_owner"):
+        print(f"{k:>16}: {_cell(s.get(k))}")
+    print()
+    print(render_table(events, ("at", "actor", "from_status", "to_status", "claim_version", "detail")))
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    out = client_from(args).get("/api/v1/status")
+    rows = [{"status": k, "count": v} for k, v in out["counts"].items()]
+    emit(args, out, rows, ("status", "count"))
+
+
+def cmd_landed(args: argparse.Namespace) -> None:
+    out = client_from(args).get("/api/v1/landed", repo=args.repo, owner=args.owner, limit=args.limit)
+    emit(args, out, out["landed"], ("id", "subtask_id", "owner", "claim_version", "merged_sha",
+                                    "verifier_result", "duration_ms", "main_status", "landed_at"))
+
+
+def cmd_wait(args: argparse.Namespace) -> None:
+    """Wait (long-polling the server) until every id is landed, failed or cancelled."""
+    c = client_from(args)
+    deadline = time.monotonic() + args.timeout
+    last: dict[str, str] = {}
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        out = c.post("/api/v1/subtasks/wait", {"ids": args.ids, "timeout": min(30.0, left)})
+        if out["statuses"] != last and not args.json:
+            done = sum(1 for s in out["statuses"].values() if s in ("landed", "failed", "cancelled"))
+            print(f"{done}/{len(args.ids)} finished: " +
+                  " ".join(f"{k}={v}" for k, v in sorted(out["statuses"].items())), file=sys.stderr)
+        last = out["statuses"]
+        if out["done"] or left <= 0:
+            break
+    emit(args, out)
+    if not out["done"]:
+        raise SystemExit(4)
+
+
+# -- parser -----------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mergebot", description=__doc__.split("\n")[0] if __doc__ else None)
+    p.add_argument("--version", action="version", version=f"mergebot {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON for machines")
+    common.add_argument("--data-dir", help="data directory (default .mergebot, or MERGEBOT_DATA_DIR)")
+    common.add_argument("--server", help=f"API base URL (default MERGEBOT_URL or {DEFAULT_URL})")
+    common.add_argument("--token", help="agent token (default MERGEBOT_TOKEN)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[argparse.Namespace], None], help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, parents=[common], help=help, description=help)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    sp = add("init", cmd_init, "create the data directory and database, and an admin agent (token shown once)")
+    sp.add_argument("--admin", default="admin")
+    sp = add("serve", cmd_serve, "run the server (API, waiter, recovery loop)")
+    sp.add_argument("--host")
+    sp.add_argument("--port", type=int)
+    sp = add("demo", cmd_demo, "start a server on the embedded database and let simulated agents work a tree")
+    sp.add_argument("--agents", type=int, default=4)
+
+    agent = sub.add_parser("agent", help="manage agents (local database)").add_subparsers(
+        dest="agent_command", required=True, metavar="ACTION")
+    sp = agent.add_parser("add", parents=[common], help="add an agent and print its token once")
+    sp.add_argument("name")
+    sp.add_argument("--role", default="agent", choices=[r.value for r in Role])
+    sp.set_defaults(fn=cmd_agent_add)
+    sp = agent.add_parser("list", parents=[common], help="list agents")
+    sp.set_defaults(fn=cmd_agent_list)
+    sp = agent.add_parser("revoke", parents=[common], help="revoke an agent's token")
+    sp.add_argument("name")
+    sp.set_defaults(fn=cmd_agent_revoke)
+    sp = agent.add_parser("rotate", parents=[common], help="issue a new token (the old one stops working)")
+    sp.add_argument("name")
+    sp.set_defaults(fn=cmd_agent_rotate)
+    add("recover", cmd_recover, "hand back subtasks whose lease expired (the server does this on its own)")
+
+    sp = add("create", cmd_create, "create a subtask, or a whole tree with --file tree.yaml")
+    sp.add_argument("title", nargs="?")
+    sp.add_argument("--file", help="JSON or YAML task tree (keys, children, depends_on)")
+    sp.add_argument("--description")
+    sp.add_argument("--priority", type=int, default=0)
+    sp.add_argument("--depends-on", type=int, nargs="*", dest="depends_on")
+    sp.add_argument("--group")
+    sp.add_argument("--parent", type=int)
+    sp.add_argument("--max-attempts", type=int, dest="max_attempts")
+    sp.add_argument("--key", help="idempotency key (with --file: the prefix of each node's key)")
+    sp = add("claim", cmd_claim, "claim the best ready subtask (optionally completing the current one)")
+    sp.add_argument("--complete", type=int, metavar="ID", help="submit this subtask first, fenced")
+    sp.add_argument("--version", type=int, help="claim version of --complete")
+    sp.add_argument("--sha", help="commit of --complete")
+    for name, fn, text in (("heartbeat", cmd_heartbeat, "renew your lease"),
+                           ("release", cmd_release, "give a subtask back"),
+                           ("submit", cmd_submit, "mark your subtask done with its commit")):
+        sp = add(name, fn, text)
+        sp.add_argument("id", type=int)
+        sp.add_argument("--version", type=int, required=True, help="your claim version")
+        if name == "release":
+            sp.add_argument("--reason")
+        if name == "submit":
+            sp.add_argument("--sha")
+    sp = add("note", cmd_note, "leave a note (on a subtask you own with --id/--version, or on the board)")
+    sp.add_argument("body")
+    sp.add_argument("--id", type=int)
+    sp.add_argument("--version", type=int)
+    sp.add_argument("--group")
+    sp = add("notes", cmd_notes, "read notes")
+    sp.add_argument("--id", type=int)
+    sp.add_argument("--group")
+    sp = add("announce", cmd_announce, "broadcast to every agent (lead)")
+    sp.add_argument("body")
+    add("announcements", cmd_announcements, "read announcements")
+    sp = add("assign", cmd_assign, "put an agent in a group (lead)")
+    sp.add_argument("agent")
+    sp.add_argument("group")
+    sp.add_argument("--group-role", default="helper", choices=["helper", "leader"], dest="group_role")
+    sp = add("group", cmd_group, "describe a group, or open it so its members roam (lead)")
+    sp.add_argument("name")
+    sp.add_argument("open", nargs="?", choices=["open", "close"])
+    sp.add_argument("--description")
+    sp = add("list", cmd_list, "list subtasks")
+    sp.add_argument("--status")
+    sp.add_argument("--group")
+    sp.add_argument("--after", type=int, default=0)
+    sp.add_argument("--limit", type=int, default=100)
+    sp = add("show", cmd_show, "one subtask and its event log")
+    sp.add_argument("id", type=int)
+    add("status", cmd_status, "subtask counts by status")
+    sp = add("landed", cmd_landed, "what landed, newest first")
+    sp.add_argument("--repo")
+    sp.add_argument("--owner")
+    sp.add_argument("--limit", type=int, default=50)
+    sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled")
+    sp.add_argument("ids", type=int, nargs="+")
+    sp.add_argument("--timeout", type=float, default=3600.0)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        args.fn(args)
+    except ApiError as e:
+        print(f"mergebot: refused ({e.status} {e.code}): {e.message}", file=sys.stderr)
+        raise SystemExit(3 if e.code == "claim_superseded" else 2 if e.status in (400, 413, 422) else 1) from None
+    except MergebotError as e:
+        print(f"mergebot: {e.message}", file=sys.stderr)
+        raise SystemExit(3 if e.code == "claim_superseded" else 2 if e.status in (400, 413, 422) else 1) from None
+    except httpx.HTTPError as e:
+        print(f"mergebot: cannot reach the server ({e}); is 'mergebot serve' running, and is --server right?",
+              file=sys.stderr)
+        raise SystemExit(1) from None
+    except OSError as e:
+        print(f"mergebot: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
