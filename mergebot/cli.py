@@ -86,12 +86,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def with_store(settings: Settings, fn: Callable[[Store], Awaitable[T]]) -> T:
     from mergebot.db.connect import open_pool, prepare
+    from mergebot.landing.store import LandingStore
 
     async def run() -> T:
         url = await asyncio.to_thread(prepare, settings)
         pool = await open_pool(url, settings, max_size=2)
         try:
-            return await fn(Store(pool, lease_seconds=settings.lease_seconds))
+            return await fn(LandingStore(pool, lease_seconds=settings.lease_seconds))
         finally:
             await pool.close()
 
@@ -152,6 +153,86 @@ def cmd_serve(args: argparse.Namespace) -> None:
           f"(database: {'MERGEBOT_DATABASE_URL' if settings.database_url else settings.data_dir / 'pg'})",
           file=sys.stderr)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
+
+
+def cmd_repo_add(args: argparse.Namespace) -> None:
+    from mergebot.landing.repos import add_repo, repos_root
+    from mergebot.landing.store import LandingStore
+
+    settings = settings_from(args)
+
+    async def go(store: Store) -> Any:
+        assert isinstance(store, LandingStore)
+        return await add_repo(store, repos_root(settings.data_dir), name=args.name, source=args.source,
+                              verifier_command=args.verifier, target_branch=args.target,
+                              verifier_timeout_s=args.timeout, protected_paths=args.protect or [],
+                              max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes)
+
+    repo = with_store(settings, go)
+    emit(args, asdict(repo))
+
+
+def cmd_repo_list(args: argparse.Namespace) -> None:
+    out = client_from(args).get("/api/v1/repos")
+    emit(args, out, out["repos"], ("name", "target_branch", "verifier_command", "protected_paths", "paused"))
+
+
+def cmd_reconcile(args: argparse.Namespace) -> None:
+    out = client_from(args).post("/api/v1/reconcile")
+    rows = [{k: (len(v) if isinstance(v, list) else v) for k, v in r.items()} for r in out["reports"]]
+    emit(args, out, rows, ("repo", "finished", "rolled_back", "requeued", "enqueued", "unexplained",
+                           "landed_not_on_main"))
+
+
+def cmd_queue(args: argparse.Namespace) -> None:
+    out = client_from(args).get("/api/v1/candidates", repo=args.repo, limit=args.limit)
+    emit(args, out, out["candidates"], ("id", "repo", "subtask_id", "claim_version", "owner", "sha", "status",
+                                        "reason", "queued_at"))
+
+
+def cmd_start(args: argparse.Namespace) -> None:
+    from mergebot import agent
+
+    token = args.token or os.environ.get("MERGEBOT_TOKEN") or ""
+    server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
+    got = agent.start(client_from(args), server, token, args.repo, Path(args.dir))
+    if got is None:
+        emit(args, {"claimed": None, "message": "nothing is ready"})
+        return
+    claim, body = got
+    emit(args, {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "branch": claim.branch,
+                "worktree": str(Path(args.dir).resolve()), "title": body["subtask"]["title"]})
+    if not args.json and body["handoff"]["notes"]:
+        print("\nhandoff notes from earlier owners:")
+        for n in body["handoff"]["notes"]:
+            print(f"--- {n['author']} (claim version {n['claim_version']})\n{n['body']}")
+
+
+def cmd_push(args: argparse.Namespace) -> None:
+    from mergebot import agent
+
+    result = agent.push(client_from(args), Path(args.dir), wait=args.timeout, progress=not args.json)
+    if args.json:
+        emit(args, result)
+    elif result["status"] == "landed":
+        print(f"landed: {result['sha'][:12]} is on main as {str(result.get('merged_sha'))[:12]}")
+    else:
+        print(f"{result['status']}: {result.get('reason') or ''}".rstrip(), file=sys.stderr)
+        if result["status"] in ("refused", "rejected"):
+            print("fix it in your worktree, commit, and run `mergebot submit` again.", file=sys.stderr)
+    if result["status"] != "landed":
+        raise SystemExit(5)
+
+
+def cmd_handoff(args: argparse.Namespace) -> None:
+    from mergebot import agent
+
+    claim = agent.current_claim(Path(args.dir))
+    body = agent.handoff_note(Path(args.dir), done=args.done or "", remains=args.remains or "",
+                              tried=args.tried or [], checks=args.check or [])
+    out = client_from(args).post(f"/api/v1/subtasks/{claim.subtask_id}/notes",
+                                 {"body": body, "claim_version": claim.claim_version})
+    emit(args, out["note"])
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -228,6 +309,11 @@ def cmd_release(args: argparse.Namespace) -> None:
 
 
 def cmd_submit(args: argparse.Namespace) -> None:
+    if args.id is None:
+        cmd_push(args)
+        return
+    if args.version is None:
+        raise SystemExit("mergebot submit ID needs --version (your claim version)")
     _fenced(args, "submit", {"sha": args.sha} if args.sha else None)
 
 
@@ -366,6 +452,36 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_agent_rotate)
     add("recover", cmd_recover, "hand back subtasks whose lease expired (the server does this on its own)")
 
+    repo = sub.add_parser("repo", help="managed repositories").add_subparsers(
+        dest="repo_command", required=True, metavar="ACTION")
+    sp = repo.add_parser("add", parents=[common], help="create or import a bare repository with its landing rules")
+    sp.add_argument("name")
+    sp.add_argument("--from", dest="source", help="import from a path or URL (default: a new, empty repository)")
+    sp.add_argument("--verifier", required=True, help="the check run on every merged commit, e.g. 'python -m pytest'")
+    sp.add_argument("--timeout", type=int, default=600, help="the check's time limit in seconds")
+    sp.add_argument("--target", default="main", help="the branch Mergebot lands into")
+    sp.add_argument("--protect", action="append", help="a path pattern agents may not change (repeatable; "
+                    "'dir/' protects a folder)")
+    sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")
+    sp.add_argument("--max-file-bytes", type=int, default=10 << 20, dest="max_file_bytes")
+    sp.set_defaults(fn=cmd_repo_add)
+    sp = repo.add_parser("list", parents=[common], help="list repositories")
+    sp.set_defaults(fn=cmd_repo_list)
+    add("reconcile", cmd_reconcile, "make main and the landed records agree, and report what does not (admin)")
+    sp = add("queue", cmd_queue, "the merge queue's candidates, newest first")
+    sp.add_argument("--repo")
+    sp.add_argument("--limit", type=int, default=50)
+
+    sp = add("start", cmd_start, "claim a subtask and prepare a git worktree on the branch the claim names")
+    sp.add_argument("--repo", required=True)
+    sp.add_argument("--dir", default=".", help="the worktree (created by cloning if missing)")
+    sp = add("handoff", cmd_handoff, "leave a structured note for the next owner of your subtask")
+    sp.add_argument("--dir", default=".")
+    sp.add_argument("--done")
+    sp.add_argument("--remains")
+    sp.add_argument("--tried", action="append", help="a failed attempt: the command and what happened")
+    sp.add_argument("--check", action="append", help="a check you ran and its result")
+
     sp = add("create", cmd_create, "create a subtask, or a whole tree with --file tree.yaml")
     sp.add_argument("title", nargs="?")
     sp.add_argument("--file", help="JSON or YAML task tree (keys, children, depends_on)")
@@ -381,15 +497,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--version", type=int, help="claim version of --complete")
     sp.add_argument("--sha", help="commit of --complete")
     for name, fn, text in (("heartbeat", cmd_heartbeat, "renew your lease"),
-                           ("release", cmd_release, "give a subtask back"),
-                           ("submit", cmd_submit, "mark your subtask done with its commit")):
+                           ("release", cmd_release, "give a subtask back")):
         sp = add(name, fn, text)
         sp.add_argument("id", type=int)
         sp.add_argument("--version", type=int, required=True, help="your claim version")
         if name == "release":
             sp.add_argument("--reason")
-        if name == "submit":
-            sp.add_argument("--sha")
+    sp = add("submit", cmd_submit, "in a worktree from `mergebot start`: push HEAD and wait for the verdict; "
+             "with ID --version: mark a subtask without code done through the API")
+    sp.add_argument("id", type=int, nargs="?")
+    sp.add_argument("--version", type=int, help="your claim version (with ID)")
+    sp.add_argument("--sha", help="the commit (with ID)")
+    sp.add_argument("--dir", default=".", help="the worktree (without ID)")
+    sp.add_argument("--timeout", type=float, default=3600.0)
     sp = add("note", cmd_note, "leave a note (on a subtask you own with --id/--version, or on the board)")
     sp.add_argument("body")
     sp.add_argument("--id", type=int)

@@ -104,6 +104,11 @@ class Store:
         self.pool = pool
         self.lease_seconds = lease_seconds
 
+    @property
+    def url(self) -> str:
+        """The pool's connection string, for the few connections that must not come from the pool."""
+        return str(self.pool.conninfo)
+
     # -- plumbing ---------------------------------------------------------------------------------------
 
     async def _all(self, query: str, /, **params: Any) -> list[dict[str, Any]]:
@@ -370,16 +375,19 @@ class Store:
         """Return subtasks whose lease lapsed more than ``grace_seconds`` ago to ready (or failed)."""
         return await self._all("subtask_recover_expired", grace_seconds=grace_seconds, limit=limit)
 
-    async def reject(self, *, handle: Handle, reason: str, actor_id: int | None = None) -> Subtask:
-        """The landing path refused a submitted candidate: back to running for the same owner."""
-        row = await self._one("subtask_reject", id=handle.id, claim_version=handle.claim_version,
+    async def reject(self, *, handle: Handle, reason: str, actor_id: int | None = None,
+                     sha: str | None = None) -> Subtask:
+        """The landing path refused a submitted candidate (``sha``, if given): back to running for the owner."""
+        row = await self._one("subtask_reject", id=handle.id, claim_version=handle.claim_version, sha=sha,
                               reason=reason, lease_seconds=self.lease_seconds, actor_id=actor_id)
         if row is None:
             raise await self._superseded(handle.id, handle.claim_version)
         return Subtask.from_row(row)
 
-    async def land(self, landing: Landing, *, actor_id: int | None = None) -> tuple[Landed, list[int]]:
-        """In one transaction: mark the fenced candidate landed, write its landed row, release dependents.
+    async def land(self, landing: Landing, *, actor_id: int | None = None, intent_id: int | None = None,
+                   candidate_id: int | None = None) -> tuple[Landed, list[int]]:
+        """In one transaction: mark the fenced candidate landed, write its landed row, release dependents, and
+        (for the landing path) resolve its intent and close its queue entry.
 
         Returns the landed row and the ids of subtasks that became ready.
         """
@@ -401,6 +409,11 @@ class Store:
             if locked:
                 released = [r["id"] for r in await self._q(cur, "dependents_release", ids=locked,
                                                            actor_id=actor_id)]
+            if intent_id is not None:
+                await self._q(cur, "intent_resolve", id=intent_id, status="done")
+            if candidate_id is not None:
+                await self._q(cur, "candidate_finish", id=candidate_id, status="landed", reason=None,
+                              base_sha=landing.base_sha, merged_sha=landing.merged_sha, verifier=None)
         return Landed.from_row(rows[0]), released
 
     async def cancel(self, *, subtask_id: int, reason: str, actor_id: int | None) -> Subtask:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from mergebot.db.connect import open_pool
+from mergebot.landing.store import LandingStore
 from mergebot.settings import Settings
-from mergebot.store import Store
 from tests.pg import Server, available_servers, with_db
 
 SERVERS = available_servers()
@@ -60,9 +60,9 @@ def settings(db_url: str, tmp_path: Any) -> Settings:
 
 
 @pytest.fixture
-async def store(db_url: str, settings: Settings) -> AsyncIterator[Store]:
+async def store(db_url: str, settings: Settings) -> AsyncIterator[LandingStore]:
     pool = await open_pool(db_url, settings, statement_timeout_ms=5000)
     try:
-        yield Store(pool, lease_seconds=settings.lease_seconds)
+        yield LandingStore(pool, lease_seconds=settings.lease_seconds)
     finally:
         await pool.close()

@@ -1,5 +1,6 @@
-"""The independent verifier (issue 4): runs a repository's check on one exact commit, sandboxed.
+"""The independent verifier: runs a repository's check on one exact commit and reports the evidence.
 
-Not built yet. The package exists so that the project layout is stable; nothing imports it, and nothing in
-Mergebot claims to verify anything until it is written.
+``verifier.runner.run_check`` is the plain runner used by the merge queue today (fresh checkout, time limit,
+bounded log, tree check). Sandboxing with bubblewrap, reusable checkouts and verifier workers that claim jobs
+from PostgreSQL are issue 4 and not built yet; until then every result records its sandbox as ``none``.
 """

@@ -2,7 +2,9 @@
 
 At start-up the app resolves the database (embedded unless MERGEBOT_DATABASE_URL is set), applies migrations,
 opens a pool whose every query runs under ``statement_timeout`` (agents drive these queries), starts the
-waiter's single LISTEN connection and the recovery loop. Errors are JSON ``{"error": {...}}``.
+waiter's single LISTEN connection, the recovery loop and the merge queue (which reconciles each repository it
+leads before landing anything). Git is served over smart HTTP at ``/git/<repo>.git``; its hooks call back
+``/internal/hooks``. Errors are JSON ``{"error": {...}}``.
 """
 
 from __future__ import annotations
@@ -17,25 +19,35 @@ from fastapi.responses import JSONResponse
 
 from mergebot import __version__
 from mergebot.api.errors import BodyLimit, install_handlers
-from mergebot.api.routers import board, subtasks
+from mergebot.api.routers import board, hooks, landing, subtasks
+from mergebot.auth import Role, allowed
 from mergebot.db.connect import open_pool, prepare
+from mergebot.git.smarthttp import GitHttp
+from mergebot.landing.queue import LandingQueue
+from mergebot.landing.repos import repos_root
+from mergebot.landing.store import LandingStore
+from mergebot.models import Agent
 from mergebot.recovery import recovery_loop
 from mergebot.settings import Settings
 from mergebot.store import Store, Waiter
 
 
-def create_app(settings: Settings | None = None, *, run_recovery: bool = True) -> FastAPI:
+def create_app(settings: Settings | None = None, *, run_recovery: bool = True, run_queue: bool = True) -> FastAPI:
     settings = settings or Settings()
+    root = repos_root(settings.data_dir)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = await asyncio.to_thread(prepare, settings)
         pool = await open_pool(url, settings, statement_timeout_ms=settings.statement_timeout_ms)
-        store = Store(pool, lease_seconds=settings.lease_seconds)
+        store = LandingStore(pool, lease_seconds=settings.lease_seconds)
         waiter = Waiter(url, store)
         await waiter.start()
-        app.state.store, app.state.waiter = store, waiter
+        queue = LandingQueue(store, root)
+        app.state.store, app.state.waiter, app.state.queue = store, waiter, queue
         tasks: list[asyncio.Task[Any]] = []
+        if run_queue:
+            tasks.append(asyncio.create_task(queue.run(), name="mergebot-queue"))
         if run_recovery:
             tasks.append(asyncio.create_task(recovery_loop(
                 store, interval=settings.recovery_interval_seconds, grace=settings.recovery_grace_seconds)))
@@ -45,16 +57,33 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True) -
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await queue.close()
             await waiter.stop()
             await pool.close()
 
     app = FastAPI(title="Mergebot", version=__version__, lifespan=lifespan,
                   description="Claims, fenced writes and landed records for fleets of coding agents.")
     app.state.settings = settings
+    app.state.repos_root = root
     install_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.include_router(subtasks.router)
     app.include_router(board.router)
+    app.include_router(landing.router)
+    app.include_router(hooks.router)
+
+    async def git_identity(token: str) -> Agent | None:
+        store: Store = app.state.store
+        return await store.authenticate(token)
+
+    app.state.git = GitHttp(
+        root,
+        authenticate=git_identity,
+        may_push=lambda agent: allowed(Role(agent.role), "claim"),
+        repo_exists=lambda name: (root / f"{name}.git").is_dir(),
+        hook_url=lambda: f"http://127.0.0.1:{settings.port}/internal/hooks",
+    )
+    app.mount("/git", app.state.git)
 
     @app.get("/healthz", tags=["health"])
     async def healthz(request: Request) -> JSONResponse:

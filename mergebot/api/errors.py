@@ -59,7 +59,7 @@ def install_handlers(app: FastAPI) -> None:
 class BodyLimit:
     """Raw ASGI middleware: refuse request bodies over ``limit`` bytes with 413, counting as they stream."""
 
-    def __init__(self, app: ASGIApp, limit: int, prefixes: tuple[str, ...] = ("/api/",)) -> None:
+    def __init__(self, app: ASGIApp, limit: int, prefixes: tuple[str, ...] = ("/api/", "/internal/")) -> None:
         self.app = app
         self.limit = limit
         self.prefixes = prefixes

@@ -234,16 +234,19 @@ UPDATE subtasks
 SET status = 'running', status_reason = %(reason)s, heartbeat_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s), updated_by = %(actor_id)s
 WHERE id = %(id)s AND claim_version = %(claim_version)s AND status = 'submitted'
+  AND (%(sha)s::text IS NULL OR candidate_sha = %(sha)s::text)  -- a newer push is not bounced for an old one
 RETURNING *;
 
 -- name: subtask_land
--- Marks the fenced candidate landed and writes its landed row, in one statement.
+-- Marks the subtask landed and writes its landed row, in one statement, fenced by owner and claim version.
+-- Not by sha: main already holds this verified candidate of the current claim; a newer push that raced the
+-- landing is superseded by it, never the other way round (main and the landed rows must agree).
 WITH land AS (
     UPDATE subtasks
     SET status = 'landed', previous_owner_id = owner_id, owner_id = NULL, status_reason = NULL,
-        updated_by = %(actor_id)s
+        candidate_sha = %(candidate_sha)s, updated_by = %(actor_id)s
     WHERE id = %(id)s AND owner_id = %(owner_id)s AND claim_version = %(claim_version)s
-      AND status = 'submitted' AND candidate_sha = %(candidate_sha)s
+      AND status = 'submitted'
     RETURNING id, claim_version, previous_owner_id AS owner_id
 )
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
@@ -342,3 +345,116 @@ WHERE (%(subtask_id)s::bigint IS NULL OR e.subtask_id = %(subtask_id)s::bigint)
   AND e.id > %(after_id)s
 ORDER BY e.id
 LIMIT %(limit)s;
+
+-- ---------------------------------------------------------------------------------------------------------
+-- The landing path: repositories, candidates, intents.
+
+-- name: repo_create
+INSERT INTO repos (name, target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
+                   max_file_bytes, root_sha)
+VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s,
+        %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s)
+RETURNING *;
+
+-- name: repo_get
+SELECT * FROM repos WHERE name = %(name)s;
+
+-- name: repo_list
+SELECT * FROM repos ORDER BY name;
+
+-- name: subtask_owner_facts
+SELECT s.id AS subtask_id, s.status::text AS status, s.owner_id, s.claim_version,
+       EXISTS (SELECT 1 FROM candidates c WHERE c.subtask_id = s.id AND c.status = 'landing') AS landing
+FROM subtasks s WHERE s.id = ANY(%(ids)s::bigint[]);
+
+-- name: subtask_submit_push
+-- An accepted push submits the subtask (or replaces the candidate of an already submitted one), fenced.
+UPDATE subtasks
+SET status = 'submitted', candidate_sha = %(sha)s, lease_expires_at = NULL, status_reason = NULL,
+    updated_by = %(owner_id)s
+WHERE id = %(id)s AND owner_id = %(owner_id)s AND claim_version = %(claim_version)s
+  AND status IN ('running', 'submitted')
+RETURNING id;
+
+-- name: candidates_supersede
+-- A newer push for the same subtask replaces the older candidates still waiting.
+UPDATE candidates SET status = 'superseded', reason = %(reason)s, finished_at = now()
+WHERE subtask_id = %(subtask_id)s AND status = 'queued'
+RETURNING id;
+
+-- name: candidate_insert
+INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority)
+SELECT %(repo)s, s.id, s.claim_version, s.owner_id, %(sha)s, %(ref)s, s.priority
+FROM subtasks s WHERE s.id = %(subtask_id)s
+RETURNING *;
+
+-- name: candidate_exists
+SELECT id FROM candidates
+WHERE subtask_id = %(subtask_id)s AND claim_version = %(claim_version)s AND sha = %(sha)s;
+
+-- name: candidate_next
+-- The queue leader takes the next candidate: highest priority, then arrival.
+UPDATE candidates c SET status = 'verifying', started_at = now()
+WHERE c.id = (
+    SELECT id FROM candidates
+    WHERE repo = %(repo)s AND status = 'queued'
+    ORDER BY priority DESC, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING c.*;
+
+-- name: candidate_fence
+-- Is the candidate still what the subtask is waiting on? (same owner, claim version and sha, submitted)
+SELECT s.status::text AS status, s.owner_id, s.claim_version, s.candidate_sha, s.title
+FROM subtasks s WHERE s.id = %(subtask_id)s;
+
+-- name: candidate_finish
+UPDATE candidates
+SET status = %(status)s::candidate_status, reason = %(reason)s, base_sha = coalesce(%(base_sha)s, base_sha),
+    merged_sha = coalesce(%(merged_sha)s, merged_sha), verifier = coalesce(%(verifier)s, verifier),
+    finished_at = CASE WHEN %(status)s IN ('queued', 'verifying', 'landing') THEN NULL ELSE now() END
+WHERE id = %(id)s
+RETURNING *;
+
+-- name: candidate_list
+SELECT c.*, a.name AS owner FROM candidates c JOIN agents a ON a.id = c.owner_id
+WHERE (%(repo)s::text IS NULL OR c.repo = %(repo)s::text)
+  AND (%(subtask_id)s::bigint IS NULL OR c.subtask_id = %(subtask_id)s::bigint)
+ORDER BY c.id DESC
+LIMIT %(limit)s;
+
+-- name: candidate_get
+SELECT * FROM candidates WHERE id = %(id)s;
+
+-- name: candidates_requeue_stuck
+-- After a crash: candidates caught mid-verification (no intent written) go back to the queue.
+UPDATE candidates c SET status = 'queued', started_at = NULL
+WHERE c.repo = %(repo)s AND c.status IN ('verifying', 'landing')
+  AND NOT EXISTS (SELECT 1 FROM landing_intents i WHERE i.candidate_id = c.id AND i.status = 'pending')
+RETURNING c.id;
+
+-- name: intent_insert
+INSERT INTO landing_intents (candidate_id, repo, target_ref, old_sha, new_sha, tree_sha, evidence)
+VALUES (%(candidate_id)s, %(repo)s, %(target_ref)s, %(old_sha)s, %(new_sha)s, %(tree_sha)s, %(evidence)s)
+RETURNING *;
+
+-- name: intent_pending
+SELECT * FROM landing_intents WHERE repo = %(repo)s AND status = 'pending' ORDER BY id;
+
+-- name: intent_resolve
+UPDATE landing_intents SET status = %(status)s::intent_status, resolved_at = now()
+WHERE id = %(id)s AND status = 'pending'
+RETURNING id;
+
+-- name: landed_chain
+-- Every landed row of a repository, for walking main's history back to its root.
+SELECT merged_sha, base_sha, subtask_id, id FROM landed WHERE repo = %(repo)s;
+
+-- name: finding_insert
+INSERT INTO reconcile_findings (repo, kind, detail) VALUES (%(repo)s, %(kind)s, %(detail)s)
+RETURNING id;
+
+-- name: finding_list
+SELECT * FROM reconcile_findings WHERE (%(repo)s::text IS NULL OR repo = %(repo)s::text)
+ORDER BY id DESC LIMIT %(limit)s;

@@ -1,5 +1,5 @@
--- The whole current schema, as declared. Migrations build the same thing step by step; a test
--- (tests/test_migrations.py) proves the two agree.
+-- The whole current schema, as declared (migrations 0001 and 0002 together). Migrations build the same
+-- thing step by step; tests/test_migrations.py proves the two agree.
 -- Rules this schema enforces by itself (not only through Python):
 --  * a subtask changes status only along the edges listed in subtask_transitions;
 --  * a running or submitted subtask has an owner, and nothing else does;
@@ -182,7 +182,8 @@ BEGIN
     END IF;
     IF NEW.status IS DISTINCT FROM OLD.status
        OR NEW.claim_version IS DISTINCT FROM OLD.claim_version
-       OR NEW.owner_id IS DISTINCT FROM OLD.owner_id THEN
+       OR NEW.owner_id IS DISTINCT FROM OLD.owner_id
+       OR NEW.candidate_sha IS DISTINCT FROM OLD.candidate_sha THEN
         INSERT INTO events (actor_id, kind, subtask_id, from_status, to_status, claim_version, detail)
         VALUES (NEW.updated_by, 'status', NEW.id, OLD.status, NEW.status, NEW.claim_version,
                 jsonb_strip_nulls(jsonb_build_object(
@@ -229,3 +230,72 @@ END $$;
 
 CREATE TRIGGER subtask_deps_acyclic BEFORE INSERT ON subtask_deps
     FOR EACH ROW EXECUTE FUNCTION subtask_deps_acyclic();
+
+-- The landing path (0002): managed repositories, candidates in the merge queue, landing intents.
+
+CREATE TABLE repos (
+    name              text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$'),
+    target_branch     text NOT NULL DEFAULT 'main' CHECK (target_branch ~ '^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$'),
+    verifier_command  text NOT NULL CHECK (length(verifier_command) BETWEEN 1 AND 4000),
+    verifier_timeout_s integer NOT NULL DEFAULT 600 CHECK (verifier_timeout_s BETWEEN 1 AND 86400),
+    protected_paths   text[] NOT NULL DEFAULT '{}',
+    max_push_bytes    bigint NOT NULL DEFAULT 104857600 CHECK (max_push_bytes > 0),
+    max_file_bytes    bigint NOT NULL DEFAULT 10485760 CHECK (max_file_bytes > 0),
+    root_sha          text NOT NULL,
+    paused            boolean NOT NULL DEFAULT false,
+    paused_reason     text,
+    created_at        timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TYPE candidate_status AS ENUM
+    ('queued', 'verifying', 'landing', 'landed', 'rejected', 'superseded', 'cancelled');
+
+CREATE TABLE candidates (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    repo          text NOT NULL REFERENCES repos (name),
+    subtask_id    bigint NOT NULL REFERENCES subtasks (id),
+    claim_version bigint NOT NULL,
+    owner_id      bigint NOT NULL REFERENCES agents (id),
+    sha           text NOT NULL CHECK (sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
+    ref           text NOT NULL,
+    priority      integer NOT NULL DEFAULT 0,
+    status        candidate_status NOT NULL DEFAULT 'queued',
+    reason        text,
+    base_sha      text,
+    merged_sha    text,
+    verifier      jsonb,
+    queued_at     timestamptz NOT NULL DEFAULT now(),
+    started_at    timestamptz,
+    finished_at   timestamptz
+);
+CREATE INDEX candidates_queue ON candidates (repo, priority DESC, id) WHERE status = 'queued';
+CREATE INDEX candidates_subtask ON candidates (subtask_id, id);
+CREATE INDEX candidates_active ON candidates (repo) WHERE status IN ('verifying', 'landing');
+
+CREATE TYPE intent_status AS ENUM ('pending', 'done', 'rolled_back');
+
+CREATE TABLE landing_intents (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    candidate_id     bigint NOT NULL REFERENCES candidates (id),
+    repo             text NOT NULL REFERENCES repos (name),
+    target_ref       text NOT NULL,
+    old_sha          text NOT NULL,
+    new_sha          text NOT NULL,
+    tree_sha         text NOT NULL,
+    evidence         jsonb NOT NULL,
+    status           intent_status NOT NULL DEFAULT 'pending',
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    resolved_at      timestamptz
+);
+CREATE UNIQUE INDEX landing_intents_one_pending ON landing_intents (repo) WHERE status = 'pending';
+
+-- What the reconciler found that does not add up, for operators.
+CREATE TABLE reconcile_findings (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    repo        text NOT NULL,
+    kind        text NOT NULL,
+    detail      jsonb NOT NULL,
+    found_at    timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX events_kind ON events (kind, id);

@@ -1,0 +1,124 @@
+"""The agent's side of a push (the seeds' executor): claim and prepare a worktree, push and wait for the
+verdict, write a handoff note.
+
+``start`` claims a subtask and prepares a git worktree at the current main (or at the previous owner's branch,
+when the subtask is handed over) on the branch the claim names, with the bot as ``origin`` and the agent's
+token configured for it. ``push`` (``mergebot submit``) pushes HEAD to that branch and follows the candidate
+until it lands or is refused, printing the reason and what to do. ``handoff`` leaves a structured note for
+the next owner. Everything goes through git and the HTTP API; git commands get argument lists, never shell text.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mergebot.client import Client
+
+FINAL = ("landed", "rejected", "superseded", "cancelled")
+
+
+def git(args: list[str], cwd: Path, check: bool = True) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"git {args[0]} failed:\n{out.stderr.strip()}")
+    return out.stdout.strip() + (out.stderr.strip() if not check else "")
+
+
+@dataclass
+class Claim:
+    subtask_id: int
+    claim_version: int
+    repo: str
+    server: str
+
+    @property
+    def branch(self) -> str:
+        return f"subtasks/{self.subtask_id}/v{self.claim_version}"
+
+
+def _auth_header(token: str) -> str:
+    return "Authorization: Basic " + base64.b64encode(f"agent:{token}".encode()).decode()
+
+
+def start(client: Client, server: str, token: str, repo: str, workdir: Path) -> tuple[Claim, dict[str, Any]] | None:
+    """Claim the next subtask and prepare ``workdir`` for it. None when nothing is ready."""
+    got = client.post("/api/v1/subtasks/claim")
+    if got is None:
+        return None
+    claim = Claim(got["handle"]["id"], got["handle"]["claim_version"], repo, server.rstrip("/"))
+    url = f"{claim.server}/git/{repo}.git"
+    header = _auth_header(token)
+    if not (workdir / ".git").exists():
+        workdir.mkdir(parents=True, exist_ok=True)
+        git(["-c", f"http.extraHeader={header}", "clone", "--quiet", "--", url, str(workdir)], cwd=workdir.parent)
+    git(["config", "http.extraHeader", header], workdir)
+    git(["config", "remote.origin.url", url], workdir)
+    git(["fetch", "--quiet", "origin"], workdir)
+    main = git(["symbolic-ref", "--short", "refs/remotes/origin/HEAD"], workdir, check=False).strip() or "origin/main"
+    start_at = main
+    previous = got["handoff"].get("previous")
+    if previous:
+        prev_ref = f"refs/remotes/origin/{previous['branch']}"
+        if git(["rev-parse", "--verify", "--quiet", prev_ref], workdir, check=False).strip():
+            start_at = prev_ref  # continue from where the previous owner stopped
+    git(["checkout", "--quiet", "-B", claim.branch, start_at], workdir)
+    for key, value in (("mergebot.subtask", str(claim.subtask_id)), ("mergebot.claimVersion", str(claim.claim_version)),
+                       ("mergebot.repo", repo), ("mergebot.server", claim.server)):
+        git(["config", key, value], workdir)
+    return claim, got
+
+
+def current_claim(workdir: Path) -> Claim:
+    def cfg(key: str) -> str:
+        value = git(["config", "--get", key], workdir, check=False).strip()
+        if not value:
+            raise RuntimeError(f"{workdir} is not a mergebot worktree (no {key}); run `mergebot start` first")
+        return value
+
+    return Claim(int(cfg("mergebot.subtask")), int(cfg("mergebot.claimVersion")), cfg("mergebot.repo"),
+                 cfg("mergebot.server"))
+
+
+def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool = True) -> dict[str, Any]:
+    """Push HEAD to the claim's branch and follow its candidate to a verdict. Returns the final candidate."""
+    claim = current_claim(workdir)
+    sha = git(["rev-parse", "HEAD"], workdir)
+    out = subprocess.run(["git", "push", "--force", "--porcelain", "origin", f"HEAD:refs/heads/{claim.branch}"],
+                         cwd=workdir, capture_output=True, text=True, check=False)
+    remote = "\n".join(line.removeprefix("remote:").strip() for line in out.stderr.splitlines()
+                       if line.startswith("remote:"))
+    if out.returncode != 0:
+        return {"status": "refused", "reason": remote or out.stderr.strip(), "sha": sha}
+    deadline = time.monotonic() + wait
+    last = None
+    while time.monotonic() < deadline:
+        cands = client.get("/api/v1/candidates", subtask=claim.subtask_id, limit=20)["candidates"]
+        mine = next((c for c in cands if c["sha"] == sha and c["claim_version"] == claim.claim_version), None)
+        if mine is not None:
+            if progress and mine["status"] != last:
+                print(f"subtask {claim.subtask_id}: candidate {mine['id']} {mine['status']}", file=sys.stderr)
+                last = mine["status"]
+            if mine["status"] in FINAL:
+                result: dict[str, Any] = mine
+                return result
+        time.sleep(0.2)
+    return {"status": "waiting", "sha": sha, "reason": f"no verdict within {wait:.0f}s; it is still queued"}
+
+
+def handoff_note(workdir: Path, *, done: str, remains: str, tried: list[str], checks: list[str]) -> str:
+    """A structured note: what was done, the commits, the checks run, what remains, what failed."""
+    claim = current_claim(workdir)
+    commits = git(["log", "--oneline", "--no-decorate", "-n", "20", "origin/HEAD..HEAD"], workdir, check=False)
+    lines = [f"## Handoff for subtask {claim.subtask_id} (claim version {claim.claim_version})",
+             f"Branch: {claim.branch}", "", "### Done", done or "(nothing recorded)", "", "### Commits",
+             commits.strip() or "(none pushed)", "", "### Checks run"]
+    lines += [f"- {c}" for c in checks] or ["(none)"]
+    lines += ["", "### What remains", remains or "(not recorded)", "", "### Failed attempts"]
+    lines += [f"- {t}" for t in tried] or ["(none)"]
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Git plumbing: in-memory merges (repo.py) and the smart HTTP server (smarthttp.py)."""

@@ -1,0 +1,193 @@
+"""Git in memory, with pygit2: the operations the landing path needs and nothing else.
+
+Rules:
+  * Merges happen in memory (``merge_commits`` -> ``write_tree`` -> ``create_commit`` with no ref update);
+    no working tree is touched.
+  * Refs move only by compare-and-swap: ``Reference.set_target`` on a looked-up reference fails when the
+    reference changed since it was read (libgit2 checks the old value). ``force=True`` creation is never used
+    on a ref someone else may move.
+  * Nothing here ever runs a shell: paths, refs and messages are arguments, never command text.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import DeltaStatus
+
+BOT = pygit2.Signature("Mergebot", "mergebot@localhost")
+ZERO = "0" * 40
+HOOKS_DIR = Path(__file__).resolve().parent.parent.parent / "hooks"
+
+
+def bare_path(root: Path, name: str) -> Path:
+    """Where the bot keeps repository ``name`` (validated by the caller) under ``root``."""
+    return root / f"{name}.git"
+
+
+def is_zero(sha: str) -> bool:
+    return set(sha) == {"0"}
+
+
+@dataclass
+class Merge:
+    kind: str  # "fast-forward", "merge", "up-to-date" or "conflict"
+    sha: str | None = None
+    tree: str | None = None
+    conflicts: list[str] = field(default_factory=list)
+
+
+def run_git(args: list[str], cwd: Path | None = None, timeout: float = 300.0) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MERGEBOT_", "GIT_DIR", "GIT_WORK_TREE"))}
+    env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    out = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                         check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args[:2])} failed: {out.stderr.strip()[:2000]}")
+    return out.stdout
+
+
+def create_bare(path: Path, *, source: str | None, branch: str) -> pygit2.Repository:
+    """A bare repository at ``path``: imported from ``source`` (a path or URL) or new with one empty commit."""
+    if path.exists():
+        raise FileExistsError(f"{path} already exists")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if source:
+        run_git(["clone", "--bare", "--quiet", "--", source, str(path)])
+        repo = pygit2.Repository(str(path))
+        if f"refs/heads/{branch}" not in repo.references:
+            shutil.rmtree(path)
+            raise ValueError(f"{source} has no branch {branch!r}")
+    else:
+        repo = pygit2.init_repository(str(path), bare=True, initial_head=branch)
+        tree = repo.TreeBuilder().write()
+        repo.create_commit(f"refs/heads/{branch}", BOT, BOT, "Mergebot: initial commit", tree, [])
+    configure(path)
+    return repo
+
+
+def configure(path: Path) -> None:
+    """Settings every managed repository gets: an audit trail of ref moves, and our hooks."""
+    repo = pygit2.Repository(str(path))
+    repo.config["core.logAllRefUpdates"] = "always"
+    repo.config["receive.denyNonFastForwards"] = "false"
+    repo.config["receive.fsckObjects"] = "true"
+    repo.config["uploadpack.allowAnySHA1InWant"] = "true"
+    install_hooks(path)
+
+
+def install_hooks(path: Path) -> None:
+    hooks = path / "hooks"
+    hooks.mkdir(exist_ok=True)
+    for name in ("pre-receive", "post-receive"):
+        src = HOOKS_DIR / name
+        dst = hooks / name
+        shutil.copyfile(src, dst)
+        dst.chmod(0o755)
+
+
+def open_repo(path: Path, quarantine: str | None = None) -> pygit2.Repository:
+    repo = pygit2.Repository(str(path))
+    if quarantine:
+        repo.odb.add_disk_alternate(quarantine)
+    return repo
+
+
+def head_of(repo: pygit2.Repository, ref: str) -> str | None:
+    try:
+        return str(repo.references[ref].target)
+    except KeyError:
+        return None
+
+
+def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str) -> Merge:
+    """What ``candidate`` becomes on top of ``base``, computed in memory. Nothing is written to any ref."""
+    if base == candidate or repo.descendant_of(base, candidate):
+        return Merge("up-to-date", base, str(repo[base].peel(pygit2.Commit).tree_id))
+    cand = repo[candidate].peel(pygit2.Commit)
+    if repo.descendant_of(candidate, base):
+        return Merge("fast-forward", candidate, str(cand.tree_id))
+    index = repo.merge_commits(base, candidate)
+    if index.conflicts is not None:
+        paths = sorted({(e.path) for entries in index.conflicts for e in entries if e is not None})
+        return Merge("conflict", conflicts=paths)
+    tree = index.write_tree(repo)
+    sha = repo.create_commit(None, BOT, BOT, message, tree, [pygit2.Oid(hex=base), cand.id])
+    return Merge("merge", str(sha), str(tree))
+
+
+def cas(repo: pygit2.Repository, ref: str, old: str, new: str, message: str, attempts: int = 20) -> bool:
+    """Move ``ref`` from ``old`` to ``new`` only if it still points at ``old``. False if it moved."""
+    for _ in range(attempts):
+        reference = repo.references[ref]
+        if str(reference.target) != old:
+            return False
+        try:
+            reference.set_target(pygit2.Oid(hex=new), message)
+            return True
+        except pygit2.GitError as e:
+            if "does not match" in str(e):
+                return False
+            time.sleep(0.005)  # libgit2 fails at once on a held lock file: retry
+    return False
+
+
+def first_parents(repo: pygit2.Repository, head: str, stop: set[str], limit: int = 100_000) -> list[str]:
+    """Commits on the first-parent chain from ``head`` down to (not including) a commit in ``stop``."""
+    out: list[str] = []
+    commit = repo[head].peel(pygit2.Commit)
+    while str(commit.id) not in stop and len(out) < limit:
+        out.append(str(commit.id))
+        if not commit.parent_ids:
+            break
+        commit = repo[commit.parent_ids[0]].peel(pygit2.Commit)
+    return out
+
+
+def is_ancestor(repo: pygit2.Repository, ancestor: str, of: str) -> bool:
+    return ancestor == of or bool(repo.descendant_of(of, ancestor))
+
+
+def new_commits(repo: pygit2.Repository, tip: str, hide: list[str], limit: int) -> list[pygit2.Commit]:
+    """Commits reachable from ``tip`` but from none of ``hide``, newest first, at most ``limit`` + 1."""
+    walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
+    for h in hide:
+        walker.hide(pygit2.Oid(hex=h))
+    out: list[pygit2.Commit] = []
+    for c in walker:
+        out.append(c)
+        if len(out) > limit:
+            break
+    return out
+
+
+def changed_paths(repo: pygit2.Repository, old_tree: str | None, new_tree: str) -> list[str]:
+    new = repo[new_tree].peel(pygit2.Tree)
+    diff = repo[old_tree].peel(pygit2.Tree).diff_to_tree(new) if old_tree else new.diff_to_tree(swap=True)
+    paths = set()
+    for d in diff.deltas:
+        paths.add(d.new_file.path)
+        if d.status in (DeltaStatus.RENAMED, DeltaStatus.DELETED):
+            paths.add(d.old_file.path)
+    return sorted(paths)
+
+
+def largest_blob(repo: pygit2.Repository, commits: list[pygit2.Commit]) -> tuple[str, int]:
+    """The biggest file a set of commits adds or changes: (path, size)."""
+    best = ("", 0)
+    for c in commits:
+        parent_tree = repo[c.parent_ids[0]].peel(pygit2.Commit).tree if c.parent_ids else None
+        diff = parent_tree.diff_to_tree(c.tree) if parent_tree is not None else c.tree.diff_to_tree(swap=True)
+        for d in diff.deltas:
+            if d.status == DeltaStatus.DELETED or d.new_file.mode == pygit2.enums.FileMode.COMMIT:
+                continue
+            size = d.new_file.size or repo[d.new_file.id].peel(pygit2.Blob).size
+            if size > best[1]:
+                best = (d.new_file.path, size)
+    return best

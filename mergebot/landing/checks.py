@@ -1,0 +1,177 @@
+"""Judging a push: pure decisions from facts, with every message an agent can see in one place.
+
+The pre-receive path (``mergebot.landing.prereceive``) gathers facts — the pushed ref updates, the subtask
+rows they name, the commits and paths they bring — and asks the functions here. Nothing here does I/O, so
+every rule is tested on its own.
+
+Rules, in the order they are checked:
+  1. Only ``refs/heads/subtasks/<id>/v<claim_version>`` may be pushed. The target branch, any other branch,
+     tags and every other ref are protected: only Mergebot moves main.
+  2. A deletion is allowed only of a subtask ref the pusher owns (at any of its versions).
+  3. The pusher must own the subtask (owner taken from the authenticated token), at the current claim
+     version, while it is running or submitted. An older version is "stale"; a newer one does not exist yet.
+  4. The pushed history must be made for this subtask: it may not touch protected paths, exceed the size
+     limits, bring an unrelated root, or include other subtasks' commits that have not landed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+SUBTASK_REF = re.compile(r"^refs/heads/subtasks/([1-9][0-9]{0,17})/v([1-9][0-9]{0,17})$")
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    old: str
+    new: str
+    ref: str
+
+    @property
+    def deletion(self) -> bool:
+        return set(self.new) == {"0"}
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The subtask row as the database has it now."""
+
+    subtask_id: int
+    status: str
+    owner_id: int | None
+    claim_version: int
+    landing: bool = False  # a candidate of this subtask is being landed right now
+
+
+@dataclass(frozen=True)
+class Refusal:
+    ref: str
+    code: str
+    message: str
+
+
+def parse_subtask_ref(ref: str) -> tuple[int, int] | None:
+    m = SUBTASK_REF.match(ref)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def judge_ref(update: RefUpdate, pusher_id: int, target_branch: str, row: Owner | None) -> Refusal | None:
+    """Rules 1 to 3 for one ref update. None means the ref may proceed to the content checks."""
+    ref = update.ref
+    parsed = parse_subtask_ref(ref)
+    if ref == f"refs/heads/{target_branch}":
+        return Refusal(ref, "protected_ref",
+                       f"{ref}: only Mergebot moves {target_branch}. Push your work to the branch your claim "
+                       "names (refs/heads/subtasks/<id>/v<claim_version>) and it will be verified and landed.")
+    if parsed is None:
+        return Refusal(ref, "protected_ref",
+                       f"{ref}: agents may push only their subtask branches, "
+                       "refs/heads/subtasks/<id>/v<claim_version>; this ref is protected.")
+    subtask_id, version = parsed
+    if row is None:
+        return Refusal(ref, "unknown_subtask", f"{ref}: subtask {subtask_id} does not exist.")
+    if update.deletion:
+        if row.owner_id != pusher_id:
+            return Refusal(ref, "not_owner",
+                           f"{ref}: you may delete only branches of subtasks you own; subtask {subtask_id} "
+                           "is not yours.")
+        return None
+    if row.owner_id != pusher_id:
+        return Refusal(ref, "not_owner",
+                       f"{ref}: subtask {subtask_id} is not yours (it is {row.status}"
+                       f"{'' if row.owner_id is None else ' and owned by another agent'}). Claim a subtask "
+                       "and push to the branch the claim names.")
+    if version < row.claim_version:
+        return Refusal(ref, "stale_claim",
+                       f"{ref}: claim version {version} is stale; subtask {subtask_id} is at claim version "
+                       f"{row.claim_version}. Your claim was superseded: stop work on it.")
+    if version > row.claim_version:
+        return Refusal(ref, "stale_claim",
+                       f"{ref}: claim version {version} does not exist; subtask {subtask_id} is at "
+                       f"{row.claim_version}.")
+    if row.landing:
+        return Refusal(ref, "landing",
+                       f"{ref}: your previous push of subtask {subtask_id} is landing right now; wait for its "
+                       f"verdict (`mergebot wait {subtask_id}`) before pushing again.")
+    if row.status not in ("running", "submitted"):
+        return Refusal(ref, "not_running",
+                       f"{ref}: subtask {subtask_id} is {row.status}; only running work can be pushed.")
+    return None
+
+
+@dataclass(frozen=True)
+class Content:
+    """What a pushed tip brings relative to the target branch."""
+
+    changed_paths: Sequence[str]
+    commit_count: int
+    roots: Sequence[str]  # commits with no parents among the new ones: unrelated history
+    foreign: Sequence[tuple[str, int]]  # (commit, subtask id) for other subtasks' unlanded commits
+    largest_file: tuple[str, int]
+    push_bytes: int
+    already_on_target: bool
+
+
+@dataclass(frozen=True)
+class Limits:
+    protected_paths: Sequence[str]
+    max_file_bytes: int
+    max_push_bytes: int
+    max_commits: int = 1000
+
+
+def is_protected(path: str, patterns: Sequence[str]) -> bool:
+    """A pattern protects a file (``fnmatch``) or, ending in ``/``, everything under a folder."""
+    for p in patterns:
+        if p.endswith("/") and (path + "/").startswith(p):
+            return True
+        if fnmatch.fnmatchcase(path, p):
+            return True
+    return False
+
+
+def judge_content(update: RefUpdate, target_branch: str, content: Content, limits: Limits) -> Refusal | None:
+    """Rule 4 for one ref update whose ref passed ``judge_ref``."""
+    ref = update.ref
+    if content.push_bytes > limits.max_push_bytes:
+        return Refusal(ref, "too_large",
+                       f"{ref}: the push is {content.push_bytes} bytes, over this repository's limit of "
+                       f"{limits.max_push_bytes}. Keep generated and binary files out of the change.")
+    path, size = content.largest_file
+    if size > limits.max_file_bytes:
+        return Refusal(ref, "too_large",
+                       f"{ref}: {path} is {size} bytes, over this repository's per-file limit of "
+                       f"{limits.max_file_bytes}.")
+    if content.commit_count > limits.max_commits:
+        return Refusal(ref, "history_anomaly",
+                       f"{ref}: brings more than {limits.max_commits} commits not on {target_branch}; "
+                       f"rebase your work onto {target_branch}.")
+    if content.already_on_target:
+        return Refusal(ref, "nothing_to_land",
+                       f"{ref}: this commit is already on {target_branch}; there is nothing to land.")
+    if content.roots:
+        return Refusal(ref, "history_anomaly",
+                       f"{ref}: commit {content.roots[0][:12]} starts a history unrelated to {target_branch}. "
+                       f"Base your work on {target_branch} (git fetch; git rebase origin/{target_branch}).")
+    if content.foreign:
+        sha, other = content.foreign[0]
+        return Refusal(ref, "history_anomaly",
+                       f"{ref}: commit {sha[:12]} belongs to subtask {other}, which has not landed. Do not "
+                       f"merge or base on other agents' unlanded branches; rebase onto {target_branch}.")
+    touched = [p for p in content.changed_paths if is_protected(p, limits.protected_paths)]
+    if touched:
+        shown = ", ".join(touched[:5]) + (" ..." if len(touched) > 5 else "")
+        return Refusal(ref, "protected_path",
+                       f"{ref}: changes protected paths ({shown}). These are configured by the repository's "
+                       "operator and cannot be changed by an agent's push.")
+    return None
+
+
+def summary(refusals: Sequence[Refusal]) -> str:
+    """The text git prints to the pusher (each line prefixed with 'remote:' by git)."""
+    lines = ["Mergebot refused this push:"]
+    lines += [f"  - {r.message}" for r in refusals]
+    return "\n".join(lines)

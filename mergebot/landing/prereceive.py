@@ -1,0 +1,148 @@
+"""Where a push is judged: the bot's side of the ``pre-receive`` and ``post-receive`` hooks.
+
+The hooks in the top-level ``hooks/`` folder are thin: they send the ref updates and the push id to the running
+bot and print its answer. The push id was registered by the git HTTP endpoint when the authenticated agent
+started the push, so the identity here is the token's, never something the hook or the client says.
+
+At pre-receive the pushed objects are still in quarantine; they are inspected through an alternate object
+directory, and nothing here ever updates a ref (git would refuse it, and pygit2 would leave a dangling ref
+on a rejected push). At post-receive the refs have moved and each accepted subtask push becomes a candidate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from mergebot.git import repo as git
+from mergebot.landing.checks import (
+    Content,
+    Limits,
+    RefUpdate,
+    Refusal,
+    judge_content,
+    judge_ref,
+    parse_subtask_ref,
+    summary,
+)
+from mergebot.landing.store import Candidate, LandingStore, Repo
+from mergebot.models import Agent
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    message: str
+    refusals: list[Refusal]
+
+
+def parse_updates(lines: list[list[str]]) -> list[RefUpdate]:
+    out = []
+    for line in lines:
+        if len(line) != 3:
+            raise ValueError("each update is [old, new, ref]")
+        old, new, ref = line
+        for sha in (old, new):
+            if len(sha) not in (40, 64) or any(c not in "0123456789abcdef" for c in sha):
+                raise ValueError(f"not an object id: {sha[:80]!r}")
+        if not ref.startswith("refs/") or len(ref) > 1024 or any(ord(c) < 32 for c in ref):
+            raise ValueError(f"not a ref name: {ref[:80]!r}")
+        out.append(RefUpdate(old, new, ref))
+    return out
+
+
+def quarantine_path(repo_path: Path, quarantine: str | None) -> str | None:
+    """The quarantine directory git gave the hook, accepted only inside this repository's objects folder."""
+    if not quarantine:
+        return None
+    q = Path(quarantine).resolve()
+    objects = (repo_path / "objects").resolve()
+    if q.parent != objects or "incoming-" not in q.name or not q.is_dir():  # git: tmp_objdir-incoming-*
+        raise ValueError("the quarantine directory is not inside this repository")
+    return str(q)
+
+
+def _dir_bytes(path: str | None) -> int:
+    if not path:
+        return 0
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            total += os.path.getsize(os.path.join(root, f))
+    return total
+
+
+def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: RefUpdate, subtask_id: int,
+            limits: Limits) -> Content:
+    """Facts about what ``update.new`` brings relative to the target branch (blocking: run in a thread)."""
+    repo = git.open_repo(repo_path, quarantine)
+    main = git.head_of(repo, target_ref)
+    assert main is not None
+    commits = git.new_commits(repo, update.new, [main], limits.max_commits)
+    ids = {str(c.id) for c in commits}
+    foreign: list[tuple[str, int]] = []
+    if ids:
+        for ref in repo.references:
+            parsed = parse_subtask_ref(ref)
+            if parsed is None or parsed[0] == subtask_id:
+                continue
+            tip = str(repo.references[ref].target)
+            for c in git.new_commits(repo, tip, [main], limits.max_commits):
+                if str(c.id) in ids:
+                    foreign.append((str(c.id), parsed[0]))
+                    break
+            if foreign:
+                break
+    base = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=update.new))
+    new_tree = str(repo[update.new].peel(pygit2.Commit).tree_id)
+    old_tree = str(repo[base].peel(pygit2.Commit).tree_id) if base else None
+    return Content(
+        changed_paths=git.changed_paths(repo, old_tree, new_tree) if ids else [],
+        commit_count=len(commits),
+        roots=[str(c.id) for c in commits if not c.parent_ids],
+        foreign=foreign,
+        largest_file=git.largest_blob(repo, commits) if len(commits) <= limits.max_commits else ("", 0),
+        push_bytes=_dir_bytes(quarantine),
+        already_on_target=not ids,
+    )
+
+
+async def judge_push(store: LandingStore, repo: Repo, repo_path: Path, agent: Agent, quarantine: str | None,
+                     updates: list[RefUpdate]) -> Verdict:
+    """The pre-receive decision for a whole push: every ref must pass, or nothing is accepted."""
+    q = quarantine_path(repo_path, quarantine)
+    ids = [p[0] for u in updates if (p := parse_subtask_ref(u.ref))]
+    facts = await store.owner_facts(ids) if ids else {}
+    limits = Limits(protected_paths=repo.protected_paths, max_file_bytes=repo.max_file_bytes,
+                    max_push_bytes=repo.max_push_bytes)
+    refusals: list[Refusal] = []
+    for u in updates:
+        parsed = parse_subtask_ref(u.ref)
+        refusal = judge_ref(u, agent.id, repo.target_branch, facts.get(parsed[0]) if parsed else None)
+        if refusal is None and parsed and not u.deletion:
+            content = await asyncio.to_thread(inspect, repo_path, q, repo.target_ref, u, parsed[0], limits)
+            refusal = judge_content(u, repo.target_branch, content, limits)
+        if refusal is not None:
+            refusals.append(refusal)
+            await store.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0] if parsed else None,
+                                  detail={"repo": repo.name, "ref": u.ref, "sha": u.new, "code": refusal.code,
+                                          "message": refusal.message})
+    if refusals:
+        return Verdict(False, summary(refusals), refusals)
+    return Verdict(True, "", [])
+
+
+async def accept_push(store: LandingStore, repo: Repo, agent: Agent, updates: list[RefUpdate]) -> list[Candidate]:
+    """The post-receive step: each accepted subtask push becomes a queued candidate."""
+    out = []
+    for u in updates:
+        parsed = parse_subtask_ref(u.ref)
+        if parsed is None or u.deletion:
+            continue
+        out.append(await store.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
+                                       owner_id=agent.id, sha=u.new, ref=u.ref))
+    return out

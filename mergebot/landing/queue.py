@@ -1,0 +1,225 @@
+"""Where main moves: the merge queue, one per repository (target branch).
+
+A candidate goes through these steps, each its own function below:
+  1. take   — the next queued candidate, highest priority then arrival; it must still be what its subtask
+              waits on (same owner, claim version and sha), else it is superseded;
+  2. merge  — onto the current main, in memory; a conflict rejects it with the paths and the subtask goes
+              back to running for the same owner;
+  3. verify — the repository's check on the exact merged commit, in a fresh checkout, with a time limit;
+              a failure rejects it the same way;
+  4. land   — write the intent (with the evidence), move main by compare-and-swap, then in one transaction
+              write the landed row, mark the subtask landed, release its dependents and close the intent.
+A crash between any two steps leaves state the reconciler repairs (``mergebot.landing.reconcile``).
+
+One process leads each repository's queue, chosen by a PostgreSQL advisory lock, so replicas never land
+into the same branch at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from mergebot.errors import ClaimSuperseded, MergebotError
+from mergebot.git import repo as git
+from mergebot.landing.reconcile import Report, reconcile_repo
+from mergebot.landing.store import Candidate, LandingStore, Repo
+from mergebot.models import Handle
+from verifier.runner import Result, run_check
+
+log = logging.getLogger(__name__)
+QUEUE_LOCK_CLASS = 7243502
+
+
+def crash_point(name: str) -> None:
+    """Test hook for crash drills: SIGKILL this process at the named step when MERGEBOT_CRASH_AT says so."""
+    if os.environ.get("MERGEBOT_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class LandingQueue:
+    def __init__(self, store: LandingStore, repos_root: Path, *, poll_seconds: float = 1.0) -> None:
+        self.store = store
+        self.root = repos_root
+        self.poll = poll_seconds
+        self._wake = asyncio.Event()
+        self._lock_conn: psycopg.AsyncConnection[Any] | None = None
+        self._leading: set[str] = set()
+        self._reconciled: set[str] = set()
+        self._reconcile_waiters: list[asyncio.Future[list[Report]]] = []
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    async def reconcile_now(self) -> list[Report]:
+        """Reconcile every repository this process leads, between two candidates (never during one)."""
+        fut: asyncio.Future[list[Report]] = asyncio.get_running_loop().create_future()
+        self._reconcile_waiters.append(fut)
+        self.poke()
+        return await fut
+
+    # -- leadership ------------------------------------------------------------------------------------------
+
+    async def _lead(self, repos: list[Repo]) -> list[Repo]:
+        """The repositories this process leads (advisory locks held on one dedicated connection)."""
+        if self._lock_conn is None or self._lock_conn.closed:
+            self._leading.clear()
+            self._reconciled.clear()  # a new leadership starts by reconciling
+            self._lock_conn = await psycopg.AsyncConnection.connect(self.store.url, autocommit=True)
+        for r in repos:
+            if r.name not in self._leading:
+                cur = await self._lock_conn.execute(
+                    "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (QUEUE_LOCK_CLASS, r.name))
+                row = await cur.fetchone()
+                if row and row[0]:
+                    self._leading.add(r.name)
+        return [r for r in repos if r.name in self._leading]
+
+    async def run(self) -> None:
+        """Process every led repository's queue until cancelled."""
+        while True:
+            self._wake.clear()
+            busy = False
+            try:
+                led = await self._lead(await self.store.list_repos())
+                waiters, self._reconcile_waiters = self._reconcile_waiters, []
+                if waiters:
+                    self._reconciled.clear()
+                reports = []
+                for repo in led:
+                    if repo.name not in self._reconciled:
+                        reports.append(await reconcile_repo(self.store, self.root, repo))
+                        self._reconciled.add(repo.name)
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_result(reports)
+                for repo in led:
+                    if not repo.paused and await self.process_next(repo) is not None:
+                        busy = True
+            except (MergebotError, psycopg.Error) as e:
+                log.warning("queue pass failed, will retry: %s", e)
+                with contextlib.suppress(Exception):
+                    if self._lock_conn is not None:
+                        await self._lock_conn.close()
+                self._lock_conn = None
+                await asyncio.sleep(self.poll)
+                continue
+            if not busy:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
+
+    async def close(self) -> None:
+        if self._lock_conn is not None:
+            await self._lock_conn.close()
+
+    # -- one candidate -----------------------------------------------------------------------------------
+
+    async def process_next(self, repo: Repo) -> Candidate | None:
+        cand = await self.take(repo)
+        if cand is None:
+            return None
+        path = git.bare_path(self.root, repo.name)
+        main = await asyncio.to_thread(self._main_head, path, repo.target_ref)
+        merge = await self.merge(repo, cand, path, main)
+        if merge is None:
+            return cand
+        result = await self.verify(repo, cand, path, merge)
+        if result is None:
+            return cand
+        crash_point("after_verify")
+        await self.land(repo, cand, path, main, merge, result)
+        return cand
+
+    async def take(self, repo: Repo) -> Candidate | None:
+        while True:
+            cand = await self.store.next_candidate(repo.name)
+            if cand is None:
+                return None
+            ok, why = await self.store.candidate_fence(cand)
+            if ok:
+                return cand
+            await self.store.finish_candidate(cand.id, "superseded", why)
+
+    @staticmethod
+    def _main_head(path: Path, target_ref: str) -> str:
+        head = git.head_of(git.open_repo(path), target_ref)
+        if head is None:
+            raise MergebotError(f"{path} has no {target_ref}")
+        return head
+
+    async def merge(self, repo: Repo, cand: Candidate, path: Path, main: str) -> git.Merge | None:
+        title = (await self.store.get_subtask(cand.subtask_id)).title
+        message = (f"Land subtask {cand.subtask_id} v{cand.claim_version}: {title}\n\n"
+                   f"Candidate: {cand.sha}\nMergebot-Candidate: {cand.id}\n")
+        merge = await asyncio.to_thread(lambda: git.merge_onto(git.open_repo(path), main, cand.sha, message))
+        if merge.kind == "conflict":
+            shown = ", ".join(merge.conflicts[:10]) + (" ..." if len(merge.conflicts) > 10 else "")
+            await self.reject(cand, f"conflicts with {repo.target_branch} in: {shown}. Fetch {repo.target_branch}, "
+                              "merge or rebase onto it, resolve, and push again.", base_sha=main)
+            return None
+        if merge.kind == "up-to-date":
+            await self.reject(cand, f"nothing to land: {cand.sha[:12]} is already on {repo.target_branch}.",
+                              base_sha=main)
+            return None
+        return merge
+
+    async def verify(self, repo: Repo, cand: Candidate, path: Path, merge: git.Merge) -> Result | None:
+        assert merge.sha is not None
+        result = await asyncio.to_thread(run_check, path, merge.sha, repo.verifier_command,
+                                         float(repo.verifier_timeout_s))
+        if result.tree_sha and result.tree_sha != merge.tree:
+            result.outcome = "error"
+        if not result.passed:
+            await self.reject(cand, f"the check `{repo.verifier_command}` gave {result.outcome} "
+                              f"(exit {result.exit_code}) on the merged commit {merge.sha[:12]}:\n{result.excerpt()}",
+                              base_sha=None, merged_sha=merge.sha, verifier=result.as_json())
+            return None
+        return result
+
+    async def land(self, repo: Repo, cand: Candidate, path: Path, main: str, merge: git.Merge,
+                   result: Result) -> None:
+        assert merge.sha is not None and merge.tree is not None
+        ok, why = await self.store.candidate_fence(cand)  # a newer push during verification wins
+        if not ok:
+            await self.store.finish_candidate(cand.id, "superseded", why, base_sha=main, merged_sha=merge.sha,
+                                              verifier=result.as_json())
+            return
+        evidence = {"subtask_id": cand.subtask_id, "claim_version": cand.claim_version, "owner_id": cand.owner_id,
+                    "candidate_sha": cand.sha, "merge_kind": merge.kind, "verifier": result.as_json()}
+        intent = await self.store.begin_landing(cand=cand, target_ref=repo.target_ref, old_sha=main,
+                                                new_sha=merge.sha, tree_sha=merge.tree, evidence=evidence)
+        crash_point("after_intent")
+        moved = await asyncio.to_thread(
+            lambda: git.cas(git.open_repo(path), repo.target_ref, main, merge.sha or "",
+                            f"mergebot: land subtask {cand.subtask_id} v{cand.claim_version} (candidate {cand.id})"))
+        if not moved:
+            await self.store.roll_back(intent, f"{repo.target_branch} moved during landing; retrying")
+            return
+        crash_point("after_cas")
+        try:
+            landed, released = await self.store.finish_landing(intent)
+        except ClaimSuperseded as e:
+            # Fenced at every step before this; reaching here means the subtask changed under a moving main.
+            await self.store.abandon_intent(intent, e.message)
+            await self.store.add_finding(repo=repo.name, kind="landed_without_claim",
+                                         detail={"sha": merge.sha, "subtask_id": cand.subtask_id, "why": e.message})
+            return
+        crash_point("after_commit")
+        log.info("landed subtask %s at %s; released %s", cand.subtask_id, landed.merged_sha, released)
+
+    async def reject(self, cand: Candidate, reason: str, *, base_sha: str | None, merged_sha: str | None = None,
+                     verifier: dict[str, Any] | None = None) -> None:
+        await self.store.finish_candidate(cand.id, "rejected", reason, base_sha=base_sha, merged_sha=merged_sha,
+                                          verifier=verifier)
+        with contextlib.suppress(ClaimSuperseded):  # the subtask moved on (reclaimed, newer push): nothing to hand
+            await self.store.reject(handle=Handle(cand.subtask_id, cand.claim_version), reason=reason, sha=cand.sha)
+        await self.store.log_event(actor_id=None, kind="candidate_rejected", subtask_id=cand.subtask_id,
+                                   claim_version=cand.claim_version,
+                                   detail={"candidate": cand.id, "sha": cand.sha, "reason": reason[:2000]})

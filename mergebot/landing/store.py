@@ -1,0 +1,209 @@
+"""The landing path's records: repositories, candidates in the queue, landing intents, findings.
+
+``LandingStore`` extends the subtask store with the queries of the landing path (same plumbing, same error
+translation). The one write that crosses both — landing — is ``finish_landing``: one transaction that marks the
+subtask landed with its landed row, releases dependents, resolves the intent and closes the candidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from mergebot.errors import ClaimSuperseded, NotFound
+from mergebot.landing.checks import Owner
+from mergebot.models import Landed, Landing, _FromRow
+from mergebot.store import Store
+
+
+@dataclass
+class Repo(_FromRow):
+    name: str
+    target_branch: str
+    verifier_command: str
+    verifier_timeout_s: int
+    protected_paths: list[str]
+    max_push_bytes: int
+    max_file_bytes: int
+    root_sha: str
+    paused: bool = False
+    paused_reason: str | None = None
+    created_at: datetime | None = None
+
+    @property
+    def target_ref(self) -> str:
+        return f"refs/heads/{self.target_branch}"
+
+
+@dataclass
+class Candidate(_FromRow):
+    id: int
+    repo: str
+    subtask_id: int
+    claim_version: int
+    owner_id: int
+    sha: str
+    ref: str
+    priority: int
+    status: str
+    reason: str | None = None
+    base_sha: str | None = None
+    merged_sha: str | None = None
+    verifier: dict[str, Any] | None = None
+    queued_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass
+class Intent(_FromRow):
+    id: int
+    candidate_id: int
+    repo: str
+    target_ref: str
+    old_sha: str
+    new_sha: str
+    tree_sha: str
+    evidence: dict[str, Any]
+    status: str
+
+
+class LandingStore(Store):
+    # -- repositories ------------------------------------------------------------------------------------
+
+    async def create_repo(self, *, name: str, target_branch: str, verifier_command: str, verifier_timeout_s: int,
+                          protected_paths: list[str], max_push_bytes: int, max_file_bytes: int,
+                          root_sha: str) -> Repo:
+        row = await self._one("repo_create", name=name, target_branch=target_branch,
+                              verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
+                              protected_paths=protected_paths, max_push_bytes=max_push_bytes,
+                              max_file_bytes=max_file_bytes, root_sha=root_sha)
+        assert row is not None
+        await self.log_event(actor_id=None, kind="repo_added", detail={"repo": name})
+        return Repo.from_row(row)
+
+    async def get_repo(self, name: str) -> Repo:
+        row = await self._one("repo_get", name=name)
+        if row is None:
+            raise NotFound(f"no repository named {name!r}", field="repo")
+        return Repo.from_row(row)
+
+    async def list_repos(self) -> list[Repo]:
+        return [Repo.from_row(r) for r in await self._all("repo_list")]
+
+    # -- pushes ------------------------------------------------------------------------------------------
+
+    async def owner_facts(self, ids: list[int]) -> dict[int, Owner]:
+        rows = await self._all("subtask_owner_facts", ids=ids)
+        return {r["subtask_id"]: Owner(**r) for r in rows}
+
+    async def enqueue(self, *, repo: str, subtask_id: int, claim_version: int, owner_id: int, sha: str,
+                      ref: str) -> Candidate:
+        """An accepted push: submit the subtask (fenced), supersede its older queued candidates, queue this one."""
+        async with self._tx() as cur:
+            if not await self._q(cur, "subtask_submit_push", id=subtask_id, owner_id=owner_id,
+                                 claim_version=claim_version, sha=sha):
+                raise ClaimSuperseded(f"subtask {subtask_id} is no longer yours at claim version {claim_version}",
+                                      subtask_id=subtask_id)
+            await self._q(cur, "candidates_supersede", subtask_id=subtask_id,
+                          reason=f"superseded by a newer push ({sha[:12]})")
+            rows = await self._q(cur, "candidate_insert", repo=repo, subtask_id=subtask_id, sha=sha, ref=ref)
+            await self._q(cur, "event_insert", actor_id=owner_id, kind="push_accepted", subtask_id=subtask_id,
+                          claim_version=claim_version, detail=Jsonb({"repo": repo, "ref": ref, "sha": sha}))
+        return Candidate.from_row(rows[0])
+
+    async def candidate_exists(self, *, subtask_id: int, claim_version: int, sha: str) -> bool:
+        return await self._one("candidate_exists", subtask_id=subtask_id, claim_version=claim_version,
+                               sha=sha) is not None
+
+    # -- the queue ---------------------------------------------------------------------------------------
+
+    async def next_candidate(self, repo: str) -> Candidate | None:
+        row = await self._one("candidate_next", repo=repo)
+        return Candidate.from_row(row) if row else None
+
+    async def candidate_fence(self, cand: Candidate) -> tuple[bool, str]:
+        """Whether the subtask still waits on exactly this candidate, and if not, why."""
+        row = await self._one("candidate_fence", subtask_id=cand.subtask_id)
+        if row is None:
+            return False, "the subtask no longer exists"
+        if row["claim_version"] != cand.claim_version or row["owner_id"] != cand.owner_id:
+            return False, f"the subtask was reclaimed (claim version {row['claim_version']})"
+        if row["status"] != "submitted":
+            return False, f"the subtask is {row['status']}"
+        if row["candidate_sha"] != cand.sha:
+            return False, "a newer push replaced this candidate"
+        return True, ""
+
+    async def finish_candidate(self, cand_id: int, status: str, reason: str | None = None, *,
+                               base_sha: str | None = None, merged_sha: str | None = None,
+                               verifier: dict[str, Any] | None = None) -> Candidate:
+        row = await self._one("candidate_finish", id=cand_id, status=status, reason=reason, base_sha=base_sha,
+                              merged_sha=merged_sha, verifier=Jsonb(verifier) if verifier is not None else None)
+        assert row is not None
+        return Candidate.from_row(row)
+
+    async def candidates(self, *, repo: str | None = None, subtask_id: int | None = None,
+                         limit: int = 100) -> list[dict[str, Any]]:
+        return await self._all("candidate_list", repo=repo, subtask_id=subtask_id, limit=limit)
+
+    async def get_candidate(self, cand_id: int) -> Candidate:
+        row = await self._one("candidate_get", id=cand_id)
+        if row is None:
+            raise NotFound(f"candidate {cand_id} does not exist")
+        return Candidate.from_row(row)
+
+    async def requeue_stuck(self, repo: str) -> list[int]:
+        return [r["id"] for r in await self._all("candidates_requeue_stuck", repo=repo)]
+
+    # -- landing -----------------------------------------------------------------------------------------
+
+    async def begin_landing(self, *, cand: Candidate, target_ref: str, old_sha: str, new_sha: str, tree_sha: str,
+                            evidence: dict[str, Any]) -> Intent:
+        """Write the intent (with all the evidence) before main moves."""
+        async with self._tx() as cur:
+            rows = await self._q(cur, "intent_insert", candidate_id=cand.id, repo=cand.repo, target_ref=target_ref,
+                                 old_sha=old_sha, new_sha=new_sha, tree_sha=tree_sha, evidence=Jsonb(evidence))
+            await self._q(cur, "candidate_finish", id=cand.id, status="landing", reason=None, base_sha=old_sha,
+                          merged_sha=new_sha, verifier=Jsonb(evidence.get("verifier")))
+        return Intent.from_row(rows[0])
+
+    async def pending_intents(self, repo: str) -> list[Intent]:
+        return [Intent.from_row(r) for r in await self._all("intent_pending", repo=repo)]
+
+    async def finish_landing(self, intent: Intent) -> tuple[Landed, list[int]]:
+        """main has moved to the intent's commit: record it, in one transaction with the subtask and intent."""
+        e = intent.evidence
+        landing = Landing(
+            subtask_id=e["subtask_id"], claim_version=e["claim_version"], owner_id=e["owner_id"],
+            repo=intent.repo, target_ref=intent.target_ref, candidate_sha=e["candidate_sha"],
+            base_sha=intent.old_sha, merged_sha=intent.new_sha, tree_sha=intent.tree_sha,
+            verifier_command=e["verifier"]["command"], verifier_result=e["verifier"]["outcome"],
+            duration_ms=e["verifier"]["duration_ms"], log_digest=e["verifier"]["log_digest"])
+        return await self.land(landing, intent_id=intent.id, candidate_id=intent.candidate_id)
+
+    async def roll_back(self, intent: Intent, reason: str) -> None:
+        """main never moved: forget the intent and give the candidate back to the queue."""
+        async with self._tx() as cur:
+            await self._q(cur, "intent_resolve", id=intent.id, status="rolled_back")
+            await self._q(cur, "candidate_finish", id=intent.candidate_id, status="queued", reason=reason,
+                          base_sha=None, merged_sha=None, verifier=None)
+
+    async def abandon_intent(self, intent: Intent, reason: str) -> None:
+        """main moved but the subtask can no longer take the landing (should not happen): keep the evidence."""
+        async with self._tx() as cur:
+            await self._q(cur, "intent_resolve", id=intent.id, status="rolled_back")
+            await self._q(cur, "candidate_finish", id=intent.candidate_id, status="cancelled", reason=reason,
+                          base_sha=None, merged_sha=None, verifier=None)
+
+    async def landed_chain(self, repo: str) -> dict[str, dict[str, Any]]:
+        return {r["merged_sha"]: r for r in await self._all("landed_chain", repo=repo)}
+
+    async def add_finding(self, *, repo: str, kind: str, detail: dict[str, Any]) -> None:
+        await self._all("finding_insert", repo=repo, kind=kind, detail=Jsonb(detail))
+
+    async def findings(self, *, repo: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        return await self._all("finding_list", repo=repo, limit=limit)

@@ -1,0 +1,94 @@
+"""A real ``mergebot serve`` process for end-to-end and crash tests, and helpers to drive real git at it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class BotProcess:
+    """``python -m mergebot serve`` on a loopback port, against the test's database and data directory."""
+
+    def __init__(self, db_url: str, data_dir: Path, **env: str) -> None:
+        self.db_url = db_url
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data_dir / "serve.log"
+
+    def start(self, **env: str) -> BotProcess:
+        full = {**os.environ, "MERGEBOT_DATABASE_URL": self.db_url, "MERGEBOT_DATA_DIR": str(self.data_dir),
+                "MERGEBOT_RECOVERY_INTERVAL_SECONDS": "0.5", **self.env, **env}
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "mergebot", "serve", "--port", str(self.port)],
+                                         env=full, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mergebot serve exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("mergebot serve did not become healthy:\n" + self.log.read_text()[-3000:])
+
+    def wait_exit(self, timeout: float = 60) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def git(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    out = subprocess.run(["git", "-c", "user.name=Agent", "-c", "user.email=agent@example.com", *args], cwd=cwd,
+                         capture_output=True, text=True, env=env, check=False)
+    if check and out.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
+    return out
+
+
+def make_project(path: Path) -> Path:
+    """A small repository with a real pytest suite, to import into the bot."""
+    path.mkdir(parents=True)
+    (path / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (path / "tests").mkdir()
+    (path / "tests" / "test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")
+    (path / "ci").mkdir()
+    (path / "ci" / "check.sh").write_text("echo protected\n")
+    (path / "notes.txt").write_text("line 1\nline 2\nline 3\n")
+    git(["init", "-q", "-b", "main"], path)
+    git(["add", "-A"], path)
+    git(["commit", "-q", "-m", "initial project"], path)
+    return path
+
+
+def check_command() -> str:
+    return f"{sys.executable} -m pytest -q -p no:cacheprovider tests"

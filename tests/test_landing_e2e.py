@@ -1,0 +1,199 @@
+"""End to end: the real server on a loopback port, the real git client over HTTP, real PostgreSQL and pytest.
+
+Each refusal is checked for its reason in git's own output, and every landing for its evidence: the landed
+row's merged sha is main's head and its tree is the head's tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+from mergebot import agent
+from mergebot.auth import Role
+from mergebot.client import Client
+from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.store import LandingStore
+from tests.bot import BotProcess, check_command, git, make_project
+
+
+class Fleet:
+    def __init__(self, bot: BotProcess, store: LandingStore, tokens: dict[str, str], work: Path) -> None:
+        self.bot = bot
+        self.store = store
+        self.tokens = tokens
+        self.work = work
+
+    def client(self, who: str) -> Client:
+        return Client(self.bot.url, self.tokens[who])
+
+    def start(self, who: str, name: str | None = None) -> tuple[agent.Claim, Path]:
+        wt = self.work / (name or who)
+        got = agent.start(self.client(who), self.bot.url, self.tokens[who], "demo", wt)
+        assert got is not None, "nothing to claim"
+        return got[0], wt
+
+    def bare(self) -> pygit2.Repository:
+        return pygit2.Repository(str(repos_root(self.bot.data_dir) / "demo.git"))
+
+    def main(self) -> str:
+        return str(self.bare().references["refs/heads/main"].target)
+
+
+def commit(wt: Path, files: dict[str, str], message: str = "work") -> str:
+    for name, text in files.items():
+        (wt / name).parent.mkdir(parents=True, exist_ok=True)
+        (wt / name).write_text(text)
+    git(["add", "-A"], wt)
+    git(["commit", "-q", "-m", message], wt)
+    return git(["rev-parse", "HEAD"], wt).stdout.strip()
+
+
+@pytest.fixture
+async def fleet(store: LandingStore, db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+    data = tmp_path / "data"
+    tokens = {}
+    for name, role in (("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT), ("rita", Role.REVIEWER)):
+        _, tokens[name] = await store.add_agent(name=name, role=role)
+    await add_repo(store, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
+                   verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"])
+    bot = BotProcess(db_url, data).start()
+    try:
+        yield Fleet(bot, store, tokens, tmp_path / "work")
+    finally:
+        bot.stop()
+
+
+@pytest.fixture(params=["pg18"])
+def db_url(request: pytest.FixtureRequest, servers: Any) -> Iterator[str]:
+    """End-to-end tests run on the embedded server only; the store's SQL is covered on both."""
+    from tests.pg import Server, with_db
+
+    if "pg18" not in servers:
+        servers["pg18"] = Server("pg18")
+    server = servers["pg18"]
+    db = server.fresh_db()
+    try:
+        yield with_db(server.url, db)
+    finally:
+        server.drop_db(db)
+
+
+async def test_owner_push_lands_and_releases_dependents(fleet: Fleet) -> None:
+    parent, _ = await fleet.store.create_subtask(actor_id=None, title="add subtract")
+    child, _ = await fleet.store.create_subtask(actor_id=None, title="use it", depends_on=[parent.id])
+    claim, wt = fleet.start("ann")
+    assert claim.subtask_id == parent.id
+    before = fleet.main()
+    commit(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=60, progress=False)
+    assert result["status"] == "landed", result
+    landed = (await fleet.store.landed(subtask_id=parent.id))[0]
+    head = fleet.main()
+    assert landed.merged_sha == head and landed.base_sha == before
+    assert landed.tree_sha == str(fleet.bare()[head].peel(pygit2.Commit).tree_id)
+    assert landed.verifier_result == "pass" and landed.claim_version == 1 and len(landed.log_digest) == 64
+    assert (await fleet.store.get_subtask(child.id)).status == "ready"
+    assert (await fleet.store.get_subtask(parent.id)).status == "landed"
+
+
+async def test_refusals_carry_their_reason(fleet: Fleet) -> None:
+    s1, _ = await fleet.store.create_subtask(actor_id=None, title="one")
+    claim, wt = fleet.start("ann")
+    commit(wt, {"a.txt": "a\n"})
+    # to main directly
+    out = git(["push", "origin", "HEAD:refs/heads/main"], wt, check=False)
+    assert out.returncode != 0 and "only Mergebot moves main" in out.stderr
+    # a tag, another branch name
+    out = git(["push", "origin", "HEAD:refs/heads/feature"], wt, check=False)
+    assert out.returncode != 0 and "this ref is protected" in out.stderr
+    # a future claim version
+    out = git(["push", "origin", f"HEAD:refs/heads/subtasks/{s1.id}/v9"], wt, check=False)
+    assert out.returncode != 0 and "does not exist" in out.stderr
+    # bob pushes to ann's subtask: not the owner (bob's identity comes from his token)
+    _, _ = await fleet.store.create_subtask(actor_id=None, title="two")
+    _, bob_wt = fleet.start("bob")
+    commit(bob_wt, {"b.txt": "b\n"})
+    out = git(["push", "origin", f"HEAD:refs/heads/subtasks/{s1.id}/v1"], bob_wt, check=False)
+    assert out.returncode != 0 and f"subtask {s1.id} is not yours" in out.stderr
+    # a protected path
+    commit(wt, {"ci/check.sh": "exit 0\n"})
+    out = git(["push", "origin", f"HEAD:refs/heads/{claim.branch}"], wt, check=False)
+    assert out.returncode != 0 and "changes protected paths (ci/check.sh)" in out.stderr
+    # a reviewer cannot push at all
+    rita = fleet.work / "rita"
+    git(["clone", "-q",
+         f"http://x:{fleet.tokens['rita']}@127.0.0.1:{fleet.bot.port}/git/demo.git", str(rita)], fleet.work)
+    commit(rita, {"r.txt": "r\n"})
+    out = git(["push", "origin", f"HEAD:refs/heads/subtasks/{s1.id}/v1"], rita, check=False)
+    assert out.returncode != 0 and "may not push" in out.stderr
+    # nothing above moved main or queued anything, and every refusal was recorded
+    events = await fleet.store.events(limit=1000)
+    refused = [e for e in events if e["kind"] == "push_refused"]
+    assert {e["detail"]["code"] for e in refused} >= {"protected_ref", "stale_claim", "not_owner", "protected_path"}
+    assert await fleet.store.candidates(repo="demo") == []
+
+
+async def test_stale_claim_version_refused(fleet: Fleet) -> None:
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    claim, wt = fleet.start("ann")
+    fleet.client("ann").post(f"/api/v1/subtasks/{sub.id}/release", {"claim_version": 1})
+    fleet.start("ann", "ann2")  # the same agent claims it again: version 2
+    commit(wt, {"x.txt": "x\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=5, progress=False)
+    assert result["status"] == "refused"
+    assert "claim version 1 is stale" in result["reason"] and "at claim version 2" in result["reason"]
+    assert not (fleet.bare().references.get(f"refs/heads/{claim.branch}"))
+
+
+async def test_conflict_rejected_with_paths_and_back_to_running(fleet: Fleet) -> None:
+    await fleet.store.create_subtask(actor_id=None, title="one")
+    await fleet.store.create_subtask(actor_id=None, title="two")
+    _, wt1 = fleet.start("ann")
+    c2, wt2 = fleet.start("bob")
+    commit(wt1, {"notes.txt": "line 1\nANN\nline 3\n"})
+    commit(wt2, {"notes.txt": "line 1\nBOB\nline 3\n"})
+    assert agent.push(fleet.client("ann"), wt1, wait=60, progress=False)["status"] == "landed"
+    head = fleet.main()
+    result = agent.push(fleet.client("bob"), wt2, wait=60, progress=False)
+    assert result["status"] == "rejected" and "conflicts with main in: notes.txt" in result["reason"]
+    assert fleet.main() == head
+    back = await fleet.store.get_subtask(c2.subtask_id)
+    assert (back.status, back.owner, back.claim_version) == ("running", "bob", 1)
+    assert "notes.txt" in (back.status_reason or "")
+    # bob resolves (merge main), pushes again, and lands
+    git(["fetch", "-q", "origin"], wt2)
+    git(["merge", "-q", "origin/main", "-X", "theirs", "-m", "merge main"], wt2)
+    assert agent.push(fleet.client("bob"), wt2, wait=60, progress=False)["status"] == "landed"
+
+
+async def test_failing_suite_keeps_main_and_subtask_unlanded(fleet: Fleet) -> None:
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="break it")
+    _, wt = fleet.start("ann")
+    head = fleet.main()
+    commit(wt, {"calc.py": "def add(a, b):\n    return a - b\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=60, progress=False)
+    assert result["status"] == "rejected"
+    assert "gave fail" in result["reason"] and "assert" in result["reason"]
+    assert fleet.main() == head
+    s = await fleet.store.get_subtask(sub.id)
+    assert s.status == "running" and await fleet.store.landed(subtask_id=sub.id) == []
+    assert result["verifier"]["outcome"] == "fail" and result["verifier"]["exit_code"] == 1
+
+
+async def test_newer_push_supersedes_queued_candidate(fleet: Fleet) -> None:
+    await fleet.store.create_subtask(actor_id=None, title="t")
+    claim, wt = fleet.start("ann")
+    first = commit(wt, {"a.txt": "1\n"})
+    second = commit(wt, {"a.txt": "2\n"})
+    # Queue two candidates back to back; whichever the queue has not taken yet is superseded.
+    git(["push", "-q", "origin", f"{first}:refs/heads/{claim.branch}"], wt)
+    result = agent.push(fleet.client("ann"), wt, wait=60, progress=False)
+    assert result["status"] == "landed" and result["sha"] == second
+    statuses = {c["sha"]: c["status"] for c in await fleet.store.candidates(subtask_id=claim.subtask_id)}
+    assert statuses[second] == "landed" and statuses[first] in ("superseded", "rejected")
+    assert len(await fleet.store.landed(subtask_id=claim.subtask_id)) == 1
