@@ -79,15 +79,16 @@ def judge_ref(update: RefUpdate, pusher_id: int, target_branch: str, row: Owner 
                            f"{ref}: you may delete only branches of subtasks you own; subtask {subtask_id} "
                            "is not yours.")
         return None
+    if version < row.claim_version:
+        return Refusal(ref, "stale_claim",
+                       f"{ref}: claim version {version} is stale; subtask {subtask_id} is at claim version "
+                       f"{row.claim_version}. Your claim was superseded (a lease that ran out is handed to the "
+                       "next agent): stop work on it and claim again.")
     if row.owner_id != pusher_id:
         return Refusal(ref, "not_owner",
                        f"{ref}: subtask {subtask_id} is not yours (it is {row.status}"
                        f"{'' if row.owner_id is None else ' and owned by another agent'}). Claim a subtask "
                        "and push to the branch the claim names.")
-    if version < row.claim_version:
-        return Refusal(ref, "stale_claim",
-                       f"{ref}: claim version {version} is stale; subtask {subtask_id} is at claim version "
-                       f"{row.claim_version}. Your claim was superseded: stop work on it.")
     if version > row.claim_version:
         return Refusal(ref, "stale_claim",
                        f"{ref}: claim version {version} does not exist; subtask {subtask_id} is at "
