@@ -139,7 +139,8 @@ def _write_op(wt: Path, op: str, buggy: bool) -> None:
     if buggy:
         expr = "a + b + 1"
     (wt / "ops" / f"{op}.py").write_text(f"def {op}(a, b):\n    return {expr}\n")
-    (wt / "tests" / f"test_{op}.py").write_text(f"from ops.{op} import {op}\n\n\ndef test_{op}():\n    assert {check}\n")
+    test = f"from ops.{op} import {op}\n\n\ndef test_{op}():\n    assert {check}\n"
+    (wt / "tests" / f"test_{op}.py").write_text(test)
     with open(wt / "CHANGES.md", "a") as f:
         f.write(f"- {op}\n")  # every agent appends here: concurrent appends conflict
 
@@ -164,7 +165,7 @@ def _work(url: str, tokens: dict[str, str], names: list[str], root: Path, show: 
             if got is None:
                 time.sleep(0.3)
                 continue
-            claim, body = got
+            claim, _ = got
             key = by_id[claim.subtask_id]
             show(name, f"claimed #{claim.subtask_id} {key!r} v{claim.claim_version} -> {claim.branch}")
             if key == "calculator":  # the integration step: everything below landed; record it

@@ -11,6 +11,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pygit2
+
+from mergebot import agent
+from mergebot.client import Client
+from mergebot.landing.repos import repos_root
+from mergebot.landing.store import LandingStore
 
 
 def free_port() -> int:
@@ -92,3 +98,35 @@ def make_project(path: Path) -> Path:
 
 def check_command() -> str:
     return f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+
+
+class Fleet:
+    def __init__(self, bot: BotProcess, store: LandingStore, tokens: dict[str, str], work: Path) -> None:
+        self.bot = bot
+        self.store = store
+        self.tokens = tokens
+        self.work = work
+
+    def client(self, who: str) -> Client:
+        return Client(self.bot.url, self.tokens[who])
+
+    def start(self, who: str, name: str | None = None) -> tuple[agent.Claim, Path]:
+        wt = self.work / (name or who)
+        got = agent.start(self.client(who), self.bot.url, self.tokens[who], "demo", wt)
+        assert got is not None, "nothing to claim"
+        return got[0], wt
+
+    def bare(self) -> pygit2.Repository:
+        return pygit2.Repository(str(repos_root(self.bot.data_dir) / "demo.git"))
+
+    def main(self) -> str:
+        return str(self.bare().references["refs/heads/main"].target)
+
+
+def commit(wt: Path, files: dict[str, str], message: str = "work") -> str:
+    for name, text in files.items():
+        (wt / name).parent.mkdir(parents=True, exist_ok=True)
+        (wt / name).write_text(text)
+    git(["add", "-A"], wt)
+    git(["commit", "-q", "-m", message], wt)
+    return git(["rev-parse", "HEAD"], wt).stdout.strip()

@@ -2,13 +2,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mergebot.auth import Role
 from mergebot.db.connect import open_pool
+from mergebot.landing.repos import add_repo, repos_root
 from mergebot.landing.store import LandingStore
 from mergebot.settings import Settings
+from tests.bot import BotProcess, Fleet, check_command, make_project
 from tests.pg import Server, available_servers, with_db
 
 SERVERS = available_servers()
@@ -64,5 +68,46 @@ async def store(db_url: str, settings: Settings) -> AsyncIterator[LandingStore]:
     pool = await open_pool(db_url, settings, statement_timeout_ms=5000)
     try:
         yield LandingStore(pool, lease_seconds=settings.lease_seconds)
+    finally:
+        await pool.close()
+
+
+@pytest.fixture
+async def fleet(e2e_store: LandingStore, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+    store = e2e_store
+    data = tmp_path / "data"
+    tokens = {}
+    for name, role in (("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT), ("rita", Role.REVIEWER)):
+        _, tokens[name] = await store.add_agent(name=name, role=role)
+    await add_repo(store, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
+                   verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"])
+    bot = BotProcess(e2e_db_url, data).start()
+    try:
+        yield Fleet(bot, store, tokens, tmp_path / "work")
+    finally:
+        bot.stop()
+
+
+@pytest.fixture
+def e2e_db_url(servers: dict[str, Server]) -> Iterator[str]:
+    """End-to-end tests run on one server (the embedded one, or the external one given); the store's SQL is
+    covered on every server by the store tests."""
+    name = SERVERS[0]
+    if name not in servers:
+        servers[name] = Server(name)
+    server = servers[name]
+    db = server.fresh_db()
+    try:
+        yield with_db(server.url, db)
+    finally:
+        server.drop_db(db)
+
+
+@pytest.fixture
+async def e2e_store(e2e_db_url: str, tmp_path: Path) -> AsyncIterator[LandingStore]:
+    settings = Settings(database_url=e2e_db_url, data_dir=tmp_path / "data", lease_seconds=60)
+    pool = await open_pool(e2e_db_url, settings, statement_timeout_ms=5000)
+    try:
+        yield LandingStore(pool, lease_seconds=60)
     finally:
         await pool.close()

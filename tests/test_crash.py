@@ -14,8 +14,7 @@ import pygit2
 import pytest
 
 from mergebot import agent
-from tests.bot import git
-from tests.test_landing_e2e import Fleet, commit, db_url, fleet  # noqa: F401  (fixtures)
+from tests.bot import Fleet, commit, git
 
 
 async def wait_status(fleet: Fleet, subtask_id: int, status: str, timeout: float = 60) -> None:

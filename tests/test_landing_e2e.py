@@ -6,81 +6,10 @@ row's merged sha is main's head and its tree is the head's tree.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any
-
 import pygit2
-import pytest
 
 from mergebot import agent
-from mergebot.auth import Role
-from mergebot.client import Client
-from mergebot.landing.repos import add_repo, repos_root
-from mergebot.landing.store import LandingStore
-from tests.bot import BotProcess, check_command, git, make_project
-
-
-class Fleet:
-    def __init__(self, bot: BotProcess, store: LandingStore, tokens: dict[str, str], work: Path) -> None:
-        self.bot = bot
-        self.store = store
-        self.tokens = tokens
-        self.work = work
-
-    def client(self, who: str) -> Client:
-        return Client(self.bot.url, self.tokens[who])
-
-    def start(self, who: str, name: str | None = None) -> tuple[agent.Claim, Path]:
-        wt = self.work / (name or who)
-        got = agent.start(self.client(who), self.bot.url, self.tokens[who], "demo", wt)
-        assert got is not None, "nothing to claim"
-        return got[0], wt
-
-    def bare(self) -> pygit2.Repository:
-        return pygit2.Repository(str(repos_root(self.bot.data_dir) / "demo.git"))
-
-    def main(self) -> str:
-        return str(self.bare().references["refs/heads/main"].target)
-
-
-def commit(wt: Path, files: dict[str, str], message: str = "work") -> str:
-    for name, text in files.items():
-        (wt / name).parent.mkdir(parents=True, exist_ok=True)
-        (wt / name).write_text(text)
-    git(["add", "-A"], wt)
-    git(["commit", "-q", "-m", message], wt)
-    return git(["rev-parse", "HEAD"], wt).stdout.strip()
-
-
-@pytest.fixture
-async def fleet(store: LandingStore, db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
-    data = tmp_path / "data"
-    tokens = {}
-    for name, role in (("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT), ("rita", Role.REVIEWER)):
-        _, tokens[name] = await store.add_agent(name=name, role=role)
-    await add_repo(store, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"])
-    bot = BotProcess(db_url, data).start()
-    try:
-        yield Fleet(bot, store, tokens, tmp_path / "work")
-    finally:
-        bot.stop()
-
-
-@pytest.fixture(params=["pg18"])
-def db_url(request: pytest.FixtureRequest, servers: Any) -> Iterator[str]:
-    """End-to-end tests run on the embedded server only; the store's SQL is covered on both."""
-    from tests.pg import Server, with_db
-
-    if "pg18" not in servers:
-        servers["pg18"] = Server("pg18")
-    server = servers["pg18"]
-    db = server.fresh_db()
-    try:
-        yield with_db(server.url, db)
-    finally:
-        server.drop_db(db)
+from tests.bot import Fleet, commit, git
 
 
 async def test_owner_push_lands_and_releases_dependents(fleet: Fleet) -> None:
