@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -152,6 +153,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
     print(f"mergebot {__version__} serving on http://{settings.host}:{settings.port} "
           f"(database: {'MERGEBOT_DATABASE_URL' if settings.database_url else settings.data_dir / 'pg'})",
           file=sys.stderr)
+    # uvicorn re-raises SIGTERM after its graceful shutdown; turning it into SystemExit lets exit handlers run,
+    # so the embedded PostgreSQL is stopped cleanly by the last process using it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
 
 
