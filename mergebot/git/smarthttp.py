@@ -32,6 +32,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import binascii
 import contextlib
@@ -41,8 +42,8 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import tempfile
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,8 +79,7 @@ class PushSession:
 class _Route:
     name: str
     rest: str  # "info/refs", "git-upload-pack" or "git-receive-pack"
-    service: str  # the service the request is for
-    push: bool
+    push: bool  # the request is part of a push (receive-pack)
 
 
 class _Abort(Exception):
@@ -110,8 +110,7 @@ class GitHttp:
         self.timeout = timeout
         self.sessions: dict[str, PushSession] = {}
         # An empty HOME: no user config or credentials of the server's account reach the CGI or its hooks.
-        self._home = tempfile.mkdtemp(prefix="mergebot-git-home-")
-        weakref.finalize(self, shutil.rmtree, self._home, ignore_errors=True)
+        self._home = _neutral_home()
 
     # -- ASGI entry ---------------------------------------------------------------------------------------
 
@@ -137,7 +136,7 @@ class GitHttp:
             if service is None:  # the dumb protocol
                 await _plain(send, 404, "not found: only the smart HTTP protocol is served")
                 return
-            route.service, route.push = service, service == "git-receive-pack"
+            route.push = service == "git-receive-pack"
         elif method != "POST":
             await _plain(send, 405, "method not allowed", [(b"allow", b"POST")])
             return
@@ -179,7 +178,7 @@ class GitHttp:
             env["MERGEBOT_REPO"] = route.name
             self.sessions[session.push_id] = session
         try:
-            await self._run_cgi(env, route, receive, send)
+            await self._run_cgi(env, route, receive, send, session)
         finally:
             if session is not None:
                 self.sessions.pop(session.push_id, None)
@@ -233,7 +232,8 @@ class GitHttp:
             env["HTTP_" + name.upper().replace("-", "_")] = value
         return env
 
-    async def _run_cgi(self, env: dict[str, str], route: _Route, receive: Receive, send: Send) -> None:
+    async def _run_cgi(self, env: dict[str, str], route: _Route, receive: Receive, send: Send,
+                       session: PushSession | None) -> None:
         proc = await asyncio.create_subprocess_exec(
             "git", "http-backend", env=env, cwd=self._home, start_new_session=True,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -254,6 +254,10 @@ class GitHttp:
                 _kill_group(proc)
             await asyncio.gather(feeder, return_exceptions=True)
             await proc.wait()
+            # The session ends with the CGI, before the client hears the end of the answer: once a push
+            # has finished for git, its session is gone.
+            if session is not None:
+                self.sessions.pop(session.push_id, None)
             try:
                 await asyncio.wait_for(errors, 5)
             except TimeoutError:
@@ -265,8 +269,10 @@ class GitHttp:
                 await _plain(send, reason.status, reason.message)
             # Otherwise returning without finishing the body makes the server drop the connection, so the
             # client sees a failed transfer rather than a short, seemingly complete one.
-        elif proc.returncode:
+            return
+        if proc.returncode:
             log.warning("git http-backend for %s %s exited %s", route.name, route.rest, proc.returncode)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _feed(self, ex: _Exchange, receive: Receive) -> None:
         """Copy the request body to the CGI's stdin, then keep watching for the client going away."""
@@ -278,8 +284,7 @@ class GitHttp:
         while more:
             message = await receive()
             if message["type"] == "http.disconnect":
-                if not ex.finished:
-                    ex.abort(0, "client disconnected")
+                ex.abort(0, "client disconnected")
                 return
             if message["type"] != "http.request":
                 continue
@@ -297,12 +302,12 @@ class GitHttp:
                     writable = False  # the CGI stopped reading; its answer says why
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             stdin.close()
+        ex.body_done.set()
         # The body is complete: the next message only comes when the client leaves or the response is done.
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                if not ex.finished:
-                    ex.abort(0, "client disconnected")
+                ex.abort(0, "client disconnected")
                 return
 
 
@@ -312,17 +317,17 @@ class _Exchange:
     def __init__(self, proc: asyncio.subprocess.Process, send: Send) -> None:
         self.proc = proc
         self.send = send
+        self.body_done = asyncio.Event()
         self.started = False
-        self.finished = False
         self.aborted: _Abort | None = None
 
     def abort(self, status: int, message: str) -> None:
-        if self.aborted is None and not self.finished:
+        if self.aborted is None:
             self.aborted = _Abort(status, message)
         _kill_group(self.proc)
 
     async def relay(self) -> None:
-        """Parse the CGI's header block, answer with it, then stream stdout as it comes."""
+        """Parse the CGI's header block, answer with it, then stream stdout as it comes (all but the end)."""
         stdout = self.proc.stdout
         assert stdout is not None
         buf = bytearray()
@@ -339,21 +344,37 @@ class _Exchange:
                     raise _Abort(502, f"git http-backend answered nothing (exit {self.proc.returncode})")
                 return
             buf += chunk
+        status, headers = _parse_cgi_headers(bytes(buf[:end]))
+        first = bytes(buf[end + sep:])
+        # http-backend prints its headers before it reads the request. Hold them until the request body is in
+        # (or the CGI says more), so that an oversized body, a timeout or a disconnect while the body streams
+        # in still gets a real status instead of a cut-off 200.
+        if not first and not self.body_done.is_set():
+            first = await self._output_or_body_done(stdout)
         if self.aborted is not None:
             return
-        status, headers = _parse_cgi_headers(bytes(buf[:end]))
         self.started = True
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        rest = bytes(buf[end + sep:])
-        if rest:
-            await self.send({"type": "http.response.body", "body": rest, "more_body": True})
+        if first:
+            await self.send({"type": "http.response.body", "body": first, "more_body": True})
         while chunk := await stdout.read(_CHUNK):
             if self.aborted is not None:
                 return
             await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
-        if self.aborted is None:
-            self.finished = True
-            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _output_or_body_done(self, stdout: asyncio.StreamReader) -> bytes:
+        """Wait for the CGI's next output or the end of the request body, whichever comes first."""
+        read = asyncio.ensure_future(stdout.read(_CHUNK))
+        body_done = asyncio.ensure_future(self.body_done.wait())
+        try:
+            await asyncio.wait({read, body_done}, return_when=asyncio.FIRST_COMPLETED)
+            if not read.done():
+                read.cancel()
+                await asyncio.wait({read})  # a StreamReader allows one pending read: let this one finish
+        finally:
+            body_done.cancel()
+            read.cancel()
+        return b"" if read.cancelled() else read.result()
 
 
 def _header_end(buf: bytearray) -> tuple[int, int]:
@@ -409,9 +430,9 @@ def _parse_path(path: str) -> _Route | None:
         return None
     rest = "/".join(parts[2:])
     if rest == "info/refs":
-        return _Route(name, rest, "", False)
+        return _Route(name, rest, False)
     if rest in SERVICES:
-        return _Route(name, rest, rest, rest == "git-receive-pack")
+        return _Route(name, rest, rest == "git-receive-pack")
     return None
 
 
@@ -429,6 +450,23 @@ def _headers(scope: Scope) -> dict[str, str]:
         name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
         headers[name] = f"{headers[name]}, {value}" if name in headers else value
     return headers
+
+
+def _neutral_home() -> str:
+    """An empty directory for the CGI's HOME: one per user, reused (a server killed with SIGKILL leaves no
+    temporary directory behind); a private temporary one if that path is not safely ours."""
+    path = Path(tempfile.gettempdir()) / f"mergebot-git-home-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    try:
+        st = path.lstat()
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
+        return str(path)
+    home = tempfile.mkdtemp(prefix="mergebot-git-home-")
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    return home
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
