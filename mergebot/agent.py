@@ -20,7 +20,7 @@ from typing import Any
 
 from mergebot.client import Client
 
-FINAL = ("landed", "rejected", "superseded", "cancelled")
+FINAL = ("landed", "rejected", "superseded", "cancelled", "parked")
 
 
 def git(args: list[str], cwd: Path, check: bool = True) -> str:

@@ -31,6 +31,7 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "announce": frozenset({Role.LEAD, Role.ADMIN}),
     "assign": frozenset({Role.LEAD, Role.ADMIN}),
     "manage_subtasks": frozenset({Role.LEAD, Role.ADMIN}),
+    "verify": frozenset({Role.VERIFIER, Role.ADMIN}),
     "admin": frozenset({Role.ADMIN}),
     "read": frozenset(Role),
 }

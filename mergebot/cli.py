@@ -224,6 +224,8 @@ def cmd_push(args: argparse.Namespace) -> None:
         print(f"{result['status']}: {result.get('reason') or ''}".rstrip(), file=sys.stderr)
         if result["status"] in ("refused", "rejected"):
             print("fix it in your worktree, commit, and run `mergebot submit` again.", file=sys.stderr)
+        elif result["status"] == "parked":
+            print("not your fault: main is red. It lands by itself once main is green again.", file=sys.stderr)
     if result["status"] != "landed":
         raise SystemExit(5)
 
@@ -237,6 +239,68 @@ def cmd_handoff(args: argparse.Namespace) -> None:
     out = client_from(args).post(f"/api/v1/subtasks/{claim.subtask_id}/notes",
                                  {"body": body, "claim_version": claim.claim_version})
     emit(args, out["note"])
+
+
+def cmd_repo_hold(args: argparse.Namespace) -> None:
+    out = client_from(args).post(f"/api/v1/repos/{args.name}/{args.repo_command}")
+    emit(args, out["repo"])
+
+
+def cmd_verifier_worker(args: argparse.Namespace) -> None:
+    """Run verifier workers against a bot over HTTP: jobs through the API, commits through git."""
+    from mergebot.verify.worker import HttpRepos, HttpSource, Worker, worker_name
+
+    token = args.token or os.environ.get("MERGEBOT_TOKEN")
+    if not token:
+        raise SystemExit("mergebot verifier worker needs a verifier token (--token or MERGEBOT_TOKEN)")
+    server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
+    work = Path(args.work_dir).resolve()
+    print(f"verifier worker: {args.slots} slot(s) against {server}, work dir {work}", file=sys.stderr)
+
+    async def run() -> None:
+        workers = [Worker(HttpSource(Client(server, token), worker_name(i)), HttpRepos(server, token, work / "mirrors"),
+                          work / "slots" / f"{os.getpid()}-{i}", sandbox=args.sandbox,
+                          heartbeat_every=args.heartbeat) for i in range(args.slots)]
+        if args.once:
+            await asyncio.gather(*(w.run_one() for w in workers))
+            return
+        await asyncio.gather(*(w.run() for w in workers))
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    asyncio.run(run())
+
+
+def cmd_verify(args: argparse.Namespace) -> None:
+    """Re-run a repository's check on one commit by hand, exactly as the verifier does, and print the record."""
+    from mergebot.git import repo as git
+    from mergebot.landing.repos import repos_root
+    from mergebot.verify.worker import HttpRepos
+    from verifier.runner import run_check
+
+    settings = settings_from(args)
+    c = client_from(args)
+    repo = next((r for r in c.get("/api/v1/repos")["repos"] if r["name"] == args.repo), None)
+    if repo is None:
+        raise SystemExit(f"mergebot verify: no repository named {args.repo!r}")
+    local = git.bare_path(repos_root(settings.data_dir), args.repo)
+    token = args.token or os.environ.get("MERGEBOT_TOKEN") or ""
+    server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mergebot-verify-") as tmp:
+        path = local if local.exists() else HttpRepos(server, token, Path(tmp)).path_for(args.repo, args.sha)
+        result = run_check(path, args.sha, args.command or repo["verifier_command"],
+                           float(args.timeout or repo["verifier_timeout_s"]), sandbox=args.sandbox)
+    data = result.as_json()
+    if args.json:
+        emit(args, data)
+    else:
+        for k in ("commit_sha", "tree_sha", "command", "outcome", "exit_code", "duration_ms", "sandbox", "log_size",
+                  "log_digest"):
+            print(f"{k:>12}: {data[k]}")
+        print("\n" + result.excerpt(40))
+    if not result.passed:
+        raise SystemExit(6)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -471,6 +535,28 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_repo_add)
     sp = repo.add_parser("list", parents=[common], help="list repositories")
     sp.set_defaults(fn=cmd_repo_list)
+    for action, text in (("pause", "hold landing on a repository (admin)"),
+                         ("resume", "resume landing; parked candidates go back to the queue (admin)")):
+        sp = repo.add_parser(action, parents=[common], help=text)
+        sp.add_argument("name")
+        sp.set_defaults(fn=cmd_repo_hold)
+
+    verifier = sub.add_parser("verifier", help="verifier workers").add_subparsers(
+        dest="verifier_command", required=True, metavar="ACTION")
+    sp = verifier.add_parser("worker", parents=[common], help="claim and run verify jobs from a bot over HTTP "
+                             "(a verifier token)")
+    sp.add_argument("--slots", type=int, default=1, help="jobs run at once, each with its own reused checkout")
+    sp.add_argument("--work-dir", default=".mergebot-verifier", dest="work_dir")
+    sp.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
+    sp.add_argument("--heartbeat", type=float, default=10.0, help="seconds between lease renewals")
+    sp.add_argument("--once", action="store_true", help="run at most one job per slot, then exit")
+    sp.set_defaults(fn=cmd_verifier_worker)
+    sp = add("verify", cmd_verify, "run a repository's check on one commit by hand and print the record")
+    sp.add_argument("sha")
+    sp.add_argument("--repo", required=True)
+    sp.add_argument("--command", help="default: the repository's configured check")
+    sp.add_argument("--timeout", type=int)
+    sp.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
     add("reconcile", cmd_reconcile, "make main and the landed records agree, and report what does not (admin)")
     sp = add("queue", cmd_queue, "the merge queue's candidates, newest first")
     sp.add_argument("--repo")

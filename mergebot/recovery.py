@@ -1,6 +1,7 @@
 """The recovery loop: hands back subtasks whose owners went silent.
 
-Every ``interval`` seconds it returns running subtasks whose lease expired more than ``grace`` seconds ago
+Every ``interval`` seconds it returns running subtasks (and verify jobs) whose lease expired more than
+``grace`` seconds ago
 to ``ready`` (or ``failed`` once their attempts are spent). The query skips rows another replica is already
 recovering, so any number of servers may run this loop.
 """
@@ -11,17 +12,20 @@ import asyncio
 import logging
 
 from mergebot.errors import MergebotError
-from mergebot.store import Store
+from mergebot.verify.jobs import JobStore
 
 log = logging.getLogger(__name__)
 
 
-async def recovery_loop(store: Store, *, interval: float, grace: float) -> None:
+async def recovery_loop(store: JobStore, *, interval: float, grace: float) -> None:
     while True:
         try:
             for row in await store.recover_expired(grace_seconds=grace):
                 log.info("lease lost: subtask %s (claim version %s, owner %s) is now %s",
                          row["id"], row["claim_version"], row["previous_owner_id"], row["status"])
+            for row in await store.recover_jobs(grace_seconds=grace):
+                log.info("lease lost: verify job %s (claim version %s) is now %s",
+                         row["id"], row["claim_version"], row["status"])
         except MergebotError as e:
             log.warning("recovery pass skipped: %s", e.message)
         await asyncio.sleep(interval)

@@ -25,6 +25,11 @@ class Settings(BaseSettings):
     recovery_interval_seconds: float = Field(default=5.0, gt=0)
 
     # Agent-driven queries: bounded in time and size (the seeds' gateway limited SQL to 5 s).
+    # Verifier workers inside `mergebot serve` (more run anywhere with `mergebot verifier worker`).
+    verifier_workers: int = Field(default=2, ge=0)
+    verifier_sandbox: str = Field(default="auto", pattern="^(auto|bwrap|none)$")
+    job_lease_seconds: float = Field(default=30.0, gt=0)
+
     statement_timeout_ms: int = Field(default=5000, gt=0)
     max_body_bytes: int = Field(default=1 << 20, gt=0)
     pool_min_size: int = Field(default=2, ge=1)

@@ -49,7 +49,7 @@ NOTIFY_CHANNEL = "mergebot_finished"
 
 # Our triggers raise with their own SQLSTATEs (see the migrations).
 _OUR_CODES: dict[str, tuple[type[MergebotError], dict[str, Any]]] = {
-    "MB001": (InvalidTransition, {}),  # subtasks_guard: a transition the table does not allow
+    "MB001": (InvalidTransition, {}),  # subtasks_on_update: a transition the table does not allow
     "MB002": (Conflict, {}),  # events is append-only
     "MB003": (Invalid, {"field": "depends_on"}),  # subtask_deps_acyclic: a dependency cycle
 }
@@ -451,7 +451,7 @@ class Store:
         return await self._all("note_list", subtask_id=subtask_id, group_name=group_name,
                                after_id=after_id, limit=limit)
 
-    async def announce(self, *, author_id: int, body: str, group_name: str | None = None) -> dict[str, Any]:
+    async def announce(self, *, author_id: int | None, body: str, group_name: str | None = None) -> dict[str, Any]:
         row = await self._one("announcement_insert", author_id=author_id, body=body, group_name=group_name)
         assert row is not None
         return row

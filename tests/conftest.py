@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -10,8 +11,8 @@ import pytest
 from mergebot.auth import Role
 from mergebot.db.connect import open_pool
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.landing.store import LandingStore
 from mergebot.settings import Settings
+from mergebot.verify.jobs import JobStore
 from tests.bot import BotProcess, Fleet, check_command, make_project
 from tests.pg import Server, available_servers, with_db
 
@@ -43,10 +44,9 @@ def servers() -> Iterator[dict[str, Server]]:
         s.stop()
 
 
-@pytest.fixture(params=SERVERS)
-def db_url(request: pytest.FixtureRequest, servers: dict[str, Server]) -> Iterator[str]:
-    """A fresh, migrated database on each available server (PostgreSQL 18 embedded, and 15 when present)."""
-    name = request.param
+@contextlib.contextmanager
+def fresh_database(servers: dict[str, Server], name: str) -> Iterator[str]:
+    """A fresh database copied from the migrated template on server ``name`` (started on first use)."""
     if name not in servers:
         servers[name] = Server(name)
     server = servers[name]
@@ -57,6 +57,13 @@ def db_url(request: pytest.FixtureRequest, servers: dict[str, Server]) -> Iterat
         server.drop_db(db)
 
 
+@pytest.fixture(params=SERVERS)
+def db_url(request: pytest.FixtureRequest, servers: dict[str, Server]) -> Iterator[str]:
+    """A fresh, migrated database on each available server (PostgreSQL 18 embedded, and 15 when present)."""
+    with fresh_database(servers, request.param) as url:
+        yield url
+
+
 @pytest.fixture
 def settings(db_url: str, tmp_path: Any) -> Settings:
     return Settings(database_url=db_url, data_dir=tmp_path / "data", lease_seconds=60,
@@ -64,16 +71,16 @@ def settings(db_url: str, tmp_path: Any) -> Settings:
 
 
 @pytest.fixture
-async def store(db_url: str, settings: Settings) -> AsyncIterator[LandingStore]:
+async def store(db_url: str, settings: Settings) -> AsyncIterator[JobStore]:
     pool = await open_pool(db_url, settings, statement_timeout_ms=5000)
     try:
-        yield LandingStore(pool, lease_seconds=settings.lease_seconds)
+        yield JobStore(pool, lease_seconds=settings.lease_seconds)
     finally:
         await pool.close()
 
 
 @pytest.fixture
-async def fleet(e2e_store: LandingStore, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+async def fleet(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
     store = e2e_store
     data = tmp_path / "data"
     tokens = {}
@@ -92,22 +99,15 @@ async def fleet(e2e_store: LandingStore, e2e_db_url: str, tmp_path: Path) -> Asy
 def e2e_db_url(servers: dict[str, Server]) -> Iterator[str]:
     """End-to-end tests run on one server (the embedded one, or the external one given); the store's SQL is
     covered on every server by the store tests."""
-    name = SERVERS[0]
-    if name not in servers:
-        servers[name] = Server(name)
-    server = servers[name]
-    db = server.fresh_db()
-    try:
-        yield with_db(server.url, db)
-    finally:
-        server.drop_db(db)
+    with fresh_database(servers, SERVERS[0]) as url:
+        yield url
 
 
 @pytest.fixture
-async def e2e_store(e2e_db_url: str, tmp_path: Path) -> AsyncIterator[LandingStore]:
+async def e2e_store(e2e_db_url: str, tmp_path: Path) -> AsyncIterator[JobStore]:
     settings = Settings(database_url=e2e_db_url, data_dir=tmp_path / "data", lease_seconds=60)
     pool = await open_pool(e2e_db_url, settings, statement_timeout_ms=5000)
     try:
-        yield LandingStore(pool, lease_seconds=60)
+        yield JobStore(pool, lease_seconds=60)
     finally:
         await pool.close()

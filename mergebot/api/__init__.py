@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,17 +20,18 @@ from fastapi.responses import JSONResponse
 
 from mergebot import __version__
 from mergebot.api.errors import BodyLimit, install_handlers
-from mergebot.api.routers import board, hooks, landing, subtasks
+from mergebot.api.routers import board, hooks, jobs, landing, subtasks
 from mergebot.auth import Role, allowed
 from mergebot.db.connect import open_pool, prepare
 from mergebot.git.smarthttp import GitHttp
 from mergebot.landing.queue import LandingQueue
 from mergebot.landing.repos import repos_root
-from mergebot.landing.store import LandingStore
 from mergebot.models import Agent
 from mergebot.recovery import recovery_loop
 from mergebot.settings import Settings
 from mergebot.store import Store, Waiter
+from mergebot.verify.jobs import JobStore
+from mergebot.verify.worker import LocalRepos, LocalSource, Worker, worker_name
 
 
 def create_app(settings: Settings | None = None, *, run_recovery: bool = True, run_queue: bool = True) -> FastAPI:
@@ -40,7 +42,8 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = await asyncio.to_thread(prepare, settings)
         pool = await open_pool(url, settings, statement_timeout_ms=settings.statement_timeout_ms)
-        store = LandingStore(pool, lease_seconds=settings.lease_seconds)
+        store = JobStore(pool, lease_seconds=settings.lease_seconds)
+        store.job_lease_seconds = settings.job_lease_seconds
         waiter = Waiter(url, store)
         await waiter.start()
         queue = LandingQueue(store, root)
@@ -48,6 +51,11 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
         tasks: list[asyncio.Task[Any]] = []
         if run_queue:
             tasks.append(asyncio.create_task(queue.run(), name="mergebot-queue"))
+            for i in range(settings.verifier_workers):
+                worker = Worker(LocalSource(store, worker_name(i)), LocalRepos(root),
+                                settings.data_dir.resolve() / "slots" / f"{os.getpid()}-{i}",
+                                sandbox=settings.verifier_sandbox, heartbeat_every=settings.job_lease_seconds / 3)
+                tasks.append(asyncio.create_task(worker.run(), name=f"mergebot-verifier-{i}"))
         if run_recovery:
             tasks.append(asyncio.create_task(recovery_loop(
                 store, interval=settings.recovery_interval_seconds, grace=settings.recovery_grace_seconds)))
@@ -70,6 +78,7 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
     app.include_router(subtasks.router)
     app.include_router(board.router)
     app.include_router(landing.router)
+    app.include_router(jobs.router)
     app.include_router(hooks.router)
 
     async def git_identity(token: str) -> Agent | None:

@@ -316,13 +316,14 @@ ORDER BY n.id
 LIMIT %(limit)s;
 
 -- name: announcement_insert
+-- A NULL author is Mergebot itself (a red main, for instance).
 INSERT INTO announcements (author_id, group_name, body)
 VALUES (%(author_id)s, %(group_name)s, %(body)s)
 RETURNING id, author_id, group_name, body, created_at;
 
 -- name: announcement_list
-SELECT n.id, a.name AS author, n.group_name, n.body, n.created_at
-FROM announcements n JOIN agents a ON a.id = n.author_id
+SELECT n.id, coalesce(a.name, 'mergebot') AS author, n.group_name, n.body, n.created_at
+FROM announcements n LEFT JOIN agents a ON a.id = n.author_id
 WHERE n.id > %(after_id)s
 ORDER BY n.id
 LIMIT %(limit)s;
@@ -458,3 +459,89 @@ RETURNING id;
 -- name: finding_list
 SELECT * FROM reconcile_findings WHERE (%(repo)s::text IS NULL OR repo = %(repo)s::text)
 ORDER BY id DESC LIMIT %(limit)s;
+
+-- ---------------------------------------------------------------------------------------------------------
+-- Verify jobs: claimed by workers, fenced by claim_version like subtasks.
+
+-- name: job_insert
+INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id)
+VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(candidate_id)s, %(landed_id)s)
+RETURNING *;
+
+-- name: job_claim
+WITH pick AS (
+    SELECT id FROM verify_jobs WHERE status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+)
+UPDATE verify_jobs j
+SET status = 'running', worker_id = %(worker_id)s, worker_name = %(worker_name)s,
+    claim_version = j.claim_version + 1, attempts = j.attempts + 1, started_at = now(),
+    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
+FROM pick WHERE j.id = pick.id
+RETURNING j.*;
+
+-- name: job_heartbeat
+UPDATE verify_jobs SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
+WHERE id = %(id)s AND worker_id IS NOT DISTINCT FROM %(worker_id)s::bigint AND claim_version = %(claim_version)s
+  AND status = 'running'
+RETURNING id;
+
+-- name: job_finish
+-- Only the holder of the current claim may report; each job finishes once.
+UPDATE verify_jobs
+SET status = 'done', outcome = %(outcome)s, result = %(result)s, finished_at = now(), lease_expires_at = NULL
+WHERE id = %(id)s AND worker_id IS NOT DISTINCT FROM %(worker_id)s::bigint AND claim_version = %(claim_version)s
+  AND status = 'running'
+RETURNING *;
+
+-- name: job_recover_expired
+-- A worker that went silent loses the job: it goes back to the queue (or ends in error once its attempts are
+-- spent), and the next claim bumps the version so the silent worker's late result is refused.
+UPDATE verify_jobs j
+SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'done' ELSE 'queued' END::job_status,
+    outcome = CASE WHEN j.attempts >= j.max_attempts THEN 'error' ELSE NULL END,
+    result = CASE WHEN j.attempts >= j.max_attempts
+                  THEN jsonb_build_object('error', 'every worker that took this job lost its lease')
+                  ELSE NULL END,
+    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+    lease_expires_at = NULL
+FROM (
+    SELECT id FROM verify_jobs
+    WHERE status = 'running' AND lease_expires_at < now() - make_interval(secs => %(grace_seconds)s)
+    ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED
+) expired
+WHERE j.id = expired.id
+RETURNING j.id, j.status, j.claim_version;
+
+-- name: job_get
+SELECT * FROM verify_jobs WHERE id = %(id)s;
+
+-- name: job_fence_state
+SELECT id, status::text AS status, worker_id, claim_version FROM verify_jobs WHERE id = %(id)s;
+
+-- name: job_cancel_for_candidate
+UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
+WHERE candidate_id = %(candidate_id)s AND status IN ('queued', 'running')
+RETURNING id;
+
+-- name: job_list
+SELECT * FROM verify_jobs
+WHERE (%(status)s::job_status IS NULL OR status = %(status)s::job_status)
+  AND (%(candidate_id)s::bigint IS NULL OR candidate_id = %(candidate_id)s::bigint)
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: landed_set_main_status
+UPDATE landed SET main_status = %(main_status)s WHERE id = %(id)s RETURNING id;
+
+-- name: repo_set_paused
+UPDATE repos SET paused = %(paused)s, paused_reason = %(reason)s WHERE name = %(name)s RETURNING *;
+
+-- name: repo_set_red
+UPDATE repos SET red_since = %(sha)s, paused_reason = %(reason)s WHERE name = %(name)s RETURNING *;
+
+-- name: candidates_park
+UPDATE candidates SET status = 'parked', reason = %(reason)s WHERE id = %(id)s RETURNING id;
+
+-- name: candidates_unpark
+UPDATE candidates SET status = 'queued', reason = NULL, started_at = NULL
+WHERE repo = %(repo)s AND status = 'parked'
+RETURNING id;

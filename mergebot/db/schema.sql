@@ -1,4 +1,4 @@
--- The whole current schema, as declared (migrations 0001 and 0002 together). Migrations build the same
+-- The whole current schema, as declared (migrations 0001 to 0004 together). Migrations build the same
 -- thing step by step; tests/test_migrations.py proves the two agree.
 -- Rules this schema enforces by itself (not only through Python):
 --  * a subtask changes status only along the edges listed in subtask_transitions;
@@ -72,8 +72,8 @@ CREATE TABLE subtasks (
 -- The claim path reads only these partial indexes, so its cost follows the number of ready rows, not history.
 CREATE INDEX subtasks_ready_any ON subtasks (priority DESC, id) WHERE status = 'ready';
 CREATE INDEX subtasks_ready_group ON subtasks (group_name, priority DESC, id) WHERE status = 'ready';
-CREATE INDEX subtasks_lease ON subtasks (lease_expires_at) WHERE status = 'running';
-CREATE INDEX subtasks_owner ON subtasks (owner_id) WHERE owner_id IS NOT NULL;
+CREATE INDEX subtasks_lease ON subtasks (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
+CREATE INDEX subtasks_owner ON subtasks (owner_id, id) WHERE owner_id IS NOT NULL;
 CREATE INDEX subtasks_parent ON subtasks (parent_id);
 
 CREATE TABLE subtask_deps (
@@ -97,7 +97,7 @@ CREATE INDEX notes_subtask ON notes (subtask_id, id);
 
 CREATE TABLE announcements (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    author_id   bigint NOT NULL REFERENCES agents (id),
+    author_id   bigint REFERENCES agents (id),
     group_name  text REFERENCES groups (name),
     body        text NOT NULL CHECK (length(body) BETWEEN 1 AND 20000),
     created_at  timestamptz NOT NULL DEFAULT now()
@@ -153,33 +153,25 @@ INSERT INTO subtask_transitions (from_status, to_status) VALUES
     ('submitted', 'failed'), ('submitted', 'cancelled'),
     ('failed', 'ready'), ('failed', 'blocked');
 
--- Status changes are checked against the transition table, and every change of status, owner or claim
--- version becomes an event. The actor is the row's updated_by, which every store query sets.
-CREATE FUNCTION subtasks_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+-- One BEFORE UPDATE trigger checks every status change against the transition table, stamps the row, and
+-- turns every change of status, owner, claim version or candidate into an event (the actor is the row's
+-- updated_by, which every store query sets); finished subtasks are announced on mergebot_finished. Creation
+-- is logged AFTER INSERT, when the row exists for the event to reference.
+CREATE FUNCTION subtasks_on_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.status IS DISTINCT FROM OLD.status AND NOT EXISTS (
-        SELECT 1 FROM subtask_transitions t WHERE t.from_status = OLD.status AND t.to_status = NEW.status
-    ) THEN
-        RAISE EXCEPTION 'subtask % cannot go from % to %', OLD.id, OLD.status, NEW.status
-            USING ERRCODE = 'MB001';
-    END IF;
-    IF NEW.status IN ('landed', 'failed', 'cancelled') AND NEW.status IS DISTINCT FROM OLD.status THEN
-        NEW.finished_at := now();
+    IF NEW.status IS DISTINCT FROM OLD.status THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM subtask_transitions t WHERE t.from_status = OLD.status AND t.to_status = NEW.status
+        ) THEN
+            RAISE EXCEPTION 'subtask % cannot go from % to %', OLD.id, OLD.status, NEW.status
+                USING ERRCODE = 'MB001';
+        END IF;
+        IF NEW.status IN ('landed', 'failed', 'cancelled') THEN
+            NEW.finished_at := now();
+            PERFORM pg_notify('mergebot_finished', NEW.id::text || ':' || NEW.status::text);
+        END IF;
     END IF;
     NEW.updated_at := now();
-    RETURN NEW;
-END $$;
-
-CREATE TRIGGER subtasks_guard BEFORE UPDATE ON subtasks
-    FOR EACH ROW EXECUTE FUNCTION subtasks_guard();
-
-CREATE FUNCTION subtasks_log() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO events (actor_id, kind, subtask_id, to_status, claim_version)
-        VALUES (NEW.created_by, 'created', NEW.id, NEW.status, NEW.claim_version);
-        RETURN NULL;
-    END IF;
     IF NEW.status IS DISTINCT FROM OLD.status
        OR NEW.claim_version IS DISTINCT FROM OLD.claim_version
        OR NEW.owner_id IS DISTINCT FROM OLD.owner_id
@@ -190,14 +182,21 @@ BEGIN
                     'owner', NEW.owner_id, 'previous_owner', OLD.owner_id,
                     'reason', NEW.status_reason, 'sha', NEW.candidate_sha)));
     END IF;
-    IF NEW.status IN ('landed', 'failed', 'cancelled') AND NEW.status IS DISTINCT FROM OLD.status THEN
-        PERFORM pg_notify('mergebot_finished', NEW.id::text || ':' || NEW.status::text);
-    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER subtasks_on_update BEFORE UPDATE ON subtasks
+    FOR EACH ROW EXECUTE FUNCTION subtasks_on_update();
+
+CREATE FUNCTION subtasks_on_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO events (actor_id, kind, subtask_id, to_status, claim_version)
+    VALUES (NEW.created_by, 'created', NEW.id, NEW.status, NEW.claim_version);
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER subtasks_log AFTER INSERT OR UPDATE ON subtasks
-    FOR EACH ROW EXECUTE FUNCTION subtasks_log();
+CREATE TRIGGER subtasks_on_insert AFTER INSERT ON subtasks
+    FOR EACH ROW EXECUTE FUNCTION subtasks_on_insert();
 
 CREATE FUNCTION events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -244,11 +243,12 @@ CREATE TABLE repos (
     root_sha          text NOT NULL,
     paused            boolean NOT NULL DEFAULT false,
     paused_reason     text,
-    created_at        timestamptz NOT NULL DEFAULT now()
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    red_since         text
 );
 
 CREATE TYPE candidate_status AS ENUM
-    ('queued', 'verifying', 'landing', 'landed', 'rejected', 'superseded', 'cancelled');
+    ('queued', 'verifying', 'landing', 'landed', 'rejected', 'superseded', 'cancelled', 'parked');
 
 CREATE TABLE candidates (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -299,3 +299,46 @@ CREATE TABLE reconcile_findings (
 );
 
 CREATE INDEX events_kind ON events (kind, id);
+
+-- Verify jobs (0003), claimed by verifier workers with SKIP LOCKED, a lease and claim-version fencing.
+
+CREATE TYPE job_status AS ENUM ('queued', 'running', 'done', 'cancelled');
+
+CREATE TABLE verify_jobs (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    repo             text NOT NULL REFERENCES repos (name),
+    commit_sha       text NOT NULL CHECK (commit_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
+    command          text NOT NULL,
+    timeout_s        integer NOT NULL CHECK (timeout_s > 0),
+    purpose          text NOT NULL CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual')),
+    candidate_id     bigint REFERENCES candidates (id),
+    landed_id        bigint REFERENCES landed (id),
+    status           job_status NOT NULL DEFAULT 'queued',
+    worker_id        bigint REFERENCES agents (id),
+    worker_name      text CHECK (length(worker_name) <= 200),
+    claim_version    bigint NOT NULL DEFAULT 0,
+    lease_expires_at timestamptz,
+    attempts         integer NOT NULL DEFAULT 0,
+    max_attempts     integer NOT NULL DEFAULT 3,
+    outcome          text,
+    result           jsonb,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    started_at       timestamptz,
+    finished_at      timestamptz,
+    CONSTRAINT lease_iff_running CHECK ((status = 'running') = (lease_expires_at IS NOT NULL))
+);
+CREATE INDEX verify_jobs_queue ON verify_jobs (id) WHERE status = 'queued';
+CREATE INDEX verify_jobs_lease ON verify_jobs (lease_expires_at) WHERE status = 'running';
+CREATE INDEX verify_jobs_candidate ON verify_jobs (candidate_id);
+
+-- Every finished job is announced, so whoever waits on it wakes at once.
+CREATE FUNCTION verify_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status IN ('done', 'cancelled') AND NEW.status IS DISTINCT FROM OLD.status THEN
+        PERFORM pg_notify('mergebot_job', NEW.id::text);
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER verify_jobs_notify AFTER UPDATE ON verify_jobs
+    FOR EACH ROW EXECUTE FUNCTION verify_jobs_notify();

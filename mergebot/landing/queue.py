@@ -5,10 +5,16 @@ A candidate goes through these steps, each its own function below:
               waits on (same owner, claim version and sha), else it is superseded;
   2. merge  — onto the current main, in memory; a conflict rejects it with the paths and the subtask goes
               back to running for the same owner;
-  3. verify — the repository's check on the exact merged commit, in a fresh checkout, with a time limit;
-              a failure rejects it the same way;
+  3. verify — a verify job for the repository's check on the exact merged commit, run by a verifier worker
+              (sandboxed, time-limited); a failure is retried once on the same commit — a pass on retry is
+              "flaky" and lands with both runs as evidence — then checked on the base: if main fails too,
+              the failure is "pre-existing", the candidate is parked rather than blamed and landing pauses;
+              otherwise the candidate is rejected and the subtask goes back to its owner;
   4. land   — write the intent (with the evidence), move main by compare-and-swap, then in one transaction
               write the landed row, mark the subtask landed, release its dependents and close the intent.
+After landing, a post-land job checks main's new head and records the team status on the landed row; a red
+main raises an announcement and pauses the repository: while paused only a candidate that passes (a fix)
+lands, and the others are parked until main is green again or an admin resumes.
 A crash between any two steps leaves state the reconciler repairs (``mergebot.landing.reconcile``).
 
 One process leads each repository's queue, chosen by a PostgreSQL advisory lock, so replicas never land
@@ -30,9 +36,11 @@ import psycopg
 from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.git import repo as git
 from mergebot.landing.reconcile import Report, reconcile_repo
-from mergebot.landing.store import Candidate, LandingStore, Repo
+from mergebot.landing.store import Candidate, Repo
 from mergebot.models import Handle
-from verifier.runner import Result, run_check
+from mergebot.verify.jobs import JobStore
+from mergebot.verify.worker import result_from_json
+from verifier.runner import Result
 
 log = logging.getLogger(__name__)
 QUEUE_LOCK_CLASS = 7243502
@@ -45,8 +53,11 @@ def crash_point(name: str) -> None:
 
 
 class LandingQueue:
-    def __init__(self, store: LandingStore, repos_root: Path, *, poll_seconds: float = 1.0) -> None:
+    def __init__(self, store: JobStore, repos_root: Path, *, poll_seconds: float = 1.0,
+                 verify_timeout_slack: float = 600.0) -> None:
         self.store = store
+        self.slack = verify_timeout_slack
+        self._post_land: set[asyncio.Task[None]] = set()
         self.root = repos_root
         self.poll = poll_seconds
         self._wake = asyncio.Event()
@@ -97,6 +108,7 @@ class LandingQueue:
                     if repo.name not in self._reconciled:
                         reports.append(await reconcile_repo(self.store, self.root, repo))
                         self._reconciled.add(repo.name)
+                        await self._resume_post_land(repo)
                 for fut in waiters:
                     if not fut.done():
                         fut.set_result(reports)
@@ -116,6 +128,8 @@ class LandingQueue:
                     await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
 
     async def close(self) -> None:
+        for task in list(self._post_land):
+            task.cancel()
         if self._lock_conn is not None:
             await self._lock_conn.close()
 
@@ -130,7 +144,7 @@ class LandingQueue:
         merge = await self.merge(repo, cand, path, main)
         if merge is None:
             return cand
-        result = await self.verify(repo, cand, path, merge)
+        result = await self.verify(repo, cand, path, merge, main)
         if result is None:
             return cand
         crash_point("after_verify")
@@ -170,18 +184,83 @@ class LandingQueue:
             return None
         return merge
 
-    async def verify(self, repo: Repo, cand: Candidate, path: Path, merge: git.Merge) -> Result | None:
+    async def check(self, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
+                    landed_id: int | None = None) -> Result:
+        """Run the repository's check on ``sha`` through a verify job and wait for a worker's result."""
+        job = await self.store.enqueue_job(repo=repo.name, commit_sha=sha, command=repo.verifier_command,
+                                           timeout_s=repo.verifier_timeout_s, purpose=purpose,
+                                           candidate_id=candidate_id, landed_id=landed_id)
+        done = await self.store.wait_job(job.id, timeout=repo.verifier_timeout_s * 3 + self.slack)
+        if done.status != "done" or not done.result:
+            return Result(sha, "", repo.verifier_command, "error", None, 0,
+                          f"verify job {job.id} did not finish ({done.status})", "", 0, "", "none")
+        return result_from_json(done.result)
+
+    async def verify(self, repo: Repo, cand: Candidate, path: Path, merge: git.Merge, main: str) -> Result | None:
+        """The verdict on the merged commit; None when the candidate was rejected or parked."""
         assert merge.sha is not None
-        result = await asyncio.to_thread(run_check, path, merge.sha, repo.verifier_command,
-                                         float(repo.verifier_timeout_s))
-        if result.tree_sha and result.tree_sha != merge.tree:
-            result.outcome = "error"
-        if not result.passed:
-            await self.reject(cand, f"the check `{repo.verifier_command}` gave {result.outcome} "
-                              f"(exit {result.exit_code}) on the merged commit {merge.sha[:12]}:\n{result.excerpt()}",
-                              base_sha=None, merged_sha=merge.sha, verifier=result.as_json())
-            return None
+        first = await self.check(repo, merge.sha, "candidate", candidate_id=cand.id)
+        if first.tree_sha and first.tree_sha != merge.tree:
+            first.outcome = "error"
+        if first.passed:
+            return first
+        runs = {"first": first.as_json()}
+        if first.outcome in ("fail", "timeout"):
+            retry = await self.check(repo, merge.sha, "retry", candidate_id=cand.id)
+            runs["retry"] = retry.as_json()
+            if retry.passed:
+                retry.outcome = "flaky"  # failed once, passed on the same commit: not the candidate's fault
+                return self._with_runs(retry, runs)
+            if repo.red_since:  # main is known to be red: do not blame the candidate, do not re-prove it
+                base = Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
+            else:
+                base = first if main == merge.sha else await self.check(repo, main, "base", candidate_id=cand.id)
+            runs["base"] = base.as_json()
+            if not base.passed:
+                await self.red_main(repo, main, f"the check fails on {repo.target_branch} itself ({main[:12]})")
+                await self.store.park(candidate_id=cand.id, reason=f"{repo.target_branch} is red: the check fails "
+                                      f"on {main[:12]} too, so this failure is pre-existing, not the candidate's. "
+                                      "Parked until main is green again.")
+                return None
+        await self.reject(cand, f"the check `{repo.verifier_command}` gave {first.outcome} "
+                          f"(exit {first.exit_code}) on the merged commit {merge.sha[:12]}:\n{first.excerpt()}",
+                          base_sha=main, merged_sha=merge.sha, verifier={**first.as_json(), "runs": runs})
+        return None
+
+    @staticmethod
+    def _with_runs(result: Result, runs: dict[str, Any]) -> Result:
+        result.log_head = f"[flaky: failed once, passed on retry; runs: {sorted(runs)}]\n" + result.log_head
         return result
+
+    async def red_main(self, repo: Repo, sha: str, why: str) -> None:
+        if repo.red_since:
+            return
+        reason = f"{repo.target_branch} is red at {sha[:12]}: {why}. Landing is paused: only a fix lands."
+        await self.store.set_red(repo=repo.name, sha=sha, reason=reason)
+        repo.red_since, repo.paused_reason = sha, reason
+        await self.store.announce(author_id=None, body=f"[{repo.name}] {reason} An admin can resume with "
+                                  f"`mergebot repo resume {repo.name}`.")
+
+    async def _resume_post_land(self, repo: Repo) -> None:
+        """A post-land check cut short by a restart is run again for main's newest landed row."""
+        newest = await self.store.landed(repo=repo.name, limit=1)
+        if newest and newest[0].main_status == "pending":
+            task = asyncio.create_task(self.post_land(repo, newest[0].id, newest[0].merged_sha))
+            self._post_land.add(task)
+            task.add_done_callback(self._post_land.discard)
+
+    async def post_land(self, repo: Repo, landed_id: int, sha: str) -> None:
+        """The team check on main's new head (the seeds' "grader on main"), recorded on the landed row."""
+        result = await self.check(repo, sha, "post_land", landed_id=landed_id)
+        await self.store.set_main_status(landed_id=landed_id, status=result.outcome)
+        current = await self.store.get_repo(repo.name)
+        if result.passed and current.red_since:
+            await self.store.set_red(repo=repo.name, sha=None, reason=None)
+            await self.store.announce(author_id=None, body=f"[{repo.name}] {repo.target_branch} is green again at "
+                                      f"{sha[:12]}; landing resumed.")
+            self.poke()
+        elif not result.passed:
+            await self.red_main(current, sha, f"the post-land check gave {result.outcome}")
 
     async def land(self, repo: Repo, cand: Candidate, path: Path, main: str, merge: git.Merge,
                    result: Result) -> None:
@@ -213,6 +292,9 @@ class LandingQueue:
             return
         crash_point("after_commit")
         log.info("landed subtask %s at %s; released %s", cand.subtask_id, landed.merged_sha, released)
+        task = asyncio.create_task(self.post_land(repo, landed.id, landed.merged_sha))
+        self._post_land.add(task)
+        task.add_done_callback(self._post_land.discard)
 
     async def reject(self, cand: Candidate, reason: str, *, base_sha: str | None, merged_sha: str | None = None,
                      verifier: dict[str, Any] | None = None) -> None:

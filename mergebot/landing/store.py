@@ -31,6 +31,7 @@ class Repo(_FromRow):
     root_sha: str
     paused: bool = False
     paused_reason: str | None = None
+    red_since: str | None = None  # main's head when its check failed; None while main is green
     created_at: datetime | None = None
 
     @property

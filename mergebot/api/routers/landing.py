@@ -8,14 +8,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from mergebot.api.deps import Admin, Reader
-from mergebot.landing.store import LandingStore
+from mergebot.verify.jobs import JobStore
 
 router = APIRouter(prefix="/api/v1", tags=["landing"])
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
-def _store(request: Request) -> LandingStore:
-    store: LandingStore = request.app.state.store
+def _store(request: Request) -> JobStore:
+    store: JobStore = request.app.state.store
     return store
 
 
@@ -33,6 +33,24 @@ async def candidates(agent: Reader, request: Request, repo: str | None = None, s
 @router.get("/findings", summary="What the reconciler found that does not add up")
 async def findings(agent: Reader, request: Request, repo: str | None = None, limit: Limit = 100) -> dict[str, Any]:
     return {"findings": await _store(request).findings(repo=repo, limit=limit)}
+
+
+@router.post("/repos/{name}/pause", summary="Pause landing on a repository (admin)")
+async def pause(name: str, agent: Admin, request: Request) -> dict[str, Any]:
+    store = _store(request)
+    await store.get_repo(name)
+    await store.set_paused(repo=name, paused=True, reason=f"paused by {agent.name}")
+    return {"repo": asdict(await store.get_repo(name))}
+
+
+@router.post("/repos/{name}/resume", summary="Resume landing; parked candidates go back to the queue (admin)")
+async def resume(name: str, agent: Admin, request: Request) -> dict[str, Any]:
+    store = _store(request)
+    await store.get_repo(name)
+    await store.set_paused(repo=name, paused=False, reason=None)
+    await store.announce(author_id=agent.id, body=f"[{name}] landing resumed by {agent.name}.")
+    request.app.state.queue.poke()
+    return {"repo": asdict(await store.get_repo(name))}
 
 
 @router.post("/reconcile", summary="Run the reconciler now, between two landings (admin)")

@@ -1,0 +1,65 @@
+"""Verify jobs over HTTP, for verifier workers on other machines (role verifier), fenced like subtasks."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from mergebot.api.deps import Reader, require
+from mergebot.models import Agent
+from mergebot.verify.jobs import JobStore
+
+router = APIRouter(prefix="/api/v1/verify-jobs", tags=["verifier"])
+Verifier = Annotated[Agent, Depends(require("verify"))]
+
+
+class ClaimIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    worker: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class FenceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    claim_version: Annotated[int, Field(ge=1)]
+
+
+class ResultIn(FenceIn):
+    result: dict[str, Any]
+
+
+def _store(request: Request) -> JobStore:
+    store: JobStore = request.app.state.store
+    return store
+
+
+@router.post("/claim", summary="Claim the oldest queued job (204 when there is none)",
+             responses={204: {"description": "no job is queued"}})
+async def claim(body: ClaimIn, agent: Verifier, request: Request) -> Any:
+    job = await _store(request).claim_job(worker_id=agent.id, worker_name=f"{agent.name}:{body.worker}")
+    return Response(status_code=204) if job is None else {"job": asdict(job)}
+
+
+@router.post("/{job_id}/heartbeat", summary="Renew the job's lease (the claim holder only)")
+async def heartbeat(job_id: int, body: FenceIn, agent: Verifier, request: Request) -> dict[str, Any]:
+    await _store(request).heartbeat_job(job_id=job_id, worker_id=agent.id, claim_version=body.claim_version)
+    return {"ok": True}
+
+
+@router.post("/{job_id}/result", summary="Report the result; 409 if the claim was lost")
+async def result(job_id: int, body: ResultIn, agent: Verifier, request: Request) -> dict[str, Any]:
+    outcome = str(body.result.get("outcome", "error"))
+    if outcome not in ("pass", "fail", "timeout", "error"):
+        outcome = "error"
+    job = await _store(request).finish_job(job_id=job_id, worker_id=agent.id, claim_version=body.claim_version,
+                                           outcome=outcome, result=body.result)
+    return {"job": asdict(job)}
+
+
+@router.get("", summary="Verify jobs, newest first")
+async def list_jobs(agent: Reader, request: Request,
+                    status: Annotated[str | None, Query(pattern="^(queued|running|done|cancelled)$")] = None,
+                    candidate: int | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
+    return {"jobs": await _store(request).jobs(status=status, candidate_id=candidate, limit=limit)}

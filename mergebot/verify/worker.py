@@ -1,0 +1,178 @@
+"""Verifier workers: claim a verify job, get the exact commit, run the check, report the result — fenced.
+
+A worker runs inside ``mergebot serve`` (reading the bot's repositories directly) or as ``mergebot verifier
+worker`` on any machine, talking to the bot over HTTP with a verifier token: the jobs API for claims,
+heartbeats and results, and git over HTTP to fetch the commit into a local mirror. Either way the rules are
+the same: heartbeat while the check runs; if the claim was lost (the lease ran out and another worker took
+the job) the result is refused and thrown away; each worker slot reuses one checkout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Protocol
+
+from mergebot.client import ApiError, Client
+from mergebot.errors import ClaimSuperseded, MergebotError
+from mergebot.git import repo as git
+from mergebot.verify.jobs import Job, JobStore
+from verifier.runner import Result, run_check
+
+log = logging.getLogger(__name__)
+
+
+def result_from_json(data: dict[str, Any]) -> Result:
+    names = {f.name for f in fields(Result)}
+    return Result(**{k: v for k, v in data.items() if k in names})
+
+
+def worker_name(slot: int = 0) -> str:
+    return f"{socket.gethostname()}/{os.getpid()}/{slot}"
+
+
+class JobSource(Protocol):
+    async def claim(self) -> Job | None: ...
+    async def heartbeat(self, job: Job) -> None: ...
+    async def finish(self, job: Job, result: Result) -> None: ...
+
+
+class RepoAccess(Protocol):
+    def path_for(self, repo: str, sha: str) -> Path: ...
+
+
+class LocalSource:
+    """Jobs straight from the database (the worker inside ``mergebot serve``)."""
+
+    def __init__(self, store: JobStore, name: str, worker_id: int | None = None) -> None:
+        self.store, self.name, self.worker_id = store, name, worker_id
+
+    async def claim(self) -> Job | None:
+        return await self.store.claim_job(worker_id=self.worker_id, worker_name=self.name)
+
+    async def heartbeat(self, job: Job) -> None:
+        await self.store.heartbeat_job(job_id=job.id, worker_id=self.worker_id,
+                                       claim_version=job.claim_version)
+
+    async def finish(self, job: Job, result: Result) -> None:
+        await self.store.finish_job(job_id=job.id, worker_id=self.worker_id,
+                                    claim_version=job.claim_version, outcome=result.outcome,
+                                    result=result.as_json())
+
+
+class HttpSource:
+    """Jobs through the bot's API, with a verifier token (a worker on another machine)."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self.client, self.name = client, name
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        try:
+            return await asyncio.to_thread(self.client.post, path, body)
+        except ApiError as e:
+            if e.status == 409:
+                raise ClaimSuperseded(e.message) from e
+            raise MergebotError(e.message) from e
+
+    async def claim(self) -> Job | None:
+        out = await self._post("/api/v1/verify-jobs/claim", {"worker": self.name})
+        return Job.from_row(out["job"]) if out else None
+
+    async def heartbeat(self, job: Job) -> None:
+        await self._post(f"/api/v1/verify-jobs/{job.id}/heartbeat", {"claim_version": job.claim_version})
+
+    async def finish(self, job: Job, result: Result) -> None:
+        await self._post(f"/api/v1/verify-jobs/{job.id}/result",
+                         {"claim_version": job.claim_version, "result": result.as_json()})
+
+
+class LocalRepos:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path_for(self, repo: str, sha: str) -> Path:
+        return git.bare_path(self.root, repo)
+
+
+class HttpRepos:
+    """A bare mirror per repository, fetched from the bot over HTTP: only the commits jobs ask for."""
+
+    def __init__(self, server: str, token: str, cache: Path) -> None:
+        self.server, self.cache = server.rstrip("/"), cache
+        self.header = "Authorization: Basic " + base64.b64encode(f"verifier:{token}".encode()).decode()
+
+    def path_for(self, repo: str, sha: str) -> Path:
+        path = self.cache / f"{repo}.git"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+        bare = git.open_repo(path)
+        if sha not in bare:
+            env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+            subprocess.run(["git", "-c", f"http.extraHeader={self.header}", "--git-dir", str(path), "fetch", "-q",
+                            "--no-tags", f"{self.server}/git/{repo}.git", sha], check=True, env=env,
+                           capture_output=True, timeout=600)
+        return path
+
+
+class Worker:
+    def __init__(self, source: JobSource, repos: RepoAccess, slot: Path, *, sandbox: str = "auto",
+                 poll: float = 0.5, heartbeat_every: float = 10.0) -> None:
+        self.source, self.repos, self.slot = source, repos, slot
+        self.sandbox, self.poll, self.heartbeat_every = sandbox, poll, heartbeat_every
+
+    async def run_one(self) -> Job | None:
+        """Claim and run one job. Returns it (or None when the queue was empty)."""
+        job = await self.source.claim()
+        if job is None:
+            return None
+        lost = asyncio.Event()
+        beat = asyncio.create_task(self._heartbeat(job, lost))
+        try:
+            result = await asyncio.to_thread(self._run, job)
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+        try:
+            await self.source.finish(job, result)
+        except ClaimSuperseded as e:
+            log.warning("result of job %s discarded: %s", job.id, e.message)
+        return job
+
+    def _run(self, job: Job) -> Result:
+        try:
+            path = self.repos.path_for(job.repo, job.commit_sha)
+        except (subprocess.SubprocessError, OSError) as e:
+            return Result(job.commit_sha, "", job.command, "error", None, 0, f"could not fetch the commit: {e}", "",
+                          0, "", "none")
+        return run_check(path, job.commit_sha, job.command, float(job.timeout_s), slot=self.slot,
+                         sandbox=self.sandbox)
+
+    async def _heartbeat(self, job: Job, lost: asyncio.Event) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_every)
+            try:
+                await self.source.heartbeat(job)
+            except ClaimSuperseded:
+                lost.set()
+                return
+            except MergebotError as e:
+                log.warning("heartbeat for job %s failed: %s", job.id, e.message)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                job = await self.run_one()
+            except (MergebotError, OSError) as e:
+                log.warning("verifier worker: %s", e)
+                job = None
+            if job is None:
+                await asyncio.sleep(self.poll)

@@ -1,0 +1,161 @@
+"""Verify jobs and verifier workers: fencing, lost leases, killed workers, and several worker processes at once.
+
+Workers here are real ``mergebot verifier worker`` processes talking to a real ``mergebot serve`` over HTTP (jobs
+through the API, commits through git), on real PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mergebot.auth import Role
+from mergebot.client import ApiError, Client
+from mergebot.errors import ClaimSuperseded
+from mergebot.git import repo as git
+from mergebot.landing.repos import add_repo, repos_root
+from mergebot.verify.jobs import JobStore
+from tests.bot import BotProcess, make_project
+
+
+@dataclass
+class Rig:
+    bot: BotProcess
+    store: JobStore
+    tokens: dict[str, str]
+    sha: str
+    work: Path
+
+    def worker(self, name: str, *extra: str) -> subprocess.Popen[bytes]:
+        log = open(self.work / f"{name}.log", "ab")  # noqa: SIM115 (closed by the process's end)
+        return subprocess.Popen(
+            [sys.executable, "-m", "mergebot", "verifier", "worker", "--server", self.bot.url, "--token",
+             self.tokens["vera"], "--work-dir", str(self.work / name), "--sandbox", "none", "--heartbeat", "0.5",
+             *extra], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "MERGEBOT_TOKEN": ""})
+
+
+@pytest.fixture
+async def rig(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
+    store = e2e_store
+    store.job_lease_seconds = 2
+    tokens = {}
+    for name, role in (("vera", Role.VERIFIER), ("ann", Role.AGENT), ("root", Role.ADMIN)):
+        _, tokens[name] = await store.add_agent(name=name, role=role)
+    data = tmp_path / "data"
+    repo = await add_repo(store, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
+                          verifier_command="true")
+    sha = git.head_of(git.open_repo(git.bare_path(repos_root(data), "demo")), "refs/heads/main")
+    assert sha is not None and repo.name == "demo"
+    bot = BotProcess(e2e_db_url, data, MERGEBOT_VERIFIER_WORKERS="0", MERGEBOT_JOB_LEASE_SECONDS="2",
+                     MERGEBOT_RECOVERY_GRACE_SECONDS="0").start()
+    work = tmp_path / "work"
+    work.mkdir()
+    try:
+        yield Rig(bot, store, tokens, sha, work)
+    finally:
+        bot.stop()
+
+
+async def wait_done(store: JobStore, ids: list[int], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs = [await store.get_job(i) for i in ids]
+        if all(j.status == "done" for j in jobs):
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"jobs not done: {[(j.id, j.status) for j in jobs]}")
+
+
+async def test_fenced_result_and_lost_lease(rig: Rig) -> None:
+    """A worker that lost its lease cannot report; the new holder's result is the one recorded."""
+    store = rig.store
+    job = await store.enqueue_job(repo="demo", commit_sha=rig.sha, command="true", timeout_s=10, purpose="manual")
+    first = await store.claim_job(worker_id=None, worker_name="w1")
+    assert first is not None and first.id == job.id and first.claim_version == 1
+    await store.heartbeat_job(job_id=job.id, worker_id=None, claim_version=1)
+    store.job_lease_seconds = 0.01
+    await store.heartbeat_job(job_id=job.id, worker_id=None, claim_version=1)  # lease now about to lapse
+    await asyncio.sleep(0.05)
+    assert [r["id"] for r in await store.recover_jobs(grace_seconds=0)] == [job.id]
+    store.job_lease_seconds = 30
+    second = await store.claim_job(worker_id=None, worker_name="w2")
+    assert second is not None and second.claim_version == 2
+    with pytest.raises(ClaimSuperseded) as err:
+        await store.finish_job(job_id=job.id, worker_id=None, claim_version=1, outcome="pass", result={})
+    assert err.value.detail["current_version"] == 2
+    done = await store.finish_job(job_id=job.id, worker_id=None, claim_version=2, outcome="fail", result={"x": 1})
+    assert (done.status, done.outcome, done.worker_name) == ("done", "fail", "w2")
+    with pytest.raises(ClaimSuperseded):  # and it finishes only once
+        await store.finish_job(job_id=job.id, worker_id=None, claim_version=2, outcome="pass", result={})
+
+
+async def test_stale_result_over_http_is_409(rig: Rig) -> None:
+    job = await rig.store.enqueue_job(repo="demo", commit_sha=rig.sha, command="true", timeout_s=10,
+                                      purpose="manual")
+    vera = Client(rig.bot.url, rig.tokens["vera"])
+    got = vera.post("/api/v1/verify-jobs/claim", {"worker": "t"})
+    assert got["job"]["id"] == job.id
+    with pytest.raises(ApiError) as err:
+        vera.post(f"/api/v1/verify-jobs/{job.id}/result", {"claim_version": 7, "result": {"outcome": "pass"}})
+    assert err.value.status == 409 and err.value.code == "claim_superseded"
+    ann = Client(rig.bot.url, rig.tokens["ann"])
+    with pytest.raises(ApiError) as err:  # an agent may not act as a verifier
+        ann.post("/api/v1/verify-jobs/claim", {"worker": "t"})
+    assert err.value.status == 403
+
+
+async def test_worker_killed_mid_run_job_finished_elsewhere(rig: Rig) -> None:
+    job = await rig.store.enqueue_job(repo="demo", commit_sha=rig.sha, command="sleep 3; echo finished",
+                                      timeout_s=30, purpose="manual")
+    doomed = rig.worker("doomed")
+    deadline = time.monotonic() + 30
+    while (running := await rig.store.get_job(job.id)).status != "running":
+        assert time.monotonic() < deadline, (rig.work / "doomed.log").read_text()
+        await asyncio.sleep(0.1)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait()
+    rescuer = rig.worker("rescuer")
+    try:
+        await wait_done(rig.store, [job.id], timeout=60)
+    finally:
+        rescuer.kill()
+        rescuer.wait()
+    done = await rig.store.get_job(job.id)
+    assert done.outcome == "pass" and done.claim_version == 2 and done.attempts == 2
+    assert done.worker_name != running.worker_name  # finished by the other worker
+    assert "finished" in (done.result or {}).get("log_head", "")
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+async def test_many_workers_no_job_twice_none_lost(rig: Rig, workers: int) -> None:
+    runs = rig.work / "runs.log"
+    for _ in range(2):  # repeat the drill
+        ids = []
+        for _ in range(16):
+            marker = f"job-{len(ids)}-{time.monotonic_ns()}"
+            job = await rig.store.enqueue_job(repo="demo", commit_sha=rig.sha, timeout_s=30, purpose="manual",
+                                              command=f"sleep 0.2; echo {marker} >> {runs}")
+            ids.append(job.id)
+        procs = [rig.worker(f"w{i}") for i in range(workers)]
+        try:
+            await wait_done(rig.store, ids)
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+        jobs = [await rig.store.get_job(i) for i in ids]
+        assert all(j.outcome == "pass" and j.claim_version == 1 for j in jobs)
+        counts = collections.Counter(runs.read_text().split())
+        assert counts and max(counts.values()) == 1  # no check ran twice to completion
+        assert len({j.worker_name for j in jobs}) > 1  # the work was shared
+        runs.unlink()

@@ -1,0 +1,131 @@
+"""How verdicts become landings: flaky checks, failures that main already has, the post-land check on main,
+and a red main that parks candidates until a fix lands. Real server, real git pushes, real workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from mergebot import agent
+from mergebot.auth import Role
+from mergebot.client import Client
+from mergebot.landing.repos import add_repo, repos_root
+from mergebot.verify.jobs import JobStore
+from tests.bot import BotProcess, Fleet, check_command, commit, git, make_project
+
+
+@pytest.fixture
+async def make_fleet(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
+    bots: list[BotProcess] = []
+
+    async def make(verifier: str, *, broken_main: bool = False, **env: str) -> Fleet:
+        src = make_project(tmp_path / "src")
+        if broken_main:
+            (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+            git(["commit", "-qam", "a bug on main"], src)
+        tokens = {}
+        for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
+            _, tokens[name] = await e2e_store.add_agent(name=name, role=role)
+        data = tmp_path / "data"
+        await add_repo(e2e_store, repos_root(data), name="demo", source=str(src), verifier_command=verifier,
+                       verifier_timeout_s=60)
+        bot = BotProcess(e2e_db_url, data, **env).start()
+        bots.append(bot)
+        return Fleet(bot, e2e_store, tokens, tmp_path / "work")
+
+    yield make
+    for b in bots:
+        b.stop()
+
+
+async def until(pred: Callable[[], object], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object], tmp_path: Path) -> None:
+    flag = tmp_path / "flaky-once"
+    # Fails the first time it runs, passes after: a flaky check, not the candidate's fault.
+    fleet: Fleet = await make_fleet(f"test -e {flag} || {{ touch {flag}; exit 1; }}",  # type: ignore[operator]
+                                    MERGEBOT_VERIFIER_SANDBOX="none")
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"x.txt": "x\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+    assert result["status"] == "landed", result
+    landed = (await fleet.store.landed(subtask_id=sub.id))[0]
+    assert landed.verifier_result == "flaky"
+    jobs = await fleet.store.jobs(candidate_id=result["id"])
+    assert sorted(j["purpose"] for j in jobs) == ["candidate", "retry"]
+    assert {j["purpose"]: j["outcome"] for j in jobs} == {"candidate": "fail", "retry": "pass"}
+
+
+async def test_post_land_check_records_main_status(make_fleet: Callable[..., object]) -> None:
+    fleet: Fleet = await make_fleet(check_command())  # type: ignore[operator]
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"y.txt": "y\n"})
+    assert agent.push(fleet.client("ann"), wt, wait=90, progress=False)["status"] == "landed"
+
+    async def main_is_green() -> bool:
+        return (await fleet.store.landed(subtask_id=sub.id))[0].main_status == "pass"
+
+    await until(main_is_green)
+    post = [j for j in await fleet.store.jobs() if j["purpose"] == "post_land"]
+    assert len(post) == 1 and post[0]["commit_sha"] == fleet.main()
+
+
+async def test_red_main_parks_candidates_until_a_fix_lands(make_fleet: Callable[..., object]) -> None:
+    fleet: Fleet = await make_fleet(check_command(), broken_main=True)  # type: ignore[operator]
+    unrelated, _ = await fleet.store.create_subtask(actor_id=None, title="unrelated", priority=5)
+    fix, _ = await fleet.store.create_subtask(actor_id=None, title="fix add")
+    _, wt1 = fleet.start("ann")
+    commit(wt1, {"docs.txt": "docs\n"})
+    result = agent.push(fleet.client("ann"), wt1, wait=120, progress=False)
+    assert result["status"] == "parked", result  # fails, but main fails too: not ann's fault
+    assert "pre-existing" in result["reason"]
+    repo = await fleet.store.get_repo("demo")
+    assert repo.red_since == fleet.main() and not repo.paused
+    notes = Client(fleet.bot.url, fleet.tokens["root"]).get("/api/v1/announcements")["announcements"]
+    assert any("is red" in n["body"] and n["author"] == "mergebot" for n in notes)
+    assert (await fleet.store.get_subtask(unrelated.id)).status == "submitted"  # not bounced back to ann
+
+    _, wt2 = fleet.start("bob")
+    commit(wt2, {"calc.py": "def add(a, b):\n    return a + b\n"})
+    assert agent.push(fleet.client("bob"), wt2, wait=120, progress=False)["status"] == "landed"  # the fix lands
+    # main's post-land check passes, main is green, and the parked candidate lands on top of the fix
+    await until(lambda: _is_status(fleet, unrelated.id, "landed"), timeout=120)
+    assert (await fleet.store.get_repo("demo")).red_since is None
+    assert (await fleet.store.get_subtask(fix.id)).status == "landed"
+
+
+async def _is_status(fleet: Fleet, subtask_id: int, status: str) -> bool:
+    return (await fleet.store.get_subtask(subtask_id)).status == status
+
+
+async def test_admin_pause_and_resume(make_fleet: Callable[..., object]) -> None:
+    fleet: Fleet = await make_fleet(check_command())  # type: ignore[operator]
+    root = Client(fleet.bot.url, fleet.tokens["root"])
+    assert root.post("/api/v1/repos/demo/pause")["repo"]["paused"] is True
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"z.txt": "z\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=3, progress=False)
+    assert result["status"] in ("waiting", "queued")  # held while paused
+    ann = Client(fleet.bot.url, fleet.tokens["ann"])
+    with pytest.raises(Exception, match="403"):
+        ann.post("/api/v1/repos/demo/resume")
+    assert root.post("/api/v1/repos/demo/resume")["repo"]["paused"] is False
+    await until(lambda: _is_status(fleet, sub.id, "landed"))
