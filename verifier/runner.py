@@ -1,22 +1,40 @@
 """Run a repository's check on one exact commit and return the evidence.
 
-This is the plain runner: a fresh checkout of the commit's tree in a temporary directory, the configured
-command in a subprocess with a time limit that kills the whole process group, a scrubbed environment, and a
-bounded log (head and tail kept, full size and SHA-256 recorded). The sandbox is recorded as ``none``.
-It refuses to report on any tree other than the one it was asked about: the checkout's tree is compared with
-the commit's before the run.
+``run_check(repo_path, commit_sha, command, timeout, *, slot=None, sandbox="auto", ...)`` is the whole
+verifier step, in this order:
+
+1. **Materialize** the commit's tree in a checkout the verifier owns: the caller's ``slot`` directory (reused
+   between runs, one per worker slot) or, with ``slot=None``, a temporary one made fresh and deleted after.
+   ``repo_path`` is any git repository that contains the commit; the slot borrows its objects
+   (``verifier.checkout`` has the layout and the rules).
+2. **Check the tree before the run**: the checkout must be exactly the commit's tree (and nothing else) or
+   the result is an ``error`` and the command never runs.
+3. **Run** ``/bin/sh -c command`` in the checkout, sandboxed by bubblewrap (``sandbox="bwrap"``, or
+   ``"auto"`` when bwrap is usable here) or plainly (``"none"``), always with a wall-clock ``timeout``, a
+   process limit ``max_procs``, an address-space limit ``memory_mb`` and a scrubbed environment: only
+   ``PASS_ENV`` passes, plus ``HOME`` and ``TMPDIR`` in the run's private temporary directory and
+   ``CI=true``; the bot's own settings (``MERGEBOT_*``), tokens and database URLs never reach a check
+   (``verifier.sandbox`` has what each sandbox enforces).
+4. **Check the tree after the run**: if the check changed a tracked file (content, type, executable bit,
+   deletion), the outcome is ``error`` with "the check modified tracked files: ..." at the top of the log,
+   never a pass, and the slot is recreated before its next use. Files the check creates are normal (build
+   output, ``__pycache__``, ``.pytest_cache``) and are thrown away before the next run.
+5. **Record**: the outcome (``pass`` for exit 0, ``fail`` otherwise — 128+N for death by signal N —,
+   ``timeout``, or ``error`` when the verifier could not vouch for the run), the log's head (16 KiB) and
+   tail (48 KiB) with its full size and SHA-256 (the size and digest cover the check's own output, even when
+   the verifier puts a note in front of the head), the duration of the whole step, and the sandbox used.
+
+The result is about the tree it names and no other: ``tree_sha`` is the tree the checkout was proven to be.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,10 +42,15 @@ from typing import Any
 import pygit2
 from pygit2.enums import CheckoutStrategy
 
-LOG_HEAD = 16 * 1024
-LOG_TAIL = 48 * 1024
+from verifier import sandbox as sb
+from verifier.checkout import CheckoutError, Slot
+
+LOG_HEAD = sb.LOG_HEAD
+LOG_TAIL = sb.LOG_TAIL
 # Only these variables reach the check; tokens, database URLs and the bot's own settings never do.
-PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONHASHSEED")
+PASS_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHASHSEED")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+SANDBOXES = ("auto", "bwrap", "none")
 
 
 @dataclass
@@ -42,7 +65,7 @@ class Result:
     log_tail: str
     log_size: int
     log_digest: str
-    sandbox: str = "none"
+    sandbox: str = "none"  # bwrap or none
 
     @property
     def passed(self) -> bool:
@@ -56,8 +79,90 @@ class Result:
         return "\n".join(tail[-lines:])
 
 
+def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *, slot: Path | None = None,
+              sandbox: str = "auto", memory_mb: int = 4096, max_procs: int = 512,
+              hide: Sequence[Path | str] = ()) -> Result:
+    """Materialize ``commit_sha``, run ``command`` on exactly its tree under limits, and return the evidence.
+
+    ``hide``: directories to replace with an empty read-only tmpfs inside the bwrap sandbox (e.g. the bot's
+    data directory); ignored without bwrap.
+    """
+    start = time.monotonic()
+    if sandbox not in SANDBOXES:
+        raise ValueError(f"sandbox must be one of {', '.join(SANDBOXES)}, not {sandbox!r}")
+    mode = "none" if sandbox == "none" else "bwrap"
+    if mode == "bwrap":
+        problem = sb.bwrap_problem()
+        if problem is not None:
+            if sandbox == "bwrap":
+                return _error(commit_sha, "", command, start, f"the bwrap sandbox is not usable here: {problem}",
+                              "bwrap")
+            mode = "none"
+    limits = sb.Limits(timeout=timeout, memory_mb=memory_mb, max_procs=max_procs)
+    temp = Path(tempfile.mkdtemp(prefix="mb-verify-")) if slot is None else None
+    try:
+        owned = Slot(temp / "slot" if temp is not None else Path(slot or "."))
+        with owned.locked():
+            try:
+                prepared = owned.prepare(repo_path, commit_sha)
+            except (CheckoutError, pygit2.GitError, KeyError, ValueError, OSError) as e:
+                return _error(commit_sha, "", command, start, f"could not prepare the check: {e}", mode)
+            return _check(owned, prepared.tree_sha, commit_sha, command, limits, mode, hide, start)
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.Limits, mode: str,
+           hide: Sequence[Path | str], start: float) -> Result:
+    clean = False  # until the after-run check says otherwise, the slot is not trusted
+    try:
+        tmp, overlay = slot.run_dirs(overlay=mode == "bwrap")
+        env = check_env(Path(sb.SANDBOX_TMP) if overlay is not None else tmp)
+        out = _run(command, checkout=slot.tree_dir, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide)
+        if not out.started:
+            clean = overlay is not None  # nothing ran; with the overlay, tree/ was never even writable
+            return _error(commit_sha, tree_sha, command, start, out.setup_error, mode)
+        changed = (slot.changed_in_overlay(tree_sha, overlay.upper) if overlay is not None
+                   else slot.changed_in_place(tree_sha))
+        clean = not changed
+    except (CheckoutError, pygit2.GitError, KeyError, ValueError, OSError) as e:
+        return _error(commit_sha, tree_sha, command, start, f"the check could not be run or verified: {e}", mode)
+    finally:
+        try:
+            slot.end_run(clean=clean)
+        except OSError:
+            slot.mark(clean=False)
+    head = bytes(out.log.head).decode("utf-8", "replace")
+    if changed:
+        outcome = "error"
+        head = (f"the check modified tracked files: {_listing(changed)}\n"
+                "(a run that changes the tree it was asked about cannot pass; the slot is recreated before its "
+                "next use)\n--- the check's output ---\n" + head)
+    elif out.timed_out:
+        outcome = "timeout"
+    else:
+        outcome = "pass" if out.exit_code == 0 else "fail"
+    return Result(commit_sha, tree_sha, command, outcome, out.exit_code, _ms(start), head,
+                  out.log.tail.decode("utf-8", "replace"), out.log.size, out.log.digest, mode)
+
+
+def _run(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], limits: sb.Limits,
+         overlay: sb.Overlay | None, hide: Sequence[Path | str]) -> sb.Outcome:
+    """The command itself (its own function so that benchmarks can time it)."""
+    return sb.run_command(command, checkout=checkout, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide)
+
+
+def check_env(tmp: Path) -> dict[str, str]:
+    """The whole environment of a check: ``PASS_ENV`` and a home and temporary directory of its own."""
+    env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+    env.setdefault("PATH", DEFAULT_PATH)
+    env.update(HOME=str(tmp / "home"), TMPDIR=str(tmp), CI="true", PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
 def materialize(repo_path: Path, commit_sha: str, into: Path) -> str:
-    """Write the commit's tree into ``into`` (an empty directory) and return its tree sha."""
+    """Write the commit's tree into ``into`` (an empty directory) and return its tree sha (no slot involved)."""
     repo = pygit2.Repository(str(repo_path))
     commit = repo[commit_sha].peel(pygit2.Commit)
     repo.checkout_tree(commit.tree, directory=str(into), strategy=CheckoutStrategy.FORCE)  # type: ignore[no-untyped-call]
@@ -91,64 +196,26 @@ def _write_tree(repo: pygit2.Repository, path: Path) -> pygit2.Oid:
     return tb.write()
 
 
-def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float) -> Result:
-    """Check out ``commit_sha`` fresh, run ``command`` there, and return the evidence."""
-    work = Path(tempfile.mkdtemp(prefix="mb-verify-"))
-    start = time.monotonic()
-    try:
-        checkout = work / "checkout"
-        checkout.mkdir()
-        tree_sha = materialize(repo_path, commit_sha, checkout)
-        seen = tree_of_directory(checkout)
-        if seen != tree_sha:
-            return _error(commit_sha, tree_sha, command, start, f"checkout tree {seen} is not {tree_sha}")
-        return _run(checkout, work, commit_sha, tree_sha, command, timeout, start)
-    except (pygit2.GitError, KeyError, ValueError, OSError) as e:
-        return _error(commit_sha, "", command, start, f"could not prepare the check: {e}")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _run(checkout: Path, work: Path, commit_sha: str, tree_sha: str, command: str, timeout: float,
-         start: float) -> Result:
-    env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
-    env.update(HOME=str(work), TMPDIR=str(work), CI="true", PYTHONDONTWRITEBYTECODE="1")
-    log_path = work / "log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=checkout, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            code: int | None = proc.wait(timeout=timeout)
-            outcome = "pass" if code == 0 else "fail"
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code, outcome = None, "timeout"
-    head, tail, size, digest = read_log(log_path)
-    return Result(commit_sha, tree_sha, command, outcome, code, int((time.monotonic() - start) * 1000),
-                  head, tail, size, digest)
-
-
 def read_log(path: Path) -> tuple[str, str, int, str]:
-    """Head and tail of a log of any size, its full size and SHA-256, reading it once."""
-    digest = hashlib.sha256()
-    size = 0
-    head = b""
-    tail = b""
+    """Head and tail of a log file of any size, its full size and SHA-256, reading it once."""
+    capture = sb.LogCapture()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-            if len(head) < LOG_HEAD:
-                head += chunk[: LOG_HEAD - len(head)]
-            tail = (tail + chunk)[-LOG_TAIL:]
-    if size <= LOG_HEAD:
-        tail = b""
-    return (head.decode("utf-8", "replace"), tail.decode("utf-8", "replace"), size, digest.hexdigest())
+            capture.feed(chunk)
+    return (bytes(capture.head).decode("utf-8", "replace"), capture.tail.decode("utf-8", "replace"), capture.size,
+            capture.digest)
 
 
-def _error(commit_sha: str, tree_sha: str, command: str, start: float, message: str) -> Result:
+def _listing(paths: list[str], limit: int = 20) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f" (and {len(paths) - limit} more)" if len(paths) > limit else "")
+
+
+def _ms(start: float) -> int:
+    return int((time.monotonic() - start) * 1000)
+
+
+def _error(commit_sha: str, tree_sha: str, command: str, start: float, message: str, sandbox: str = "none") -> Result:
     digest = hashlib.sha256(message.encode()).hexdigest()
-    return Result(commit_sha, tree_sha, command, "error", None, int((time.monotonic() - start) * 1000),
-                  message, "", len(message), digest)
+    return Result(commit_sha, tree_sha, command, "error", None, _ms(start), message, "", len(message.encode()),
+                  digest, sandbox)
