@@ -5,6 +5,7 @@ and a red main that parks candidates until a fix lands. Real server, real git pu
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.verify.jobs import JobStore
+from mergebot.verify.worker import psycopg_host
 from tests.bot import BotProcess, Fleet, check_command, commit, git, make_project
 
 
@@ -129,3 +131,20 @@ async def test_admin_pause_and_resume(make_fleet: Callable[..., object]) -> None
         ann.post("/api/v1/repos/demo/resume")
     assert root.post("/api/v1/repos/demo/resume")["repo"]["paused"] is False
     await until(lambda: _is_status(fleet, sub.id, "landed"))
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+async def test_check_cannot_see_the_database_or_other_repositories(make_fleet: Callable[..., object],
+                                                                    e2e_db_url: str, tmp_path: Path) -> None:
+    socket_dir = psycopg_host(e2e_db_url)
+    assert socket_dir and socket_dir.startswith("/")
+    repos = repos_root(tmp_path / "data")
+    # The check passes only if both are invisible (empty) inside the sandbox.
+    fleet: Fleet = await make_fleet(  # type: ignore[operator]
+        f'test -z "$(ls -A {socket_dir} 2>/dev/null)" && test -z "$(ls -A {repos} 2>/dev/null)"')
+    await fleet.store.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"q.txt": "q\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+    assert result["status"] == "landed", (result["verifier"]["log_head"], result["verifier"]["command"])
+    assert result["verifier"]["sandbox"] == "bwrap"

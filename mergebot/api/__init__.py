@@ -31,7 +31,7 @@ from mergebot.recovery import recovery_loop
 from mergebot.settings import Settings
 from mergebot.store import Store, Waiter
 from mergebot.verify.jobs import JobStore
-from mergebot.verify.worker import LocalRepos, LocalSource, Worker, worker_name
+from mergebot.verify.worker import LocalRepos, LocalSource, Worker, private_paths, worker_name
 
 
 def create_app(settings: Settings | None = None, *, run_recovery: bool = True, run_queue: bool = True) -> FastAPI:
@@ -54,7 +54,8 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
             for i in range(settings.verifier_workers):
                 worker = Worker(LocalSource(store, worker_name(i)), LocalRepos(root),
                                 settings.data_dir.resolve() / "slots" / f"{os.getpid()}-{i}",
-                                sandbox=settings.verifier_sandbox, heartbeat_every=settings.job_lease_seconds / 3)
+                                sandbox=settings.verifier_sandbox, heartbeat_every=settings.job_lease_seconds / 3,
+                                hide=private_paths(settings.data_dir, url))
                 tasks.append(asyncio.create_task(worker.run(), name=f"mergebot-verifier-{i}"))
         if run_recovery:
             tasks.append(asyncio.create_task(recovery_loop(

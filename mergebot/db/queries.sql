@@ -81,7 +81,7 @@ WITH deps AS (
                 THEN 'blocked' ELSE 'ready' END::subtask_status,
            %(priority)s, %(max_attempts)s, %(idempotency_key)s, %(actor_id)s, %(actor_id)s
     WHERE (SELECT count(*) FROM deps) = cardinality(%(depends_on)s::bigint[])
-    ON CONFLICT (idempotency_key) DO NOTHING
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ), edges AS (
     INSERT INTO subtask_deps (subtask_id, depends_on_id)
@@ -414,7 +414,7 @@ FROM subtasks s WHERE s.id = %(subtask_id)s;
 UPDATE candidates
 SET status = %(status)s::candidate_status, reason = %(reason)s, base_sha = coalesce(%(base_sha)s, base_sha),
     merged_sha = coalesce(%(merged_sha)s, merged_sha), verifier = coalesce(%(verifier)s, verifier),
-    finished_at = CASE WHEN %(status)s IN ('queued', 'verifying', 'landing') THEN NULL ELSE now() END
+    finished_at = CASE WHEN %(status)s IN ('queued', 'verifying', 'landing', 'parked') THEN NULL ELSE now() END
 WHERE id = %(id)s
 RETURNING *;
 
@@ -537,9 +537,6 @@ UPDATE repos SET paused = %(paused)s, paused_reason = %(reason)s WHERE name = %(
 
 -- name: repo_set_red
 UPDATE repos SET red_since = %(sha)s, paused_reason = %(reason)s WHERE name = %(name)s RETURNING *;
-
--- name: candidates_park
-UPDATE candidates SET status = 'parked', reason = %(reason)s WHERE id = %(id)s RETURNING id;
 
 -- name: candidates_unpark
 UPDATE candidates SET status = 'queued', reason = NULL, started_at = NULL

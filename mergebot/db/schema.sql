@@ -57,7 +57,7 @@ CREATE TABLE subtasks (
     candidate_sha    text CHECK (candidate_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
     previous_owner_id bigint REFERENCES agents (id),
     status_reason    text CHECK (length(status_reason) <= 2000),
-    idempotency_key  text UNIQUE CHECK (length(idempotency_key) BETWEEN 1 AND 200),
+    idempotency_key  text CHECK (length(idempotency_key) BETWEEN 1 AND 200),
     created_by       bigint REFERENCES agents (id),
     updated_by       bigint REFERENCES agents (id),
     created_at       timestamptz NOT NULL DEFAULT now(),
@@ -74,7 +74,8 @@ CREATE INDEX subtasks_ready_any ON subtasks (priority DESC, id) WHERE status = '
 CREATE INDEX subtasks_ready_group ON subtasks (group_name, priority DESC, id) WHERE status = 'ready';
 CREATE INDEX subtasks_lease ON subtasks (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE INDEX subtasks_owner ON subtasks (owner_id, id) WHERE owner_id IS NOT NULL;
-CREATE INDEX subtasks_parent ON subtasks (parent_id);
+CREATE INDEX subtasks_parent ON subtasks (parent_id) WHERE parent_id IS NOT NULL;
+CREATE UNIQUE INDEX subtasks_idempotency_key ON subtasks (idempotency_key) WHERE idempotency_key IS NOT NULL;
 
 CREATE TABLE subtask_deps (
     subtask_id    bigint NOT NULL REFERENCES subtasks (id),
@@ -298,7 +299,6 @@ CREATE TABLE reconcile_findings (
     found_at    timestamptz NOT NULL DEFAULT now()
 );
 
-CREATE INDEX events_kind ON events (kind, id);
 
 -- Verify jobs (0003), claimed by verifier workers with SKIP LOCKED, a lease and claim-version fencing.
 

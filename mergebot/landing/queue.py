@@ -218,9 +218,10 @@ class LandingQueue:
             runs["base"] = base.as_json()
             if not base.passed:
                 await self.red_main(repo, main, f"the check fails on {repo.target_branch} itself ({main[:12]})")
-                await self.store.park(candidate_id=cand.id, reason=f"{repo.target_branch} is red: the check fails "
-                                      f"on {main[:12]} too, so this failure is pre-existing, not the candidate's. "
-                                      "Parked until main is green again.")
+                await self.store.finish_candidate(
+                    cand.id, "parked", f"{repo.target_branch} is red: the check fails on {main[:12]} too, so this "
+                    "failure is pre-existing, not the candidate's. Parked until main is green again.",
+                    base_sha=main, merged_sha=merge.sha, verifier={**first.as_json(), "runs": runs})
                 return None
         await self.reject(cand, f"the check `{repo.verifier_command}` gave {first.outcome} "
                           f"(exit {first.exit_code}) on the merged commit {merge.sha[:12]}:\n{first.excerpt()}",

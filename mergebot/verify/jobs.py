@@ -136,6 +136,3 @@ class JobStore(LandingStore):
             await self._q(cur, "repo_set_red", name=repo, sha=sha, reason=reason)
             if sha is None:
                 await self._q(cur, "candidates_unpark", repo=repo)
-
-    async def park(self, *, candidate_id: int, reason: str) -> None:
-        await self._all("candidates_park", id=candidate_id, reason=reason)

@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import subprocess
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +33,25 @@ log = logging.getLogger(__name__)
 def result_from_json(data: dict[str, Any]) -> Result:
     names = {f.name for f in fields(Result)}
     return Result(**{k: v for k, v in data.items() if k in names})
+
+
+def private_paths(data_dir: Path, database_url: str) -> list[Path]:
+    """What a check must never see: the embedded database and its socket, and the bot's repositories."""
+    paths = [data_dir / "pg", data_dir / "repos"]
+    host = psycopg_host(database_url)
+    if host and host.startswith("/"):
+        paths.append(Path(host))
+    return [p.resolve() for p in paths]
+
+
+def psycopg_host(url: str) -> str | None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        host = conninfo_to_dict(url).get("host")
+    except Exception:
+        return None
+    return str(host) if host else None
 
 
 def worker_name(slot: int = 0) -> str:
@@ -124,9 +144,10 @@ class HttpRepos:
 
 class Worker:
     def __init__(self, source: JobSource, repos: RepoAccess, slot: Path, *, sandbox: str = "auto",
-                 poll: float = 0.5, heartbeat_every: float = 10.0) -> None:
+                 poll: float = 0.5, heartbeat_every: float = 10.0, hide: Sequence[Path] = ()) -> None:
         self.source, self.repos, self.slot = source, repos, slot
         self.sandbox, self.poll, self.heartbeat_every = sandbox, poll, heartbeat_every
+        self.hide = list(hide)  # never visible to a check: the database, its socket, the bot's repositories
 
     async def run_one(self) -> Job | None:
         """Claim and run one job. Returns it (or None when the queue was empty)."""
@@ -154,7 +175,7 @@ class Worker:
             return Result(job.commit_sha, "", job.command, "error", None, 0, f"could not fetch the commit: {e}", "",
                           0, "", "none")
         return run_check(path, job.commit_sha, job.command, float(job.timeout_s), slot=self.slot,
-                         sandbox=self.sandbox)
+                         sandbox=self.sandbox, hide=self.hide)
 
     async def _heartbeat(self, job: Job, lost: asyncio.Event) -> None:
         while True:

@@ -9,6 +9,15 @@ CREATE INDEX subtasks_owner ON subtasks (owner_id, id) WHERE owner_id IS NOT NUL
 DROP INDEX subtasks_lease;
 CREATE INDEX subtasks_lease ON subtasks (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 
+-- Every status change writes a new row version into every index whose key is not NULL-free by predicate:
+-- the parent and idempotency-key indexes now hold only the rows that have one, and the events table keeps
+-- only the indexes something reads.
+DROP INDEX subtasks_parent;
+CREATE INDEX subtasks_parent ON subtasks (parent_id) WHERE parent_id IS NOT NULL;
+ALTER TABLE subtasks DROP CONSTRAINT subtasks_idempotency_key_key;
+CREATE UNIQUE INDEX subtasks_idempotency_key ON subtasks (idempotency_key) WHERE idempotency_key IS NOT NULL;
+DROP INDEX events_kind;
+
 -- One trigger call per update instead of two: the transition check, the timestamps, the event row and the
 -- notification happen in a single BEFORE UPDATE trigger (the row exists, so its event can reference it).
 -- Creation keeps an AFTER INSERT trigger: an event must not reference a row that is not there yet.
