@@ -126,3 +126,27 @@ async def test_newer_push_supersedes_queued_candidate(fleet: Fleet) -> None:
     statuses = {c["sha"]: c["status"] for c in await fleet.store.candidates(subtask_id=claim.subtask_id)}
     assert statuses[second] == "landed" and statuses[first] in ("superseded", "rejected")
     assert len(await fleet.store.landed(subtask_id=claim.subtask_id)) == 1
+
+
+async def test_history_anomalies_refused(fleet: Fleet) -> None:
+    await fleet.store.create_subtask(actor_id=None, title="ann's")
+    await fleet.store.create_subtask(actor_id=None, title="bob's")
+    ann_claim, ann_wt = fleet.start("ann")
+    bob_claim, bob_wt = fleet.start("bob")
+    # ann's work fails its check, so her branch stays unlanded
+    commit(ann_wt, {"calc.py": "def add(a, b):\n    return 0\n"}, "ann: wip")
+    assert agent.push(fleet.client("ann"), ann_wt, wait=60, progress=False)["status"] == "rejected"
+    # bob merges ann's unlanded branch into his and pushes
+    commit(bob_wt, {"bob.txt": "bob\n"}, "bob: work")
+    git(["fetch", "-q", "origin", f"refs/heads/{ann_claim.branch}:refs/remotes/origin/ann"], bob_wt)
+    git(["merge", "-q", "--no-edit", "origin/ann"], bob_wt)
+    out = git(["push", "origin", f"HEAD:refs/heads/{bob_claim.branch}"], bob_wt, check=False)
+    assert out.returncode != 0
+    assert f"belongs to subtask {ann_claim.subtask_id}, which has not landed" in out.stderr
+    # an unrelated history (a new root commit) is refused too
+    git(["checkout", "-q", "--orphan", "elsewhere"], bob_wt)
+    commit(bob_wt, {"other.txt": "x\n"}, "unrelated root")
+    out = git(["push", "origin", f"HEAD:refs/heads/{bob_claim.branch}"], bob_wt, check=False)
+    assert out.returncode != 0 and "unrelated to main" in out.stderr
+    assert str(fleet.bare().references["refs/heads/main"].target) == fleet.main()
+    assert [c["subtask_id"] for c in await fleet.store.candidates(repo="demo")] == [ann_claim.subtask_id]

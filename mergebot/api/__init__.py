@@ -56,6 +56,7 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
                                 settings.data_dir.resolve() / "slots" / f"{os.getpid()}-{i}",
                                 sandbox=settings.verifier_sandbox, heartbeat_every=settings.job_lease_seconds / 3,
                                 hide=private_paths(settings.data_dir, url))
+                queue.on_job.append(worker.wake)
                 tasks.append(asyncio.create_task(worker.run(), name=f"mergebot-verifier-{i}"))
         if run_recovery:
             tasks.append(asyncio.create_task(recovery_loop(

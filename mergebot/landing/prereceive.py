@@ -76,8 +76,19 @@ def _dir_bytes(path: str | None) -> int:
     return total
 
 
+def subtask_tips(repo_path: Path) -> dict[int, list[str]]:
+    """Subtask id -> the tips of its branches (all claim versions)."""
+    repo = git.open_repo(repo_path)
+    tips: dict[int, list[str]] = {}
+    for ref in repo.references:
+        parsed = parse_subtask_ref(ref)
+        if parsed is not None:
+            tips.setdefault(parsed[0], []).append(str(repo.references[ref].target))
+    return tips
+
+
 def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: RefUpdate, subtask_id: int,
-            limits: Limits) -> Content:
+            limits: Limits, others: list[tuple[int, str]]) -> Content:
     """Facts about what ``update.new`` brings relative to the target branch (blocking: run in a thread)."""
     repo = git.open_repo(repo_path, quarantine)
     main = git.head_of(repo, target_ref)
@@ -86,14 +97,12 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
     ids = {str(c.id) for c in commits}
     foreign: list[tuple[str, int]] = []
     if ids:
-        for ref in repo.references:
-            parsed = parse_subtask_ref(ref)
-            if parsed is None or parsed[0] == subtask_id:
+        for other, tip in others:  # only branches of subtasks still in flight: landed work is on main
+            if other == subtask_id:
                 continue
-            tip = str(repo.references[ref].target)
             for c in git.new_commits(repo, tip, [main], limits.max_commits):
                 if str(c.id) in ids:
-                    foreign.append((str(c.id), parsed[0]))
+                    foreign.append((str(c.id), other))
                     break
             if foreign:
                 break
@@ -120,11 +129,17 @@ async def judge_push(store: LandingStore, repo: Repo, repo_path: Path, agent: Ag
     limits = Limits(protected_paths=repo.protected_paths, max_file_bytes=repo.max_file_bytes,
                     max_push_bytes=repo.max_push_bytes)
     refusals: list[Refusal] = []
+    others: list[tuple[int, str]] | None = None
     for u in updates:
         parsed = parse_subtask_ref(u.ref)
         refusal = judge_ref(u, agent.id, repo.target_branch, facts.get(parsed[0]) if parsed else None)
         if refusal is None and parsed and not u.deletion:
-            content = await asyncio.to_thread(inspect, repo_path, q, repo.target_ref, u, parsed[0], limits)
+            if others is None:
+                tips = await asyncio.to_thread(subtask_tips, repo_path)
+                live = await store.owner_facts(list(tips)) if tips else {}
+                others = [(sid, tip) for sid, ts in tips.items() for tip in ts
+                          if sid in live and live[sid].status in ("running", "submitted")]
+            content = await asyncio.to_thread(inspect, repo_path, q, repo.target_ref, u, parsed[0], limits, others)
             refusal = judge_content(u, repo.target_branch, content, limits)
         if refusal is not None:
             refusals.append(refusal)

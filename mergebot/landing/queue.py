@@ -58,6 +58,7 @@ class LandingQueue:
         self.store = store
         self.slack = verify_timeout_slack
         self._post_land: set[asyncio.Task[None]] = set()
+        self.on_job: list[asyncio.Event] = []  # in-process workers' wake-up calls
         self.root = repos_root
         self.poll = poll_seconds
         self._wake = asyncio.Event()
@@ -190,6 +191,8 @@ class LandingQueue:
         job = await self.store.enqueue_job(repo=repo.name, commit_sha=sha, command=repo.verifier_command,
                                            timeout_s=repo.verifier_timeout_s, purpose=purpose,
                                            candidate_id=candidate_id, landed_id=landed_id)
+        for wake in self.on_job:
+            wake.set()
         done = await self.store.wait_job(job.id, timeout=repo.verifier_timeout_s * 3 + self.slack)
         if done.status != "done" or not done.result:
             return Result(sha, "", repo.verifier_command, "error", None, 0,

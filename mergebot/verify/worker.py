@@ -148,6 +148,7 @@ class Worker:
         self.source, self.repos, self.slot = source, repos, slot
         self.sandbox, self.poll, self.heartbeat_every = sandbox, poll, heartbeat_every
         self.hide = list(hide)  # never visible to a check: the database, its socket, the bot's repositories
+        self.wake = asyncio.Event()  # set when a job is queued in this process: no need to wait for the poll
 
     async def run_one(self) -> Job | None:
         """Claim and run one job. Returns it (or None when the queue was empty)."""
@@ -196,4 +197,6 @@ class Worker:
                 log.warning("verifier worker: %s", e)
                 job = None
             if job is None:
-                await asyncio.sleep(self.poll)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), timeout=self.poll)
+                self.wake.clear()
