@@ -309,8 +309,14 @@ class Store:
                 made[n.key] = sub
             for n in nodes:
                 if n.children:
+                    children = [made[c].id for c in n.children]
+                    guard = (await self._q(cur, "subtask_dep_guard", id=made[n.key].id, depends_on=children))[0]
+                    if guard["unlanded"] and guard["status"] not in ("blocked", "ready"):
+                        raise Conflict(f"subtask {made[n.key].id} ({n.key!r}) is {guard['status']}; it cannot wait "
+                                       "for new children that have not landed. Give them another parent.",
+                                       field="children", subtask_id=made[n.key].id)
                     await self._q(cur, "subtask_add_deps", id=made[n.key].id, actor_id=actor_id,
-                                  depends_on=[made[c].id for c in n.children])
+                                  depends_on=children)
                     made[n.key].status = (await self._q(cur, "subtask_fence_state", id=made[n.key].id))[0]["status"]
         return made
 

@@ -19,8 +19,9 @@ every step, against the database:
   * an owner exactly when running/submitted (at most one: the owner is one column); a lease exactly when
     running;
   * of all handles the agents hold, at most one per subtask is live, and a running/submitted subtask's owner
-    holds it; every handle the database says is stale is refused (``ClaimSuperseded``): each is probed once
-    when it goes stale, and the rules keep writing with stale handles at random;
+    holds it; every handle the database says is stale is refused (``ClaimSuperseded``) by every owner write
+    (heartbeat, submit, release, complete, note): each is probed when it goes stale and again whenever its
+    subtask's fence changes, and the rules keep writing with stale handles at random;
   * claim_version never decreases, and equals the number of ready->running events for the subtask, whose
     recorded versions are exactly 1..claim_version (no claim lost from the event log);
   * each subtask's events chain: created first, every from_status equal to the previous to_status, the last
@@ -67,7 +68,7 @@ IN_FLIGHT = frozenset({"running", "submitted"})
 DEPS_LANDED = frozenset({"ready", "running", "submitted", "landed"})
 
 SETTINGS = settings(
-    max_examples=40,
+    max_examples=50,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -98,7 +99,7 @@ class Held:
     id: int
     version: int
     sha: str | None = None
-    probed: bool = field(default=False, repr=False)
+    probed: tuple[Any, ...] | None = field(default=None, repr=False)  # the subtask's fence when last probed
 
     @property
     def handle(self) -> Handle:
@@ -147,6 +148,8 @@ class ClaimMachine(RuleBasedStateMachine):
             self.store = Store(self.pool, lease_seconds=LEASE_SECONDS)
             self.agents = self.run(self._add_agents())
         except BaseException:
+            if hasattr(self, "pool"):
+                self.run(self.pool.close())
             self.loop.close()
             self.server.drop_db(self.db)
             raise
@@ -177,6 +180,13 @@ class ClaimMachine(RuleBasedStateMachine):
 
     def sha(self) -> str:
         return f"{next(self._shas):040x}"
+
+    def landing(self, h: Held, *, owner: int, candidate: str) -> Landing:
+        """The landing path's evidence for landing ``candidate`` under handle ``h``."""
+        return Landing(subtask_id=h.id, claim_version=h.version, owner_id=owner, repo="demo",
+                       target_ref="refs/heads/main", candidate_sha=candidate, base_sha="b" * 40,
+                       merged_sha=self.sha(), tree_sha="c" * 40, verifier_command="pytest",
+                       verifier_result="pass", duration_ms=1, log_digest="d" * 64)
 
     def pick(self, n: int) -> Sub:
         ids = sorted(self.subs)
@@ -310,17 +320,15 @@ class ClaimMachine(RuleBasedStateMachine):
                 assert got is not None and got.id == order[0].id, (got, order[0].id)
                 self.took(order[0], writer, got)
 
-    def do_land(self, h: Held, candidate: str) -> None:
+    def do_land(self, h: Held, candidate: str, owner: int | None = None) -> None:
         """The landing path lands a verified candidate of this claim. Fenced by owner and claim version, not by
-        sha: a newer push that raced the landing is superseded by what landed (queries.sql, subtask_land)."""
+        sha: a newer push that raced the landing is superseded by what landed (queries.sql, subtask_land).
+        With ``owner``, the evidence names someone other than the handle's agent."""
         s = self.subs[h.id]
-        live = self.live(h, {"submitted"})
-        lnd = Landing(subtask_id=h.id, claim_version=h.version, owner_id=h.agent, repo="demo",
-                      target_ref="refs/heads/main", candidate_sha=candidate, base_sha="b" * 40,
-                      merged_sha=self.sha(), tree_sha="c" * 40, verifier_command="pytest",
-                      verifier_result="pass", duration_ms=1, log_digest="d" * 64)
+        owner = h.agent if owner is None else owner
+        live = self.live(h, {"submitted"}) and owner == h.agent
         try:
-            landed, released = self.run(self.store.land(lnd))
+            landed, released = self.run(self.store.land(self.landing(h, owner=owner, candidate=candidate)))
         except ClaimSuperseded as e:
             assert not live, f"landing live {h} refused: {e}"
             return
@@ -444,11 +452,7 @@ class ClaimMachine(RuleBasedStateMachine):
                 "submit": lambda h=h, sha=sha: self.store.submit(agent_id=h.agent, handle=h.handle, sha=sha),
                 "complete": lambda h=h, sha=sha: self.store.claim(agent_id=h.agent, complete=h.handle, sha=sha),
                 "reject": lambda h=h: self.store.reject(handle=h.handle, reason="verifier: failed"),
-                "land": lambda h=h, sha=sha: self.store.land(Landing(
-                    subtask_id=h.id, claim_version=h.version, owner_id=h.agent, repo="demo",
-                    target_ref="refs/heads/main", candidate_sha=sha, base_sha="b" * 40, merged_sha=self.sha(),
-                    tree_sha="c" * 40, verifier_command="pytest", verifier_result="pass", duration_ms=1,
-                    log_digest="d" * 64)),
+                "land": lambda h=h, sha=sha: self.store.land(self.landing(h, owner=h.agent, candidate=sha)),
             }[op]())
             plan.append((op, h, h.agent, stale, sha))
         before = {i: s.version for i, s in self.subs.items()}
@@ -488,7 +492,8 @@ class ClaimMachine(RuleBasedStateMachine):
 
     @rule(which=candidate_pick,
           verdict=st.sampled_from(
-              ["land", "land", "land_other_sha", "reject", "land", "reject_own_sha", "reject_other_sha"]))
+              ["land", "land", "land_other_sha", "reject", "land", "reject_own_sha", "reject_other_sha",
+               "land_other_owner"]))
     def landing_path(self, which: int, verdict: str) -> None:
         """The landing path lands or rejects a candidate (the current one, or an old handle's)."""
         h = self.candidate(which)
@@ -498,6 +503,8 @@ class ClaimMachine(RuleBasedStateMachine):
             self.do_land(h, h.sha or self.sha())
         elif verdict == "land_other_sha":
             self.do_land(h, self.sha())
+        elif verdict == "land_other_owner":
+            self.do_land(h, h.sha or self.sha(), owner=self.agents[(self.agents.index(h.agent) + 1) % N_AGENTS])
         else:
             self.do_reject(h, {"reject": None, "reject_own_sha": h.sha, "reject_other_sha": self.sha()}[verdict])
 
@@ -557,6 +564,35 @@ class ClaimMachine(RuleBasedStateMachine):
             landed = await (await conn.execute(
                 "SELECT subtask_id, claim_version, owner_id FROM landed ORDER BY subtask_id")).fetchall()
         return subs, deps, events, landed
+
+    async def probe(self, h: Held, fence: tuple[Any, ...], writes: list[str]) -> None:
+        """These writes with this handle must all be refused, naming the current version and status (land
+        names neither). A handle is probed when it goes stale, and again whenever its subtask's fence changes
+        (e.g. its agent claimed it again at a newer version: what a missing version check would let through);
+        a live handle of a submitted subtask is probed with the writes only a running claim may make, and a
+        landing whose evidence names another owner."""
+
+        other = self.agents[(self.agents.index(h.agent) + 1) % N_AGENTS]
+        for name in writes:
+            call = {
+                "heartbeat": lambda: self.store.heartbeat(agent_id=h.agent, handle=h.handle),
+                "submit": lambda: self.store.submit(agent_id=h.agent, handle=h.handle, sha=self.sha()),
+                "release": lambda: self.store.release(agent_id=h.agent, handle=h.handle),
+                "complete": lambda: self.store.claim(agent_id=h.agent, complete=h.handle, sha=self.sha()),
+                "note": lambda: self.store.add_note(author_id=h.agent, subtask_id=h.id, claim_version=h.version,
+                                                    body="still mine?"),
+                "land": lambda: self.store.land(self.landing(h, owner=h.agent, candidate=self.sha())),
+                "land_other_owner": lambda: self.store.land(self.landing(h, owner=other, candidate=self.sha())),
+                "reject": lambda: self.store.reject(handle=h.handle, reason="stale verdict"),
+            }[name]
+            try:
+                await call()
+            except ClaimSuperseded as e:
+                if not name.startswith("land"):
+                    assert (e.detail["subtask_status"], e.detail["current_version"]) == (fence[0], fence[2]), (
+                        name, e.detail)
+            else:
+                raise AssertionError(f"{name} with {h} accepted (subtask status, owner, version: {fence})")
 
     @invariant()
     def database_agrees(self) -> None:
@@ -623,12 +659,14 @@ class ClaimMachine(RuleBasedStateMachine):
         held = self.all_held()
         assert len({(h.id, h.version) for h in held}) == len(held), "a claim version was reused"
         for h in self.all_held():
-            if h.probed or h in live.get(h.id, []):
-                continue
-            with pytest.raises(ClaimSuperseded) as err:
-                self.run(self.store.heartbeat(agent_id=h.agent, handle=h.handle))
-            assert err.value.detail["current_version"] == db[h.id][3]
-            h.probed = True
+            fence = db[h.id][1:4]  # status, owner, claim version
+            if h.probed != fence:
+                if h not in live.get(h.id, []):
+                    self.run(self.probe(h, fence, ["heartbeat", "submit", "release", "complete", "note", "land",
+                                                   "reject"]))
+                elif fence[0] == "submitted":  # live, but past the point of running-only writes
+                    self.run(self.probe(h, fence, ["submit", "release", "complete", "land_other_owner"]))
+                h.probed = fence
 
 
 @pytest.fixture(params=SERVERS)

@@ -332,3 +332,28 @@ async def test_tree_file_created_atomically_and_idempotently(store: Store) -> No
     again = await store.create_tree(actor_id=a, nodes=tree, key_prefix="plan1")
     assert {k: v.id for k, v in again.items()} == {k: v.id for k, v in made.items()}
     assert sum((await store.counts()).values()) == 3
+
+
+async def test_reloading_a_tree_cannot_block_a_parent_in_flight(store: Store) -> None:
+    [a] = await agents(store, 1)
+    first = parse_tree([{"key": "p", "title": "P", "children": [{"key": "a", "title": "A"}]}])
+    made = await store.create_tree(actor_id=a, nodes=first, key_prefix="plan")
+    _, released = await claim_submit_land(store, a)  # lands a; p becomes ready
+    assert released == [made["p"].id]
+    assert (await store.claim(agent_id=a)) is not None  # p is running now
+    grown = parse_tree([{"key": "p", "title": "P", "children": [{"key": "a", "title": "A"},
+                                                                 {"key": "b", "title": "B"}]}])
+    with pytest.raises(Conflict, match="cannot wait for new children"):
+        await store.create_tree(actor_id=a, nodes=grown, key_prefix="plan")
+    assert sum((await store.counts()).values()) == 2  # all or nothing: b was not created either
+    assert (await store.get_subtask(made["p"].id)).depends_on == [made["a"].id]
+
+
+async def test_cancel_a_failed_subtask(store: Store) -> None:
+    [a] = await agents(store, 1)
+    sub, _ = await store.create_subtask(actor_id=a, title="t", max_attempts=1)
+    store.lease_seconds = 0.01
+    await store.claim(agent_id=a)
+    await asyncio.sleep(0.03)
+    assert [r["status"] for r in await store.recover_expired(grace_seconds=0)] == ["failed"]
+    assert (await store.cancel(subtask_id=sub.id, reason="nobody will retry it", actor_id=a)).status == "cancelled"

@@ -89,6 +89,14 @@ WITH deps AS (
 )
 SELECT * FROM ins;
 
+-- name: subtask_dep_guard
+-- Before adding dependencies to an existing subtask: its status, and how many of the new ones have not landed.
+SELECT s.status::text AS status,
+       (SELECT count(*) FROM subtasks d WHERE d.id = ANY(%(depends_on)s::bigint[]) AND d.status <> 'landed')
+           AS unlanded
+FROM subtasks s WHERE s.id = %(id)s
+FOR UPDATE OF s;
+
 -- name: subtask_add_deps
 -- Adds edges to a subtask that exists already (a tree's parent waits for its children); a ready subtask
 -- with an unlanded new dependency goes back to blocked. The acyclicity trigger guards every edge.

@@ -152,7 +152,7 @@ INSERT INTO subtask_transitions (from_status, to_status) VALUES
     ('running', 'ready'), ('running', 'submitted'), ('running', 'failed'), ('running', 'cancelled'),
     ('submitted', 'landed'), ('submitted', 'running'), ('submitted', 'ready'),
     ('submitted', 'failed'), ('submitted', 'cancelled'),
-    ('failed', 'ready'), ('failed', 'blocked');
+    ('failed', 'ready'), ('failed', 'blocked'), ('failed', 'cancelled');
 
 -- One BEFORE UPDATE trigger checks every status change against the transition table, stamps the row, and
 -- turns every change of status, owner, claim version or candidate into an event (the actor is the row's

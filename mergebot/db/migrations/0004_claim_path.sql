@@ -66,3 +66,6 @@ END $$;
 
 CREATE TRIGGER subtasks_on_insert AFTER INSERT ON subtasks
     FOR EACH ROW EXECUTE FUNCTION subtasks_on_insert();
+
+-- An operator may cancel a failed subtask (a poison pill nobody will retry).
+INSERT INTO subtask_transitions (from_status, to_status) VALUES ('failed', 'cancelled');
