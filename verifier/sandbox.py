@@ -47,6 +47,19 @@ waits on a gate (its stdin) before it execs anything, so no Python code runs bet
 The log is stdout and stderr merged into one pipe and streamed into ``LogCapture``: the first ``LOG_HEAD``
 and last ``LOG_TAIL`` bytes are kept, the full size is counted and the SHA-256 taken over every byte; nothing
 is written to disk, so a check that prints gigabytes costs time, not space.
+
+What the sandbox does not do:
+
+- hide what is readable: the check reads the whole filesystem as root reads it (files of the bot, keys in
+  home directories, other repositories), read-only. Pass the directories that matter as ``hide``;
+- bound disk space: what the check writes into its overlay and its ``/tmp`` lands on the slot's filesystem,
+  unlimited (it is deleted after the run); the ``/dev`` tmpfs is writable too (in memory);
+- cover Unix sockets bound after the run started, or bound in another network namespace;
+- stop the check from creating user namespaces of its own (still without any way back to the host's mounts,
+  network or processes, but a larger kernel surface);
+- limit processes on a host without a writable v1 pids cgroup, or limit resident memory (``RLIMIT_AS``
+  counts reservations, so a runtime that reserves a large heap up front needs a larger ``memory_mb``);
+- any of the isolation in ``none`` mode, where only the limits, the environment and the log apply.
 """
 
 from __future__ import annotations
@@ -275,6 +288,9 @@ class _Cgroup:
 _bwrap_lock = threading.Lock()
 _bwrap_problem: str | None = None
 _bwrap_probed = False
+# Overlay options: no redirects, metacopy or index, so that the upper layer says plainly what changed;
+# "volatile" (Linux 5.10+) skips syncing the upper layer, which is thrown away anyway. Dropped if refused.
+_OVERLAY_OPTIONS = ["redirect_dir=off", "metacopy=off", "index=off", "xino=off", "volatile"]
 
 
 def bwrap_problem() -> str | None:
@@ -283,7 +299,12 @@ def bwrap_problem() -> str | None:
     with _bwrap_lock:
         if not _bwrap_probed:
             _bwrap_problem = _probe_bwrap()
+            if _bwrap_problem is not None and "volatile" in _OVERLAY_OPTIONS:
+                _OVERLAY_OPTIONS.remove("volatile")  # an older kernel: try once more without it
+                _bwrap_problem = _probe_bwrap()
             _bwrap_probed = True
+            if _bwrap_problem is not None:
+                log.warning("the bwrap sandbox is not usable here: %s", _bwrap_problem)
         return _bwrap_problem
 
 
@@ -333,12 +354,16 @@ def _unix_sockets(covered: Sequence[str]) -> list[str]:
     out = set()
     for p in found:
         real = os.path.realpath(p)
-        if any(real.startswith(c.rstrip("/") + "/") for c in covered):
+        if _under(real, covered):
             continue
         with contextlib.suppress(OSError):
             if stat.S_ISSOCK(os.lstat(real).st_mode):
                 out.add(real)
     return sorted(out)
+
+
+def _under(path: str, parents: Sequence[str]) -> bool:
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in parents)
 
 
 def _overlay_option(path: Path) -> str:
@@ -350,7 +375,10 @@ def bwrap_argv(command: str, *, checkout: Path, tmp: Path, overlay: Overlay, sta
     """The argv that waits on the gate, mounts the overlay in a private mount namespace and runs ``command``
     under bwrap."""
     co = str(checkout)
-    hidden = [str(h) for h in hide if os.path.isdir(h)]
+    hidden: list[str] = []
+    for h in sorted({os.path.realpath(h) for h in hide if os.path.isdir(h)}):
+        if not _under(h, [SANDBOX_TMP, *hidden]):  # the private /tmp or a hidden parent covers it already
+            hidden.append(h)
     args = ["bwrap", "--ro-bind", "/", "/"]
     for sock in _unix_sockets([SANDBOX_TMP, *hidden]):
         args += ["--ro-bind", "/dev/null", sock]
@@ -362,8 +390,8 @@ def bwrap_argv(command: str, *, checkout: Path, tmp: Path, overlay: Overlay, sta
     args += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
              "--hostname", "verifier", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
              "--json-status-fd", str(status_fd), "--", "/bin/sh", "-c", command]
-    options = (f"lowerdir={_overlay_option(checkout)},upperdir={_overlay_option(overlay.upper)},"
-               f"workdir={_overlay_option(overlay.work)},redirect_dir=off,metacopy=off,index=off,xino=off,volatile")
+    options = ",".join([f"lowerdir={_overlay_option(checkout)}", f"upperdir={_overlay_option(overlay.upper)}",
+                        f"workdir={_overlay_option(overlay.work)}", *_OVERLAY_OPTIONS])
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", GATE_MOUNT, "verifier-sandbox",
             options, co, *args]
 
@@ -435,7 +463,8 @@ def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits
         out.exit_code = None if out.timed_out else _shell_code(code)
         return out
     report = _read_all(status[0])
-    out.started = '"child-pid"' in report
+    # bwrap reports the command's exit code only when the command ran: not when setting up the sandbox failed.
+    out.started = out.timed_out or '"exit-code"' in report
     if not out.started:
         said = bytes(out.log.head).decode("utf-8", "replace").strip()[-500:] or "no output"
         out.setup_error = f"the sandbox could not be set up (exit {code}): {said}"
@@ -490,22 +519,32 @@ def _pump(proc: subprocess.Popen[bytes], fd: int, timeout: float, cgroup: _Cgrou
                 # The command is done but something it started still holds the log: end it.
                 _kill(proc, cgroup)
                 drain_until = time.monotonic() + DRAIN_SECONDS
-        if not out.timed_out:
-            remaining = max(0.0, deadline - time.monotonic())
-            try:
-                return proc.wait(timeout=remaining)
-            except subprocess.TimeoutExpired:  # closed its output but kept running
-                out.timed_out = True
-                _kill(proc, cgroup)
+        if not exited and not out.timed_out and not _exits_by(proc, pidfd, deadline):
+            out.timed_out = True  # it closed its output but kept running
+        _kill(proc, cgroup)  # whatever it left behind; the group is still pinned by the unreaped leader
         return proc.wait()
     finally:
         if pidfd >= 0:
             os.close(pidfd)
 
 
+def _exits_by(proc: subprocess.Popen[bytes], pidfd: int, deadline: float) -> bool:
+    """Wait for the process to exit, until the deadline, without reaping it when a pidfd allows."""
+    remaining = max(0.0, deadline - time.monotonic())
+    if pidfd >= 0:
+        return bool(select.select([pidfd], [], [], remaining)[0])
+    try:
+        proc.wait(timeout=remaining)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
 def _kill(proc: subprocess.Popen[bytes], cgroup: _Cgroup | None) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    """SIGKILL the process group (only while its leader is unreaped, so the id is still ours) and the cgroup."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
     if cgroup:
         cgroup.kill_all()
 
