@@ -6,6 +6,11 @@ row's merged sha is main's head and its tree is the head's tree.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pygit2
 
 from mergebot import agent
@@ -135,7 +140,8 @@ async def test_history_anomalies_refused(fleet: Fleet) -> None:
     bob_claim, bob_wt = fleet.start("bob")
     # ann's work fails its check, so her branch stays unlanded
     commit(ann_wt, {"calc.py": "def add(a, b):\n    return 0\n"}, "ann: wip")
-    assert agent.push(fleet.client("ann"), ann_wt, wait=60, progress=False)["status"] == "rejected"
+    verdict = agent.push(fleet.client("ann"), ann_wt, wait=60, progress=False)
+    assert verdict["status"] == "rejected", verdict.get("verifier")
     # bob merges ann's unlanded branch into his and pushes
     commit(bob_wt, {"bob.txt": "bob\n"}, "bob: work")
     git(["fetch", "-q", "origin", f"refs/heads/{ann_claim.branch}:refs/remotes/origin/ann"], bob_wt)
@@ -150,3 +156,21 @@ async def test_history_anomalies_refused(fleet: Fleet) -> None:
     assert out.returncode != 0 and "unrelated to main" in out.stderr
     assert str(fleet.bare().references["refs/heads/main"].target) == fleet.main()
     assert [c["subtask_id"] for c in await fleet.store.candidates(repo="demo")] == [ann_claim.subtask_id]
+
+
+async def test_reviewer_reruns_a_landed_check(fleet: Fleet, tmp_path: Path) -> None:
+    """`mergebot verify` reproduces a landed row from another machine: fetch over HTTP, same tree, same verdict."""
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"r.txt": "r\n"})
+    assert agent.push(fleet.client("ann"), wt, wait=60, progress=False)["status"] == "landed"
+    landed = (await fleet.store.landed(subtask_id=sub.id))[0]
+    elsewhere = tmp_path / "reviewer-machine"  # no data directory here: the commit comes over HTTP
+    out = subprocess.run(
+        [sys.executable, "-m", "mergebot", "verify", landed.merged_sha, "--repo", "demo", "--json",
+         "--data-dir", str(elsewhere), "--server", fleet.bot.url, "--token", fleet.tokens["rita"]],
+        capture_output=True, text=True, check=False, timeout=120)
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout)
+    assert record["outcome"] == "pass" and record["commit_sha"] == landed.merged_sha
+    assert record["tree_sha"] == landed.tree_sha and record["command"] == landed.verifier_command

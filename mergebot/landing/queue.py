@@ -208,18 +208,24 @@ class LandingQueue:
         if first.passed:
             return first
         runs = {"first": first.as_json()}
-        if first.outcome in ("fail", "timeout"):
+        if first.outcome in ("fail", "timeout", "error"):
             retry = await self.check(repo, merge.sha, "retry", candidate_id=cand.id)
             runs["retry"] = retry.as_json()
             if retry.passed:
                 retry.outcome = "flaky"  # failed once, passed on the same commit: not the candidate's fault
                 return self._with_runs(retry, runs)
+            if retry.outcome == "error":
+                await self.reject(cand, f"the verifier could not run the check on {merge.sha[:12]} (twice): "
+                                  f"{retry.excerpt(5)}\nThis is not a verdict on your change; push again, or ask "
+                                  "an operator to look at the verifier.", base_sha=main, merged_sha=merge.sha,
+                                  verifier={**retry.as_json(), "runs": runs})
+                return None
             if repo.red_since:  # main is known to be red: do not blame the candidate, do not re-prove it
                 base = Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
             else:
                 base = first if main == merge.sha else await self.check(repo, main, "base", candidate_id=cand.id)
             runs["base"] = base.as_json()
-            if not base.passed:
+            if base.outcome in ("fail", "timeout"):  # an error on main proves nothing about main
                 await self.red_main(repo, main, f"the check fails on {repo.target_branch} itself ({main[:12]})")
                 await self.store.finish_candidate(
                     cand.id, "parked", f"{repo.target_branch} is red: the check fails on {main[:12]} too, so this "
