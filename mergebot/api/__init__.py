@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,7 +30,7 @@ from mergebot.recovery import recovery_loop
 from mergebot.settings import Settings
 from mergebot.store import Store, Waiter
 from mergebot.verify.jobs import JobStore
-from mergebot.verify.worker import LocalRepos, LocalSource, Worker, private_paths, worker_name
+from mergebot.verify.worker import local_workers
 
 
 def create_app(settings: Settings | None = None, *, run_recovery: bool = True, run_queue: bool = True) -> FastAPI:
@@ -51,12 +50,10 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
         tasks: list[asyncio.Task[Any]] = []
         if run_queue:
             tasks.append(asyncio.create_task(queue.run(), name="mergebot-queue"))
-            for i in range(settings.verifier_workers):
-                worker = Worker(LocalSource(store, worker_name(i)), LocalRepos(root),
-                                settings.data_dir.resolve() / "slots" / f"{os.getpid()}-{i}",
-                                sandbox=settings.verifier_sandbox, heartbeat_every=settings.job_lease_seconds / 3,
-                                hide=private_paths(settings.data_dir, url))
-                queue.on_job.append(worker.wake)
+            workers = local_workers(store, root, settings.data_dir, url, count=settings.verifier_workers,
+                                    sandbox=settings.verifier_sandbox,
+                                    heartbeat_every=settings.job_lease_seconds / 3, wake_on=queue.on_job)
+            for i, worker in enumerate(workers):
                 tasks.append(asyncio.create_task(worker.run(), name=f"mergebot-verifier-{i}"))
         if run_recovery:
             tasks.append(asyncio.create_task(recovery_loop(

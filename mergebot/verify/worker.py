@@ -200,3 +200,17 @@ class Worker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), timeout=self.poll)
                 self.wake.clear()
+
+
+def local_workers(store: JobStore, root: Path, data_dir: Path, database_url: str, *, count: int, sandbox: str,
+                  heartbeat_every: float, wake_on: list[asyncio.Event]) -> list[Worker]:
+    """The verifier workers that run inside ``mergebot serve``: the bot's repositories read directly, one
+    reused checkout slot each, the private paths hidden, woken by the queue (``wake_on``) when it enqueues."""
+    workers = []
+    for i in range(count):
+        worker = Worker(LocalSource(store, worker_name(i)), LocalRepos(root),
+                        data_dir.resolve() / "slots" / f"{os.getpid()}-{i}", sandbox=sandbox,
+                        heartbeat_every=heartbeat_every, hide=private_paths(data_dir, database_url))
+        wake_on.append(worker.wake)
+        workers.append(worker)
+    return workers

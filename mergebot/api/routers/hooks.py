@@ -1,67 +1,63 @@
 """The bot's side of the git hooks. Internal: reached only by the hooks of a push the bot itself is serving.
 
-A hook names its push by the id the git HTTP endpoint registered for the authenticated agent; an unknown id is
-refused, so nobody can judge or queue a push they did not make over HTTP.
+A hook sends git's ref updates as the request body (``old new ref`` lines, exactly as git gave them), its push
+id and quarantine directory as headers, and prints the text answer; 200 accepts, anything else refuses. The
+push id is the one the git HTTP endpoint registered for the authenticated agent; an unknown id is refused, so
+nobody can judge or queue a push they did not make over HTTP.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import PlainTextResponse
 
 from mergebot.git import repo as git
 from mergebot.landing.prereceive import accept_push, judge_push, parse_updates
 from mergebot.landing.store import LandingStore
 
 router = APIRouter(prefix="/internal/hooks", include_in_schema=False)
+MAX_UPDATES = 1000
 
 
-class HookIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    push_id: Annotated[str, Field(min_length=10, max_length=100)]
-    quarantine: Annotated[str, Field(max_length=4096)] | None = None
-    updates: Annotated[list[list[str]], Field(max_length=1000)]
+def _answer(message: str, status: int = 200) -> PlainTextResponse:
+    return PlainTextResponse(message + ("\n" if message else ""), status_code=status)
 
 
-def _answer(ok: bool, message: str, status: int = 200) -> JSONResponse:
-    return JSONResponse({"ok": ok, "message": message}, status_code=status)
-
-
-def _session(request: Request, push_id: str) -> Any:
-    return request.app.state.git.sessions.get(push_id)
+async def _read(request: Request) -> tuple[Any, list[list[str]], str | None]:
+    session = request.app.state.git.sessions.get(request.headers.get("x-mergebot-push-id", ""))
+    body = (await request.body()).decode("utf-8", "replace")
+    lines = [line.split(" ") for line in body.splitlines() if line.strip()]
+    return session, lines, request.headers.get("x-mergebot-quarantine") or None
 
 
 @router.post("/pre-receive")
-async def pre_receive(body: HookIn, request: Request) -> JSONResponse:
-    session = _session(request, body.push_id)
+async def pre_receive(request: Request) -> PlainTextResponse:
+    session, lines, quarantine = await _read(request)
     if session is None:
-        return _answer(False, "Mergebot: unknown push; push over HTTP through `mergebot serve`.", 403)
+        return _answer("Mergebot: unknown push; push over HTTP through `mergebot serve`.", 403)
     try:
-        updates = parse_updates(body.updates)
+        if len(lines) > MAX_UPDATES:
+            raise ValueError(f"more than {MAX_UPDATES} ref updates in one push")
+        updates = parse_updates(lines)
+        store: LandingStore = request.app.state.store
+        repo = await store.get_repo(session.repo)
+        verdict = await judge_push(store, repo, git.bare_path(request.app.state.repos_root, repo.name),
+                                   session.agent, quarantine, updates)
     except ValueError as e:
-        return _answer(False, f"Mergebot: malformed ref update: {e}", 400)
-    store: LandingStore = request.app.state.store
-    repo = await store.get_repo(session.repo)
-    try:
-        verdict = await judge_push(store, repo, git.bare_path(request.app.state.repos_root, repo.name), session.agent,
-                                   body.quarantine, updates)
-    except ValueError as e:
-        return _answer(False, f"Mergebot: {e}", 400)
-    return _answer(verdict.ok, verdict.message)
+        return _answer(f"Mergebot: malformed push: {e}", 400)
+    return _answer(verdict.message, 200 if verdict.ok else 403)
 
 
 @router.post("/post-receive")
-async def post_receive(body: HookIn, request: Request) -> JSONResponse:
-    session = _session(request, body.push_id)
+async def post_receive(request: Request) -> PlainTextResponse:
+    session, lines, _ = await _read(request)
     if session is None:
-        return _answer(False, "Mergebot: unknown push.", 403)
+        return _answer("Mergebot: unknown push.", 403)
     store: LandingStore = request.app.state.store
     repo = await store.get_repo(session.repo)
-    candidates = await accept_push(store, repo, session.agent, parse_updates(body.updates))
+    candidates = await accept_push(store, repo, session.agent, parse_updates(lines))
     request.app.state.queue.poke()
-    lines = [f"Mergebot: queued subtask {c.subtask_id} v{c.claim_version} ({c.sha[:12]}) as candidate {c.id}; "
-             f"`mergebot wait {c.subtask_id}` follows it." for c in candidates]
-    return _answer(True, "\n".join(lines))
+    return _answer("\n".join(f"Mergebot: queued subtask {c.subtask_id} v{c.claim_version} ({c.sha[:12]}) as "
+                             f"candidate {c.id}; `mergebot wait {c.subtask_id}` follows it." for c in candidates))
