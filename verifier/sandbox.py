@@ -77,6 +77,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -384,7 +385,10 @@ def bwrap_argv(command: str, *, checkout: Path, tmp: Path, overlay: Overlay, sta
         args += ["--ro-bind", "/dev/null", sock]
     for h in hidden:
         args += ["--tmpfs", h]
-    args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(tmp), SANDBOX_TMP, "--bind", co, co, "--chdir", co]
+    args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(tmp), SANDBOX_TMP]
+    for keep in _toolchain_under_tmp(hidden):  # the private /tmp must not hide the interpreter the check runs
+        args += ["--ro-bind", keep, keep]
+    args += ["--bind", co, co, "--chdir", co]
     for h in hidden:
         args += ["--remount-ro", h]
     args += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -394,6 +398,17 @@ def bwrap_argv(command: str, *, checkout: Path, tmp: Path, overlay: Overlay, sta
                         f"workdir={_overlay_option(overlay.work)}", *_OVERLAY_OPTIONS])
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", GATE_MOUNT, "verifier-sandbox",
             options, co, *args]
+
+
+def _toolchain_under_tmp(hidden: Sequence[str]) -> list[str]:
+    """Directories under the host's /tmp that a check needs read-only: the interpreter's prefixes (a virtual
+    environment made in /tmp, as CI makes one) and every PATH entry. Hidden paths stay hidden."""
+    wanted = [sys.prefix, sys.base_prefix, sys.exec_prefix, *os.environ.get("PATH", "").split(os.pathsep)]
+    keep: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in wanted if p and os.path.isdir(p)}):
+        if _under(path, [SANDBOX_TMP]) and path != SANDBOX_TMP and not _under(path, [*hidden, *keep]):
+            keep.append(path)
+    return keep
 
 
 # -- running -------------------------------------------------------------------------------------------------
