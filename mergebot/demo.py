@@ -11,7 +11,6 @@ late push is refused as stale. The demo ends when the whole tree has landed, wit
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import socket
 import subprocess
@@ -242,4 +241,3 @@ def _summary(c: Client, data_dir: Path) -> None:
     report = c.get("/api/v1/findings", repo="calc")["findings"]
     print("reconciler findings: " + ("none: every commit on main is explained by a landed row" if not report
                                      else str(report)))
-    asyncio.set_event_loop_policy(None)

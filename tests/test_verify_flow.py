@@ -72,6 +72,8 @@ async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object
     jobs = await fleet.store.jobs(candidate_id=result["id"])
     assert sorted(j["purpose"] for j in jobs) == ["candidate", "retry"]
     assert {j["purpose"]: j["outcome"] for j in jobs} == {"candidate": "fail", "retry": "pass"}
+    evidence = (await fleet.store.get_candidate(result["id"])).verifier or {}
+    assert evidence["outcome"] == "flaky" and evidence["runs"]["first"]["outcome"] == "fail"
 
 
 async def test_post_land_check_records_main_status(make_fleet: Callable[..., object]) -> None:

@@ -145,11 +145,11 @@ class LandingQueue:
         merge = await self.merge(repo, cand, path, main)
         if merge is None:
             return cand
-        result = await self.verify(repo, cand, path, merge, main)
-        if result is None:
+        verdict = await self.verify(repo, cand, path, merge, main)
+        if verdict is None:
             return cand
         crash_point("after_verify")
-        await self.land(repo, cand, path, main, merge, result)
+        await self.land(repo, cand, path, main, merge, *verdict)
         return cand
 
     async def take(self, repo: Repo) -> Candidate | None:
@@ -199,21 +199,23 @@ class LandingQueue:
                           f"verify job {job.id} did not finish ({done.status})", "", 0, "", "none")
         return result_from_json(done.result)
 
-    async def verify(self, repo: Repo, cand: Candidate, path: Path, merge: git.Merge, main: str) -> Result | None:
-        """The verdict on the merged commit; None when the candidate was rejected or parked."""
+    async def verify(self, repo: Repo, cand: Candidate, path: Path, merge: git.Merge,
+                     main: str) -> tuple[Result, dict[str, Any]] | None:
+        """The passing result on the merged commit and the evidence of every run it took; None when the
+        candidate was rejected or parked."""
         assert merge.sha is not None
         first = await self.check(repo, merge.sha, "candidate", candidate_id=cand.id)
         if first.tree_sha and first.tree_sha != merge.tree:
             first.outcome = "error"
         if first.passed:
-            return first
+            return first, {}
         runs = {"first": first.as_json()}
         if first.outcome in ("fail", "timeout", "error"):
             retry = await self.check(repo, merge.sha, "retry", candidate_id=cand.id)
             runs["retry"] = retry.as_json()
             if retry.passed:
                 retry.outcome = "flaky"  # failed once, passed on the same commit: not the candidate's fault
-                return self._with_runs(retry, runs)
+                return retry, runs
             if retry.outcome == "error":
                 await self.reject(cand, f"the verifier could not run the check on {merge.sha[:12]} (twice): "
                                   f"{retry.excerpt(5)}\nThis is not a verdict on your change; push again, or ask "
@@ -236,11 +238,6 @@ class LandingQueue:
                           f"(exit {first.exit_code}) on the merged commit {merge.sha[:12]}:\n{first.excerpt()}",
                           base_sha=main, merged_sha=merge.sha, verifier={**first.as_json(), "runs": runs})
         return None
-
-    @staticmethod
-    def _with_runs(result: Result, runs: dict[str, Any]) -> Result:
-        result.log_head = f"[flaky: failed once, passed on retry; runs: {sorted(runs)}]\n" + result.log_head
-        return result
 
     async def red_main(self, repo: Repo, sha: str, why: str) -> None:
         if repo.red_since:
@@ -273,7 +270,7 @@ class LandingQueue:
             await self.red_main(current, sha, f"the post-land check gave {result.outcome}")
 
     async def land(self, repo: Repo, cand: Candidate, path: Path, main: str, merge: git.Merge,
-                   result: Result) -> None:
+                   result: Result, runs: dict[str, Any]) -> None:
         assert merge.sha is not None and merge.tree is not None
         ok, why = await self.store.candidate_fence(cand)  # a newer push during verification wins
         if not ok:
@@ -281,7 +278,8 @@ class LandingQueue:
                                               verifier=result.as_json())
             return
         evidence = {"subtask_id": cand.subtask_id, "claim_version": cand.claim_version, "owner_id": cand.owner_id,
-                    "candidate_sha": cand.sha, "merge_kind": merge.kind, "verifier": result.as_json()}
+                    "candidate_sha": cand.sha, "merge_kind": merge.kind,
+                    "verifier": {**result.as_json(), **({"runs": runs} if runs else {})}}
         intent = await self.store.begin_landing(cand=cand, target_ref=repo.target_ref, old_sha=main,
                                                 new_sha=merge.sha, tree_sha=merge.tree, evidence=evidence)
         crash_point("after_intent")
