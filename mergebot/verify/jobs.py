@@ -10,7 +10,6 @@ Waiting for a result listens on ``mergebot_job`` and re-reads the row, so nothin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -101,21 +100,33 @@ class JobStore(LandingStore):
         await self._all("job_cancel_for_candidate", candidate_id=candidate_id)
 
     async def wait_job(self, job_id: int, timeout: float) -> Job:
-        """Until the job is done or cancelled (listen, then read, then wait for a notification)."""
+        """Until the job is done or cancelled (listen, then read, then wait for a notification).
+
+        If the listening connection fails, keep going by polling: a lost notification costs latency, never the
+        result, because the job row is what counts.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-            await conn.execute(f"LISTEN {JOB_CHANNEL}")
+        try:
+            async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                await conn.execute(f"LISTEN {JOB_CHANNEL}")
+                while True:
+                    job = await self.get_job(job_id)
+                    if job.status in ("done", "cancelled") or loop.time() >= deadline:
+                        return job
+                    gen = conn.notifies(timeout=min(1.0, max(0.0, deadline - loop.time())))
+                    try:
+                        async for note in gen:
+                            if note.payload == str(job_id):
+                                break
+                    finally:
+                        await gen.aclose()
+        except psycopg.OperationalError:
             while True:
                 job = await self.get_job(job_id)
                 if job.status in ("done", "cancelled") or loop.time() >= deadline:
                     return job
-                gen = conn.notifies(timeout=min(1.0, max(0.0, deadline - loop.time())))
-                async for note in gen:
-                    if note.payload == str(job_id):
-                        break
-                with contextlib.suppress(Exception):
-                    await gen.aclose()
+                await asyncio.sleep(0.2)
 
     # -- main's status --------------------------------------------------------------------------------------
 
