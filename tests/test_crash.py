@@ -82,3 +82,23 @@ async def test_lost_post_receive_is_requeued(fleet: Fleet) -> None:
     await wait_status(fleet, sub.id, "landed")
     assert (await fleet.store.landed(subtask_id=sub.id))[0].candidate_sha == sha
     _ = agent  # the agent module drives the other drills
+
+
+async def test_reconciler_reports_commits_no_landed_row_explains(fleet: Fleet) -> None:
+    """Someone moves main behind the bot's back: the reconciler reports exactly those commits."""
+    fleet.bot.stop()
+    bare = fleet.bare()
+    head = bare.references["refs/heads/main"]
+    parent = bare[head.target].peel(pygit2.Commit)
+    sig = pygit2.Signature("Intruder", "intruder@example.com")
+    sneaky = bare.create_commit(None, sig, sig, "not through mergebot", parent.tree_id, [parent.id])
+    head.set_target(sneaky, "moved by hand")
+    fleet.bot.start()
+    root = fleet.client("lead")  # any role may read findings
+    deadline = time.monotonic() + 30
+    findings: list[dict[str, object]] = []
+    while time.monotonic() < deadline and not findings:
+        findings = root.get("/api/v1/findings", repo="demo")["findings"]
+        time.sleep(0.2)
+    assert [f["kind"] for f in findings] == ["unexplained_commits"]
+    assert findings[0]["detail"] == {"commits": [str(sneaky)], "count": 1}

@@ -174,3 +174,28 @@ async def test_reviewer_reruns_a_landed_check(fleet: Fleet, tmp_path: Path) -> N
     record = json.loads(out.stdout)
     assert record["outcome"] == "pass" and record["commit_sha"] == landed.merged_sha
     assert record["tree_sha"] == landed.tree_sha and record["command"] == landed.verifier_command
+
+
+async def test_handoff_note_reaches_the_next_owner(fleet: Fleet) -> None:
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="hand me over")
+    claim, wt = fleet.start("ann")
+    # half-done work that does not pass yet: pushed (so it is on ann's branch) and rejected
+    commit(wt, {"half.txt": "half done\n", "calc.py": "def add(a, b):\n    raise NotImplementedError\n"},
+           "first half")
+    assert agent.push(fleet.client("ann"), wt, wait=60, progress=False)["status"] == "rejected"
+    note = agent.handoff_note(wt, done="parsed the input", remains="write the output",
+                              tried=["pytest -k out: fails on unicode"], checks=["pytest -q: 1 failed"])
+    ann = fleet.client("ann")
+    ann.post(f"/api/v1/subtasks/{sub.id}/notes", {"body": note, "claim_version": claim.claim_version})
+    ann.post(f"/api/v1/subtasks/{sub.id}/release", {"claim_version": claim.claim_version, "reason": "out of time"})
+    got = agent.start(fleet.client("bob"), fleet.bot.url, fleet.tokens["bob"], "demo", fleet.work / "bob2")
+    assert got is not None
+    bob_claim, body = got
+    assert bob_claim.subtask_id == sub.id and bob_claim.claim_version == claim.claim_version + 1
+    [handoff] = [n["body"] for n in body["handoff"]["notes"]]
+    for part in ("## Handoff", "### Done", "parsed the input", "### Commits", "first half",
+                 "### What remains", "write the output", "### Failed attempts", "fails on unicode"):
+        assert part in handoff
+    assert body["handoff"]["last_reason"] == "out of time"
+    # bob's worktree starts from ann's pushed branch: her half is there
+    assert (fleet.work / "bob2" / "half.txt").read_text() == "half done\n"
