@@ -22,17 +22,12 @@ import pygit2
 from pygit2.enums import DeltaStatus
 
 BOT = pygit2.Signature("Mergebot", "mergebot@localhost")
-ZERO = "0" * 40
 HOOKS_DIR = Path(__file__).resolve().parent.parent.parent / "hooks"
 
 
 def bare_path(root: Path, name: str) -> Path:
     """Where the bot keeps repository ``name`` (validated by the caller) under ``root``."""
     return root / f"{name}.git"
-
-
-def is_zero(sha: str) -> bool:
-    return set(sha) == {"0"}
 
 
 @dataclass

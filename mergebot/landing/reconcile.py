@@ -124,7 +124,3 @@ async def reconcile_repo(store: LandingStore, root: Path, repo: Repo) -> Report:
     if not report.clean or report.finished or report.rolled_back or report.enqueued:
         log.warning("reconcile %s: %s", repo.name, report)
     return report
-
-
-async def reconcile_all(store: LandingStore, root: Path) -> list[Report]:
-    return [await reconcile_repo(store, root, r) for r in await store.list_repos()]
