@@ -315,9 +315,9 @@ class Store:
                         raise Conflict(f"subtask {made[n.key].id} ({n.key!r}) is {guard['status']}; it cannot wait "
                                        "for new children that have not landed. Give them another parent.",
                                        field="children", subtask_id=made[n.key].id)
-                    await self._q(cur, "subtask_add_deps", id=made[n.key].id, actor_id=actor_id,
-                                  depends_on=children)
-                    made[n.key].status = (await self._q(cur, "subtask_fence_state", id=made[n.key].id))[0]["status"]
+                    if await self._q(cur, "subtask_add_deps", id=made[n.key].id, actor_id=actor_id,
+                                     depends_on=children):
+                        made[n.key].status = "blocked"  # the query returns the row only when it re-blocked it
         return made
 
     async def get_subtask(self, subtask_id: int) -> Subtask:
