@@ -496,3 +496,30 @@ def test_slot_switches_repositories(tmp_path: Path, slot: Path) -> None:
     result = check(two, b, "cat b.txt && test ! -e a.txt", slot=slot, sandbox="none")
     assert result.passed and result.log_head == "two\n"
     assert not (slot / "git" / "objects" / "pack").exists() or not any((slot / "git" / "objects" / "pack").iterdir())
+
+
+@BWRAP
+def test_no_descriptor_is_closed_twice(repo: Repo, slot: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checks run in threads of the server: closing a descriptor twice could cut whatever socket reused its
+    number in between (a client's connection, a database connection). Run alone, a second close of a number
+    not reused fails with EBADF (the old code hid that error): no close during a check may fail."""
+    good = repo.commit(PASSING_SUITE)
+    failed: list[tuple[int, str]] = []
+    calls: list[int] = []
+    real_close = os.close
+
+    def close(fd: int) -> None:
+        calls.append(fd)
+        try:
+            real_close(fd)
+        except OSError as e:
+            failed.append((fd, str(e)))
+            raise
+
+    monkeypatch.setattr(sb.os, "close", close)
+    for _ in range(3):
+        result = check(repo, good, "true", slot=slot, sandbox="bwrap")
+        assert result.outcome == "pass", log_of(result)
+    monkeypatch.undo()
+    assert calls, "no descriptor was closed through os.close: this test checks nothing"
+    assert failed == []

@@ -424,14 +424,22 @@ def run_command(command: str, *, checkout: Path, tmp: Path, env: dict[str, str],
         else:
             argv = ["/bin/sh", "-c", GATE, "verifier-gate", "/bin/sh", "-c", command]
             cwd = str(checkout)
+    except BaseException:
+        for fd in (status_r, status_w):
+            if fd >= 0:
+                os.close(fd)
+        raise
+    try:
         return _supervise(argv, cwd=cwd, env=env, limits=limits,
                           status=(status_r, status_w) if overlay is not None else None,
                           tasks=limits.max_procs + (SANDBOX_TASKS if overlay is not None else 0))
     finally:
-        for fd in (status_r, status_w):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        # Only the read end: _supervise owns the write end and closes it exactly once. Closing a descriptor
+        # twice is not harmless here: checks run in threads of the server, and in between the number can be
+        # reused by one of its sockets (a client connection, a database connection), which the second close
+        # would cut.
+        if status_r >= 0:
+            os.close(status_r)
 
 
 def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits,
@@ -447,8 +455,9 @@ def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits
             cgroup.remove()
         out.setup_error = f"could not start the check: {e}"
         return out
-    if status:
-        os.close(status[1])
+    finally:
+        if status:
+            os.close(status[1])  # the child has its copy (or there is no child): ours is closed, once
     assert proc.stdin is not None and proc.stdout is not None
     try:
         try:
