@@ -1,0 +1,1 @@
+"""Forges: GitHub and Gitea/Forgejo webhooks in, statuses and merges out."""
