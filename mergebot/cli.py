@@ -137,6 +137,22 @@ def cmd_agent_rotate(args: argparse.Namespace) -> None:
     emit(args, {"agent": agent.name, "role": agent.role, "token": token})
 
 
+def cmd_agent_link(args: argparse.Namespace) -> None:
+    from mergebot.forge.store import ForgeStore
+
+    forge, login = next((f, v) for f in ("github", "gitea", "forgejo") if (v := getattr(args, f)))
+
+    async def go(store: Store) -> Any:
+        agent = await store.agent_by_name(args.name)
+        if args.unlink:
+            return {"forge": forge, "login": login.lower(),
+                    "unlinked": await ForgeStore(store.pool).unlink(forge=forge, login=login)}
+        row = await ForgeStore(store.pool).link(forge=forge, login=login, agent_id=agent.id)
+        return {"forge": forge, "login": row["login"], "agent": agent.name}
+
+    emit(args, with_store(settings_from(args), go))
+
+
 def cmd_recover(args: argparse.Namespace) -> None:
     settings = settings_from(args)
     rows = with_store(settings, lambda s: s.recover_expired(grace_seconds=settings.recovery_grace_seconds))
@@ -165,12 +181,26 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
 
     settings = settings_from(args)
 
+    forge = None
+    if args.github or args.gitea or args.forgejo:
+        from mergebot.landing.repos import forge_settings
+
+        if sum(bool(x) for x in (args.github, args.gitea, args.forgejo, args.source)) > 1:
+            raise SystemExit("mergebot: give one of --from, --github, --gitea, --forgejo")
+        if args.github:
+            kind, url, owner_repo = "github", args.forge_url, args.github[0]
+        else:
+            kind = "gitea" if args.gitea else "forgejo"
+            url, owner_repo = args.gitea or args.forgejo
+        forge = forge_settings(kind, owner_repo, url=url, api_url=args.api_url, git_url=args.git_url,
+                               secret_env=args.secret_env, token_env=args.token_env)
+
     async def go(store: Store) -> Any:
         assert isinstance(store, LandingStore)
         return await add_repo(store, repos_root(settings.data_dir), name=args.name, source=args.source,
                               verifier_command=args.verifier, target_branch=args.target,
                               verifier_timeout_s=args.timeout, protected_paths=args.protect or [],
-                              max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes)
+                              max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes, forge=forge)
 
     repo = with_store(settings, go)
     emit(args, asdict(repo))
@@ -518,6 +548,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp = agent.add_parser("rotate", parents=[common], help="issue a new token (the old one stops working)")
     sp.add_argument("name")
     sp.set_defaults(fn=cmd_agent_rotate)
+    sp = agent.add_parser("link", parents=[common], help="let a forge login act as this agent (webhook pushes)")
+    sp.add_argument("name")
+    who = sp.add_mutually_exclusive_group(required=True)
+    who.add_argument("--github", metavar="LOGIN")
+    who.add_argument("--gitea", metavar="LOGIN")
+    who.add_argument("--forgejo", metavar="LOGIN")
+    sp.add_argument("--unlink", action="store_true", help="remove the link instead")
+    sp.set_defaults(fn=cmd_agent_link)
     add("recover", cmd_recover, "hand back subtasks whose lease expired (the server does this on its own)")
 
     repo = sub.add_parser("repo", help="managed repositories").add_subparsers(
@@ -532,6 +570,16 @@ def build_parser() -> argparse.ArgumentParser:
                     "'dir/' protects a folder)")
     sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")
     sp.add_argument("--max-file-bytes", type=int, default=10 << 20, dest="max_file_bytes")
+    sp.add_argument("--github", nargs=1, metavar="OWNER/REPO", help="a GitHub repository: webhooks in, statuses "
+                    "and merges out (token from $GITHUB_TOKEN, webhook secret from $MERGEBOT_WEBHOOK_SECRET)")
+    sp.add_argument("--gitea", nargs=2, metavar=("URL", "OWNER/REPO"), help="a Gitea repository ($GITEA_TOKEN)")
+    sp.add_argument("--forgejo", nargs=2, metavar=("URL", "OWNER/REPO"), help="a Forgejo repository ($GITEA_TOKEN)")
+    sp.add_argument("--forge-url", dest="forge_url", help="GitHub Enterprise's URL (default https://github.com)")
+    sp.add_argument("--api-url", dest="api_url", help="the forge's API URL, if not the default for the forge")
+    sp.add_argument("--git-url", dest="git_url", help="where to fetch and push, if not URL/OWNER/REPO.git")
+    sp.add_argument("--secret-env", dest="secret_env", default="MERGEBOT_WEBHOOK_SECRET",
+                    help="the environment variable holding the webhook secret")
+    sp.add_argument("--token-env", dest="token_env", help="the environment variable holding the forge API token")
     sp.set_defaults(fn=cmd_repo_add)
     sp = repo.add_parser("list", parents=[common], help="list repositories")
     sp.set_defaults(fn=cmd_repo_list)

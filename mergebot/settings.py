@@ -18,6 +18,8 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8470
+    # How forges and people reach this server: commit statuses link here. Empty: http://host:port.
+    public_url: str = ""
 
     # Claims: a lease is renewed by heartbeats; recovery waits lease + grace before handing a subtask back.
     lease_seconds: float = Field(default=120.0, gt=0)

@@ -19,9 +19,12 @@ from fastapi.responses import JSONResponse
 
 from mergebot import __version__
 from mergebot.api.errors import BodyLimit, install_handlers
-from mergebot.api.routers import board, hooks, jobs, landing, subtasks
+from mergebot.api.routers import board, hooks, jobs, landing, subtasks, webhooks
 from mergebot.auth import Role, allowed
 from mergebot.db.connect import open_pool, prepare
+from mergebot.forge.outbox import StatusSender
+from mergebot.forge.store import ForgeStore
+from mergebot.forge.webhooks import WebhookHandler
 from mergebot.git.smarthttp import GitHttp
 from mergebot.landing.queue import LandingQueue
 from mergebot.landing.repos import repos_root
@@ -46,10 +49,20 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
         waiter = Waiter(url, store)
         await waiter.start()
         queue = LandingQueue(store, root)
+        forge_store = ForgeStore(pool, lease_seconds=settings.lease_seconds)
+        sender = StatusSender(forge_store, public_url=settings.public_url or f"http://{settings.host}:{settings.port}")
         app.state.store, app.state.waiter, app.state.queue = store, waiter, queue
+        app.state.forge_store = forge_store
+
+        def poke() -> None:
+            queue.poke()
+            sender.poke()
+
+        app.state.webhooks = WebhookHandler(forge_store, store, root, poke=poke)
         tasks: list[asyncio.Task[Any]] = []
         if run_queue:
             tasks.append(asyncio.create_task(queue.run(), name="mergebot-queue"))
+            tasks.append(asyncio.create_task(sender.run(), name="mergebot-forge-statuses"))
             workers = local_workers(store, root, settings.data_dir, url, count=settings.verifier_workers,
                                     sandbox=settings.verifier_sandbox,
                                     heartbeat_every=settings.job_lease_seconds / 3, wake_on=queue.on_job)
@@ -79,6 +92,7 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
     app.include_router(landing.router)
     app.include_router(jobs.router)
     app.include_router(hooks.router)
+    app.include_router(webhooks.router)
 
     async def git_identity(token: str) -> Agent | None:
         store: Store = app.state.store

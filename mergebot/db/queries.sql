@@ -360,9 +360,11 @@ LIMIT %(limit)s;
 
 -- name: repo_create
 INSERT INTO repos (name, target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
-                   max_file_bytes, root_sha)
+                   max_file_bytes, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
+                   forge_token_env)
 VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s,
-        %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s)
+        %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s,
+        %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s)
 RETURNING *;
 
 -- name: repo_get
@@ -550,3 +552,90 @@ UPDATE repos SET red_since = %(sha)s, paused_reason = %(reason)s WHERE name = %(
 UPDATE candidates SET status = 'queued', reason = NULL, started_at = NULL
 WHERE repo = %(repo)s AND status = 'parked'
 RETURNING id;
+
+-- Forges (mergebot/forge/store.py) ------------------------------------------------------------------------
+
+-- name: forge_repos
+SELECT * FROM repos WHERE forge = ANY(%(forges)s::text[]) ORDER BY name;
+
+-- name: forge_link
+INSERT INTO forge_links (forge, login, agent_id) VALUES (%(forge)s, lower(%(login)s), %(agent_id)s)
+ON CONFLICT (forge, login) DO UPDATE SET agent_id = EXCLUDED.agent_id, created_at = now()
+RETURNING *;
+
+-- name: forge_unlink
+DELETE FROM forge_links WHERE forge = %(forge)s AND login = lower(%(login)s) RETURNING *;
+
+-- name: forge_links
+SELECT l.forge, l.login, a.name AS agent, l.created_at
+FROM forge_links l JOIN agents a ON a.id = l.agent_id ORDER BY l.forge, l.login;
+
+-- name: forge_agent
+-- The agent a forge login acts as: only through an explicit link, and never a revoked agent.
+SELECT a.* FROM forge_links l JOIN agents a ON a.id = l.agent_id
+WHERE l.forge = %(forge)s AND l.login = lower(%(login)s) AND a.revoked_at IS NULL;
+
+-- name: delivery_insert
+INSERT INTO webhook_deliveries (forge, delivery_id, event, body_sha256, status)
+VALUES (%(forge)s, %(delivery_id)s, %(event)s, %(body_sha256)s, 'processing')
+ON CONFLICT (forge, delivery_id) DO NOTHING
+RETURNING *;
+
+-- name: delivery_get
+SELECT * FROM webhook_deliveries WHERE forge = %(forge)s AND delivery_id = %(delivery_id)s;
+
+-- name: delivery_retake
+-- A redelivery of a failed delivery (or of one whose processing died long ago) is processed again, once.
+UPDATE webhook_deliveries
+SET status = 'processing', attempts = attempts + 1, updated_at = now(), http_status = NULL, outcome = NULL
+WHERE forge = %(forge)s AND delivery_id = %(delivery_id)s AND body_sha256 = %(body_sha256)s
+  AND (status = 'failed' OR (status = 'processing' AND updated_at < now() - make_interval(secs => %(stale_s)s)))
+RETURNING *;
+
+-- name: delivery_finish
+UPDATE webhook_deliveries
+SET status = %(status)s, http_status = %(http_status)s, outcome = %(outcome)s, repo = %(repo)s, updated_at = now()
+WHERE forge = %(forge)s AND delivery_id = %(delivery_id)s
+RETURNING *;
+
+-- name: delivery_list
+SELECT * FROM webhook_deliveries ORDER BY received_at DESC LIMIT %(limit)s;
+
+-- name: forge_status_insert
+INSERT INTO forge_statuses (repo, sha, state, description) VALUES (%(repo)s, %(sha)s, %(state)s, %(description)s)
+RETURNING *;
+
+-- name: forge_status_take
+-- Due statuses, leased for a minute. Only the newest status of a commit is ever sent: older unsent ones are
+-- dropped first, so a late retry can never overwrite a newer verdict on the forge.
+WITH stale AS (
+    UPDATE forge_statuses f SET given_up_at = now(), last_error = 'superseded by a newer status'
+    WHERE f.sent_at IS NULL AND f.given_up_at IS NULL
+      AND EXISTS (SELECT 1 FROM forge_statuses n WHERE n.repo = f.repo AND n.sha = f.sha AND n.id > f.id)
+    RETURNING f.id
+), due AS (
+    SELECT f.id FROM forge_statuses f
+    WHERE f.sent_at IS NULL AND f.given_up_at IS NULL AND f.next_at <= now()
+      AND f.id NOT IN (SELECT id FROM stale)
+      AND NOT EXISTS (SELECT 1 FROM forge_statuses n WHERE n.repo = f.repo AND n.sha = f.sha AND n.id > f.id)
+    ORDER BY f.next_at, f.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE forge_statuses f SET next_at = now() + interval '60 seconds', attempts = f.attempts + 1
+FROM due WHERE f.id = due.id
+RETURNING f.*;
+
+-- name: forge_status_sent
+UPDATE forge_statuses SET sent_at = now(), last_error = NULL WHERE id = %(id)s;
+
+-- name: forge_status_failed
+UPDATE forge_statuses
+SET last_error = %(error)s,
+    next_at = now() + make_interval(secs => %(delay_s)s),
+    given_up_at = CASE WHEN %(give_up)s THEN now() END
+WHERE id = %(id)s;
+
+-- name: forge_status_list
+SELECT * FROM forge_statuses WHERE repo = %(repo)s AND (%(sha)s::text IS NULL OR sha = %(sha)s)
+ORDER BY id;

@@ -38,21 +38,23 @@ class Merge:
     conflicts: list[str] = field(default_factory=list)
 
 
-def run_git(args: list[str], cwd: Path | None = None, timeout: float = 300.0) -> str:
-    out = subprocess.run(["git", *args], cwd=cwd, env=_git_env(), capture_output=True, text=True, timeout=timeout,
-                         check=False)
+def run_git(args: list[str], cwd: Path | None = None, timeout: float = 300.0,
+            extra_env: dict[str, str] | None = None) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, env={**_git_env(), **(extra_env or {})}, capture_output=True,
+                         text=True, timeout=timeout, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"git {' '.join(args[:2])} failed: {out.stderr.strip()[:2000]}")
     return out.stdout
 
 
-def create_bare(path: Path, *, source: str | None, branch: str) -> pygit2.Repository:
+def create_bare(path: Path, *, source: str | None, branch: str,
+                extra_env: dict[str, str] | None = None) -> pygit2.Repository:
     """A bare repository at ``path``: imported from ``source`` (a path or URL) or new with one empty commit."""
     if path.exists():
         raise FileExistsError(f"{path} already exists")
     path.parent.mkdir(parents=True, exist_ok=True)
     if source:
-        run_git(["clone", "--bare", "--quiet", "--", source, str(path)])
+        run_git(["clone", "--bare", "--quiet", "--", source, str(path)], extra_env=extra_env)
         repo = pygit2.Repository(str(path))
         if f"refs/heads/{branch}" not in repo.references:
             shutil.rmtree(path)

@@ -10,7 +10,8 @@ A candidate goes through these steps, each its own function below:
               "flaky" and lands with both runs as evidence — then checked on the base: if main fails too,
               the failure is "pre-existing", the candidate is parked rather than blamed and landing pauses;
               otherwise the candidate is rejected and the subtask goes back to its owner;
-  4. land   — write the intent (with the evidence), move main by compare-and-swap, then in one transaction
+  4. land   — write the intent (with the evidence), move main by compare-and-swap (for a forge repository: push
+              to the forge with an expected-old-value guard, then follow it), then in one transaction
               write the landed row, mark the subtask landed, release its dependents and close the intent.
 After landing, a post-land job checks main's new head and records the team status on the landed row; a red
 main raises an announcement and pauses the repository: while paused only a candidate that passes (a fix)
@@ -34,6 +35,7 @@ from typing import Any
 import psycopg
 
 from mergebot.errors import ClaimSuperseded, MergebotError
+from mergebot.forge import mirror
 from mergebot.git import repo as git
 from mergebot.landing.reconcile import Report, reconcile_repo
 from mergebot.landing.store import Candidate, Repo
@@ -44,6 +46,10 @@ from verifier.runner import Result
 
 log = logging.getLogger(__name__)
 QUEUE_LOCK_CLASS = 7243502
+
+
+def _remote(repo: Repo) -> mirror.Remote:
+    return mirror.remote_for(repo.forge_git_url or "", repo.forge_token_env)
 
 
 def crash_point(name: str) -> None:
@@ -141,7 +147,10 @@ class LandingQueue:
         if cand is None:
             return None
         path = git.bare_path(self.root, repo.name)
-        main = await asyncio.to_thread(self._main_head, path, repo.target_ref)
+        if repo.forge:  # someone may have pushed to the forge's main directly: merge onto what is there
+            main = await asyncio.to_thread(mirror.sync_target, path, _remote(repo), repo.target_branch)
+        else:
+            main = await asyncio.to_thread(self._main_head, path, repo.target_ref)
         merge = await self.merge(repo, cand, path, main)
         if merge is None:
             return cand
@@ -283,9 +292,12 @@ class LandingQueue:
         intent = await self.store.begin_landing(cand=cand, target_ref=repo.target_ref, old_sha=main,
                                                 new_sha=merge.sha, tree_sha=merge.tree, evidence=evidence)
         crash_point("after_intent")
-        moved = await asyncio.to_thread(
-            lambda: git.cas(git.open_repo(path), repo.target_ref, main, merge.sha or "",
-                            f"mergebot: land subtask {cand.subtask_id} v{cand.claim_version} (candidate {cand.id})"))
+        if repo.forge:
+            moved = await self._move_forge(repo, path, main, merge.sha)
+        else:
+            why = f"mergebot: land subtask {cand.subtask_id} v{cand.claim_version} (candidate {cand.id})"
+            moved = await asyncio.to_thread(
+                lambda: git.cas(git.open_repo(path), repo.target_ref, main, merge.sha or "", why))
         if not moved:
             await self.store.roll_back(intent, f"{repo.target_branch} moved during landing; retrying")
             return
@@ -303,6 +315,24 @@ class LandingQueue:
         task = asyncio.create_task(self.post_land(repo, landed.id, landed.merged_sha))
         self._post_land.add(task)
         task.add_done_callback(self._post_land.discard)
+
+    async def _move_forge(self, repo: Repo, path: Path, main: str, new: str) -> bool:
+        """Move the forge's branch from ``main`` to ``new`` (expected-old-value guard), then the mirror's.
+
+        When the push's outcome is unknown (the connection broke), the forge is asked where its branch is; if
+        it cannot say, the intent stays pending and the reconciler decides from the forge once it answers.
+        """
+        remote = _remote(repo)
+        try:
+            pushed = await asyncio.to_thread(mirror.push_lease, path, remote, repo.target_branch, main, new)
+        except MergebotError as e:
+            log.warning("push to the forge for %s ended unclear (%s); asking the forge", repo.name, e)
+            pushed = await asyncio.to_thread(mirror.forge_head, path, remote, repo.target_branch) == new
+        if not pushed:
+            return False
+        crash_point("after_forge_push")
+        head = await asyncio.to_thread(mirror.sync_target, path, remote, repo.target_branch)
+        return head == new
 
     async def reject(self, cand: Candidate, reason: str, *, base_sha: str | None, merged_sha: str | None = None,
                      verifier: dict[str, Any] | None = None) -> None:

@@ -1,6 +1,7 @@
 """The reconciler: make git's main and the database agree again after a crash, and say what does not add up.
 
 "Subtask done", "merged to main" and "verified on main" drift apart unless reconciled. For each repository:
+  0. for a forge repository, the mirror's main is first set to the forge's (the forge is the truth);
   1. every pending landing intent is finished (main reached its commit: write the landed row from the evidence
      stored in the intent) or rolled back (main never moved: the candidate goes back to the queue);
   2. candidates caught mid-verification go back to the queue;
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mergebot.errors import ClaimSuperseded
+from mergebot.forge import mirror
 from mergebot.git import repo as git
 from mergebot.landing.checks import parse_subtask_ref
 from mergebot.landing.store import LandingStore, Repo
@@ -73,6 +75,10 @@ def _subtask_tips(path: Path) -> list[tuple[str, str]]:
 async def reconcile_repo(store: LandingStore, root: Path, repo: Repo) -> Report:
     report = Report(repo.name)
     path = git.bare_path(root, repo.name)
+    if repo.forge:  # the forge's branch is the truth: an intent is finished only if the forge moved
+        await asyncio.to_thread(mirror.sync_target, path, mirror.remote_for(repo.forge_git_url or "",
+                                                                             repo.forge_token_env),
+                                repo.target_branch)
 
     def on_main(sha: str) -> bool:
         bare = git.open_repo(path)

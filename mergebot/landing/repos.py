@@ -3,15 +3,48 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 from pathlib import Path
 
 from mergebot.errors import Conflict, Invalid
+from mergebot.forge import mirror
 from mergebot.git import repo as git
 from mergebot.landing.store import LandingStore, Repo
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+FORGE_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9._-]{1,100}$")
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
+SECRET_ENV = "MERGEBOT_WEBHOOK_SECRET"  # the name of the variable, not a secret
+
+
+def forge_settings(forge: str, forge_repo: str, *, url: str | None = None, api_url: str | None = None,
+                   git_url: str | None = None, secret_env: str = SECRET_ENV,
+                   token_env: str | None = None) -> dict[str, str]:
+    """The forge columns of a repository, with each forge's defaults, checked; the named variables must be set."""
+    if forge not in ("github", "gitea", "forgejo"):
+        raise Invalid(f"unknown forge {forge!r}", field="forge")
+    if not FORGE_REPO.match(forge_repo) or forge_repo.endswith(".git"):
+        raise Invalid("the forge repository is OWNER/NAME", field="forge_repo")
+    if forge == "github":
+        web = (url or "https://github.com").rstrip("/")
+        api = api_url or ("https://api.github.com" if web == "https://github.com" else f"{web}/api/v3")
+    else:
+        if not url:
+            raise Invalid(f"a {forge} repository needs the server's URL", field="url")
+        web = url.rstrip("/")
+        api = api_url or web
+    token_env = token_env or ("GITHUB_TOKEN" if forge == "github" else "GITEA_TOKEN")
+    for env in (secret_env, token_env):
+        if not ENV_NAME.match(env):
+            raise Invalid(f"{env!r} is not an environment variable name", field="env")
+        if not os.environ.get(env):
+            raise Invalid(f"set the environment variable {env} first (the server reads it; it is never stored)",
+                          field="env")
+    return {"forge": forge, "forge_repo": forge_repo, "forge_api_url": api,
+            "forge_git_url": git_url or f"{web}/{forge_repo}.git", "webhook_secret_env": secret_env,
+            "forge_token_env": token_env}
 
 
 def repos_root(data_dir: Path) -> Path:
@@ -20,15 +53,24 @@ def repos_root(data_dir: Path) -> Path:
 
 async def add_repo(store: LandingStore, root: Path, *, name: str, source: str | None, verifier_command: str,
                    target_branch: str = "main", verifier_timeout_s: int = 600, protected_paths: list[str] | None = None,
-                   max_push_bytes: int = 100 << 20, max_file_bytes: int = 10 << 20) -> Repo:
-    """Create (or import from ``source``, a path or URL) the bare repository and record its configuration."""
+                   max_push_bytes: int = 100 << 20, max_file_bytes: int = 10 << 20,
+                   forge: dict[str, str] | None = None) -> Repo:
+    """Create (or import from ``source``, a path or URL) the bare repository and record its configuration.
+
+    With ``forge`` (see ``forge_settings``) the repository is a mirror of the forge's, cloned from it.
+    """
     if not NAME.match(name):
         raise Invalid("a repository name is letters, digits, '-' and '_' (at most 64)", field="name")
     path = git.bare_path(root, name)
     if path.exists():
         raise Conflict(f"repository {name!r} already exists at {path}", field="name")
+    extra_env: dict[str, str] = {}
+    if forge:
+        remote = mirror.remote_for(forge["forge_git_url"], forge["forge_token_env"])
+        source, extra_env = remote.url, remote.env()
     try:
-        bare = await asyncio.to_thread(git.create_bare, path, source=source, branch=target_branch)
+        bare = await asyncio.to_thread(git.create_bare, path, source=source, branch=target_branch,
+                                       extra_env=extra_env)
     except (RuntimeError, ValueError) as e:
         raise Invalid(str(e), field="source") from e
     head = git.head_of(bare, f"refs/heads/{target_branch}")
@@ -36,7 +78,8 @@ async def add_repo(store: LandingStore, root: Path, *, name: str, source: str | 
     try:
         return await store.create_repo(name=name, target_branch=target_branch, verifier_command=verifier_command,
                                        verifier_timeout_s=verifier_timeout_s, protected_paths=protected_paths or [],
-                                       max_push_bytes=max_push_bytes, max_file_bytes=max_file_bytes, root_sha=head)
+                                       max_push_bytes=max_push_bytes, max_file_bytes=max_file_bytes, root_sha=head,
+                                       forge=forge)
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise

@@ -33,6 +33,12 @@ class Repo(_FromRow):
     paused_reason: str | None = None
     red_since: str | None = None  # main's head when its check failed; None while main is green
     created_at: datetime | None = None
+    forge: str | None = None  # "github", "gitea" or "forgejo" for a forge repository; None when hosted here
+    forge_repo: str | None = None  # "owner/name" on the forge
+    forge_api_url: str | None = None
+    forge_git_url: str | None = None
+    webhook_secret_env: str | None = None  # names of environment variables, never the secrets themselves
+    forge_token_env: str | None = None
 
     @property
     def target_ref(self) -> str:
@@ -77,11 +83,15 @@ class LandingStore(Store):
 
     async def create_repo(self, *, name: str, target_branch: str, verifier_command: str, verifier_timeout_s: int,
                           protected_paths: list[str], max_push_bytes: int, max_file_bytes: int,
-                          root_sha: str) -> Repo:
+                          root_sha: str, forge: dict[str, str] | None = None) -> Repo:
+        f = forge or {}
         row = await self._one("repo_create", name=name, target_branch=target_branch,
                               verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
                               protected_paths=protected_paths, max_push_bytes=max_push_bytes,
-                              max_file_bytes=max_file_bytes, root_sha=root_sha)
+                              max_file_bytes=max_file_bytes, root_sha=root_sha, forge=f.get("forge"),
+                              forge_repo=f.get("forge_repo"), forge_api_url=f.get("forge_api_url"),
+                              forge_git_url=f.get("forge_git_url"), webhook_secret_env=f.get("webhook_secret_env"),
+                              forge_token_env=f.get("forge_token_env"))
         assert row is not None
         await self.log_event(actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)

@@ -30,6 +30,16 @@ async def candidates(agent: Reader, request: Request, repo: str | None = None, s
     return {"candidates": await _store(request).candidates(repo=repo, subtask_id=subtask, limit=limit)}
 
 
+@router.get("/candidates/{cand_id}", summary="One candidate: its status, reason and verifier evidence")
+async def candidate(cand_id: int, agent: Reader, request: Request) -> dict[str, Any]:
+    return asdict(await _store(request).get_candidate(cand_id))
+
+
+@router.get("/webhook-deliveries", summary="Forge webhook deliveries, newest first (admin)")
+async def deliveries(agent: Admin, request: Request, limit: Limit = 100) -> dict[str, Any]:
+    return {"deliveries": [asdict(d) for d in await request.app.state.forge_store.deliveries(limit)]}
+
+
 @router.get("/findings", summary="What the reconciler found that does not add up")
 async def findings(agent: Reader, request: Request, repo: str | None = None, limit: Limit = 100) -> dict[str, Any]:
     return {"findings": await _store(request).findings(repo=repo, limit=limit)}

@@ -1,0 +1,49 @@
+"""Forge webhooks in: ``POST /webhooks/github`` and ``POST /webhooks/gitea`` (Gitea and Forgejo).
+
+No bearer token: a delivery is authenticated by its HMAC signature (``mergebot.forge.webhooks``). The body is
+read here with its own limit (25 MiB, GitHub's maximum payload), counted while streaming: an oversized delivery
+is refused with 413 before it is all read, and nothing is recorded.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from mergebot.forge.sansio import MAX_BODY_BYTES
+from mergebot.forge.webhooks import WebhookHandler
+
+router = APIRouter(prefix="/webhooks", tags=["webhooks"])
+
+
+async def _body(request: Request) -> bytes | None:
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _deliver(request: Request, endpoint: str) -> JSONResponse:
+    body = await _body(request)
+    if body is None:
+        return JSONResponse({"error": f"the body is over {MAX_BODY_BYTES} bytes"}, status_code=413)
+    headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in request.scope["headers"]]
+    handler: WebhookHandler = request.app.state.webhooks
+    answer = await handler.handle(endpoint, headers, body)
+    return JSONResponse(answer.body, status_code=answer.status)
+
+
+@router.post("/github", summary="GitHub webhook deliveries (push, pull_request, ping), signed")
+async def github(request: Request) -> JSONResponse:
+    return await _deliver(request, "github")
+
+
+@router.post("/gitea", summary="Gitea and Forgejo webhook deliveries (push, pull_request, delete), signed")
+async def gitea(request: Request) -> JSONResponse:
+    return await _deliver(request, "gitea")

@@ -1,0 +1,103 @@
+"""The local mirror of a forge repository: fetch what webhooks announce, follow the forge's target branch, and
+push a verified merge back with an expected-old-value guard.
+
+The forge is the truth for its target branch: before each candidate and at every reconcile the mirror's
+target ref is set to the forge's. Landing pushes ``merged:refs/heads/<target>`` with
+``--force-with-lease=<target>:<old>``: the forge moves only if its branch is still exactly the base that was
+verified, never a blind force push.
+
+Credentials go to git through ``GIT_CONFIG_*`` environment variables (an ``http.extraHeader``), so a token
+never appears in a process's arguments, a URL or a log line. Every ref and sha is an argument, never shell text.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from mergebot.errors import MergebotError
+from mergebot.git import repo as git
+
+INCOMING = "refs/mergebot/incoming/"
+
+
+@dataclass(frozen=True)
+class Remote:
+    url: str
+    token: str | None = None
+
+    def env(self) -> dict[str, str]:
+        if not self.token or not self.url.startswith(("http://", "https://")):
+            return {}
+        basic = base64.b64encode(f"x-access-token:{self.token}".encode()).decode()
+        return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"}
+
+
+def remote_for(git_url: str, token_env: str | None) -> Remote:
+    return Remote(git_url, os.environ.get(token_env) if token_env else None)
+
+
+def fetch_commit(path: Path, remote: Remote, sha: str, ref: str) -> None:
+    """Bring ``sha`` into the mirror (by id; by ``ref`` if the forge will not serve ids), under a private ref."""
+    target = f"{INCOMING}{sha}"
+    try:
+        git.run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", remote.url,
+                     f"+{sha}:{target}"], cwd=path, extra_env=remote.env(), timeout=600)
+    except RuntimeError:
+        git.run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", remote.url,
+                     f"+{ref}:{target}"], cwd=path, extra_env=remote.env(), timeout=600)
+    repo = git.open_repo(path)
+    got = git.head_of(repo, target)
+    if got != sha:
+        drop_incoming(path, sha)
+        raise MergebotError(f"the forge no longer has {sha[:12]} (its {ref} is at {got and got[:12]})")
+
+
+def drop_incoming(path: Path, sha: str) -> None:
+    repo = git.open_repo(path)
+    ref = f"{INCOMING}{sha}"
+    if ref in repo.references:
+        repo.references.delete(ref)
+
+
+def set_branch(path: Path, ref: str, sha: str, message: str) -> None:
+    """Point a subtask branch of the mirror at an accepted commit (only the bot writes the mirror's refs)."""
+    repo = git.open_repo(path)
+    repo.create_reference(ref, sha, force=True, message=message)
+
+
+def forge_head(path: Path, remote: Remote, branch: str) -> str:
+    """The forge's current tip of ``branch`` (ls-remote: one round trip, no objects)."""
+    out = git.run_git(["ls-remote", "--", remote.url, f"refs/heads/{branch}"], cwd=path, extra_env=remote.env(),
+                      timeout=120)
+    for line in out.splitlines():
+        sha, _, name = line.partition("\t")
+        if name == f"refs/heads/{branch}":
+            return sha
+    raise MergebotError(f"the forge has no branch {branch!r}")
+
+
+def sync_target(path: Path, remote: Remote, branch: str) -> str:
+    """Make the mirror's target branch what the forge's is, fetching its objects; returns that sha."""
+    ref = f"refs/heads/{branch}"
+    git.run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", remote.url, f"+{ref}:{ref}"],
+                cwd=path, extra_env=remote.env(), timeout=600)
+    head = git.head_of(git.open_repo(path), ref)
+    assert head is not None
+    return head
+
+
+def push_lease(path: Path, remote: Remote, branch: str, old: str, new: str) -> bool:
+    """Move the forge's ``branch`` from ``old`` to ``new``; False when the forge's branch is not at ``old``."""
+    ref = f"refs/heads/{branch}"
+    try:
+        git.run_git(["push", "--quiet", "--porcelain", f"--force-with-lease={ref}:{old}", "--", remote.url,
+                     f"{new}:{ref}"], cwd=path, extra_env=remote.env(), timeout=600)
+    except RuntimeError as e:
+        if "stale info" in str(e) or "rejected" in str(e) or "fetch first" in str(e):
+            return False
+        raise MergebotError(f"pushing to the forge failed: {e}") from e
+    return True

@@ -1,0 +1,116 @@
+"""The forge records: login links, webhook deliveries (deduplicated by delivery id) and the status outbox.
+
+``ForgeStore`` shares the subtask store's plumbing (pool, named queries, error translation). Candidate status
+changes reach the outbox through a trigger (``candidates_forge_status``), so no landing path can forget to
+report; the webhook handler adds the refusals that never became candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from mergebot.landing.store import Repo
+from mergebot.models import Agent, _FromRow
+from mergebot.store import Store
+
+GITHUB_FAMILY = ("github",)
+GITEA_FAMILY = ("gitea", "forgejo")
+
+
+@dataclass
+class StatusRow(_FromRow):
+    id: int
+    repo: str
+    sha: str
+    state: str
+    description: str
+    candidate_id: int | None = None
+    attempts: int = 0
+    sent_at: datetime | None = None
+    given_up_at: datetime | None = None
+    last_error: str | None = None
+
+
+@dataclass
+class DeliveryRow(_FromRow):
+    forge: str
+    delivery_id: str
+    event: str
+    body_sha256: str
+    status: str
+    http_status: int | None = None
+    outcome: str | None = None
+    repo: str | None = None
+    attempts: int = 1
+
+
+class ForgeStore(Store):
+    async def forge_repos(self, forges: tuple[str, ...]) -> list[Repo]:
+        return [Repo.from_row(r) for r in await self._all("forge_repos", forges=list(forges))]
+
+    # -- identity ----------------------------------------------------------------------------------------
+
+    async def link(self, *, forge: str, login: str, agent_id: int) -> dict[str, Any]:
+        row = await self._one("forge_link", forge=forge, login=login, agent_id=agent_id)
+        assert row is not None
+        await self.log_event(actor_id=None, kind="forge_link", detail={"forge": forge, "login": login.lower(),
+                                                                        "agent_id": agent_id})
+        return row
+
+    async def unlink(self, *, forge: str, login: str) -> bool:
+        return await self._one("forge_unlink", forge=forge, login=login) is not None
+
+    async def links(self) -> list[dict[str, Any]]:
+        return await self._all("forge_links")
+
+    async def agent_for(self, *, forge: str, login: str) -> Agent | None:
+        row = await self._one("forge_agent", forge=forge, login=login)
+        return Agent.from_row(row) if row else None
+
+    # -- deliveries --------------------------------------------------------------------------------------
+
+    async def begin_delivery(self, *, forge: str, delivery_id: str, event: str, body_sha256: str,
+                             stale_s: float = 300.0) -> tuple[str, DeliveryRow]:
+        """("new" | "retry" | "done" | "in_progress" | "mismatch", the row) for a delivery that just arrived."""
+        key = {"forge": forge, "delivery_id": delivery_id}
+        row = await self._one("delivery_insert", **key, event=event, body_sha256=body_sha256)
+        if row is not None:
+            return "new", DeliveryRow.from_row(row)
+        row = await self._one("delivery_retake", **key, body_sha256=body_sha256, stale_s=stale_s)
+        if row is not None:
+            return "retry", DeliveryRow.from_row(row)
+        row = await self._one("delivery_get", **key)
+        assert row is not None  # inserted by someone else (we conflicted) and never deleted
+        have = DeliveryRow.from_row(row)
+        if have.body_sha256 != body_sha256:
+            return "mismatch", have
+        return ("done" if have.status == "done" else "in_progress"), have
+
+    async def finish_delivery(self, *, forge: str, delivery_id: str, ok: bool, http_status: int, outcome: str,
+                              repo: str | None) -> None:
+        await self._all("delivery_finish", forge=forge, delivery_id=delivery_id, status="done" if ok else "failed",
+                        http_status=http_status, outcome=outcome[:2000], repo=repo)
+
+    async def deliveries(self, limit: int = 100) -> list[DeliveryRow]:
+        return [DeliveryRow.from_row(r) for r in await self._all("delivery_list", limit=limit)]
+
+    # -- the status outbox -------------------------------------------------------------------------------
+
+    async def queue_status(self, *, repo: str, sha: str, state: str, description: str) -> StatusRow:
+        row = await self._one("forge_status_insert", repo=repo, sha=sha, state=state, description=description[:2000])
+        assert row is not None
+        return StatusRow.from_row(row)
+
+    async def take_statuses(self, limit: int = 20) -> list[StatusRow]:
+        return [StatusRow.from_row(r) for r in await self._all("forge_status_take", limit=limit)]
+
+    async def status_sent(self, status_id: int) -> None:
+        await self._all("forge_status_sent", id=status_id)
+
+    async def status_failed(self, status_id: int, *, error: str, delay_s: float, give_up: bool) -> None:
+        await self._all("forge_status_failed", id=status_id, error=error[:2000], delay_s=delay_s, give_up=give_up)
+
+    async def outbox(self, *, repo: str, sha: str | None = None) -> list[StatusRow]:
+        return [StatusRow.from_row(r) for r in await self._all("forge_status_list", repo=repo, sha=sha)]

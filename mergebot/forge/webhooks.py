@@ -1,0 +1,154 @@
+"""Where a forge push is judged: a signed webhook becomes a candidate, exactly as a push to our own remote does.
+
+Steps for one delivery (the pure parsing is ``mergebot.forge.sansio``; this module does the I/O):
+  1. verify the signature against the webhook secrets of the forge repositories we manage (401, nothing
+     recorded), parse the JSON strictly (400);
+  2. record the delivery by id: a processed one is answered again without effect, a failed one is processed
+     again, the same id with another body is refused (409) and logged;
+  3. map the event: pings, tags, deletions, closed pull requests and other repositories are acknowledged and
+     ignored; the sender's login must be linked to an agent (else a failure status says so);
+  4. fetch the announced commit into the local mirror, judge it with the same rules as a push to our remote
+     (``landing.prereceive.judge_push``), and either queue it as a candidate or post a failure status with
+     the reason.
+A failure of our own (the forge unreachable, the database down) answers 5xx and marks the delivery failed,
+so the forge's redelivery processes it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mergebot.errors import ClaimSuperseded
+from mergebot.forge import mirror
+from mergebot.forge.sansio import Delivery, ForgeEvent, WebhookError, parse_delivery, to_event
+from mergebot.forge.store import GITEA_FAMILY, GITHUB_FAMILY, ForgeStore
+from mergebot.git import repo as git
+from mergebot.landing.checks import RefUpdate, parse_subtask_ref
+from mergebot.landing.prereceive import accept_push, judge_push
+from mergebot.landing.store import LandingStore, Repo
+
+log = logging.getLogger(__name__)
+ZERO = "0" * 40
+
+
+@dataclass
+class Answer:
+    status: int
+    body: dict[str, object]
+
+
+def _secret(repo: Repo) -> bytes | None:
+    value = os.environ.get(repo.webhook_secret_env or "")
+    return value.encode() if value else None
+
+
+class WebhookHandler:
+    def __init__(self, forge_store: ForgeStore, landing: LandingStore, repos_root: Path,
+                 poke: Callable[[], None] = lambda: None) -> None:
+        self.forge_store = forge_store
+        self.landing = landing
+        self.root = repos_root
+        self.poke = poke
+
+    async def handle(self, endpoint: str, headers: Sequence[tuple[str, str]], body: bytes) -> Answer:
+        family = GITHUB_FAMILY if endpoint == "github" else GITEA_FAMILY
+        repos = [r for r in await self.forge_store.forge_repos(family) if _secret(r)]
+        secrets = [s for r in repos if (s := _secret(r))]
+        try:
+            delivery = parse_delivery(headers, body, secrets)
+        except WebhookError as e:
+            return Answer(e.status, {"error": e.message})
+        if delivery.forge not in family:
+            return Answer(400, {"error": f"this is a {delivery.forge} delivery; send it to /webhooks/{delivery.forge}"})
+        digest = delivery.body_sha256
+        state, row = await self.forge_store.begin_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
+                                                           event=delivery.event, body_sha256=digest)
+        if state == "mismatch":
+            await self.forge_store.log_event(actor_id=None, kind="webhook_refused", detail={
+                "forge": delivery.forge, "delivery": delivery.delivery_id, "why": "same delivery id, different body",
+                "sha256": digest, "recorded_sha256": row.body_sha256})
+            log.warning("refused %s delivery %s: same id, different body", delivery.forge, delivery.delivery_id)
+            return Answer(409, {"error": "this delivery id was already received with a different body"})
+        if state == "done":
+            return Answer(200, {"duplicate": True, "outcome": row.outcome})
+        if state == "in_progress":
+            return Answer(202, {"duplicate": True, "outcome": "being processed"})
+        signer = secrets[delivery.secret_index]
+        try:
+            status, outcome, repo_name = await self._process(delivery, [r for r in repos if _secret(r) == signer])
+        except WebhookError as e:
+            status, outcome, repo_name = e.status, e.message, None
+        except Exception as e:
+            log.exception("webhook delivery %s failed", delivery.delivery_id)
+            await self.forge_store.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id, ok=False,
+                                                   http_status=502, outcome=f"failed: {e}", repo=None)
+            return Answer(502, {"error": f"could not process the delivery now ({type(e).__name__}); redeliver it"})
+        await self.forge_store.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
+                                               ok=status < 400, http_status=status, outcome=outcome, repo=repo_name)
+        return Answer(status, {"outcome": outcome} if status < 400 else {"error": outcome})
+
+    async def _process(self, delivery: Delivery, signed_by: list[Repo]) -> tuple[int, str, str | None]:
+        event = to_event(delivery)
+        if event.event == "ping":
+            return 200, "pong", None
+        repo = next((r for r in signed_by if r.forge_repo and event.repository
+                     and r.forge_repo.lower() == event.repository.lower()), None)
+        if repo is None:
+            return 202, f"ignored: {event.repository!r} is not a repository this secret belongs to", None
+        if not event.candidate:
+            return 202, f"ignored: {_why_not(event)}", repo.name
+        assert event.ref is not None and event.head_sha is not None
+        if event.base_ref is not None and event.base_ref != repo.target_ref:
+            return 202, f"ignored: the pull request is into {event.base_ref}, not {repo.target_ref}", repo.name
+        parsed = parse_subtask_ref(event.ref)
+        if parsed is None:
+            return 202, f"ignored: {event.ref} is not a subtask branch (refs/heads/subtasks/<id>/v<version>)", repo.name
+        sha = event.head_sha
+        agent = await self.forge_store.agent_for(forge=delivery.forge, login=event.sender or "")
+        if agent is None:
+            why = (f"{event.sender!r} is not linked to a Mergebot agent, so nothing of this push lands. "
+                   f"An admin links it with `mergebot agent link NAME --{delivery.forge} {event.sender}`.")
+            await self.forge_store.log_event(actor_id=None, kind="push_ignored", subtask_id=None, detail={
+                "repo": repo.name, "ref": event.ref, "sha": sha, "sender": event.sender, "why": "unmapped sender"})
+            await self.forge_store.queue_status(repo=repo.name, sha=sha, state="failure", description=why)
+            return 202, why, repo.name
+        if await self.landing.candidate_exists(subtask_id=parsed[0], claim_version=parsed[1], sha=sha):
+            return 202, f"already queued: {sha[:12]}", repo.name  # the push and its pull request announce one sha
+        path = git.bare_path(self.root, repo.name)
+        remote = mirror.remote_for(repo.forge_git_url or "", repo.forge_token_env)
+        await asyncio.to_thread(mirror.fetch_commit, path, remote, sha, event.ref)
+        try:
+            old = await asyncio.to_thread(lambda: git.head_of(git.open_repo(path), event.ref or "")) or ZERO
+            update = RefUpdate(old, sha, event.ref)
+            verdict = await judge_push(self.landing, repo, path, agent, None, [update])
+            if not verdict.ok:
+                await self.forge_store.queue_status(repo=repo.name, sha=sha, state="failure",
+                                                    description=verdict.message)
+                return 202, f"refused: {verdict.message}", repo.name
+            await asyncio.to_thread(mirror.set_branch, path, event.ref, sha,
+                                    f"mergebot: {delivery.forge} delivery {delivery.delivery_id}")
+            try:
+                cands = await accept_push(self.landing, repo, agent, [update])
+            except ClaimSuperseded as e:  # reclaimed between the judgement and now
+                await self.forge_store.queue_status(repo=repo.name, sha=sha, state="failure", description=e.message)
+                return 202, f"refused: {e.message}", repo.name
+        finally:
+            await asyncio.to_thread(mirror.drop_incoming, path, sha)
+        self.poke()
+        return 202, f"queued as candidate {cands[0].id}", repo.name
+
+
+def _why_not(event: ForgeEvent) -> str:
+    if event.is_tag:
+        return "tags are not candidates"
+    if event.deleted or event.event == "delete":
+        return "a deletion is not a candidate"
+    if event.event == "pull_request":
+        return f"pull request action {event.action!r}"
+    return f"{event.event} events are not candidates"
+
