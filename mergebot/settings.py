@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     # Agent-driven queries: bounded in time and size (the seeds' gateway limited SQL to 5 s).
     # Verifier workers inside `mergebot serve` (more run anywhere with `mergebot verifier worker`).
     verifier_workers: int = Field(default=2, ge=0)
+    # Speculative landing: test up to this many queued candidates at once, each on top of the ones ahead
+    # (1 is the serial queue). Useful up to the number of verifier workers.
+    speculation_window: int = Field(default=1, ge=1, le=64)
     verifier_sandbox: str = Field(default="auto", pattern="^(auto|bwrap|none)$")
     job_lease_seconds: float = Field(default=30.0, gt=0)
 

@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import signal
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ import psycopg
 from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.forge import mirror
 from mergebot.git import repo as git
+from mergebot.landing import planner
 from mergebot.landing.reconcile import Report, reconcile_repo
 from mergebot.landing.store import Candidate, Repo
 from mergebot.models import Handle
@@ -46,6 +48,26 @@ from verifier.runner import Result
 
 log = logging.getLogger(__name__)
 QUEUE_LOCK_CLASS = 7243502
+
+
+@dataclass
+class Speculation:
+    """One slot of the window: a candidate merged onto ``base`` (main, or the slot ahead's merge)."""
+    cand: Candidate
+    base: str
+    merge: git.Merge
+    job_id: int
+    result: Result | None = None
+    valid: bool = True
+
+    def plan(self) -> planner.Slot:
+        return planner.Slot(self.cand.id, self.result.outcome if self.result else None, self.valid)
+
+
+@dataclass
+class Window:
+    width: int
+    slots: list[Speculation] = field(default_factory=list)
 
 
 def _remote(repo: Repo) -> mirror.Remote:
@@ -60,8 +82,10 @@ def crash_point(name: str) -> None:
 
 class LandingQueue:
     def __init__(self, store: JobStore, repos_root: Path, *, poll_seconds: float = 1.0,
-                 verify_timeout_slack: float = 600.0) -> None:
+                 verify_timeout_slack: float = 600.0, speculation: int = 1) -> None:
         self.store = store
+        self.speculation = speculation  # the widest window; 1 is the serial queue
+        self._windows: dict[str, Window] = {}
         self.slack = verify_timeout_slack
         self._post_land: set[asyncio.Task[None]] = set()
         self.on_job: list[asyncio.Event] = []  # in-process workers' wake-up calls
@@ -113,6 +137,8 @@ class LandingQueue:
                 reports = []
                 for repo in led:
                     if repo.name not in self._reconciled:
+                        if repo.name in self._windows:  # the reconciler requeues what is mid-verification
+                            await self._cut(self._windows.pop(repo.name), 0, "reconciling; verifying again")
                         reports.append(await reconcile_repo(self.store, self.root, repo))
                         self._reconciled.add(repo.name)
                         await self._resume_post_land(repo)
@@ -120,7 +146,11 @@ class LandingQueue:
                     if not fut.done():
                         fut.set_result(reports)
                 for repo in led:
-                    if not repo.paused and await self.process_next(repo) is not None:
+                    if repo.paused:
+                        continue
+                    if self.speculation > 1:
+                        busy = await self.process_window(repo) or busy
+                    elif await self.process_next(repo) is not None:
                         busy = True
             except (MergebotError, psycopg.Error) as e:
                 log.warning("queue pass failed, will retry: %s", e)
@@ -128,6 +158,7 @@ class LandingQueue:
                     if self._lock_conn is not None:
                         await self._lock_conn.close()
                 self._lock_conn = None
+                self._windows.clear()  # leadership is taken again with a reconcile, which requeues their candidates
                 await asyncio.sleep(self.poll)
                 continue
             if not busy:
@@ -161,6 +192,108 @@ class LandingQueue:
         await self.land(repo, cand, path, main, merge, *verdict)
         return cand
 
+    # -- speculation (mergebot.landing.planner decides; this does the I/O) -------------------------------
+
+    async def process_window(self, repo: Repo) -> bool:
+        """One step of speculative landing for ``repo``: fill the window, then land, judge or cut. True when
+        something happened (the caller comes straight back)."""
+        window = self._windows.setdefault(repo.name, Window(width=self.speculation))
+        if repo.red_since:  # while main is red only a fix lands, one at a time, judged against main itself
+            if window.slots:
+                await self._cut(window, 0, f"{repo.target_branch} is red; verifying against it alone")
+            return await self.process_next(repo) is not None
+        path = git.bare_path(self.root, repo.name)
+        if repo.forge:
+            main = await asyncio.to_thread(mirror.sync_target, path, _remote(repo), repo.target_branch)
+        else:
+            main = await asyncio.to_thread(self._main_head, path, repo.target_ref)
+        if window.slots and window.slots[0].base != main:  # main moved under the speculation
+            await self._cut(window, 0, f"{repo.target_branch} moved under the speculation; verifying again")
+        await self._fill(repo, window, path, main)
+        if not window.slots:
+            return False
+        head = window.slots[0]
+        if head.result is None:  # wait for the head's run; the others keep running meanwhile
+            head.result = await self._tree_checked(await self.result_of(repo, head.merge.sha or "", head.job_id),
+                                                   head.merge)
+        await self._collect(repo, window)
+        decision = planner.decide([s.plan() for s in window.slots])
+        if decision.action == "cut":
+            await self._cut(window, decision.index, "a candidate ahead of it failed or was withdrawn; re-planned")
+            return True
+        if decision.action == "wait":
+            return True
+        window.slots.pop(0)
+        if decision.action == "land":
+            assert head.result is not None
+            await self.land(repo, head.cand, path, main, head.merge, head.result, {})
+            landed = (await self.store.get_candidate(head.cand.id)).status == "landed"
+            window.width = planner.next_width(window.width, passed=landed, ceiling=self.speculation)
+            if not landed:  # superseded at the fence, or main moved: everything behind was built on it
+                await self._cut(window, 0, "the candidate ahead of it did not land; re-planned")
+            return True
+        # the head failed: everything behind it was built on it; judge it alone, on this same commit
+        await self._cut(window, 0, "a candidate ahead of it failed; re-planned")
+        window.width = planner.next_width(window.width, passed=False, ceiling=self.speculation)
+        verdict = await self.verify(repo, head.cand, path, head.merge, main, first=head.result)
+        if verdict is not None:
+            crash_point("after_verify")
+            await self.land(repo, head.cand, path, main, head.merge, *verdict)
+        return True
+
+    async def _fill(self, repo: Repo, window: Window, path: Path, main: str) -> None:
+        while len(window.slots) < window.width:
+            cand = await self.take(repo)
+            if cand is None:
+                return
+            base = window.slots[-1].merge.sha if window.slots else main
+            assert base is not None
+            merge = await self._merge_onto(cand, path, base)
+            if merge.kind in ("conflict", "up-to-date") and window.slots:
+                # It does not apply on top of the candidates ahead: plan it after them, not against a state
+                # that cannot land (it is judged against main itself once they are through).
+                await self.store.finish_candidate(cand.id, "queued", "waits for the candidates ahead of it")
+                return
+            if merge.kind == "conflict":
+                await self._reject_conflict(repo, cand, merge, main)
+                continue
+            if merge.kind == "up-to-date":
+                await self.reject(cand, f"nothing to land: {cand.sha[:12]} is already on {repo.target_branch}.",
+                                  base_sha=main)
+                continue
+            assert merge.sha is not None
+            job_id = await self.start_check(repo, merge.sha, "candidate", candidate_id=cand.id)
+            window.slots.append(Speculation(cand, base, merge, job_id))
+
+    async def _collect(self, repo: Repo, window: Window) -> None:
+        """Results that are already in for the slots behind the head, and whether each is still wanted."""
+        for slot in window.slots:
+            if slot.result is None:
+                job = await self.store.get_job(slot.job_id)
+                if job.status == "done" and job.result:
+                    slot.result = await self._tree_checked(result_from_json(job.result), slot.merge)
+                elif job.status == "cancelled":
+                    slot.valid = False
+            if slot.valid:
+                slot.valid, _ = await self.store.candidate_fence(slot.cand)
+
+    @staticmethod
+    async def _tree_checked(result: Result, merge: git.Merge) -> Result:
+        if result.tree_sha and result.tree_sha != merge.tree:
+            result.outcome = "error"
+        return result
+
+    async def _cut(self, window: Window, index: int, reason: str) -> None:
+        """Cancel the runs of slots ``index`` and after and put their candidates back in the queue."""
+        cut, window.slots = window.slots[index:], window.slots[:index]
+        for slot in cut:
+            await self.store.cancel_jobs_for(slot.cand.id)
+            ok, why = await self.store.candidate_fence(slot.cand)
+            if ok:
+                await self.store.finish_candidate(slot.cand.id, "queued", reason)
+            else:
+                await self.store.finish_candidate(slot.cand.id, "superseded", why)
+
     async def take(self, repo: Repo) -> Candidate | None:
         while True:
             cand = await self.store.next_candidate(repo.name)
@@ -178,15 +311,21 @@ class LandingQueue:
             raise MergebotError(f"{path} has no {target_ref}")
         return head
 
-    async def merge(self, repo: Repo, cand: Candidate, path: Path, main: str) -> git.Merge | None:
+    async def _merge_onto(self, cand: Candidate, path: Path, base: str) -> git.Merge:
         title = (await self.store.get_subtask(cand.subtask_id)).title
         message = (f"Land subtask {cand.subtask_id} v{cand.claim_version}: {title}\n\n"
                    f"Candidate: {cand.sha}\nMergebot-Candidate: {cand.id}\n")
-        merge = await asyncio.to_thread(lambda: git.merge_onto(git.open_repo(path), main, cand.sha, message))
+        return await asyncio.to_thread(lambda: git.merge_onto(git.open_repo(path), base, cand.sha, message))
+
+    async def _reject_conflict(self, repo: Repo, cand: Candidate, merge: git.Merge, main: str) -> None:
+        shown = ", ".join(merge.conflicts[:10]) + (" ..." if len(merge.conflicts) > 10 else "")
+        await self.reject(cand, f"conflicts with {repo.target_branch} in: {shown}. Fetch {repo.target_branch}, "
+                          "merge or rebase onto it, resolve, and push again.", base_sha=main)
+
+    async def merge(self, repo: Repo, cand: Candidate, path: Path, main: str) -> git.Merge | None:
+        merge = await self._merge_onto(cand, path, main)
         if merge.kind == "conflict":
-            shown = ", ".join(merge.conflicts[:10]) + (" ..." if len(merge.conflicts) > 10 else "")
-            await self.reject(cand, f"conflicts with {repo.target_branch} in: {shown}. Fetch {repo.target_branch}, "
-                              "merge or rebase onto it, resolve, and push again.", base_sha=main)
+            await self._reject_conflict(repo, cand, merge, main)
             return None
         if merge.kind == "up-to-date":
             await self.reject(cand, f"nothing to land: {cand.sha[:12]} is already on {repo.target_branch}.",
@@ -197,23 +336,32 @@ class LandingQueue:
     async def check(self, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
                     landed_id: int | None = None) -> Result:
         """Run the repository's check on ``sha`` through a verify job and wait for a worker's result."""
+        job_id = await self.start_check(repo, sha, purpose, candidate_id=candidate_id, landed_id=landed_id)
+        return await self.result_of(repo, sha, job_id)
+
+    async def start_check(self, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
+                          landed_id: int | None = None) -> int:
         job = await self.store.enqueue_job(repo=repo.name, commit_sha=sha, command=repo.verifier_command,
                                            timeout_s=repo.verifier_timeout_s, purpose=purpose,
                                            candidate_id=candidate_id, landed_id=landed_id)
         for wake in self.on_job:
             wake.set()
-        done = await self.store.wait_job(job.id, timeout=repo.verifier_timeout_s * 3 + self.slack)
+        return job.id
+
+    async def result_of(self, repo: Repo, sha: str, job_id: int) -> Result:
+        done = await self.store.wait_job(job_id, timeout=repo.verifier_timeout_s * 3 + self.slack)
         if done.status != "done" or not done.result:
             return Result(sha, "", repo.verifier_command, "error", None, 0,
-                          f"verify job {job.id} did not finish ({done.status})", "", 0, "", "none")
+                          f"verify job {job_id} did not finish ({done.status})", "", 0, "", "none")
         return result_from_json(done.result)
 
     async def verify(self, repo: Repo, cand: Candidate, path: Path, merge: git.Merge,
-                     main: str) -> tuple[Result, dict[str, Any]] | None:
+                     main: str, first: Result | None = None) -> tuple[Result, dict[str, Any]] | None:
         """The passing result on the merged commit and the evidence of every run it took; None when the
-        candidate was rejected or parked."""
+        candidate was rejected or parked. ``first``: a run already made on this commit (speculation)."""
         assert merge.sha is not None
-        first = await self.check(repo, merge.sha, "candidate", candidate_id=cand.id)
+        if first is None:
+            first = await self.check(repo, merge.sha, "candidate", candidate_id=cand.id)
         if first.tree_sha and first.tree_sha != merge.tree:
             first.outcome = "error"
         if first.passed:
