@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from mergebot.auth import Role
 from mergebot.forge.client import GitHubClient
 from mergebot.forge.store import ForgeStore
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.models import Handle
 from mergebot.verify.jobs import JobStore
 from tests.bot import BotProcess, check_command, commit, git, make_project
 from tests.forge_standin import ForgeStandin, PostedStatus
@@ -385,3 +387,78 @@ async def test_a_crash_after_the_forge_moved_is_finished_by_the_reconciler(forge
     assert f.forge_main() == moved
     assert await f.store.pending_intents("calc") == []
     assert await f.store.findings(repo="calc") == []
+
+
+async def test_late_and_twin_deliveries(forge_fleet: ForgeFleet) -> None:
+    """An older push delivered after a newer one is stale and lands nothing; the push event and the pull
+    request event for one commit, arriving together, queue one candidate and end in one success."""
+    f = forge_fleet
+    sub, _ = await f.store.create_subtask(actor_id=None, title="twice")
+    claim = await f.store.claim(agent_id=f.agents["ann"])
+    assert claim is not None
+    wt = f.clone("ann")
+    ref = f"refs/heads/subtasks/{sub.id}/v1"
+    first = commit(wt, {"t.txt": "first draft\n"})
+    git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
+    second = commit(wt, {"t.txt": "second draft\n"})
+    git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
+    r = f.deliver(ref, ZERO, first, "ann-gh")  # arrives late: the forge's branch is at `second` already
+    assert r.status_code == 202 and "stale delivery" in r.json()["outcome"], r.text
+    assert await f.store.candidates(subtask_id=sub.id) == []
+
+    pr: dict[str, Any] = json.loads((PAYLOADS / "github_pull_request_opened.json").read_bytes())
+    pr["pull_request"]["head"].update(ref=f"subtasks/{sub.id}/v1", sha=second)
+    pr["pull_request"]["base"]["ref"] = "main"
+    pr["pull_request"]["head"]["repo"]["full_name"] = pr["pull_request"]["base"]["repo"]["full_name"] = "acme/calc"
+    pr["repository"]["full_name"] = "acme/calc"
+    pr["sender"]["login"] = "ann-gh"
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda i: f.deliver(ref, first, second, "ann-gh") if i % 2 else
+                                f.deliver(ref, first, second, "ann-gh", body=json.dumps(pr).encode(),
+                                          event="pull_request"), range(4)))
+    assert all(a.status_code == 202 for a in answers), [a.text for a in answers]
+    st = f.wait_status(second, final)
+    assert st[-1].state == "success", st
+    cands = await f.store.candidates(subtask_id=sub.id)
+    assert [c["status"] for c in cands] == ["landed"], cands
+    assert f.forge.statuses(first) == []
+
+
+async def test_signature_variants_and_a_refused_id_are_recorded_as_such(forge_fleet: ForgeFleet) -> None:
+    f = forge_fleet
+    fs = ForgeStore(f.store.pool)
+    body = (PAYLOADS / "github_push_branch_update.json").read_bytes()
+    good = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    url = f"{f.bot.url}/webhooks/github"
+    for sigs in ([good[:-2]], [good.replace("sha256=", "sha1=")], ["sha256=" + "z" * 64], [good.upper()[7:]],
+                 [good, good], []):
+        headers = [("X-GitHub-Event", "push"), ("X-GitHub-Delivery", "sig-test")]
+        headers += [("X-Hub-Signature-256", s) for s in sigs]
+        r = httpx.post(url, content=body, headers=headers)
+        assert r.status_code == 401, (sigs, r.text)
+    assert await fs.deliveries() == []
+    # the same id with another body is refused, and the refusal is in the event log
+    sha = f.forge_main()
+    assert f.deliver("refs/heads/subtasks/1/v1", ZERO, sha, "x", delivery="dup").status_code == 202
+    assert f.deliver("refs/heads/subtasks/1/v1", ZERO, sha, "y", delivery="dup").status_code == 409
+    events = [e for e in await f.store.events(limit=1000) if e["kind"] == "webhook_refused"]
+    assert len(events) == 1 and events[0]["detail"]["delivery"] == "dup"
+
+
+async def test_a_reclaimed_owner_push_is_refused_with_a_failure(forge_fleet: ForgeFleet) -> None:
+    f = forge_fleet
+    sub, _ = await f.store.create_subtask(actor_id=None, title="reclaimed")
+    claim = await f.store.claim(agent_id=f.agents["ann"])
+    assert claim is not None
+    await f.store.release(agent_id=f.agents["ann"], handle=Handle(claim.id, claim.claim_version))
+    again = await f.store.claim(agent_id=f.agents["bob"])
+    assert again is not None and again.claim_version == 2
+    wt = f.clone("ann")
+    sha = commit(wt, {"late.txt": "ann was too slow\n"})
+    ref = f"refs/heads/subtasks/{sub.id}/v1"
+    git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
+    r = f.deliver(ref, ZERO, sha, "ann-gh")
+    assert r.status_code == 202 and "refused" in r.json()["outcome"], r.text
+    st = f.wait_status(sha, final)
+    assert st[-1].state == "failure" and "claim version" in (st[-1].description or ""), st
+    assert await f.store.landed() == [] and (await f.store.get_subtask(sub.id)).owner_id == f.agents["bob"]

@@ -399,6 +399,19 @@ SELECT %(repo)s, s.id, s.claim_version, s.owner_id, %(sha)s, %(ref)s, s.priority
 FROM subtasks s WHERE s.id = %(subtask_id)s
 RETURNING *;
 
+-- name: subtask_push_lock
+-- Serializes the acceptance of pushes for one subtask (a forge's push and pull-request events for one commit
+-- may arrive at the same moment); released at commit.
+SELECT pg_advisory_xact_lock(7243503, hashint8(%(subtask_id)s::bigint));
+
+-- name: candidate_same_push
+-- A live (or landed) candidate for exactly this push; a rejected or superseded one does not count: pushing that
+-- commit again is a new attempt.
+SELECT * FROM candidates
+WHERE subtask_id = %(subtask_id)s AND claim_version = %(claim_version)s AND sha = %(sha)s
+  AND status IN ('queued', 'verifying', 'landing', 'landed', 'parked')
+ORDER BY id DESC LIMIT 1;
+
 -- name: candidate_exists
 SELECT id FROM candidates
 WHERE subtask_id = %(subtask_id)s AND claim_version = %(claim_version)s AND sha = %(sha)s;
@@ -479,8 +492,12 @@ VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(can
 RETURNING *;
 
 -- name: job_claim
+-- Runs that decide a landing go before the checks of what already landed (post-land, manual reruns), so a
+-- speculative window is never kept waiting behind them; oldest first within each.
 WITH pick AS (
-    SELECT id FROM verify_jobs WHERE status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+    SELECT id FROM verify_jobs WHERE status = 'queued'
+    ORDER BY purpose IN ('post_land', 'manual'), id
+    LIMIT 1 FOR UPDATE SKIP LOCKED
 )
 UPDATE verify_jobs j
 SET status = 'running', worker_id = %(worker_id)s, worker_name = %(worker_name)s,
@@ -595,7 +612,7 @@ RETURNING *;
 -- name: delivery_finish
 UPDATE webhook_deliveries
 SET status = %(status)s, http_status = %(http_status)s, outcome = %(outcome)s, repo = %(repo)s, updated_at = now()
-WHERE forge = %(forge)s AND delivery_id = %(delivery_id)s
+WHERE forge = %(forge)s AND delivery_id = %(delivery_id)s AND attempts = %(attempt)s
 RETURNING *;
 
 -- name: delivery_list

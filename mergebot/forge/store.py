@@ -72,8 +72,11 @@ class ForgeStore(Store):
     # -- deliveries --------------------------------------------------------------------------------------
 
     async def begin_delivery(self, *, forge: str, delivery_id: str, event: str, body_sha256: str,
-                             stale_s: float = 300.0) -> tuple[str, DeliveryRow]:
-        """("new" | "retry" | "done" | "in_progress" | "mismatch", the row) for a delivery that just arrived."""
+                             stale_s: float = 900.0) -> tuple[str, DeliveryRow]:
+        """("new" | "retry" | "done" | "in_progress" | "mismatch", the row) for a delivery that just arrived.
+
+        A delivery still "processing" after ``stale_s`` (longer than any fetch may take) is taken again: its
+        processing died with its process."""
         key = {"forge": forge, "delivery_id": delivery_id}
         row = await self._one("delivery_insert", **key, event=event, body_sha256=body_sha256)
         if row is not None:
@@ -88,10 +91,11 @@ class ForgeStore(Store):
             return "mismatch", have
         return ("done" if have.status == "done" else "in_progress"), have
 
-    async def finish_delivery(self, *, forge: str, delivery_id: str, ok: bool, http_status: int, outcome: str,
-                              repo: str | None) -> None:
-        await self._all("delivery_finish", forge=forge, delivery_id=delivery_id, status="done" if ok else "failed",
-                        http_status=http_status, outcome=outcome[:2000], repo=repo)
+    async def finish_delivery(self, *, forge: str, delivery_id: str, attempt: int, ok: bool, http_status: int,
+                              outcome: str, repo: str | None) -> None:
+        """Record the outcome of the attempt that processed it (a later retake's attempt is not overwritten)."""
+        await self._all("delivery_finish", forge=forge, delivery_id=delivery_id, attempt=attempt,
+                        status="done" if ok else "failed", http_status=http_status, outcome=outcome[:2000], repo=repo)
 
     async def deliveries(self, limit: int = 100) -> list[DeliveryRow]:
         return [DeliveryRow.from_row(r) for r in await self._all("delivery_list", limit=limit)]

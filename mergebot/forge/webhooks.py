@@ -17,6 +17,7 @@ so the forge's redelivery processes it again.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -76,8 +77,8 @@ class WebhookHandler:
             return Answer(409, {"error": "this delivery id was already received with a different body"})
         if state == "done":
             return Answer(200, {"duplicate": True, "outcome": row.outcome})
-        if state == "in_progress":
-            return Answer(202, {"duplicate": True, "outcome": "being processed"})
+        if state == "in_progress":  # not 2xx: if that processing died, the forge's redelivery is still taken
+            return Answer(503, {"error": "this delivery is being processed now; redeliver it if it does not land"})
         signer = secrets[delivery.secret_index]
         try:
             status, outcome, repo_name = await self._process(delivery, [r for r in repos if _secret(r) == signer])
@@ -85,11 +86,13 @@ class WebhookHandler:
             status, outcome, repo_name = e.status, e.message, None
         except Exception as e:
             log.exception("webhook delivery %s failed", delivery.delivery_id)
-            await self.forge_store.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id, ok=False,
+            await self.forge_store.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
+                                                   attempt=row.attempts, ok=False,
                                                    http_status=502, outcome=f"failed: {e}", repo=None)
             return Answer(502, {"error": f"could not process the delivery now ({type(e).__name__}); redeliver it"})
         await self.forge_store.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
-                                               ok=status < 400, http_status=status, outcome=outcome, repo=repo_name)
+                                               attempt=row.attempts, ok=status < 400, http_status=status,
+                                               outcome=outcome, repo=repo_name)
         return Answer(status, {"outcome": outcome} if status < 400 else {"error": outcome})
 
     async def _process(self, delivery: Delivery, signed_by: list[Repo]) -> tuple[int, str, str | None]:
@@ -109,19 +112,28 @@ class WebhookHandler:
         if parsed is None:
             return 202, f"ignored: {event.ref} is not a subtask branch (refs/heads/subtasks/<id>/v<version>)", repo.name
         sha = event.head_sha
-        agent = await self.forge_store.agent_for(forge=delivery.forge, login=event.sender or "")
+        forge = repo.forge or delivery.forge  # links follow the repository's forge, not a header
+        agent = await self.forge_store.agent_for(forge=forge, login=event.sender or "")
         if agent is None:
             why = (f"{event.sender!r} is not linked to a Mergebot agent, so nothing of this push lands. "
-                   f"An admin links it with `mergebot agent link NAME --{delivery.forge} {event.sender}`.")
+                   f"An admin links it with `mergebot agent link NAME --{forge} {event.sender}`.")
             await self.forge_store.log_event(actor_id=None, kind="push_ignored", subtask_id=None, detail={
                 "repo": repo.name, "ref": event.ref, "sha": sha, "sender": event.sender, "why": "unmapped sender"})
             await self.forge_store.queue_status(repo=repo.name, sha=sha, state="failure", description=why)
             return 202, why, repo.name
-        if await self.landing.candidate_exists(subtask_id=parsed[0], claim_version=parsed[1], sha=sha):
-            return 202, f"already queued: {sha[:12]}", repo.name  # the push and its pull request announce one sha
+        live = await self.landing.live_candidate(subtask_id=parsed[0], claim_version=parsed[1], sha=sha)
+        if live is not None:  # the push and its pull request announce one commit
+            return 202, f"already queued: {sha[:12]} is candidate {live.id} ({live.status})", repo.name
         path = git.bare_path(self.root, repo.name)
         remote = mirror.remote_for(repo.forge_git_url or "", repo.forge_token_env)
-        await asyncio.to_thread(mirror.fetch_commit, path, remote, sha, event.ref)
+        # Deliveries may arrive late or out of order (a redelivery days later): only the branch's current tip
+        # on the forge is a candidate, never an older push that a newer one replaced.
+        tip = await asyncio.to_thread(mirror.forge_tip, path, remote, event.ref)
+        if tip != sha:
+            return 202, (f"ignored: stale delivery: {event.ref} is at {(tip or 'nothing')[:12]} on the forge now, "
+                         f"not {sha[:12]}"), repo.name
+        tag = hashlib.sha256(delivery.delivery_id.encode()).hexdigest()[:24]
+        await asyncio.to_thread(mirror.fetch_commit, path, remote, sha, event.ref, tag)
         try:
             old = await asyncio.to_thread(lambda: git.head_of(git.open_repo(path), event.ref or "")) or ZERO
             update = RefUpdate(old, sha, event.ref)
@@ -138,9 +150,9 @@ class WebhookHandler:
                 await self.forge_store.queue_status(repo=repo.name, sha=sha, state="failure", description=e.message)
                 return 202, f"refused: {e.message}", repo.name
         finally:
-            await asyncio.to_thread(mirror.drop_incoming, path, sha)
+            await asyncio.to_thread(mirror.drop_incoming, path, tag)
         self.poke()
-        return 202, f"queued as candidate {cands[0].id}", repo.name
+        return 202, f"queued as candidate {cands[0].id}", repo.name  # (or already queued by a twin delivery)
 
 
 def _why_not(event: ForgeEvent) -> str:

@@ -47,14 +47,18 @@ def run_git(args: list[str], cwd: Path | None = None, timeout: float = 300.0,
     return out.stdout
 
 
-def create_bare(path: Path, *, source: str | None, branch: str,
-                extra_env: dict[str, str] | None = None) -> pygit2.Repository:
-    """A bare repository at ``path``: imported from ``source`` (a path or URL) or new with one empty commit."""
+def create_bare(path: Path, *, source: str | None, branch: str, extra_env: dict[str, str] | None = None,
+                only_branch: bool = False) -> pygit2.Repository:
+    """A bare repository at ``path``: imported from ``source`` (a path or URL) or new with one empty commit.
+
+    ``only_branch``: import that branch alone (a forge mirror takes nothing it was not told about by a webhook).
+    """
     if path.exists():
         raise FileExistsError(f"{path} already exists")
     path.parent.mkdir(parents=True, exist_ok=True)
     if source:
-        run_git(["clone", "--bare", "--quiet", "--", source, str(path)], extra_env=extra_env)
+        only = ["--single-branch", "--no-tags", "--branch", branch] if only_branch else []
+        run_git(["clone", "--bare", "--quiet", *only, "--", source, str(path)], extra_env=extra_env)
         repo = pygit2.Repository(str(path))
         if f"refs/heads/{branch}" not in repo.references:
             shutil.rmtree(path)

@@ -76,6 +76,15 @@ def _dir_bytes(path: str | None) -> int:
     return total
 
 
+def _new_bytes(repo_path: Path, new: str, main: str) -> int:
+    """What a push brought that main does not have, on disk (a forge push has no quarantine to measure)."""
+    try:
+        out = git.run_git(["rev-list", "--objects", "--disk-usage", new, "--not", main], cwd=repo_path, timeout=120)
+    except RuntimeError:  # git older than 2.31: the push size limit is not enforced for forge pushes
+        return 0
+    return int(out.strip() or 0)
+
+
 def subtask_tips(repo_path: Path) -> dict[int, list[str]]:
     """Subtask id -> the tips of its branches (all claim versions)."""
     repo = git.open_repo(repo_path)
@@ -115,7 +124,7 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
         roots=[str(c.id) for c in commits if not c.parent_ids],
         foreign=foreign,
         largest_file=git.largest_blob(repo, commits) if len(commits) <= limits.max_commits else ("", 0),
-        push_bytes=_dir_bytes(quarantine),
+        push_bytes=_dir_bytes(quarantine) if quarantine else _new_bytes(repo_path, update.new, main),
         already_on_target=not ids,
     )
 

@@ -152,8 +152,11 @@ class LandingQueue:
                         busy = await self.process_window(repo) or busy
                     elif await self.process_next(repo) is not None:
                         busy = True
-            except (MergebotError, psycopg.Error) as e:
-                log.warning("queue pass failed, will retry: %s", e)
+            except Exception as e:  # the database or a forge is away, or a bug: never let the queue die
+                if isinstance(e, (MergebotError, psycopg.Error)):
+                    log.warning("queue pass failed, will retry: %s", e)
+                else:
+                    log.exception("queue pass failed, will retry")
                 with contextlib.suppress(Exception):
                     if self._lock_conn is not None:
                         await self._lock_conn.close()
@@ -465,22 +468,32 @@ class LandingQueue:
         task.add_done_callback(self._post_land.discard)
 
     async def _move_forge(self, repo: Repo, path: Path, main: str, new: str) -> bool:
-        """Move the forge's branch from ``main`` to ``new`` (expected-old-value guard), then the mirror's.
+        """Move the forge's branch from ``main`` to ``new`` (expected-old-value guard), then follow it.
 
-        When the push's outcome is unknown (the connection broke), the forge is asked where its branch is; if
-        it cannot say, the intent stays pending and the reconciler decides from the forge once it answers.
+        Once the forge took the push, the landing stands whatever the forge's branch does next. When the push's
+        outcome is unknown (the connection broke), the forge is asked; if it cannot say, the error propagates,
+        the intent stays pending, and the reconciler decides from the forge's branch once it answers. A push the
+        forge refuses for good (branch protection) pauses the repository for an operator.
         """
         remote = _remote(repo)
         try:
             pushed = await asyncio.to_thread(mirror.push_lease, path, remote, repo.target_branch, main, new)
-        except MergebotError as e:
+        except mirror.ForgeRefused as e:
+            await self.store.set_paused(repo=repo.name, paused=True, reason=e.message)
+            await self.store.announce(author_id=None, body=f"[{repo.name}] landing paused: {e.message}. Let the "
+                                      f"bot push to {repo.target_branch}, then `mergebot repo resume {repo.name}`.")
+            return False
+        except mirror.ForgeUnavailable as e:
             log.warning("push to the forge for %s ended unclear (%s); asking the forge", repo.name, e)
-            pushed = await asyncio.to_thread(mirror.forge_head, path, remote, repo.target_branch) == new
+            head = await asyncio.to_thread(mirror.sync_target, path, remote, repo.target_branch)
+            pushed = head == new or await asyncio.to_thread(
+                lambda: git.is_ancestor(git.open_repo(path), new, head))
         if not pushed:
             return False
         crash_point("after_forge_push")
-        head = await asyncio.to_thread(mirror.sync_target, path, remote, repo.target_branch)
-        return head == new
+        with contextlib.suppress(MergebotError):  # the mirror follows on the next pass if not now
+            await asyncio.to_thread(mirror.sync_target, path, remote, repo.target_branch)
+        return True
 
     async def reject(self, cand: Candidate, reason: str, *, base_sha: str | None, merged_sha: str | None = None,
                      verifier: dict[str, Any] | None = None) -> None:

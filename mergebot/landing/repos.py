@@ -35,6 +35,9 @@ def forge_settings(forge: str, forge_repo: str, *, url: str | None = None, api_u
             raise Invalid(f"a {forge} repository needs the server's URL", field="url")
         web = url.rstrip("/")
         api = api_url or web
+    for u in (web, api, git_url or ""):
+        if "@" in u.split("://", 1)[-1].split("/", 1)[0]:
+            raise Invalid("put no credentials in a forge URL: the token comes from the environment", field="url")
     token_env = token_env or ("GITHUB_TOKEN" if forge == "github" else "GITEA_TOKEN")
     for env in (secret_env, token_env):
         if not ENV_NAME.match(env):
@@ -70,7 +73,7 @@ async def add_repo(store: LandingStore, root: Path, *, name: str, source: str | 
         source, extra_env = remote.url, remote.env()
     try:
         bare = await asyncio.to_thread(git.create_bare, path, source=source, branch=target_branch,
-                                       extra_env=extra_env)
+                                       extra_env=extra_env, only_branch=forge is not None)
     except (RuntimeError, ValueError) as e:
         raise Invalid(str(e), field="source") from e
     head = git.head_of(bare, f"refs/heads/{target_branch}")

@@ -113,8 +113,17 @@ class LandingStore(Store):
 
     async def enqueue(self, *, repo: str, subtask_id: int, claim_version: int, owner_id: int, sha: str,
                       ref: str) -> Candidate:
-        """An accepted push: submit the subtask (fenced), supersede its older queued candidates, queue this one."""
+        """An accepted push: submit the subtask (fenced), supersede its older queued candidates, queue this one.
+
+        The same push announced twice (a forge's push and pull-request events) is queued once: the existing
+        candidate is returned.
+        """
         async with self._tx() as cur:
+            await self._q(cur, "subtask_push_lock", subtask_id=subtask_id)
+            same = await self._q(cur, "candidate_same_push", subtask_id=subtask_id, claim_version=claim_version,
+                                 sha=sha)
+            if same:
+                return Candidate.from_row(same[0])
             if not await self._q(cur, "subtask_submit_push", id=subtask_id, owner_id=owner_id,
                                  claim_version=claim_version, sha=sha):
                 raise ClaimSuperseded(f"subtask {subtask_id} is no longer yours at claim version {claim_version}",
@@ -125,6 +134,11 @@ class LandingStore(Store):
             await self._q(cur, "event_insert", actor_id=owner_id, kind="push_accepted", subtask_id=subtask_id,
                           claim_version=claim_version, detail=Jsonb({"repo": repo, "ref": ref, "sha": sha}))
         return Candidate.from_row(rows[0])
+
+    async def live_candidate(self, *, subtask_id: int, claim_version: int, sha: str) -> Candidate | None:
+        """The queued, in-flight, parked or landed candidate for exactly this push, if any."""
+        row = await self._one("candidate_same_push", subtask_id=subtask_id, claim_version=claim_version, sha=sha)
+        return Candidate.from_row(row) if row else None
 
     async def candidate_exists(self, *, subtask_id: int, claim_version: int, sha: str) -> bool:
         return await self._one("candidate_exists", subtask_id=subtask_id, claim_version=claim_version,
