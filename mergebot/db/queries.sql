@@ -417,14 +417,18 @@ SELECT id FROM candidates
 WHERE subtask_id = %(subtask_id)s AND claim_version = %(claim_version)s AND sha = %(sha)s;
 
 -- name: candidate_next
--- The queue leader takes the next candidate: highest priority, then arrival.
+-- The queue leader takes the next candidate: highest priority, then the one whose landing unblocks the most
+-- subtasks (its blocked dependents), then arrival.
 UPDATE candidates c SET status = 'verifying', started_at = now()
 WHERE c.id = (
-    SELECT id FROM candidates
-    WHERE repo = %(repo)s AND status = 'queued'
-    ORDER BY priority DESC, id
+    SELECT q.id FROM candidates q
+    WHERE q.repo = %(repo)s AND q.status = 'queued'
+    ORDER BY q.priority DESC,
+             (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
+              WHERE d.depends_on_id = q.subtask_id AND b.status = 'blocked') DESC,
+             q.id
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF q SKIP LOCKED
 )
 RETURNING c.*;
 
