@@ -32,13 +32,12 @@ class Decision:
 
 
 def decide(slots: Sequence[Slot]) -> Decision:
-    """The next step for a window, in priority order: drop what cannot land, land or judge the head, wait."""
+    """The next step for a window, in priority order: drop what cannot land, land or judge the head, cut what
+    is built on a failing run, wait. Landing a passing head comes before cutting behind a failure further
+    back: the head's landing does not depend on anything behind it, and it must never wait on them."""
     for i, slot in enumerate(slots):
         if not slot.valid:
             return Decision("cut", i)  # it, and everything built on it
-    for i, slot in enumerate(slots[1:], start=1):
-        if slot.outcome is not None and slot.outcome not in PASSING and i + 1 < len(slots):
-            return Decision("cut", i + 1)
     if not slots:
         return Decision("wait")
     head = slots[0].outcome
@@ -46,6 +45,9 @@ def decide(slots: Sequence[Slot]) -> Decision:
         return Decision("land")
     if head is not None:
         return Decision("judge_head")
+    for i, slot in enumerate(slots[1:], start=1):
+        if slot.outcome is not None and slot.outcome not in PASSING and i + 1 < len(slots):
+            return Decision("cut", i + 1)
     return Decision("wait")
 
 

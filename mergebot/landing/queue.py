@@ -246,6 +246,8 @@ class LandingQueue:
 
     async def _fill(self, repo: Repo, window: Window, path: Path, main: str) -> None:
         while len(window.slots) < window.width:
+            if any(s.result is not None and s.result.outcome not in planner.PASSING for s in window.slots):
+                return  # nothing is built on a failing run: the window refills once it is judged
             cand = await self.take(repo)
             if cand is None:
                 return
