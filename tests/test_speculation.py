@@ -67,6 +67,9 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
               and j["commit_sha"] in bare and bare.descendant_of(j["commit_sha"], shas[two])
               and j["candidate_id"] is not None]
     assert on_top, "no run was ever made on top of the failing candidate: the window did not speculate"
+    # the failing candidate was judged on a main that a run had just passed on: no base run was needed
+    assert [j["purpose"] for j in jobs if j["purpose"] == "base"] == []
+    assert any(j["purpose"] == "retry" for j in jobs)
     cands = await fleet.store.candidates(repo="demo")
     assert {c["status"] for c in cands} <= {"landed", "rejected", "superseded", "queued"}
     assert await fleet.store.pending_intents("demo") == []

@@ -549,6 +549,14 @@ SELECT * FROM verify_jobs WHERE id = %(id)s;
 -- name: job_fence_state
 SELECT id, status::text AS status, worker_id, claim_version FROM verify_jobs WHERE id = %(id)s;
 
+-- name: job_passed_on
+-- Whether this exact check already passed on this commit (main is then known green: a candidate's failure on
+-- top of it cannot be pre-existing). Runs once per failing candidate, so a scan of the done jobs is fine.
+SELECT id FROM verify_jobs
+WHERE repo = %(repo)s AND commit_sha = %(sha)s AND command = %(command)s AND status = 'done'
+  AND outcome IN ('pass', 'flaky')
+LIMIT 1;
+
 -- name: job_cancel_for_candidate
 UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
 WHERE candidate_id = %(candidate_id)s AND status IN ('queued', 'running')

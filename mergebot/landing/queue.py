@@ -386,8 +386,14 @@ class LandingQueue:
                 return None
             if repo.red_since:  # main is known to be red: do not blame the candidate, do not re-prove it
                 base = Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
+            elif main == merge.sha:
+                base = first
+            elif await self.store.passed_on(repo=repo.name, sha=main, command=repo.verifier_command):
+                # main is known green (this check passed on this very commit): the failure is the candidate's
+                base = Result(main, "", repo.verifier_command, "pass", 0, 0,
+                              "not run again: this check already passed on this commit", "", 0, "", "none")
             else:
-                base = first if main == merge.sha else await self.check(repo, main, "base", candidate_id=cand.id)
+                base = await self.check(repo, main, "base", candidate_id=cand.id)
             runs["base"] = base.as_json()
             if base.outcome in ("fail", "timeout"):  # an error on main proves nothing about main
                 await self.red_main(repo, main, f"the check fails on {repo.target_branch} itself ({main[:12]})")

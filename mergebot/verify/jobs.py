@@ -96,6 +96,9 @@ class JobStore(LandingStore):
                    limit: int = 100) -> list[dict[str, Any]]:
         return await self._all("job_list", status=status, candidate_id=candidate_id, limit=limit)
 
+    async def passed_on(self, *, repo: str, sha: str, command: str) -> bool:
+        return await self._one("job_passed_on", repo=repo, sha=sha, command=command) is not None
+
     async def cancel_jobs_for(self, candidate_id: int) -> None:
         await self._all("job_cancel_for_candidate", candidate_id=candidate_id)
 
