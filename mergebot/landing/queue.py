@@ -505,10 +505,12 @@ class LandingQueue:
 
     async def reject(self, cand: Candidate, reason: str, *, base_sha: str | None, merged_sha: str | None = None,
                      verifier: dict[str, Any] | None = None) -> None:
-        await self.store.finish_candidate(cand.id, "rejected", reason, base_sha=base_sha, merged_sha=merged_sha,
-                                          verifier=verifier)
+        # The subtask goes back to its owner first: whoever sees the candidate rejected finds it running again
+        # (a crash in between leaves the candidate mid-flight; the reconciler requeues it and the fence drops it).
         with contextlib.suppress(ClaimSuperseded):  # the subtask moved on (reclaimed, newer push): nothing to hand
             await self.store.reject(handle=Handle(cand.subtask_id, cand.claim_version), reason=reason, sha=cand.sha)
+        await self.store.finish_candidate(cand.id, "rejected", reason, base_sha=base_sha, merged_sha=merged_sha,
+                                          verifier=verifier)
         await self.store.log_event(actor_id=None, kind="candidate_rejected", subtask_id=cand.subtask_id,
                                    claim_version=cand.claim_version,
                                    detail={"candidate": cand.id, "sha": cand.sha, "reason": reason[:2000]})
