@@ -946,19 +946,22 @@ class HttpPool:
                 return
         self.free.append(conn)
 
-    async def call(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, bytes]:
+    async def call(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, bytes, float]:
+        """(status, body, seconds spent waiting for a free connection)."""
         payload = b"" if body is None else json.dumps(body).encode()
         head = (f"{method} {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {token}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode()
+        t = time.perf_counter()
         conn = await self._acquire()
+        waited = time.perf_counter() - t
         try:
             try:
-                return await conn.request(head, payload)
+                return (*await conn.request(head, payload), waited)
             except (ConnectionError, asyncio.IncompleteReadError, OSError, ValueError, IndexError):
                 conn.close()
                 if method != "GET":
                     raise
-                return await conn.request(head, payload)
+                return (*await conn.request(head, payload), waited)
         finally:
             self._release(conn)
 
@@ -1067,9 +1070,10 @@ class Replay:
     async def call(self, kind: str, method: str, path: str, token: str, body: Any = None,
                    ok: tuple[int, ...] = (200, 201)) -> tuple[int, bytes]:
         t = time.perf_counter()
-        status, data = await self.http.call(method, path, token, body)
-        dt = time.perf_counter() - t
+        status, data, waited = await self.http.call(method, path, token, body)
+        dt = time.perf_counter() - t - waited  # the round trip to the server, without the wait for a connection
         self.lat["write" if method != "GET" else "read"].append(dt)
+        self.lat["connection wait"].append(waited)
         self.by_kind[kind if status != 204 else "empty claims (204)"].append(dt)
         self.counts[kind] += 1
         if status not in ok:
@@ -1385,11 +1389,12 @@ def print_seeds(res: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     print(f"  {'subtasks landed':<34} {rp.landed:>10,} {rp.total:>10,}")
     print(f"  {'wall time, s':<34} {wall:>10,.1f} {hours * 3600:>10,.0f}")
     print(f"  {'HTTP requests per second':<34} {requests / wall:>10,.0f}")
-    for k in ("read", "write", "land"):
+    for k, label in (("read", "read round trip"), ("write", "write round trip"), ("land", "Store.land"),
+                     ("connection wait", "client connection wait")):
         xs = rp.lat.get(k, [])
         p50, p95 = fmt(pctl(xs, 0.5) * 1000, 1), fmt(pctl(xs, 0.95) * 1000, 1)
-        print(f"  {k + ' latency p50 / p95, ms':<34} {p50:>10} {p95:>10}")
-    print(f"  {'by kind':<34} {'count':>10} {'p50 ms':>10} {'p95 ms':>10}")
+        print(f"  {label + ' p50 / p95, ms':<34} {p50:>10} {p95:>10}")
+    print(f"  {'round trip by kind':<34} {'count':>10} {'p50 ms':>10} {'p95 ms':>10}")
     for k, xs in sorted(rp.by_kind.items(), key=lambda kv: -len(kv[1])):
         print(f"    {k:<32} {len(xs):>10,} {fmt(pctl(xs, 0.5) * 1000, 1):>10} {fmt(pctl(xs, 0.95) * 1000, 1):>10}")
     print(f"  milestones (s): {', '.join(f'{k} {v:.1f}' for k, v in rp.milestones.items())}")
