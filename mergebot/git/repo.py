@@ -15,14 +15,19 @@ import os
 import shutil
 import subprocess
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
 from pygit2.enums import DeltaStatus
 
-BOT = pygit2.Signature("Mergebot", "mergebot@localhost")
 HOOKS_DIR = Path(__file__).resolve().parent.parent.parent / "hooks"
+
+
+def bot_signature() -> pygit2.Signature:
+    """Mergebot's signature, dated now: a module-level one would date every merge at server start."""
+    return pygit2.Signature("Mergebot", "mergebot@localhost")
 
 
 def bare_path(root: Path, name: str) -> Path:
@@ -66,7 +71,8 @@ def create_bare(path: Path, *, source: str | None, branch: str, extra_env: dict[
     else:
         repo = pygit2.init_repository(str(path), bare=True, initial_head=branch)
         tree = repo.TreeBuilder().write()
-        repo.create_commit(f"refs/heads/{branch}", BOT, BOT, "Mergebot: initial commit", tree, [])
+        bot = bot_signature()
+        repo.create_commit(f"refs/heads/{branch}", bot, bot, "Mergebot: initial commit", tree, [])
     configure(path)
     return repo
 
@@ -133,7 +139,8 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str)
             paths = sorted({e.path for entries in index.conflicts for e in entries if e is not None})
             return Merge("conflict", conflicts=paths)
         tree = index.write_tree(repo)
-    sha = repo.create_commit(None, BOT, BOT, message, tree, [pygit2.Oid(hex=base), cand.id])
+    bot = bot_signature()
+    sha = repo.create_commit(None, bot, bot, message, tree, [pygit2.Oid(hex=base), cand.id])
     return Merge("merge", str(sha), str(tree))
 
 
@@ -176,15 +183,32 @@ def is_ancestor(repo: pygit2.Repository, ancestor: str, of: str) -> bool:
 
 
 def new_commits(repo: pygit2.Repository, tip: str, hide: list[str], limit: int) -> list[pygit2.Commit]:
-    """Commits reachable from ``tip`` but from none of ``hide``, newest first, at most ``limit`` + 1."""
-    walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
-    for h in hide:
-        walker.hide(pygit2.Oid(hex=h))
+    """Commits reachable from ``tip`` but from none of ``hide``, breadth first from ``tip``, at most
+    ``limit`` + 1.
+
+    Decided by ancestry, never by commit dates: agents pick their own dates, and a revision walk that
+    hides by date-ordered marking lists commits already on ``hide`` when dates run backwards."""
+    hidden = [pygit2.Oid(hex=h) for h in hide]
+
+    def known(oid: pygit2.Oid) -> bool:
+        return any(oid == h or repo.descendant_of(h, oid) for h in hidden)
+
+    start = pygit2.Oid(hex=tip)
+    seen = {start}
+    todo = deque([start])
     out: list[pygit2.Commit] = []
-    for c in walker:
-        out.append(c)
+    while todo:
+        oid = todo.popleft()
+        if known(oid):
+            continue
+        commit = repo[oid].peel(pygit2.Commit)
+        out.append(commit)
         if len(out) > limit:
             break
+        for parent in commit.parent_ids:
+            if parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
     return out
 
 
