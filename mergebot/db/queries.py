@@ -1,6 +1,7 @@
-"""Named queries, loaded once from ``queries.sql``.
+"""Named queries, loaded once from ``queries.sql`` (the write path and the API), ``views.sql`` (read models for
+pages and CLI views) and ``metrics.sql`` (what ``/metrics`` reads at scrape time).
 
-The file holds every query under a ``-- name: NAME`` header (procrastinate's layout). Python code asks for
+Each file holds its queries under a ``-- name: NAME`` header (procrastinate's layout). Python code asks for
 ``QUERIES["subtask_claim"]`` and never assembles SQL; a misspelt name fails at import time in tests, not in
 production, because ``load_queries`` refuses duplicates and empty bodies.
 """
@@ -28,8 +29,18 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
     return queries
 
 
+QUERY_FILES = ("queries.sql", "views.sql", "metrics.sql")
+
+
 def load_queries() -> dict[str, LiteralString]:
-    return parse_queries(resources.files("mergebot.db").joinpath("queries.sql").read_text("utf-8"))
+    """Every named query of every file; a name defined in two files is refused like one defined twice."""
+    queries: dict[str, LiteralString] = {}
+    for file in QUERY_FILES:
+        for name, sql in parse_queries(resources.files("mergebot.db").joinpath(file).read_text("utf-8")).items():
+            if name in queries:
+                raise ValueError(f"query {name!r} is defined twice ({file})")
+            queries[name] = sql
+    return queries
 
 
 QUERIES = load_queries()

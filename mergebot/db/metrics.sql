@@ -1,0 +1,1 @@
+-- What /metrics reads from the database at scrape time. Named queries, as in queries.sql.

@@ -1,0 +1,1 @@
+-- Read models for the web pages and the CLI views (reviewers and operators). Named queries, as in queries.sql.
