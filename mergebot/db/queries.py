@@ -1,5 +1,6 @@
-"""Named queries, loaded once from ``queries.sql`` (the write path and the API), ``views.sql`` (read models for
-pages and CLI views) and ``metrics.sql`` (what ``/metrics`` reads at scrape time).
+"""Named queries, loaded once from ``queries.sql`` (the write path and the API), ``views.sql`` (the CLI's and
+the JSON API's read views), ``pages.sql`` (the web pages' read model) and ``metrics.sql`` (what ``/metrics``
+reads at scrape time).
 
 Each file holds its queries under a ``-- name: NAME`` header (procrastinate's layout). Python code asks for
 ``QUERIES["subtask_claim"]`` and never assembles SQL; a misspelt name fails at import time in tests, not in
@@ -29,7 +30,7 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
     return queries
 
 
-QUERY_FILES = ("queries.sql", "views.sql", "metrics.sql")
+QUERY_FILES = ("queries.sql", "views.sql", "pages.sql", "metrics.sql")
 
 
 def load_queries() -> dict[str, LiteralString]:

@@ -1,1 +1,1 @@
--- Read models for the web pages and the CLI views (reviewers and operators). Named queries, as in queries.sql.
+-- Read views for the CLI (mergebot status, landed, queue, tree) and their JSON API. Named queries, as in queries.sql.

@@ -1,0 +1,1 @@
+-- The web pages' read model (reviewers and operators). Named queries, as in queries.sql.
