@@ -243,10 +243,11 @@ def build_mergebot_template(server: Server, *, ready: int, history: int) -> str:
                              "WHERE status = 'running'")
                 conn.execute("INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, "
                              "candidate_sha, base_sha, merged_sha, tree_sha, verifier_command, "
-                             "verifier_result, duration_ms, log_digest) "
+                             "verifier_result, duration_ms, log_digest, main_sha) "
                              "SELECT id, claim_version, owner_id, 'bench', 'refs/heads/main', candidate_sha, "
                              "candidate_sha, md5('m' || id) || left(md5('n' || id), 8), "
-                             "md5('t' || id) || left(md5('u' || id), 8), 'true', 'passed', 1, 'x' "
+                             "md5('t' || id) || left(md5('u' || id), 8), 'true', 'passed', 1, 'x', "
+                             "md5('m' || id) || left(md5('n' || id), 8) "
                              "FROM subtasks WHERE status = 'submitted'")
                 conn.execute("UPDATE subtasks SET status = 'landed', previous_owner_id = owner_id, "
                              "owner_id = NULL WHERE status = 'submitted'")

@@ -78,6 +78,8 @@ class Landed(_FromRow):
     main_status: str
     landed_at: datetime
     owner: str | None = None
+    main_sha: str | None = None  # the commit main moved to; differs from merged_sha in a batch
+    batch_size: int = 1
 
 
 @dataclass
@@ -97,3 +99,5 @@ class Landing:
     verifier_result: str
     duration_ms: int
     log_digest: str
+    main_sha: str | None = None  # a batch: the commit main moved to (its last member's merge); None = merged_sha
+    batch_size: int = 1

@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     # Speculative landing: test up to this many queued candidates at once, each on top of the ones ahead
     # (1 is the serial queue). Useful up to the number of verifier workers.
     speculation_window: int = Field(default=1, ge=1, le=64)
+    # Batching: up to this many candidates verified together by one run, bisected on failure; the size used
+    # adapts to the measured failure rate (1: every candidate gets its own run).
+    batch_size: int = Field(default=1, ge=1, le=64)
     verifier_sandbox: str = Field(default="auto", pattern="^(auto|bwrap|none)$")
     job_lease_seconds: float = Field(default=30.0, gt=0)
 

@@ -398,28 +398,34 @@ class Store:
         Returns the landed row and the ids of subtasks that became ready.
         """
         async with self._tx() as cur:
-            rows = await self._q(
-                cur, "subtask_land", id=landing.subtask_id, owner_id=landing.owner_id,
-                claim_version=landing.claim_version, candidate_sha=landing.candidate_sha,
-                repo=landing.repo, target_ref=landing.target_ref, base_sha=landing.base_sha,
-                merged_sha=landing.merged_sha, tree_sha=landing.tree_sha,
-                verifier_command=landing.verifier_command, verifier_result=landing.verifier_result,
-                duration_ms=landing.duration_ms, log_digest=landing.log_digest, actor_id=actor_id)
-            if not rows:
-                raise ClaimSuperseded(
-                    f"subtask {landing.subtask_id} is no longer submitted at claim version "
-                    f"{landing.claim_version} with candidate {landing.candidate_sha}; nothing landed",
-                    subtask_id=landing.subtask_id)
-            locked = [r["id"] for r in await self._q(cur, "dependents_lock", id=landing.subtask_id)]
-            released = []
-            if locked:
-                released = [r["id"] for r in await self._q(cur, "dependents_release", ids=locked,
-                                                           actor_id=actor_id)]
+            landed, released = await self._land_in(cur, landing, actor_id=actor_id, candidate_id=candidate_id)
             if intent_id is not None:
                 await self._q(cur, "intent_resolve", id=intent_id, status="done")
-            if candidate_id is not None:
-                await self._q(cur, "candidate_finish", id=candidate_id, status="landed", reason=None,
-                              base_sha=landing.base_sha, merged_sha=landing.merged_sha, verifier=None)
+        return landed, released
+
+    async def _land_in(self, cur: psycopg.AsyncCursor[dict[str, Any]], landing: Landing, *, actor_id: int | None,
+                       candidate_id: int | None) -> tuple[Landed, list[int]]:
+        """``land``'s steps inside the caller's transaction (a batch lands several in one)."""
+        rows = await self._q(
+            cur, "subtask_land", id=landing.subtask_id, owner_id=landing.owner_id,
+            claim_version=landing.claim_version, candidate_sha=landing.candidate_sha,
+            repo=landing.repo, target_ref=landing.target_ref, base_sha=landing.base_sha,
+            merged_sha=landing.merged_sha, tree_sha=landing.tree_sha,
+            verifier_command=landing.verifier_command, verifier_result=landing.verifier_result,
+            duration_ms=landing.duration_ms, log_digest=landing.log_digest, actor_id=actor_id,
+            main_sha=landing.main_sha, batch_size=landing.batch_size)
+        if not rows:
+            raise ClaimSuperseded(
+                f"subtask {landing.subtask_id} is no longer submitted at claim version "
+                f"{landing.claim_version} with candidate {landing.candidate_sha}; nothing landed",
+                subtask_id=landing.subtask_id)
+        locked = [r["id"] for r in await self._q(cur, "dependents_lock", id=landing.subtask_id)]
+        released = []
+        if locked:
+            released = [r["id"] for r in await self._q(cur, "dependents_release", ids=locked, actor_id=actor_id)]
+        if candidate_id is not None:
+            await self._q(cur, "candidate_finish", id=candidate_id, status="landed", reason=None,
+                          base_sha=landing.base_sha, merged_sha=landing.merged_sha, verifier=None)
         return Landed.from_row(rows[0]), released
 
     async def cancel(self, *, subtask_id: int, reason: str, actor_id: int | None) -> Subtask:

@@ -5,7 +5,16 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mergebot.landing.planner import Decision, Slot, decide, expected_landings_per_run, next_width
+from mergebot.landing.planner import (
+    Decision,
+    Slot,
+    batch_size,
+    batch_yield,
+    decide,
+    expected_landings_per_run,
+    next_width,
+    observe_failure,
+)
 
 
 def test_an_empty_window_waits() -> None:
@@ -13,11 +22,19 @@ def test_an_empty_window_waits() -> None:
 
 
 def test_a_passing_head_lands_and_a_failing_head_is_judged() -> None:
-    assert decide([Slot(1, "pass"), Slot(2)]) == Decision("land")
-    assert decide([Slot(1, "flaky")]) == Decision("land")
-    assert decide([Slot(1, "fail"), Slot(2, "pass")]) == Decision("judge_head")
+    assert decide([Slot(1, "pass"), Slot(2)]) == Decision("land", 0)
+    assert decide([Slot(1, "flaky")]) == Decision("land", 0)
+    assert decide([Slot(1, "fail")]) == Decision("judge_head")
     assert decide([Slot(1, "error")]) == Decision("judge_head")
-    assert decide([Slot(1), Slot(2, "pass")]) == Decision("wait")
+    assert decide([Slot(1), Slot(2)]) == Decision("wait")
+
+
+def test_a_later_pass_covers_the_runs_ahead_of_it() -> None:
+    # slot 2's run passed on main + c1 + c2: both land by one move of main, whatever slot 1's run says later
+    assert decide([Slot(1), Slot(2, "pass")]) == Decision("land", 1)
+    assert decide([Slot(1, "pass"), Slot(2, "pass"), Slot(3)]) == Decision("land", 1)
+    # but never past a failure: what follows it was built on it
+    assert decide([Slot(1, "fail"), Slot(2, "pass")]) == Decision("cut", 1)
 
 
 def test_everything_behind_a_failing_run_is_cut_but_the_failing_one_waits_its_turn() -> None:
@@ -28,8 +45,9 @@ def test_everything_behind_a_failing_run_is_cut_but_the_failing_one_waits_its_tu
 
 def test_a_passing_head_lands_before_anything_behind_a_failure_is_cut() -> None:
     # (found by bench/fleet.py: cutting first, then refilling behind the failure, never landed the head)
-    assert decide([Slot(1, "pass"), Slot(2, "fail"), Slot(3), Slot(4)]) == Decision("land")
-    assert decide([Slot(2, "fail"), Slot(3), Slot(4)]) == Decision("judge_head")
+    assert decide([Slot(1, "pass"), Slot(2, "fail"), Slot(3), Slot(4)]) == Decision("land", 0)
+    assert decide([Slot(2, "fail"), Slot(3), Slot(4)]) == Decision("cut", 1)
+    assert decide([Slot(2, "fail")]) == Decision("judge_head")
 
 
 def test_a_withdrawn_candidate_is_cut_with_everything_built_on_it() -> None:
@@ -51,22 +69,65 @@ def test_the_model_bound() -> None:
     assert expected_landings_per_run(4, 1.0) == 0.0
 
 
+def test_a_failing_batch_is_bisected() -> None:
+    batch = [Slot(1, checkpoint=False), Slot(2, checkpoint=False), Slot(3, checkpoint=False), Slot(4, "fail")]
+    assert decide(batch) == Decision("checkpoint", 1)  # is the culprit among the first two?
+    first_half_passes = [Slot(1, checkpoint=False), Slot(2, "pass"), Slot(3, checkpoint=False), Slot(4, "fail")]
+    assert decide(first_half_passes) == Decision("land", 1)
+    assert decide([Slot(3, checkpoint=False), Slot(4, "fail")]) == Decision("checkpoint", 0)
+    assert decide([Slot(3, "pass"), Slot(4, "fail")]) == Decision("land", 0)
+    assert decide([Slot(4, "fail")]) == Decision("judge_head")
+    # the culprit is in the first half: the second half was built on it and goes back to the queue
+    first_half_fails = [Slot(1, checkpoint=False), Slot(2, "fail"), Slot(3, checkpoint=False), Slot(4, "fail")]
+    assert decide(first_half_fails) == Decision("cut", 2)
+    assert decide(first_half_fails[:2]) == Decision("checkpoint", 0)
+
+
+def test_an_uncovered_tail_gets_a_run() -> None:
+    assert decide([Slot(1, checkpoint=False)]) == Decision("checkpoint", 0)
+    assert decide([Slot(1), Slot(2, checkpoint=False)]) == Decision("checkpoint", 1)
+
+
+def test_batches_only_pay_while_failures_are_rare() -> None:
+    assert batch_size(0.0, 8) == 8
+    assert batch_size(0.02, 8) == 8
+    assert batch_size(0.5, 8) == 1
+    assert batch_size(0.3, 8) == 1
+    assert batch_size(0.1, 1) == 1
+    assert batch_yield(1, 0.1) == 0.9
+    assert batch_yield(4, 0.0) == 4.0
+    assert batch_yield(4, 0.5) < batch_yield(1, 0.5)
+    rate = 0.1
+    for _ in range(50):
+        rate = observe_failure(rate, True)
+    assert rate > 0.99 and batch_size(rate, 8) == 1
+    for _ in range(100):
+        rate = observe_failure(rate, False)
+    assert rate < 0.01 and batch_size(rate, 8) == 8
+
+
 OUTCOMES = st.sampled_from([None, "pass", "flaky", "fail", "timeout", "error"])
 
 
-@given(st.lists(st.tuples(OUTCOMES, st.booleans()), max_size=8))
-def test_only_a_valid_passing_head_ever_lands(raw: list[tuple[str | None, bool]]) -> None:
-    slots = [Slot(i, outcome, valid) for i, (outcome, valid) in enumerate(raw)]
+@given(st.lists(st.tuples(OUTCOMES, st.booleans(), st.booleans()), max_size=8))
+def test_only_verified_valid_prefixes_ever_land(raw: list[tuple[str | None, bool, bool]]) -> None:
+    slots = [Slot(i, outcome if checkpoint else None, valid, checkpoint)
+             for i, (outcome, valid, checkpoint) in enumerate(raw)]
     d = decide(slots)
     if d.action == "land":
-        assert all(s.valid for s in slots) and slots[0].outcome in ("pass", "flaky")
+        # main moves to slot d.index's merge: its own run passed, and nothing ahead of it failed or left
+        assert slots[d.index].passed and all(s.valid for s in slots)
+        assert not any(s.failed for s in slots[:d.index])
     if d.action == "cut":
         assert 0 <= d.index < len(slots)
         invalid = [i for i, s in enumerate(slots) if not s.valid]
-        failing = [i for i, s in enumerate(slots[1:], 1) if s.outcome in ("fail", "timeout", "error")]
-        assert d.index in invalid or (d.index - 1 in failing and slots[0].outcome is None)
+        assert d.index in invalid or slots[d.index - 1].failed
     if d.action == "judge_head":
-        assert slots[0].outcome in ("fail", "timeout", "error") and all(s.valid for s in slots)
+        assert slots[0].failed and len(slots) == 1
+    if d.action == "checkpoint":
+        assert not slots[d.index].checkpoint
+    if d.action == "wait":
+        assert any(s.checkpoint and s.outcome is None for s in slots) or not slots
 
 
 @given(st.integers(1, 64), st.booleans(), st.integers(1, 64))

@@ -75,3 +75,100 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
     assert await fleet.store.pending_intents("demo") == []
     findings = fleet.client("rita").get("/api/v1/findings", repo="demo")["findings"]
     assert findings == [], findings
+
+
+async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fleet) -> None:
+    """Batches of up to 4 (one run covers them), bisected on failure; every landed row names its own merge on
+    main, the commit main moved to and the run that passed on it."""
+    fleet.bot.stop()
+    fleet.bot.start(MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2")
+    for name in ("cat", "dan"):
+        _, fleet.tokens[name] = await fleet.store.add_agent(name=name, role=Role.AGENT)
+    subs = [(await fleet.store.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three", "four")]
+    start = fleet.main()
+    await fleet.store.set_paused(repo="demo", paused=True, reason="collecting a batch")
+    shas = {}
+    for who, files in (("ann", {"one.txt": "1\n"}),
+                       ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
+                       ("cat", {"three.txt": "3\n"}),
+                       ("dan", {"four.txt": "4\n"})):
+        claim, wt = fleet.start(who)
+        shas[claim.subtask_id] = commit(wt, files)
+        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+    await fleet.store.set_paused(repo="demo", paused=False, reason=None)
+    one, two, three, four = (s.id for s in subs)
+    await wait_for(fleet, [one, three, four], {"landed"})
+    await wait_for(fleet, [two], {"running"})
+
+    bare = fleet.bare()
+    landed = {row.subtask_id: row for row in await fleet.store.landed(repo="demo")}
+    assert set(landed) == {one, three, four}
+    chain, cur = [], fleet.main()
+    while cur != start:
+        chain.append(cur)
+        cur = str(bare[cur].peel(pygit2.Commit).parent_ids[0])
+    assert sorted(chain) == sorted(row.merged_sha for row in landed.values())  # every merge explained once
+    jobs = await fleet.store.jobs(limit=100)
+    passed = {j["commit_sha"] for j in jobs if j["status"] == "done" and j["outcome"] in ("pass", "flaky")}
+    moved_to = {row.main_sha for row in landed.values()}
+    assert moved_to <= passed and moved_to <= set(chain)  # main only ever moved to commits a run passed on
+    # three and four were verified by one run and landed by one move of main
+    assert landed[three].main_sha == landed[four].main_sha and landed[four].batch_size == 2
+    assert {landed[three].merged_sha, landed[four].merged_sha} & passed == {landed[four].merged_sha}
+    assert landed[one].batch_size == 1 and landed[one].main_sha == landed[one].merged_sha
+    # the first run covered all four and failed; bisection then ran on a prefix before the culprit was judged
+    candidate_runs = [j for j in jobs if j["purpose"] == "candidate"]
+    first = min(candidate_runs, key=lambda j: j["id"])
+    assert first["outcome"] == "fail" and bare.descendant_of(first["commit_sha"], shas[four])
+    assert bare.descendant_of(first["commit_sha"], shas[one]) and bare.descendant_of(first["commit_sha"], shas[two])
+    assert any(j["outcome"] == "pass" and j["commit_sha"] == landed[one].merged_sha for j in candidate_runs)
+    assert any(j["purpose"] == "retry" for j in jobs)
+    for sha in chain:
+        assert sha != shas[two] and not bare.descendant_of(sha, shas[two])
+    for row in landed.values():
+        assert row.main_status in ("pending", "pass")
+    assert await fleet.store.pending_intents("demo") == []
+    findings = fleet.client("rita").get("/api/v1/findings", repo="demo")["findings"]
+    assert findings == [], findings
+
+
+async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fleet) -> None:
+    """The head fails alone: it is judged apart while the window refills without it. A candidate on other
+    paths is verified without waiting for that verdict; one touching the same file waits for it."""
+    fleet.bot.stop()
+    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3")
+    _, fleet.tokens["cat"] = await fleet.store.add_agent(name="cat", role=Role.AGENT)
+    subs = [(await fleet.store.create_subtask(actor_id=None, title=t))[0] for t in ("breaks", "same", "other")]
+    await fleet.store.set_paused(repo="demo", paused=True, reason="collecting a window")
+    shas = {}
+    for who, files in (("ann", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
+                       ("bob", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef one():\n    return 1\n"}),
+                       ("cat", {"other.txt": "other\n"})):
+        claim, wt = fleet.start(who)
+        shas[claim.subtask_id] = commit(wt, files)
+        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+    await fleet.store.set_paused(repo="demo", paused=False, reason=None)
+    breaks, same, other = (s.id for s in subs)
+    await wait_for(fleet, [same, other], {"landed"})
+    await wait_for(fleet, [breaks], {"running"})
+
+    bare = fleet.bare()
+    rejected = [c for c in await fleet.store.candidates(repo="demo", subtask_id=breaks) if c["status"] == "rejected"]
+    verdict_at = rejected[0]["finished_at"]
+    jobs = await fleet.store.jobs(limit=100)
+
+    def runs_without_breaks(sid: int) -> list[dict[str, object]]:
+        cand_ids = {c["id"] for c in await_cands[sid]}
+        return [j for j in jobs if j["candidate_id"] in cand_ids and j["purpose"] == "candidate"
+                and not bare.descendant_of(j["commit_sha"], shas[breaks])]
+
+    await_cands = {sid: await fleet.store.candidates(repo="demo", subtask_id=sid) for sid in (same, other)}
+    other_runs = runs_without_breaks(other)
+    same_runs = runs_without_breaks(same)
+    assert other_runs and same_runs
+    # the other lane went on while the failure was being judged ...
+    assert min(j["created_at"] for j in other_runs) < verdict_at
+    # ... while the candidate on the same file waited for the verdict before being verified without it
+    assert min(j["created_at"] for j in same_runs) >= verdict_at
+    assert any(j["purpose"] == "retry" for j in jobs)
+    assert await fleet.store.pending_intents("demo") == []

@@ -48,7 +48,7 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
         store.job_lease_seconds = settings.job_lease_seconds
         waiter = Waiter(url, store)
         await waiter.start()
-        queue = LandingQueue(store, root, speculation=settings.speculation_window)
+        queue = LandingQueue(store, root, speculation=settings.speculation_window, batch=settings.batch_size)
         forge_store = ForgeStore(pool, lease_seconds=settings.lease_seconds)
         sender = StatusSender(forge_store, public_url=settings.public_url or f"http://{settings.host}:{settings.port}")
         app.state.store, app.state.waiter, app.state.queue = store, waiter, queue

@@ -258,10 +258,11 @@ WITH land AS (
     RETURNING id, claim_version, previous_owner_id AS owner_id
 )
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
-                    merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest)
+                    merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
+                    main_sha, batch_size)
 SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
-       %(duration_ms)s, %(log_digest)s
+       %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s
 FROM land
 RETURNING *;
 
@@ -418,11 +419,11 @@ WHERE subtask_id = %(subtask_id)s AND claim_version = %(claim_version)s AND sha 
 
 -- name: candidate_next
 -- The queue leader takes the next candidate: highest priority, then the one whose landing unblocks the most
--- subtasks (its blocked dependents), then arrival.
+-- subtasks (its blocked dependents), then arrival. ``exclude``: candidates the window re-plans later (lanes).
 UPDATE candidates c SET status = 'verifying', started_at = now()
 WHERE c.id = (
     SELECT q.id FROM candidates q
-    WHERE q.repo = %(repo)s AND q.status = 'queued'
+    WHERE q.repo = %(repo)s AND q.status = 'queued' AND NOT (q.id = ANY(%(exclude)s::bigint[]))
     ORDER BY q.priority DESC,
              (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
               WHERE d.depends_on_id = q.subtask_id AND b.status = 'blocked') DESC,
@@ -557,6 +558,9 @@ WHERE repo = %(repo)s AND commit_sha = %(sha)s AND command = %(command)s AND sta
   AND outcome IN ('pass', 'flaky')
 LIMIT 1;
 
+-- name: job_statuses
+SELECT id, status::text AS status FROM verify_jobs WHERE id = ANY(%(ids)s::bigint[]);
+
 -- name: job_cancel_for_candidate
 UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
 WHERE candidate_id = %(candidate_id)s AND status IN ('queued', 'running')
@@ -569,7 +573,11 @@ WHERE (%(status)s::job_status IS NULL OR status = %(status)s::job_status)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: landed_set_main_status
-UPDATE landed SET main_status = %(main_status)s WHERE id = %(id)s RETURNING id;
+-- The post-land check on the commit main moved to covers every row of that landing (all of a batch).
+UPDATE landed SET main_status = %(main_status)s
+WHERE repo = (SELECT repo FROM landed WHERE id = %(id)s)
+  AND main_sha = (SELECT main_sha FROM landed WHERE id = %(id)s)
+RETURNING id;
 
 -- name: repo_set_paused
 UPDATE repos SET paused = %(paused)s, paused_reason = %(reason)s WHERE name = %(name)s RETURNING *;

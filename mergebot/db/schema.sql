@@ -122,9 +122,12 @@ CREATE TABLE landed (
     log_digest       text NOT NULL,
     main_status      text NOT NULL DEFAULT 'pending',
     landed_at        timestamptz NOT NULL DEFAULT now(),
+    main_sha         text NOT NULL,  -- the commit main moved to (0006); differs from merged_sha in a batch
+    batch_size       integer NOT NULL DEFAULT 1 CHECK (batch_size >= 1),
     UNIQUE (repo, merged_sha)
 );
 CREATE INDEX landed_recent ON landed (landed_at DESC, id DESC);
+CREATE INDEX landed_main_sha ON landed (repo, main_sha);
 
 -- Every state change, appended by triggers and by the store; never updated or deleted.
 CREATE TABLE events (

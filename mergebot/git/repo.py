@@ -223,6 +223,11 @@ def changed_paths(repo: pygit2.Repository, old_tree: str | None, new_tree: str) 
     return sorted(paths)
 
 
+def paths_since(repo: pygit2.Repository, base: str, new_tree: str) -> list[str]:
+    """What a tree changes relative to commit ``base`` (a merge's own change on top of its first parent)."""
+    return changed_paths(repo, str(repo[base].peel(pygit2.Commit).tree_id), new_tree)
+
+
 def largest_blob(repo: pygit2.Repository, commits: list[pygit2.Commit]) -> tuple[str, int]:
     """The biggest file a set of commits adds or changes: (path, size)."""
     best = ("", 0)

@@ -1,17 +1,24 @@
 """The speculation planner: what the merge queue does next with its window, decided without I/O.
 
-With W verifier workers, the queue tests the first W candidates at once, each merged on top of the ones ahead
-of it (slot k is verified as main + c1 + ... + ck), and lands them in order, each moving main to exactly the
-commit that was verified. The window adapts like Zuul's: one wider after a landing, halved after a failure,
-never below the floor.
+The window is a chain of merges: slot k is main + c1 + ... + ck. A verifier run on slot k (a *checkpoint*)
+covers every slot up to k. With W verifier workers the queue keeps up to W checkpoints running at once
+(speculation, as Zuul); with a batch size B > 1 only every B-th slot is a checkpoint, so one run covers B
+candidates (batching, as bors), and a failing batch is bisected.
 
-Only the head of the window ever lands or is judged: a failing run behind the head is held until it becomes
-the head (its commit is then exactly main + it, so the usual retry and base checks apply to it), but every slot
-behind a failing run is cut at once, because it was built on a commit that will not land.
+The rules, in order (``decide``):
+  1. a withdrawn slot (superseded, reclaimed) is cut, with everything built on it;
+  2. the furthest passing checkpoint with no failing checkpoint ahead of it lands every slot up to it, by one
+     move of main to exactly the commit that run passed on (a later pass covers an earlier pending run);
+  3. everything behind a failing checkpoint is cut: it was built on a commit that will not land;
+  4. a failing head unit is judged alone when it holds one candidate, else bisected: a new checkpoint in its
+     middle (bors);
+  5. otherwise wait. A tail without a checkpoint gets one (the executor never leaves slots uncovered).
+The window adapts like Zuul's: one wider after a landing, halved after a failure, never below the floor.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,33 +28,53 @@ PASSING = frozenset({"pass", "flaky"})
 @dataclass(frozen=True)
 class Slot:
     candidate_id: int
-    outcome: str | None = None  # None while its run is pending; "pass", "flaky", "fail", "timeout", "error"
+    outcome: str | None = None  # a checkpoint's run: None while pending; "pass", "flaky", "fail", "timeout", "error"
     valid: bool = True  # False once its candidate was superseded, reclaimed or withdrawn
+    checkpoint: bool = True  # a verifier run covers this slot (and the unchecked slots ahead of it)
+
+    @property
+    def failed(self) -> bool:
+        return self.checkpoint and self.outcome is not None and self.outcome not in PASSING
+
+    @property
+    def passed(self) -> bool:
+        return self.checkpoint and self.outcome in PASSING
 
 
 @dataclass(frozen=True)
 class Decision:
-    action: str  # "land", "judge_head", "cut", "wait"
-    index: int = 0  # "cut": slots from here on are cancelled and go back to the queue
+    action: str  # "land", "judge_head", "cut", "checkpoint", "wait"
+    index: int = 0  # "land": slots up to here; "cut": from here on; "checkpoint": run the check on this slot
 
 
 def decide(slots: Sequence[Slot]) -> Decision:
-    """The next step for a window, in priority order: drop what cannot land, land or judge the head, cut what
-    is built on a failing run, wait. Landing a passing head comes before cutting behind a failure further
-    back: the head's landing does not depend on anything behind it, and it must never wait on them."""
+    """The next step for a window (see the module's rules). Landing a passing unit comes before cutting behind
+    a failure further back: its landing does not depend on anything behind it, and it must never wait."""
     for i, slot in enumerate(slots):
         if not slot.valid:
             return Decision("cut", i)  # it, and everything built on it
     if not slots:
         return Decision("wait")
-    head = slots[0].outcome
-    if head in PASSING:
-        return Decision("land")
-    if head is not None:
-        return Decision("judge_head")
-    for i, slot in enumerate(slots[1:], start=1):
-        if slot.outcome is not None and slot.outcome not in PASSING and i + 1 < len(slots):
+    land = None
+    for i, slot in enumerate(slots):
+        if slot.failed:
+            break
+        if slot.passed:
+            land = i
+    if land is not None:
+        return Decision("land", land)
+    for i, slot in enumerate(slots):
+        if slot.failed and i + 1 < len(slots):
             return Decision("cut", i + 1)
+    head = next((i for i, s in enumerate(slots) if s.checkpoint), None)
+    if head is None:
+        return Decision("checkpoint", len(slots) - 1)
+    if slots[head].failed:
+        if head == 0:
+            return Decision("judge_head")
+        return Decision("checkpoint", (head - 1) // 2)  # bisect: is the culprit in the first half?
+    if not slots[-1].checkpoint:
+        return Decision("checkpoint", len(slots) - 1)
     return Decision("wait")
 
 
@@ -62,3 +89,29 @@ def expected_landings_per_run(width: int, failure_rate: float) -> float:
     """The model bound: landings per check duration for a full window, sum over k=1..W of (1-p)^k."""
     q = 1.0 - failure_rate
     return sum(q**k for k in range(1, width + 1))
+
+
+def batch_yield(size: int, failure_rate: float) -> float:
+    """Expected landings per verifier run for batches of ``size`` at ``failure_rate`` per candidate.
+
+    A batch passes whole with probability (1-p)^B for one run; otherwise bisection finds each of its about
+    max(1, B·p) culprits in about 2·log2(B) more runs (two halves per level), never more than 2B, and the
+    B(1-p) good candidates still land.
+    """
+    if size <= 1:
+        return 1.0 - failure_rate
+    clean = (1.0 - failure_rate) ** size
+    culprits = max(1.0, size * failure_rate)
+    runs = 1.0 + (1.0 - clean) * min(2.0 * size, 2.0 * math.ceil(math.log2(size)) * culprits)
+    return size * (1.0 - failure_rate) / runs
+
+
+def batch_size(failure_rate: float, ceiling: int) -> int:
+    """The batch size in [1, ceiling] with the best expected landings per run at the measured failure rate:
+    batching pays only while failures are rare."""
+    return max(range(1, max(1, ceiling) + 1), key=lambda b: (round(batch_yield(b, failure_rate), 9), -b))
+
+
+def observe_failure(rate: float, failed: bool, weight: float = 0.1) -> float:
+    """The measured failure rate, a moving average over candidates' verdicts."""
+    return (1.0 - weight) * rate + weight * (1.0 if failed else 0.0)

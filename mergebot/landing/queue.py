@@ -18,6 +18,14 @@ main raises an announcement and pauses the repository: while paused only a candi
 lands, and the others are parked until main is green again or an admin resumes.
 A crash between any two steps leaves state the reconciler repairs (``mergebot.landing.reconcile``).
 
+With a speculation window (MERGEBOT_SPECULATION_WINDOW > 1) or batches (MERGEBOT_BATCH_SIZE > 1) the queue
+keeps a window instead (``process_window``; ``mergebot.landing.planner`` decides, this module does the I/O):
+a chain of merges main + c1 + ... + ck, with runs in flight on up to W of them, each covering the batch of
+slots ahead of it. A passing run lands every slot it covers by one move of main to exactly the commit it
+passed on; a failing batch is bisected; a candidate failing alone is judged apart (retry, main's status)
+while the window refills without it — only candidates touching the same paths wait for that verdict, and a
+candidate that does not apply on top of the slots ahead is re-planned after them (lanes).
+
 One process leads each repository's queue, chosen by a PostgreSQL advisory lock, so replicas never land
 into the same branch at once.
 """
@@ -40,8 +48,8 @@ from mergebot.forge import mirror
 from mergebot.git import repo as git
 from mergebot.landing import planner
 from mergebot.landing.reconcile import Report, reconcile_repo
-from mergebot.landing.store import Candidate, Repo
-from mergebot.models import Handle
+from mergebot.landing.store import Candidate, Intent, Repo
+from mergebot.models import Handle, Landed
 from mergebot.verify.jobs import JobStore
 from mergebot.verify.worker import result_from_json
 from verifier.runner import Result
@@ -56,18 +64,38 @@ class Speculation:
     cand: Candidate
     base: str
     merge: git.Merge
-    job_id: int
+    job_id: int | None = None  # this slot's own run (a checkpoint); None while a later checkpoint covers it
     result: Result | None = None
     valid: bool = True
+    started: float = 0.0  # when its run was queued (event-loop time)
+    paths: frozenset[str] = frozenset()  # what the candidate changes on top of its base
+
+    @property
+    def checkpoint(self) -> bool:
+        return self.job_id is not None
 
     def plan(self) -> planner.Slot:
-        return planner.Slot(self.cand.id, self.result.outcome if self.result else None, self.valid)
+        return planner.Slot(self.cand.id, self.result.outcome if self.result else None, self.valid, self.checkpoint)
 
 
 @dataclass
 class Window:
-    width: int
+    width: int  # verifier runs in flight at most (Zuul's window)
     slots: list[Speculation] = field(default_factory=list)
+    fail_rate: float = 0.1  # measured share of candidates that fail their check (sets the batch size)
+    deferred: set[int] = field(default_factory=set)  # re-planned after the slots ahead of them (lanes)
+    aside: dict[int, tuple[asyncio.Task[None], frozenset[str]]] = field(default_factory=dict)  # judged apart
+
+    def failing(self) -> bool:
+        return any(s.plan().failed for s in self.slots)
+
+    def drop(self) -> None:
+        """Forget the window (reconcile, lost leadership): its candidates are requeued by the reconciler."""
+        for task, _ in self.aside.values():
+            task.cancel()
+        self.aside.clear()
+        self.slots.clear()
+        self.deferred.clear()
 
 
 def _remote(repo: Repo) -> mirror.Remote:
@@ -82,9 +110,10 @@ def crash_point(name: str) -> None:
 
 class LandingQueue:
     def __init__(self, store: JobStore, repos_root: Path, *, poll_seconds: float = 1.0,
-                 verify_timeout_slack: float = 600.0, speculation: int = 1) -> None:
+                 verify_timeout_slack: float = 600.0, speculation: int = 1, batch: int = 1) -> None:
         self.store = store
-        self.speculation = speculation  # the widest window; 1 is the serial queue
+        self.speculation = speculation  # the widest window; 1 (with batch 1) is the serial queue
+        self.batch = batch  # the largest batch one run may cover
         self._windows: dict[str, Window] = {}
         self.slack = verify_timeout_slack
         self._post_land: set[asyncio.Task[None]] = set()
@@ -138,7 +167,9 @@ class LandingQueue:
                 for repo in led:
                     if repo.name not in self._reconciled:
                         if repo.name in self._windows:  # the reconciler requeues what is mid-verification
-                            await self._cut(self._windows.pop(repo.name), 0, "reconciling; verifying again")
+                            window = self._windows.pop(repo.name)
+                            await self._cut(window, 0, "reconciling; verifying again")
+                            window.drop()
                         reports.append(await reconcile_repo(self.store, self.root, repo))
                         self._reconciled.add(repo.name)
                         await self._resume_post_land(repo)
@@ -148,7 +179,7 @@ class LandingQueue:
                 for repo in led:
                     if repo.paused:
                         continue
-                    if self.speculation > 1:
+                    if self.speculation > 1 or self.batch > 1:
                         busy = await self.process_window(repo) or busy
                     elif await self.process_next(repo) is not None:
                         busy = True
@@ -161,6 +192,8 @@ class LandingQueue:
                     if self._lock_conn is not None:
                         await self._lock_conn.close()
                 self._lock_conn = None
+                for window in self._windows.values():
+                    window.drop()
                 self._windows.clear()  # leadership is taken again with a reconcile, which requeues their candidates
                 await asyncio.sleep(self.poll)
                 continue
@@ -169,6 +202,8 @@ class LandingQueue:
                     await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
 
     async def close(self) -> None:
+        for window in self._windows.values():
+            window.drop()
         for task in list(self._post_land):
             task.cancel()
         if self._lock_conn is not None:
@@ -198,8 +233,8 @@ class LandingQueue:
     # -- speculation (mergebot.landing.planner decides; this does the I/O) -------------------------------
 
     async def process_window(self, repo: Repo) -> bool:
-        """One step of speculative landing for ``repo``: fill the window, then land, judge or cut. True when
-        something happened (the caller comes straight back)."""
+        """One step of speculative (and batched) landing for ``repo``: fill the window, then land, cut,
+        bisect, judge or wait. True when something happened (the caller comes straight back)."""
         window = self._windows.setdefault(repo.name, Window(width=self.speculation))
         if repo.red_since:  # while main is red only a fix lands, one at a time, judged against main itself
             if window.slots:
@@ -215,50 +250,97 @@ class LandingQueue:
         await self._fill(repo, window, path, main)
         if not window.slots:
             return False
-        head = window.slots[0]
-        if head.result is None:  # wait for the head's run; the others keep running meanwhile
-            head.result = await self._tree_checked(await self.result_of(repo, head.merge.sha or "", head.job_id),
-                                                   head.merge)
         await self._collect(repo, window)
         decision = planner.decide([s.plan() for s in window.slots])
+        if decision.action == "wait":
+            pending = [s.job_id for s in window.slots if s.job_id is not None and s.result is None]
+            if not pending:
+                return False
+            await self.store.wait_any(pending, timeout=self.poll)
+            return True
+        if decision.action == "checkpoint":  # a tail left uncovered by a cut, or bisecting a failed batch
+            await self._checkpoint(repo, window.slots[decision.index])
+            return True
         if decision.action == "cut":
+            failed = decision.index > 0 and window.slots[decision.index - 1].plan().failed
+            if failed:
+                window.width = planner.next_width(window.width, passed=False, ceiling=self.speculation)
             await self._cut(window, decision.index, "a candidate ahead of it failed or was withdrawn; re-planned")
             return True
-        if decision.action == "wait":
-            return True
-        window.slots.pop(0)
         if decision.action == "land":
-            assert head.result is not None
-            await self.land(repo, head.cand, path, main, head.merge, head.result, {})
-            landed = (await self.store.get_candidate(head.cand.id)).status == "landed"
+            unit, window.slots = window.slots[:decision.index + 1], window.slots[decision.index + 1:]
+            landed = await self._land_unit(repo, unit, path, main)
+            window.deferred.clear()
             window.width = planner.next_width(window.width, passed=landed, ceiling=self.speculation)
-            if not landed:  # superseded at the fence, or main moved: everything behind was built on it
+            if landed:
+                for _ in unit:
+                    window.fail_rate = planner.observe_failure(window.fail_rate, False)
+            else:  # superseded at the fence, or main moved: everything behind was built on it
                 await self._cut(window, 0, "the candidate ahead of it did not land; re-planned")
             return True
-        # the head failed: everything behind it was built on it; judge it alone, on this same commit
-        await self._cut(window, 0, "a candidate ahead of it failed; re-planned")
+        # judge_head: the head failed alone; everything behind it was built on it. It is judged apart (lanes):
+        # the window refills at once without it, and only candidates touching the same paths wait for the verdict.
+        head = window.slots[0]
+        await self._cut(window, 1, "a candidate ahead of it failed; re-planned")
+        window.slots.pop(0)
         window.width = planner.next_width(window.width, passed=False, ceiling=self.speculation)
-        verdict = await self.verify(repo, head.cand, path, head.merge, main, first=head.result)
-        if verdict is not None:
-            crash_point("after_verify")
-            await self.land(repo, head.cand, path, main, head.merge, *verdict)
+        task = asyncio.create_task(self._judge_aside(repo, window, head, path, main))
+        window.aside[head.cand.id] = (task, head.paths)
         return True
 
+    async def _judge_aside(self, repo: Repo, window: Window, slot: Speculation, path: Path, main: str) -> None:
+        """A failed candidate judged on its own commit (retry, then main's status) while the window goes on.
+
+        Rejected when the failure is its own; parked when main itself is red; put back in the queue when the
+        retry passed (flaky): main has moved on since, so it is merged and verified again before it lands.
+        """
+        try:
+            verdict = await self.verify(repo, slot.cand, path, slot.merge, main, first=slot.result)
+            window.fail_rate = planner.observe_failure(window.fail_rate, verdict is None)
+            if verdict is not None:
+                ok, why = await self.store.candidate_fence(slot.cand)
+                await self.store.finish_candidate(
+                    slot.cand.id, "queued" if ok else "superseded",
+                    "failed once and passed on a retry of the same commit; verified again on the current "
+                    f"{repo.target_branch}" if ok else why)
+        except Exception:  # never lost: the reconciler requeues a candidate left mid-verification
+            log.exception("judging candidate %s apart failed", slot.cand.id)
+        finally:
+            window.aside.pop(slot.cand.id, None)
+            window.deferred.clear()
+            self.poke()
+
+    async def _checkpoint(self, repo: Repo, slot: Speculation) -> None:
+        """Queue a run on ``slot``'s merge; it covers every unchecked slot ahead of it."""
+        assert slot.merge.sha is not None
+        slot.job_id = await self.start_check(repo, slot.merge.sha, "candidate", candidate_id=slot.cand.id)
+        slot.result = None
+        slot.started = asyncio.get_running_loop().time()
+
     async def _fill(self, repo: Repo, window: Window, path: Path, main: str) -> None:
-        while len(window.slots) < window.width:
-            if any(s.result is not None and s.result.outcome not in planner.PASSING for s in window.slots):
-                return  # nothing is built on a failing run: the window refills once it is judged
-            cand = await self.take(repo)
+        """Take queued candidates onto the window's chain until it holds ``width`` runs. A candidate that does
+        not apply on top of the slots ahead, or that touches what a candidate being judged apart touches, is
+        re-planned after them instead (lanes: the ones behind it go on)."""
+        size = planner.batch_size(window.fail_rate, self.batch)
+        skip = set(window.deferred) | set(window.aside)
+        blocked = frozenset().union(*(paths for _, paths in window.aside.values()))
+        while not window.failing() and sum(s.checkpoint for s in window.slots) < window.width:
+            cand = await self.take(repo, exclude=sorted(skip))
             if cand is None:
-                return
+                break
             base = window.slots[-1].merge.sha if window.slots else main
             assert base is not None
-            merge = await self._merge_onto(cand, path, base)
-            if merge.kind in ("conflict", "up-to-date") and window.slots:
-                # It does not apply on top of the candidates ahead: plan it after them, not against a state
-                # that cannot land (it is judged against main itself once they are through).
-                await self.store.finish_candidate(cand.id, "queued", "waits for the candidates ahead of it")
-                return
+            merge, paths = await self._merge_with_paths(cand, path, base)
+            wait = None
+            if paths & blocked:
+                wait = "waits for the verdict on a failed candidate that touches the same paths"
+            elif merge.kind in ("conflict", "up-to-date") and window.slots:
+                wait = "waits for the candidates ahead of it"  # judged against main once they are through
+            if wait:
+                await self.store.finish_candidate(cand.id, "queued", wait)
+                window.deferred.add(cand.id)
+                skip.add(cand.id)
+                continue
             if merge.kind == "conflict":
                 await self._reject_conflict(repo, cand, merge, main)
                 continue
@@ -266,19 +348,36 @@ class LandingQueue:
                 await self.reject(cand, f"nothing to land: {cand.sha[:12]} is already on {repo.target_branch}.",
                                   base_sha=main)
                 continue
-            assert merge.sha is not None
-            job_id = await self.start_check(repo, merge.sha, "candidate", candidate_id=cand.id)
-            window.slots.append(Speculation(cand, base, merge, job_id))
+            slot = Speculation(cand, base, merge, paths=paths)
+            window.slots.append(slot)
+            unchecked = len(window.slots) - max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
+            if unchecked >= size:
+                await self._checkpoint(repo, slot)
+        if window.slots and not window.slots[-1].checkpoint and not window.failing():
+            await self._checkpoint(repo, window.slots[-1])  # the queue ran dry: cover the batch as it is
+
+    async def _merge_with_paths(self, cand: Candidate, path: Path, base: str) -> tuple[git.Merge, frozenset[str]]:
+        merge = await self._merge_onto(cand, path, base)
+        if merge.kind not in ("merge", "fast-forward") or merge.tree is None:
+            return merge, frozenset()
+
+        tree = merge.tree
+        return merge, frozenset(await asyncio.to_thread(lambda: git.paths_since(git.open_repo(path), base, tree)))
 
     async def _collect(self, repo: Repo, window: Window) -> None:
-        """Results that are already in for the slots behind the head, and whether each is still wanted."""
+        """Results that are in, runs that overran, and whether each slot is still wanted."""
+        now = asyncio.get_running_loop().time()
+        limit = repo.verifier_timeout_s * 3 + self.slack
         for slot in window.slots:
-            if slot.result is None:
+            if slot.job_id is not None and slot.result is None:
                 job = await self.store.get_job(slot.job_id)
                 if job.status == "done" and job.result:
                     slot.result = await self._tree_checked(result_from_json(job.result), slot.merge)
                 elif job.status == "cancelled":
                     slot.valid = False
+                elif now - slot.started > limit:
+                    slot.result = Result(slot.merge.sha or "", "", repo.verifier_command, "error", None, 0,
+                                         f"verify job {slot.job_id} did not finish", "", 0, "", "none")
             if slot.valid:
                 slot.valid, _ = await self.store.candidate_fence(slot.cand)
 
@@ -291,6 +390,7 @@ class LandingQueue:
     async def _cut(self, window: Window, index: int, reason: str) -> None:
         """Cancel the runs of slots ``index`` and after and put their candidates back in the queue."""
         cut, window.slots = window.slots[index:], window.slots[:index]
+        window.deferred.clear()
         for slot in cut:
             await self.store.cancel_jobs_for(slot.cand.id)
             ok, why = await self.store.candidate_fence(slot.cand)
@@ -299,9 +399,22 @@ class LandingQueue:
             else:
                 await self.store.finish_candidate(slot.cand.id, "superseded", why)
 
-    async def take(self, repo: Repo) -> Candidate | None:
+    async def _land_unit(self, repo: Repo, unit: list[Speculation], path: Path, main: str) -> bool:
+        """Land the slots of ``unit`` by one move of main to the last one's merge, which its run passed on."""
+        last = unit[-1]
+        assert last.result is not None
+        for slot in unit[:-1]:  # covered by the last one's pass: their own runs are no longer needed
+            if slot.job_id is not None and slot.result is None:
+                await self.store.cancel_jobs_for(slot.cand.id)
+        if len(unit) == 1:
+            await self.land(repo, last.cand, path, main, last.merge, last.result, {})
+        else:
+            await self.land_batch(repo, unit, path, main, last.result)
+        return (await self.store.get_candidate(last.cand.id)).status == "landed"
+
+    async def take(self, repo: Repo, exclude: list[int] | None = None) -> Candidate | None:
         while True:
-            cand = await self.store.next_candidate(repo.name)
+            cand = await self.store.next_candidate(repo.name, exclude)
             if cand is None:
                 return None
             ok, why = await self.store.candidate_fence(cand)
@@ -420,7 +533,7 @@ class LandingQueue:
         """A post-land check cut short by a restart is run again for main's newest landed row."""
         newest = await self.store.landed(repo=repo.name, limit=1)
         if newest and newest[0].main_status == "pending":
-            task = asyncio.create_task(self.post_land(repo, newest[0].id, newest[0].merged_sha))
+            task = asyncio.create_task(self.post_land(repo, newest[0].id, newest[0].main_sha or newest[0].merged_sha))
             self._post_land.add(task)
             task.add_done_callback(self._post_land.discard)
 
@@ -450,16 +563,56 @@ class LandingQueue:
                     "verifier": {**result.as_json(), **({"runs": runs} if runs else {})}}
         intent = await self.store.begin_landing(cand=cand, target_ref=repo.target_ref, old_sha=main,
                                                 new_sha=merge.sha, tree_sha=merge.tree, evidence=evidence)
+        why = f"mergebot: land subtask {cand.subtask_id} v{cand.claim_version} (candidate {cand.id})"
+        landed = await self._move_and_record(repo, path, intent, why)
+        if landed is None:
+            return
+        log.info("landed subtask %s at %s", cand.subtask_id, landed.merged_sha)
+        self._after_landing(repo, landed)
+
+    async def land_batch(self, repo: Repo, unit: list[Speculation], path: Path, main: str, result: Result) -> None:
+        """Land several candidates verified together: one intent, one move of main to the last one's merge
+        (the commit the run passed on), and one landed row per candidate naming its own merge commit on main's
+        first-parent chain, the commit main moved to and the run that covered it."""
+        for slot in unit:  # all of them or none: the verified commit carries every one of them
+            ok, why = await self.store.candidate_fence(slot.cand)
+            if not ok:
+                await self.store.finish_candidate(slot.cand.id, "superseded", why)
+                for other in unit:
+                    if other is not slot:
+                        await self.store.finish_candidate(other.cand.id, "queued", "a candidate landing with it "
+                                                          "was withdrawn; verified again without it")
+                return
+        last = unit[-1]
+        assert last.merge.sha is not None and last.merge.tree is not None
+        members = [{"candidate_id": s.cand.id, "subtask_id": s.cand.subtask_id, "claim_version": s.cand.claim_version,
+                    "owner_id": s.cand.owner_id, "candidate_sha": s.cand.sha, "base_sha": s.base,
+                    "merged_sha": s.merge.sha, "tree_sha": s.merge.tree, "merge_kind": s.merge.kind} for s in unit]
+        evidence = {"subtask_id": last.cand.subtask_id, "claim_version": last.cand.claim_version,
+                    "owner_id": last.cand.owner_id, "candidate_sha": last.cand.sha, "merge_kind": last.merge.kind,
+                    "verifier": result.as_json()}
+        intent = await self.store.begin_landing(cand=last.cand, target_ref=repo.target_ref, old_sha=main,
+                                                new_sha=last.merge.sha, tree_sha=last.merge.tree, evidence=evidence,
+                                                batch=members)
+        ids = ", ".join(str(s.cand.subtask_id) for s in unit)
+        landed = await self._move_and_record(repo, path, intent, f"mergebot: land subtasks {ids} (one verified run)")
+        if landed is None:
+            return
+        log.info("landed subtasks %s together at %s", ids, last.merge.sha)
+        self._after_landing(repo, landed)
+
+    async def _move_and_record(self, repo: Repo, path: Path, intent: Intent, why: str) -> Landed | None:
+        """Move main from the intent's old commit to its new one, then record the landing; None if main moved
+        under it (the intent is rolled back) or no subtask could take the landing (recorded as a finding)."""
         crash_point("after_intent")
         if repo.forge:
-            moved = await self._move_forge(repo, path, main, merge.sha)
+            moved = await self._move_forge(repo, path, intent.old_sha, intent.new_sha)
         else:
-            why = f"mergebot: land subtask {cand.subtask_id} v{cand.claim_version} (candidate {cand.id})"
             moved = await asyncio.to_thread(
-                lambda: git.cas(git.open_repo(path), repo.target_ref, main, merge.sha or "", why))
+                lambda: git.cas(git.open_repo(path), repo.target_ref, intent.old_sha, intent.new_sha, why))
         if not moved:
             await self.store.roll_back(intent, f"{repo.target_branch} moved during landing; retrying")
-            return
+            return None
         crash_point("after_cas")
         try:
             landed, released = await self.store.finish_landing(intent)
@@ -467,11 +620,15 @@ class LandingQueue:
             # Fenced at every step before this; reaching here means the subtask changed under a moving main.
             await self.store.abandon_intent(intent, e.message)
             await self.store.add_finding(repo=repo.name, kind="landed_without_claim",
-                                         detail={"sha": merge.sha, "subtask_id": cand.subtask_id, "why": e.message})
-            return
+                                         detail={"sha": intent.new_sha, "why": e.message})
+            return None
+        if released:
+            log.info("released %s", released)
+        return landed
+
+    def _after_landing(self, repo: Repo, landed: Landed) -> None:
         crash_point("after_commit")
-        log.info("landed subtask %s at %s; released %s", cand.subtask_id, landed.merged_sha, released)
-        task = asyncio.create_task(self.post_land(repo, landed.id, landed.merged_sha))
+        task = asyncio.create_task(self.post_land(repo, landed.id, landed.main_sha or landed.merged_sha))
         self._post_land.add(task)
         task.add_done_callback(self._post_land.discard)
 

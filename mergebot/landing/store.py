@@ -146,8 +146,8 @@ class LandingStore(Store):
 
     # -- the queue ---------------------------------------------------------------------------------------
 
-    async def next_candidate(self, repo: str) -> Candidate | None:
-        row = await self._one("candidate_next", repo=repo)
+    async def next_candidate(self, repo: str, exclude: list[int] | None = None) -> Candidate | None:
+        row = await self._one("candidate_next", repo=repo, exclude=exclude or [])
         return Candidate.from_row(row) if row else None
 
     async def candidate_fence(self, cand: Candidate) -> tuple[bool, str]:
@@ -187,42 +187,90 @@ class LandingStore(Store):
     # -- landing -----------------------------------------------------------------------------------------
 
     async def begin_landing(self, *, cand: Candidate, target_ref: str, old_sha: str, new_sha: str, tree_sha: str,
-                            evidence: dict[str, Any]) -> Intent:
-        """Write the intent (with all the evidence) before main moves."""
+                            evidence: dict[str, Any], batch: list[dict[str, Any]] | None = None) -> Intent:
+        """Write the intent (with all the evidence) before main moves.
+
+        ``batch``: a landing of several candidates verified together by one run, one entry per member in landing
+        order (the last is ``cand``, whose merge is ``new_sha``): candidate_id, subtask_id, claim_version,
+        owner_id, candidate_sha, base_sha, merged_sha, tree_sha. Each member's merge is on main's first-parent
+        chain between ``old_sha`` and ``new_sha``.
+        """
+        if batch:
+            evidence = {**evidence, "batch": batch}
         async with self._tx() as cur:
             rows = await self._q(cur, "intent_insert", candidate_id=cand.id, repo=cand.repo, target_ref=target_ref,
                                  old_sha=old_sha, new_sha=new_sha, tree_sha=tree_sha, evidence=Jsonb(evidence))
-            await self._q(cur, "candidate_finish", id=cand.id, status="landing", reason=None, base_sha=old_sha,
-                          merged_sha=new_sha, verifier=Jsonb(evidence.get("verifier")))
+            for m in batch or [{"candidate_id": cand.id, "base_sha": old_sha, "merged_sha": new_sha}]:
+                await self._q(cur, "candidate_finish", id=m["candidate_id"], status="landing", reason=None,
+                              base_sha=m["base_sha"], merged_sha=m["merged_sha"],
+                              verifier=Jsonb(evidence.get("verifier")))
         return Intent.from_row(rows[0])
 
     async def pending_intents(self, repo: str) -> list[Intent]:
         return [Intent.from_row(r) for r in await self._all("intent_pending", repo=repo)]
 
+    @staticmethod
+    def _intent_candidates(intent: Intent) -> list[int]:
+        return [m["candidate_id"] for m in intent.evidence.get("batch", [])] or [intent.candidate_id]
+
     async def finish_landing(self, intent: Intent) -> tuple[Landed, list[int]]:
-        """main has moved to the intent's commit: record it, in one transaction with the subtask and intent."""
+        """main has moved to the intent's commit: record it, in one transaction with the subtasks and intent.
+
+        A batch writes one landed row per member, each naming its own merge commit and the commit main moved to.
+        A member whose claim changed under the landing (it should not happen: every member is fenced just
+        before main moves) is recorded as a finding and its candidate cancelled; if none could take the landing,
+        ``ClaimSuperseded`` is raised and nothing is written.
+        """
         e = intent.evidence
-        landing = Landing(
-            subtask_id=e["subtask_id"], claim_version=e["claim_version"], owner_id=e["owner_id"],
-            repo=intent.repo, target_ref=intent.target_ref, candidate_sha=e["candidate_sha"],
-            base_sha=intent.old_sha, merged_sha=intent.new_sha, tree_sha=intent.tree_sha,
-            verifier_command=e["verifier"]["command"], verifier_result=e["verifier"]["outcome"],
-            duration_ms=e["verifier"]["duration_ms"], log_digest=e["verifier"]["log_digest"])
-        return await self.land(landing, intent_id=intent.id, candidate_id=intent.candidate_id)
+        v = e["verifier"]
+        members = e.get("batch") or [{"candidate_id": intent.candidate_id, "subtask_id": e["subtask_id"],
+                                       "claim_version": e["claim_version"], "owner_id": e["owner_id"],
+                                       "candidate_sha": e["candidate_sha"], "base_sha": intent.old_sha,
+                                       "merged_sha": intent.new_sha, "tree_sha": intent.tree_sha}]
+        landed: Landed | None = None
+        released: list[int] = []
+        refused: list[tuple[dict[str, Any], str]] = []
+        async with self._tx() as cur:
+            for m in members:
+                landing = Landing(
+                    subtask_id=m["subtask_id"], claim_version=m["claim_version"], owner_id=m["owner_id"],
+                    repo=intent.repo, target_ref=intent.target_ref, candidate_sha=m["candidate_sha"],
+                    base_sha=m["base_sha"], merged_sha=m["merged_sha"], tree_sha=m["tree_sha"],
+                    verifier_command=v["command"], verifier_result=v["outcome"], duration_ms=v["duration_ms"],
+                    log_digest=v["log_digest"], main_sha=intent.new_sha, batch_size=len(members))
+                try:
+                    async with cur.connection.transaction():  # a savepoint: one member's refusal undoes only it
+                        row, freed = await self._land_in(cur, landing, actor_id=None, candidate_id=m["candidate_id"])
+                except ClaimSuperseded as err:
+                    refused.append((m, err.message))
+                    continue
+                landed = row
+                released += freed
+            if landed is None:
+                raise ClaimSuperseded(refused[-1][1], subtask_id=members[-1]["subtask_id"])
+            for m, why in refused:
+                await self._q(cur, "candidate_finish", id=m["candidate_id"], status="cancelled", reason=why,
+                              base_sha=None, merged_sha=None, verifier=None)
+                await self._q(cur, "finding_insert", repo=intent.repo, kind="landed_without_claim",
+                              detail=Jsonb({"sha": m["merged_sha"], "subtask_id": m["subtask_id"], "why": why}))
+            await self._q(cur, "intent_resolve", id=intent.id, status="done")
+        return landed, released
 
     async def roll_back(self, intent: Intent, reason: str) -> None:
-        """main never moved: forget the intent and give the candidate back to the queue."""
+        """main never moved: forget the intent and give the candidates back to the queue."""
         async with self._tx() as cur:
             await self._q(cur, "intent_resolve", id=intent.id, status="rolled_back")
-            await self._q(cur, "candidate_finish", id=intent.candidate_id, status="queued", reason=reason,
-                          base_sha=None, merged_sha=None, verifier=None)
+            for cand_id in self._intent_candidates(intent):
+                await self._q(cur, "candidate_finish", id=cand_id, status="queued", reason=reason,
+                              base_sha=None, merged_sha=None, verifier=None)
 
     async def abandon_intent(self, intent: Intent, reason: str) -> None:
-        """main moved but the subtask can no longer take the landing (should not happen): keep the evidence."""
+        """main moved but no subtask could take the landing (should not happen): keep the evidence."""
         async with self._tx() as cur:
             await self._q(cur, "intent_resolve", id=intent.id, status="rolled_back")
-            await self._q(cur, "candidate_finish", id=intent.candidate_id, status="cancelled", reason=reason,
-                          base_sha=None, merged_sha=None, verifier=None)
+            for cand_id in self._intent_candidates(intent):
+                await self._q(cur, "candidate_finish", id=cand_id, status="cancelled", reason=reason,
+                              base_sha=None, merged_sha=None, verifier=None)
 
     async def landed_chain(self, repo: str) -> dict[str, dict[str, Any]]:
         return {r["merged_sha"]: r for r in await self._all("landed_chain", repo=repo)}

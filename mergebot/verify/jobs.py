@@ -131,6 +131,32 @@ class JobStore(LandingStore):
                     return job
                 await asyncio.sleep(0.2)
 
+    async def wait_any(self, job_ids: list[int], timeout: float) -> None:
+        """Until one of the jobs is done or cancelled, or ``timeout`` passes (a speculation window waits on all
+        its runs at once). Polls if the listening connection fails."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        wanted = {str(i) for i in job_ids}
+
+        async def finished() -> bool:
+            rows = await self._all("job_statuses", ids=job_ids)
+            return any(r["status"] in ("done", "cancelled") for r in rows) or loop.time() >= deadline
+
+        try:
+            async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                await conn.execute(f"LISTEN {JOB_CHANNEL}")
+                while not await finished():
+                    gen = conn.notifies(timeout=min(1.0, max(0.0, deadline - loop.time())))
+                    try:
+                        async for note in gen:
+                            if note.payload in wanted:
+                                break
+                    finally:
+                        await gen.aclose()
+        except psycopg.OperationalError:
+            while not await finished():
+                await asyncio.sleep(0.2)
+
     # -- main's status --------------------------------------------------------------------------------------
 
     async def set_main_status(self, *, landed_id: int, status: str) -> None:
