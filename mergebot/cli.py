@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import httpx
 
@@ -31,6 +34,7 @@ from mergebot import __version__
 from mergebot.auth import Role
 from mergebot.client import ApiError, Client
 from mergebot.errors import MergebotError
+from mergebot.logs import configure_logging
 from mergebot.settings import Settings
 from mergebot.store import Store
 
@@ -164,15 +168,20 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     from mergebot.api import create_app
 
+    configure_logging(default_level=logging.INFO)  # a service logs what it does; uvicorn's loggers included
     settings = settings_from(args)
     settings.host, settings.port = args.host or settings.host, args.port or settings.port
-    print(f"mergebot {__version__} serving on http://{settings.host}:{settings.port} "
-          f"(database: {'MERGEBOT_DATABASE_URL' if settings.database_url else settings.data_dir / 'pg'})",
-          file=sys.stderr)
+    logging.getLogger("mergebot.serve").info(
+        "mergebot %s serving on http://%s:%s (database: %s)", __version__, settings.host, settings.port,
+        "MERGEBOT_DATABASE_URL" if settings.database_url else settings.data_dir / "pg")
     # uvicorn re-raises SIGTERM after its graceful shutdown; turning it into SystemExit lets exit handlers run,
     # so the embedded PostgreSQL is stopped cleanly by the last process using it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
+    # log_config=None: uvicorn installs no handlers of its own, so its lines go through ours. Request lines
+    # (method, path, status; never headers) only with MERGEBOT_ACCESS_LOG=1: agents poll, and that is noise.
+    level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, log_level=level,
+                access_log=os.environ.get("MERGEBOT_ACCESS_LOG", "") not in ("", "0"))
 
 
 def cmd_repo_add(args: argparse.Namespace) -> None:
@@ -216,12 +225,6 @@ def cmd_reconcile(args: argparse.Namespace) -> None:
     rows = [{k: (len(v) if isinstance(v, list) else v) for k, v in r.items()} for r in out["reports"]]
     emit(args, out, rows, ("repo", "finished", "rolled_back", "requeued", "enqueued", "unexplained",
                            "landed_not_on_main"))
-
-
-def cmd_queue(args: argparse.Namespace) -> None:
-    out = client_from(args).get("/api/v1/candidates", repo=args.repo, limit=args.limit)
-    emit(args, out, out["candidates"], ("id", "repo", "subtask_id", "claim_version", "owner", "sha", "status",
-                                        "reason", "queued_at"))
 
 
 def cmd_start(args: argparse.Namespace) -> None:
@@ -476,18 +479,6 @@ def cmd_show(args: argparse.Namespace) -> None:
     print(render_table(events, ("at", "actor", "from_status", "to_status", "claim_version", "detail")))
 
 
-def cmd_status(args: argparse.Namespace) -> None:
-    out = client_from(args).get("/api/v1/status")
-    rows = [{"status": k, "count": v} for k, v in out["counts"].items()]
-    emit(args, out, rows, ("status", "count"))
-
-
-def cmd_landed(args: argparse.Namespace) -> None:
-    out = client_from(args).get("/api/v1/landed", repo=args.repo, owner=args.owner, limit=args.limit)
-    emit(args, out, out["landed"], ("id", "subtask_id", "owner", "claim_version", "merged_sha",
-                                    "verifier_result", "duration_ms", "main_status", "landed_at"))
-
-
 def cmd_wait(args: argparse.Namespace) -> None:
     """Wait (long-polling the server) until every id is landed, failed or cancelled."""
     c = client_from(args)
@@ -506,6 +497,228 @@ def cmd_wait(args: argparse.Namespace) -> None:
     emit(args, out)
     if not out["done"]:
         raise SystemExit(4)
+
+
+# -- views: status, queue, landed, tree (tables, --json, --watch) -------------------------------------------------
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    show(args, lambda: c.summary(holders=args.holders), render_status, status_line)
+
+
+def cmd_queue(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    show(args, lambda: c.queue_view(repo=args.repo, limit=args.limit, refusals=args.refusals), render_queue,
+         queue_line)
+
+
+def cmd_landed(args: argparse.Namespace) -> None:
+    rows = client_from(args).landed(repo=args.repo, owner=args.owner, subtask=args.subtask,
+                                    since=args.since.isoformat() if args.since else None, before=args.before,
+                                    limit=args.limit)
+    table = [{**r, "merged_sha": _short(r.get("merged_sha")), "landed_at": _when(r.get("landed_at"))} for r in rows]
+    emit(args, {"landed": rows}, table, ("id", "subtask_id", "owner", "repo", "merged_sha", "verifier_result",
+                                         "duration_ms", "main_status", "landed_at"))
+
+
+def cmd_tree(args: argparse.Namespace) -> None:
+    out = client_from(args).tree(root=args.root, depth=args.depth, limit=args.limit)
+    if args.json:
+        emit(args, out)
+    else:
+        print(render_tree(out))
+
+
+def show(args: argparse.Namespace, fetch: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str],
+         line: Callable[[dict[str, Any]], str]) -> None:
+    """Print a view once, or with --watch keep it live until Ctrl-C."""
+    if args.watch is None:
+        data = fetch()
+        if args.json:
+            emit(args, data)
+        else:
+            print(render(data))
+        return
+    if args.json:  # JSON lines: the whole view, once per change
+        render = line = _json_line
+    with contextlib.suppress(KeyboardInterrupt):
+        watch(fetch, render, line, interval=max(0.5, args.watch), out=sys.stdout, stamp=not args.json)
+
+
+def _json_line(data: dict[str, Any]) -> str:
+    return json.dumps(data, default=str, sort_keys=True)
+
+
+def watch(fetch: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str],
+          line: Callable[[dict[str, Any]], str], *, interval: float, out: TextIO, err: TextIO | None = None,
+          rounds: int | None = None, sleep: Callable[[float], None] = time.sleep, stamp: bool = True) -> None:
+    """The live view: on a terminal, redraw the whole view every ``interval`` seconds; anywhere else (a log, a
+    pipe), print one line (timestamped unless ``stamp`` is off, for JSON lines) each time the view's one-line
+    summary changes. A server that cannot be reached (or answers 5xx) is reported (off a terminal: once, on
+    ``err``) and retried; any other refusal ends the watch."""
+    tty, err = out.isatty(), err or sys.stderr
+    last: str | None = None
+    problem: str | None = None
+    n = 0
+    while rounds is None or n < rounds:
+        n += 1
+        now = datetime.now().strftime("%H:%M:%S")
+        try:
+            data = fetch()
+        except (httpx.HTTPError, ApiError) as e:
+            if isinstance(e, ApiError) and e.status < 500:
+                raise
+            text = f"cannot read the view now ({e}); retrying every {interval:g}s"
+            if tty:
+                out.write(f"{CLEAR}{now}  {text}\n")
+            elif text != problem:
+                err.write(f"{now} {text}\n")
+            problem, last = text, None  # once it answers again, say so even if nothing changed
+        else:
+            problem = None
+            if tty:
+                out.write(f"{CLEAR}{now}  every {interval:g}s, Ctrl-C to stop\n\n{render(data)}\n")
+            elif (short := line(data)) != last:
+                out.write(f"{now} {short}\n" if stamp else f"{short}\n")
+                last = short
+        out.flush()
+        if rounds is None or n < rounds:
+            sleep(interval)
+
+
+CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``--since``: an age (90s, 30m, 2h, 3d, 1w) or an ISO date or time (local time unless it names a zone)."""
+    now = now or datetime.now(UTC)
+    m = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text)
+    if m:
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+        return now - timedelta(**{unit: int(m.group(1))})
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: give an age like 30m, 2h or 3d, or a date like 2024-05-01 or "
+            "2024-05-01T14:00") from None
+    return when if when.tzinfo is not None else when.astimezone()
+
+
+def _short(sha: Any) -> str | None:
+    return str(sha)[:12] if sha else None
+
+
+def _when(ts: Any) -> str | None:
+    """An API timestamp as 'YYYY-MM-DD HH:MM:SS' (UTC as the server wrote it)."""
+    return str(ts)[:19].replace("T", " ") if ts else None
+
+
+def _ids(ids: Sequence[Any], most: int = 5) -> str:
+    shown = ", ".join(f"#{i}" for i in ids[:most])
+    return shown + (f" (+{len(ids) - most})" if len(ids) > most else "")
+
+
+def render_status(s: dict[str, Any]) -> str:
+    total = s["total"] or 1
+    counts = [{"status": k, "count": v, "share": f"{100 * v / total:.1f}%"} for k, v in s["counts"].items()]
+    counts.append({"status": "total", "count": s["total"], "share": ""})
+    parts = [render_table(counts, ("status", "count", "share")), ""]
+    if s["queue"]:
+        parts += [render_table(s["queue"], ("repo", "queued", "verifying", "landing", "parked")), ""]
+    jobs, landed = s["verify_jobs"], s["landed"]
+    parts.append(f"verify jobs: {jobs['queued']} queued, {jobs['running']} running; landed: {landed['total']} "
+                 f"({landed['last_hour']} in the last hour)")
+    parts.append(f"\n{s['agents_holding']} agent(s) hold {s['claims_held']} claim(s)" +
+                 (":" if s["holders"] else "."))
+    if s["holders"]:
+        rows = [{**h, "subtasks": _ids(h["subtasks"], 3), "next_lease_expiry": _when(h["next_lease_expiry"])}
+                for h in s["holders"]]
+        parts.append(render_table(rows, ("agent", "role", "holding", "subtasks", "next_lease_expiry")))
+        if s["agents_holding"] > len(rows):
+            parts.append(f"(the {len(rows)} busiest of {s['agents_holding']}; --holders N for more)")
+    return "\n".join(parts)
+
+
+def status_line(s: dict[str, Any]) -> str:
+    c = s["counts"]
+    waiting = sum(q["queued"] + q["parked"] for q in s["queue"])
+    verifying = sum(q["verifying"] + q["landing"] for q in s["queue"])
+    return (f"landed {c['landed']}/{s['total']} running {c['running']} submitted {c['submitted']} "
+            f"ready {c['ready']} blocked {c['blocked']} failed {c['failed']} | queue: {verifying} verifying, "
+            f"{waiting} waiting | {s['agents_holding']} agent(s) hold claims")
+
+
+def render_queue(q: dict[str, Any]) -> str:
+    if not q["repos"]:
+        return "no repositories (mergebot repo add NAME ...)"
+    parts = []
+    for r in q["repos"]:
+        d, w = r["depth"], r["window"]
+        flags = (f"  PAUSED: {r['paused_reason'] or 'by an admin'}" if r["paused"] else "") + (
+            f"  RED since {_short(r['red_since'])}" if r["red_since"] else "")
+        parts.append(f"{r['name']} -> {r['target_branch']}: {d['queued']} queued, {d['verifying']} verifying, "
+                     f"{d['landing']} landing, {d['parked']} parked; speculation window {w['in_flight']}/{w['max']} "
+                     f"in flight{', batches of up to ' + str(w['batch']) if w.get('batch', 1) > 1 else ''}{flags}")
+    jobs = q["verify_jobs"]
+    parts.append(f"verify jobs: {jobs['queued']} waiting for a worker, {jobs['running']} running")
+    verifying = [{**v, "sha": _short(v["sha"]), "job": f"{v['job_purpose'] or '-'} {v['job_status'] or ''}".strip(),
+                  "since": _when(v["started_at"])} for v in q["verifying"]]
+    parts += ["", "VERIFYING NOW", render_table(verifying, ("id", "repo", "subtask_id", "owner", "sha", "status",
+                                                            "job", "worker_name", "since", "title"))]
+    waiting = [{"#": i, **v, "sha": _short(v["sha"]), "queued_at": _when(v["queued_at"])}
+               for i, v in enumerate(q["waiting"], start=1)]
+    parts += ["", "WAITING (in landing order)", render_table(waiting, (
+        "#", "id", "repo", "subtask_id", "owner", "priority", "unblocks", "status", "queued_at", "title"))]
+    refusals = [{**r, "at": _when(r["at"]), "message": (r["message"] or "").splitlines()[0] if r["message"] else ""}
+                for r in q["refusals"]]
+    parts += ["", "RECENT REFUSALS", render_table(refusals, ("at", "repo", "subtask_id", "actor", "kind", "reason",
+                                                             "message"))]
+    return "\n".join(parts)
+
+
+def queue_line(q: dict[str, Any]) -> str:
+    repos = []
+    for r in q["repos"]:
+        d, w = r["depth"], r["window"]
+        now = " ".join(f"#{v['subtask_id']}" for v in q["verifying"] if v["repo"] == r["name"]) or "-"
+        repos.append(f"{r['name']}: verifying {now} (window {w['in_flight']}/{w['max']}), {d['queued']} queued, "
+                     f"{d['parked']} parked{' PAUSED' if r['paused'] else ''}")
+    last = q["refusals"][0] if q["refusals"] else None
+    tail = f" | last refusal: {last['reason']} (subtask {last['subtask_id']})" if last else ""
+    return "; ".join(repos) + tail
+
+
+def render_tree(t: dict[str, Any]) -> str:
+    nodes = t["nodes"]
+    if not nodes:
+        return "(no subtasks)"
+    lines = [_tree_line(n, t["depth"]) for n in nodes]
+    cut = sum(1 for n in nodes if n["children"] and n["depth"] == t["depth"])
+    if t["truncated"] or cut:
+        lines.append(f"\n(showing {len(nodes)} of {t['total']} node(s) to depth {t['depth']}"
+                     f"{', more below ' + str(cut) + ' of them' if cut else ''}: --root ID to look inside one, "
+                     "--depth N to go deeper, --limit N for more)")
+    return "\n".join(lines)
+
+
+def _tree_line(n: dict[str, Any], depth: int) -> str:
+    text = f"{'  ' * n['depth']}#{n['id']} {n['status']:<9} {n['title']}"
+    if n["owner"]:
+        text += f"  @{n['owner']}"
+    if n["waits_on"]:
+        text += f"  waits on {_ids(n['waits_on'])}"
+    if n["descendants"]:
+        hidden = " (not shown)" if n["depth"] == depth else ""
+        text += f"  [{n['descendants_landed']}/{n['descendants']} below landed{hidden}]"
+    return text
+
+
+def _watch_flag(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--watch", nargs="?", const=2.0, type=float, metavar="SECONDS",
+                    help="keep the view live, refreshed every SECONDS (default 2) until Ctrl-C; when output is not "
+                    "a terminal, print one line per change")
 
 
 # -- parser -----------------------------------------------------------------------------------------------
@@ -606,9 +819,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--timeout", type=int)
     sp.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
     add("reconcile", cmd_reconcile, "make main and the landed records agree, and report what does not (admin)")
-    sp = add("queue", cmd_queue, "the merge queue's candidates, newest first")
+    sp = add("queue", cmd_queue, "the merge queue: what is verified now, what waits (in landing order), the "
+             "speculation window, and recent refusals with their reasons")
     sp.add_argument("--repo")
-    sp.add_argument("--limit", type=int, default=50)
+    sp.add_argument("--limit", type=int, default=50, help="at most this many verifying and waiting rows")
+    sp.add_argument("--refusals", type=int, default=10, help="how many recent refusals to show")
+    _watch_flag(sp)
 
     sp = add("start", cmd_start, "claim a subtask and prepare a git worktree on the branch the claim names")
     sp.add_argument("--repo", required=True)
@@ -674,11 +890,21 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--limit", type=int, default=100)
     sp = add("show", cmd_show, "one subtask and its event log")
     sp.add_argument("id", type=int)
-    add("status", cmd_status, "subtask counts by status")
+    sp = add("status", cmd_status, "subtasks by status, queue depth per repository, agents holding claims")
+    sp.add_argument("--holders", type=int, default=20, help="list at most this many agents holding claims")
+    _watch_flag(sp)
     sp = add("landed", cmd_landed, "what landed, newest first")
     sp.add_argument("--repo")
-    sp.add_argument("--owner")
+    sp.add_argument("--agent", "--owner", dest="owner", help="landed by this agent")
+    sp.add_argument("--subtask", type=int)
+    sp.add_argument("--since", type=parse_since, help="landed at or after: an age (30m, 2h, 3d, 1w) or a date or "
+                    "time (2024-05-01, 2024-05-01T14:00; local time unless a zone is given)")
+    sp.add_argument("--before", type=int, metavar="ID", help="only rows older than this landed id (paging)")
     sp.add_argument("--limit", type=int, default=50)
+    sp = add("tree", cmd_tree, "the task tree: indentation, status, owner, unlanded dependencies, progress below")
+    sp.add_argument("--root", type=int, metavar="ID", help="start at this subtask (default: every root)")
+    sp.add_argument("--depth", type=int, default=3, help="levels below the root to show (default 3)")
+    sp.add_argument("--limit", type=int, default=500, help="at most this many nodes (default 500, up to 5000)")
     sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled")
     sp.add_argument("ids", type=int, nargs="+")
     sp.add_argument("--timeout", type=float, default=3600.0)
@@ -686,7 +912,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()  # JSON lines unless stderr is a terminal; MERGEBOT_LOG_FORMAT, MERGEBOT_LOG_LEVEL
     args = build_parser().parse_args(argv)
     try:
         args.fn(args)

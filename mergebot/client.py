@@ -49,3 +49,33 @@ class Client:
 
     def put(self, path: str, json: Any = None) -> Any:
         return self.request("PUT", path, json=json)
+
+    # -- read views (mergebot status, queue, landed, tree) ----------------------------------------------------
+
+    def summary(self, *, holders: int = 20) -> dict[str, Any]:
+        out: dict[str, Any] = self.get("/api/v1/summary", holders=holders)
+        return out
+
+    def queue_view(self, *, repo: str | None = None, limit: int = 50, refusals: int = 10) -> dict[str, Any]:
+        out: dict[str, Any] = self.get("/api/v1/queue", repo=repo, limit=limit, refusals=refusals)
+        return out
+
+    def tree(self, *, root: int | None = None, depth: int = 3, limit: int = 500) -> dict[str, Any]:
+        out: dict[str, Any] = self.get("/api/v1/tree", root=root, depth=depth, limit=limit)
+        return out
+
+    def landed(self, *, repo: str | None = None, owner: str | None = None, subtask: int | None = None,
+               since: str | None = None, before: int | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = self.get("/api/v1/landed", repo=repo, owner=owner, subtask=subtask, since=since,
+                                             before=before, limit=limit)["landed"]
+        return out
+
+    def metrics(self) -> str:
+        """The Prometheus text exposition of ``/metrics`` (raises ApiError like every other call)."""
+        r = self.http.get("/metrics")
+        if r.status_code >= 400:
+            json_body = r.headers.get("content-type", "").startswith("application/json")
+            err = r.json().get("error", {}) if json_body else {}
+            raise ApiError(r.status_code, err.get("code", "http_error"), err.get("message", r.reason_phrase),
+                           {"error": err})
+        return r.text

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 
 from mergebot import __version__
 from mergebot.api.errors import BodyLimit, install_handlers
-from mergebot.api.routers import board, hooks, jobs, landing, subtasks, webhooks
+from mergebot.api.routers import board, hooks, jobs, landing, subtasks, views, webhooks
 from mergebot.auth import Role, allowed
 from mergebot.db.connect import open_pool, prepare
 from mergebot.forge.outbox import StatusSender
@@ -93,6 +93,7 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
     app.include_router(jobs.router)
     app.include_router(hooks.router)
     app.include_router(webhooks.router)
+    app.include_router(views.router)
 
     async def git_identity(token: str) -> Agent | None:
         store: Store = app.state.store

@@ -1,1 +1,108 @@
 -- What /metrics reads from the database at scrape time. Named queries, as in queries.sql.
+-- Counters are derived from durable rows (subtasks, landed, events, candidates, verify_jobs, webhook_deliveries),
+-- so they survive restarts, agree across replicas and need no instrumentation on the write path. Each query is
+-- one pass over a table that stays small (subtasks, landed, candidates, verify jobs: one row per unit of work)
+-- except metric_events, one sequential pass over events filtered to the few kinds counted here (milliseconds at
+-- the seeds' tens of thousands of events).
+
+-- name: metric_snapshot
+-- The first statement of a scrape's transaction: every query after it reads the same snapshot.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+
+-- name: metric_subtasks
+-- Subtasks by status, and claims: every claim bumps its subtask's claim_version by one and nothing else does,
+-- so the sum of claim versions is the number of claims ever made.
+-- Every status is listed, zero included.
+SELECT st.status::text AS status, count(s.id) AS n, coalesce(sum(s.claim_version), 0)::bigint AS claims
+FROM unnest(enum_range(NULL::subtask_status)) AS st(status)
+LEFT JOIN subtasks s ON s.status = st.status
+GROUP BY st.status;
+
+-- name: metric_holders
+SELECT count(DISTINCT owner_id) AS agents FROM subtasks WHERE owner_id IS NOT NULL;
+
+-- name: metric_landings
+SELECT repo, verifier_result AS result, count(*) AS n
+FROM landed
+GROUP BY repo, verifier_result;
+
+-- name: metric_queue_depth
+-- Every repository and live candidate status, zero included (a gauge that disappears reads as "no data").
+SELECT r.name AS repo, st.status::text AS status, count(c.id) AS n
+FROM repos r
+CROSS JOIN unnest(ARRAY['queued', 'verifying', 'landing', 'parked']::candidate_status[]) AS st(status)
+LEFT JOIN candidates c ON c.repo = r.name AND c.status = st.status
+GROUP BY r.name, st.status;
+
+-- name: metric_events
+-- Refusals by stage and reason, and subtask leases that expired. A refusal is a push refused at push time (its
+-- rule's code), a candidate the queue rejected (the kind of its reason), a forge push ignored (why), or a
+-- webhook delivery refused for reusing an id with another body. A lease expiry is the recovery loop's move of a
+-- running subtask back to ready (or to failed: a poison pill); it is the only writer with no actor that moves
+-- a subtask out of running to those states.
+SELECT x.kind, x.reason, count(*) AS n
+FROM (
+    SELECT CASE WHEN e.kind = 'status' THEN 'lease_expired' ELSE e.kind END AS kind,
+           CASE e.kind
+               WHEN 'status' THEN e.to_status::text
+               WHEN 'push_refused' THEN coalesce(e.detail->>'code', 'refused')
+               WHEN 'push_ignored' THEN replace(coalesce(e.detail->>'why', 'ignored'), ' ', '_')
+               WHEN 'webhook_refused' THEN 'delivery_id_reused'
+               ELSE CASE
+                   WHEN e.detail->>'reason' LIKE 'conflicts with %%' THEN 'conflict'
+                   WHEN e.detail->>'reason' LIKE 'nothing to land%%' THEN 'nothing_to_land'
+                   WHEN e.detail->>'reason' LIKE 'the verifier could not run%%' THEN 'verifier_error'
+                   WHEN e.detail->>'reason' LIKE 'the check %% gave timeout%%' THEN 'check_timeout'
+                   WHEN e.detail->>'reason' LIKE 'the check %%' THEN 'check_failed'
+                   ELSE 'other'
+               END
+           END AS reason
+    FROM events e
+    WHERE e.kind IN ('push_refused', 'candidate_rejected', 'push_ignored', 'webhook_refused')
+       OR (e.kind = 'status' AND e.from_status = 'running' AND e.to_status IN ('ready', 'failed')
+           AND e.actor_id IS NULL)
+) x
+GROUP BY x.kind, x.reason;
+
+-- name: metric_verify_runs
+-- Finished verify jobs by purpose and outcome, with their total wall time (claim to result).
+SELECT purpose, coalesce(outcome, 'none') AS outcome, count(*) AS n,
+       coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)::float8 AS seconds
+FROM verify_jobs
+WHERE status = 'done' AND started_at IS NOT NULL AND finished_at IS NOT NULL
+GROUP BY purpose, coalesce(outcome, 'none');
+
+-- name: metric_verify_buckets
+-- The same runs as cumulative histogram buckets: for each upper bound (seconds), how many took at most that.
+SELECT r.purpose, b.le, count(*) FILTER (WHERE r.seconds <= b.le) AS n
+FROM (
+    SELECT purpose, extract(epoch FROM finished_at - started_at)::float8 AS seconds
+    FROM verify_jobs
+    WHERE status = 'done' AND started_at IS NOT NULL AND finished_at IS NOT NULL
+) r
+CROSS JOIN unnest(%(bounds)s::float8[]) AS b(le)
+GROUP BY r.purpose, b.le;
+
+-- name: metric_verify_expiries
+-- Verify job leases that expired, from the jobs themselves: each claim but the last of a job ended in a lost
+-- lease, and so did the last one when the job is queued again or recovery gave up on it. (A job cancelled while
+-- queued after an expiry is counted one short.)
+SELECT coalesce(sum(CASE
+           WHEN status = 'queued' THEN attempts
+           WHEN status = 'done' AND result->>'error' = 'every worker that took this job lost its lease' THEN attempts
+           ELSE greatest(attempts - 1, 0)
+       END), 0)::bigint AS n
+FROM verify_jobs;
+
+-- name: metric_webhook_deliveries
+-- Signed webhook deliveries by forge, event and latest outcome (a failed delivery that is redelivered and
+-- processed moves from failed to accepted). Deliveries refused before they were recorded (a bad signature) are
+-- not here.
+SELECT forge, event,
+       CASE WHEN status = 'processing' THEN 'processing'
+            WHEN http_status < 300 THEN 'accepted'
+            WHEN http_status < 500 THEN 'refused'
+            ELSE 'failed' END AS outcome,
+       count(*) AS n
+FROM webhook_deliveries
+GROUP BY 1, 2, 3;

@@ -1,1 +1,158 @@
 -- Read views for the CLI (mergebot status, landed, queue, tree) and their JSON API. Named queries, as in queries.sql.
+-- Every view is bounded (LIMIT, or a depth and a LIMIT) and reads through indexes the write path already has:
+-- subtasks_owner for holders, candidates_queue and candidates_active for the queue, the primary keys for the
+-- newest events and landed rows, subtasks_parent for the tree.
+
+-- name: view_landed
+-- What landed, newest first, by repository, owner, subtask and time; keyset paging with before_id.
+SELECT l.*, a.name AS owner
+FROM landed l JOIN agents a ON a.id = l.owner_id
+WHERE (%(repo)s::text IS NULL OR l.repo = %(repo)s::text)
+  AND (%(subtask_id)s::bigint IS NULL OR l.subtask_id = %(subtask_id)s::bigint)
+  AND (%(owner)s::text IS NULL OR a.name = %(owner)s::text)
+  AND (%(since)s::timestamptz IS NULL OR l.landed_at >= %(since)s::timestamptz)
+  AND (%(before_id)s::bigint IS NULL OR l.id < %(before_id)s::bigint)
+ORDER BY l.id DESC
+LIMIT %(limit)s;
+
+-- name: view_landed_totals
+SELECT count(*) AS total,
+       count(*) FILTER (WHERE landed_at > now() - interval '1 hour') AS last_hour
+FROM landed;
+
+-- name: view_holders
+-- Agents holding claims, busiest first, with the first few subtasks each holds and its nearest lease expiry.
+SELECT a.name AS agent, a.role::text AS role, count(*) AS holding,
+       (array_agg(s.id ORDER BY s.id))[1:10] AS subtasks,
+       min(s.lease_expires_at) AS next_lease_expiry,
+       count(*) OVER () AS agents_total,
+       sum(count(*)) OVER ()::bigint AS claims_total
+FROM subtasks s JOIN agents a ON a.id = s.owner_id
+WHERE s.owner_id IS NOT NULL
+GROUP BY a.id, a.name, a.role
+ORDER BY holding DESC, a.name
+LIMIT %(limit)s;
+
+-- name: view_queue_depth
+-- The merge queue's depth per repository (every repository, so an empty queue shows as zeros).
+SELECT r.name AS repo,
+       count(c.id) FILTER (WHERE c.status = 'queued') AS queued,
+       count(c.id) FILTER (WHERE c.status = 'verifying') AS verifying,
+       count(c.id) FILTER (WHERE c.status = 'landing') AS landing,
+       count(c.id) FILTER (WHERE c.status = 'parked') AS parked
+FROM repos r
+LEFT JOIN candidates c ON c.repo = r.name AND c.status IN ('queued', 'verifying', 'landing', 'parked')
+WHERE (%(repo)s::text IS NULL OR r.name = %(repo)s::text)
+GROUP BY r.name
+ORDER BY r.name;
+
+-- name: view_queue_repos
+SELECT name, target_branch, paused, paused_reason, red_since, forge, forge_repo
+FROM repos
+WHERE (%(repo)s::text IS NULL OR name = %(repo)s::text)
+ORDER BY name;
+
+-- name: view_queue_active
+-- What is being verified (or landed) now, with the newest verify job of each candidate.
+SELECT c.id, c.repo, c.subtask_id, c.claim_version, a.name AS owner, c.sha, c.status::text AS status,
+       c.reason, c.queued_at, c.started_at, s.title,
+       j.id AS job_id, j.purpose AS job_purpose, j.status::text AS job_status, j.worker_name,
+       j.started_at AS job_started_at
+FROM candidates c
+JOIN agents a ON a.id = c.owner_id
+JOIN subtasks s ON s.id = c.subtask_id
+LEFT JOIN LATERAL (
+    SELECT v.id, v.purpose, v.status, v.worker_name, v.started_at
+    FROM verify_jobs v WHERE v.candidate_id = c.id ORDER BY v.id DESC LIMIT 1
+) j ON true
+WHERE c.status IN ('verifying', 'landing')
+  AND (%(repo)s::text IS NULL OR c.repo = %(repo)s::text)
+ORDER BY c.repo, c.started_at, c.id
+LIMIT %(limit)s;
+
+-- name: view_queue_waiting
+-- What waits, in the order the queue takes it (candidate_next: priority, then how many blocked subtasks its
+-- landing releases, then arrival); parked candidates (main is red) after the queued ones.
+SELECT c.id, c.repo, c.subtask_id, c.claim_version, a.name AS owner, c.sha, c.status::text AS status,
+       c.priority, c.reason, c.queued_at, s.title,
+       (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
+        WHERE d.depends_on_id = c.subtask_id AND b.status = 'blocked') AS unblocks
+FROM candidates c
+JOIN agents a ON a.id = c.owner_id
+JOIN subtasks s ON s.id = c.subtask_id
+WHERE c.status IN ('queued', 'parked')
+  AND (%(repo)s::text IS NULL OR c.repo = %(repo)s::text)
+ORDER BY c.repo, c.status = 'parked', c.priority DESC, unblocks DESC, c.id
+LIMIT %(limit)s;
+
+-- name: view_verify_jobs
+-- Verify jobs waiting for a worker and running now (both read through their partial indexes).
+SELECT (SELECT count(*) FROM verify_jobs WHERE status = 'queued') AS queued,
+       (SELECT count(*) FROM verify_jobs WHERE status = 'running') AS running;
+
+-- name: view_refusals
+-- The newest refusals with their reasons: pushes refused at push time (the rule's code), candidates the queue
+-- rejected (the reason's kind), and forge pushes that were ignored. Read newest first along events' key.
+SELECT e.id, e.at, e.kind, e.subtask_id, e.claim_version, act.name AS actor,
+       coalesce(e.detail->>'repo', c.repo) AS repo,
+       coalesce(e.detail->>'sha', c.sha) AS sha,
+       CASE e.kind
+           WHEN 'push_refused' THEN coalesce(e.detail->>'code', 'refused')
+           WHEN 'push_ignored' THEN replace(coalesce(e.detail->>'why', 'ignored'), ' ', '_')
+           ELSE CASE
+               WHEN e.detail->>'reason' LIKE 'conflicts with %%' THEN 'conflict'
+               WHEN e.detail->>'reason' LIKE 'nothing to land%%' THEN 'nothing_to_land'
+               WHEN e.detail->>'reason' LIKE 'the verifier could not run%%' THEN 'verifier_error'
+               WHEN e.detail->>'reason' LIKE 'the check %% gave timeout%%' THEN 'check_timeout'
+               WHEN e.detail->>'reason' LIKE 'the check %%' THEN 'check_failed'
+               ELSE 'other'
+           END
+       END AS reason,
+       coalesce(e.detail->>'message', e.detail->>'reason', e.detail->>'why', '') AS message
+FROM events e
+LEFT JOIN agents act ON act.id = e.actor_id
+LEFT JOIN candidates c ON e.kind = 'candidate_rejected' AND c.id = (e.detail->>'candidate')::bigint
+WHERE e.kind IN ('push_refused', 'candidate_rejected', 'push_ignored')
+  AND (%(repo)s::text IS NULL OR coalesce(e.detail->>'repo', c.repo) = %(repo)s::text)
+ORDER BY e.id DESC
+LIMIT %(limit)s;
+
+-- name: view_tree
+-- The task tree from the roots (or from one subtask) down to a depth, depth first, at most LIMIT nodes. Each
+-- shown node carries its children count, its whole subtree's size and how much of it landed (so a cut tree
+-- still says what is below), its dependencies (depends_on, all of them) and waits_on: those that have not landed
+-- yet, leaving out its own children (a parent is their integration step; the subtree counts say how far they are).
+WITH RECURSIVE shown AS (
+    SELECT s.id, 0 AS depth, ARRAY[s.id] AS path
+    FROM subtasks s
+    WHERE CASE WHEN %(root)s::bigint IS NULL THEN s.parent_id IS NULL ELSE s.id = %(root)s::bigint END
+  UNION ALL
+    SELECT c.id, p.depth + 1, p.path || c.id
+    FROM shown p JOIN subtasks c ON c.parent_id = p.id
+    WHERE p.depth < %(depth)s
+), page AS (
+    SELECT id, depth, path FROM shown ORDER BY path LIMIT %(limit)s
+), below AS (
+    SELECT p.id AS top, c.id, c.status FROM page p JOIN subtasks c ON c.parent_id = p.id
+  UNION ALL
+    SELECT b.top, c.id, c.status FROM below b JOIN subtasks c ON c.parent_id = b.id
+), rollup AS (
+    SELECT top, count(*) AS descendants, count(*) FILTER (WHERE status = 'landed') AS descendants_landed
+    FROM below GROUP BY top
+)
+SELECT s.id, s.parent_id, p.depth, s.title, s.status::text AS status, s.priority, o.name AS owner,
+       s.group_name, s.claim_version,
+       (SELECT count(*) FROM subtasks k WHERE k.parent_id = s.id) AS children,
+       coalesce(r.descendants, 0) AS descendants, coalesce(r.descendants_landed, 0) AS descendants_landed,
+       coalesce((SELECT array_agg(d.depends_on_id ORDER BY d.depends_on_id)
+                 FROM subtask_deps d WHERE d.subtask_id = s.id), '{}') AS depends_on,
+       coalesce((SELECT array_agg(d.depends_on_id ORDER BY d.depends_on_id)
+                 FROM subtask_deps d JOIN subtasks x ON x.id = d.depends_on_id
+                 WHERE d.subtask_id = s.id AND x.status <> 'landed' AND x.parent_id IS DISTINCT FROM s.id),
+                '{}') AS waits_on,
+       (SELECT count(*) FROM shown) AS total
+FROM page p
+JOIN subtasks s ON s.id = p.id
+LEFT JOIN agents o ON o.id = s.owner_id
+LEFT JOIN rollup r ON r.top = p.id
+ORDER BY p.path;

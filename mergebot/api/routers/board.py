@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
 from mergebot.api.deps import Admin, CurrentAgent, Lead, Noter, Reader, StoreDep
+from mergebot.api.routers.views import views_of
 from mergebot.api.schemas import AgentIn, AssignmentIn, BoardNoteIn, GroupIn, Name
 from mergebot.auth import Role, allowed
 from mergebot.errors import Forbidden
@@ -90,8 +92,10 @@ async def assign(agent_name: Name, body: AssignmentIn, agent: Lead, store: Store
                                              group_role=body.group_role, actor_id=agent.id)}
 
 
-@router.get("/landed", summary="What landed, newest first")
+@router.get("/landed", summary="What landed, newest first (since: landed at or after this time)")
 async def landed(agent: Reader, store: StoreDep, repo: str | None = None, subtask: int | None = None,
-                 owner: str | None = None, before: int | None = None, limit: Limit = 100) -> dict[str, Any]:
-    rows = await store.landed(repo=repo, subtask_id=subtask, owner=owner, before_id=before, limit=limit)
+                 owner: str | None = None, since: datetime | None = None, before: int | None = None,
+                 limit: Limit = 100) -> dict[str, Any]:
+    rows = await views_of(store).landed(repo=repo, subtask_id=subtask, owner=owner, since=since, before_id=before,
+                                        limit=limit)
     return {"landed": [asdict(r) for r in rows]}

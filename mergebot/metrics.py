@@ -1,0 +1,216 @@
+"""Prometheus metrics, read from the database when Prometheus scrapes ``/metrics``.
+
+Rules of this module:
+  * Nothing on the write path is instrumented. Every number is derived at scrape time from durable rows
+    (``mergebot/db/metrics.sql``): counters survive restarts, agree across replicas, and cannot drift from what
+    the database says happened.
+  * Each app has its own ``CollectorRegistry`` (``exporter_for(app)``), never the global one, so tests and
+    several apps in one process do not share state.
+  * A scrape reads everything in one read-only transaction (one consistent snapshot), then renders it; the
+    rendering (``families``) is pure and tested on its own.
+
+The metrics (counters end in ``_total``):
+  mergebot_claims_total                       claims ever made (the sum of every subtask's claim_version)
+  mergebot_landings_total{repo,result}        landed rows, by repository and verifier result (pass, flaky)
+  mergebot_refusals_total{stage,reason}       pushes refused at push time (stage "push", the rule's code),
+                                              candidates rejected by the queue (stage "landing": conflict,
+                                              check_failed, check_timeout, verifier_error, nothing_to_land,
+                                              other), forge pushes ignored and deliveries refused ("webhook")
+  mergebot_lease_expiries_total{lease,outcome} subtask leases the recovery loop took back (outcome ready or
+                                              failed) and verify job leases that lapsed (lease "verify_job")
+  mergebot_verify_runs_total{purpose,outcome} finished verify jobs
+  mergebot_verify_duration_seconds{purpose}   histogram of verify jobs' wall time, claim to result
+  mergebot_webhook_deliveries_total{forge,event,outcome}  signed deliveries by latest outcome
+  mergebot_queue_depth{repo,status}           candidates queued, verifying, landing or parked (gauge)
+  mergebot_subtasks{status}                   subtasks by status (gauge)
+  mergebot_agents_holding_claims              agents that own at least one subtask (gauge)
+  mergebot_scrape_seconds                     how long this scrape's database reads took (gauge)
+plus the client library's process_* and python_* metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from mergebot.store import Store
+
+# Verify jobs run from seconds (a lint) to the better part of an hour (a full suite with retries).
+BUCKETS: tuple[float, ...] = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
+
+QUERIES = ("metric_subtasks", "metric_holders", "metric_landings", "metric_queue_depth", "metric_events",
+           "metric_verify_runs", "metric_verify_buckets", "metric_verify_expiries", "metric_webhook_deliveries")
+
+
+@dataclass
+class Snapshot:
+    """The rows of every metric query, as read in one transaction."""
+
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def of(self, query: str) -> list[dict[str, Any]]:
+        return self.rows.get(query, [])
+
+
+class MetricsReader(Store):
+    """The metric queries over the app's pool (the store's plumbing: named queries, translated errors)."""
+
+    async def snapshot(self) -> Snapshot:
+        started = time.perf_counter()
+        rows: dict[str, list[dict[str, Any]]] = {}
+        async with self._tx() as cur:
+            await self._q(cur, "metric_snapshot")
+            for name in QUERIES:
+                rows[name] = await self._q(cur, name, bounds=list(BUCKETS))
+        return Snapshot(rows, time.perf_counter() - started)
+
+
+def families(snap: Snapshot) -> list[Metric]:
+    """Turn a snapshot into metric families. Pure."""
+    return [*_subtasks(snap), _landings(snap), _refusals(snap), _leases(snap), *_verify(snap),
+            _deliveries(snap), _queue(snap),
+            GaugeMetricFamily("mergebot_scrape_seconds", "Time the database reads of this scrape took.",
+                              value=snap.seconds)]
+
+
+def _subtasks(snap: Snapshot) -> Iterator[Metric]:
+    claims = CounterMetricFamily("mergebot_claims", "Claims ever made (every claim bumps its subtask's "
+                                 "claim_version by one).", value=sum(int(r["claims"]) for r in
+                                                                      snap.of("metric_subtasks")))
+    by_status = GaugeMetricFamily("mergebot_subtasks", "Subtasks by status.", labels=["status"])
+    for r in sorted(snap.of("metric_subtasks"), key=lambda r: str(r["status"])):
+        by_status.add_metric([r["status"]], r["n"])
+    holders = snap.of("metric_holders")
+    yield claims
+    yield by_status
+    yield GaugeMetricFamily("mergebot_agents_holding_claims", "Agents that own at least one subtask.",
+                            value=holders[0]["agents"] if holders else 0)
+
+
+def _landings(snap: Snapshot) -> Metric:
+    m = CounterMetricFamily("mergebot_landings", "Subtasks landed on their target branch, by repository and "
+                            "verifier result.", labels=["repo", "result"])
+    for r in snap.of("metric_landings"):
+        m.add_metric([r["repo"], r["result"]], r["n"])
+    return m
+
+
+STAGES = {"push_refused": "push", "candidate_rejected": "landing", "push_ignored": "webhook",
+          "webhook_refused": "webhook"}
+
+
+def _refusals(snap: Snapshot) -> Metric:
+    m = CounterMetricFamily("mergebot_refusals", "Refusals by stage (push, landing, webhook) and reason.",
+                            labels=["stage", "reason"])
+    for r in snap.of("metric_events"):
+        if r["kind"] in STAGES:
+            m.add_metric([STAGES[r["kind"]], r["reason"]], r["n"])
+    return m
+
+
+def _leases(snap: Snapshot) -> Metric:
+    m = CounterMetricFamily("mergebot_lease_expiries", "Leases that expired: subtasks taken back by the recovery "
+                            "loop (to ready, or failed as a poison pill) and verify jobs whose worker went silent.",
+                            labels=["lease", "outcome"])
+    for r in snap.of("metric_events"):
+        if r["kind"] == "lease_expired":
+            m.add_metric(["subtask", r["reason"]], r["n"])
+    expiries = snap.of("metric_verify_expiries")
+    m.add_metric(["verify_job", "expired"], expiries[0]["n"] if expiries else 0)
+    return m
+
+
+def _verify(snap: Snapshot) -> Iterator[Metric]:
+    runs = CounterMetricFamily("mergebot_verify_runs", "Finished verify jobs by purpose and outcome.",
+                               labels=["purpose", "outcome"])
+    count: dict[str, int] = defaultdict(int)
+    total: dict[str, float] = defaultdict(float)
+    for r in snap.of("metric_verify_runs"):
+        runs.add_metric([r["purpose"], r["outcome"]], r["n"])
+        count[r["purpose"]] += int(r["n"])
+        total[r["purpose"]] += float(r["seconds"])
+    cumulative: dict[str, dict[float, int]] = defaultdict(dict)
+    for r in snap.of("metric_verify_buckets"):
+        cumulative[r["purpose"]][float(r["le"])] = int(r["n"])
+    hist = HistogramMetricFamily("mergebot_verify_duration_seconds", "Verify jobs' wall time from claim to "
+                                 "result, by purpose.", labels=["purpose"])
+    for purpose in sorted(count):
+        buckets = [(str(le), cumulative[purpose].get(le, 0)) for le in BUCKETS]  # "2.5", "10.0": as the client
+        hist.add_metric([purpose], [*buckets, ("+Inf", count[purpose])], sum_value=total[purpose])
+    yield runs
+    yield hist
+
+
+def _deliveries(snap: Snapshot) -> Metric:
+    m = CounterMetricFamily("mergebot_webhook_deliveries", "Signed forge webhook deliveries by forge, event and "
+                            "latest outcome (accepted, refused, failed, processing).",
+                            labels=["forge", "event", "outcome"])
+    for r in snap.of("metric_webhook_deliveries"):
+        m.add_metric([r["forge"], r["event"], r["outcome"]], r["n"])
+    return m
+
+
+def _queue(snap: Snapshot) -> Metric:
+    m = GaugeMetricFamily("mergebot_queue_depth", "Candidates in the merge queue by repository and status.",
+                          labels=["repo", "status"])
+    for r in sorted(snap.of("metric_queue_depth"), key=lambda r: (r["repo"], r["status"])):
+        m.add_metric([r["repo"], r["status"]], r["n"])
+    return m
+
+
+class DatabaseCollector(Collector):
+    """Yields the families of the latest snapshot; ``Exporter.render`` refreshes it just before each scrape."""
+
+    def __init__(self) -> None:
+        self.snapshot: Snapshot | None = None
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # nothing to read at registration; names are checked by the tests instead
+
+    def collect(self) -> Iterable[Metric]:
+        return families(self.snapshot) if self.snapshot is not None else []
+
+
+class Exporter:
+    """One app's registry: the database collector plus the process and Python collectors."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.collector = DatabaseCollector()
+        self.registry.register(self.collector)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self._lock = asyncio.Lock()
+
+    async def render(self, store: Store, accept: str | None) -> tuple[bytes, str]:
+        """Read a fresh snapshot and render the registry in the format ``accept`` asks for (Prometheus text
+        by default, OpenMetrics when asked). Scrapes take turns, so each renders the snapshot it read."""
+        encoder, content_type = choose_encoder(accept or "")
+        async with self._lock:
+            self.collector.snapshot = await MetricsReader(store.pool).snapshot()
+            return encoder(self.registry), content_type
+
+
+def exporter_for(state: Any) -> Exporter:
+    """The exporter kept on an app's ``state`` (made on first use: one registry per app)."""
+    exporter: Exporter | None = getattr(state, "metrics_exporter", None)
+    if exporter is None:
+        exporter = Exporter()
+        state.metrics_exporter = exporter
+    return exporter
