@@ -56,15 +56,19 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path) -> 
     header = _auth_header(token)
     if not (workdir / ".git").exists():
         workdir.mkdir(parents=True, exist_ok=True)
-        git(["-c", f"http.extraHeader={header}", "clone", "--quiet", "--", url, str(workdir)], cwd=workdir.parent)
+        git(["-c", f"http.extraHeader={header}", "clone", "--quiet", "--single-branch", "--", url, str(workdir)],
+            cwd=workdir.parent)
     git(["config", "http.extraHeader", header], workdir)
     git(["config", "remote.origin.url", url], workdir)
-    git(["fetch", "--quiet", "origin"], workdir)
+    # Only main and the previous owner's branch: with a fleet pushing, "every branch" is hundreds of refs.
     main = git(["symbolic-ref", "--short", "refs/remotes/origin/HEAD"], workdir, check=False).strip() or "origin/main"
+    branch = main.split("/", 1)[1]
+    git(["fetch", "--quiet", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}"], workdir)
     start_at = main
     previous = got["handoff"].get("previous")
     if previous:
         prev_ref = f"refs/remotes/origin/{previous['branch']}"
+        git(["fetch", "--quiet", "origin", f"+refs/heads/{previous['branch']}:{prev_ref}"], workdir, check=False)
         if git(["rev-parse", "--verify", "--quiet", prev_ref], workdir, check=False).strip():
             start_at = prev_ref  # continue from where the previous owner stopped
     git(["checkout", "--quiet", "-B", claim.branch, start_at], workdir)
@@ -97,17 +101,23 @@ def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool 
         return {"status": "refused", "reason": remote or out.stderr.strip(), "sha": sha}
     deadline = time.monotonic() + wait
     last = None
+    mine: dict[str, Any] | None = None
     while time.monotonic() < deadline:
-        cands = client.get("/api/v1/candidates", subtask=claim.subtask_id, limit=20)["candidates"]
-        mine = next((c for c in cands if c["sha"] == sha and c["claim_version"] == claim.claim_version), None)
-        if mine is not None:
-            if progress and mine["status"] != last:
-                print(f"subtask {claim.subtask_id}: candidate {mine['id']} {mine['status']}", file=sys.stderr)
-                last = mine["status"]
-            if mine["status"] in FINAL:
-                result: dict[str, Any] = mine
-                return result
-        time.sleep(0.2)
+        if mine is None:  # the push's candidate (queued by the push itself, or soon after for a forge)
+            cands = client.get("/api/v1/candidates", subtask=claim.subtask_id, limit=20)["candidates"]
+            mine = next((c for c in cands if c["sha"] == sha and c["claim_version"] == claim.claim_version), None)
+            if mine is None:
+                time.sleep(0.2)
+                continue
+        else:  # one long-poll request per verdict or 30 s, not a poll every 0.2 s
+            left = max(1.0, min(30.0, deadline - time.monotonic()))
+            mine = client.get(f"/api/v1/candidates/{mine['id']}", wait=round(left, 1))
+            assert mine is not None
+        if progress and mine["status"] != last:
+            print(f"subtask {claim.subtask_id}: candidate {mine['id']} {mine['status']}", file=sys.stderr)
+            last = mine["status"]
+        if mine["status"] in FINAL:
+            return mine
     return {"status": "waiting", "sha": sha, "reason": f"no verdict within {wait:.0f}s; it is still queued"}
 
 

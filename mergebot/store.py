@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, LiteralString
 
 import psycopg
@@ -45,6 +45,7 @@ from mergebot.tree import Node
 
 FINISHED = frozenset({"landed", "failed", "cancelled"})
 NOTIFY_CHANNEL = "mergebot_finished"
+CANDIDATE_CHANNEL = "mergebot_candidate"  # every candidate status change (migration 0007)
 
 
 # Our triggers raise with their own SQLSTATEs (see the migrations).
@@ -483,11 +484,12 @@ class Store:
 
 
 class Waiter:
-    """Wait for subtasks to finish (landed, failed or cancelled) with LISTEN/NOTIFY, losing nothing.
+    """Wait for subtasks to finish (landed, failed or cancelled), or for a candidate's status to change, with
+    LISTEN/NOTIFY, losing nothing.
 
     One connection LISTENs for the whole process and fans notifications out to every waiting call.
-    A call registers its ids *before* reading their current status (listen, then drain), so a subtask that
-    finishes between the two is caught by one or the other. The status lives in the table, so a waiter that
+    A call registers its ids *before* reading their current status (listen, then drain), so a change that
+    happens between the two is caught by one or the other. The status lives in the table, so a waiter that
     restarts and waits on the same ids returns at once for those already finished.
     """
 
@@ -496,7 +498,7 @@ class Waiter:
         self.store = store
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._task: asyncio.Task[None] | None = None
-        self._waiting: dict[int, set[asyncio.Event]] = {}
+        self._waiting: dict[tuple[str, int], set[asyncio.Event]] = {}
         self._ready = asyncio.Event()
 
     async def start(self) -> None:
@@ -514,11 +516,12 @@ class Waiter:
             try:
                 async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    await conn.execute(f"LISTEN {CANDIDATE_CHANNEL}")
                     self._ready.set()
                     self._wake_all()  # anything finished while we were reconnecting: waiters re-drain
                     async for note in conn.notifies():
-                        sid = int(note.payload.split(":", 1)[0])
-                        for ev in self._waiting.get(sid, ()):
+                        key = (note.channel, int(note.payload.split(":", 1)[0]))
+                        for ev in self._waiting.get(key, ()):
                             ev.set()
             except asyncio.CancelledError:
                 raise
@@ -530,12 +533,45 @@ class Waiter:
             for ev in evs:
                 ev.set()
 
+    def _register(self, keys: list[tuple[str, int]], ev: asyncio.Event) -> None:
+        for key in keys:
+            self._waiting.setdefault(key, set()).add(ev)
+
+    def _unregister(self, keys: list[tuple[str, int]], ev: asyncio.Event) -> None:
+        for key in keys:
+            evs = self._waiting.get(key)
+            if evs is not None:
+                evs.discard(ev)
+                if not evs:
+                    del self._waiting[key]
+
+    async def wait_candidate(self, cand_id: int, read: Callable[[], Awaitable[str]], final: frozenset[str],
+                             timeout: float) -> str:
+        """Until candidate ``cand_id``'s status (as ``read`` gives it) is in ``final``, or ``timeout`` passes;
+        returns the status seen last. An agent's push waits for its verdict with this, in one request."""
+        keys = [(CANDIDATE_CHANNEL, cand_id)]
+        ev = asyncio.Event()
+        self._register(keys, ev)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while True:
+                ev.clear()
+                status = await read()  # drain, after registering
+                left = deadline - loop.time()
+                if status in final or left <= 0:
+                    return status
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ev.wait(), timeout=left)
+        finally:
+            self._unregister(keys, ev)
+
     async def wait(self, ids: Sequence[int], timeout: float) -> dict[int, str]:
         """Block until every id is finished or ``timeout`` passes; return the statuses seen last."""
         ids = list(dict.fromkeys(ids))
         ev = asyncio.Event()
-        for i in ids:
-            self._waiting.setdefault(i, set()).add(ev)
+        keys = [(NOTIFY_CHANNEL, i) for i in ids]
+        self._register(keys, ev)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
@@ -553,9 +589,4 @@ class Waiter:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(ev.wait(), timeout=left)
         finally:
-            for i in ids:
-                evs = self._waiting.get(i)
-                if evs is not None:
-                    evs.discard(ev)
-                    if not evs:
-                        del self._waiting[i]
+            self._unregister(keys, ev)

@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pygit2
+import pytest
 
 from mergebot import agent
+from mergebot.client import ApiError
 from tests.bot import Fleet, commit, git
 
 
@@ -33,6 +36,31 @@ async def test_owner_push_lands_and_releases_dependents(fleet: Fleet) -> None:
     assert landed.verifier_result == "pass" and landed.claim_version == 1 and len(landed.log_digest) == 64
     assert (await fleet.store.get_subtask(child.id)).status == "ready"
     assert (await fleet.store.get_subtask(parent.id)).status == "landed"
+
+
+async def test_a_push_verdict_is_one_long_poll(fleet: Fleet) -> None:
+    """GET /api/v1/candidates/{id}?wait=S holds until the candidate reaches a verdict (the queue is paused
+    here, so it is held for the whole wait), and answers at once for one that already has it."""
+    await fleet.store.create_subtask(actor_id=None, title="long poll")
+    claim, wt = fleet.start("ann")
+    commit(wt, {"lp.txt": "x\n"})
+    await fleet.store.set_paused(repo="demo", paused=True, reason="holding the queue")
+    git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+    cand = fleet.client("ann").get("/api/v1/candidates", subtask=claim.subtask_id)["candidates"][0]
+    started = time.monotonic()
+    held = fleet.client("ann").get(f"/api/v1/candidates/{cand['id']}", wait=1.5)
+    assert held["status"] == "queued" and time.monotonic() - started >= 1.4
+    await fleet.store.set_paused(repo="demo", paused=False, reason=None)
+    started = time.monotonic()
+    done = fleet.client("ann").get(f"/api/v1/candidates/{cand['id']}", wait=60)
+    assert done["status"] == "landed", done
+    assert time.monotonic() - started < 55  # answered by the verdict's notification, not the timeout
+    started = time.monotonic()
+    again = fleet.client("ann").get(f"/api/v1/candidates/{cand['id']}", wait=30)
+    assert again["status"] == "landed" and time.monotonic() - started < 5
+    with pytest.raises(ApiError) as err:
+        fleet.client("ann").get(f"/api/v1/candidates/{cand['id']}", wait=61)
+    assert err.value.status == 422
 
 
 async def test_refusals_carry_their_reason(fleet: Fleet) -> None:

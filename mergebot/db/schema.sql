@@ -434,3 +434,13 @@ END $$;
 
 CREATE TRIGGER candidates_forge_status AFTER INSERT OR UPDATE OF status ON candidates
     FOR EACH ROW EXECUTE FUNCTION candidates_forge_status();
+
+-- 0007: candidates notify on status change (long-polled verdicts).
+CREATE FUNCTION candidates_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mergebot_candidate', NEW.id::text || ':' || NEW.status::text);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER candidates_notify AFTER UPDATE OF status ON candidates
+    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION candidates_notify();

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from mergebot.api.deps import Admin, Reader
+from mergebot.landing.store import CANDIDATE_VERDICTS
 from mergebot.verify.jobs import JobStore
 
 router = APIRouter(prefix="/api/v1", tags=["landing"])
@@ -30,9 +31,18 @@ async def candidates(agent: Reader, request: Request, repo: str | None = None, s
     return {"candidates": await _store(request).candidates(repo=repo, subtask_id=subtask, limit=limit)}
 
 
-@router.get("/candidates/{cand_id}", summary="One candidate: its status, reason and verifier evidence")
-async def candidate(cand_id: int, agent: Reader, request: Request) -> dict[str, Any]:
-    return asdict(await _store(request).get_candidate(cand_id))
+@router.get("/candidates/{cand_id}", summary="One candidate: its status, reason and verifier evidence; with "
+            "wait=S, held until it reaches a verdict (landed, rejected, superseded, cancelled, parked) or S seconds "
+            "pass (long poll)")
+async def candidate(cand_id: int, agent: Reader, request: Request,
+                    wait: Annotated[float, Query(ge=0, le=60)] = 0) -> dict[str, Any]:
+    store = _store(request)
+    if wait > 0:
+        async def status() -> str:
+            return (await store.get_candidate(cand_id)).status
+
+        await request.app.state.waiter.wait_candidate(cand_id, status, CANDIDATE_VERDICTS, timeout=wait)
+    return asdict(await store.get_candidate(cand_id))
 
 
 @router.get("/webhook-deliveries", summary="Forge webhook deliveries, newest first (admin)")
