@@ -8,7 +8,8 @@ data directory and a fresh repository, then a real ``python -m mergebot serve`` 
 * ``serial``: ``MERGEBOT_SPECULATION_WINDOW=1``;
 * ``speculative``: ``MERGEBOT_SPECULATION_WINDOW=W`` (the queue tests up to W candidates at once, each on top of
   the ones ahead of it). A server without that setting ignores the variable and runs serially; the output says so;
-* ``batched``: ``MERGEBOT_BATCH_SIZE=4`` (only with ``--modes ...,batched``).
+* ``batched``: ``MERGEBOT_BATCH_SIZE=4`` (only with ``--modes ...,batched``);
+* ``speculative-batched``: both, W runs in flight each covering up to B candidates.
 
 The repository (``fleet``) starts with a README and ``work/``; its check (set with ``add_repo`` like
 ``mergebot repo add --verifier``) is the POSIX sh command ``sleep D`` followed by a loop that fails when any
@@ -414,8 +415,11 @@ def modes_for(names: list[str], workers: int, batch: int) -> list[Mode]:
             note = "" if "batch_size" in known else (
                 "this server has no batch_size setting: MERGEBOT_BATCH_SIZE is ignored, so it ran serially")
             out.append(Mode(name, {"MERGEBOT_BATCH_SIZE": str(batch), "MERGEBOT_SPECULATION_WINDOW": "1"}, None, note))
+        elif name == "speculative-batched":  # W runs in flight, each covering up to B candidates
+            out.append(Mode(name, {"MERGEBOT_BATCH_SIZE": str(batch), "MERGEBOT_SPECULATION_WINDOW": str(workers)},
+                            None))
         else:
-            raise SystemExit(f"unknown mode {name!r} (serial, speculative, batched)")
+            raise SystemExit(f"unknown mode {name!r} (serial, speculative, batched, speculative-batched)")
     return out
 
 
