@@ -34,6 +34,7 @@ from mergebot.settings import Settings
 from mergebot.store import Store, Waiter
 from mergebot.verify.jobs import JobStore
 from mergebot.verify.worker import local_workers
+from mergebot.web import routes as web_pages
 
 
 def create_app(settings: Settings | None = None, *, run_recovery: bool = True, run_queue: bool = True) -> FastAPI:
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
     app.include_router(jobs.router)
     app.include_router(hooks.router)
     app.include_router(webhooks.router)
+    app.include_router(web_pages.router)
     app.include_router(views.router)
 
     async def git_identity(token: str) -> Agent | None:

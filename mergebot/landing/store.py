@@ -18,7 +18,6 @@ from mergebot.landing.checks import Owner
 from mergebot.models import Landed, Landing, _FromRow
 from mergebot.store import Store
 
-
 # A candidate's statuses that end its push's story (what ``mergebot submit`` waits for).
 CANDIDATE_VERDICTS = frozenset({"landed", "rejected", "superseded", "cancelled", "parked"})
 

@@ -1,0 +1,398 @@
+"""The pages' router: login, the six pages, the logs, the live queue stream and the one admin action.
+
+Every handler starts the same way: who is looking (``session.viewer``, from the cookie, re-authenticated on
+every request); a visitor is sent to /login and sees nothing else. Then it reads (``PageReader``), shapes
+(``present``) and renders (``render``). Identifiers in paths are parsed here rather than by FastAPI, so a
+visitor gets the login page for any /ui URL, never a validation error that tells what exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
+
+from mergebot.errors import NotFound
+from mergebot.verify.jobs import JobStore
+from mergebot.web import diffstat, live, present, render, session
+from mergebot.web.readmodel import PAGE, PageReader
+from mergebot.web.session import Viewer
+
+router = APIRouter(include_in_schema=False)
+
+TREE_FIRST_LEVEL = 50  # first-level nodes per tree page
+TREE_DEPTH, TREE_MAX_DEPTH = 3, 5
+MAX_FORM_BYTES = 16 * 1024  # our forms hold a token, a CSRF token and a path
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    """A URL-encoded form body, read up to ``MAX_FORM_BYTES`` (None when it is longer). The API's body limit
+    covers /api/ only, and anyone may post to /login."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            return None
+    try:
+        fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=20)
+    except ValueError:  # more fields than any of our forms has
+        return None
+    return {k: v[0] for k, v in fields.items()}
+
+
+def _reader(request: Request) -> PageReader:
+    store: JobStore = request.app.state.store
+    return PageReader(store.pool, lease_seconds=store.lease_seconds)
+
+
+def _id(value: str) -> int | None:
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else None
+
+
+def _not_found(request: Request, who: Viewer, what: str) -> Response:
+    return render.message(request, who, 404, "Not found", f"{what} does not exist.")
+
+
+def _live_queue(request: Request) -> live.LiveQueue:
+    state = request.app.state
+    if not hasattr(state, "web_live_queue"):
+        state.web_live_queue = live.LiveQueue()
+    queue: live.LiveQueue = state.web_live_queue
+    return queue
+
+
+async def _diffs(request: Request, rows: list[dict[str, Any]]) -> dict[int, diffstat.DiffSummary | None]:
+    root: Path = request.app.state.repos_root
+    keys = {r["id"]: (r["repo"], r["base_sha"], r["merged_sha"]) for r in rows}
+    found = await asyncio.to_thread(diffstat.summaries, root, list(keys.values()))
+    return {i: found[k] for i, k in keys.items()}
+
+
+# -- login ----------------------------------------------------------------------------------------------------
+
+
+@router.get("/")
+async def home(request: Request) -> Response:
+    who = await session.viewer(request)
+    return RedirectResponse("/ui/landed" if who else "/login", status_code=303)
+
+
+@router.get("/login")
+async def login_form(request: Request) -> Response:
+    who = await session.viewer(request)
+    return render.html(request, "login.html", None, next=present.safe_next(request.query_params.get("next")),
+                       message=f"You are logged in as {who.agent.name}; log in again to switch." if who else "")
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    form = await _form(request)
+    if form is None:
+        return render.html(request, "login.html", None, http_status=413, next="/ui/landed",
+                           message="That is not a token: paste only the token.")
+    token, target = form.get("token", "").strip(), present.safe_next(form.get("next"))
+    origin = request.headers.get("origin")
+    if origin and not session.same_origin(session.own_origin(request), origin, None):
+        return render.html(request, "login.html", None, http_status=403, next=target,
+                           message="This form was sent from another site; log in from this page.")
+    store: JobStore = request.app.state.store
+    agent = await store.authenticate(token) if token and len(token) <= session.MAX_TOKEN else None
+    if agent is None:
+        return render.html(request, "login.html", None, http_status=401, next=target,
+                           message="Unknown or revoked token. Paste the whole token, mb_ included.")
+    response = RedirectResponse(target, status_code=303)
+    session.start_session(response, request, token)
+    return response
+
+
+@router.get("/logout")
+async def logout_form(request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return RedirectResponse("/login", status_code=303)
+    return render.message(request, who, 200, "Log out", f"Log out {who.agent.name} from these pages?",
+                          action="/logout", action_label="Log out")
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    who = await session.viewer(request)
+    form = await _form(request) or {}
+    if who is not None and not session.post_allowed(request, who, form.get(session.CSRF_FIELD)):
+        return render.message(request, who, 403, "Refused", "This form did not come from this site's pages.")
+    response = RedirectResponse("/login", status_code=303)
+    session.end_session(response, request)
+    return response
+
+
+@router.get("/ui/static/{name}")
+async def static(name: str) -> Response:
+    return render.static(name)
+
+
+# -- landed and logs ------------------------------------------------------------------------------------------
+
+
+@router.get("/ui/landed")
+async def landed(request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    f, errors = present.parse_landed_filter(request.query_params)
+    reader = _reader(request)
+    rows = [] if errors else await reader.landed_page(repo=f.repo, owner=f.agent, subtask_id=f.subtask, since=f.since,
+                                                  until=f.until, before_id=f.before, limit=PAGE)
+    cursor = present.next_cursor(rows, PAGE)
+    return render.html(request, "landed.html", who, f=f, errors=errors, rows=rows, repos=await reader.repos(),
+                       diffs=await _diffs(request, rows),
+                       older=present.link("/ui/landed", **f.params(before=cursor)) if cursor else None)
+
+
+@router.get("/ui/landed/{landed_id}")
+async def landed_one(landed_id: str, request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    lid = _id(landed_id)
+    row = await _reader(request).landed_one(lid) if lid else None
+    if row is None:
+        return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
+    return render.html(request, "landed_one.html", who, r=row, diff=(await _diffs(request, [row]))[row["id"]])
+
+
+@router.get("/ui/candidates/{cand_id}/log")
+async def candidate_log(cand_id: str, request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    cid = _id(cand_id)
+    c = await _reader(request).candidate(cid) if cid else None
+    if c is None:
+        return _not_found(request, who, f"Candidate {cand_id[:20]!r}")
+    crumbs = [("/ui/queue", "Queue")]
+    if c["landed_id"]:
+        crumbs = [("/ui/landed", "Landed"), (f"/ui/landed/{c['landed_id']}", f"#{c['landed_id']}")]
+    facts = [("Subtask", f"#{c['subtask_id']} {c['title']}"), ("Owner", f"{c['owner']} at claim version "
+             f"{c['claim_version']}"), ("Repository", c["repo"]), ("Commit", c["sha"]),
+             ("Merged", c["merged_sha"] or "—"), ("Status", c["status"] + (f": {c['reason']}" if c["reason"] else ""))]
+    return render.html(request, "log.html", who, heading=f"Candidate {c['id']}: the verifier's log", crumbs=crumbs,
+                       facts=facts, logs=present.log_views(c["verifier"], "deciding run"))
+
+
+@router.get("/ui/jobs/{job_id}/log")
+async def job_log(job_id: str, request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    jid = _id(job_id)
+    j = await _reader(request).job(jid) if jid else None
+    if j is None:
+        return _not_found(request, who, f"Verify job {job_id[:20]!r}")
+    crumbs = [("/ui/landed", "Landed")] + ([(f"/ui/landed/{j['landed_id']}", f"#{j['landed_id']}")]
+                                           if j["landed_id"] else [])
+    facts = [("Purpose", j["purpose"]), ("Repository", j["repo"]), ("Commit", j["commit_sha"]),
+             ("Status", f"{j['status']} ({j['outcome'] or 'no outcome yet'})"), ("Worker", j["worker_name"] or "—")]
+    return render.html(request, "log.html", who, heading=f"Verify job {j['id']} ({j['purpose']})", crumbs=crumbs,
+                       facts=facts, logs=present.log_views(j["result"], "run"))
+
+
+# -- the queue ------------------------------------------------------------------------------------------------
+
+
+async def _queue_context(request: Request) -> dict[str, Any]:
+    reader = _reader(request)
+    return {"repos": await reader.queue_repos(), "active": await reader.queue_active(),
+            "waiting": await reader.queue_waiting(PAGE), "parked": await reader.queue_parked(),
+            "rejected": await reader.queue_rejected(), "refusals": await reader.push_refusals(),
+            "landed": await reader.recently_landed(), "limit": PAGE}
+
+
+@router.get("/ui/queue")
+async def queue(request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    fingerprint = await _reader(request).queue_fingerprint()
+    return render.html(request, "queue.html", who, window=request.app.state.settings.speculation_window,
+                       fingerprint=fingerprint, **await _queue_context(request))
+
+
+@router.get("/ui/queue/live")
+async def queue_live(request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    return render.html(request, "_queue_live.html", who, **await _queue_context(request))
+
+
+@router.get("/ui/queue/events")
+async def queue_events(request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    hub = _live_queue(request)
+    if hub.full:
+        return Response("too many live pages are open; this one reloads by itself", status_code=503,
+                        media_type="text/plain", headers={"Retry-After": "10"})
+    reader = _reader(request)
+
+    async def still_allowed() -> bool:
+        return await session.viewer(request) is not None
+
+    return StreamingResponse(live.stream(hub, reader.queue_fingerprint, still_allowed),
+                             media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+@router.post("/ui/repos/{name}/{action}")
+async def repo_action(name: str, action: str, request: Request) -> Response:
+    """Pause or resume landing on a repository: admins only, from this site's own form."""
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    form = await _form(request) or {}
+    if not session.post_allowed(request, who, form.get(session.CSRF_FIELD)):
+        return render.message(request, who, 403, "Refused", "This form did not come from this site's pages "
+                              "(its origin or its CSRF token is wrong). Reload the page and try again.")
+    if not who.may("admin"):
+        return render.message(request, who, 403, "Refused", f"Role {who.agent.role!r} may not pause or resume "
+                              "repositories; ask an admin.")
+    if action not in ("pause", "resume"):
+        return _not_found(request, who, f"Action {action[:20]!r}")
+    store: JobStore = request.app.state.store
+    try:
+        await store.get_repo(name)
+    except NotFound:
+        return _not_found(request, who, f"Repository {name[:64]!r}")
+    if action == "pause":
+        await store.set_paused(repo=name, paused=True, reason=f"paused by {who.agent.name}")
+    else:
+        await store.set_paused(repo=name, paused=False, reason=None)
+        await store.announce(author_id=who.agent.id, body=f"[{name}] landing resumed by {who.agent.name}.")
+        request.app.state.queue.poke()
+    await store.log_event(actor_id=who.agent.id, kind=f"repo_{action}d", detail={"repo": name, "via": "pages"})
+    return RedirectResponse("/ui/queue", status_code=303)
+
+
+# -- subtasks -------------------------------------------------------------------------------------------------
+
+
+@router.get("/ui/subtasks")
+async def subtasks(request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    q, errors = request.query_params, list[str]()
+    status = q.get("status") or None
+    if status is not None and status not in present.STATUSES:
+        errors.append(f"status must be one of {', '.join(present.STATUSES)}")
+        status = None
+    root = present.int_param(q.get("root"), "root", errors, lo=1)
+    after = present.int_param(q.get("after"), "after", errors) or 0
+    depth = present.int_param(q.get("depth"), "depth", errors, lo=1, hi=TREE_MAX_DEPTH) or TREE_DEPTH
+    reader = _reader(request)
+    ctx: dict[str, Any] = {"errors": errors, "status": status, "counts": await reader.counts(), "root": root,
+                           "after": after, "depth": depth, "max_depth": TREE_MAX_DEPTH, "crumbs": [], "focus": None,
+                           "nodes": [], "flat": [], "more": None, "shown": 0}
+    if status is not None:
+        ctx["flat"] = await reader.subtasks_by_status(status=status, after_id=after, limit=PAGE)
+        cursor = present.next_cursor(ctx["flat"], PAGE)
+        ctx["more"] = present.link("/ui/subtasks", status=status, after=cursor) if cursor else None
+        return render.html(request, "subtasks.html", who, **ctx)
+    if root is not None:
+        crumbs = await reader.ancestors(root)
+        if not crumbs:
+            return _not_found(request, who, f"Subtask {root}")
+        counts = await reader.subtree_counts(root)
+        ctx.update(crumbs=crumbs, focus=crumbs[-1], bar=present.status_bar(counts),
+                   subtree_total=sum(counts.values()) - 1, subtree_capped=sum(counts.values()) >= 50_000)
+    first = await reader.first_level(root=root, after_id=after, limit=TREE_FIRST_LEVEL)
+    nodes = present.nest(await reader.tree_window(ids=first, depth=depth))
+    cursor = first[-1] if len(first) >= TREE_FIRST_LEVEL else None
+    ctx.update(nodes=nodes, shown=present.count_nodes(nodes),
+               more=present.link("/ui/subtasks", root=root, after=cursor, depth=depth) if cursor else None)
+    return render.html(request, "subtasks.html", who, **ctx)
+
+
+@router.get("/ui/subtasks/{subtask_id}")
+async def subtask(subtask_id: str, request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    sid = _id(subtask_id)
+    reader = _reader(request)
+    try:
+        s = await reader.get_subtask(sid) if sid else None
+    except NotFound:
+        s = None
+    if s is None or sid is None:
+        return _not_found(request, who, f"Subtask {subtask_id[:20]!r}")
+    crumbs = (await reader.ancestors(sid))[:-1]
+    children = len(await reader.first_level(root=sid, after_id=0, limit=200))
+    return render.html(request, "subtask.html", who, s=s, crumbs=crumbs, deps=await reader.deps(sid),
+                       dependents=await reader.dependents(sid), notes=await reader.notes(subtask_id=sid, limit=PAGE),
+                       candidates=await reader.subtask_candidates(sid), events=await reader.subtask_events(sid),
+                       landed_id=await reader.subtask_landed_id(sid),
+                       children=f"{children}+" if children >= 200 else children)
+
+
+# -- agents, board, reconciliation ----------------------------------------------------------------------------
+
+
+@router.get("/ui/agents")
+async def agents(request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    errors: list[str] = []
+    after = present.int_param(request.query_params.get("after"), "after", errors) or 0
+    rows = await _reader(request).agents(after_id=after, limit=100)
+    cursor = present.next_cursor(rows, 100)
+    return render.html(request, "agents.html", who, rows=rows, errors=errors,
+                       more=present.link("/ui/agents", after=cursor) if cursor else None)
+
+
+@router.get("/ui/board")
+async def board(request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    q, errors = request.query_params, list[str]()
+    subtask_id = present.int_param(q.get("subtask"), "subtask", errors, lo=1)
+    group = (q.get("group") or "").strip() or None
+    if group is not None and not present.NAME.match(group):
+        errors.append("group must be a name (letters, digits, '.', '_', '-')")
+        group = None
+    ann_before = present.int_param(q.get("ann_before"), "ann_before", errors, lo=1)
+    note_before = present.int_param(q.get("note_before"), "note_before", errors, lo=1)
+    reader = _reader(request)
+    anns = await reader.announcements_page(before_id=ann_before)
+    notes = await reader.notes_page(subtask_id=subtask_id, group_name=group, before_id=note_before)
+    a_cursor, n_cursor = present.next_cursor(anns, PAGE), present.next_cursor(notes, PAGE)
+    return render.html(
+        request, "board.html", who, announcements=anns, notes=notes, errors=errors, subtask=subtask_id, group=group,
+        older_announcements=present.link("/ui/board", ann_before=a_cursor, subtask=subtask_id, group=group)
+        if a_cursor else None,
+        older_notes=present.link("/ui/board", note_before=n_cursor, subtask=subtask_id, group=group)
+        if n_cursor else None)
+
+
+@router.get("/ui/reconcile")
+async def reconcile(request: Request) -> Response:
+    who = await session.viewer(request)
+    if who is None:
+        return session.to_login(request)
+    errors: list[str] = []
+    before = present.int_param(request.query_params.get("before"), "before", errors, lo=1)
+    reader = _reader(request)
+    findings = await reader.findings_page(before_id=before)
+    cursor = present.next_cursor(findings, PAGE)
+    held = [r for r in await reader.repos() if r["paused"] or r["red_since"]]
+    return render.html(request, "reconcile.html", who, errors=errors, findings=findings, held=held,
+                       intents=await reader.intents_pending(), not_green=await reader.main_not_green(),
+                       unqueued=await reader.submitted_unqueued(), orphans=await reader.landed_without_row(),
+                       older=present.link("/ui/reconcile", before=cursor) if cursor else None)

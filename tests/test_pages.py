@@ -1,0 +1,559 @@
+"""The web pages over HTTP against a real PostgreSQL: login and CSRF, what a visitor cannot see, the filters,
+the tree's windows, the admin action's 403s, and the live queue stream on a real server. The pure parts
+(``mergebot.web.present``, ``session`` and ``live``) are tested directly at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pygit2
+import pytest
+
+from mergebot.api import create_app
+from mergebot.auth import Role
+from mergebot.landing.repos import add_repo, repos_root
+from mergebot.models import Agent, Handle
+from mergebot.settings import Settings
+from mergebot.tree import Node, plan
+from mergebot.verify.jobs import JobStore
+from mergebot.web import live, present, session
+from mergebot.web.readmodel import PageReader
+from mergebot.web.sample import seeds_tree
+from tests.bot import BotProcess, make_project
+
+BASE = "http://testserver"
+SHA = "a" * 40
+
+
+@dataclass
+class Site:
+    app: Any
+    client: httpx.AsyncClient
+    store: JobStore
+    tokens: dict[str, str] = field(default_factory=dict)
+    agents: dict[str, Agent] = field(default_factory=dict)
+    priority: int = 10_000
+
+    async def login(self, who: str) -> httpx.Response:
+        self.client.cookies.clear()
+        r = await self.client.post("/login", data={"token": self.tokens[who], "next": "/ui/landed"},
+                                   headers={"Origin": BASE})
+        assert r.status_code == 303, r.text
+        return r
+
+    async def get(self, path: str, **params: Any) -> httpx.Response:
+        return await self.client.get(path, params=params)
+
+    async def post(self, path: str, data: dict[str, str], origin: str | None = BASE) -> httpx.Response:
+        return await self.client.post(path, data=data, headers={"Origin": origin} if origin else {})
+
+    def csrf(self, who: str) -> str:
+        return session.csrf_token(self.tokens[who])
+
+    async def claimed(self, who: str, title: str, **kw: Any) -> int:
+        """A subtask created and claimed by ``who`` (it outranks everything else that is ready)."""
+        self.priority += 1
+        sub, _ = await self.store.create_subtask(actor_id=None, title=title, priority=self.priority, **kw)
+        got = await self.store.claim(agent_id=self.agents[who].id)
+        assert got is not None and got.id == sub.id
+        return sub.id
+
+    async def land(self, who: str, title: str, *, repo: str = "app", base: str = SHA, merged: str | None = None,
+                   verifier: dict[str, Any] | None = None) -> tuple[int, int, int]:
+        """Through the landing path's own records (push, intent, landed row), without git: (subtask, candidate,
+        landed id)."""
+        sid = await self.claimed(who, title)
+        merged = merged or f"{sid:040x}"
+        cand = await self.store.enqueue(repo=repo, subtask_id=sid, claim_version=1, owner_id=self.agents[who].id,
+                                        sha=f"{sid + 7:040x}", ref=f"refs/heads/subtasks/{sid}/v1")
+        result = {"commit_sha": merged, "tree_sha": "", "command": "pytest -q", "outcome": "pass", "exit_code": 0,
+                  "duration_ms": 1234, "log_head": f"log of {title}\n1 passed\n", "log_tail": "", "log_size": 20,
+                  "log_digest": "d" * 64, "sandbox": "bwrap", **(verifier or {})}
+        evidence = {"subtask_id": sid, "claim_version": 1, "owner_id": self.agents[who].id,
+                    "candidate_sha": cand.sha, "merge_kind": "merge", "verifier": result}
+        intent = await self.store.begin_landing(cand=cand, target_ref="refs/heads/main", old_sha=base,
+                                                new_sha=merged, tree_sha="b" * 40, evidence=evidence)
+        landed, _ = await self.store.finish_landing(intent)
+        return sid, cand.id, landed.id
+
+
+@pytest.fixture
+async def site(settings: Settings) -> AsyncIterator[Site]:
+    app = create_app(settings, run_recovery=False, run_queue=False)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            s = Site(app, client, app.state.store)
+            for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
+                               ("rita", Role.REVIEWER)):
+                s.agents[name], s.tokens[name] = await s.store.add_agent(name=name, role=role)
+            await s.store.create_repo(name="app", target_branch="main", verifier_command="pytest -q",
+                                      verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
+                                      max_file_bytes=1 << 20, root_sha=SHA)
+            yield s
+
+
+PAGES = ["/", "/ui/landed", "/ui/landed?repo=app", "/ui/landed/1", "/ui/landed/abc", "/ui/candidates/1/log",
+         "/ui/jobs/1/log", "/ui/queue", "/ui/queue/live", "/ui/queue/events", "/ui/subtasks",
+         "/ui/subtasks?root=1&depth=4", "/ui/subtasks?status=ready", "/ui/subtasks/1", "/ui/agents", "/ui/board",
+         "/ui/reconcile"]
+
+
+async def test_a_visitor_sees_only_the_login_prompt(site: Site) -> None:
+    sid, cid, lid = await site.land("ann", "secret plan for the parser")
+    await site.store.announce(author_id=None, body="the hidden announcement")
+    for path in [*PAGES, f"/ui/landed/{lid}", f"/ui/candidates/{cid}/log", f"/ui/subtasks/{sid}"]:
+        r = await site.client.get(path)
+        assert r.status_code == 303, (path, r.status_code)
+        location = r.headers["location"]
+        assert location.startswith("/login"), (path, location)
+        assert "secret plan" not in r.text and "hidden announcement" not in r.text and not re.search(r"\bann\b", r.text)
+    login = await site.client.get("/login")
+    assert login.status_code == 200 and 'name="token"' in login.text
+    assert "secret plan" not in login.text and not re.search(r"\bann\b", login.text)
+    # a forged cookie is a visitor too, and so is an absurdly long one
+    for cookie in ("mb_notatoken", "x" * 5000):
+        site.client.cookies.set(session.COOKIE, cookie)
+        assert (await site.client.get("/ui/landed")).status_code == 303
+    # posts are refused the same way and change nothing
+    r = await site.post("/ui/repos/app/pause", {"csrf": "x"})
+    assert r.status_code == 303 and r.headers["location"].startswith("/login")
+    assert not (await site.store.get_repo("app")).paused
+    # and the redirect remembers where the visitor was going, on this site only
+    site.client.cookies.clear()
+    r = await site.client.get("/ui/subtasks?root=1&depth=4")
+    assert r.headers["location"] == "/login?next=%2Fui%2Fsubtasks%3Froot%3D1%26depth%3D4"
+
+
+async def test_login_sets_a_strict_cookie_and_logout_needs_csrf(site: Site) -> None:
+    r = await site.client.post("/login", data={"token": "mb_wrong", "next": "/ui/queue"}, headers={"Origin": BASE})
+    assert r.status_code == 401 and "Unknown or revoked token" in r.text and session.COOKIE not in r.headers.get(
+        "set-cookie", "")
+    r = await site.client.post("/login", content=b"token=" + b"x" * 20_000, headers={
+        "Origin": BASE, "Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 413 and "set-cookie" not in r.headers  # read no further than a token could be
+    r = await site.client.post("/login", data={"token": site.tokens["rita"]}, headers={"Origin": "https://evil.example"})
+    assert r.status_code == 403 and "set-cookie" not in r.headers
+    r = await site.client.post("/login", data={"token": site.tokens["rita"], "next": "//evil.example/x"},
+                               headers={"Origin": BASE})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/landed"
+    cookie = r.headers["set-cookie"]
+    assert cookie.startswith(f"{session.COOKIE}=") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "Path=/" in cookie and "Secure" not in cookie
+    page = await site.get("/ui/landed")
+    assert page.status_code == 200 and "rita" in page.text and "reviewer" in page.text
+    assert page.headers["cache-control"] == "no-store" and "frame-ancestors 'none'" in page.headers[
+        "content-security-policy"]
+    # logging out is a form post with this session's CSRF token, from this site
+    assert (await site.post("/logout", {"csrf": site.csrf("ann")})).status_code == 403
+    assert (await site.post("/logout", {"csrf": site.csrf("rita")}, origin="https://evil.example")).status_code == 403
+    assert (await site.get("/ui/landed")).status_code == 200
+    r = await site.post("/logout", {"csrf": site.csrf("rita")})
+    assert r.status_code == 303 and f'{session.COOKIE}=""' in r.headers["set-cookie"]
+    assert (await site.get("/ui/landed")).status_code == 303
+
+
+async def test_the_cookie_is_secure_over_https(site: Site) -> None:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=site.app), base_url="https://testserver") as c:
+        r = await c.post("/login", data={"token": site.tokens["rita"]}, headers={"Origin": "https://testserver"})
+        assert r.status_code == 303 and "Secure" in r.headers["set-cookie"]
+        assert (await c.get("/ui/agents")).status_code == 200
+
+
+async def test_a_revoked_token_stops_at_once(site: Site) -> None:
+    await site.login("rita")
+    assert (await site.get("/ui/agents")).status_code == 200
+    await site.store.revoke_agent(name="rita")
+    r = await site.get("/ui/agents")
+    assert r.status_code == 303 and r.headers["location"].startswith("/login")
+
+
+async def test_every_role_reads_every_page(site: Site) -> None:
+    await site.land("ann", "first")
+    for who in ("rita", "ann", "lead", "root"):
+        await site.login(who)
+        for path in PAGES[1:]:
+            if path == "/ui/queue/events":
+                continue  # a stream: tested on a real server below
+            r = await site.client.get(path)
+            assert r.status_code in (200, 404), (who, path, r.status_code, r.text[:300])
+            assert "text/html" in r.headers["content-type"]
+
+
+def _commit(bare: Path, parent: str, files: dict[str, str]) -> str:
+    """A commit on top of ``parent`` written straight into the bot's bare repository (no ref moves)."""
+    repo = pygit2.Repository(str(bare))
+    base = repo[parent].peel(pygit2.Commit)
+    builder = repo.TreeBuilder(base.tree)
+    for name, text in files.items():
+        builder.insert(name, repo.create_blob(text.encode()), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("T", "t@example.com")
+    return str(repo.create_commit(None, sig, sig, "change", builder.write(), [base.id]))
+
+
+async def test_landed_shows_the_evidence_and_filters(site: Site, tmp_path: Path) -> None:
+    root = repos_root(site.app.state.settings.data_dir)
+    repo = await add_repo(site.store, root, name="demo", source=str(make_project(tmp_path / "src")),
+                          verifier_command="pytest -q")
+    merged = _commit(root / "demo.git", repo.root_sha, {"calc.py": "def add(a, b):\n    return a + b\n# one\n",
+                                                         "new.txt": "x\ny\n"})
+    s1, c1, l1 = await site.land("ann", "parse the config", repo="demo", base=repo.root_sha, merged=merged,
+                                 verifier={"log_head": "collected 1 item\n<script>alert(1)</script>\n1 passed\n"})
+    _, _, l2 = await site.land("bob", "render <b>pages</b>")
+    await site.login("rita")
+    page = (await site.get("/ui/landed")).text
+    assert page.index(f'/ui/landed/{l2}"') < page.index(f'/ui/landed/{l1}"')  # newest first
+    row = page[page.index(f'/ui/landed/{l1}"'):]
+    for fact in ("parse the config", repo.root_sha[:10], merged[:10], "pytest -q", "1.2 s", "sandbox bwrap",
+                 f"/ui/candidates/{c1}/log", "2 files", "+3", "\N{MINUS SIGN}0"):
+        assert fact in row, fact
+    assert "render &lt;b&gt;pages&lt;/b&gt;" in page and "<b>pages</b>" not in page  # titles are escaped
+    # filters: repository, agent, subtask, dates
+    assert f"/ui/landed/{l2}\"" not in (await site.get("/ui/landed", repo="demo")).text
+    only_bob = (await site.get("/ui/landed", agent="bob")).text
+    assert f"/ui/landed/{l2}\"" in only_bob and f"/ui/landed/{l1}\"" not in only_bob
+    only_s1 = (await site.get("/ui/landed", subtask=str(s1))).text
+    assert f"/ui/landed/{l1}\"" in only_s1 and f"/ui/landed/{l2}\"" not in only_s1
+    today = datetime.now(UTC).date()
+    recent = (await site.get("/ui/landed", since=str(today - timedelta(days=1)))).text
+    assert f"/ui/landed/{l1}\"" in recent and f"/ui/landed/{l2}\"" in recent
+    future = (await site.get("/ui/landed", since=str(today + timedelta(days=2)))).text
+    assert "/ui/landed/" + str(l1) not in future and "Nothing landed that matches" in future
+    bad = await site.get("/ui/landed", subtask="1; DROP TABLE landed", since="yesterday")
+    assert bad.status_code == 200 and "subtask must be a whole number" in bad.text
+    assert "since must be a date" in bad.text
+    assert f"/ui/landed/{l1}\"" not in bad.text
+    # the record, and its log (agent-written output is escaped)
+    one = (await site.get(f"/ui/landed/{l1}")).text
+    for fact in (merged, repo.root_sha, "claim version 1", "the bounded log", f"mergebot verify {merged} --repo demo"):
+        assert fact in one, fact
+    log = await site.get(f"/ui/candidates/{c1}/log")
+    assert log.status_code == 200 and "collected 1 item" in log.text and "1 passed" in log.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in log.text and "<script>alert" not in log.text
+    # the post-land check on main, and its log
+    job = await site.store.enqueue_job(repo="demo", commit_sha=merged, command="pytest -q", timeout_s=60,
+                                       purpose="post_land", landed_id=l1)
+    claimed = await site.store.claim_job(worker_id=None, worker_name="w1")
+    assert claimed is not None and claimed.id == job.id
+    await site.store.finish_job(job_id=job.id, worker_id=None, claim_version=claimed.claim_version, outcome="pass",
+                                result={"command": "pytest -q", "outcome": "pass", "log_head": "main is green\n",
+                                        "log_tail": "", "log_size": 14, "log_digest": "f" * 64, "sandbox": "none"})
+    assert f"/ui/jobs/{job.id}/log" in (await site.get(f"/ui/landed/{l1}")).text
+    job_log = await site.get(f"/ui/jobs/{job.id}/log")
+    assert job_log.status_code == 200 and "main is green" in job_log.text and "post_land" in job_log.text
+    assert (await site.get("/ui/landed/999999")).status_code == 404
+    assert (await site.get("/ui/candidates/x/log")).status_code == 404
+
+
+async def test_landed_pages_by_keyset(site: Site) -> None:
+    ids = [(await site.land("ann", f"change {i}"))[2] for i in range(53)]
+    await site.login("rita")
+    first = (await site.get("/ui/landed")).text
+    shown = [int(x) for x in re.findall(r'href="/ui/landed/(\d+)" class="record"', first)]
+    assert shown == sorted(ids, reverse=True)[:50]
+    older = re.search(r'<a href="([^"]+)">Older', first)
+    assert older is not None
+    second = (await site.client.get(older.group(1).replace("&amp;", "&"))).text
+    assert [int(x) for x in re.findall(r'href="/ui/landed/(\d+)" class="record"', second)] == sorted(ids)[:3][::-1]
+    assert "Older" not in second
+
+
+async def _load_tree(store: JobStore, nodes: list[Node]) -> dict[str, int]:
+    made = await store.create_tree(actor_id=None, nodes=nodes)
+    return {k: s.id for k, s in made.items()}
+
+
+async def test_tree_windows_are_bounded_and_link_to_the_rest(site: Site) -> None:
+    nodes = seeds_tree(400, 10, groups=4, seed=3)
+    ids = await _load_tree(site.store, nodes)
+    wide = plan([Node(key="w", title="wide"), *[Node(key=f"w{i}", title=f"leaf {i}", parent="w") for i in range(60)]])
+    for n in wide:
+        if n.key == "w":
+            n.children = [f"w{i}" for i in range(60)]
+    wide_ids = await _load_tree(site.store, wide)
+    await site.login("rita")
+    top = (await site.get("/ui/subtasks")).text
+    depths = [int(d) for d in re.findall(r'data-depth="(\d+)"', top)]
+    assert depths and max(depths) == 3  # the default window: three levels
+    assert f'data-id="{ids["t0"]}"' in top and f'data-id="{wide_ids["w"]}"' in top
+    assert "blocked" in top and "ready" in top and 'class="badge st-ready' in top
+    # the wide node: 25 children in the window, a link to the other 35
+    assert f"… 35 more under #{wide_ids['w']}" in top
+    under = (await site.get("/ui/subtasks", root=str(wide_ids["w"]), depth="1")).text
+    assert len(re.findall(r'data-depth="1"', under)) == 50 and "Next →" in under
+    rest = re.search(r'<a href="([^"]+)">Next', under)
+    assert rest is not None
+    page2 = (await site.client.get(rest.group(1).replace("&amp;", "&"))).text
+    assert len(re.findall(r'data-depth="1"', page2)) == 10
+    # down the chain to the deepest level, one window at a time, with breadcrumbs
+    deepest = max(nodes, key=lambda n: int(n.title.split()[0][1:]))
+    assert deepest.title.startswith("L10 ")
+    chain = [deepest.key]
+    by_key = {n.key: n for n in nodes}
+    while by_key[chain[-1]].parent is not None:
+        chain.append(str(by_key[chain[-1]].parent))
+    parent_of_deepest = ids[chain[1]]
+    leaf = (await site.get("/ui/subtasks", root=str(parent_of_deepest), depth="1")).text
+    crumbs = re.search(r'<nav class="crumbs".*?</nav>', leaf, re.S)
+    assert f'data-id="{ids[deepest.key]}"' in leaf and crumbs and crumbs.group(0).count("/ui/subtasks?root=") == 9
+    # sibling dependencies are listed with the node
+    dependent = next(n for n in nodes if n.depends_on)
+    anywhere = (await site.get("/ui/subtasks", root=str(ids[str(dependent.parent)]), depth="1")).text
+    needed = ids[str(dependent.depends_on[0])]
+    assert re.search(rf'data-id="{ids[dependent.key]}".*?needs <a href="/ui/subtasks/{needed}"', anywhere, re.S)
+    # the flat list by status, and bad parameters are refused with a reason
+    ready = (await site.get("/ui/subtasks", status="ready")).text
+    assert "Ready" in ready and 'class="badge st-blocked' not in ready
+    bad = await site.get("/ui/subtasks", status="bogus", depth="99")
+    assert bad.status_code == 200 and "status must be one of" in bad.text
+    assert "depth must be between 1 and 5" in bad.text
+    assert (await site.get("/ui/subtasks", root="999999")).status_code == 404
+    one = (await site.get(f"/ui/subtasks/{ids[dependent.key]}")).text
+    assert "Needs" in one and f"#{ids[str(dependent.depends_on[0])]}" in one
+
+
+async def test_only_an_admin_pauses_a_repository_and_only_from_our_forms(site: Site) -> None:
+    await site.login("ann")
+    queue = (await site.get("/ui/queue")).text
+    assert "/ui/repos/app/pause" not in queue  # no button for non-admins
+    for who in ("ann", "rita", "lead"):
+        await site.login(who)
+        r = await site.post("/ui/repos/app/pause", {"csrf": site.csrf(who)})
+        assert r.status_code == 403 and "may not pause" in r.text, who
+    assert not (await site.store.get_repo("app")).paused
+    await site.login("root")
+    assert "/ui/repos/app/pause" in (await site.get("/ui/queue")).text
+    assert (await site.post("/ui/repos/app/pause", {})).status_code == 403  # no CSRF token
+    assert (await site.post("/ui/repos/app/pause", {"csrf": site.csrf("ann")})).status_code == 403  # not this session's
+    assert (await site.post("/ui/repos/app/pause", {"csrf": site.csrf("root")},
+                            origin="https://evil.example")).status_code == 403
+    assert (await site.post("/ui/repos/app/pause", {"csrf": site.csrf("root")}, origin=None)).status_code == 403
+    assert not (await site.store.get_repo("app")).paused
+    r = await site.post("/ui/repos/app/pause", {"csrf": site.csrf("root")})
+    assert r.status_code == 303 and (await site.store.get_repo("app")).paused
+    assert "paused by root" in (await site.get("/ui/queue")).text
+    r = await site.client.post("/ui/repos/app/resume", data={"csrf": site.csrf("root")},
+                               headers={"Referer": f"{BASE}/ui/queue"})
+    assert r.status_code == 303 and not (await site.store.get_repo("app")).paused
+    assert any("resumed by root" in a["body"] for a in await site.store.announcements())
+    assert (await site.post("/ui/repos/nope/pause", {"csrf": site.csrf("root")})).status_code == 404
+
+
+async def test_queue_shows_what_is_verified_waits_and_was_refused(site: Site) -> None:
+    reader = PageReader(site.store.pool)
+    before = await reader.queue_fingerprint()
+    waiting = []
+    for i in range(3):
+        sid = await site.claimed("ann" if i % 2 else "bob", f"queued change {i}")
+        waiting.append(await site.store.enqueue(repo="app", subtask_id=sid, claim_version=1,
+                                                owner_id=site.agents["ann" if i % 2 else "bob"].id,
+                                                sha=f"{sid:040x}", ref=f"refs/heads/subtasks/{sid}/v1"))
+    assert await reader.queue_fingerprint() != before
+    taken = await site.store.next_candidate("app")  # candidates keep their subtask's priority: the last one first
+    assert taken is not None and taken.id == waiting[2].id
+    await site.store.finish_candidate(waiting[1].id, "rejected", "conflicts with main in: notes.txt",
+                                      verifier={"command": "pytest", "outcome": "fail", "log_head": "E assert",
+                                                "log_tail": "", "log_size": 8, "log_digest": "e" * 64})
+    await site.store.log_event(actor_id=site.agents["bob"].id, kind="push_refused", subtask_id=waiting[0].subtask_id,
+                               detail={"repo": "app", "ref": "refs/heads/main", "code": "protected_ref",
+                                       "message": "only Mergebot moves main"})
+    await site.login("rita")
+    page = (await site.get("/ui/queue")).text
+    verifying = page[page.index("Verifying now"):page.index("Waiting")]
+    assert "queued change 2" in verifying and "verifying" in verifying
+    waits = page[page.index("Waiting"):page.index("Recently landed")]
+    assert "queued change 0" in waits and "queued change 2" not in waits and "queued change 1" not in waits
+    refused = page[page.index("Recent refusals"):]
+    assert "conflicts with main in: notes.txt" in refused and f"/ui/candidates/{waiting[1].id}/log" in refused
+    assert "protected_ref" in refused and "only Mergebot moves main" in refused
+    assert 'data-events="/ui/queue/events"' in page and "Speculation window" in page
+    fragment = await site.get("/ui/queue/live")
+    assert fragment.status_code == 200 and "<html" not in fragment.text and "queued change 0" in fragment.text
+
+
+async def test_agents_board_and_reconciliation(site: Site) -> None:
+    held = await site.claimed("ann", "held one")
+    await site.store.heartbeat(agent_id=site.agents["ann"].id, handle=Handle(held, 1))
+    await site.land("ann", "landed one")
+    await site.store.log_event(actor_id=site.agents["ann"].id, kind="push_refused", detail={"code": "stale_claim"})
+    await site.store.announce(author_id=site.agents["lead"].id, body="The plan: parser first, then the pages.")
+    await site.store.add_note(author_id=site.agents["ann"].id, subtask_id=held, claim_version=1,
+                              body="## Handoff\nDone: the lexer. Remains: the parser.")
+    await site.store.add_finding(repo="app", kind="unexplained_commits",
+                                 detail={"commits": [f"{i:040x}" for i in range(15)], "count": 15})
+    await site.login("rita")
+    agents = (await site.get("/ui/agents")).text
+    ann = agents[agents.index("<td>ann"):].split("</tr>")[0]
+    assert f"/ui/subtasks/{held}" in ann and "agent" in ann
+    cells = re.findall(r'<td class="num"[^>]*>(\d+)</td>', ann)
+    assert cells == ["1", "1"]  # landed 1, refused 1
+    assert re.search(r"<td>\d+s</td>", ann) or re.search(r"<td>\d+m</td>", ann)  # lease age
+    board = (await site.get("/ui/board")).text
+    assert "The plan: parser first" in board and "Remains: the parser." in board and "lead" in board
+    only = (await site.get("/ui/board", subtask=str(held))).text
+    assert "Remains: the parser." in only
+    rec = (await site.get("/ui/reconcile")).text
+    assert "unexplained_commits" in rec and f"{0:012x}" in rec and "and 5 more" in rec
+    sub = await site.claimed("bob", "submitted by hand")
+    await site.store.submit(agent_id=site.agents["bob"].id, handle=Handle(sub, 1),
+                            sha="c" * 40)
+    assert "submitted by hand" in (await site.get("/ui/reconcile")).text
+
+
+# -- the live stream on a real server -------------------------------------------------------------------------
+
+
+async def _events(resp: httpx.Response, out: list[str]) -> None:
+    async for line in resp.aiter_lines():
+        out.append(line)
+
+
+async def test_live_stream_speaks_on_change_and_ends_on_shutdown(e2e_store: JobStore, e2e_db_url: str,
+                                                                tmp_path: Path) -> None:
+    _, token = await e2e_store.add_agent(name="rita", role=Role.REVIEWER)
+    await e2e_store.create_repo(name="app", target_branch="main", verifier_command="true", verifier_timeout_s=60,
+                                protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
+    await e2e_store.set_paused(repo="app", paused=True, reason="held for the test")
+    bot = BotProcess(e2e_db_url, tmp_path / "data").start()
+    try:
+        async with httpx.AsyncClient(base_url=bot.url, timeout=10) as client:
+            r = await client.post("/login", data={"token": token}, headers={"Origin": bot.url})
+            assert r.status_code == 303
+            lines: list[str] = []
+            async with client.stream("GET", "/ui/queue/events") as resp:
+                assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
+                reader = asyncio.create_task(_events(resp, lines))
+                await _until(lambda: sum(line == "event: queue" for line in lines) == 1)
+                await e2e_store.set_paused(repo="app", paused=False, reason=None)
+                await _until(lambda: sum(line == "event: queue" for line in lines) == 2)
+                data = [line for line in lines if line.startswith("data: ")]
+                assert len(data) == 2 and data[0] != data[1]
+                started = time.monotonic()
+                await asyncio.to_thread(bot.stop)
+                assert bot.proc is not None and bot.proc.returncode == 0
+                assert time.monotonic() - started < 5, "an open stream held the shutdown"
+                await asyncio.wait_for(reader, 5)
+    finally:
+        bot.stop()
+
+
+async def _until(pred: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+# -- pure parts -----------------------------------------------------------------------------------------------
+
+
+def test_safe_next_keeps_visitors_on_this_site() -> None:
+    assert present.safe_next("/ui/queue?x=1") == "/ui/queue?x=1"
+    for bad in ("//evil.example", "https://evil.example/", "/\\evil.example", "ui/landed", "", None, "/ui\r\nx"):
+        assert present.safe_next(bad) == "/ui/landed", bad
+
+
+def test_same_origin_and_csrf() -> None:
+    own = "http://bot:8470"
+    assert session.same_origin(own, "http://bot:8470", None)
+    assert session.same_origin(own, None, "http://bot:8470/ui/queue")
+    assert not session.same_origin(own, "null", "http://bot:8470/ui/queue")  # Origin decides when sent
+    assert not session.same_origin(own, "http://bot:8471", None)
+    assert not session.same_origin(own, None, "http://bot:8470.evil.example/")
+    assert not session.same_origin(own, None, None)
+    a, b = session.csrf_token("mb_a"), session.csrf_token("mb_b")
+    assert a != b and len(a) == 64 and session.csrf_matches(a, a) and not session.csrf_matches(a, b)
+    assert not session.csrf_matches(a, None) and not session.csrf_matches(a, "")
+
+
+def test_landed_filter_parsing() -> None:
+    f, errors = present.parse_landed_filter({"repo": "app", "agent": "ann", "subtask": "12", "since": "2025-01-02",
+                                             "until": "2025-01-31", "before": "99"})
+    assert errors == [] and f == present.LandedFilter("app", "ann", 12, date(2025, 1, 2), date(2025, 1, 31), 99)
+    assert present.link("/ui/landed", **f.params(before=5)) == (
+        "/ui/landed?repo=app&agent=ann&subtask=12&since=2025-01-02&until=2025-01-31&before=5")
+    _, errors = present.parse_landed_filter({"repo": "a b", "subtask": "-1", "since": "2025-02-01",
+                                             "until": "2025-01-01"})
+    assert len(errors) == 3 and any("since is after until" in e for e in errors)
+
+
+def test_nest_and_formatting() -> None:
+    def row(i: int, path: list[int], children: int) -> dict[str, Any]:
+        return {"id": i, "title": f"n{i}", "status": "ready", "owner": None, "depth": len(path), "path": path,
+                "children": children, "children_landed": 0, "deps": [], "other_deps": 0, "child_deps": children,
+                "dependents": 0}
+
+    top = present.nest([row(1, [1], 2), row(2, [1, 2], 0), row(3, [1, 3], 5), row(4, [4], 1)])
+    assert [n.id for n in top] == [1, 4] and [c.id for c in top[0].children] == [2, 3]
+    assert top[0].hidden_children == 0 and top[0].children[1].hidden_children == 5 and top[1].hidden_children == 1
+    assert present.count_nodes(top) == 4
+    now = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+    assert present.ago(now - timedelta(seconds=5), now) == "5s"
+    assert present.ago(now - timedelta(hours=3, minutes=5), now) == "3h 05m"
+    assert present.duration(850) == "850 ms" and present.duration(61_500) == "1m 01s"
+    assert present.size(2048) == "2.0 KiB"
+    assert present.status_bar({"landed": 3, "ready": 1}) == [("ready", 1, 0.0, 25.0), ("landed", 3, 25.0, 75.0)]
+    views = present.log_views({"command": "pytest", "outcome": "flaky", "log_digest": "b", "log_head": "ok",
+                               "runs": {"first": {"outcome": "fail", "log_digest": "a", "log_head": "E"},
+                                        "retry": {"outcome": "pass", "log_digest": "b"}}})
+    assert [(v.label, v.outcome) for v in views] == [("run", "flaky"), ("first run", "fail")]
+    assert present.event_data("a\nb") == "event: queue\ndata: a b\n\n"
+
+
+async def test_live_streams_are_bounded_share_reads_and_end() -> None:
+    hub = live.LiveQueue(max_streams=2, poll_seconds=0.05)
+    reads = 0
+
+    async def read() -> str:
+        nonlocal reads
+        reads += 1
+        return f"fp{reads // 3}"
+
+    await asyncio.gather(*(hub.fingerprint(read) for _ in range(10)))
+    assert reads == 1  # ten streams asking at once read once
+
+    allowed = True
+
+    async def still_allowed() -> bool:
+        return allowed
+
+    stop = False
+    first = live.stream(hub, read, still_allowed, exiting=lambda: stop)
+    got = [await first.__anext__(), await first.__anext__()]
+    assert got[0].startswith("retry:") and got[1].startswith("event: queue") and hub.open == 1
+    second = live.stream(hub, read, still_allowed, exiting=lambda: stop)
+    assert (await second.__anext__()).startswith("retry: 2000") and hub.open == 2 and hub.full
+    third = [chunk async for chunk in live.stream(hub, read, still_allowed)]
+    assert len(third) == 1 and "event: busy" in third[0] and hub.open == 2  # over the bound: told, not counted
+    await second.aclose()  # a client that went away gives its slot back
+    assert hub.open == 1 and not hub.full
+    stop = True
+    rest = [chunk async for chunk in first]  # the server is stopping: the stream ends
+    assert all("event: logout" not in c for c in rest) and hub.open == 0
+    assert not live.server_exiting()  # pytest is not uvicorn
+    never_started = live.stream(hub, read, still_allowed)
+    del never_started
+    assert hub.open == 0  # a stream that never ran took no slot
+
+
+async def test_a_revoked_viewer_s_stream_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = live.LiveQueue(poll_seconds=0.01)
+
+    async def read() -> str:
+        return "same"
+
+    async def revoked() -> bool:
+        return False
+
+    monkeypatch.setattr(live, "REAUTH_SECONDS", 0.0)
+    chunks = [c async for c in live.stream(hub, read, revoked, exiting=lambda: False, max_seconds=5)]
+    assert chunks[-1].startswith("event: logout") and hub.open == 0
