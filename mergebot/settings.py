@@ -15,6 +15,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".mergebot")
     # Any PostgreSQL server; empty means "start the embedded one in data_dir".
     database_url: str = ""
+    # The role request handling runs as, with only the rights mergebot/db/grants.sql lists (created when the
+    # URL's user may; empty: run as the URL's user).
+    database_app_role: str = Field(default="mergebot_app", pattern="^([a-z_][a-z0-9_]{0,62})?$")
 
     host: str = "127.0.0.1"
     port: int = 8470

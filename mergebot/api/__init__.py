@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from mergebot.api.errors import BodyLimit, install_handlers
 from mergebot.api.routers import board, hooks, jobs, landing, subtasks, views, webhooks
 from mergebot.auth import Role, allowed
 from mergebot.db.connect import open_pool, prepare
+from mergebot.db.roles import app_connection
 from mergebot.forge.outbox import StatusSender
 from mergebot.forge.store import ForgeStore
 from mergebot.forge.webhooks import WebhookHandler
@@ -36,6 +38,8 @@ from mergebot.verify.jobs import JobStore
 from mergebot.verify.worker import local_workers
 from mergebot.web import routes as web_pages
 
+log = logging.getLogger("mergebot.api")
+
 
 def create_app(settings: Settings | None = None, *, run_recovery: bool = True, run_queue: bool = True) -> FastAPI:
     settings = settings or Settings()
@@ -44,16 +48,20 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = await asyncio.to_thread(prepare, settings)
-        pool = await open_pool(url, settings, statement_timeout_ms=settings.statement_timeout_ms)
+        app_db = await asyncio.to_thread(app_connection, url, settings.database_app_role)
+        log.info("request handling connects to the database as %s (%s)", app_db.role or "the owner", app_db.how)
+        pool = await open_pool(app_db.url, settings, statement_timeout_ms=settings.statement_timeout_ms,
+                               options=app_db.options)
         store = JobStore(pool, lease_seconds=settings.lease_seconds)
         store.job_lease_seconds = settings.job_lease_seconds
-        waiter = Waiter(url, store)
+        waiter = Waiter(app_db.url, store)
         await waiter.start()
         queue = LandingQueue(store, root, speculation=settings.speculation_window, batch=settings.batch_size)
         forge_store = ForgeStore(pool, lease_seconds=settings.lease_seconds)
         sender = StatusSender(forge_store, public_url=settings.public_url or f"http://{settings.host}:{settings.port}")
         app.state.store, app.state.waiter, app.state.queue = store, waiter, queue
         app.state.forge_store = forge_store
+        app.state.app_db = app_db
 
         def poke() -> None:
             queue.poke()

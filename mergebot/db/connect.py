@@ -24,11 +24,16 @@ def prepare(settings: Settings) -> str:
 
 
 async def open_pool(url: str, settings: Settings, *, statement_timeout_ms: int | None = None,
-                    max_size: int | None = None) -> AsyncConnectionPool[Any]:
-    """An autocommit pool. With a statement timeout, every query on it is bounded (agent-driven work)."""
+                    max_size: int | None = None, options: str = "") -> AsyncConnectionPool[Any]:
+    """An autocommit pool. With a statement timeout, every query on it is bounded (agent-driven work).
+
+    ``options`` are more server options for each connection (``-c role=...`` from ``mergebot.db.roles``)."""
     kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0}
+    opts = [options] if options else []
     if statement_timeout_ms:
-        kwargs["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
+        opts.append(f"-c statement_timeout={int(statement_timeout_ms)}")
+    if opts:
+        kwargs["options"] = " ".join(opts)
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url, min_size=settings.pool_min_size, max_size=max_size or settings.pool_max_size,
         kwargs=kwargs, open=False, timeout=10.0)

@@ -1,0 +1,31 @@
+-- What the request-handling role may do (the API, the merge queue, the in-process verifier workers and the
+-- recovery loop all run as it). Applied after the migrations, as the schema's owner, on every start; the
+-- role owns nothing, so it cannot change the schema, drop or alter a trigger, truncate, or grant.
+-- Every table of the schema must appear here (a test checks): a new table gets no access until it is listed.
+-- {role} is the role's name (settings: database_app_role).
+
+REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role};
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM {role};
+GRANT USAGE ON SCHEMA public TO {role};
+
+-- Read-only: the migration log and the legal subtask transitions.
+GRANT SELECT ON schema_migrations, subtask_transitions TO {role};
+
+-- The audit log is append-only: rows come from triggers and from the store, and are never changed.
+GRANT SELECT, INSERT ON events TO {role};
+
+-- A landed row is written once; afterwards only the post-land status of main changes.
+GRANT SELECT, INSERT ON landed TO {role};
+GRANT UPDATE (main_status) ON landed TO {role};
+
+-- Rows that change state through their life (no DELETE: nothing here is ever removed by the bot).
+GRANT SELECT, INSERT, UPDATE ON
+    agents, groups, assignments, subtasks, subtask_deps, notes, announcements, repos, candidates,
+    landing_intents, reconcile_findings, verify_jobs, webhook_deliveries, forge_statuses
+TO {role};
+
+-- Linking a forge login can be undone.
+GRANT SELECT, INSERT, UPDATE, DELETE ON forge_links TO {role};
+
+-- Identity columns draw from their sequences.
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};
