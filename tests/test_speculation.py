@@ -172,3 +172,35 @@ async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fle
     assert min(j["created_at"] for j in same_runs) >= verdict_at
     assert any(j["purpose"] == "retry" for j in jobs)
     assert await fleet.store.pending_intents("demo") == []
+
+
+async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet) -> None:
+    """Three landings in a row with one worker: candidate runs go first, so the first head's post-land check is
+    still queued when the second lands; it is cancelled and its row says ``superseded``. Main's newest head is
+    always checked."""
+    fleet.bot.stop()
+    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="1")
+    _, fleet.tokens["cat"] = await fleet.store.add_agent(name="cat", role=Role.AGENT)
+    subs = [(await fleet.store.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
+    await fleet.store.set_paused(repo="demo", paused=True, reason="collecting a window")
+    for who, name in (("ann", "one.txt"), ("bob", "two.txt"), ("cat", "three.txt")):
+        claim, wt = fleet.start(who)
+        commit(wt, {name: "x\n"})
+        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+    await fleet.store.set_paused(repo="demo", paused=False, reason=None)
+    await wait_for(fleet, [s.id for s in subs], {"landed"})
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        rows = {row.subtask_id: row for row in await fleet.store.landed(repo="demo")}
+        if all(row.main_status != "pending" for row in rows.values()):
+            break
+        time.sleep(0.2)
+    first, second, third = (rows[s.id] for s in subs)
+    assert third.main_sha == fleet.main() and third.main_status == "pass"
+    assert first.main_status == "superseded"  # main moved on before a worker was free for its check
+    assert second.main_status in ("pass", "superseded")  # the worker may take it before the third lands
+    post = {j["landed_id"]: j["status"] for j in await fleet.store.jobs(limit=100) if j["purpose"] == "post_land"}
+    assert post[first.id] == "cancelled" and post[third.id] == "done"
+    assert post[second.id] == ("done" if second.main_status == "pass" else "cancelled")
+    assert fleet.bare().descendant_of(third.main_sha, first.main_sha)  # the newer head's check covers it

@@ -341,7 +341,7 @@ WHERE i.status = 'pending' ORDER BY i.id LIMIT %(limit)s;
 SELECT l.id, l.repo, l.subtask_id, l.merged_sha, l.main_status, l.landed_at, s.title
 FROM landed l JOIN subtasks s ON s.id = l.subtask_id
 WHERE l.id > (SELECT coalesce(max(id), 0) FROM landed) - 20000
-  AND (l.main_status NOT IN ('pass', 'flaky', 'pending')
+  AND (l.main_status NOT IN ('pass', 'flaky', 'pending', 'superseded')
        OR (l.main_status = 'pending' AND l.landed_at < now() - interval '15 minutes'))
 ORDER BY l.id DESC LIMIT %(limit)s;
 

@@ -566,6 +566,12 @@ UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), lease_expires_
 WHERE candidate_id = %(candidate_id)s AND status IN ('queued', 'running')
 RETURNING id;
 
+-- name: job_cancel_older_post_land
+-- Main moved on before these post-land checks started: the newest head's check covers main now.
+UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
+WHERE repo = %(repo)s AND purpose = 'post_land' AND status = 'queued' AND id < %(newer)s
+RETURNING id;
+
 -- name: job_list
 SELECT * FROM verify_jobs
 WHERE (%(status)s::job_status IS NULL OR status = %(status)s::job_status)

@@ -50,7 +50,7 @@ from mergebot.landing import planner
 from mergebot.landing.reconcile import Report, reconcile_repo
 from mergebot.landing.store import Candidate, Intent, Repo
 from mergebot.models import Handle, Landed
-from mergebot.verify.jobs import JobStore
+from mergebot.verify.jobs import Job, JobStore
 from mergebot.verify.worker import result_from_json
 from verifier.runner import Result
 
@@ -468,9 +468,13 @@ class LandingQueue:
 
     async def result_of(self, repo: Repo, sha: str, job_id: int) -> Result:
         done = await self.store.wait_job(job_id, timeout=repo.verifier_timeout_s * 3 + self.slack)
+        return self._result(repo, sha, done)
+
+    @staticmethod
+    def _result(repo: Repo, sha: str, done: Job) -> Result:
         if done.status != "done" or not done.result:
             return Result(sha, "", repo.verifier_command, "error", None, 0,
-                          f"verify job {job_id} did not finish ({done.status})", "", 0, "", "none")
+                          f"verify job {done.id} did not finish ({done.status})", "", 0, "", "none")
         return result_from_json(done.result)
 
     async def verify(self, repo: Repo, cand: Candidate, path: Path, merge: git.Merge,
@@ -538,8 +542,17 @@ class LandingQueue:
             task.add_done_callback(self._post_land.discard)
 
     async def post_land(self, repo: Repo, landed_id: int, sha: str) -> None:
-        """The team check on main's new head (the seeds' "grader on main"), recorded on the landed row."""
-        result = await self.check(repo, sha, "post_land", landed_id=landed_id)
+        """The team check on main's new head (the seeds' "grader on main"), recorded on the landed row.
+
+        Checks are coalesced: a newer head's check cancels the older ones that have not started yet (their rows
+        say ``superseded``: main moved on, and its newer head's row carries the status)."""
+        job_id = await self.start_check(repo, sha, "post_land", landed_id=landed_id)
+        await self.store.cancel_older_post_land(repo.name, job_id)
+        done = await self.store.wait_job(job_id, timeout=repo.verifier_timeout_s * 3 + self.slack)
+        if done.status == "cancelled":
+            await self.store.set_main_status(landed_id=landed_id, status="superseded")
+            return
+        result = self._result(repo, sha, done)
         await self.store.set_main_status(landed_id=landed_id, status=result.outcome)
         current = await self.store.get_repo(repo.name)
         if result.passed and current.red_since:
