@@ -493,9 +493,10 @@ class Waiter:
     restarts and waits on the same ids returns at once for those already finished.
     """
 
-    def __init__(self, url: str, store: Store) -> None:
+    def __init__(self, url: str, store: Store, *, channels: Sequence[str] = ()) -> None:
         self.url = url
         self.store = store
+        self.channels = (NOTIFY_CHANNEL, CANDIDATE_CHANNEL, *channels)  # channels' payloads start with an id
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._task: asyncio.Task[None] | None = None
         self._waiting: dict[tuple[str, int], set[asyncio.Event]] = {}
@@ -515,8 +516,8 @@ class Waiter:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                    await conn.execute(f"LISTEN {CANDIDATE_CHANNEL}")
+                    for channel in self.channels:
+                        await conn.execute(f"LISTEN {channel}")
                     self._ready.set()
                     self._wake_all()  # anything finished while we were reconnecting: waiters re-drain
                     async for note in conn.notifies():
@@ -544,6 +545,29 @@ class Waiter:
                 evs.discard(ev)
                 if not evs:
                     del self._waiting[key]
+
+    async def wait_until(self, channel: str, ids: Sequence[int], done: Callable[[], Awaitable[bool]],
+                         timeout: float) -> None:
+        """Until ``done()`` is true or ``timeout`` passes, re-checking whenever one of ``ids`` is announced on
+        ``channel`` (listen, then drain). The verify jobs' waits share this connection instead of opening
+        one each."""
+        keys = [(channel, i) for i in dict.fromkeys(ids)]
+        ev = asyncio.Event()
+        self._register(keys, ev)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while True:
+                ev.clear()
+                if await done():  # drain, after registering
+                    return
+                left = deadline - loop.time()
+                if left <= 0:
+                    return
+                with contextlib.suppress(TimeoutError):  # a bounded sleep: polls if the listener is down
+                    await asyncio.wait_for(ev.wait(), timeout=min(left, 2.0))
+        finally:
+            self._unregister(keys, ev)
 
     async def wait_candidate(self, cand_id: int, read: Callable[[], Awaitable[str]], final: frozenset[str],
                              timeout: float) -> str:

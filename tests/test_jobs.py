@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from mergebot.auth import Role
@@ -24,7 +25,8 @@ from mergebot.client import ApiError, Client
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.verify.jobs import JobStore
+from mergebot.store import Waiter
+from mergebot.verify.jobs import JOB_CHANNEL, JobStore
 from tests.bot import BotProcess, make_project
 
 
@@ -173,3 +175,38 @@ async def test_many_workers_no_job_twice_none_lost(rig: Rig, workers: int) -> No
         assert counts and max(counts.values()) == 1  # no check ran twice to completion
         assert len({j.worker_name for j in jobs}) > 1  # the work was shared
         runs.unlink()
+
+
+async def test_waits_share_the_process_listener(store: JobStore, db_url: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a waiter, waiting on verify jobs opens no connection of its own (one listener per process) and
+    still wakes at once when a job finishes or is cancelled."""
+    await add_repo(store, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
+                   verifier_command="true")
+    sha = git.head_of(git.open_repo(git.bare_path(repos_root(tmp_path / "data"), "demo")), "refs/heads/main")
+    assert sha is not None
+    waiter = Waiter(db_url, store, channels=(JOB_CHANNEL,))
+    await waiter.start()
+    store.waiter = waiter
+
+    def no_new_connections(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a wait opened its own connection")
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", no_new_connections)
+    try:
+        one = await store.enqueue_job(repo="demo", commit_sha=sha, command="true", timeout_s=10, purpose="manual")
+        two = await store.enqueue_job(repo="demo", commit_sha=sha, command="true", timeout_s=10, purpose="manual")
+        waiting = asyncio.create_task(store.wait_job(one.id, timeout=30))
+        both = asyncio.create_task(store.wait_any([one.id, two.id], timeout=30))
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and not both.done()
+        job = await store.claim_job(worker_id=None, worker_name="w")
+        assert job is not None and job.id == one.id
+        await store.finish_job(job_id=job.id, worker_id=None, claim_version=job.claim_version, outcome="pass",
+                               result={"outcome": "pass"})
+        done = await asyncio.wait_for(waiting, 5)
+        await asyncio.wait_for(both, 5)
+        assert (done.id, done.status, done.outcome) == (one.id, "done", "pass")
+        assert (await store.wait_job(two.id, timeout=0.1)).status == "queued"  # timeout returns the last seen
+    finally:
+        await waiter.stop()

@@ -34,7 +34,7 @@ from mergebot.models import Agent
 from mergebot.recovery import recovery_loop
 from mergebot.settings import Settings
 from mergebot.store import Store, Waiter
-from mergebot.verify.jobs import JobStore
+from mergebot.verify.jobs import JOB_CHANNEL, JobStore
 from mergebot.verify.worker import local_workers
 from mergebot.web import routes as web_pages
 
@@ -54,8 +54,9 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
                                options=app_db.options)
         store = JobStore(pool, lease_seconds=settings.lease_seconds)
         store.job_lease_seconds = settings.job_lease_seconds
-        waiter = Waiter(app_db.url, store)
+        waiter = Waiter(app_db.url, store, channels=(JOB_CHANNEL,))
         await waiter.start()
+        store.waiter = waiter  # the queue's waits on verify jobs share the waiter's connection
         queue = LandingQueue(store, root, speculation=settings.speculation_window, batch=settings.batch_size)
         forge_store = ForgeStore(pool, lease_seconds=settings.lease_seconds)
         sender = StatusSender(forge_store, public_url=settings.public_url or f"http://{settings.host}:{settings.port}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -20,6 +20,9 @@ from psycopg.types.json import Jsonb
 from mergebot.errors import ClaimSuperseded, NotFound
 from mergebot.landing.store import LandingStore
 from mergebot.models import _FromRow
+
+if TYPE_CHECKING:
+    from mergebot.store import Waiter
 
 JOB_CHANNEL = "mergebot_job"
 
@@ -48,6 +51,7 @@ class Job(_FromRow):
 
 class JobStore(LandingStore):
     job_lease_seconds = 30.0
+    waiter: Waiter | None = None  # the process's shared listener, when it has one (mergebot serve)
 
     async def enqueue_job(self, *, repo: str, commit_sha: str, command: str, timeout_s: int, purpose: str,
                           candidate_id: int | None = None, landed_id: int | None = None) -> Job:
@@ -109,9 +113,19 @@ class JobStore(LandingStore):
     async def wait_job(self, job_id: int, timeout: float) -> Job:
         """Until the job is done or cancelled (listen, then read, then wait for a notification).
 
-        If the listening connection fails, keep going by polling: a lost notification costs latency, never the
-        result, because the job row is what counts.
+        With a ``waiter`` (``mergebot serve`` gives its own) the wait shares the process's one listening
+        connection; without, it opens its own. If listening fails, keep going by polling: a lost notification
+        costs latency, never the result, because the job row is what counts.
         """
+        if self.waiter is not None:
+            seen: list[Job] = []
+
+            async def finished() -> bool:
+                seen[:] = [await self.get_job(job_id)]
+                return seen[0].status in ("done", "cancelled")
+
+            await self.waiter.wait_until(JOB_CHANNEL, [job_id], finished, timeout)
+            return seen[0]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
@@ -146,6 +160,9 @@ class JobStore(LandingStore):
             rows = await self._all("job_statuses", ids=job_ids)
             return any(r["status"] in ("done", "cancelled") for r in rows) or loop.time() >= deadline
 
+        if self.waiter is not None:
+            await self.waiter.wait_until(JOB_CHANNEL, job_ids, finished, timeout)
+            return
         try:
             async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
                 await conn.execute(f"LISTEN {JOB_CHANNEL}")
