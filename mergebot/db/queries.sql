@@ -438,6 +438,11 @@ RETURNING c.*;
 SELECT s.status::text AS status, s.owner_id, s.claim_version, s.candidate_sha, s.title
 FROM subtasks s WHERE s.id = %(subtask_id)s;
 
+-- name: candidate_fence_many
+-- The same for every slot of a speculation window at once.
+SELECT s.id AS subtask_id, s.status::text AS status, s.owner_id, s.claim_version, s.candidate_sha, s.title
+FROM subtasks s WHERE s.id = ANY(%(subtask_ids)s::bigint[]);
+
 -- name: candidate_finish
 UPDATE candidates
 SET status = %(status)s::candidate_status, reason = %(reason)s, base_sha = coalesce(%(base_sha)s, base_sha),
@@ -557,6 +562,9 @@ SELECT id FROM verify_jobs
 WHERE repo = %(repo)s AND commit_sha = %(sha)s AND command = %(command)s AND status = 'done'
   AND outcome IN ('pass', 'flaky')
 LIMIT 1;
+
+-- name: job_many
+SELECT * FROM verify_jobs WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: job_statuses
 SELECT id, status::text AS status FROM verify_jobs WHERE id = ANY(%(ids)s::bigint[]);

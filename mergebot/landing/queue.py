@@ -43,7 +43,7 @@ from typing import Any
 
 import psycopg
 
-from mergebot.errors import ClaimSuperseded, MergebotError
+from mergebot.errors import ClaimSuperseded, MergebotError, Unavailable
 from mergebot.forge import mirror
 from mergebot.git import repo as git
 from mergebot.landing import planner
@@ -368,9 +368,11 @@ class LandingQueue:
         """Results that are in, runs that overran, and whether each slot is still wanted."""
         now = asyncio.get_running_loop().time()
         limit = repo.verifier_timeout_s * 3 + self.slack
+        jobs = await self.store.get_jobs([s.job_id for s in window.slots if s.job_id is not None and s.result is None])
+        fences = await self.store.candidate_fences([s.cand for s in window.slots if s.valid])
         for slot in window.slots:
             if slot.job_id is not None and slot.result is None:
-                job = await self.store.get_job(slot.job_id)
+                job = jobs[slot.job_id]
                 if job.status == "done" and job.result:
                     slot.result = await self._tree_checked(result_from_json(job.result), slot.merge)
                 elif job.status == "cancelled":
@@ -379,7 +381,7 @@ class LandingQueue:
                     slot.result = Result(slot.merge.sha or "", "", repo.verifier_command, "error", None, 0,
                                          f"verify job {slot.job_id} did not finish", "", 0, "", "none")
             if slot.valid:
-                slot.valid, _ = await self.store.candidate_fence(slot.cand)
+                slot.valid, _ = fences[slot.cand.id]
 
     @staticmethod
     async def _tree_checked(result: Result, merge: git.Merge) -> Result:
@@ -545,7 +547,18 @@ class LandingQueue:
         """The team check on main's new head (the seeds' "grader on main"), recorded on the landed row.
 
         Checks are coalesced: a newer head's check cancels the older ones that have not started yet (their rows
-        say ``superseded``: main moved on, and its newer head's row carries the status)."""
+        say ``superseded``: main moved on, and its newer head's row carries the status). The database going away
+        meanwhile is waited out: the check is asked for again once it is back (found by the outage drill, where
+        the task died with its row left ``pending``)."""
+        while True:
+            try:
+                await self._post_land_once(repo, landed_id, sha)
+                return
+            except Unavailable as e:
+                log.warning("post-land check of %s at %s interrupted, will retry: %s", repo.name, sha[:12], e.message)
+                await asyncio.sleep(self.poll)
+
+    async def _post_land_once(self, repo: Repo, landed_id: int, sha: str) -> None:
         job_id = await self.start_check(repo, sha, "post_land", landed_id=landed_id)
         await self.store.cancel_older_post_land(repo.name, job_id)
         done = await self.store.wait_job(job_id, timeout=repo.verifier_timeout_s * 3 + self.slack)

@@ -155,16 +155,13 @@ class LandingStore(Store):
 
     async def candidate_fence(self, cand: Candidate) -> tuple[bool, str]:
         """Whether the subtask still waits on exactly this candidate, and if not, why."""
-        row = await self._one("candidate_fence", subtask_id=cand.subtask_id)
-        if row is None:
-            return False, "the subtask no longer exists"
-        if row["claim_version"] != cand.claim_version or row["owner_id"] != cand.owner_id:
-            return False, f"the subtask was reclaimed (claim version {row['claim_version']})"
-        if row["status"] != "submitted":
-            return False, f"the subtask is {row['status']}"
-        if row["candidate_sha"] != cand.sha:
-            return False, "a newer push replaced this candidate"
-        return True, ""
+        return _fence(await self._one("candidate_fence", subtask_id=cand.subtask_id), cand)
+
+    async def candidate_fences(self, cands: list[Candidate]) -> dict[int, tuple[bool, str]]:
+        """``candidate_fence`` for many candidates in one query, by candidate id."""
+        rows = {r["subtask_id"]: r for r in await self._all(
+            "candidate_fence_many", subtask_ids=sorted({c.subtask_id for c in cands}))}
+        return {c.id: _fence(rows.get(c.subtask_id), c) for c in cands}
 
     async def finish_candidate(self, cand_id: int, status: str, reason: str | None = None, *,
                                base_sha: str | None = None, merged_sha: str | None = None,
@@ -283,3 +280,16 @@ class LandingStore(Store):
 
     async def findings(self, *, repo: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         return await self._all("finding_list", repo=repo, limit=limit)
+
+
+def _fence(row: dict[str, Any] | None, cand: Candidate) -> tuple[bool, str]:
+    """Whether the subtask's row still waits on exactly this candidate, and if not, why."""
+    if row is None:
+        return False, "the subtask no longer exists"
+    if row["claim_version"] != cand.claim_version or row["owner_id"] != cand.owner_id:
+        return False, f"the subtask was reclaimed (claim version {row['claim_version']})"
+    if row["status"] != "submitted":
+        return False, f"the subtask is {row['status']}"
+    if row["candidate_sha"] != cand.sha:
+        return False, "a newer push replaced this candidate"
+    return True, ""

@@ -103,6 +103,9 @@ class JobStore(LandingStore):
     async def passed_on(self, *, repo: str, sha: str, command: str) -> bool:
         return await self._one("job_passed_on", repo=repo, sha=sha, command=command) is not None
 
+    async def get_jobs(self, ids: list[int]) -> dict[int, Job]:
+        return {r["id"]: Job.from_row(r) for r in await self._all("job_many", ids=ids)}
+
     async def cancel_jobs_for(self, candidate_id: int) -> None:
         await self._all("job_cancel_for_candidate", candidate_id=candidate_id)
 
