@@ -79,8 +79,8 @@ def _translate(e: psycopg.Error) -> MergebotError:
         return Invalid(f"value not allowed ({constraint})", field=_field_of(constraint))
     if isinstance(e, pgerr.QueryCanceled):
         return Unavailable("the database took too long; nothing was changed, try again")
-    if isinstance(e, pgerr.DataException):
-        return Invalid(str(e).splitlines()[0], field="body")
+    if isinstance(e, psycopg.DataError):  # SQLSTATE 22 (and a NUL in text): the caller's value, not ours
+        return Invalid(f"a value cannot be stored: {(str(e).splitlines() or [''])[0]}", field="body")
     if isinstance(e, psycopg.OperationalError | psycopg.InterfaceError):
         return Unavailable("the database is unreachable; nothing was changed, try again")
     return MergebotError(f"database error {e.sqlstate}: {str(e).splitlines()[0] if str(e) else ''}")

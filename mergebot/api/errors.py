@@ -2,6 +2,9 @@
 
 Also the request-size guard: bodies are counted while they stream in, so a huge body is refused with 413
 without being read whole (a Content-Length over the limit is refused before reading anything).
+
+``ERROR_RESPONSES`` documents that shape in ``/openapi.json`` for every status the API answers with (the
+routers pass it as ``responses=``), in place of FastAPI's default 422 body, which Mergebot never sends.
 """
 
 from __future__ import annotations
@@ -13,12 +16,37 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mergebot.errors import MergebotError
 
 log = logging.getLogger(__name__)
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")  # more detail: field, errors, current claim_version, ...
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": description} for status, description in (
+        (400, "Malformed request (for example a body that is not JSON)"),
+        (401, "No token, or an unknown or revoked one"),
+        (403, "The token's role may not do this"),
+        (404, "No such resource"),
+        (409, "Conflict: the claim was superseded, the transition is not allowed, or it already exists"),
+        (413, "The request body is over the limit"),
+        (422, "Invalid input; `field` names it"),
+        (503, "The database is unreachable or too slow; nothing was changed"),
+    )
+}
 
 
 def error_response(status: int, code: str, message: str, /, **detail: Any) -> JSONResponse:

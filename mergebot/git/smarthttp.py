@@ -426,7 +426,7 @@ def _parse_path(path: str) -> _Route | None:
     if len(parts) < 3 or parts[0] != "" or not parts[1].endswith(".git"):
         return None
     name = parts[1][: -len(".git")]
-    if not NAME_RE.match(name) or ".." in name:
+    if not NAME_RE.fullmatch(name) or ".." in name:  # fullmatch: "$" would let "demo\n" through
         return None
     rest = "/".join(parts[2:])
     if rest == "info/refs":

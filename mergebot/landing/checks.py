@@ -54,7 +54,7 @@ class Refusal:
 
 
 def parse_subtask_ref(ref: str) -> tuple[int, int] | None:
-    m = SUBTASK_REF.match(ref)
+    m = SUBTASK_REF.fullmatch(ref)  # not match: "$" also matches before a trailing newline
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
@@ -125,9 +125,12 @@ class Limits:
 
 
 def is_protected(path: str, patterns: Sequence[str]) -> bool:
-    """A pattern protects a file (``fnmatch``) or, ending in ``/``, everything under a folder."""
+    """A pattern protects the path it names and everything under it (``ci/`` and ``ci`` alike), and every file
+    it matches as an ``fnmatch`` pattern (``*.lock``). A name is taken literally too: ``[x].cfg`` protects the
+    file of that name, not only ``x.cfg``."""
     for p in patterns:
-        if p.endswith("/") and (path + "/").startswith(p):
+        folder = p if p.endswith("/") else p + "/"
+        if (path + "/").startswith(folder):
             return True
         if fnmatch.fnmatchcase(path, p):
             return True

@@ -62,7 +62,7 @@ async def add_repo(store: LandingStore, root: Path, *, name: str, source: str | 
 
     With ``forge`` (see ``forge_settings``) the repository is a mirror of the forge's, cloned from it.
     """
-    if not NAME.match(name):
+    if not NAME.fullmatch(name):  # fullmatch: "$" would let a trailing newline through
         raise Invalid("a repository name is letters, digits, '-' and '_' (at most 64)", field="name")
     path = git.bare_path(root, name)
     if path.exists():

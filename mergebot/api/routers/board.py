@@ -9,12 +9,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from mergebot.api.deps import Admin, CurrentAgent, Lead, Noter, Reader, StoreDep
+from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.routers.views import views_of
 from mergebot.api.schemas import AgentIn, AssignmentIn, BoardNoteIn, GroupIn, Name
 from mergebot.auth import Role, allowed
 from mergebot.errors import Forbidden
 
-router = APIRouter(prefix="/api/v1", tags=["board"])
+router = APIRouter(prefix="/api/v1", tags=["board"], responses=ERROR_RESPONSES)
 Limit = Annotated[int, Query(ge=1, le=1000)]
 After = Annotated[int, Query(ge=0)]
 

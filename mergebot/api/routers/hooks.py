@@ -55,9 +55,15 @@ async def post_receive(request: Request) -> PlainTextResponse:
     session, lines, _ = await _read(request)
     if session is None:
         return _answer("Mergebot: unknown push.", 403)
+    try:
+        if len(lines) > MAX_UPDATES:
+            raise ValueError(f"more than {MAX_UPDATES} ref updates in one push")
+        updates = parse_updates(lines)
+    except ValueError as e:
+        return _answer(f"Mergebot: malformed push: {e}", 400)
     store: LandingStore = request.app.state.store
     repo = await store.get_repo(session.repo)
-    candidates = await accept_push(store, repo, session.agent, parse_updates(lines))
+    candidates = await accept_push(store, repo, session.agent, updates)
     request.app.state.queue.poke()
     return _answer("\n".join(f"Mergebot: queued subtask {c.subtask_id} v{c.claim_version} ({c.sha[:12]}) as "
                              f"candidate {c.id}; `mergebot wait {c.subtask_id}` follows it." for c in candidates))

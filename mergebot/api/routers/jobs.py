@@ -9,10 +9,11 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mergebot.api.deps import Reader, require
+from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.models import Agent
 from mergebot.verify.jobs import JobStore
 
-router = APIRouter(prefix="/api/v1/verify-jobs", tags=["verifier"])
+router = APIRouter(prefix="/api/v1/verify-jobs", tags=["verifier"], responses=ERROR_RESPONSES)
 Verifier = Annotated[Agent, Depends(require("verify"))]
 
 

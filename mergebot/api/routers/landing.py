@@ -8,10 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from mergebot.api.deps import Admin, Reader
+from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.landing.store import CANDIDATE_VERDICTS
 from mergebot.verify.jobs import JobStore
 
-router = APIRouter(prefix="/api/v1", tags=["landing"])
+router = APIRouter(prefix="/api/v1", tags=["landing"], responses=ERROR_RESPONSES)
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 

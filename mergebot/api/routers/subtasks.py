@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response, status
 
 from mergebot.api.deps import Claimer, Creator, Manager, Noter, Reader, StoreDep, WaiterDep
+from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import (
     ClaimIn,
     FenceIn,
@@ -24,7 +25,7 @@ from mergebot.errors import Invalid
 from mergebot.models import Handle, Subtask
 from mergebot.tree import parse_tree
 
-router = APIRouter(prefix="/api/v1/subtasks", tags=["subtasks"])
+router = APIRouter(prefix="/api/v1/subtasks", tags=["subtasks"], responses=ERROR_RESPONSES)
 
 Status = Annotated[str | None, Query(pattern="^(blocked|ready|running|submitted|landed|failed|cancelled)$")]
 Limit = Annotated[int, Query(ge=1, le=1000)]

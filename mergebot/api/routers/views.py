@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from mergebot.api.deps import CurrentAgent, Reader, StoreDep
+from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.errors import NotFound
 from mergebot.metrics import exporter_for
 from mergebot.models import Landed
@@ -26,7 +27,7 @@ from mergebot.store import Store
 STATUSES = ("blocked", "ready", "running", "submitted", "landed", "failed", "cancelled")
 
 router = APIRouter()
-api = APIRouter(prefix="/api/v1", tags=["views"])
+api = APIRouter(prefix="/api/v1", tags=["views"], responses=ERROR_RESPONSES)
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 

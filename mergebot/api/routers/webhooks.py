@@ -7,13 +7,38 @@ is refused with 413 before it is all read, and nothing is recorded.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 
 from mergebot.forge.sansio import MAX_BODY_BYTES
 from mergebot.forge.webhooks import WebhookHandler
 
-router = APIRouter(prefix="/webhooks", tags=["webhooks"])
+
+class WebhookAnswer(BaseModel):
+    """What a forge is told: ``outcome`` when taken (or ignored), ``error`` when refused."""
+
+    model_config = ConfigDict(extra="allow")
+    outcome: str | None = None
+    error: str | None = None
+    duplicate: bool | None = None
+
+
+_ANSWERS: dict[int | str, dict[str, Any]] = {
+    status: {"model": WebhookAnswer, "description": description} for status, description in (
+        (200, "Taken, or an earlier delivery with this id was already processed"),
+        (202, "Taken: queued as a candidate, refused with a commit status, or ignored (the outcome says which)"),
+        (400, "Not a well-formed delivery (headers, JSON or payload shape)"),
+        (401, "Missing or wrong signature"),
+        (409, "This delivery id was already received with a different body"),
+        (413, "The body is over the forge's maximum payload"),
+        (502, "Could not process it now; the forge should redeliver"),
+        (503, "The same delivery is being processed now"),
+    )
+}
+router = APIRouter(prefix="/webhooks", tags=["webhooks"], responses=_ANSWERS)
 
 
 async def _body(request: Request) -> bytes | None:
