@@ -227,3 +227,27 @@ async def test_handoff_note_reaches_the_next_owner(fleet: Fleet) -> None:
     assert body["handoff"]["last_reason"] == "out of time"
     # bob's worktree starts from ann's pushed branch: her half is there
     assert (fleet.work / "bob2" / "half.txt").read_text() == "half done\n"
+
+
+async def test_one_broken_repository_does_not_hold_the_others(fleet: Fleet, tmp_path: Path) -> None:
+    """A repository whose directory is gone fails its reconcile and its queue every pass; the other
+    repositories' queues go on, and the broken one is retried with a back-off, not dropped."""
+    import shutil
+
+    from mergebot.landing.repos import add_repo, repos_root
+    from tests.bot import make_project
+
+    data = fleet.bot.data_dir
+    await add_repo(fleet.store, repos_root(data), name="broken", source=str(make_project(tmp_path / "src2")),
+                   verifier_command="true")
+    fleet.bot.stop()
+    shutil.rmtree(repos_root(data) / "broken.git")
+    fleet.bot.start()
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="work")
+    _, wt = fleet.start("ann")
+    commit(wt, {"feature.txt": "done\n"})
+    assert agent.push(fleet.client("ann"), wt, wait=60, progress=False)["status"] == "landed"
+    assert (await fleet.store.get_subtask(sub.id)).status == "landed"
+    log = fleet.bot.log.read_text()
+    assert "queue of broken failed, retrying it in" in log
+    assert "queue pass failed" not in log  # the whole pass never failed for it

@@ -47,7 +47,7 @@ from mergebot.errors import ClaimSuperseded, MergebotError, Unavailable
 from mergebot.forge import mirror
 from mergebot.git import repo as git
 from mergebot.landing import planner
-from mergebot.landing.reconcile import Report, reconcile_repo
+from mergebot.landing.reconcile import Report, enqueue_orphans, reconcile_repo
 from mergebot.landing.store import Candidate, Intent, Repo
 from mergebot.models import Handle, Landed
 from mergebot.verify.jobs import Job, JobStore
@@ -110,13 +110,15 @@ def crash_point(name: str) -> None:
 
 class LandingQueue:
     def __init__(self, store: JobStore, repos_root: Path, *, poll_seconds: float = 1.0,
-                 verify_timeout_slack: float = 600.0, speculation: int = 1, batch: int = 1) -> None:
+                 verify_timeout_slack: float = 600.0, speculation: int = 1, batch: int = 1,
+                 orphan_sweep: float = 10.0) -> None:
         self.store = store
         self.speculation = speculation  # the widest window; 1 (with batch 1) is the serial queue
         self.batch = batch  # the largest batch one run may cover
         self._windows: dict[str, Window] = {}
         self.slack = verify_timeout_slack
         self._post_land: set[asyncio.Task[None]] = set()
+        self._backoff: dict[str, tuple[float, float]] = {}  # repository -> (not before, current wait)
         self.on_job: list[asyncio.Event] = []  # in-process workers' wake-up calls
         self.root = repos_root
         self.poll = poll_seconds
@@ -125,6 +127,8 @@ class LandingQueue:
         self._leading: set[str] = set()
         self._reconciled: set[str] = set()
         self._reconcile_waiters: list[asyncio.Future[list[Report]]] = []
+        self.orphan_sweep = orphan_sweep  # seconds between sweeps for pushes whose post-receive never ran
+        self._swept = 0.0
 
     def poke(self) -> None:
         self._wake.set()
@@ -164,25 +168,40 @@ class LandingQueue:
                 if waiters:
                     self._reconciled.clear()
                 reports = []
+                now = asyncio.get_running_loop().time()
+                led = [r for r in led if self._backoff.get(r.name, (0.0, 0.0))[0] <= now]
                 for repo in led:
                     if repo.name not in self._reconciled:
-                        if repo.name in self._windows:  # the reconciler requeues what is mid-verification
-                            window = self._windows.pop(repo.name)
-                            await self._cut(window, 0, "reconciling; verifying again")
-                            window.drop()
-                        reports.append(await reconcile_repo(self.store, self.root, repo))
-                        self._reconciled.add(repo.name)
-                        await self._resume_post_land(repo)
+                        try:
+                            if repo.name in self._windows:  # the reconciler requeues what is mid-verification
+                                window = self._windows.pop(repo.name)
+                                await self._cut(window, 0, "reconciling; verifying again")
+                                window.drop()
+                            reports.append(await reconcile_repo(self.store, self.root, repo))
+                            self._reconciled.add(repo.name)
+                            await self._resume_post_land(repo)
+                        except (psycopg.OperationalError, asyncio.CancelledError):
+                            raise
+                        except Exception as e:
+                            self._repo_failed(repo, e)
                 for fut in waiters:
                     if not fut.done():
                         fut.set_result(reports)
                 for repo in led:
-                    if repo.paused:
+                    if repo.paused or repo.name not in self._reconciled:
                         continue
-                    if self.speculation > 1 or self.batch > 1:
-                        busy = await self.process_window(repo) or busy
-                    elif await self.process_next(repo) is not None:
-                        busy = True
+                    try:
+                        if self.speculation > 1 or self.batch > 1:
+                            busy = await self.process_window(repo) or busy
+                        elif await self.process_next(repo) is not None:
+                            busy = True
+                        self._backoff.pop(repo.name, None)
+                    except (psycopg.OperationalError, asyncio.CancelledError):
+                        raise  # the database is away: the whole pass retries (below)
+                    except Exception as e:
+                        self._repo_failed(repo, e)
+                if not busy:
+                    busy = await self._sweep_orphans(led)
             except Exception as e:  # the database or a forge is away, or a bug: never let the queue die
                 if isinstance(e, (MergebotError, psycopg.Error)):
                     log.warning("queue pass failed, will retry: %s", e)
@@ -200,6 +219,47 @@ class LandingQueue:
             if not busy:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
+
+    def _repo_failed(self, repo: Repo, e: Exception) -> None:
+        """One repository's failure (its directory is gone, its forge is away, a bug) holds only that repository:
+        its window is dropped, it is reconciled again (which requeues what was mid-verification), and it is left
+        alone for a while, doubling up to a minute, so the other repositories' queues go on."""
+        _, wait = self._backoff.get(repo.name, (0.0, self.poll))
+        wait = min(max(wait * 2, self.poll), 60.0)
+        self._backoff[repo.name] = (asyncio.get_running_loop().time() + wait, wait)
+        if isinstance(e, (MergebotError, psycopg.Error, OSError, RuntimeError)):
+            log.warning("queue of %s failed, retrying it in %.0f s: %s", repo.name, wait, e)
+        else:
+            log.exception("queue of %s failed, retrying it in %.0f s", repo.name, wait)
+        window = self._windows.pop(repo.name, None)
+        if window is not None:
+            window.drop()
+        self._reconciled.discard(repo.name)
+
+    async def _sweep_orphans(self, led: list[Repo]) -> bool:
+        """While idle, every ``orphan_sweep`` seconds: queue accepted pushes whose post-receive step never ran. The
+        start-up reconcile catches most; but a push served by a killed bot's ``git http-backend`` (its own session,
+        so it outlives the bot) can move its branch after the new process reconciled, and its post-receive then
+        reaches this process with an unknown push id."""
+        now = asyncio.get_running_loop().time()
+        if now - self._swept < self.orphan_sweep:
+            return False
+        self._swept = now
+        found = False
+        for repo in led:
+            if repo.name not in self._reconciled:
+                continue
+            try:
+                ids = await enqueue_orphans(self.store, git.bare_path(self.root, repo.name), repo)
+            except (psycopg.OperationalError, asyncio.CancelledError):
+                raise
+            except Exception as e:  # one repository's trouble never stops the others' sweep
+                log.warning("sweep of %s for lost post-receive steps failed: %s", repo.name, e)
+                continue
+            if ids:
+                log.warning("queued accepted pushes whose post-receive step never ran: candidates %s", ids)
+                found = True
+        return found
 
     async def close(self) -> None:
         for window in self._windows.values():
