@@ -119,7 +119,11 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
     )
     app.mount("/git", app.state.git)
 
-    @app.get("/healthz", tags=["health"])
+    @app.get("/healthz", tags=["health"], responses={
+        200: {"description": "Serving, and the database answers", "content": {"application/json": {"example": {
+            "ok": True, "database": "ok"}}}},
+        503: {"description": "The database does not answer", "content": {"application/json": {"example": {
+            "ok": False, "database": "unreachable"}}}}})
     async def healthz(request: Request) -> JSONResponse:
         store: Store = request.app.state.store
         try:
