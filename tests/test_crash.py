@@ -8,7 +8,13 @@ row per landed commit, main's history fully explained, every intent resolved, an
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import os
+import signal
+import socket
 import time
+from pathlib import Path
 
 import pygit2
 import pytest
@@ -102,3 +108,48 @@ async def test_reconciler_reports_commits_no_landed_row_explains(fleet: Fleet) -
         time.sleep(0.2)
     assert [f["kind"] for f in findings] == ["unexplained_commits"]
     assert findings[0]["detail"] == {"commits": [str(sneaky)], "count": 1}
+
+
+def _backends_serving(root: Path) -> list[int]:
+    """Pids of git processes whose CGI environment points at ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"GIT_PROJECT_ROOT={root}".encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+async def test_a_killed_server_leaves_no_git_backend_behind(fleet: Fleet) -> None:
+    """SIGKILL of ``mergebot serve`` in the middle of a push: its ``git http-backend`` dies with it (a backend
+    cut off mid-request used to be left spinning at 100% CPU, owned by init). The backend is stopped first, so
+    only the kernel's parent-death signal can end it, not the end of its input."""
+    root = fleet.bot.data_dir / "repos"
+    assert fleet.bot.proc is not None
+    auth = base64.b64encode(f"ann:{fleet.tokens['ann']}".encode()).decode()
+    with socket.create_connection(("127.0.0.1", fleet.bot.port)) as sock:
+        sock.sendall((f"POST /git/demo.git/git-receive-pack HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}\r\n"
+                      "Content-Type: application/x-git-receive-pack-request\r\nContent-Length: 100000\r\n\r\n"
+                      ).encode() + b"0" * 100)  # a request body that stops short: the backend waits for the rest
+        deadline = time.monotonic() + 30
+        while not _backends_serving(root) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        backends = _backends_serving(root)
+        assert backends, "no git backend was started for the push"
+        for pid in backends:  # frozen: it cannot notice its input ending, only a signal can end it now
+            os.kill(pid, signal.SIGSTOP)
+        fleet.bot.proc.kill()
+        assert fleet.bot.wait_exit(30) == -9
+        deadline = time.monotonic() + 10
+        while _backends_serving(root) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _backends_serving(root)
+        for pid in left:  # do not leave them to spin for the rest of the suite
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        assert left == [], f"git processes outlived the server: {left}"

@@ -24,7 +24,8 @@ Rules:
     ``CONTENT_LENGTH``; stdin is closed at the end of the body. The body is counted: over ``max_body_bytes``
     is 413.
   * The CGI runs in its own process group; on client disconnect, timeout, or an oversized body the whole
-    group is killed (``http-backend`` can spin at 100% CPU on an early end of input).
+    group is killed (``http-backend`` can spin at 100% CPU on an early end of input); if the server itself is
+    killed, the kernel kills the backend (``backend_command``).
   * A ``PushSession`` exists in ``sessions`` from just before a ``git-receive-pack`` POST's CGI starts until
     it has exited, whatever happens.
 """
@@ -43,6 +44,7 @@ import secrets
 import shutil
 import signal
 import stat
+import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -111,6 +113,7 @@ class GitHttp:
         self.sessions: dict[str, PushSession] = {}
         # An empty HOME: no user config or credentials of the server's account reach the CGI or its hooks.
         self._home = _neutral_home()
+        self._backend = backend_command()
 
     # -- ASGI entry ---------------------------------------------------------------------------------------
 
@@ -235,7 +238,7 @@ class GitHttp:
     async def _run_cgi(self, env: dict[str, str], route: _Route, receive: Receive, send: Send,
                        session: PushSession | None) -> None:
         proc = await asyncio.create_subprocess_exec(
-            "git", "http-backend", env=env, cwd=self._home, start_new_session=True,
+            *self._backend, env=env, cwd=self._home, start_new_session=True,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         ex = _Exchange(proc, send)
         feeder = asyncio.create_task(self._feed(ex, receive))
@@ -309,6 +312,21 @@ class GitHttp:
             if message["type"] == "http.disconnect":
                 ex.abort(0, "client disconnected")
                 return
+
+
+def backend_command() -> list[str]:
+    """How to start ``git http-backend`` so that it dies with this process, even by SIGKILL.
+
+    ``git http-backend`` is a wrapper that runs ``git-http-backend`` as its child, out of reach of any signal
+    we send it; and a SIGKILLed server cleans nothing up, so a backend cut off mid-request was left spinning
+    at 100% CPU (found by the drills). The backend is run directly, and through util-linux's ``setpriv
+    --pdeathsig KILL`` when it is there, which asks the kernel to kill it when its parent dies. Its own
+    children (``receive-pack``, ``upload-pack``) then see their input end and exit."""
+    exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=False).stdout.strip()
+    backend = Path(exec_path) / "git-http-backend"
+    cmd = [str(backend)] if exec_path and os.access(backend, os.X_OK) else ["git", "http-backend"]
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *cmd] if setpriv else cmd
 
 
 class _Exchange:
