@@ -16,12 +16,15 @@ from mergebot.store import Store, Waiter
 _bearer = HTTPBearer(auto_error=False, description="The agent's token, shown once by `mergebot agent add`.")
 
 
-def get_store(request: Request) -> Store:
+# These are ``async def`` on purpose, though they never await: FastAPI runs a plain ``def`` dependency in its
+# thread pool, which costs every request a hop to a worker thread and back (seen with py-spy under
+# bench/load.py; on a busy machine each hop also waits for the OS to schedule that thread).
+async def get_store(request: Request) -> Store:
     store: Store = request.app.state.store
     return store
 
 
-def get_waiter(request: Request) -> Waiter:
+async def get_waiter(request: Request) -> Waiter:
     waiter: Waiter = request.app.state.waiter
     return waiter
 

@@ -161,13 +161,18 @@ SELECT (SELECT id FROM done) AS done_id, (SELECT ok FROM go) AS done_ok, claimed
 FROM (SELECT 1) one LEFT JOIN claimed ON true;
 
 -- name: subtask_heartbeat
+-- The one write that does not wait for its WAL flush (synchronous_commit off for this transaction only): a
+-- heartbeat lost in a crash costs at most one heartbeat interval of lease, and every agent sends one every few
+-- seconds, so under load waiting for the disk was most of their latency (bench/load.py). Claims, submits and
+-- releases still wait: losing one after its answer could hand one claim version to two agents.
+WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
 UPDATE subtasks
 SET heartbeat_at = now(),
     lease_expires_at = CASE WHEN status = 'running'
                             THEN now() + make_interval(secs => %(lease_seconds)s) END,
     updated_by = %(agent_id)s
 WHERE id = %(id)s AND owner_id = %(agent_id)s AND claim_version = %(claim_version)s
-  AND status IN ('running', 'submitted')
+  AND status IN ('running', 'submitted') AND (SELECT v FROM relaxed) = 'off'
 RETURNING *;
 
 -- name: subtask_release
