@@ -336,6 +336,17 @@ def cmd_verify(args: argparse.Namespace) -> None:
         raise SystemExit(6)
 
 
+def cmd_drill(args: argparse.Namespace) -> None:
+    """Failure drills against a running server, then the invariant check (``mergebot.drill``)."""
+    from mergebot import drill
+
+    token = args.token or os.environ.get("MERGEBOT_TOKEN")
+    if not token:
+        raise SystemExit("mergebot drill needs a token (--token or MERGEBOT_TOKEN): an admin's; any role's with "
+                         "--check-only")
+    raise SystemExit(drill.run(args, token, args.url or args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)))
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from mergebot.demo import run_demo
 
@@ -819,6 +830,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--timeout", type=int)
     sp.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
     add("reconcile", cmd_reconcile, "make main and the landed records agree, and report what does not (admin)")
+    from mergebot.drill import add_arguments as drill_arguments
+
+    drill_arguments(add("drill", cmd_drill, "failure drills against a running server (admin token; they land "
+                        "commits: use a scratch repository), then the invariant check; --check-only: just the check"))
     sp = add("queue", cmd_queue, "the merge queue: what is verified now, what waits (in landing order), the "
              "speculation window, and recent refusals with their reasons")
     sp.add_argument("--repo")

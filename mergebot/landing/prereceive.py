@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pygit2
 
+from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing.checks import (
     Content,
@@ -161,12 +162,25 @@ async def judge_push(store: LandingStore, repo: Repo, repo_path: Path, agent: Ag
 
 
 async def accept_push(store: LandingStore, repo: Repo, agent: Agent, updates: list[RefUpdate]) -> list[Candidate]:
-    """The post-receive step: each accepted subtask push becomes a queued candidate."""
+    """The post-receive step: each accepted subtask push becomes a queued candidate.
+
+    The claim can change between the pre-receive judgement and here (the previous push landed, the lease was
+    handed over): git has already moved the ref and reports the push as accepted, so the refusal is recorded as a
+    ``push_refused`` event with its reason before ``ClaimSuperseded`` goes back to the hook. An accepted push
+    never vanishes without a record.
+    """
     out = []
     for u in updates:
         parsed = parse_subtask_ref(u.ref)
         if parsed is None or u.deletion:
             continue
-        out.append(await store.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
-                                       owner_id=agent.id, sha=u.new, ref=u.ref))
+        try:
+            out.append(await store.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
+                                           owner_id=agent.id, sha=u.new, ref=u.ref))
+        except ClaimSuperseded as e:
+            await store.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0],
+                                  claim_version=parsed[1],
+                                  detail={"repo": repo.name, "ref": u.ref, "sha": u.new, "code": e.code,
+                                          "stage": "post-receive", "message": e.message})
+            raise
     return out

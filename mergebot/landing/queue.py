@@ -111,7 +111,7 @@ def crash_point(name: str) -> None:
 class LandingQueue:
     def __init__(self, store: JobStore, repos_root: Path, *, poll_seconds: float = 1.0,
                  verify_timeout_slack: float = 600.0, speculation: int = 1, batch: int = 1,
-                 orphan_sweep: float = 10.0) -> None:
+                 orphan_sweep: float = 5.0) -> None:
         self.store = store
         self.speculation = speculation  # the widest window; 1 (with batch 1) is the serial queue
         self.batch = batch  # the largest batch one run may cover
@@ -238,9 +238,9 @@ class LandingQueue:
 
     async def _sweep_orphans(self, led: list[Repo]) -> bool:
         """While idle, every ``orphan_sweep`` seconds: queue accepted pushes whose post-receive step never ran. The
-        start-up reconcile catches most; but a push served by a killed bot's ``git http-backend`` (its own session,
-        so it outlives the bot) can move its branch after the new process reconciled, and its post-receive then
-        reaches this process with an unknown push id."""
+        start-up reconcile catches most; but git's ``receive-pack`` can still move a branch after the new process
+        reconciled (its pre-receive step was answered just before the old process died), and its post-receive then
+        reaches no process that knows the push."""
         now = asyncio.get_running_loop().time()
         if now - self._swept < self.orphan_sweep:
             return False

@@ -100,6 +100,27 @@ async def reconcile_repo(store: LandingStore, root: Path, repo: Repo) -> Report:
 
     report.requeued = await store.requeue_stuck(repo.name)
 
+    report.enqueued = await enqueue_orphans(store, path, repo)
+
+    chain = await store.landed_chain(repo.name)
+    report.unexplained, report.landed_not_on_main = await asyncio.to_thread(
+        _history, path, repo.target_ref, repo.root_sha, chain)
+    if report.unexplained:
+        await store.add_finding(repo=repo.name, kind="unexplained_commits",
+                                detail={"commits": report.unexplained[:1000], "count": len(report.unexplained)})
+    if report.landed_not_on_main:
+        await store.add_finding(repo=repo.name, kind="landed_not_on_main",
+                                detail={"commits": report.landed_not_on_main[:1000]})
+    if not report.clean or report.finished or report.rolled_back or report.enqueued:
+        log.warning("reconcile %s: %s", repo.name, report)
+    return report
+
+
+async def enqueue_orphans(store: LandingStore, path: Path, repo: Repo) -> list[int]:
+    """Step 3: queue every subtask branch tip at its subtask's current claim version that is no candidate yet (an
+    accepted push whose post-receive step never ran). The queue also runs this every ``orphan sweep`` while idle:
+    a push served by a killed bot's git process can move its branch after the new process reconciled."""
+    out: list[int] = []
     tips = await asyncio.to_thread(_subtask_tips, path)
     parsed = [(ref, sha, p) for ref, sha in tips if (p := parse_subtask_ref(ref))]
     facts = await store.owner_facts([p[0] for _, _, p in parsed]) if parsed else {}
@@ -114,19 +135,7 @@ async def reconcile_repo(store: LandingStore, root: Path, repo: Repo) -> Report:
         try:
             cand = await store.enqueue(repo=repo.name, subtask_id=sid, claim_version=version, owner_id=row.owner_id,
                                        sha=sha, ref=ref)
-            report.enqueued.append(cand.id)
+            out.append(cand.id)
         except ClaimSuperseded:
             continue
-
-    chain = await store.landed_chain(repo.name)
-    report.unexplained, report.landed_not_on_main = await asyncio.to_thread(
-        _history, path, repo.target_ref, repo.root_sha, chain)
-    if report.unexplained:
-        await store.add_finding(repo=repo.name, kind="unexplained_commits",
-                                detail={"commits": report.unexplained[:1000], "count": len(report.unexplained)})
-    if report.landed_not_on_main:
-        await store.add_finding(repo=repo.name, kind="landed_not_on_main",
-                                detail={"commits": report.landed_not_on_main[:1000]})
-    if not report.clean or report.finished or report.rolled_back or report.enqueued:
-        log.warning("reconcile %s: %s", repo.name, report)
-    return report
+    return out

@@ -1,0 +1,109 @@
+"""PostgreSQL stopped and restarted under a stream of pushes. While it is down the bot refuses work clearly and
+quickly (503 ``unavailable`` from the API, a refused push that says why, ``/healthz`` 503), never a hang or a 500;
+once it is back the bot reconnects by itself (no restart, no manual step) and every subtask lands with the books
+balanced. The server is the drills' own (tests/drills/pgctl.py), stopped and started with pg_ctl."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mergebot.client import ApiError, Client
+from mergebot.db.connect import open_pool
+from mergebot.drill import _git, commit_file, push_head
+from mergebot.settings import Settings
+from mergebot.verify.jobs import JobStore
+from tests.drills.conftest import drill_seed, make_rig
+from tests.drills.pgctl import StoppablePostgres
+
+
+@pytest.fixture
+def pg() -> Iterator[StoppablePostgres]:
+    server = StoppablePostgres()
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+async def open_store(url: str, data: Path) -> JobStore:
+    pool = await open_pool(url, Settings(database_url=url, data_dir=data), statement_timeout_ms=5000)
+    return JobStore(pool, lease_seconds=60)
+
+
+def access_lines(log: Path) -> list[dict[str, object]]:
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+async def test_database_stopped_and_restarted_mid_stream(pg: StoppablePostgres, tmp_path: Path) -> None:
+    store = await open_store(pg.db_url, tmp_path / "data")
+    rig = await make_rig(store, pg.db_url, tmp_path, MERGEBOT_ACCESS_LOG="1")
+    try:
+        drill = rig.drill(drill_seed())
+        until = time.monotonic() + 150
+        probe, *agents = drill.agents(4, until=until)
+        probe_id = drill.subtasks(1, "probe", until=until)[0]
+        probe_client = Client(rig.bot.url, probe.token, timeout=60)
+        claim = probe_client.post("/api/v1/subtasks/claim")
+        assert claim["handle"]["id"] == probe_id
+        wt = drill.worktree(probe, until=until)
+        _git(["checkout", "-q", "-B", f"subtasks/{probe_id}/v1", "origin/main"], wt)
+        commit_file(wt, "probe.txt", "pushed while the database is down\n", "probe")
+        ids = drill.subtasks(6, "outage stream", until=until)
+        result, threads = drill.stream(agents, until=until)
+        while len(await store.landed(repo="demo")) < 2:
+            assert time.monotonic() < until, rig.bot.log.read_text()[-3000:]
+            time.sleep(0.2)
+
+        pg.stop("fast")
+        down_at = time.monotonic()
+        t = time.monotonic()
+        health = httpx.get(f"{rig.bot.url}/healthz", timeout=60)
+        assert (health.status_code, health.json()["database"]) == (503, "unreachable")
+        assert time.monotonic() - t < 20  # bounded by the pool's 10 s wait, not a hang
+        t = time.monotonic()
+        with pytest.raises(ApiError) as refused:
+            probe_client.post(f"/api/v1/subtasks/{probe_id}/heartbeat", {"claim_version": 1})
+        assert (refused.value.status, refused.value.code) == (503, "unavailable")
+        assert "database" in refused.value.message and time.monotonic() - t < 20
+        t = time.monotonic()
+        outcome, said = push_head(wt, f"subtasks/{probe_id}/v1", timeout=60)
+        assert outcome != "accepted" and time.monotonic() - t < 40, said
+        assert "503" in said or "unavailable" in said or "unreachable" in said, said
+        time.sleep(max(0.0, 5 - (time.monotonic() - down_at)))  # a few seconds of outage under the stream
+        pg.start()
+        back_at = time.monotonic()
+
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{rig.bot.url}/healthz", timeout=30).status_code != 200:
+            assert time.monotonic() < deadline, "the bot did not reconnect by itself"
+            time.sleep(0.2)
+        print(f"outage {back_at - down_at:.1f} s; healthy again {time.monotonic() - back_at:.1f} s after the restart")
+        store = rig.store = await open_store(pg.db_url, tmp_path / "data")
+        assert drill.push_until_answered(probe, wt, probe_id, 1, until=until).outcome == "accepted"
+        for th in threads:
+            th.join(max(1.0, until - time.monotonic()))
+        assert result.errors == []
+        await rig.wait_settled([*ids, probe_id])
+        assert rig.violations(result.pushes) == []
+        deadline = time.monotonic() + 30  # every landing's post-land check is recorded, outage or not
+        while pending := [r.id for r in await store.landed(repo="demo", limit=100) if r.main_status == "pending"]:
+            assert time.monotonic() < deadline, f"post-land status still pending for landed rows {pending}"
+            time.sleep(0.2)
+        statuses = [d["status"] for d in access_lines(rig.bot.log) if d.get("logger") == "uvicorn.access"]
+        assert 503 in statuses and not [s for s in statuses if isinstance(s, int) and s >= 500 and s != 503]
+        assert "Traceback" not in rig.bot.log.read_text()
+    finally:
+        rig.bot.stop()
+        await rig.store.pool.close()
