@@ -392,7 +392,17 @@ class _Exchange:
         finally:
             body_done.cancel()
             read.cancel()
-        return b"" if read.cancelled() else read.result()
+        out = b"" if read.cancelled() else read.result()
+        if not out and not self.body_done.is_set():
+            # The end of output is not the end of the answer while the CGI still runs: http-backend hands its
+            # stdout to receive-pack, which can finish before a child still copying the request body does.
+            waits = {asyncio.ensure_future(self.proc.wait()), asyncio.ensure_future(self.body_done.wait())}
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+        return out
 
 
 def _header_end(buf: bytearray) -> tuple[int, int]:
