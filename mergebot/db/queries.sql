@@ -439,12 +439,8 @@ WHERE c.id = (
 RETURNING c.*;
 
 -- name: candidate_fence
--- Is the candidate still what the subtask is waiting on? (same owner, claim version and sha, submitted)
-SELECT s.status::text AS status, s.owner_id, s.claim_version, s.candidate_sha, s.title
-FROM subtasks s WHERE s.id = %(subtask_id)s;
-
--- name: candidate_fence_many
--- The same for every slot of a speculation window at once.
+-- Are the candidates still what their subtasks wait on? (same owner, claim version and sha, submitted) One query
+-- for a whole speculation window.
 SELECT s.id AS subtask_id, s.status::text AS status, s.owner_id, s.claim_version, s.candidate_sha, s.title
 FROM subtasks s WHERE s.id = ANY(%(subtask_ids)s::bigint[]);
 

@@ -37,9 +37,10 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -54,6 +55,7 @@ from mergebot.verify.jobs import Job, JobStore
 from mergebot.verify.worker import result_from_json
 from verifier.runner import Result
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 QUEUE_LOCK_CLASS = 7243502
 
@@ -172,34 +174,19 @@ class LandingQueue:
                 led = [r for r in led if self._backoff.get(r.name, (0.0, 0.0))[0] <= now]
                 for repo in led:
                     if repo.name not in self._reconciled:
-                        try:
-                            if repo.name in self._windows:  # the reconciler requeues what is mid-verification
-                                window = self._windows.pop(repo.name)
-                                await self._cut(window, 0, "reconciling; verifying again")
-                                window.drop()
-                            reports.append(await reconcile_repo(self.store, self.root, repo))
-                            self._reconciled.add(repo.name)
-                            await self._resume_post_land(repo)
-                        except (psycopg.OperationalError, asyncio.CancelledError):
-                            raise
-                        except Exception as e:
-                            self._repo_failed(repo, e)
+                        report = await self._guarded(repo, self._reconcile(repo))
+                        if report is not None:
+                            reports.append(report)
                 for fut in waiters:
                     if not fut.done():
                         fut.set_result(reports)
                 for repo in led:
                     if repo.paused or repo.name not in self._reconciled:
                         continue
-                    try:
-                        if self.speculation > 1 or self.batch > 1:
-                            busy = await self.process_window(repo) or busy
-                        elif await self.process_next(repo) is not None:
-                            busy = True
+                    moved = await self._guarded(repo, self._step(repo))
+                    if moved is not None:  # a step that did not fail ends the repository's back-off
                         self._backoff.pop(repo.name, None)
-                    except (psycopg.OperationalError, asyncio.CancelledError):
-                        raise  # the database is away: the whole pass retries (below)
-                    except Exception as e:
-                        self._repo_failed(repo, e)
+                        busy = busy or moved
                 if not busy:
                     busy = await self._sweep_orphans(led)
             except Exception as e:  # the database or a forge is away, or a bug: never let the queue die
@@ -219,6 +206,33 @@ class LandingQueue:
             if not busy:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
+
+    async def _reconcile(self, repo: Repo) -> Report:
+        if repo.name in self._windows:  # the reconciler requeues what is mid-verification
+            window = self._windows.pop(repo.name)
+            await self._cut(window, 0, "reconciling; verifying again")
+            window.drop()
+        report = await reconcile_repo(self.store, self.root, repo)
+        self._reconciled.add(repo.name)
+        await self._resume_post_land(repo)
+        return report
+
+    async def _step(self, repo: Repo) -> bool:
+        """One step of the repository's queue; True when something happened."""
+        if self.speculation > 1 or self.batch > 1:
+            return await self.process_window(repo)
+        return await self.process_next(repo) is not None
+
+    async def _guarded(self, repo: Repo, step: Awaitable[T]) -> T | None:
+        """Run one repository's ``step``; a failure of its own holds only that repository (``_repo_failed``) and
+        gives None. A lost database connection is everyone's: it propagates and the whole pass retries."""
+        try:
+            return await step
+        except (psycopg.OperationalError, asyncio.CancelledError):
+            raise
+        except Exception as e:
+            self._repo_failed(repo, e)
+            return None
 
     def _repo_failed(self, repo: Repo, e: Exception) -> None:
         """One repository's failure (its directory is gone, its forge is away, a bug) holds only that repository:
@@ -249,13 +263,7 @@ class LandingQueue:
         for repo in led:
             if repo.name not in self._reconciled:
                 continue
-            try:
-                ids = await enqueue_orphans(self.store, git.bare_path(self.root, repo.name), repo)
-            except (psycopg.OperationalError, asyncio.CancelledError):
-                raise
-            except Exception as e:  # one repository's trouble never stops the others' sweep
-                log.warning("sweep of %s for lost post-receive steps failed: %s", repo.name, e)
-                continue
+            ids = await self._guarded(repo, enqueue_orphans(self.store, git.bare_path(self.root, repo.name), repo))
             if ids:
                 log.warning("queued accepted pushes whose post-receive step never ran: candidates %s", ids)
                 found = True

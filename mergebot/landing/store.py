@@ -155,12 +155,12 @@ class LandingStore(Store):
 
     async def candidate_fence(self, cand: Candidate) -> tuple[bool, str]:
         """Whether the subtask still waits on exactly this candidate, and if not, why."""
-        return _fence(await self._one("candidate_fence", subtask_id=cand.subtask_id), cand)
+        return (await self.candidate_fences([cand]))[cand.id]
 
     async def candidate_fences(self, cands: list[Candidate]) -> dict[int, tuple[bool, str]]:
         """``candidate_fence`` for many candidates in one query, by candidate id."""
         rows = {r["subtask_id"]: r for r in await self._all(
-            "candidate_fence_many", subtask_ids=sorted({c.subtask_id for c in cands}))}
+            "candidate_fence", subtask_ids=sorted({c.subtask_id for c in cands}))}
         return {c.id: _fence(rows.get(c.subtask_id), c) for c in cands}
 
     async def finish_candidate(self, cand_id: int, status: str, reason: str | None = None, *,
