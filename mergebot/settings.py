@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     # Batching: up to this many candidates verified together by one run, bisected on failure; the size used
     # adapts to the measured failure rate (1: every candidate gets its own run).
     batch_size: int = Field(default=1, ge=1, le=64)
+    # The post-land check on main's new head reuses the run that landed it when main moved to exactly that
+    # commit and it passed (the same command on the same tree); true runs it again anyway (flakiness only).
+    post_land_rerun: bool = False
     verifier_sandbox: str = Field(default="auto", pattern="^(auto|bwrap|none)$")
     job_lease_seconds: float = Field(default=30.0, gt=0)
 

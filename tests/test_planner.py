@@ -14,6 +14,7 @@ from mergebot.landing.planner import (
     expected_landings_per_run,
     next_width,
     observe_failure,
+    window_floor,
 )
 
 
@@ -63,6 +64,25 @@ def test_the_window_grows_by_one_and_halves_within_bounds() -> None:
     assert next_width(5, passed=False, floor=2, ceiling=8) == 2
 
 
+def test_the_window_floor_is_as_deep_as_a_run_still_likely_to_land() -> None:
+    assert window_floor(0.0, 8) == 8  # nothing fails: never shrink
+    assert window_floor(0.1, 4) == 4 and window_floor(0.1, 16) == 6  # 0.9^6 = 0.53, 0.9^7 = 0.48
+    assert window_floor(0.2, 8) == 3  # 0.8^3 = 0.51, 0.8^4 = 0.41
+    assert window_floor(0.3, 8) == 1 and window_floor(1.0, 8) == 1
+    assert next_width(4, passed=False, ceiling=4, floor=window_floor(0.1, 4)) == 4
+    assert next_width(8, passed=False, ceiling=8, floor=window_floor(0.2, 8)) == 4
+    assert next_width(4, passed=False, ceiling=8, floor=window_floor(0.2, 8)) == 3
+
+
+@given(st.floats(0.0, 1.0), st.integers(1, 64))
+def test_the_window_floor_stays_in_bounds_and_falls_as_failures_rise(p: float, ceiling: int) -> None:
+    k = window_floor(p, ceiling)
+    assert 1 <= k <= ceiling
+    assert k == 1 or (1 - p) ** k >= 0.5
+    assert k == ceiling or (1 - p) ** (k + 1) < 0.5
+    assert window_floor(min(1.0, p + 0.1), ceiling) <= k
+
+
 def test_the_model_bound() -> None:
     assert expected_landings_per_run(1, 0.0) == 1.0
     assert abs(expected_landings_per_run(4, 0.1) - (0.9 + 0.81 + 0.729 + 0.6561)) < 1e-12
@@ -98,10 +118,10 @@ def test_batches_only_pay_while_failures_are_rare() -> None:
     assert batch_yield(4, 0.0) == 4.0
     assert batch_yield(4, 0.5) < batch_yield(1, 0.5)
     rate = 0.1
-    for _ in range(50):
+    for _ in range(100):
         rate = observe_failure(rate, True)
     assert rate > 0.99 and batch_size(rate, 8) == 1
-    for _ in range(100):
+    for _ in range(150):
         rate = observe_failure(rate, False)
     assert rate < 0.01 and batch_size(rate, 8) == 8
 

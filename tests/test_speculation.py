@@ -177,9 +177,10 @@ async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fle
 async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet) -> None:
     """Three landings in a row with one worker: candidate runs go first, so the first head's post-land check is
     still queued when the second lands; it is cancelled and its row says ``superseded``. Main's newest head is
-    always checked."""
+    always checked. (The post-land checks run again on purpose here: by default a head a run passed on reuses
+    that run.)"""
     fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="1")
+    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="1", MERGEBOT_POST_LAND_RERUN="1")
     _, fleet.tokens["cat"] = await fleet.store.add_agent(name="cat", role=Role.AGENT)
     subs = [(await fleet.store.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
     await fleet.store.set_paused(repo="demo", paused=True, reason="collecting a window")

@@ -74,9 +74,16 @@ async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object
     assert {j["purpose"]: j["outcome"] for j in jobs} == {"candidate": "fail", "retry": "pass"}
     evidence = (await fleet.store.get_candidate(result["id"])).verifier or {}
     assert evidence["outcome"] == "flaky" and evidence["runs"]["first"]["outcome"] == "fail"
+    # mixed evidence is not main's status: a post-land run on main's new head decides it
+    await until(lambda: _main_status(fleet, sub.id, "pass"))
+    post = [j for j in await fleet.store.jobs() if j["purpose"] == "post_land"]
+    assert len(post) == 1 and post[0]["commit_sha"] == fleet.main() and post[0]["outcome"] == "pass"
 
 
-async def test_post_land_check_records_main_status(make_fleet: Callable[..., object]) -> None:
+async def test_post_land_status_comes_from_the_run_that_landed_main_s_exact_head(
+        make_fleet: Callable[..., object]) -> None:
+    """Main moved to exactly the commit a run of the same check passed on: that run is main's status. Running
+    it again on the same tree could only measure flakiness, and would take a worker from the queue."""
     fleet: Fleet = await make_fleet(check_command())  # type: ignore[operator]
     sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
     _, wt = fleet.start("ann")
@@ -87,8 +94,26 @@ async def test_post_land_check_records_main_status(make_fleet: Callable[..., obj
         return (await fleet.store.landed(subtask_id=sub.id))[0].main_status == "pass"
 
     await until(main_is_green)
+    landed = (await fleet.store.landed(subtask_id=sub.id))[0]
+    assert landed.main_sha == fleet.main() and landed.verifier_result == "pass"
+    jobs = await fleet.store.jobs()
+    assert [j["purpose"] for j in jobs] == ["candidate"]  # no second run on the same commit
+    assert jobs[0]["commit_sha"] == fleet.main() and jobs[0]["outcome"] == "pass"
+
+
+async def test_post_land_check_runs_again_when_asked(make_fleet: Callable[..., object]) -> None:
+    fleet: Fleet = await make_fleet(check_command(), MERGEBOT_POST_LAND_RERUN="1")  # type: ignore[operator]
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"y.txt": "y\n"})
+    assert agent.push(fleet.client("ann"), wt, wait=90, progress=False)["status"] == "landed"
+
+    async def main_is_green() -> bool:
+        return (await fleet.store.landed(subtask_id=sub.id))[0].main_status == "pass"
+
+    await until(main_is_green)
     post = [j for j in await fleet.store.jobs() if j["purpose"] == "post_land"]
-    assert len(post) == 1 and post[0]["commit_sha"] == fleet.main()
+    assert len(post) == 1 and post[0]["commit_sha"] == fleet.main() and post[0]["outcome"] == "pass"
 
 
 async def test_red_main_parks_candidates_until_a_fix_lands(make_fleet: Callable[..., object]) -> None:
@@ -113,6 +138,10 @@ async def test_red_main_parks_candidates_until_a_fix_lands(make_fleet: Callable[
     await until(lambda: _is_status(fleet, unrelated.id, "landed"), timeout=120)
     assert (await fleet.store.get_repo("demo")).red_since is None
     assert (await fleet.store.get_subtask(fix.id)).status == "landed"
+
+
+async def _main_status(fleet: Fleet, subtask_id: int, status: str) -> bool:
+    return (await fleet.store.landed(subtask_id=subtask_id))[0].main_status == status
 
 
 async def _is_status(fleet: Fleet, subtask_id: int, status: str) -> bool:

@@ -576,9 +576,10 @@ WHERE candidate_id = %(candidate_id)s AND status IN ('queued', 'running')
 RETURNING id;
 
 -- name: job_cancel_older_post_land
--- Main moved on before these post-land checks started: the newest head's check covers main now.
+-- Main moved on before these post-land checks started: the newest head's check (or the run that landed it)
+-- covers main now. Landed rows of one repository are numbered in the order main moved.
 UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
-WHERE repo = %(repo)s AND purpose = 'post_land' AND status = 'queued' AND id < %(newer)s
+WHERE repo = %(repo)s AND purpose = 'post_land' AND status = 'queued' AND landed_id < %(newer_landed)s
 RETURNING id;
 
 -- name: job_list

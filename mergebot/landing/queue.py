@@ -113,8 +113,9 @@ def crash_point(name: str) -> None:
 class LandingQueue:
     def __init__(self, store: JobStore, repos_root: Path, *, poll_seconds: float = 1.0,
                  verify_timeout_slack: float = 600.0, speculation: int = 1, batch: int = 1,
-                 orphan_sweep: float = 5.0) -> None:
+                 orphan_sweep: float = 5.0, post_land_rerun: bool = False) -> None:
         self.store = store
+        self.post_land_rerun = post_land_rerun  # run the post-land check even on a commit a run passed on
         self.speculation = speculation  # the widest window; 1 (with batch 1) is the serial queue
         self.batch = batch  # the largest batch one run may cover
         self._windows: dict[str, Window] = {}
@@ -332,14 +333,14 @@ class LandingQueue:
         if decision.action == "cut":
             failed = decision.index > 0 and window.slots[decision.index - 1].plan().failed
             if failed:
-                window.width = planner.next_width(window.width, passed=False, ceiling=self.speculation)
+                window.width = self._next_width(window, passed=False)
             await self._cut(window, decision.index, "a candidate ahead of it failed or was withdrawn; re-planned")
             return True
         if decision.action == "land":
             unit, window.slots = window.slots[:decision.index + 1], window.slots[decision.index + 1:]
             landed = await self._land_unit(repo, unit, path, main)
             window.deferred.clear()
-            window.width = planner.next_width(window.width, passed=landed, ceiling=self.speculation)
+            window.width = self._next_width(window, passed=landed)
             if landed:
                 for _ in unit:
                     window.fail_rate = planner.observe_failure(window.fail_rate, False)
@@ -351,10 +352,14 @@ class LandingQueue:
         head = window.slots[0]
         await self._cut(window, 1, "a candidate ahead of it failed; re-planned")
         window.slots.pop(0)
-        window.width = planner.next_width(window.width, passed=False, ceiling=self.speculation)
+        window.width = self._next_width(window, passed=False)
         task = asyncio.create_task(self._judge_aside(repo, window, head, path, main))
         window.aside[head.cand.id] = (task, head.paths)
         return True
+
+    def _next_width(self, window: Window, *, passed: bool) -> int:
+        return planner.next_width(window.width, passed=passed, ceiling=self.speculation,
+                                  floor=planner.window_floor(window.fail_rate, self.speculation))
 
     async def _judge_aside(self, repo: Repo, window: Window, slot: Speculation, path: Path, main: str) -> None:
         """A failed candidate judged on its own commit (retry, then main's status) while the window goes on.
@@ -607,12 +612,19 @@ class LandingQueue:
         """A post-land check cut short by a restart is run again for main's newest landed row."""
         newest = await self.store.landed(repo=repo.name, limit=1)
         if newest and newest[0].main_status == "pending":
-            task = asyncio.create_task(self.post_land(repo, newest[0].id, newest[0].main_sha or newest[0].merged_sha))
-            self._post_land.add(task)
-            task.add_done_callback(self._post_land.discard)
+            self._start_post_land(repo, newest[0])
 
-    async def post_land(self, repo: Repo, landed_id: int, sha: str) -> None:
+    def _start_post_land(self, repo: Repo, landed: Landed) -> None:
+        task = asyncio.create_task(self.post_land(repo, landed))
+        self._post_land.add(task)
+        task.add_done_callback(self._post_land.discard)
+
+    async def post_land(self, repo: Repo, landed: Landed) -> None:
         """The team check on main's new head (the seeds' "grader on main"), recorded on the landed row.
+
+        When main moved to exactly the commit whose passing run landed it (same command), that run is the
+        check: it is recorded without running it again, which could only measure flakiness (``post_land_rerun``
+        runs it anyway). A flaky landing, or a command changed since, gets its own run.
 
         Checks are coalesced: a newer head's check cancels the older ones that have not started yet (their rows
         say ``superseded``: main moved on, and its newer head's row carries the status). The database going away
@@ -620,21 +632,39 @@ class LandingQueue:
         the task died with its row left ``pending``)."""
         while True:
             try:
-                await self._post_land_once(repo, landed_id, sha)
+                await self._post_land_once(repo, landed)
                 return
             except Unavailable as e:
-                log.warning("post-land check of %s at %s interrupted, will retry: %s", repo.name, sha[:12], e.message)
+                log.warning("post-land check of %s at %s interrupted, will retry: %s", repo.name,
+                            self._head_of(landed)[:12], e.message)
                 await asyncio.sleep(self.poll)
 
-    async def _post_land_once(self, repo: Repo, landed_id: int, sha: str) -> None:
-        job_id = await self.start_check(repo, sha, "post_land", landed_id=landed_id)
-        await self.store.cancel_older_post_land(repo.name, job_id)
-        done = await self.store.wait_job(job_id, timeout=repo.verifier_timeout_s * 3 + self.slack)
-        if done.status == "cancelled":
-            await self.store.set_main_status(landed_id=landed_id, status="superseded")
-            return
-        result = self._result(repo, sha, done)
-        await self.store.set_main_status(landed_id=landed_id, status=result.outcome)
+    @staticmethod
+    def _head_of(landed: Landed) -> str:
+        return landed.main_sha or landed.merged_sha
+
+    def _covered(self, repo: Repo, landed: Landed) -> Result | None:
+        """The landing's own passing run on main's new head, when it is the post-land check's answer already."""
+        if self.post_land_rerun or landed.verifier_result != "pass" or landed.verifier_command != repo.verifier_command:
+            return None
+        return Result(self._head_of(landed), landed.tree_sha if landed.batch_size == 1 else "",
+                      landed.verifier_command, "pass", 0, landed.duration_ms,
+                      "the run that landed this commit passed on it", "", 0, landed.log_digest)
+
+    async def _post_land_once(self, repo: Repo, landed: Landed) -> None:
+        sha = self._head_of(landed)
+        result = self._covered(repo, landed)
+        if result is not None:
+            await self.store.cancel_older_post_land(repo.name, landed.id)
+        else:
+            job_id = await self.start_check(repo, sha, "post_land", landed_id=landed.id)
+            await self.store.cancel_older_post_land(repo.name, landed.id)
+            done = await self.store.wait_job(job_id, timeout=repo.verifier_timeout_s * 3 + self.slack)
+            if done.status == "cancelled":
+                await self.store.set_main_status(landed_id=landed.id, status="superseded")
+                return
+            result = self._result(repo, sha, done)
+        await self.store.set_main_status(landed_id=landed.id, status=result.outcome)
         current = await self.store.get_repo(repo.name)
         if result.passed and current.red_since:
             await self.store.set_red(repo=repo.name, sha=None, reason=None)
@@ -722,9 +752,7 @@ class LandingQueue:
 
     def _after_landing(self, repo: Repo, landed: Landed) -> None:
         crash_point("after_commit")
-        task = asyncio.create_task(self.post_land(repo, landed.id, landed.main_sha or landed.merged_sha))
-        self._post_land.add(task)
-        task.add_done_callback(self._post_land.discard)
+        self._start_post_land(repo, landed)
 
     async def _move_forge(self, repo: Repo, path: Path, main: str, new: str) -> bool:
         """Move the forge's branch from ``main`` to ``new`` (expected-old-value guard), then follow it.

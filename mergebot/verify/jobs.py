@@ -109,9 +109,9 @@ class JobStore(LandingStore):
     async def cancel_jobs_for(self, candidate_id: int) -> None:
         await self._all("job_cancel_for_candidate", candidate_id=candidate_id)
 
-    async def cancel_older_post_land(self, repo: str, newer: int) -> list[int]:
-        """Cancel the post-land checks of ``repo`` still queued behind job ``newer`` (main's newer head)."""
-        return [r["id"] for r in await self._all("job_cancel_older_post_land", repo=repo, newer=newer)]
+    async def cancel_older_post_land(self, repo: str, newer_landed: int) -> list[int]:
+        """Cancel the post-land checks of ``repo`` still queued for landings before ``newer_landed``."""
+        return [r["id"] for r in await self._all("job_cancel_older_post_land", repo=repo, newer_landed=newer_landed)]
 
     async def wait_job(self, job_id: int, timeout: float) -> Job:
         """Until the job is done or cancelled (listen, then read, then wait for a notification).
