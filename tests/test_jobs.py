@@ -28,6 +28,7 @@ from mergebot.landing.repos import add_repo, repos_root
 from mergebot.store import Waiter
 from mergebot.verify.jobs import JOB_CHANNEL, JobStore
 from tests.bot import BotProcess, make_project
+from tests.test_verifier import processes_with
 
 
 @dataclass
@@ -150,6 +151,62 @@ async def test_worker_killed_mid_run_job_finished_elsewhere(rig: Rig) -> None:
     assert done.outcome == "pass" and done.claim_version == 2 and done.attempts == 2
     assert done.worker_name != running.worker_name  # finished by the other worker
     assert "finished" in (done.result or {}).get("log_head", "")
+
+
+async def _cancel(store: JobStore, job_id: int) -> None:
+    """What the queue does to a run that can no longer land (``job_cancel_for_candidate``), for one job."""
+    async with store.pool.connection() as conn:
+        await conn.execute("UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), "
+                           "lease_expires_at = NULL WHERE id = %s", (job_id,))
+
+
+async def _cancelled_run_frees_its_worker(rig: Rig, job_id: int, token: str, marker: Path) -> str:
+    deadline = time.monotonic() + 30
+    while (running := await rig.store.get_job(job_id)).status != "running":
+        assert time.monotonic() < deadline, rig.bot.log.read_text()[-3000:]
+        await asyncio.sleep(0.1)
+    while not processes_with(token):  # claimed; a remote worker fetches the commit before the check starts
+        assert time.monotonic() < deadline, "the check never started"
+        await asyncio.sleep(0.1)
+    await _cancel(rig.store, job_id)
+    quick = await rig.store.enqueue_job(repo="demo", commit_sha=rig.sha, command="true", timeout_s=30,
+                                        purpose="manual")
+    await wait_done(rig.store, [quick.id], timeout=60)  # the 1000 s check no longer holds the only worker
+    assert (await rig.store.get_job(quick.id)).worker_name == running.worker_name
+    assert (await rig.store.get_job(job_id)).status == "cancelled"  # its run's result was not recorded
+    deadline = time.monotonic() + 10
+    while processes_with(token):
+        assert time.monotonic() < deadline, "the cancelled check is still running"
+        await asyncio.sleep(0.1)
+    assert not marker.exists()
+    return str(running.worker_name)
+
+
+async def test_a_cancelled_run_stops_at_once_in_a_remote_worker(rig: Rig) -> None:
+    """Over HTTP the cancellation shows as a refused heartbeat: the check is killed, the worker takes the next."""
+    token = f"1000.{time.monotonic_ns() % 10**9:09d}"
+    marker = rig.work / "after-the-sleep"
+    job = await rig.store.enqueue_job(repo="demo", commit_sha=rig.sha, command=f"sleep {token}; touch {marker}",
+                                      timeout_s=3000, purpose="manual")
+    worker = rig.worker("w")
+    try:
+        await _cancelled_run_frees_its_worker(rig, job.id, token, marker)
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+async def test_a_cancelled_run_stops_at_once_in_the_server_s_worker(rig: Rig) -> None:
+    """Inside ``mergebot serve`` the worker hears the job's cancellation on the server's listening connection,
+    long before its next heartbeat (a 300 s lease here: one every 100 s)."""
+    rig.bot.stop()
+    rig.bot.start(MERGEBOT_VERIFIER_WORKERS="1", MERGEBOT_JOB_LEASE_SECONDS="300", MERGEBOT_VERIFIER_SANDBOX="none")
+    token = f"1000.{time.monotonic_ns() % 10**9:09d}"
+    marker = rig.work / "after-the-sleep"
+    job = await rig.store.enqueue_job(repo="demo", commit_sha=rig.sha, command=f"sleep {token}; touch {marker}",
+                                      timeout_s=3000, purpose="manual")
+    await _cancelled_run_frees_its_worker(rig, job.id, token, marker)
+    assert f"run of job {job.id} stopped" in rig.bot.log.read_text()
 
 
 @pytest.mark.parametrize("workers", [2, 4])

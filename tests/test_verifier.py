@@ -14,6 +14,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -188,6 +189,43 @@ def test_background_processes_do_not_outlive_a_passing_check(repo: Repo, slot: P
     assert result.outcome == "pass" and result.log_head == "done\n"
     assert time.monotonic() - t0 < 10  # the background sleep holds the log pipe: it is killed, not waited for
     assert wait_gone(token) == []
+
+
+@BOTH
+def test_a_stopped_check_is_killed_at_once_and_is_no_verdict(repo: Repo, slot: Path, sandbox: str) -> None:
+    """A cancelled run is stopped from another thread: the whole tree is killed (the command after the sleep
+    never runs), the outcome is an error that says why, and the slot is clean for the next run."""
+    sha = repo.commit({"a.txt": b"a"})
+    token = f"1000.{uuid.uuid4().int % 10**9:09d}"
+    marker = slot.parent / "after-the-sleep"
+    stop = sb.Stop()
+    timer = threading.Timer(0.5, stop.set)
+    timer.start()
+    try:
+        t0 = time.monotonic()
+        result = check(repo, sha, f"echo started; sleep {token}; touch {marker}", slot=slot, sandbox=sandbox,
+                       timeout=120, stop=stop)  # type: ignore[arg-type]
+        took = time.monotonic() - t0
+    finally:
+        timer.cancel()
+        stop.close()
+    assert result.outcome == "error" and result.exit_code is None
+    assert log_of(result).startswith("stopped: the run was cancelled") and "started" in log_of(result)
+    assert took < 30  # the sleep is 1000 s long: it was killed, not waited for
+    assert wait_gone(token) == [] and not marker.exists()
+    assert check(repo, sha, "cat a.txt", slot=slot, sandbox=sandbox).outcome == "pass"
+
+
+def test_a_check_stopped_before_it_starts_does_not_run(repo: Repo, slot: Path, tmp_path: Path) -> None:
+    sha = repo.commit({"a.txt": b"a"})
+    marker = tmp_path / "ran"
+    stop = sb.Stop()
+    stop.set()
+    try:
+        result = check(repo, sha, f"touch {marker}", slot=slot, sandbox="none", stop=stop)  # type: ignore[arg-type]
+    finally:
+        stop.close()
+    assert result.outcome == "error" and result.log_head.startswith("stopped:") and not marker.exists()
 
 
 # -- sandbox: network, filesystem, environment ---------------------------------------------------------------

@@ -81,11 +81,12 @@ class Result:
 
 def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *, slot: Path | None = None,
               sandbox: str = "auto", memory_mb: int = 4096, max_procs: int = 512,
-              hide: Sequence[Path | str] = ()) -> Result:
+              hide: Sequence[Path | str] = (), stop: sb.Stop | None = None) -> Result:
     """Materialize ``commit_sha``, run ``command`` on exactly its tree under limits, and return the evidence.
 
     ``hide``: directories to replace with an empty read-only tmpfs inside the bwrap sandbox (e.g. the bot's
-    data directory); ignored without bwrap.
+    data directory); ignored without bwrap. ``stop``: set from another thread to kill the check (its outcome
+    is then ``error``, saying so: a stopped run is no verdict).
     """
     start = time.monotonic()
     if sandbox not in SANDBOXES:
@@ -107,19 +108,22 @@ def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *,
                 prepared = owned.prepare(repo_path, commit_sha)
             except (CheckoutError, pygit2.GitError, KeyError, ValueError, OSError) as e:
                 return _error(commit_sha, "", command, start, f"could not prepare the check: {e}", mode)
-            return _check(owned, prepared.tree_sha, commit_sha, command, limits, mode, hide, start)
+            if stop is not None and stop.is_set():
+                return _error(commit_sha, prepared.tree_sha, command, start, STOPPED, mode)
+            return _check(owned, prepared.tree_sha, commit_sha, command, limits, mode, hide, start, stop)
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
 
 
 def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.Limits, mode: str,
-           hide: Sequence[Path | str], start: float) -> Result:
+           hide: Sequence[Path | str], start: float, stop: sb.Stop | None = None) -> Result:
     clean = False  # until the after-run check says otherwise, the slot is not trusted
     try:
         tmp, overlay = slot.run_dirs(overlay=mode == "bwrap")
         env = check_env(Path(sb.SANDBOX_TMP) if overlay is not None else tmp)
-        out = _run(command, checkout=slot.tree_dir, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide)
+        out = _run(command, checkout=slot.tree_dir, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide,
+                   stop=stop)
         if not out.started:
             clean = overlay is not None  # nothing ran; with the overlay, tree/ was never even writable
             return _error(commit_sha, tree_sha, command, start, out.setup_error, mode)
@@ -139,6 +143,9 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
         head = (f"the check modified tracked files: {_listing(changed)}\n"
                 "(a run that changes the tree it was asked about cannot pass; the slot is recreated before its "
                 "next use)\n--- the check's output ---\n" + head)
+    elif out.stopped:
+        outcome = "error"
+        head = f"{STOPPED}\n--- the check's output until then ---\n" + head
     elif out.timed_out:
         outcome = "timeout"
     else:
@@ -148,9 +155,13 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
 
 
 def _run(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], limits: sb.Limits,
-         overlay: sb.Overlay | None, hide: Sequence[Path | str]) -> sb.Outcome:
+         overlay: sb.Overlay | None, hide: Sequence[Path | str], stop: sb.Stop | None = None) -> sb.Outcome:
     """The command itself (its own function so that benchmarks can time it)."""
-    return sb.run_command(command, checkout=checkout, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide)
+    return sb.run_command(command, checkout=checkout, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide,
+                          stop=stop)
+
+
+STOPPED = "stopped: the run was cancelled (its result is no longer wanted), so this is no verdict"
 
 
 def check_env(tmp: Path) -> dict[str, str]:

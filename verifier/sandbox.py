@@ -144,11 +144,37 @@ class LogCapture:
 
 @dataclass
 class Outcome:
-    exit_code: int | None  # None when it timed out or never started; 128+N for death by signal N
+    exit_code: int | None  # None when it timed out, was stopped or never started; 128+N for death by signal N
     timed_out: bool
     started: bool  # False: the sandbox could not be set up (see setup_error and the log)
     log: LogCapture = field(default_factory=LogCapture)
     setup_error: str = ""
+    stopped: bool = False  # ended by its Stop: the run is no longer wanted
+
+
+class Stop:
+    """Ends a running check from another thread (its result is no longer wanted: the run was cancelled).
+
+    An eventfd, polled together with the check's output, so the kill comes at once, not at the next wake-up.
+    Open it before the run, ``close()`` it once the run has returned (never while a thread still polls it).
+    """
+
+    def __init__(self) -> None:
+        self.fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        self._set = False
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            os.eventfd_write(self.fd, 1)
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 # -- pids cgroup -------------------------------------------------------------------------------------------
@@ -414,8 +440,9 @@ def _toolchain_under_tmp(hidden: Sequence[str]) -> list[str]:
 # -- running -------------------------------------------------------------------------------------------------
 
 def run_command(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], limits: Limits,
-                overlay: Overlay | None, hide: Sequence[Path | str] = ()) -> Outcome:
-    """Run ``command`` in ``checkout``: under bwrap when ``overlay`` is given, else plainly."""
+                overlay: Overlay | None, hide: Sequence[Path | str] = (), stop: Stop | None = None) -> Outcome:
+    """Run ``command`` in ``checkout``: under bwrap when ``overlay`` is given, else plainly. ``stop``, once set,
+    kills it (the outcome says ``stopped``)."""
     status_r, status_w = os.pipe() if overlay is not None else (-1, -1)
     try:
         if overlay is not None:
@@ -432,7 +459,7 @@ def run_command(command: str, *, checkout: Path, tmp: Path, env: dict[str, str],
     try:
         return _supervise(argv, cwd=cwd, env=env, limits=limits,
                           status=(status_r, status_w) if overlay is not None else None,
-                          tasks=limits.max_procs + (SANDBOX_TASKS if overlay is not None else 0))
+                          tasks=limits.max_procs + (SANDBOX_TASKS if overlay is not None else 0), stop=stop)
     finally:
         # Only the read end: _supervise owns the write end and closes it exactly once. Closing a descriptor
         # twice is not harmless here: checks run in threads of the server, and in between the number can be
@@ -443,7 +470,7 @@ def run_command(command: str, *, checkout: Path, tmp: Path, env: dict[str, str],
 
 
 def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits,
-               status: tuple[int, int] | None, tasks: int) -> Outcome:
+               status: tuple[int, int] | None, tasks: int, stop: Stop | None = None) -> Outcome:
     out = Outcome(exit_code=None, timed_out=False, started=False)
     cgroup = _Cgroup.create(tasks)
     try:
@@ -473,7 +500,7 @@ def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits
             _kill(proc, cgroup)
             proc.wait()
             return out
-        code = _pump(proc, proc.stdout.fileno(), limits.timeout, cgroup, out)
+        code = _pump(proc, proc.stdout.fileno(), limits.timeout, cgroup, out, stop)
     finally:
         _kill(proc, cgroup)
         with contextlib.suppress(OSError):
@@ -484,23 +511,25 @@ def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits
             cgroup.remove()
     if status is None:
         out.started = True  # the gate was opened; nothing else stands between it and the command
-        out.exit_code = None if out.timed_out else _shell_code(code)
+        out.exit_code = None if out.timed_out or out.stopped else _shell_code(code)
         return out
     report = _read_all(status[0])
     # bwrap reports the command's exit code only when the command ran: not when setting up the sandbox failed.
-    out.started = out.timed_out or '"exit-code"' in report
+    out.started = out.timed_out or out.stopped or '"exit-code"' in report
     if not out.started:
         said = bytes(out.log.head).decode("utf-8", "replace").strip()[-500:] or "no output"
         out.setup_error = f"the sandbox could not be set up (exit {code}): {said}"
         out.exit_code = None
         return out
-    if not out.timed_out:
+    if not (out.timed_out or out.stopped):
         out.exit_code = _bwrap_exit(report, code)
     return out
 
 
-def _pump(proc: subprocess.Popen[bytes], fd: int, timeout: float, cgroup: _Cgroup | None, out: Outcome) -> int:
-    """Stream the log until the command is done (or the deadline); returns the wrapper's exit status."""
+def _pump(proc: subprocess.Popen[bytes], fd: int, timeout: float, cgroup: _Cgroup | None, out: Outcome,
+          stop: Stop | None = None) -> int:
+    """Stream the log until the command is done (or the deadline, or ``stop``); returns the wrapper's exit
+    status."""
     with contextlib.suppress(OSError, AttributeError):
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
     pidfd = -1
@@ -510,6 +539,8 @@ def _pump(proc: subprocess.Popen[bytes], fd: int, timeout: float, cgroup: _Cgrou
     poller.register(fd, select.POLLIN | select.POLLHUP)
     if pidfd >= 0:
         poller.register(pidfd, select.POLLIN)
+    if stop is not None and stop.fd >= 0:
+        poller.register(stop.fd, select.POLLIN)
     deadline = time.monotonic() + timeout
     eof = exited = False
     drain_until: float | None = None
@@ -537,13 +568,19 @@ def _pump(proc: subprocess.Popen[bytes], fd: int, timeout: float, cgroup: _Cgrou
                 elif ready == pidfd:
                     poller.unregister(pidfd)
                     exited = True
+                elif stop is not None and ready == stop.fd:
+                    poller.unregister(stop.fd)
+                    if drain_until is None:
+                        out.stopped = True
+                        _kill(proc, cgroup)
+                        drain_until = time.monotonic() + DRAIN_SECONDS
             if not exited and pidfd < 0 and proc.poll() is not None:
                 exited = True
             if exited and not eof and drain_until is None:
                 # The command is done but something it started still holds the log: end it.
                 _kill(proc, cgroup)
                 drain_until = time.monotonic() + DRAIN_SECONDS
-        if not exited and not out.timed_out and not _exits_by(proc, pidfd, deadline):
+        if not exited and not out.timed_out and not out.stopped and not _exits_by(proc, pidfd, deadline):
             out.timed_out = True  # it closed its output but kept running
         _kill(proc, cgroup)  # whatever it left behind; the group is still pinned by the unreaped leader
         return proc.wait()

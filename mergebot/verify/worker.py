@@ -21,11 +21,14 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Protocol
 
+import psycopg
+
 from mergebot.client import ApiError, Client
 from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.git import repo as git
 from mergebot.verify.jobs import Job, JobStore
 from verifier.runner import Result, run_check
+from verifier.sandbox import Stop
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,9 @@ class JobSource(Protocol):
     async def claim(self) -> Job | None: ...
     async def heartbeat(self, job: Job) -> None: ...
     async def finish(self, job: Job, result: Result) -> None: ...
+    async def cancelled(self, job: Job) -> None:
+        """Returns once the job is cancelled (main moved on, a newer push) or no longer this claim's: its run
+        should stop at once."""
 
 
 class RepoAccess(Protocol):
@@ -85,6 +91,15 @@ class LocalSource:
         await self.store.finish_job(job_id=job.id, worker_id=self.worker_id,
                                     claim_version=job.claim_version, outcome=result.outcome,
                                     result=result.as_json())
+
+    async def cancelled(self, job: Job) -> None:
+        # The job's row announces its cancellation (the verify_jobs_notify trigger); in `mergebot serve` the
+        # wait shares the server's one listening connection. A job no longer running under this claim (its
+        # lease ran out and it went to another worker) is just as lost.
+        while True:
+            now = await self.store.wait_job(job.id, timeout=float(job.timeout_s) * 3 + 60)
+            if now.status != "running" or now.claim_version != job.claim_version:
+                return
 
 
 class HttpSource:
@@ -111,6 +126,10 @@ class HttpSource:
     async def finish(self, job: Job, result: Result) -> None:
         await self._post(f"/api/v1/verify-jobs/{job.id}/result",
                          {"claim_version": job.claim_version, "result": result.as_json()})
+
+    async def cancelled(self, job: Job) -> None:
+        # Over HTTP a cancellation shows as a refused heartbeat (409), which stops the run too.
+        await asyncio.Event().wait()
 
 
 class LocalRepos:
@@ -155,39 +174,54 @@ class Worker:
         job = await self.source.claim()
         if job is None:
             return None
-        lost = asyncio.Event()
-        beat = asyncio.create_task(self._heartbeat(job, lost))
+        stop = Stop()
+        # The run stops at once when its job is cancelled (a speculation cut, a newer push) or its claim is lost
+        # (a refused heartbeat): the worker is free for a run that can still land.
+        beat = asyncio.create_task(self._heartbeat(job, stop))
+        watch = asyncio.create_task(self._watch(job, stop))
         try:
-            result = await asyncio.to_thread(self._run, job)
+            result = await asyncio.to_thread(self._run, job, stop)
         finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+            for task in (beat, watch):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            stop.close()  # the thread has returned: nothing polls it any more
+        if stop.is_set():
+            log.info("run of job %s stopped: it was cancelled or its claim was lost", job.id)
         try:
             await self.source.finish(job, result)
         except ClaimSuperseded as e:
-            log.warning("result of job %s discarded: %s", job.id, e.message)
+            log.info("result of job %s discarded: %s", job.id, e.message)
         return job
 
-    def _run(self, job: Job) -> Result:
+    def _run(self, job: Job, stop: Stop) -> Result:
         try:
             path = self.repos.path_for(job.repo, job.commit_sha)
         except (subprocess.SubprocessError, OSError) as e:
             return Result(job.commit_sha, "", job.command, "error", None, 0, f"could not fetch the commit: {e}", "",
                           0, "", "none")
         return run_check(path, job.commit_sha, job.command, float(job.timeout_s), slot=self.slot,
-                         sandbox=self.sandbox, hide=self.hide)
+                         sandbox=self.sandbox, hide=self.hide, stop=stop)
 
-    async def _heartbeat(self, job: Job, lost: asyncio.Event) -> None:
+    async def _heartbeat(self, job: Job, stop: Stop) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_every)
             try:
                 await self.source.heartbeat(job)
             except ClaimSuperseded:
-                lost.set()
+                stop.set()
                 return
             except MergebotError as e:
                 log.warning("heartbeat for job %s failed: %s", job.id, e.message)
+
+    async def _watch(self, job: Job, stop: Stop) -> None:
+        try:
+            await self.source.cancelled(job)
+        except (MergebotError, psycopg.Error) as e:  # the heartbeat still notices a lost claim
+            log.warning("cannot watch job %s for cancellation: %s", job.id, e)
+            return
+        stop.set()
 
     async def run(self) -> None:
         while True:
