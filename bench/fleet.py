@@ -595,8 +595,8 @@ def collect_landing(url: str) -> dict[str, Any]:
                              "FROM candidates WHERE repo = %s ORDER BY id", (REPO,)).fetchall()
         jobs = conn.execute(
             "SELECT purpose, coalesce(outcome, status::text), extract(epoch FROM started_at)::float8, "
-            "extract(epoch FROM finished_at)::float8, (result->>'duration_ms')::float8, result->>'sandbox' "
-            "FROM verify_jobs WHERE repo = %s", (REPO,)).fetchall()
+            "extract(epoch FROM finished_at)::float8, (result->>'duration_ms')::float8, result->>'sandbox', "
+            "extract(epoch FROM created_at)::float8 FROM verify_jobs WHERE repo = %s", (REPO,)).fetchall()
         statuses = dict(conn.execute("SELECT status::text, count(*) FROM subtasks GROUP BY 1").fetchall())
         red = conn.execute("SELECT red_since, paused_reason FROM repos WHERE name = %s", (REPO,)).fetchone()
         findings = conn.execute("SELECT kind, detail::text FROM reconcile_findings LIMIT 5").fetchall()
@@ -646,6 +646,11 @@ def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: floa
     checks = [j for j in db["jobs"] if j[0] in VERIFY_PURPOSES and j[2] is not None and j[3] is not None]
     check_s = [j[4] / 1000 for j in checks if j[4] is not None]
     busy = sum(j[3] - j[2] for j in checks)
+    # Where a run's time goes: waiting for a free worker (queued -> claimed), and every worker's busy share,
+    # post-land runs included (they take a worker only when no run that decides a landing is queued).
+    waits = [j[2] - j[6] for j in checks]
+    every = [j for j in db["jobs"] if j[2] is not None and j[3] is not None]
+    busy_all = sum(j[3] - j[2] for j in every)
     sandboxes = Counter(str(j[5]) for j in db["jobs"] if j[5])
     d_eff = statistics.fmean(check_s) if check_s else float("nan")
     bound = window_bound(mode.window, args.fail_rate, args.duration) if mode.window else float("nan")
@@ -664,6 +669,8 @@ def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: floa
         "verifier_runs_per_landed": verify_runs / n if n else float("nan"),
         "check_run_s_mean": d_eff, "checks_at_once_max": max_overlap([(j[2], j[3]) for j in checks]),
         "checks_at_once_mean": busy / wall if wall > 0 else float("nan"), "sandbox": dict(sandboxes),
+        "workers_busy_mean": busy_all / wall if wall > 0 else float("nan"),
+        "run_queued_s": {"median": pctl(waits, 0.5), "p95": pctl(waits, 0.95)},
         "candidates": dict(statuses), "pushes": len(pushes), "claims": sum(r.claims for r in runs),
         "claim_s_median": pctl([x for r in runs for x in r.claim_s], 0.5),
         "commit_s_median": pctl([x for r in runs for x in r.commit_s], 0.5),
@@ -780,7 +787,10 @@ def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> di
         seen = r["push_to_agent_saw_landed_s"]
         print(f"  {r['mode']}: verifier runs {shown};"
               f" mean check run {fmt(r['check_run_s_mean'], 3)} (sandbox {', '.join(r['sandbox']) or '-'}); checks at"
-              f" once: max {r['checks_at_once_max']}, mean {fmt(r['checks_at_once_mean'], 2)}")
+              f" once: max {r['checks_at_once_max']}, mean {fmt(r['checks_at_once_mean'], 2)};"
+              f" workers busy with any run"
+              f" {fmt(r['workers_busy_mean'], 2)} of {args.workers}; a run waits for a worker p50"
+              f" {fmt(r['run_queued_s']['median'], 3)} p95 {fmt(r['run_queued_s']['p95'], 3)}")
         print(f"    candidates {dict(sorted(r['candidates'].items()))}; agent saw landed p50 "
               f"{fmt(seen['median'], 2)} p95 {fmt(seen['p95'], 2)}"
               f"; agent.start p50 {fmt(r['claim_s_median'], 3)}, commit p50 {fmt(r['commit_s_median'], 3)}")
@@ -1503,8 +1513,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\nload average at the end: {load_average()}; {git_version()}; {version}; "
               f"total {figures['total_s']:.0f} s")
     finally:
-        if server is not None:
-            server.close()
+        if server is not None and not (args.keep and server.kind.startswith("external")):
+            server.close()  # --keep on an external server keeps its databases too, for reading afterwards
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
