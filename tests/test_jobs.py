@@ -103,17 +103,18 @@ async def test_fenced_result_and_lost_lease(rig: Rig) -> None:
 
 
 async def test_runs_that_decide_a_landing_go_first(rig: Rig) -> None:
-    """Post-land and manual checks wait behind candidate runs, so a speculative window is never held up."""
+    """Candidate runs go first, then the runs judging a failed candidate, then post-land and manual checks, so a
+    speculative window is never held up."""
     store = rig.store
     jobs = {}
-    for purpose in ("post_land", "manual", "candidate", "retry", "post_land", "base"):
+    for purpose in ("post_land", "manual", "retry", "candidate", "post_land", "base", "candidate"):
         job = await store.enqueue_job(repo="demo", commit_sha=rig.sha, command="true", timeout_s=10,
                                       purpose=purpose)
         jobs[job.id] = purpose
     order = []
     while (got := await store.claim_job(worker_id=None, worker_name="w")) is not None:
         order.append(jobs[got.id])
-    assert order == ["candidate", "retry", "base", "post_land", "manual", "post_land"]
+    assert order == ["candidate", "candidate", "retry", "base", "post_land", "manual", "post_land"]
 
 
 async def test_stale_result_over_http_is_409(rig: Rig) -> None:

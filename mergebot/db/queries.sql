@@ -503,11 +503,12 @@ VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(can
 RETURNING *;
 
 -- name: job_claim
--- Runs that decide a landing go before the checks of what already landed (post-land, manual reruns), so a
--- speculative window is never kept waiting behind them; oldest first within each.
+-- Candidate runs first: they move main. Then the runs that judge a candidate that failed (its retry, main's
+-- base check), which only decide that candidate's verdict; while a speculation window refills they would take
+-- a worker from it. Then the checks of what already landed (post-land, manual reruns). Oldest first within each.
 WITH pick AS (
     SELECT id FROM verify_jobs WHERE status = 'queued'
-    ORDER BY purpose IN ('post_land', 'manual'), id
+    ORDER BY CASE purpose WHEN 'candidate' THEN 0 WHEN 'retry' THEN 1 WHEN 'base' THEN 1 ELSE 2 END, id
     LIMIT 1 FOR UPDATE SKIP LOCKED
 )
 UPDATE verify_jobs j
