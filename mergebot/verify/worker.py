@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Protocol
@@ -168,6 +169,9 @@ class Worker:
         self.sandbox, self.poll, self.heartbeat_every = sandbox, poll, heartbeat_every
         self.hide = list(hide)  # never visible to a check: the database, its socket, the bot's repositories
         self.wake = asyncio.Event()  # set when a job is queued in this process: no need to wait for the poll
+        # A check holds its thread for its whole run: its own thread, so that inside `mergebot serve` the
+        # default pool (6 threads on 2 cores) stays free for the queue's merges and the pushes' inspections.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verifier-check")
 
     async def run_one(self) -> Job | None:
         """Claim and run one job. Returns it (or None when the queue was empty)."""
@@ -180,7 +184,7 @@ class Worker:
         beat = asyncio.create_task(self._heartbeat(job, stop))
         watch = asyncio.create_task(self._watch(job, stop))
         try:
-            result = await asyncio.to_thread(self._run, job, stop)
+            result = await asyncio.get_running_loop().run_in_executor(self._thread, self._run, job, stop)
         finally:
             for task in (beat, watch):
                 task.cancel()
