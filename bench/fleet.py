@@ -673,6 +673,8 @@ def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: floa
         # the fleet's warm-up: agents claim, fetch and commit before the first push reaches the queue
         "first_queued_s": min((c[3] for c in db["candidates"]), default=t0) - t0,
         "first_run_s": min((j[2] for j in checks), default=t0) - t0,
+        "from_first_push_per_hour": (n / (wall - (min((c[3] for c in db["candidates"]), default=t0) - t0)) * 3600
+                                     if n and wall > 0 else float("nan")),
         "run_queued_s": {"median": pctl(waits, 0.5), "p95": pctl(waits, 0.95)},
         "candidates": dict(statuses), "pushes": len(pushes), "claims": sum(r.claims for r in runs),
         "claim_s_median": pctl([x for r in runs for x in r.claim_s], 0.5),
@@ -794,7 +796,8 @@ def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f" workers busy with any run"
               f" {fmt(r['workers_busy_mean'], 2)} of {args.workers}; a run waits for a worker p50"
               f" {fmt(r['run_queued_s']['median'], 3)} p95 {fmt(r['run_queued_s']['p95'], 3)}; first push queued"
-              f" {fmt(r['first_queued_s'], 2)} s and first run {fmt(r['first_run_s'], 2)} s after the agents started")
+              f" {fmt(r['first_queued_s'], 2)} s and first run {fmt(r['first_run_s'], 2)} s after the agents started"
+              f" (from the first push: {fmt(r['from_first_push_per_hour'], 0)}/h)")
         print(f"    candidates {dict(sorted(r['candidates'].items()))}; agent saw landed p50 "
               f"{fmt(seen['median'], 2)} p95 {fmt(seen['p95'], 2)}"
               f"; agent.start p50 {fmt(r['claim_s_median'], 3)}, commit p50 {fmt(r['commit_s_median'], 3)}")
