@@ -577,7 +577,7 @@ class Drill:
         return wt
 
     def _fetch_main(self, wt: Path, until: float) -> str:
-        branch = self._target()
+        branch = self._target(until)
 
         def fetch() -> str:
             out = _git(["fetch", "-q", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}"], wt, check=False)
@@ -587,9 +587,9 @@ class Drill:
 
         return retry(fetch, until=until)
 
-    def _target(self) -> str:
-        if not hasattr(self, "_branch"):
-            repos = {r["name"]: r for r in self.admin.get("/api/v1/repos")["repos"]}
+    def _target(self, until: float) -> str:
+        if not hasattr(self, "_branch"):  # asked once, possibly while the drill has just killed the server
+            repos = {r["name"]: r for r in retry(lambda: self.admin.get("/api/v1/repos")["repos"], until=until)}
             self._branch: str = repos[self.repo]["target_branch"]
         return self._branch
 
