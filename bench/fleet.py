@@ -770,8 +770,9 @@ def run_landing_mode(server: Server, tmp: Path, mode: Mode, args: argparse.Names
 def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     print(f"\nScenario 1: landing throughput -- {args.agents} agents, {args.subtasks} independent subtasks, "
           f"check {args.duration:g} s, failure rate {args.fail_rate:g}, {args.workers} verifier workers")
-    print("  agents wait for verdicts with " + ("mergebot.agent.push (it polls /api/v1/candidates every 0.2 s)"
-                                              if args.poll is None else f"polls every {args.poll:g} s (--poll)"))
+    how = ("mergebot.agent.push (it looks for its candidate every 0.2 s, then long-polls it)" if args.poll is None
+           else f"polls every {args.poll:g} s (--poll)")
+    print("  agents wait for verdicts with " + how)
     cols = [("mode", 12, "s"), ("landed", 7, "s"), ("wall s", 8, "s"), ("landings/h", 11, "s"),
             ("steady/h", 9, "s"), ("push->landed p50", 17, "s"), ("p95", 7, "s"), ("first push p50", 15, "s"),
             ("p95", 7, "s"), ("runs/landed", 12, "s"), ("bound/h", 8, "s"), ("vs bound", 9, "s")]
