@@ -649,6 +649,7 @@ def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: floa
     # Where a run's time goes: waiting for a free worker (queued -> claimed), and every worker's busy share,
     # post-land runs included (they take a worker only when no run that decides a landing is queued).
     waits = [j[2] - j[6] for j in checks]
+    first_queued = min((c[3] for c in db["candidates"]), default=t0) - t0
     every = [j for j in db["jobs"] if j[2] is not None and j[3] is not None]
     busy_all = sum(j[3] - j[2] for j in every)
     sandboxes = Counter(str(j[5]) for j in db["jobs"] if j[5])
@@ -671,10 +672,9 @@ def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: floa
         "checks_at_once_mean": busy / wall if wall > 0 else float("nan"), "sandbox": dict(sandboxes),
         "workers_busy_mean": busy_all / wall if wall > 0 else float("nan"),
         # the fleet's warm-up: agents claim, fetch and commit before the first push reaches the queue
-        "first_queued_s": min((c[3] for c in db["candidates"]), default=t0) - t0,
+        "first_queued_s": first_queued,
         "first_run_s": min((j[2] for j in checks), default=t0) - t0,
-        "from_first_push_per_hour": (n / (wall - (min((c[3] for c in db["candidates"]), default=t0) - t0)) * 3600
-                                     if n and wall > 0 else float("nan")),
+        "from_first_push_per_hour": n / (wall - first_queued) * 3600 if n and wall > first_queued else float("nan"),
         "run_queued_s": {"median": pctl(waits, 0.5), "p95": pctl(waits, 0.95)},
         "candidates": dict(statuses), "pushes": len(pushes), "claims": sum(r.claims for r in runs),
         "claim_s_median": pctl([x for r in runs for x in r.claim_s], 0.5),

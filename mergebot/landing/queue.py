@@ -653,12 +653,10 @@ class LandingQueue:
 
     async def _post_land_once(self, repo: Repo, landed: Landed) -> None:
         sha = self._head_of(landed)
+        await self.store.cancel_older_post_land(repo.name, landed.id)  # main's newer head answers for them
         result = self._covered(repo, landed)
-        if result is not None:
-            await self.store.cancel_older_post_land(repo.name, landed.id)
-        else:
+        if result is None:
             job_id = await self.start_check(repo, sha, "post_land", landed_id=landed.id)
-            await self.store.cancel_older_post_land(repo.name, landed.id)
             done = await self.store.wait_job(job_id, timeout=repo.verifier_timeout_s * 3 + self.slack)
             if done.status == "cancelled":
                 await self.store.set_main_status(landed_id=landed.id, status="superseded")
