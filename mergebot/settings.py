@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     verifier_sandbox: str = Field(default="auto", pattern="^(auto|bwrap|none)$")
     job_lease_seconds: float = Field(default=30.0, gt=0)
 
+    # Git over HTTP: at most this many git processes at once, the rest wait in order with pushes first
+    # (mergebot/git/gate.py); 0 is twice the CPUs, at least 4.
+    git_concurrency: int = Field(default=0, ge=0)
+
     statement_timeout_ms: int = Field(default=5000, gt=0)
     max_body_bytes: int = Field(default=1 << 20, gt=0)
     pool_min_size: int = Field(default=2, ge=1)

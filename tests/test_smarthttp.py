@@ -57,6 +57,7 @@ class Srv:
     port: int
     git: GitHttp
     small: GitHttp
+    one: GitHttp
     managed: set[str]
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
 
@@ -118,11 +119,13 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Srv]:
                               "repo_exists": lambda name: name in managed, "hook_url": hook_url}
     git_app = GitHttp(root, **common)
     small = GitHttp(root, max_body_bytes=64 * 1024, timeout=2.0, **common)
+    one = GitHttp(root, concurrency=1, queue_timeout=1.0, **common)  # one git process at a time
     requests: list[tuple[str, str, dict[str, str]]] = []
 
     app = FastAPI()
     app.mount("/git", git_app)
     app.mount("/small", small)
+    app.mount("/one", one)
     app.add_middleware(Recorder, log=requests)
 
     @app.get("/internal/hooks/{push_id}")
@@ -140,7 +143,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Srv]:
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.01)
     port_box.append(server.servers[0].sockets[0].getsockname()[1])
-    s = Srv(root=root, home=home, work=work, port=port_box[0], git=git_app, small=small, managed=managed,
+    s = Srv(root=root, home=home, work=work, port=port_box[0], git=git_app, small=small, one=one, managed=managed,
             requests=requests)
     s.make_repo("demo")
     try:
@@ -426,3 +429,27 @@ def test_disconnect_kills_cgi(srv: Srv) -> None:
     while srv.git.sessions:
         assert time.monotonic() < deadline, "the CGI outlived its client"
         time.sleep(0.01)
+
+
+def test_busy_gate_answers_503_then_serves(srv: Srv) -> None:
+    """With every git slot taken, a request waits its turn, and past the wait limit it is told why."""
+    sock = _partial_post(srv, "one")  # holds the only slot: its CGI waits for the rest of the body
+    try:
+        deadline = time.monotonic() + 5
+        while srv.one.gate.running < 1:
+            assert time.monotonic() < deadline, "the partial push never took the slot"
+            time.sleep(0.01)
+        started = time.monotonic()
+        out = srv.run("ls-remote", srv.url(mount="one"), check=False)
+        assert out.returncode != 0
+        assert "503" in out.stderr or "server busy" in out.stderr, out.stderr
+        assert 0.9 < time.monotonic() - started < 8
+        assert srv.one.gate.waiting == 0
+    finally:
+        sock.close()
+    deadline = time.monotonic() + 5
+    while srv.one.gate.running:
+        assert time.monotonic() < deadline, "the slot was not given back when the client left"
+        time.sleep(0.01)
+    out = srv.run("ls-remote", srv.url(mount="one"))
+    assert "refs/heads/main" in out.stdout

@@ -117,6 +117,7 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
         may_push=lambda agent: allowed(Role(agent.role), "claim"),
         repo_exists=lambda name: (root / f"{name}.git").is_dir(),
         hook_url=lambda: f"http://127.0.0.1:{settings.port}/internal/hooks",
+        concurrency=settings.git_concurrency,
     )
     app.mount("/git", app.state.git)
 

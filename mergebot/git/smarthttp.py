@@ -26,6 +26,8 @@ Rules:
   * The CGI runs in its own process group; on client disconnect, timeout, or an oversized body the whole
     group is killed (``http-backend`` can spin at 100% CPU on an early end of input); if the server itself is
     killed, the kernel kills the backend (``backend_command``).
+  * At most ``concurrency`` CGIs run at once; the others wait in ``gate`` (pushes first, then fetches, each in
+    arrival order), and one that waits longer than ``queue_timeout`` is answered 503 with ``Retry-After``.
   * A ``PushSession`` exists in ``sessions`` from just before a ``git-receive-pack`` POST's CGI starts until
     it has exited, whatever happens.
 """
@@ -53,6 +55,7 @@ from urllib.parse import parse_qs
 
 from starlette.types import Receive, Scope, Send
 
+from mergebot.git.gate import Busy, Gate, default_limit
 from mergebot.models import Agent
 
 log = logging.getLogger(__name__)
@@ -102,7 +105,9 @@ class GitHttp:
                  repo_exists: Callable[[str], bool],
                  hook_url: Callable[[], str],
                  max_body_bytes: int = 2 << 30,
-                 timeout: float = 600.0) -> None:
+                 timeout: float = 600.0,
+                 concurrency: int = 0,
+                 queue_timeout: float | None = None) -> None:
         self.root = Path(root)
         self.authenticate = authenticate
         self.may_push = may_push
@@ -110,6 +115,10 @@ class GitHttp:
         self.hook_url = hook_url
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout
+        # At most this many git processes at once (0: a default for this machine); the rest wait in order,
+        # pushes first (see gate.py).
+        self.gate = Gate(concurrency or default_limit())
+        self.queue_timeout = timeout if queue_timeout is None else queue_timeout
         self.sessions: dict[str, PushSession] = {}
         # An empty HOME: no user config or credentials of the server's account reach the CGI or its hooks.
         self._home = _neutral_home()
@@ -173,18 +182,22 @@ class GitHttp:
                 return
 
         env = self._env(scope, headers, route, agent, length)
-        session: PushSession | None = None
-        if route.push and route.rest == "git-receive-pack":
-            session = PushSession(push_id=secrets.token_urlsafe(24), repo=route.name, agent=agent)
-            env["MERGEBOT_PUSH_ID"] = session.push_id
-            env["MERGEBOT_HOOK_URL"] = self.hook_url()
-            env["MERGEBOT_REPO"] = route.name
-            self.sessions[session.push_id] = session
         try:
-            await self._run_cgi(env, route, receive, send, session)
-        finally:
-            if session is not None:
-                self.sessions.pop(session.push_id, None)
+            async with self.gate.slot(push=route.push, timeout=self.queue_timeout):
+                session: PushSession | None = None
+                if route.push and route.rest == "git-receive-pack":
+                    session = PushSession(push_id=secrets.token_urlsafe(24), repo=route.name, agent=agent)
+                    env["MERGEBOT_PUSH_ID"] = session.push_id
+                    env["MERGEBOT_HOOK_URL"] = self.hook_url()
+                    env["MERGEBOT_REPO"] = route.name
+                    self.sessions[session.push_id] = session
+                try:
+                    await self._run_cgi(env, route, receive, send, session)
+                finally:
+                    if session is not None:
+                        self.sessions.pop(session.push_id, None)
+        except Busy as e:
+            await _plain(send, 503, f"server busy: {e}; try again", [(b"retry-after", b"5")])
 
     # -- pieces ---------------------------------------------------------------------------------------------
 

@@ -1,0 +1,73 @@
+"""How many git processes the HTTP endpoint runs at once, and who goes next: pushes before fetches.
+
+A fleet starting together sends a hundred fetches and then a hundred pushes at the same moment. Run all at once,
+they share the CPU evenly and every one of them finishes late: the first push reached the queue only after
+nearly all of them had been served. With a bounded number running and the rest waiting in order, the first
+requests finish first. Pushes go ahead of fetches because a push is finished work waiting to be verified,
+while a fetch starts new work. Within each kind the order is first come, first served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections import deque
+from collections.abc import AsyncIterator
+
+
+def default_limit() -> int:
+    return max(4, 2 * (os.cpu_count() or 1))
+
+
+class Busy(Exception):
+    """A request waited longer than it may for a free slot."""
+
+
+class Gate:
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("a gate needs at least one slot")
+        self.limit = limit
+        self.running = 0
+        self._waiting: dict[bool, deque[asyncio.Future[None]]] = {True: deque(), False: deque()}
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for q in self._waiting.values() for f in q if not f.done())
+
+    @contextlib.asynccontextmanager
+    async def slot(self, *, push: bool, timeout: float) -> AsyncIterator[None]:
+        """Hold one slot for the body of the ``async with``; raises ``Busy`` after ``timeout`` s of waiting."""
+        if self.running < self.limit and not self.waiting:
+            self.running += 1
+        else:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting[push].append(fut)
+            try:
+                async with asyncio.timeout(timeout):
+                    await fut
+            except BaseException as e:
+                if fut.done() and not fut.cancelled():
+                    self._release()  # the slot was handed over just as the wait ended: pass it on
+                else:
+                    fut.cancel()
+                    with contextlib.suppress(ValueError):
+                        self._waiting[push].remove(fut)
+                if isinstance(e, TimeoutError):
+                    raise Busy(f"no free git slot within {timeout:g} s ({self.limit} busy)") from None
+                raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        for push in (True, False):
+            q = self._waiting[push]
+            while q:
+                fut = q.popleft()
+                if not fut.done():
+                    fut.set_result(None)  # the slot goes straight to the next waiter: running is unchanged
+                    return
+        self.running -= 1
