@@ -44,6 +44,36 @@ def test_new_commits_ignores_dates(tmp_path: Path) -> None:
     assert len(git.new_commits(repo, main, [mains[0]], limit=5)) == 6
 
 
+def test_reaches_any_finds_shared_commits_whatever_their_dates(tmp_path: Path) -> None:
+    """The push check's one walk over every other branch: a commit of this push that another branch in flight
+    holds is found, however the dates run; commits of no other branch are not; a long walk answers None."""
+    rng = random.Random(11)
+    repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+    frozen = int(time.time()) - 100_000
+    main = _commit(repo, [], "root", frozen)
+    mains = [main]
+    for i in range(200):  # merges dated before their parents, as in test_new_commits_ignores_dates
+        a = _commit(repo, [rng.choice(mains[-10:])], f"a{i}", frozen + 50_000 + i)
+        main = _commit(repo, [main, a], f"m{i}", frozen)
+        mains.append(main)
+    tips = []
+    for i in range(30):  # other subtasks' branches in flight, based on older mains, dated anyhow
+        first = _commit(repo, [mains[rng.randrange(150, 200)]], f"o{i}", frozen - rng.randrange(0, 90_000))
+        tips.append(_commit(repo, [first], f"p{i}", frozen + rng.randrange(0, 90_000)))
+    shared = str(repo[tips[7]].peel(pygit2.Commit).parent_ids[0])  # another branch's first commit, not its tip
+    mine = _commit(repo, [shared], "mine", frozen + 99_000)  # this push built on it
+    fresh = _commit(repo, [mains[180]], "fresh", frozen - 99_000)
+    assert git.reaches_any(repo, tips, [main], {mine, shared}, limit=10_000) is True
+    assert git.reaches_any(repo, tips, [main], {tips[29]}, limit=10_000) is True
+    assert git.reaches_any(repo, tips, [main], {fresh, mine}, limit=10_000) is False
+    assert git.reaches_any(repo, [], [main], {shared}, limit=10_000) is False
+    assert git.reaches_any(repo, tips, [main], {fresh}, limit=3) is None  # 60 commits to walk: cut short
+    # exactly what the per-branch answer says, for every commit of every branch
+    for tip in tips:
+        for c in git.new_commits(repo, tip, [main], limit=100):
+            assert git.reaches_any(repo, tips, [main], {str(c.id)}, limit=10_000) is True
+
+
 def test_merge_onto_dates_the_merge_now(tmp_path: Path) -> None:
     repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
     old = int(time.time()) - 86_400

@@ -212,6 +212,28 @@ def new_commits(repo: pygit2.Repository, tip: str, hide: list[str], limit: int) 
     return out
 
 
+def reaches_any(repo: pygit2.Repository, tips: list[str], hide: list[str], wanted: set[str],
+                limit: int) -> bool | None:
+    """Whether any commit in ``wanted`` is reachable from one of ``tips``, in one revision walk over all of them.
+
+    Only for ``wanted`` commits that are not reachable from ``hide``: the walk may list a few hidden commits
+    when dates run backwards (see ``new_commits``), but it never leaves out one that is not hidden, so the
+    answer is exact for them. None when more than ``limit`` commits were walked: ask ``new_commits`` per tip."""
+    if not tips or not wanted:
+        return False
+    walker = repo.walk(None)
+    for tip in tips:
+        walker.push(pygit2.Oid(hex=tip))
+    for h in hide:
+        walker.hide(pygit2.Oid(hex=h))
+    for n, commit in enumerate(walker):
+        if n >= limit:
+            return None
+        if str(commit.id) in wanted:
+            return True
+    return False
+
+
 def changed_paths(repo: pygit2.Repository, old_tree: str | None, new_tree: str) -> list[str]:
     new = repo[new_tree].peel(pygit2.Tree)
     diff = repo[old_tree].peel(pygit2.Tree).diff_to_tree(new) if old_tree else new.diff_to_tree(swap=True)

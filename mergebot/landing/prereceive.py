@@ -106,10 +106,11 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
     commits = git.new_commits(repo, update.new, [main], limits.max_commits)
     ids = {str(c.id) for c in commits}
     foreign: list[tuple[str, int]] = []
-    if ids:
+    others = [(other, tip) for other, tip in others if other != subtask_id]
+    # One walk over every other branch in flight answers "none of them has these commits" (the usual case);
+    # only a hit, or a walk too long to finish, looks branch by branch to name the other subtask.
+    if ids and git.reaches_any(repo, [tip for _, tip in others], [main], ids, limits.max_commits * 10) is not False:
         for other, tip in others:  # only branches of subtasks still in flight: landed work is on main
-            if other == subtask_id:
-                continue
             for c in git.new_commits(repo, tip, [main], limits.max_commits):
                 if str(c.id) in ids:
                     foreign.append((str(c.id), other))
