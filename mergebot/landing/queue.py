@@ -338,6 +338,11 @@ class LandingQueue:
             return True
         if decision.action == "land":
             unit, window.slots = window.slots[:decision.index + 1], window.slots[decision.index + 1:]
+            if not window.deferred:
+                # The runs this landing frees go to the next candidates before main moves: they are built on
+                # the chain's tail, or on the unit's merge, which is where main is about to be. A landing that
+                # does not happen cuts them with the rest below.
+                await self._fill(repo, window, path, unit[-1].merge.sha or main)
             landed = await self._land_unit(repo, unit, path, main)
             window.deferred.clear()
             window.width = self._next_width(window, passed=landed)
