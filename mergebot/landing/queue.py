@@ -338,11 +338,16 @@ class LandingQueue:
             return True
         if decision.action == "land":
             unit, window.slots = window.slots[:decision.index + 1], window.slots[decision.index + 1:]
+            await self._drop_covered(unit)
             if not window.deferred:
                 # The runs this landing frees go to the next candidates before main moves: they are built on
                 # the chain's tail, or on the unit's merge, which is where main is about to be. A landing that
                 # does not happen cuts them with the rest below.
-                await self._fill(repo, window, path, unit[-1].merge.sha or main)
+                try:
+                    await self._fill(repo, window, path, main, tail=unit[-1].merge.sha)
+                except Exception:  # the unit's run passed: land it first, re-plan the rest afterwards
+                    log.exception("filling the window of %s before a landing failed", repo.name)
+                    await self._cut(window, 0, "re-planned after an error")
             landed = await self._land_unit(repo, unit, path, main)
             window.deferred.clear()
             window.width = self._next_width(window, passed=landed)
@@ -395,10 +400,13 @@ class LandingQueue:
         slot.result = None
         slot.started = asyncio.get_running_loop().time()
 
-    async def _fill(self, repo: Repo, window: Window, path: Path, main: str) -> None:
+    async def _fill(self, repo: Repo, window: Window, path: Path, main: str, tail: str | None = None) -> None:
         """Take queued candidates onto the window's chain until it holds ``width`` runs. A candidate that does
         not apply on top of the slots ahead, or that touches what a candidate being judged apart touches, is
-        re-planned after them instead (lanes: the ones behind it go on)."""
+        re-planned after them instead (lanes: the ones behind it go on).
+
+        ``tail``: where an empty chain starts instead of ``main`` (the merge of a unit about to land). What does
+        not apply there waits too: it is judged against main once main has moved, never before."""
         size = planner.batch_size(window.fail_rate, self.batch)
         skip = set(window.deferred) | set(window.aside)
         blocked = frozenset().union(*(paths for _, paths in window.aside.values()))
@@ -406,13 +414,13 @@ class LandingQueue:
             cand = await self.take(repo, exclude=sorted(skip))
             if cand is None:
                 break
-            base = window.slots[-1].merge.sha if window.slots else main
+            base = window.slots[-1].merge.sha if window.slots else (tail or main)
             assert base is not None
             merge, paths = await self._merge_with_paths(cand, path, base)
             wait = None
             if paths & blocked:
                 wait = "waits for the verdict on a failed candidate that touches the same paths"
-            elif merge.kind in ("conflict", "up-to-date") and window.slots:
+            elif merge.kind in ("conflict", "up-to-date") and (window.slots or base != main):
                 wait = "waits for the candidates ahead of it"  # judged against main once they are through
             if wait:
                 await self.store.finish_candidate(cand.id, "queued", wait)
@@ -479,13 +487,16 @@ class LandingQueue:
             else:
                 await self.store.finish_candidate(slot.cand.id, "superseded", why)
 
+    async def _drop_covered(self, unit: list[Speculation]) -> None:
+        """Cancel the runs of a unit's slots that its last slot's pass covers: they are no longer needed."""
+        for slot in unit[:-1]:
+            if slot.job_id is not None and slot.result is None:
+                await self.store.cancel_jobs_for(slot.cand.id)
+
     async def _land_unit(self, repo: Repo, unit: list[Speculation], path: Path, main: str) -> bool:
         """Land the slots of ``unit`` by one move of main to the last one's merge, which its run passed on."""
         last = unit[-1]
         assert last.result is not None
-        for slot in unit[:-1]:  # covered by the last one's pass: their own runs are no longer needed
-            if slot.job_id is not None and slot.result is None:
-                await self.store.cancel_jobs_for(slot.cand.id)
         if len(unit) == 1:
             await self.land(repo, last.cand, path, main, last.merge, last.result, {})
         else:
