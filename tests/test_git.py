@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pygit2
+import pytest
 
 from mergebot.git import repo as git
 
@@ -44,9 +45,9 @@ def test_new_commits_ignores_dates(tmp_path: Path) -> None:
     assert len(git.new_commits(repo, main, [mains[0]], limit=5)) == 6
 
 
-def test_reaches_any_finds_shared_commits_whatever_their_dates(tmp_path: Path) -> None:
+def test_first_reached_finds_shared_commits_whatever_their_dates(tmp_path: Path) -> None:
     """The push check's one walk over every other branch: a commit of this push that another branch in flight
-    holds is found, however the dates run; commits of no other branch are not; a long walk answers None."""
+    holds is found, however the dates run; commits of no other branch are not; a long walk says so."""
     rng = random.Random(11)
     repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
     frozen = int(time.time()) - 100_000
@@ -56,22 +57,33 @@ def test_reaches_any_finds_shared_commits_whatever_their_dates(tmp_path: Path) -
         a = _commit(repo, [rng.choice(mains[-10:])], f"a{i}", frozen + 50_000 + i)
         main = _commit(repo, [main, a], f"m{i}", frozen)
         mains.append(main)
-    tips = []
+    # The skewed dates do make a date-ordered walk that hides main list commits main has (what
+    # new_commits avoids): the answer below must not depend on that walk being exact.
+    listed = []
+    for k in range(100, 200, 5):
+        walker = repo.walk(pygit2.Oid(hex=_commit(repo, [mains[k]], f"probe{k}", frozen + 1)))
+        walker.hide(pygit2.Oid(hex=main))
+        listed.append(len(list(walker)))
+    assert max(listed) > 1, listed
+    tips = [main, mains[120]]  # branches main already has add nothing
     for i in range(30):  # other subtasks' branches in flight, based on older mains, dated anyhow
         first = _commit(repo, [mains[rng.randrange(150, 200)]], f"o{i}", frozen - rng.randrange(0, 90_000))
         tips.append(_commit(repo, [first], f"p{i}", frozen + rng.randrange(0, 90_000)))
-    shared = str(repo[tips[7]].peel(pygit2.Commit).parent_ids[0])  # another branch's first commit, not its tip
+    shared = str(repo[tips[9]].peel(pygit2.Commit).parent_ids[0])  # another branch's first commit, not its tip
     mine = _commit(repo, [shared], "mine", frozen + 99_000)  # this push built on it
+    tips.append(_commit(repo, [tips[12], mains[190]], "merged-branch", frozen - 5))  # a branch with a merge
     fresh = _commit(repo, [mains[180]], "fresh", frozen - 99_000)
-    assert git.reaches_any(repo, tips, [main], {mine, shared}, limit=10_000) is True
-    assert git.reaches_any(repo, tips, [main], {tips[29]}, limit=10_000) is True
-    assert git.reaches_any(repo, tips, [main], {fresh, mine}, limit=10_000) is False
-    assert git.reaches_any(repo, [], [main], {shared}, limit=10_000) is False
-    assert git.reaches_any(repo, tips, [main], {fresh}, limit=3) is None  # 60 commits to walk: cut short
+    assert git.first_reached(repo, tips, [main], {mine, shared}, limit=10_000) == shared
+    assert git.first_reached(repo, tips, [main], {tips[31]}, limit=10_000) == tips[31]
+    assert git.first_reached(repo, tips, [main], {tips[12]}, limit=10_000) == tips[12]
+    assert git.first_reached(repo, tips, [main], {fresh, mine}, limit=10_000) is None
+    assert git.first_reached(repo, [], [main], {shared}, limit=10_000) is None
+    with pytest.raises(git.WalkTooLong):
+        git.first_reached(repo, tips, [main], {fresh}, limit=3)  # over 60 commits to walk
     # exactly what the per-branch answer says, for every commit of every branch
     for tip in tips:
         for c in git.new_commits(repo, tip, [main], limit=100):
-            assert git.reaches_any(repo, tips, [main], {str(c.id)}, limit=10_000) is True
+            assert git.first_reached(repo, tips, [main], {str(c.id)}, limit=10_000) == str(c.id)
 
 
 def test_merge_onto_dates_the_merge_now(tmp_path: Path) -> None:
@@ -89,3 +101,31 @@ def test_merge_onto_dates_the_merge_now(tmp_path: Path) -> None:
     t1 = repo[first.sha].peel(pygit2.Commit).committer.time
     t2 = repo[second.sha].peel(pygit2.Commit).committer.time
     assert before <= t1 < t2
+
+
+def test_push_check_names_the_subtask_whose_branch_holds_a_commit(tmp_path: Path) -> None:
+    """``prereceive._foreign``: the one walk finds nothing for fresh work, and a hit is named by subtask, also when
+    the walk over every branch is too long to finish and the branches are looked at one by one."""
+    from mergebot.landing.prereceive import _foreign
+
+    repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+    t = int(time.time())
+    main = _commit(repo, [], "root", t)
+    for i in range(5):
+        main = _commit(repo, [main], f"m{i}", t + i)
+    a = _commit(repo, [main], "a1", t + 10)
+    b1 = _commit(repo, [main], "b1", t + 11)
+    b = b1
+    for i in range(40):  # a long branch: 41 commits main does not have
+        b = _commit(repo, [b], f"b{i + 2}", t + 12 + i)
+    others = [(5, a), (7, b)]
+    mine = _commit(repo, [b1], "mine", t + 100)  # built on subtask 7's first commit
+    assert _foreign(repo, others, main, {mine}, max_commits=100) == []
+    assert _foreign(repo, others, main, {mine, b1}, max_commits=100) == [(b1, 7)]
+    assert _foreign(repo, others, main, {a}, max_commits=100) == [(a, 5)]
+    # limit 10 x 5 = 50 commits: the walk over both branches (42) finishes, and names subtask 7 again
+    assert _foreign(repo, others, main, {mine, b1}, max_commits=5) == [(b1, 7)]
+    # limit 30: neither the joint walk nor branch 7's finishes; its capped walk (6 commits from the tip) misses
+    # b1, as its own push's check would have been cut there too, so nothing is named: what the old check did
+    assert _foreign(repo, others, main, {mine, b1}, max_commits=3) == []
+    assert _foreign(repo, others, main, {mine, b}, max_commits=3) == [(b, 7)]

@@ -212,15 +212,21 @@ def new_commits(repo: pygit2.Repository, tip: str, hide: list[str], limit: int) 
     return out
 
 
-def reaches_any(repo: pygit2.Repository, tips: list[str], hide: list[str], wanted: set[str],
-                limit: int) -> bool | None:
-    """Whether any commit in ``wanted`` is reachable from one of ``tips``, in one revision walk over all of them.
+class WalkTooLong(Exception):
+    """A revision walk went past its limit before it could answer."""
 
-    Only for ``wanted`` commits that are not reachable from ``hide``: the walk may list a few hidden commits
-    when dates run backwards (see ``new_commits``), but it never leaves out one that is not hidden, so the
-    answer is exact for them. None when more than ``limit`` commits were walked: ask ``new_commits`` per tip."""
+
+def first_reached(repo: pygit2.Repository, tips: list[str], hide: list[str], wanted: set[str],
+                  limit: int) -> str | None:
+    """A commit of ``wanted`` that one of ``tips`` reaches, found in one revision walk over all of them; None when
+    none does. Raises ``WalkTooLong`` after ``limit`` commits (libgit2 marks the whole walk before it lists the
+    first commit, so the limit bounds what is listed, not that marking).
+
+    Only for ``wanted`` commits that ``hide`` does not reach: the walk may list a few hidden commits when dates
+    run backwards (see ``new_commits``), but it never leaves out one that is not hidden, so the answer is exact
+    for them."""
     if not tips or not wanted:
-        return False
+        return None
     walker = repo.walk(None)
     for tip in tips:
         walker.push(pygit2.Oid(hex=tip))
@@ -228,10 +234,10 @@ def reaches_any(repo: pygit2.Repository, tips: list[str], hide: list[str], wante
         walker.hide(pygit2.Oid(hex=h))
     for n, commit in enumerate(walker):
         if n >= limit:
-            return None
+            raise WalkTooLong(f"more than {limit} commits to walk")
         if str(commit.id) in wanted:
-            return True
-    return False
+            return str(commit.id)
+    return None
 
 
 def changed_paths(repo: pygit2.Repository, old_tree: str | None, new_tree: str) -> list[str]:

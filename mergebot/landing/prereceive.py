@@ -97,6 +97,34 @@ def subtask_tips(repo_path: Path) -> dict[int, list[str]]:
     return tips
 
 
+def _foreign(repo: pygit2.Repository, others: list[tuple[int, str]], main: str, ids: set[str],
+             max_commits: int) -> list[tuple[str, int]]:
+    """The first of ``ids`` (commits main does not have) that another subtask's branch in flight holds, and that
+    subtask. One walk over every branch answers "none" (the usual case); only a hit, or a walk too long to
+    finish, goes branch by branch to name the subtask."""
+    limit = max_commits * 10
+    try:
+        hit = git.first_reached(repo, [tip for _, tip in others], [main], ids, limit)
+    except git.WalkTooLong:
+        hit = None
+    else:
+        if hit is None:
+            return []
+    too_long: int | None = None
+    for other, tip in others:  # only branches of subtasks still in flight: landed work is on main
+        try:
+            sha = git.first_reached(repo, [tip], [main], ids, limit)
+        except git.WalkTooLong:  # cut where that branch's own push was cut
+            too_long = other if too_long is None else too_long
+            sha = next((str(c.id) for c in git.new_commits(repo, tip, [main], max_commits) if str(c.id) in ids),
+                       None)
+        if sha is not None:
+            return [(sha, other)]
+    if hit is not None and too_long is not None:  # held by a branch too long to walk to the end: refuse anyway
+        return [(hit, too_long)]
+    return []
+
+
 def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: RefUpdate, subtask_id: int,
             limits: Limits, others: list[tuple[int, str]]) -> Content:
     """Facts about what ``update.new`` brings relative to the target branch (blocking: run in a thread)."""
@@ -105,18 +133,8 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
     assert main is not None
     commits = git.new_commits(repo, update.new, [main], limits.max_commits)
     ids = {str(c.id) for c in commits}
-    foreign: list[tuple[str, int]] = []
     others = [(other, tip) for other, tip in others if other != subtask_id]
-    # One walk over every other branch in flight answers "none of them has these commits" (the usual case);
-    # only a hit, or a walk too long to finish, looks branch by branch to name the other subtask.
-    if ids and git.reaches_any(repo, [tip for _, tip in others], [main], ids, limits.max_commits * 10) is not False:
-        for other, tip in others:  # only branches of subtasks still in flight: landed work is on main
-            for c in git.new_commits(repo, tip, [main], limits.max_commits):
-                if str(c.id) in ids:
-                    foreign.append((str(c.id), other))
-                    break
-            if foreign:
-                break
+    foreign = _foreign(repo, others, main, ids, limits.max_commits) if ids else []
     base = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=update.new))
     new_tree = str(repo[update.new].peel(pygit2.Commit).tree_id)
     old_tree = str(repo[base].peel(pygit2.Commit).tree_id) if base else None
