@@ -11,7 +11,7 @@ from mergebot.git.gate import Busy, Gate
 
 async def _hold(gate: Gate, name: str, push: bool, order: list[str], release: asyncio.Event,
                 peak: list[int]) -> None:
-    async with gate.slot(push=push, timeout=10):
+    async with gate.slot(ahead=push, timeout=10):
         order.append(name)
         peak[0] = max(peak[0], gate.running)
         await release.wait()
@@ -49,13 +49,13 @@ def test_wait_times_out_as_busy_and_leaks_nothing() -> None:
         holder = asyncio.create_task(_hold(gate, "a", True, [], release, [0]))
         await asyncio.sleep(0)
         with pytest.raises(Busy, match=r"no free git slot within 0\.05 s"):
-            async with gate.slot(push=True, timeout=0.05):
+            async with gate.slot(ahead=True, timeout=0.05):
                 raise AssertionError("got a slot that was taken")
         assert gate.waiting == 0
         release.set()
         await holder
         assert gate.running == 0
-        async with gate.slot(push=False, timeout=0.05):  # free again
+        async with gate.slot(ahead=False, timeout=0.05):  # free again
             assert gate.running == 1
 
     asyncio.run(main())
@@ -87,7 +87,7 @@ def test_slot_handed_over_as_the_waiter_is_cancelled_is_passed_on() -> None:
         release = asyncio.Event()
         order: list[str] = []
         release.set()
-        async with gate.slot(push=False, timeout=1):
+        async with gate.slot(ahead=False, timeout=1):
             unlucky = asyncio.create_task(_hold(gate, "unlucky", True, order, release, [0]))
             after = asyncio.create_task(_hold(gate, "after", False, order, release, [0]))
             await asyncio.sleep(0)

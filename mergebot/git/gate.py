@@ -1,10 +1,12 @@
-"""How many git processes the HTTP endpoint runs at once, and who goes next: pushes before fetches.
+"""How many git processes the HTTP endpoint runs at once, and who goes next: pushes (and the verifiers' fetches)
+before the agents' fetches.
 
 A fleet starting together sends a hundred fetches and then a hundred pushes at the same moment. Run all at once,
 they share the CPU evenly and every one of them finishes late: the first push reached the queue only after
 nearly all of them had been served. With a bounded number running and the rest waiting in order, the first
 requests finish first. Pushes go ahead of fetches because a push is finished work waiting to be verified,
-while a fetch starts new work. Within each kind the order is first come, first served.
+while a fetch starts new work; a remote verifier's fetch goes ahead too, because the queue waits on its run.
+Within each class the order is first come, first served.
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ class Gate:
         return sum(1 for q in self._waiting.values() for f in q if not f.done())
 
     @contextlib.asynccontextmanager
-    async def slot(self, *, push: bool, timeout: float) -> AsyncIterator[None]:
-        """Hold one slot for the body of the ``async with``; raises ``Busy`` after ``timeout`` s of waiting."""
+    async def slot(self, *, ahead: bool, timeout: float) -> AsyncIterator[None]:
+        """Hold one slot for the body of the ``async with``; ``ahead`` waiters are served before the others.
+        Raises ``Busy`` after ``timeout`` s of waiting."""
         if self.running < self.limit and not self.waiting:
             self.running += 1
         else:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiting[push].append(fut)
+            self._waiting[ahead].append(fut)
             try:
                 async with asyncio.timeout(timeout):
                     await fut
@@ -53,7 +56,7 @@ class Gate:
                 else:
                     fut.cancel()
                     with contextlib.suppress(ValueError):
-                        self._waiting[push].remove(fut)
+                        self._waiting[ahead].remove(fut)
                 if isinstance(e, TimeoutError):
                     raise Busy(f"no free git slot within {timeout:g} s ({self.limit} busy)") from None
                 raise
@@ -63,8 +66,8 @@ class Gate:
             self._release()
 
     def _release(self) -> None:
-        for push in (True, False):
-            q = self._waiting[push]
+        for ahead in (True, False):
+            q = self._waiting[ahead]
             while q:
                 fut = q.popleft()
                 if not fut.done():

@@ -26,8 +26,9 @@ Rules:
   * The CGI runs in its own process group; on client disconnect, timeout, or an oversized body the whole
     group is killed (``http-backend`` can spin at 100% CPU on an early end of input); if the server itself is
     killed, the kernel kills the backend (``backend_command``).
-  * At most ``concurrency`` CGIs run at once; the others wait in ``gate`` (pushes first, then fetches, each in
-    arrival order), and one that waits longer than ``queue_timeout`` is answered 503 with ``Retry-After``.
+  * At most ``concurrency`` CGIs run at once; the others wait in ``gate`` (pushes and verifiers' fetches
+    first, then the agents' fetches, each in arrival order), and one that waits longer than ``queue_timeout``
+    is answered 503 with ``Retry-After``.
   * A ``PushSession`` exists in ``sessions`` from just before a ``git-receive-pack`` POST's CGI starts until
     it has exited, whatever happens.
 """
@@ -183,7 +184,8 @@ class GitHttp:
 
         env = self._env(scope, headers, route, agent, length)
         try:
-            async with self.gate.slot(push=route.push, timeout=self.queue_timeout):
+            # pushes and the verifiers' fetches first: the queue waits on both
+            async with self.gate.slot(ahead=route.push or agent.role == "verifier", timeout=self.queue_timeout):
                 session: PushSession | None = None
                 if route.push and route.rest == "git-receive-pack":
                     session = PushSession(push_id=secrets.token_urlsafe(24), repo=route.name, agent=agent)
