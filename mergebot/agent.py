@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pygit2
+
 from mergebot.client import Client
 
 FINAL = ("landed", "rejected", "superseded", "cancelled", "parked")
@@ -28,6 +30,20 @@ def git(args: list[str], cwd: Path, check: bool = True) -> str:
     if check and out.returncode != 0:
         raise RuntimeError(f"git {args[0]} failed:\n{out.stderr.strip()}")
     return out.stdout.strip() + (out.stderr.strip() if not check else "")
+
+
+def _repo(workdir: Path) -> pygit2.Repository:
+    """The worktree's repository, found from any folder inside it as git finds it. Its config, HEAD and refs are
+    read and written in-process: a fleet of agents otherwise starts a dozen ``git config`` and ``git rev-parse``
+    processes per subtask, and on a shared machine they compete with the checks."""
+    found = pygit2.discover_repository(str(workdir))
+    if found is None:
+        raise RuntimeError(f"{workdir} is not in a git worktree; run `mergebot start` first")
+    return pygit2.Repository(found)
+
+
+def _config(workdir: Path) -> pygit2.Config:
+    return _repo(workdir).config
 
 
 @dataclass
@@ -58,10 +74,11 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path) -> 
         workdir.mkdir(parents=True, exist_ok=True)
         git(["-c", f"http.extraHeader={header}", "clone", "--quiet", "--single-branch", "--", url, str(workdir)],
             cwd=workdir.parent)
-    git(["config", "http.extraHeader", header], workdir)
-    git(["config", "remote.origin.url", url], workdir)
+    config = _config(workdir)
+    config["http.extraHeader"] = header
+    config["remote.origin.url"] = url
     # Only main and the previous owner's branch: with a fleet pushing, "every branch" is hundreds of refs.
-    main = git(["symbolic-ref", "--short", "refs/remotes/origin/HEAD"], workdir, check=False).strip() or "origin/main"
+    main = _origin_head(workdir)
     branch = main.split("/", 1)[1]
     git(["fetch", "--quiet", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}"], workdir)
     start_at = main
@@ -72,15 +89,28 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path) -> 
         if git(["rev-parse", "--verify", "--quiet", prev_ref], workdir, check=False).strip():
             start_at = prev_ref  # continue from where the previous owner stopped
     git(["checkout", "--quiet", "-B", claim.branch, start_at], workdir)
+    config = _config(workdir)  # read again: the checkout may have written the branch's upstream
     for key, value in (("mergebot.subtask", str(claim.subtask_id)), ("mergebot.claimVersion", str(claim.claim_version)),
                        ("mergebot.repo", repo), ("mergebot.server", claim.server)):
-        git(["config", key, value], workdir)
+        config[key] = value
     return claim, got
 
 
+def _origin_head(workdir: Path) -> str:
+    """``origin/<default branch>`` as the clone recorded it (``origin/main`` when it did not)."""
+    try:
+        target = _repo(workdir).references["refs/remotes/origin/HEAD"].target
+    except (KeyError, pygit2.GitError):
+        return "origin/main"
+    return str(target).removeprefix("refs/remotes/") if str(target).startswith("refs/remotes/origin/") \
+        else "origin/main"
+
+
 def current_claim(workdir: Path) -> Claim:
+    config = _config(workdir)
+
     def cfg(key: str) -> str:
-        value = git(["config", "--get", key], workdir, check=False).strip()
+        value = (config[key] or "").strip() if key in config else ""
         if not value:
             raise RuntimeError(f"{workdir} is not a mergebot worktree (no {key}); run `mergebot start` first")
         return value
@@ -92,7 +122,7 @@ def current_claim(workdir: Path) -> Claim:
 def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool = True) -> dict[str, Any]:
     """Push HEAD to the claim's branch and follow its candidate to a verdict. Returns the final candidate."""
     claim = current_claim(workdir)
-    sha = git(["rev-parse", "HEAD"], workdir)
+    sha = str(_repo(workdir).head.target)
     out = subprocess.run(["git", "push", "--force", "--porcelain", "origin", f"HEAD:refs/heads/{claim.branch}"],
                          cwd=workdir, capture_output=True, text=True, check=False)
     remote = "\n".join(line.removeprefix("remote:").strip() for line in out.stderr.splitlines()
