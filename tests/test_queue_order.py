@@ -74,3 +74,66 @@ async def test_a_fill_before_a_landing_defers_what_does_not_apply_there(e2e_stor
     after = await store.get_candidate(cand.id)
     assert after.status == "queued", after
     assert "waits for the candidates ahead of it" in (after.reason or "")
+
+
+async def test_a_staged_candidate_is_merged_once_and_goes_back_when_all_is_re_planned(e2e_store: JobStore,
+                                                                                     tmp_path: Path) -> None:
+    """While the window's runs are busy the next candidate is taken and merged onto the tail (staged); the fill
+    that follows a result uses that merge instead of merging again, and a re-plan of everything puts a staged
+    candidate back in the queue rather than leaving it taken."""
+    import pygit2
+
+    from mergebot.git import repo as git
+    from mergebot.landing.queue import LandingQueue, Window
+
+    store = e2e_store
+    root = repos_root(tmp_path / "data")
+    await add_repo(store, root, name="demo", source=str(make_project(tmp_path / "src")), verifier_command="true")
+    path = git.bare_path(root, "demo")
+    bare = git.open_repo(path)
+    main = git.head_of(bare, "refs/heads/main")
+    assert main is not None
+    sig = pygit2.Signature("t", "t@example.com")
+    cands = []
+    for name in ("ann", "bob"):
+        agent, _ = await store.add_agent(name=name, role=Role.AGENT)
+        await store.create_subtask(actor_id=None, title=f"{name}'s")
+        claimed = await store.claim(agent_id=agent.id)
+        assert claimed is not None
+        tree = bare.TreeBuilder(bare[main].peel(pygit2.Commit).tree)
+        tree.insert(f"{name}.txt", bare.create_blob(name.encode()), pygit2.enums.FileMode.BLOB)
+        sha = str(bare.create_commit(None, sig, sig, name, tree.write(), [pygit2.Oid(hex=main)]))
+        cands.append(await store.enqueue(repo="demo", subtask_id=claimed.id, claim_version=claimed.claim_version,
+                                         owner_id=agent.id, sha=sha,
+                                         ref=f"refs/heads/subtasks/{claimed.id}/v{claimed.claim_version}"))
+    queue = LandingQueue(store, root, speculation=2)
+    repo = await store.get_repo("demo")
+    window = Window(width=1)
+    await queue._fill(repo, window, path, main)  # ann's takes the one run
+    assert [s.cand.id for s in window.slots] == [cands[0].id]
+    await queue._stage(repo, window, path, main)  # bob's is merged onto ann's while her run is busy
+    staged = window.staged
+    assert staged is not None and staged.cand.id == cands[1].id
+    assert staged.base == window.slots[0].merge.sha
+    assert (await store.get_candidate(cands[1].id)).status == "verifying"
+    merges = []
+    real = queue._merge_with_paths
+
+    async def counting(*args: object) -> object:
+        merges.append(args)
+        return await real(*args)  # type: ignore[arg-type]
+
+    queue._merge_with_paths = counting  # type: ignore[assignment,method-assign]
+    window.width = 2  # a run is free: the fill uses the staged merge as it is
+    await queue._fill(repo, window, path, main)
+    assert [s.cand.id for s in window.slots] == [cands[0].id, cands[1].id]
+    assert window.slots[1].merge.sha == staged.merge.sha and window.slots[1].checkpoint
+    assert merges == [] and window.staged is None
+    # Staged again (nothing is queued now: nothing to stage), then everything re-planned: back in the queue.
+    await queue._cut(window, 1, "test: cut behind ann's")
+    await queue._stage(repo, window, path, main)
+    assert window.staged is not None and window.staged.cand.id == cands[1].id
+    await queue._cut(window, 0, "test: re-plan everything")
+    assert window.staged is None and window.slots == []
+    for cand in cands:
+        assert (await store.get_candidate(cand.id)).status == "queued"

@@ -87,6 +87,9 @@ class Window:
     fail_rate: float = 0.1  # measured share of candidates that fail their check (sets the batch size)
     deferred: set[int] = field(default_factory=set)  # re-planned after the slots ahead of them (lanes)
     aside: dict[int, tuple[asyncio.Task[None], frozenset[str]]] = field(default_factory=dict)  # judged apart
+    # The next candidate, taken and merged onto the chain's tail while the runs were busy, so that the run a
+    # result frees starts without waiting for that merge (``_stage``); it has no run until ``_fill`` adds it.
+    staged: Speculation | None = None
 
     def failing(self) -> bool:
         return any(s.plan().failed for s in self.slots)
@@ -98,6 +101,7 @@ class Window:
         self.aside.clear()
         self.slots.clear()
         self.deferred.clear()
+        self.staged = None
 
 
 def _remote(repo: Repo) -> mirror.Remote:
@@ -306,7 +310,7 @@ class LandingQueue:
         bisect, judge or wait. True when something happened (the caller comes straight back)."""
         window = self._windows.setdefault(repo.name, Window(width=self.speculation))
         if repo.red_since:  # while main is red only a fix lands, one at a time, judged against main itself
-            if window.slots:
+            if window.slots or window.staged is not None:
                 await self._cut(window, 0, f"{repo.target_branch} is red; verifying against it alone")
             return await self.process_next(repo) is not None
         path = git.bare_path(self.root, repo.name)
@@ -325,6 +329,7 @@ class LandingQueue:
             pending = [s.job_id for s in window.slots if s.job_id is not None and s.result is None]
             if not pending:
                 return False
+            await self._stage(repo, window, path, main)
             await self.store.wait_any(pending, timeout=self.poll)
             return True
         if decision.action == "checkpoint":  # a tail left uncovered by a cut, or bisecting a failed batch
@@ -411,12 +416,21 @@ class LandingQueue:
         skip = set(window.deferred) | set(window.aside)
         blocked = frozenset().union(*(paths for _, paths in window.aside.values()))
         while not window.failing() and sum(s.checkpoint for s in window.slots) < window.width:
-            cand = await self.take(repo, exclude=sorted(skip))
+            staged, window.staged = window.staged, None
+            cand = staged.cand if staged is not None else await self.take(repo, exclude=sorted(skip))
             if cand is None:
                 break
+            if staged is not None:  # taken a while ago: it may have been superseded since
+                ok, why = await self.store.candidate_fence(cand)
+                if not ok:
+                    await self.store.finish_candidate(cand.id, "superseded", why)
+                    continue
             base = window.slots[-1].merge.sha if window.slots else (tail or main)
             assert base is not None
-            merge, paths = await self._merge_with_paths(cand, path, base)
+            if staged is not None and staged.base == base:
+                merge, paths = staged.merge, staged.paths
+            else:
+                merge, paths = await self._merge_with_paths(cand, path, base)
             wait = None
             if paths & blocked:
                 wait = "waits for the verdict on a failed candidate that touches the same paths"
@@ -441,6 +455,20 @@ class LandingQueue:
                 await self._checkpoint(repo, slot)
         if window.slots and not window.slots[-1].checkpoint and not window.failing():
             await self._checkpoint(repo, window.slots[-1])  # the queue ran dry: cover the batch as it is
+
+    async def _stage(self, repo: Repo, window: Window, path: Path, main: str) -> None:
+        """While the window's runs are busy: take the next candidate and merge it onto the chain's tail, so the
+        next free run starts on it without waiting for the merge. It stays out of the window (no run, nothing
+        lands on it) until ``_fill`` adds it, merged again if the tail has changed by then."""
+        if window.staged is not None or window.failing() or window.deferred:
+            return
+        cand = await self.take(repo, exclude=sorted(window.aside))
+        if cand is None:
+            return
+        base = window.slots[-1].merge.sha if window.slots else main
+        assert base is not None
+        merge, paths = await self._merge_with_paths(cand, path, base)
+        window.staged = Speculation(cand, base, merge, paths=paths)
 
     async def _merge_with_paths(self, cand: Candidate, path: Path, base: str) -> tuple[git.Merge, frozenset[str]]:
         merge = await self._merge_onto(cand, path, base)
@@ -479,6 +507,9 @@ class LandingQueue:
         """Cancel the runs of slots ``index`` and after and put their candidates back in the queue."""
         cut, window.slots = window.slots[index:], window.slots[:index]
         window.deferred.clear()
+        if index == 0 and window.staged is not None:  # everything is re-planned: the staged one goes back too
+            cut.append(window.staged)
+            window.staged = None
         for slot in cut:
             await self.store.cancel_jobs_for(slot.cand.id)
             ok, why = await self.store.candidate_fence(slot.cand)
