@@ -42,10 +42,6 @@ def _repo(workdir: Path) -> pygit2.Repository:
     return pygit2.Repository(found)
 
 
-def _config(workdir: Path) -> pygit2.Config:
-    return _repo(workdir).config
-
-
 @dataclass
 class Claim:
     subtask_id: int
@@ -74,11 +70,12 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path) -> 
         workdir.mkdir(parents=True, exist_ok=True)
         git(["-c", f"http.extraHeader={header}", "clone", "--quiet", "--single-branch", "--", url, str(workdir)],
             cwd=workdir.parent)
-    config = _config(workdir)
+    local = _repo(workdir)
+    config = local.config
     config["http.extraHeader"] = header
     config["remote.origin.url"] = url
     # Only main and the previous owner's branch: with a fleet pushing, "every branch" is hundreds of refs.
-    main = _origin_head(workdir)
+    main = _origin_head(local)
     branch = main.split("/", 1)[1]
     git(["fetch", "--quiet", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}"], workdir)
     start_at = main
@@ -89,25 +86,24 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path) -> 
         if git(["rev-parse", "--verify", "--quiet", prev_ref], workdir, check=False).strip():
             start_at = prev_ref  # continue from where the previous owner stopped
     git(["checkout", "--quiet", "-B", claim.branch, start_at], workdir)
-    config = _config(workdir)  # read again: the checkout may have written the branch's upstream
+    config = local.config  # read again: the checkout may have written the branch's upstream
     for key, value in (("mergebot.subtask", str(claim.subtask_id)), ("mergebot.claimVersion", str(claim.claim_version)),
                        ("mergebot.repo", repo), ("mergebot.server", claim.server)):
         config[key] = value
     return claim, got
 
 
-def _origin_head(workdir: Path) -> str:
+def _origin_head(local: pygit2.Repository) -> str:
     """``origin/<default branch>`` as the clone recorded it (``origin/main`` when it did not)."""
     try:
-        target = _repo(workdir).references["refs/remotes/origin/HEAD"].target
+        target = str(local.references["refs/remotes/origin/HEAD"].target)
     except (KeyError, pygit2.GitError):
         return "origin/main"
-    return str(target).removeprefix("refs/remotes/") if str(target).startswith("refs/remotes/origin/") \
-        else "origin/main"
+    return target.removeprefix("refs/remotes/") if target.startswith("refs/remotes/origin/") else "origin/main"
 
 
 def current_claim(workdir: Path) -> Claim:
-    config = _config(workdir)
+    config = _repo(workdir).config
 
     def cfg(key: str) -> str:
         value = (config[key] or "").strip() if key in config else ""

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pygit2
+
 from mergebot.auth import Role
+from mergebot.git import repo as git
+from mergebot.landing.queue import LandingQueue, Window
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.store import Candidate
 from mergebot.verify.jobs import JobStore
 from tests.bot import make_project
 
@@ -38,33 +43,42 @@ async def test_the_candidate_that_unblocks_most_goes_first(e2e_store: JobStore, 
     assert order == [urgent.id, root.id, leaf.id]
 
 
+
+async def _demo_repo(store: JobStore, tmp_path: Path) -> tuple[Path, pygit2.Repository, str]:
+    """The demo repository in the bot's store: its repos root, its bare repository and main's head."""
+    root = repos_root(tmp_path / "data")
+    await add_repo(store, root, name="demo", source=str(make_project(tmp_path / "src")), verifier_command="true")
+    bare = git.open_repo(git.bare_path(root, "demo"))
+    main = git.head_of(bare, "refs/heads/main")
+    assert main is not None
+    return root, bare, main
+
+
+async def _queued_work(store: JobStore, bare: pygit2.Repository, main: str, name: str) -> tuple[Candidate, str]:
+    """Agent ``name`` claims a new subtask and its commit (adding ``<name>.txt`` on main) is queued."""
+    agent, _ = await store.add_agent(name=name, role=Role.AGENT)
+    await store.create_subtask(actor_id=None, title=f"{name}'s")
+    claimed = await store.claim(agent_id=agent.id)
+    assert claimed is not None
+    tree = bare.TreeBuilder(bare[main].peel(pygit2.Commit).tree)
+    tree.insert(f"{name}.txt", bare.create_blob(name.encode()), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature(name, f"{name}@example.com")
+    sha = str(bare.create_commit(None, sig, sig, name, tree.write(), [pygit2.Oid(hex=main)]))
+    ref = f"refs/heads/subtasks/{claimed.id}/v{claimed.claim_version}"
+    cand = await store.enqueue(repo="demo", subtask_id=claimed.id, claim_version=claimed.claim_version,
+                               owner_id=agent.id, sha=sha, ref=ref)
+    return cand, sha
+
+
 async def test_a_fill_before_a_landing_defers_what_does_not_apply_there(e2e_store: JobStore, tmp_path: Path) -> None:
     """The runs a landing frees are given out before main moves, on the landing's merge. A candidate already
     contained in that merge (here: the same commit pushed again under a new claim version) must wait for the
     landing, not be rejected as "nothing to land" against a main that has not moved, and may never move."""
-    import pygit2
-
-    from mergebot.git import repo as git
-    from mergebot.landing.queue import LandingQueue, Window
-
     store = e2e_store
-    root = repos_root(tmp_path / "data")
-    await add_repo(store, root, name="demo", source=str(make_project(tmp_path / "src")), verifier_command="true")
-    ann, _ = await store.add_agent(name="ann", role=Role.AGENT)
-    sub, _ = await store.create_subtask(actor_id=None, title="one")
-    claimed = await store.claim(agent_id=ann.id)
-    assert claimed is not None and claimed.id == sub.id
-    bare = git.open_repo(git.bare_path(root, "demo"))
-    main = git.head_of(bare, "refs/heads/main")
-    assert main is not None
-    tree = bare.TreeBuilder(bare[main].peel(pygit2.Commit).tree)
-    tree.insert("one.txt", bare.create_blob(b"1\n"), pygit2.enums.FileMode.BLOB)
-    sig = pygit2.Signature("ann", "ann@example.com")
-    work = str(bare.create_commit(None, sig, sig, "one", tree.write(), [pygit2.Oid(hex=main)]))
+    root, bare, main = await _demo_repo(store, tmp_path)
+    cand, work = await _queued_work(store, bare, main, "ann")
     about_to_land = git.merge_onto(bare, main, work, "the landing's merge")  # contains ``work``
     assert about_to_land.sha is not None
-    cand = await store.enqueue(repo="demo", subtask_id=sub.id, claim_version=claimed.claim_version, owner_id=ann.id,
-                               sha=work, ref=f"refs/heads/subtasks/{sub.id}/v{claimed.claim_version}")
     queue = LandingQueue(store, root, speculation=2)
     window = Window(width=2)
     repo = await store.get_repo("demo")
@@ -81,31 +95,10 @@ async def test_a_staged_candidate_is_merged_once_and_goes_back_when_all_is_re_pl
     """While the window's runs are busy the next candidate is taken and merged onto the tail (staged); the fill
     that follows a result uses that merge instead of merging again, and a re-plan of everything puts a staged
     candidate back in the queue rather than leaving it taken."""
-    import pygit2
-
-    from mergebot.git import repo as git
-    from mergebot.landing.queue import LandingQueue, Window
-
     store = e2e_store
-    root = repos_root(tmp_path / "data")
-    await add_repo(store, root, name="demo", source=str(make_project(tmp_path / "src")), verifier_command="true")
+    root, bare, main = await _demo_repo(store, tmp_path)
     path = git.bare_path(root, "demo")
-    bare = git.open_repo(path)
-    main = git.head_of(bare, "refs/heads/main")
-    assert main is not None
-    sig = pygit2.Signature("t", "t@example.com")
-    cands = []
-    for name in ("ann", "bob"):
-        agent, _ = await store.add_agent(name=name, role=Role.AGENT)
-        await store.create_subtask(actor_id=None, title=f"{name}'s")
-        claimed = await store.claim(agent_id=agent.id)
-        assert claimed is not None
-        tree = bare.TreeBuilder(bare[main].peel(pygit2.Commit).tree)
-        tree.insert(f"{name}.txt", bare.create_blob(name.encode()), pygit2.enums.FileMode.BLOB)
-        sha = str(bare.create_commit(None, sig, sig, name, tree.write(), [pygit2.Oid(hex=main)]))
-        cands.append(await store.enqueue(repo="demo", subtask_id=claimed.id, claim_version=claimed.claim_version,
-                                         owner_id=agent.id, sha=sha,
-                                         ref=f"refs/heads/subtasks/{claimed.id}/v{claimed.claim_version}"))
+    cands = [(await _queued_work(store, bare, main, name))[0] for name in ("ann", "bob")]
     queue = LandingQueue(store, root, speculation=2)
     repo = await store.get_repo("demo")
     window = Window(width=1)

@@ -94,6 +94,12 @@ class Window:
     def failing(self) -> bool:
         return any(s.plan().failed for s in self.slots)
 
+    def tail(self, start: str) -> str:
+        """Where the next slot is merged: on the last slot's merge, or on ``start`` when the chain is empty."""
+        tip = self.slots[-1].merge.sha if self.slots else start
+        assert tip is not None
+        return tip
+
     def drop(self) -> None:
         """Forget the window (reconcile, lost leadership): its candidates are requeued by the reconciler."""
         for task, _ in self.aside.values():
@@ -425,8 +431,7 @@ class LandingQueue:
                 if not ok:
                     await self.store.finish_candidate(cand.id, "superseded", why)
                     continue
-            base = window.slots[-1].merge.sha if window.slots else (tail or main)
-            assert base is not None
+            base = window.tail(tail or main)
             if staged is not None and staged.base == base:
                 merge, paths = staged.merge, staged.paths
             else:
@@ -465,8 +470,7 @@ class LandingQueue:
         cand = await self.take(repo, exclude=sorted(window.aside))
         if cand is None:
             return
-        base = window.slots[-1].merge.sha if window.slots else main
-        assert base is not None
+        base = window.tail(main)
         merge, paths = await self._merge_with_paths(cand, path, base)
         window.staged = Speculation(cand, base, merge, paths=paths)
 
