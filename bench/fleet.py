@@ -33,7 +33,11 @@ hook, just before ``git push`` returns) to its ``landed_at``, also from the subt
 the agent saw "landed"; verifier runs per landed change (``verify_jobs`` rows with purpose candidate, retry or
 base / landings; post-land runs are shown apart); the mean check run and the most checks that ran at once. The
 model bound for a window ``w`` is ``3600 / D * sum(k=1..w) (1-p)^k`` landings per hour (serial: ``w=1``);
-printed: measured / bound, and speculative / serial (targets: >= 3x serial, >= 0.8 of its bound).
+printed: measured / bound, and speculative / serial (targets: >= 3x serial, >= 0.8 of its bound). The model has no
+retries, and the synthetic check is deterministic (a failure is a ``.fail`` file in the tree), so the server runs
+with ``MERGEBOT_RETRY_FAILED_CHECKS=0``: a failure is judged on its first run. ``--retry-failed`` keeps the server's
+default instead (every failure runs once more on the same commit, to tell flaky from broken: one more run per
+failure than the model counts).
 
 **Scenario 2, the seeds' coordination load** (``--scenario seeds``). The 1,000-agent run of the seeds
 (``../shared/seeds/thousand-agent-coordination.txt``): a 2,418-subtask tree 10 levels deep (deterministic, from
@@ -700,6 +704,7 @@ def run_landing_mode(server: Server, tmp: Path, mode: Mode, args: argparse.Names
     tokens = asyncio.run(setup_landing(url, data, make_source(base / "source"), args.agents, args.subtasks,
                                        command, max(60, int(args.duration * 20) + 30)))
     env = {"MERGEBOT_VERIFIER_WORKERS": str(args.workers), **mode.env,
+           **({} if args.retry_failed else {"MERGEBOT_RETRY_FAILED_CHECKS": "0"}),
            **dict(kv.split("=", 1) for kv in args.server_env)}
     bot = Bot(url, data, env)
     try:
@@ -770,6 +775,10 @@ def run_landing_mode(server: Server, tmp: Path, mode: Mode, args: argparse.Names
 def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     print(f"\nScenario 1: landing throughput -- {args.agents} agents, {args.subtasks} independent subtasks, "
           f"check {args.duration:g} s, failure rate {args.fail_rate:g}, {args.workers} verifier workers")
+    retry = ("run once more on the same commit (--retry-failed; the model counts no retries)" if args.retry_failed
+             else "judged on its first run (MERGEBOT_RETRY_FAILED_CHECKS=0: the synthetic check is deterministic, "
+             "and the model counts no retries)")
+    print("  a failed check is " + retry)
     how = ("mergebot.agent.push (it looks for its candidate every 0.2 s, then long-polls it)" if args.poll is None
            else f"polls every {args.poll:g} s (--poll)")
     print("  agents wait for verdicts with " + how)
@@ -1457,6 +1466,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--workers", type=int, default=4, help="verifier workers W in mergebot serve")
     ap.add_argument("--batch", type=int, default=4, help="MERGEBOT_BATCH_SIZE for the batched mode")
     ap.add_argument("--modes", default="serial,speculative", help="serial,speculative[,batched]")
+    ap.add_argument("--retry-failed", action="store_true",
+                    help="run every failed check once more, the server's default (the model counts no retries)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-seconds", type=float, default=3600.0, help="cap per run")
     ap.add_argument("--poll", type=float, default=None, metavar="SECONDS",

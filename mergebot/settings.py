@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     # The post-land check on main's new head reuses the run that landed it when main moved to exactly that
     # commit and it passed (the same command on the same tree); true runs it again anyway (flakiness only).
     post_land_rerun: bool = False
+    # A check that fails (or times out) is run once more on the same commit: a pass then is "flaky" and lands
+    # with both runs as evidence. False trusts the first failure (a deterministic check), which saves a run per
+    # failure; a run that could not judge at all (outcome "error") is still tried twice.
+    retry_failed_checks: bool = True
     verifier_sandbox: str = Field(default="auto", pattern="^(auto|bwrap|none)$")
     job_lease_seconds: float = Field(default=30.0, gt=0)
 

@@ -80,6 +80,41 @@ async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object
     assert len(post) == 1 and post[0]["commit_sha"] == fleet.main() and post[0]["outcome"] == "pass"
 
 
+async def test_without_retries_the_first_failure_is_the_verdict(make_fleet: Callable[..., object],
+                                                                 tmp_path: Path) -> None:
+    """MERGEBOT_RETRY_FAILED_CHECKS=0: the same once-failing check rejects, after one run on the candidate."""
+    flag = tmp_path / "flaky-once"
+    fleet: Fleet = await make_fleet(f"test -e {flag} || {{ touch {flag}; exit 1; }}",  # type: ignore[operator]
+                                    MERGEBOT_VERIFIER_SANDBOX="none", MERGEBOT_RETRY_FAILED_CHECKS="0")
+    await fleet.store.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"x.txt": "x\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+    assert result["status"] == "rejected", result
+    jobs = await fleet.store.jobs(candidate_id=result["id"])
+    assert "retry" not in [j["purpose"] for j in jobs]
+    assert [j["outcome"] for j in jobs if j["purpose"] == "candidate"] == ["fail"]
+    evidence = (await fleet.store.get_candidate(result["id"])).verifier or {}
+    assert evidence["outcome"] == "fail" and "retry" not in evidence["runs"]
+
+
+async def test_without_retries_a_run_that_could_not_judge_is_still_tried_again(
+        make_fleet: Callable[..., object], tmp_path: Path) -> None:
+    """An "error" (here: the first run rewrites a tracked file) is no verdict on the change: it runs again."""
+    flag = tmp_path / "broke-once"
+    fleet: Fleet = await make_fleet(  # type: ignore[operator]
+        f"test -e {flag} || {{ touch {flag}; echo changed > calc.py; }}",
+        MERGEBOT_VERIFIER_SANDBOX="none", MERGEBOT_RETRY_FAILED_CHECKS="0")
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"x.txt": "x\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+    assert result["status"] == "landed", result
+    jobs = await fleet.store.jobs(candidate_id=result["id"])
+    assert {j["purpose"]: j["outcome"] for j in jobs} == {"candidate": "error", "retry": "pass"}
+    assert (await fleet.store.landed(subtask_id=sub.id))[0].verifier_result == "flaky"
+
+
 async def test_post_land_status_comes_from_the_run_that_landed_main_s_exact_head(
         make_fleet: Callable[..., object]) -> None:
     """Main moved to exactly the commit a run of the same check passed on: that run is main's status. Running

@@ -58,7 +58,8 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
         await waiter.start()
         store.waiter = waiter  # the queue's waits on verify jobs share the waiter's connection
         queue = LandingQueue(store, root, speculation=settings.speculation_window, batch=settings.batch_size,
-                             post_land_rerun=settings.post_land_rerun)
+                             post_land_rerun=settings.post_land_rerun,
+                             retry_failures=settings.retry_failed_checks)
         forge_store = ForgeStore(pool, lease_seconds=settings.lease_seconds)
         sender = StatusSender(forge_store, public_url=settings.public_url or f"http://{settings.host}:{settings.port}")
         app.state.store, app.state.waiter, app.state.queue = store, waiter, queue

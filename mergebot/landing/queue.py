@@ -7,7 +7,8 @@ A candidate goes through these steps, each its own function below:
               back to running for the same owner;
   3. verify — a verify job for the repository's check on the exact merged commit, run by a verifier worker
               (sandboxed, time-limited); a failure is retried once on the same commit — a pass on retry is
-              "flaky" and lands with both runs as evidence — then checked on the base: if main fails too,
+              "flaky" and lands with both runs as evidence (MERGEBOT_RETRY_FAILED_CHECKS=0 trusts a first
+              fail or timeout; an error is always retried) — then checked on the base: if main fails too,
               the failure is "pre-existing", the candidate is parked rather than blamed and landing pauses;
               otherwise the candidate is rejected and the subtask goes back to its owner;
   4. land   — write the intent (with the evidence), move main by compare-and-swap (for a forge repository: push
@@ -123,8 +124,9 @@ def crash_point(name: str) -> None:
 class LandingQueue:
     def __init__(self, store: JobStore, repos_root: Path, *, poll_seconds: float = 1.0,
                  verify_timeout_slack: float = 600.0, speculation: int = 1, batch: int = 1,
-                 orphan_sweep: float = 5.0, post_land_rerun: bool = False) -> None:
+                 orphan_sweep: float = 5.0, post_land_rerun: bool = False, retry_failures: bool = True) -> None:
         self.store = store
+        self.retry_failures = retry_failures  # a failing check runs once more on the same commit (flakiness)
         self.post_land_rerun = post_land_rerun  # run the post-land check even on a commit a run passed on
         self.speculation = speculation  # the widest window; 1 (with batch 1) is the serial queue
         self.batch = batch  # the largest batch one run may cover
@@ -615,7 +617,7 @@ class LandingQueue:
         if first.passed:
             return first, {}
         runs = {"first": first.as_json()}
-        if first.outcome in ("fail", "timeout", "error"):
+        if first.outcome == "error" or (self.retry_failures and first.outcome in ("fail", "timeout")):
             retry = await self.check(repo, merge.sha, "retry", candidate_id=cand.id)
             runs["retry"] = retry.as_json()
             if retry.passed:
