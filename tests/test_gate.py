@@ -42,6 +42,37 @@ def test_bound_and_order_pushes_first() -> None:
     assert running == 0
 
 
+def test_a_fetch_that_waited_its_patience_goes_before_later_pushes() -> None:
+    """Pushes first, but not for ever: a stream of pushes cannot hold a fetch until the queue timeout."""
+    async def main() -> list[str]:
+        gate = Gate(1, patience=0.5)
+        order: list[str] = []
+        done = {name: asyncio.Event() for name in ("a", "fetch", "p1", "p2")}
+
+        def start(name: str, push: bool) -> asyncio.Task[None]:
+            return asyncio.create_task(_hold(gate, name, push, order, done[name], [0]))
+
+        tasks = [start("a", True)]
+        await asyncio.sleep(0)
+        tasks += [start("fetch", False), start("p1", True)]
+        await asyncio.sleep(0)
+        done["a"].set()  # the fetch has hardly waited: the push goes first
+        await asyncio.sleep(0.01)
+        assert order == ["a", "p1"]
+        await asyncio.sleep(0.6)  # now the fetch has waited longer than its patience
+        tasks.append(start("p2", True))
+        await asyncio.sleep(0)
+        done["p1"].set()
+        await asyncio.sleep(0.01)
+        for ev in done.values():
+            ev.set()
+        await asyncio.gather(*tasks)
+        assert gate.running == 0 and gate.waiting == 0
+        return order
+
+    assert asyncio.run(main()) == ["a", "p1", "fetch", "p2"]
+
+
 def test_wait_times_out_as_busy_and_leaks_nothing() -> None:
     async def main() -> None:
         gate = Gate(1)

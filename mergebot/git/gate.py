@@ -6,7 +6,9 @@ they share the CPU evenly and every one of them finishes late: the first push re
 nearly all of them had been served. With a bounded number running and the rest waiting in order, the first
 requests finish first. Pushes go ahead of fetches because a push is finished work waiting to be verified,
 while a fetch starts new work; a remote verifier's fetch goes ahead too, because the queue waits on its run.
-Within each class the order is first come, first served.
+Within each class the order is first come, first served. A fetch never waits behind pushes for ever: one that has
+waited ``patience`` seconds (10 by default) goes before them, so a sustained stream of pushes slows the agents'
+fetches but cannot starve them into the queue timeout.
 """
 
 from __future__ import annotations
@@ -27,16 +29,18 @@ class Busy(Exception):
 
 
 class Gate:
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, patience: float = 10.0) -> None:
         if limit < 1:
             raise ValueError("a gate needs at least one slot")
         self.limit = limit
+        self.patience = patience
         self.running = 0
-        self._waiting: dict[bool, deque[asyncio.Future[None]]] = {True: deque(), False: deque()}
+        # per class, the waiters with the loop time each began to wait
+        self._waiting: dict[bool, deque[tuple[asyncio.Future[None], float]]] = {True: deque(), False: deque()}
 
     @property
     def waiting(self) -> int:
-        return sum(1 for q in self._waiting.values() for f in q if not f.done())
+        return sum(1 for q in self._waiting.values() for f, _ in q if not f.done())
 
     @contextlib.asynccontextmanager
     async def slot(self, *, ahead: bool, timeout: float) -> AsyncIterator[None]:
@@ -45,8 +49,10 @@ class Gate:
         if self.running < self.limit and not self.waiting:
             self.running += 1
         else:
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiting[ahead].append(fut)
+            loop = asyncio.get_running_loop()
+            fut: asyncio.Future[None] = loop.create_future()
+            entry = (fut, loop.time())
+            self._waiting[ahead].append(entry)
             try:
                 async with asyncio.timeout(timeout):
                     await fut
@@ -56,7 +62,7 @@ class Gate:
                 else:
                     fut.cancel()
                     with contextlib.suppress(ValueError):
-                        self._waiting[ahead].remove(fut)
+                        self._waiting[ahead].remove(entry)
                 if isinstance(e, TimeoutError):
                     raise Busy(f"no free git slot within {timeout:g} s ({self.limit} busy)") from None
                 raise
@@ -66,10 +72,14 @@ class Gate:
             self._release()
 
     def _release(self) -> None:
-        for ahead in (True, False):
+        behind = self._waiting[False]
+        while behind and behind[0][0].done():
+            behind.popleft()
+        overdue = bool(behind) and asyncio.get_running_loop().time() - behind[0][1] >= self.patience
+        for ahead in ((False, True) if overdue else (True, False)):
             q = self._waiting[ahead]
             while q:
-                fut = q.popleft()
+                fut, _ = q.popleft()
                 if not fut.done():
                     fut.set_result(None)  # the slot goes straight to the next waiter: running is unchanged
                     return
