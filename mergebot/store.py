@@ -25,6 +25,7 @@ from typing import Any, LiteralString
 
 import psycopg
 from psycopg import errors as pgerr
+from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -54,6 +55,12 @@ _OUR_CODES: dict[str, tuple[type[MergebotError], dict[str, Any]]] = {
     "MB002": (Conflict, {}),  # events is append-only
     "MB003": (Invalid, {"field": "depends_on"}),  # subtask_deps_acyclic: a dependency cycle
 }
+
+
+def _returns_rows(cur: psycopg.AsyncCursor[Any]) -> bool:
+    """``cur.description`` without building its columns: whether the statement returned a result set."""
+    res = cur.pgresult
+    return res is not None and (res.nfields > 0 or res.status == pq.ExecStatus.TUPLES_OK)
 
 
 @contextlib.contextmanager
@@ -117,7 +124,7 @@ class Store:
             async with self.pool.connection() as conn:
                 cur = conn.cursor(row_factory=dict_row)
                 await cur.execute(QUERIES[query], params)
-                return await cur.fetchall() if cur.description else []
+                return await cur.fetchall() if _returns_rows(cur) else []
 
     async def _one(self, query: str, /, **params: Any) -> dict[str, Any] | None:
         rows = await self._all(query, **params)
@@ -133,7 +140,7 @@ class Store:
     async def _q(cur: psycopg.AsyncCursor[dict[str, Any]], query: str, /, **params: Any) -> list[dict[str, Any]]:
         q: LiteralString = QUERIES[query]
         await cur.execute(q, params)
-        return await cur.fetchall() if cur.description else []
+        return await cur.fetchall() if _returns_rows(cur) else []
 
     async def _superseded(self, subtask_id: int, claim_version: int) -> MergebotError:
         """Explain why a fenced write changed nothing."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -14,6 +13,7 @@ from mergebot.api.routers.views import views_of
 from mergebot.api.schemas import AgentIn, AssignmentIn, BoardNoteIn, GroupIn, Name
 from mergebot.auth import Role, allowed
 from mergebot.errors import Forbidden
+from mergebot.models import record
 
 router = APIRouter(prefix="/api/v1", tags=["board"], responses=ERROR_RESPONSES)
 Limit = Annotated[int, Query(ge=1, le=1000)]
@@ -22,7 +22,7 @@ After = Annotated[int, Query(ge=0)]
 
 @router.get("/me", summary="Who the token belongs to")
 async def me(agent: CurrentAgent) -> dict[str, Any]:
-    return {"agent": asdict(agent)}
+    return {"agent": record(agent)}
 
 
 @router.get("/status", summary="Subtask counts by status")
@@ -33,7 +33,7 @@ async def status(agent: Reader, store: StoreDep) -> dict[str, Any]:
 @router.post("/agents", status_code=201, summary="Add an agent; the token is shown once (admin)")
 async def add_agent(body: AgentIn, agent: Admin, store: StoreDep) -> dict[str, Any]:
     new, token = await store.add_agent(name=body.name, role=body.role)
-    return {"agent": asdict(new), "token": token}
+    return {"agent": record(new), "token": token}
 
 
 @router.get("/agents", summary="Agents, their groups and what they hold")
@@ -43,7 +43,7 @@ async def list_agents(agent: Reader, store: StoreDep) -> dict[str, Any]:
 
 @router.post("/agents/{name}/revoke", summary="Revoke an agent's token (admin)")
 async def revoke(name: str, agent: Admin, store: StoreDep) -> dict[str, Any]:
-    return {"agent": asdict(await store.revoke_agent(name=name))}
+    return {"agent": record(await store.revoke_agent(name=name))}
 
 
 @router.get("/announcements")
@@ -99,4 +99,4 @@ async def landed(agent: Reader, store: StoreDep, repo: str | None = None, subtas
                  limit: Limit = 100) -> dict[str, Any]:
     rows = await views_of(store).landed(repo=repo, subtask_id=subtask, owner=owner, since=since, before_id=before,
                                         limit=limit)
-    return {"landed": [asdict(r) for r in rows]}
+    return {"landed": [record(r) for r in rows]}

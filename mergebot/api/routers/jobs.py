@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -10,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mergebot.api.deps import Reader, require
 from mergebot.api.errors import ERROR_RESPONSES
-from mergebot.models import Agent
+from mergebot.models import Agent, record
 from mergebot.verify.jobs import JobStore
 
 router = APIRouter(prefix="/api/v1/verify-jobs", tags=["verifier"], responses=ERROR_RESPONSES)
@@ -40,7 +39,7 @@ def _store(request: Request) -> JobStore:
              responses={204: {"description": "no job is queued"}})
 async def claim(body: ClaimIn, agent: Verifier, request: Request) -> Any:
     job = await _store(request).claim_job(worker_id=agent.id, worker_name=f"{agent.name}:{body.worker}")
-    return Response(status_code=204) if job is None else {"job": asdict(job)}
+    return Response(status_code=204) if job is None else {"job": record(job)}
 
 
 @router.post("/{job_id}/heartbeat", summary="Renew the job's lease (the claim holder only)")
@@ -56,7 +55,7 @@ async def result(job_id: int, body: ResultIn, agent: Verifier, request: Request)
         outcome = "error"
     job = await _store(request).finish_job(job_id=job_id, worker_id=agent.id, claim_version=body.claim_version,
                                            outcome=outcome, result=body.result)
-    return {"job": asdict(job)}
+    return {"job": record(job)}
 
 
 @router.get("", summary="Verify jobs, newest first")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -10,6 +9,7 @@ from fastapi import APIRouter, Query, Request
 from mergebot.api.deps import Admin, Reader
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.landing.store import CANDIDATE_VERDICTS
+from mergebot.models import record
 from mergebot.verify.jobs import JobStore
 
 router = APIRouter(prefix="/api/v1", tags=["landing"], responses=ERROR_RESPONSES)
@@ -23,7 +23,7 @@ def _store(request: Request) -> JobStore:
 
 @router.get("/repos", summary="Managed repositories and their landing configuration")
 async def repos(agent: Reader, request: Request) -> dict[str, Any]:
-    return {"repos": [asdict(r) for r in await _store(request).list_repos()]}
+    return {"repos": [record(r) for r in await _store(request).list_repos()]}
 
 
 @router.get("/candidates", summary="The merge queue: candidates, newest first")
@@ -43,12 +43,12 @@ async def candidate(cand_id: int, agent: Reader, request: Request,
             return (await store.get_candidate(cand_id)).status
 
         await request.app.state.waiter.wait_candidate(cand_id, status, CANDIDATE_VERDICTS, timeout=wait)
-    return asdict(await store.get_candidate(cand_id))
+    return record(await store.get_candidate(cand_id))
 
 
 @router.get("/webhook-deliveries", summary="Forge webhook deliveries, newest first (admin)")
 async def deliveries(agent: Admin, request: Request, limit: Limit = 100) -> dict[str, Any]:
-    return {"deliveries": [asdict(d) for d in await request.app.state.forge_store.deliveries(limit)]}
+    return {"deliveries": [record(d) for d in await request.app.state.forge_store.deliveries(limit)]}
 
 
 @router.get("/findings", summary="What the reconciler found that does not add up")
@@ -61,7 +61,7 @@ async def pause(name: str, agent: Admin, request: Request) -> dict[str, Any]:
     store = _store(request)
     await store.get_repo(name)
     await store.set_paused(repo=name, paused=True, reason=f"paused by {agent.name}")
-    return {"repo": asdict(await store.get_repo(name))}
+    return {"repo": record(await store.get_repo(name))}
 
 
 @router.post("/repos/{name}/resume", summary="Resume landing; parked candidates go back to the queue (admin)")
@@ -71,10 +71,10 @@ async def resume(name: str, agent: Admin, request: Request) -> dict[str, Any]:
     await store.set_paused(repo=name, paused=False, reason=None)
     await store.announce(author_id=agent.id, body=f"[{name}] landing resumed by {agent.name}.")
     request.app.state.queue.poke()
-    return {"repo": asdict(await store.get_repo(name))}
+    return {"repo": record(await store.get_repo(name))}
 
 
 @router.post("/reconcile", summary="Run the reconciler now, between two landings (admin)")
 async def reconcile(agent: Admin, request: Request) -> dict[str, Any]:
     reports = await request.app.state.queue.reconcile_now()
-    return {"reports": [asdict(r) for r in reports]}
+    return {"reports": [record(r) for r in reports]}

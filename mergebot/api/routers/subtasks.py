@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
@@ -22,7 +21,7 @@ from mergebot.api.schemas import (
 )
 from mergebot.auth import Role
 from mergebot.errors import Invalid
-from mergebot.models import Handle, Subtask
+from mergebot.models import Handle, Subtask, record
 from mergebot.tree import parse_tree
 
 router = APIRouter(prefix="/api/v1/subtasks", tags=["subtasks"], responses=ERROR_RESPONSES)
@@ -41,7 +40,7 @@ def claim_body(sub: Subtask, handoff: list[dict[str, Any]]) -> dict[str, Any]:
     if sub.previous_owner_id is not None and sub.claim_version > 1:
         previous = {"owner_id": sub.previous_owner_id, "branch": branch_for(sub.id, sub.claim_version - 1)}
     return {
-        "subtask": asdict(sub),
+        "subtask": record(sub),
         "handle": {"id": sub.id, "claim_version": sub.claim_version},
         "branch": branch_for(sub.id, sub.claim_version),
         "lease_expires_at": sub.lease_expires_at,
@@ -57,7 +56,7 @@ async def create(body: SubtaskIn, agent: Creator, store: StoreDep, response: Res
         max_attempts=body.max_attempts, idempotency_key=body.idempotency_key)
     if not created:
         response.status_code = status.HTTP_200_OK
-    return {"subtask": asdict(sub), "created": created}
+    return {"subtask": record(sub), "created": created}
 
 
 @router.post("/batch", status_code=201, summary="Create a task tree with dependencies, all or nothing")
@@ -98,7 +97,7 @@ async def wait(body: WaitIn, agent: Reader, waiter: WaiterDep) -> dict[str, Any]
 
 @router.get("/{subtask_id}", summary="One subtask with its owner and dependencies")
 async def get(subtask_id: int, agent: Reader, store: StoreDep) -> dict[str, Any]:
-    return {"subtask": asdict(await store.get_subtask(subtask_id))}
+    return {"subtask": record(await store.get_subtask(subtask_id))}
 
 
 @router.get("/{subtask_id}/events", summary="The subtask's event log")
@@ -118,13 +117,13 @@ async def heartbeat(subtask_id: int, body: FenceIn, agent: Claimer, store: Store
 async def release(subtask_id: int, body: ReleaseIn, agent: Claimer, store: StoreDep) -> dict[str, Any]:
     sub = await store.release(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version),
                               reason=body.reason)
-    return {"subtask": asdict(sub)}
+    return {"subtask": record(sub)}
 
 
 @router.post("/{subtask_id}/submit", summary="Mark the work done with its commit (owner, fenced)")
 async def submit(subtask_id: int, body: SubmitIn, agent: Claimer, store: StoreDep) -> dict[str, Any]:
     sub = await store.submit(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version), sha=body.sha)
-    return {"subtask": asdict(sub)}
+    return {"subtask": record(sub)}
 
 
 @router.post("/{subtask_id}/notes", status_code=201, summary="Leave a note (fenced when claim_version given)")
@@ -145,9 +144,9 @@ async def notes(subtask_id: int, agent: Reader, store: StoreDep,
 
 @router.post("/{subtask_id}/cancel", summary="Cancel a subtask (lead or admin)")
 async def cancel(subtask_id: int, body: ReasonIn, agent: Manager, store: StoreDep) -> dict[str, Any]:
-    return {"subtask": asdict(await store.cancel(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
+    return {"subtask": record(await store.cancel(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
 
 
 @router.post("/{subtask_id}/retry", summary="Give a failed subtask another round (lead or admin)")
 async def retry(subtask_id: int, body: ReasonIn, agent: Manager, store: StoreDep) -> dict[str, Any]:
-    return {"subtask": asdict(await store.retry(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
+    return {"subtask": record(await store.retry(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
