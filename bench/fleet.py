@@ -1430,6 +1430,14 @@ def print_seeds(res: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         print(f"    {k:<32} {len(xs):>10,} {fmt(pctl(xs, 0.5) * 1000, 1):>10} {fmt(pctl(xs, 0.95) * 1000, 1):>10}")
     print(f"  milestones (s): {', '.join(f'{k} {v:.1f}' for k, v in rp.milestones.items())}")
     print(f"  {cpu_line(res)}; load {res['load_start']} -> {res['load_end']}")
+    rate = requests / wall if wall > 0 else float("nan")
+    per = {k: res[f"{k}_cores"] / rate * 1000 for k in ("server", "postgres", "driver")}
+    need = SEEDS_READS + SEEDS_WRITES
+    need_rate = need / (SEEDS_HOURS * 3600 / SEEDS_TARGET)
+    print(f"  CPU per request, ms: mergebot serve {fmt(per['server'], 3)}, PostgreSQL {fmt(per['postgres'], 3)}, "
+          f"this driver {fmt(per['driver'], 3)}, together {fmt(sum(per.values()), 3)}. The target needs "
+          f"{need_rate:,.0f} requests/s ({need:,} in {SEEDS_HOURS * 3600 / SEEDS_TARGET:.0f} s): on "
+          f"{res['cpus']} cores at most {fmt(res['cpus'] / need_rate * 1000, 3)} ms of CPU per request, all together")
     if rp.errors:
         print(f"  errors: {dict(rp.errors)}; e.g. {rp.error_samples[:3]}")
     if not finished:
@@ -1443,6 +1451,7 @@ def print_seeds(res: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
           f"{hours * 3600 / SEEDS_TARGET:.0f} s: {met(ok)})")
     return {"writes": writes, "reads": reads, "empty_claims": empty, "landed": rp.landed, "subtasks": rp.total,
             "wall_s": wall, "speedup": speedup, "requests_per_s": requests / wall, "counts": dict(counts),
+            "cpu_ms_per_request": per,
             "latency_ms": {k: {"n": len(v), "p50": pctl(v, 0.5) * 1000, "p95": pctl(v, 0.95) * 1000}
                            for k, v in [*rp.lat.items(), *rp.by_kind.items()]},
             "milestones": rp.milestones, "errors": dict(rp.errors), "error_samples": rp.error_samples,
