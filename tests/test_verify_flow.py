@@ -98,6 +98,22 @@ async def test_without_retries_the_first_failure_is_the_verdict(make_fleet: Call
     assert evidence["outcome"] == "fail" and "retry" not in evidence["runs"]
 
 
+async def test_without_retries_a_failure_main_has_too_still_parks(make_fleet: Callable[..., object]) -> None:
+    """Trusting the first failure skips only the retry: the comparison with main still runs, so a failure main
+    already has is not blamed on the candidate."""
+    fleet: Fleet = await make_fleet(check_command(), broken_main=True,  # type: ignore[operator]
+                                    MERGEBOT_RETRY_FAILED_CHECKS="0")
+    await fleet.store.create_subtask(actor_id=None, title="docs")
+    _, wt = fleet.start("ann")
+    commit(wt, {"docs.txt": "docs\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=120, progress=False)
+    assert result["status"] == "parked", result
+    assert "pre-existing" in result["reason"]
+    assert (await fleet.store.get_repo("demo")).red_since == fleet.main()
+    jobs = await fleet.store.jobs(candidate_id=result["id"])
+    assert sorted(j["purpose"] for j in jobs) == ["base", "candidate"]
+
+
 async def test_without_retries_a_run_that_could_not_judge_is_still_tried_again(
         make_fleet: Callable[..., object], tmp_path: Path) -> None:
     """An "error" (here: the first run rewrites a tracked file) is no verdict on the change: it runs again."""

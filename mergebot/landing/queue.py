@@ -629,24 +629,25 @@ class LandingQueue:
                                   "an operator to look at the verifier.", base_sha=main, merged_sha=merge.sha,
                                   verifier={**retry.as_json(), "runs": runs})
                 return None
-            if repo.red_since:  # main is known to be red: do not blame the candidate, do not re-prove it
-                base = Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
-            elif main == merge.sha:
-                base = first
-            elif await self.store.passed_on(repo=repo.name, sha=main, command=repo.verifier_command):
-                # main is known green (this check passed on this very commit): the failure is the candidate's
-                base = Result(main, "", repo.verifier_command, "pass", 0, 0,
-                              "not run again: this check already passed on this commit", "", 0, "", "none")
-            else:
-                base = await self.check(repo, main, "base", candidate_id=cand.id)
-            runs["base"] = base.as_json()
-            if base.outcome in ("fail", "timeout"):  # an error on main proves nothing about main
-                await self.red_main(repo, main, f"the check fails on {repo.target_branch} itself ({main[:12]})")
-                await self.store.finish_candidate(
-                    cand.id, "parked", f"{repo.target_branch} is red: the check fails on {main[:12]} too, so this "
-                    "failure is pre-existing, not the candidate's. Parked until main is green again.",
-                    base_sha=main, merged_sha=merge.sha, verifier={**first.as_json(), "runs": runs})
-                return None
+        # A failure stands (with or without its retry): the candidate's, or main's own?
+        if repo.red_since:  # main is known to be red: do not blame the candidate, do not re-prove it
+            base = Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
+        elif main == merge.sha:
+            base = first
+        elif await self.store.passed_on(repo=repo.name, sha=main, command=repo.verifier_command):
+            # main is known green (this check passed on this very commit): the failure is the candidate's
+            base = Result(main, "", repo.verifier_command, "pass", 0, 0,
+                          "not run again: this check already passed on this commit", "", 0, "", "none")
+        else:
+            base = await self.check(repo, main, "base", candidate_id=cand.id)
+        runs["base"] = base.as_json()
+        if base.outcome in ("fail", "timeout"):  # an error on main proves nothing about main
+            await self.red_main(repo, main, f"the check fails on {repo.target_branch} itself ({main[:12]})")
+            await self.store.finish_candidate(
+                cand.id, "parked", f"{repo.target_branch} is red: the check fails on {main[:12]} too, so this "
+                "failure is pre-existing, not the candidate's. Parked until main is green again.",
+                base_sha=main, merged_sha=merge.sha, verifier={**first.as_json(), "runs": runs})
+            return None
         await self.reject(cand, f"the check `{repo.verifier_command}` gave {first.outcome} "
                           f"(exit {first.exit_code}) on the merged commit {merge.sha[:12]}:\n{first.excerpt()}",
                           base_sha=main, merged_sha=merge.sha, verifier={**first.as_json(), "runs": runs})
