@@ -1430,14 +1430,15 @@ def print_seeds(res: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         print(f"    {k:<32} {len(xs):>10,} {fmt(pctl(xs, 0.5) * 1000, 1):>10} {fmt(pctl(xs, 0.95) * 1000, 1):>10}")
     print(f"  milestones (s): {', '.join(f'{k} {v:.1f}' for k, v in rp.milestones.items())}")
     print(f"  {cpu_line(res)}; load {res['load_start']} -> {res['load_end']}")
-    rate = requests / wall if wall > 0 else float("nan")
+    rate = requests / wall if wall > 0 and requests else float("nan")
     per = {k: res[f"{k}_cores"] / rate * 1000 for k in ("server", "postgres", "driver")}
-    need = SEEDS_READS + SEEDS_WRITES
-    need_rate = need / (SEEDS_HOURS * 3600 / SEEDS_TARGET)
+    target_wall = hours * 3600 / SEEDS_TARGET
+    need_rate = requests / target_wall  # the same requests, in the target's time
     print(f"  CPU per request, ms: mergebot serve {fmt(per['server'], 3)}, PostgreSQL {fmt(per['postgres'], 3)}, "
-          f"this driver {fmt(per['driver'], 3)}, together {fmt(sum(per.values()), 3)}. The target needs "
-          f"{need_rate:,.0f} requests/s ({need:,} in {SEEDS_HOURS * 3600 / SEEDS_TARGET:.0f} s): on "
-          f"{res['cpus']} cores at most {fmt(res['cpus'] / need_rate * 1000, 3)} ms of CPU per request, all together")
+          f"this driver {fmt(per['driver'], 3)}, together {fmt(sum(per.values()), 3)}. The target needs these "
+          f"{requests:,} requests in {target_wall:.1f} s, {need_rate:,.0f}/s: on {res['cpus']} cores at most "
+          f"{fmt(res['cpus'] / need_rate * 1000 if need_rate else float('nan'), 3)} ms of CPU per request, all "
+          "together")
     if rp.errors:
         print(f"  errors: {dict(rp.errors)}; e.g. {rp.error_samples[:3]}")
     if not finished:

@@ -27,7 +27,9 @@ class _FromRow:
 
 def record(obj: Any) -> dict[str, Any]:
     """A record as a dict for a JSON answer: ``dataclasses.asdict`` without its deep copy of every value (about
-    6% of the server's CPU in the seeds' replay; the answer is serialized at once and never changed)."""
+    6% of the server's CPU in the seeds' replay; the answer is serialized at once and never changed). A field
+    that is a dataclass becomes a dict too; lists and dicts are passed as they are (a dataclass inside one is
+    left to the JSON encoder, which encodes dataclasses itself)."""
     cls: type = type(obj)
     out = {}
     for name in _names(cls):

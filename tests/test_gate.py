@@ -73,6 +73,34 @@ def test_a_fetch_that_waited_its_patience_goes_before_later_pushes() -> None:
     assert asyncio.run(main()) == ["a", "p1", "fetch", "p2"]
 
 
+def test_a_backlog_of_overdue_fetches_does_not_hold_a_push() -> None:
+    """The head start is per waiter, not a class rank: a push keeps its place against fetches that have all
+    waited past the patience, and goes before any fetch that arrived less than the patience before it."""
+    async def main() -> list[str]:
+        gate = Gate(1, patience=0.5)
+        order: list[str] = []
+        done = {name: asyncio.Event() for name in ("a", "f1", "push", "f2")}
+
+        def start(name: str, push: bool) -> asyncio.Task[None]:
+            return asyncio.create_task(_hold(gate, name, push, order, done[name], [0]))
+
+        tasks = [start("a", True)]
+        await asyncio.sleep(0)
+        tasks.append(start("f1", False))  # t0
+        await asyncio.sleep(0.2)
+        tasks.append(start("push", True))  # t0 + 0.2: counts as t0 - 0.3
+        await asyncio.sleep(0.7)
+        tasks.append(start("f2", False))  # t0 + 0.9
+        await asyncio.sleep(0.6)  # every waiter has now waited past the patience
+        for ev in done.values():
+            ev.set()
+        await asyncio.gather(*tasks)
+        assert gate.running == 0 and gate.waiting == 0
+        return order
+
+    assert asyncio.run(main()) == ["a", "push", "f1", "f2"]
+
+
 def test_wait_times_out_as_busy_and_leaks_nothing() -> None:
     async def main() -> None:
         gate = Gate(1)

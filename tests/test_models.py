@@ -1,4 +1,5 @@
-"""The records the store returns, and ``record``: the API's dict of one, equal to ``dataclasses.asdict``."""
+"""The records the store returns, and ``record``: the API's dict of one, as ``dataclasses.asdict`` gives it for
+the records the API returns (flat, or with a dataclass field)."""
 
 from __future__ import annotations
 

@@ -6,9 +6,11 @@ they share the CPU evenly and every one of them finishes late: the first push re
 nearly all of them had been served. With a bounded number running and the rest waiting in order, the first
 requests finish first. Pushes go ahead of fetches because a push is finished work waiting to be verified,
 while a fetch starts new work; a remote verifier's fetch goes ahead too, because the queue waits on its run.
-Within each class the order is first come, first served. A fetch never waits behind pushes for ever: one that has
-waited ``patience`` seconds (10 by default) goes before them, so a sustained stream of pushes slows the agents'
-fetches but cannot starve them into the queue timeout.
+Within each class the order is first come, first served. Between the classes, "ahead" is a head start of
+``patience`` seconds (10 by default), not an absolute rank: a waiting push goes before every fetch that arrived
+less than 10 s before it, but a fetch that arrived earlier than that goes first. So a fleet's burst of pushes is
+served before its fetches, and neither a stream of pushes nor a backlog of fetches can hold the other side until
+the queue timeout.
 """
 
 from __future__ import annotations
@@ -72,15 +74,14 @@ class Gate:
             self._release()
 
     def _release(self) -> None:
-        behind = self._waiting[False]
-        while behind and behind[0][0].done():
-            behind.popleft()
-        overdue = bool(behind) and asyncio.get_running_loop().time() - behind[0][1] >= self.patience
-        for ahead in ((False, True) if overdue else (True, False)):
-            q = self._waiting[ahead]
-            while q:
-                fut, _ = q.popleft()
-                if not fut.done():
-                    fut.set_result(None)  # the slot goes straight to the next waiter: running is unchanged
-                    return
+        """Hand the slot to the waiter that has waited longest, counting an "ahead" waiter's head start."""
+        for q in self._waiting.values():
+            while q and q[0][0].done():  # cancelled or timed out: no longer waiting
+                q.popleft()
+        ahead, behind = self._waiting[True], self._waiting[False]
+        if ahead or behind:
+            pick = ahead if ahead and (not behind or ahead[0][1] - self.patience <= behind[0][1]) else behind
+            fut, _ = pick.popleft()
+            fut.set_result(None)  # the slot goes straight to the next waiter: running is unchanged
+            return
         self.running -= 1

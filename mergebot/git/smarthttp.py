@@ -26,9 +26,9 @@ Rules:
   * The CGI runs in its own process group; on client disconnect, timeout, or an oversized body the whole
     group is killed (``http-backend`` can spin at 100% CPU on an early end of input); if the server itself is
     killed, the kernel kills the backend (``backend_command``).
-  * At most ``concurrency`` CGIs run at once; the others wait in ``gate`` (pushes and verifiers' fetches
-    first, then the agents' fetches, each in arrival order), and one that waits longer than ``queue_timeout``
-    is answered 503 with ``Retry-After``.
+  * At most ``concurrency`` CGIs run at once; the others wait in ``gate`` (in arrival order, with pushes and
+    verifiers' fetches given a 10 s head start over the agents' fetches), and one that waits longer than
+    ``queue_timeout`` is answered 503 with ``Retry-After``.
   * A ``PushSession`` exists in ``sessions`` from just before a ``git-receive-pack`` POST's CGI starts until
     it has exited, whatever happens.
 """
