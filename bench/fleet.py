@@ -50,7 +50,9 @@ replayed through git (too slow at this scale): after the submit, the driver land
 ``Store.land`` -- the transaction ``LandingStore.finish_landing`` runs in the landing path, which writes the landed
 row and releases the dependents. The write and read totals are split over the subtasks so the whole run issues the
 seeds' numbers (empty claims are counted apart). Reported: wall time, requests per second, latencies, and the
-speed-up over 30 hours (target >= 1000x, i.e. under 108 s). ``--seeds-scale 0.1`` replays a tenth (and compares
+speed-up over 30 hours (target >= 1000x, i.e. under 108 s), the CPU per request of the server, PostgreSQL and this
+driver against the most the target allows on this machine's cores, and the server's floor: the CPU of a request it
+refuses before any database work (measured after the replay). ``--seeds-scale 0.1`` replays a tenth (and compares
 with 3 hours). The load generator is one asyncio loop with ``--connections`` (32) keep-alive connections handed out
 first come, first served; ``--replicas N`` runs N ``mergebot serve`` processes on the same database.
 
@@ -1368,11 +1370,34 @@ async def run_seeds_async(url: str, bot_urls: list[str], plan: SeedsPlan, connec
                 "(SELECT 1 FROM subtask_deps x WHERE x.subtask_id = s.id) UNION ALL "
                 "SELECT x.subtask_id, d.n + 1 FROM subtask_deps x JOIN d ON x.depends_on_id = d.id) "
                 "SELECT max(n) FROM d").fetchone()
+        floor = await refused_request_cost(http, pids, pg_pid)
         return {"replay": replay, "wall_s": wall, "load_start": load0, "load_end": load_average(),
-                "statuses": statuses, "tree_depth": depth[0] if depth else None, **cpu}
+                "statuses": statuses, "tree_depth": depth[0] if depth else None, "floor": floor, **cpu}
     finally:
         await http.close()
         await pool.close()
+
+
+async def refused_request_cost(http: HttpPool, pids: list[int], pg_pid: int | None, n: int = 4000) -> dict[str, float]:
+    """The server's floor, after the replay: CPU per request for ``GET /api/v1/me`` without a token, which is
+    refused (401) before any database work -- the HTTP server, middleware, routing and the error answer."""
+
+    async def burst(count: int) -> None:
+        sem = asyncio.Semaphore(http.size)
+
+        async def one() -> None:
+            async with sem:
+                await http.call("GET", "/api/v1/me", "")
+
+        await asyncio.gather(*(one() for _ in range(count)))
+
+    await burst(300)  # warm
+    meter = CpuMeter(pids, pg_pid)
+    t = time.monotonic()
+    await burst(n)
+    rate = n / (time.monotonic() - t)
+    cpu = meter.read()
+    return {"requests_per_s": rate, **{f"{k}_ms": cpu[f"{k}_cores"] / rate * 1000 for k in ("server", "driver")}}
 
 
 def run_seeds(server: Server, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -1439,6 +1464,11 @@ def print_seeds(res: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
           f"{requests:,} requests in {target_wall:.1f} s, {need_rate:,.0f}/s: on {res['cpus']} cores at most "
           f"{fmt(res['cpus'] / need_rate * 1000 if need_rate else float('nan'), 3)} ms of CPU per request, all "
           "together")
+    fl = res["floor"]
+    print(f"  the floor: a request refused before any database work (GET /api/v1/me without a token, 401) costs "
+          f"mergebot serve {fmt(fl['server_ms'], 3)} ms and this driver {fmt(fl['driver_ms'], 3)} ms "
+          f"({fl['requests_per_s']:,.0f}/s); with PostgreSQL's {fmt(per['postgres'], 3)} ms per request above, "
+          f"{fmt(fl['server_ms'] + fl['driver_ms'] + per['postgres'], 3)} ms before any handler or query runs")
     if rp.errors:
         print(f"  errors: {dict(rp.errors)}; e.g. {rp.error_samples[:3]}")
     if not finished:
@@ -1452,7 +1482,7 @@ def print_seeds(res: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
           f"{hours * 3600 / SEEDS_TARGET:.0f} s: {met(ok)})")
     return {"writes": writes, "reads": reads, "empty_claims": empty, "landed": rp.landed, "subtasks": rp.total,
             "wall_s": wall, "speedup": speedup, "requests_per_s": requests / wall, "counts": dict(counts),
-            "cpu_ms_per_request": per,
+            "cpu_ms_per_request": per, "floor": res["floor"],
             "latency_ms": {k: {"n": len(v), "p50": pctl(v, 0.5) * 1000, "p95": pctl(v, 0.95) * 1000}
                            for k, v in [*rp.lat.items(), *rp.by_kind.items()]},
             "milestones": rp.milestones, "errors": dict(rp.errors), "error_samples": rp.error_samples,
