@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -15,6 +16,12 @@ async def _hold(gate: Gate, name: str, push: bool, order: list[str], release: as
         order.append(name)
         peak[0] = max(peak[0], gate.running)
         await release.wait()
+
+
+def _starter(gate: Gate, order: list[str], done: dict[str, asyncio.Event]
+             ) -> Callable[[str, bool], asyncio.Task[None]]:
+    """start(name, push): a task that holds a slot of ``gate`` from its turn until ``done[name]`` is set."""
+    return lambda name, push: asyncio.create_task(_hold(gate, name, push, order, done[name], [0]))
 
 
 def test_bound_and_order_pushes_first() -> None:
@@ -48,9 +55,7 @@ def test_a_fetch_that_waited_its_patience_goes_before_later_pushes() -> None:
         gate = Gate(1, patience=0.5)
         order: list[str] = []
         done = {name: asyncio.Event() for name in ("a", "fetch", "p1", "p2")}
-
-        def start(name: str, push: bool) -> asyncio.Task[None]:
-            return asyncio.create_task(_hold(gate, name, push, order, done[name], [0]))
+        start = _starter(gate, order, done)
 
         tasks = [start("a", True)]
         await asyncio.sleep(0)
@@ -80,9 +85,7 @@ def test_a_backlog_of_overdue_fetches_does_not_hold_a_push() -> None:
         gate = Gate(1, patience=0.5)
         order: list[str] = []
         done = {name: asyncio.Event() for name in ("a", "f1", "push", "f2")}
-
-        def start(name: str, push: bool) -> asyncio.Task[None]:
-            return asyncio.create_task(_hold(gate, name, push, order, done[name], [0]))
+        start = _starter(gate, order, done)
 
         tasks = [start("a", True)]
         await asyncio.sleep(0)
