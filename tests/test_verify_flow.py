@@ -91,6 +91,7 @@ async def test_without_retries_the_first_failure_is_the_verdict(make_fleet: Call
     commit(wt, {"x.txt": "x\n"})
     result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
     assert result["status"] == "rejected", result
+    assert "does not retry failed checks" in result["reason"]  # the agent knows flakiness was not ruled out
     jobs = await fleet.store.jobs(candidate_id=result["id"])
     assert "retry" not in [j["purpose"] for j in jobs]
     assert [j["outcome"] for j in jobs if j["purpose"] == "candidate"] == ["fail"]

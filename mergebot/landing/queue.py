@@ -648,8 +648,10 @@ class LandingQueue:
                 "failure is pre-existing, not the candidate's. Parked until main is green again.",
                 base_sha=main, merged_sha=merge.sha, verifier={**first.as_json(), "runs": runs})
             return None
+        once = "" if "retry" in runs else (" (judged on this one run: this server does not retry failed checks, "
+                                           "MERGEBOT_RETRY_FAILED_CHECKS=0)")
         await self.reject(cand, f"the check `{repo.verifier_command}` gave {first.outcome} "
-                          f"(exit {first.exit_code}) on the merged commit {merge.sha[:12]}:\n{first.excerpt()}",
+                          f"(exit {first.exit_code}) on the merged commit {merge.sha[:12]}{once}:\n{first.excerpt()}",
                           base_sha=main, merged_sha=merge.sha, verifier={**first.as_json(), "runs": runs})
         return None
 
