@@ -231,3 +231,30 @@ async def test_check_cannot_see_the_database_or_other_repositories(make_fleet: C
     result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
     assert result["status"] == "landed", (result["verifier"]["log_head"], result["verifier"]["command"])
     assert result["verifier"]["sandbox"] == "bwrap"
+
+
+async def test_a_push_git_finished_unannounced_lands_instead_of_the_older_candidate(
+        make_fleet: Callable[..., object]) -> None:
+    """A push whose post-receive never reached the bot (its git process outlived a killed bot) moves the branch
+    while the older candidate is being verified. The older one must not land (the crash drill once caught it
+    landing, and the newer push lost); the branch's tip is queued and lands instead."""
+    fleet: Fleet = await make_fleet("sleep 2; test -f calc.py",  # type: ignore[operator]
+                                    MERGEBOT_VERIFIER_SANDBOX="none")
+    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    claim, wt = fleet.start("ann")
+    commit(wt, {"a.txt": "a\n"})
+    git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+    first = (await fleet.store.candidates(subtask_id=sub.id))[0]
+
+    async def verifying() -> bool:
+        return (await fleet.store.get_candidate(first["id"])).status == "verifying"
+
+    await until(verifying, timeout=30)
+    newer = commit(wt, {"b.txt": "b\n"})
+    bare = repos_root(fleet.bot.data_dir) / "demo.git"  # git's side of a push, without its hooks
+    git(["--git-dir", str(bare), "fetch", "-q", str(wt), f"+HEAD:refs/heads/{claim.branch}"], wt)
+    await until(lambda: _is_status(fleet, sub.id, "landed"), timeout=60)
+    landed = (await fleet.store.landed(subtask_id=sub.id))[0]
+    assert landed.candidate_sha == newer
+    older = await fleet.store.get_candidate(first["id"])
+    assert older.status == "superseded" and "newer push" in (older.reason or "")

@@ -732,6 +732,9 @@ class LandingQueue:
                    result: Result, runs: dict[str, Any]) -> None:
         assert merge.sha is not None and merge.tree is not None
         ok, why = await self.store.candidate_fence(cand)  # a newer push during verification wins
+        if ok:
+            moved, why = await self._moved_branch(repo, path, [cand])
+            ok = moved is None
         if not ok:
             await self.store.finish_candidate(cand.id, "superseded", why, base_sha=main, merged_sha=merge.sha,
                                               verifier=result.as_json())
@@ -748,12 +751,37 @@ class LandingQueue:
         log.info("landed subtask %s at %s", cand.subtask_id, landed.merged_sha)
         self._after_landing(repo, landed)
 
+    async def _moved_branch(self, repo: Repo, path: Path, cands: list[Candidate]) -> tuple[Candidate | None, str]:
+        """The first candidate whose branch no longer points at its commit, and why; (None, "") if none.
+
+        A push whose post-receive step never reached a bot (its git process finished after the bot was killed,
+        and after the new one reconciled) moves the branch with no candidate. The idle sweep would queue it, but
+        only after this older candidate had landed and the subtask had moved on, losing the push. Found here,
+        that push is queued now (superseding this candidate, as an announced newer push would). Our own remote
+        only: a forge repository's branches are the forge's, and its mirror follows them lazily."""
+        if repo.forge:
+            return None, ""
+        bare = await asyncio.to_thread(git.open_repo, path)
+        for cand in cands:
+            tip = git.head_of(bare, cand.ref)
+            if tip is None or tip == cand.sha:
+                continue
+            with contextlib.suppress(ClaimSuperseded):
+                await self.store.enqueue(repo=repo.name, subtask_id=cand.subtask_id, claim_version=cand.claim_version,
+                                         owner_id=cand.owner_id, sha=tip, ref=cand.ref)
+            return cand, (f"a newer push of subtask {cand.subtask_id} ({tip[:12]}) reached {cand.ref} without being "
+                          "announced to the queue (the bot restarted during it); it is queued instead")
+        return None, ""
+
     async def land_batch(self, repo: Repo, unit: list[Speculation], path: Path, main: str, result: Result) -> None:
         """Land several candidates verified together: one intent, one move of main to the last one's merge
         (the commit the run passed on), and one landed row per candidate naming its own merge commit on main's
         first-parent chain, the commit main moved to and the run that covered it."""
+        moved, moved_why = await self._moved_branch(repo, path, [s.cand for s in unit])
         for slot in unit:  # all of them or none: the verified commit carries every one of them
             ok, why = await self.store.candidate_fence(slot.cand)
+            if ok and slot.cand is moved:
+                ok, why = False, moved_why
             if not ok:
                 await self.store.finish_candidate(slot.cand.id, "superseded", why)
                 for other in unit:
