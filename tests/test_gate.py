@@ -24,6 +24,16 @@ def _starter(gate: Gate, order: list[str], done: dict[str, asyncio.Event]
     return lambda name, push: asyncio.create_task(_hold(gate, name, push, order, done[name], [0]))
 
 
+async def _finish(gate: Gate, tasks: list[asyncio.Task[None]], done: dict[str, asyncio.Event],
+                  order: list[str]) -> list[str]:
+    """Let every holder go; the gate ends empty. Returns the order the slots were given in."""
+    for ev in done.values():
+        ev.set()
+    await asyncio.gather(*tasks)
+    assert gate.running == 0 and gate.waiting == 0
+    return order
+
+
 def test_bound_and_order_pushes_first() -> None:
     async def main() -> tuple[list[str], int, int]:
         gate = Gate(2)
@@ -69,11 +79,7 @@ def test_a_fetch_that_waited_its_patience_goes_before_later_pushes() -> None:
         await asyncio.sleep(0)
         done["p1"].set()
         await asyncio.sleep(0.01)
-        for ev in done.values():
-            ev.set()
-        await asyncio.gather(*tasks)
-        assert gate.running == 0 and gate.waiting == 0
-        return order
+        return await _finish(gate, tasks, done, order)
 
     assert asyncio.run(main()) == ["a", "p1", "fetch", "p2"]
 
@@ -95,11 +101,7 @@ def test_a_backlog_of_overdue_fetches_does_not_hold_a_push() -> None:
         await asyncio.sleep(0.7)
         tasks.append(start("f2", False))  # t0 + 0.9
         await asyncio.sleep(0.6)  # every waiter has now waited past the patience
-        for ev in done.values():
-            ev.set()
-        await asyncio.gather(*tasks)
-        assert gate.running == 0 and gate.waiting == 0
-        return order
+        return await _finish(gate, tasks, done, order)
 
     assert asyncio.run(main()) == ["a", "push", "f1", "f2"]
 
