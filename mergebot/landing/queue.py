@@ -757,21 +757,18 @@ class LandingQueue:
         A push whose post-receive step never reached a bot (its git process finished after the bot was killed,
         and after the new one reconciled) moves the branch with no candidate. The idle sweep would queue it, but
         only after this older candidate had landed and the subtask had moved on, losing the push. Found here,
-        that push is queued now (superseding this candidate, as an announced newer push would). Our own remote
+        the sweep queues it now (superseding this candidate, as an announced newer push would). Our own remote
         only: a forge repository's branches are the forge's, and its mirror follows them lazily."""
         if repo.forge:
             return None, ""
         bare = await asyncio.to_thread(git.open_repo, path)
-        for cand in cands:
-            tip = git.head_of(bare, cand.ref)
-            if tip is None or tip == cand.sha:
-                continue
-            with contextlib.suppress(ClaimSuperseded):
-                await self.store.enqueue(repo=repo.name, subtask_id=cand.subtask_id, claim_version=cand.claim_version,
-                                         owner_id=cand.owner_id, sha=tip, ref=cand.ref)
-            return cand, (f"a newer push of subtask {cand.subtask_id} ({tip[:12]}) reached {cand.ref} without being "
-                          "announced to the queue (the bot restarted during it); it is queued instead")
-        return None, ""
+        moved = [(c, tip) for c in cands if (tip := git.head_of(bare, c.ref)) is not None and tip != c.sha]
+        if not moved:
+            return None, ""
+        await enqueue_orphans(self.store, path, repo, refs={c.ref for c, _ in moved})
+        cand, tip = moved[0]
+        return cand, (f"a newer push of subtask {cand.subtask_id} ({tip[:12]}) reached {cand.ref} without being "
+                      "announced to the queue (the bot restarted during it); it is queued instead")
 
     async def land_batch(self, repo: Repo, unit: list[Speculation], path: Path, main: str, result: Result) -> None:
         """Land several candidates verified together: one intent, one move of main to the last one's merge

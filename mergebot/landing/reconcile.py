@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,12 +117,14 @@ async def reconcile_repo(store: LandingStore, root: Path, repo: Repo) -> Report:
     return report
 
 
-async def enqueue_orphans(store: LandingStore, path: Path, repo: Repo) -> list[int]:
+async def enqueue_orphans(store: LandingStore, path: Path, repo: Repo,
+                          refs: Collection[str] | None = None) -> list[int]:
     """Step 3: queue every subtask branch tip at its subtask's current claim version that is no candidate yet (an
-    accepted push whose post-receive step never ran). The queue also runs this every ``orphan sweep`` while idle:
-    a push served by a killed bot's git process can move its branch after the new process reconciled."""
+    accepted push whose post-receive step never ran). The queue also runs this every ``orphan sweep`` while idle,
+    and on the branches of candidates about to land (``refs``): a push served by a killed bot's git process can
+    move its branch after the new process reconciled."""
     out: list[int] = []
-    tips = await asyncio.to_thread(_subtask_tips, path)
+    tips = [t for t in await asyncio.to_thread(_subtask_tips, path) if refs is None or t[0] in refs]
     parsed = [(ref, sha, p) for ref, sha in tips if (p := parse_subtask_ref(ref))]
     facts = await store.owner_facts([p[0] for _, _, p in parsed]) if parsed else {}
     for ref, sha, (sid, version) in parsed:
