@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, example, given, settings
 from hypothesis import strategies as st
 from starlette.types import Message
 
@@ -410,6 +410,9 @@ async def test_hook_endpoints_take_any_body_without_a_5xx(store: JobStore, hooks
     @given(stage=st.sampled_from(["pre-receive", "post-receive"]), body=HOOK_BODY,
            push_id=st.sampled_from(["fuzz-push", "", "other"]) | st.text(alphabet="abcXYZ-_0", max_size=30),
            quarantine=st.none() | st.text(alphabet="abc/._-incoming0", max_size=40))
+    # Once a 422 with the database's foreign-key text: a push naming a subtask that does not exist.
+    @example(stage="pre-receive", body=f"{ZERO} {'a' * 40} refs/heads/subtasks/999/v1".encode(),
+             push_id="fuzz-push", quarantine=None)
     def hooks(stage: str, body: bytes, push_id: str, quarantine: str | None) -> None:
         headers = {"x-mergebot-push-id": push_id, "content-type": "text/plain"}
         if quarantine is not None:

@@ -100,6 +100,22 @@ async def test_refusals_carry_their_reason(fleet: Fleet) -> None:
     assert await fleet.store.candidates(repo="demo") == []
 
 
+async def test_a_push_to_a_subtask_that_does_not_exist_is_refused_with_its_reason(fleet: Fleet) -> None:
+    """Once answered 422 with the database's foreign-key text: the refusal's event named a subtask that is not
+    there. git must show the rule's own sentence, and the refusal must reach ``mergebot queue``."""
+    await fleet.store.create_subtask(actor_id=None, title="one")
+    _, wt = fleet.start("ann")
+    commit(wt, {"a.txt": "a\n"})
+    out = git(["push", "origin", "HEAD:refs/heads/subtasks/999999/v1"], wt, check=False)
+    assert out.returncode != 0
+    assert "subtask 999999 does not exist" in out.stderr, out.stderr
+    assert "refers to something" not in out.stderr and "Key (" not in out.stderr
+    refusals = fleet.client("lead").queue_view(repo="demo")["refusals"]
+    assert [(r["subtask_id"], r["reason"]) for r in refusals] == [(999999, "unknown_subtask")]
+    assert "subtask 999999 does not exist" in refusals[0]["message"]
+    assert await fleet.store.candidates(repo="demo") == []
+
+
 async def test_stale_claim_version_refused(fleet: Fleet) -> None:
     sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
     claim, wt = fleet.start("ann")

@@ -128,7 +128,8 @@ LIMIT %(limit)s;
 
 -- name: page_queue_push_refusals
 -- Pushes refused at the door (pre-receive), newest first, among the newest events.
-SELECT e.id, e.at, a.name AS actor, e.subtask_id, e.detail ->> 'repo' AS repo, e.detail ->> 'ref' AS ref,
+SELECT e.id, e.at, a.name AS actor, coalesce(e.subtask_id, (e.detail ->> 'subtask_id')::bigint) AS subtask_id,
+       e.detail ->> 'repo' AS repo, e.detail ->> 'ref' AS ref,
        e.detail ->> 'code' AS code, e.detail ->> 'message' AS message
 FROM events e LEFT JOIN agents a ON a.id = e.actor_id
 WHERE e.kind = 'push_refused' AND e.id > (SELECT coalesce(max(id), 0) FROM events) - 20000

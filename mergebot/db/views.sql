@@ -93,7 +93,8 @@ SELECT (SELECT count(*) FROM verify_jobs WHERE status = 'queued') AS queued,
 -- name: view_refusals
 -- The newest refusals with their reasons: pushes refused at push time (the rule's code), candidates the queue
 -- rejected (the reason's kind), and forge pushes that were ignored. Read newest first along events' key.
-SELECT e.id, e.at, e.kind, e.subtask_id, e.claim_version, act.name AS actor,
+SELECT e.id, e.at, e.kind, coalesce(e.subtask_id, (e.detail->>'subtask_id')::bigint) AS subtask_id,
+       e.claim_version, act.name AS actor,
        coalesce(e.detail->>'repo', c.repo) AS repo,
        coalesce(e.detail->>'sha', c.sha) AS sha,
        CASE e.kind

@@ -172,9 +172,13 @@ async def judge_push(store: LandingStore, repo: Repo, repo_path: Path, agent: Ag
             refusal = judge_content(u, repo.target_branch, content, limits)
         if refusal is not None:
             refusals.append(refusal)
-            await store.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0] if parsed else None,
+            # The event names the subtask only when it exists (its id is a foreign key); a push to a subtask
+            # that does not exist keeps the id it named in the detail, and is refused like any other.
+            named = parsed[0] if parsed else None
+            await store.log_event(actor_id=agent.id, kind="push_refused",
+                                  subtask_id=named if named in facts else None,
                                   detail={"repo": repo.name, "ref": u.ref, "sha": u.new, "code": refusal.code,
-                                          "message": refusal.message})
+                                          "message": refusal.message, **({"subtask_id": named} if named else {})})
     if refusals:
         return Verdict(False, summary(refusals), refusals)
     return Verdict(True, "", [])
