@@ -974,7 +974,7 @@ def _cli_storm(args: argparse.Namespace, client: Client, server: str, token: str
 
 def _storm(args: argparse.Namespace, client: Client, server: str, repo: dict[str, Any], secret: str, drill: Drill,
            until: float) -> dict[str, Any]:
-    from mergebot.forge import mirror
+    from mergebot.git import mirror
 
     sid = drill.subtasks(1, "redelivery storm", until=until)[0]
     agent = Client(server, args.forge_agent_token, timeout=30)

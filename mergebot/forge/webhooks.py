@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mergebot.errors import ClaimSuperseded
-from mergebot.forge import mirror
+from mergebot.git import mirror
 from mergebot.forge.sansio import Delivery, ForgeEvent, WebhookError, parse_delivery, to_event
 from mergebot.forge.store import GITEA_FAMILY, GITHUB_FAMILY, ForgeStore
 from mergebot.git import repo as git

@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from mergebot.errors import ClaimSuperseded, MergebotError, Unavailable
-from mergebot.forge import mirror
+from mergebot.git import mirror
 from mergebot.git import repo as git
 from mergebot.landing import planner
 from mergebot.landing.reconcile import Report, enqueue_orphans, reconcile_repo

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mergebot.errors import ClaimSuperseded
-from mergebot.forge import mirror
+from mergebot.git import mirror
 from mergebot.git import repo as git
 from mergebot.landing.checks import parse_subtask_ref
 from mergebot.landing.store import LandingStore, Repo

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from mergebot.errors import Conflict, Invalid
-from mergebot.forge import mirror
+from mergebot.git import mirror
 from mergebot.git import repo as git
 from mergebot.landing.store import LandingStore, Repo
 
