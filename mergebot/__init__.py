@@ -1,11 +1,18 @@
 """Mergebot: the landing service that fleets of coding agents trust with their main branch.
 
-Where things live:
-  * who owns which subtask, and every write fenced by claim version: ``mergebot.store`` (SQL in
-    ``mergebot/db/queries.sql``, schema in ``mergebot/db/migrations``);
-  * the database itself, embedded or external: ``mergebot.db``;
-  * the HTTP API: ``mergebot.api``; the command line: ``mergebot.cli``;
-  * pure decisions with no I/O (task-tree files, tokens): ``mergebot.tree``, ``mergebot.auth``.
+Where things live (imports point down this list only; ``tests/test_layers.py`` checks it):
+  * the pages, the HTTP API, the command line and the demo: ``mergebot.web``, ``mergebot.api``, ``mergebot.cli``,
+    ``mergebot.demo``;
+  * where a push is judged and where main moves: ``mergebot.landing`` (``prereceive`` and ``checks``, the queue's
+    ``serial``, ``window`` and ``land``, every sentence in ``messages``); forge webhooks and statuses:
+    ``mergebot.forge``; verifier workers: ``mergebot.verify``; the agent's side of a push: ``mergebot.agent``;
+    failure drills: ``mergebot.drill``; lease recovery: ``mergebot.recovery``;
+  * the database, one pool and small stores composed on it: ``mergebot.db`` (``database.Database``; a claim is
+    made in ``subtasks.py`` by the ``subtask_claim`` query of ``queries.sql``); git plumbing: ``mergebot.git``;
+  * records, errors, settings and pure helpers (task-tree files, tokens, tables): ``mergebot.models``,
+    ``mergebot.errors``, ``mergebot.settings``, ``mergebot.tree``, ``mergebot.auth``, ``mergebot.table``,
+    ``mergebot.client`` (the HTTP API's client), ``mergebot.logs``.
+``verifier`` (beside this package) runs a check on one commit and imports nothing from it.
 """
 
 __version__ = "0.1.0"

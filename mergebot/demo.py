@@ -11,6 +11,7 @@ late push is refused as stale. The demo ends when the whole tree has landed, wit
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
@@ -26,12 +27,11 @@ import uvicorn
 from mergebot import agent
 from mergebot.api import create_app
 from mergebot.auth import Role
-from mergebot.cli import render_table, with_store
 from mergebot.client import Client
+from mergebot.db.database import Database, open_database
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.landing.store import LandingStore
 from mergebot.settings import Settings
-from mergebot.store import Store
+from mergebot.table import render_table
 
 OPS = {
     "add": ("a + b", "add(2, 3) == 5"),
@@ -100,21 +100,24 @@ def run_demo(data_dir: Path | None = None, agents: int = 4) -> None:
         make_project(src)
     names = ["ann", "bob", "cy", "zed"][: max(2, agents)]
 
-    async def bootstrap(store: Store) -> dict[str, str]:
-        assert isinstance(store, LandingStore)
+    async def bootstrap(db: Database) -> dict[str, str]:
         tokens = {}
         for name, role in {"lead": Role.LEAD, **{n: Role.AGENT for n in names}}.items():
             try:
-                _, tokens[name] = await store.add_agent(name=name, role=role)
+                _, tokens[name] = await db.agents.add_agent(name=name, role=role)
             except Exception:
-                _, tokens[name] = await store.rotate_token(name=name)
-        if not any(r.name == "calc" for r in await store.list_repos()):
-            await add_repo(store, repos_root(data_dir), name="calc", source=str(src),
+                _, tokens[name] = await db.agents.rotate_token(name=name)
+        if not any(r.name == "calc" for r in await db.landing.list_repos()):
+            await add_repo(db, repos_root(data_dir), name="calc", source=str(src),
                            verifier_command=f"{sys.executable} -m pytest -q -p no:cacheprovider tests",
                            verifier_timeout_s=120, protected_paths=["tests/test_smoke.py"])
         return tokens
 
-    tokens = with_store(settings, bootstrap)
+    async def prepared() -> dict[str, str]:
+        async with open_database(settings) as db:
+            return await bootstrap(db)
+
+    tokens = asyncio.run(prepared())
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=settings.port,
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -1,6 +1,6 @@
 """Mergebot's own exceptions: one class per thing a caller can act on, each with its HTTP status.
 
-The store raises these (never raw psycopg errors: see ``Store._wrap``); the API turns them into
+The stores raise these (never raw psycopg errors: see ``mergebot.db.base.translate``); the API turns them into
 ``{"error": {"code", "message", ...}}`` and the CLI prints their message.
 """
 

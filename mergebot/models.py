@@ -1,4 +1,10 @@
-"""Plain records the store returns. No behaviour beyond building themselves from a row."""
+"""Plain records the stores return and the landing path hands them. No behaviour beyond building themselves
+from a row (``FromRow``) or from the JSON they are stored as.
+
+Every table the stores read has its record here, so that ``mergebot.db`` and the layers above it share one
+vocabulary without importing each other: agents, subtasks and their handles, repositories, candidates, landing
+intents and their evidence, landed rows, verify jobs, the forge's deliveries and status outbox.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +24,9 @@ def _name_set(cls: type) -> frozenset[str]:
     return frozenset(_names(cls))
 
 
-class _FromRow:
+class FromRow:
+    """A record built from a query's row: the row's columns that are fields of the record, the rest ignored."""
+
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Self:
         names = _name_set(cls)  # type: ignore[arg-type]
@@ -39,7 +47,7 @@ def record(obj: Any) -> dict[str, Any]:
 
 
 @dataclass
-class Agent(_FromRow):
+class Agent(FromRow):
     id: int
     name: str
     role: str
@@ -48,7 +56,7 @@ class Agent(_FromRow):
 
 
 @dataclass
-class Subtask(_FromRow):
+class Subtask(FromRow):
     id: int
     title: str
     status: str
@@ -83,32 +91,9 @@ class Handle:
     claim_version: int
 
 
-@dataclass
-class Landed(_FromRow):
-    id: int
-    subtask_id: int
-    claim_version: int
-    owner_id: int
-    repo: str
-    target_ref: str
-    candidate_sha: str
-    base_sha: str
-    merged_sha: str
-    tree_sha: str
-    verifier_command: str
-    verifier_result: str
-    duration_ms: int
-    log_digest: str
-    main_status: str
-    landed_at: datetime
-    owner: str | None = None
-    main_sha: str | None = None  # the commit main moved to; differs from merged_sha in a batch
-    batch_size: int = 1
-
-
-@dataclass
+@dataclass(kw_only=True)
 class Landing:
-    """The evidence the landing path hands to ``Store.land``."""
+    """The evidence the landing path hands to ``db.landing.land``: what landed, on what, checked how."""
 
     subtask_id: int
     claim_version: int
@@ -120,8 +105,213 @@ class Landing:
     merged_sha: str
     tree_sha: str
     verifier_command: str
-    verifier_result: str
+    verifier_result: str  # pass, or flaky (failed once, passed on a retry of the same commit)
     duration_ms: int
     log_digest: str
     main_sha: str | None = None  # a batch: the commit main moved to (its last member's merge); None = merged_sha
     batch_size: int = 1
+
+
+@dataclass(kw_only=True)
+class Landed(Landing, FromRow):
+    """A ``landed`` row: the landing as recorded, with its id, when, who, and main's status after it."""
+
+    id: int
+    main_status: str  # pending until the post-land check; then its outcome, or superseded
+    landed_at: datetime
+    owner: str | None = None
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who holds a subtask now, as the database has it: what the push rules judge a push against."""
+
+    subtask_id: int
+    status: str
+    owner_id: int | None
+    claim_version: int
+    landing: bool = False  # a candidate of this subtask is being landed right now
+
+
+@dataclass
+class Repo(FromRow):
+    name: str
+    target_branch: str
+    verifier_command: str
+    verifier_timeout_s: int
+    protected_paths: list[str]
+    max_push_bytes: int
+    max_file_bytes: int
+    root_sha: str
+    paused: bool = False
+    paused_reason: str | None = None
+    red_since: str | None = None  # main's head when its check failed; None while main is green
+    created_at: datetime | None = None
+    forge: str | None = None  # "github", "gitea" or "forgejo" for a forge repository; None when hosted here
+    forge_repo: str | None = None  # "owner/name" on the forge
+    forge_api_url: str | None = None
+    forge_git_url: str | None = None
+    webhook_secret_env: str | None = None  # names of environment variables, never the secrets themselves
+    forge_token_env: str | None = None
+
+    @property
+    def target_ref(self) -> str:
+        return f"refs/heads/{self.target_branch}"
+
+
+@dataclass
+class Candidate(FromRow):
+    """A push in the merge queue. ``verifier`` is the verdict's evidence: the deciding run's record with
+    ``outcome`` the verdict (pass, flaky, fail, timeout or error) and, when it took more than one, ``runs``."""
+
+    id: int
+    repo: str
+    subtask_id: int
+    claim_version: int
+    owner_id: int
+    sha: str
+    ref: str
+    priority: int
+    status: str  # queued, verifying, landing, parked, landed, rejected, superseded, cancelled
+    reason: str | None = None
+    base_sha: str | None = None
+    merged_sha: str | None = None
+    verifier: dict[str, Any] | None = None
+    queued_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Member:
+    """One candidate of a landing: its own merge commit on main's first-parent chain, from ``base_sha``."""
+
+    candidate_id: int
+    subtask_id: int
+    claim_version: int
+    owner_id: int
+    candidate_sha: str
+    base_sha: str
+    merged_sha: str
+    tree_sha: str
+    merge_kind: str = "merge"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a landing intent carries, so that the landing can be recorded from it alone after a crash.
+
+    ``verifier`` is the verdict's evidence as the candidate shows it: the passing run's record
+    (``verifier.runner.Result.as_json()``) with the verdict as its ``outcome`` and, when the verdict took more than
+    one run, the runs under ``runs``; ``outcome`` is that verdict, the one the landed rows record: ``pass``, or
+    ``flaky`` (failed once, passed on a retry of the same commit). Both say it, so a replica of an older version
+    finishing this intent after a restart records the same. ``batch`` lists every member of a landing
+    verified together by one run, in landing order (the last is the intent's candidate); empty for one.
+    """
+
+    subtask_id: int
+    claim_version: int
+    owner_id: int
+    candidate_sha: str
+    merge_kind: str
+    verifier: dict[str, Any]
+    outcome: str
+    batch: tuple[Member, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in ("subtask_id", "claim_version", "owner_id", "candidate_sha",
+                                             "merge_kind", "verifier", "outcome")}
+        if self.batch:
+            out["batch"] = [record(m) for m in self.batch]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Evidence:
+        """Also reads what intents written before ``outcome`` was a field hold (the verdict was the run's)."""
+        batch = tuple(Member(**{k: v for k, v in m.items() if k in _name_set(Member)}) for m in data.get("batch", ()))
+        return cls(subtask_id=data["subtask_id"], claim_version=data["claim_version"], owner_id=data["owner_id"],
+                   candidate_sha=data["candidate_sha"], merge_kind=data.get("merge_kind", "merge"),
+                   verifier=data["verifier"], outcome=data.get("outcome") or data["verifier"]["outcome"],
+                   batch=batch)
+
+
+@dataclass
+class Intent:
+    """A landing written down before main moves (``landing_intents``): finished or rolled back, never lost."""
+
+    id: int
+    candidate_id: int
+    repo: str
+    target_ref: str
+    old_sha: str
+    new_sha: str
+    tree_sha: str
+    evidence: Evidence
+    status: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Intent:
+        return cls(id=row["id"], candidate_id=row["candidate_id"], repo=row["repo"], target_ref=row["target_ref"],
+                   old_sha=row["old_sha"], new_sha=row["new_sha"], tree_sha=row["tree_sha"],
+                   evidence=Evidence.from_json(row["evidence"]), status=row["status"])
+
+    def members(self) -> tuple[Member, ...]:
+        """Every candidate this landing records, in landing order (one, or a batch's)."""
+        e = self.evidence
+        return e.batch or (Member(self.candidate_id, e.subtask_id, e.claim_version, e.owner_id, e.candidate_sha,
+                                  self.old_sha, self.new_sha, self.tree_sha, e.merge_kind),)
+
+
+@dataclass
+class Job(FromRow):
+    """A verify job: the queue's request for the repository's check on one exact commit."""
+
+    id: int
+    repo: str
+    commit_sha: str
+    command: str
+    timeout_s: int
+    purpose: str  # candidate, retry, base or post_land
+    status: str  # queued, running, done or cancelled
+    claim_version: int
+    attempts: int
+    candidate_id: int | None = None
+    landed_id: int | None = None
+    worker_id: int | None = None
+    worker_name: str | None = None
+    lease_expires_at: datetime | None = None
+    outcome: str | None = None
+    result: dict[str, Any] | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass
+class StatusRow(FromRow):
+    """A commit status waiting in the forge outbox (or sent, or given up)."""
+
+    id: int
+    repo: str
+    sha: str
+    state: str
+    description: str
+    candidate_id: int | None = None
+    attempts: int = 0
+    sent_at: datetime | None = None
+    given_up_at: datetime | None = None
+    last_error: str | None = None
+
+
+@dataclass
+class DeliveryRow(FromRow):
+    """A forge webhook delivery, by its id."""
+
+    forge: str
+    delivery_id: str
+    event: str
+    body_sha256: str
+    status: str
+    http_status: int | None = None
+    outcome: str | None = None
+    repo: str | None = None
+    attempts: int = 1

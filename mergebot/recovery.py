@@ -11,19 +11,19 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from mergebot.db.database import Database
 from mergebot.errors import MergebotError
-from mergebot.verify.jobs import JobStore
 
 log = logging.getLogger(__name__)
 
 
-async def recovery_loop(store: JobStore, *, interval: float, grace: float) -> None:
+async def recovery_loop(db: Database, *, interval: float, grace: float) -> None:
     while True:
         try:
-            for row in await store.recover_expired(grace_seconds=grace):
+            for row in await db.subtasks.recover_expired(grace_seconds=grace):
                 log.info("lease lost: subtask %s (claim version %s, owner %s) is now %s",
                          row["id"], row["claim_version"], row["previous_owner_id"], row["status"])
-            for row in await store.recover_jobs(grace_seconds=grace):
+            for row in await db.jobs.recover_jobs(grace_seconds=grace):
                 log.info("lease lost: verify job %s (claim version %s) is now %s",
                          row["id"], row["claim_version"], row["status"])
         except MergebotError as e:

@@ -15,8 +15,8 @@ import pygit2
 
 from mergebot import agent
 from mergebot.client import Client
+from mergebot.db.database import Database
 from mergebot.landing.repos import repos_root
-from mergebot.landing.store import LandingStore
 
 
 def free_port() -> int:
@@ -101,9 +101,9 @@ def check_command() -> str:
 
 
 class Fleet:
-    def __init__(self, bot: BotProcess, store: LandingStore, tokens: dict[str, str], work: Path) -> None:
+    def __init__(self, bot: BotProcess, db: Database, tokens: dict[str, str], work: Path) -> None:
         self.bot = bot
-        self.store = store
+        self.db = db
         self.tokens = tokens
         self.work = work
 

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from mergebot.auth import Role
-from mergebot.db.connect import open_pool
+from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
-from mergebot.verify.jobs import JobStore
 from tests.bot import BotProcess, Fleet, check_command, make_project
 from tests.pg import Server, available_servers, with_db
 
@@ -44,12 +43,23 @@ def servers() -> Iterator[dict[str, Server]]:
         s.stop()
 
 
+def server_named(servers: dict[str, Server], name: str) -> Server:
+    """Server ``name`` (``SERVERS``), started on first use and kept for the session."""
+    if name not in servers:
+        servers[name] = Server(name)
+    return servers[name]
+
+
+@pytest.fixture(params=SERVERS)
+def server(request: pytest.FixtureRequest, servers: dict[str, Server]) -> Server:
+    """Each available server in turn (the tests that make their own databases on it)."""
+    return server_named(servers, request.param)
+
+
 @contextlib.contextmanager
 def fresh_database(servers: dict[str, Server], name: str) -> Iterator[str]:
     """A fresh database copied from the migrated template on server ``name`` (started on first use)."""
-    if name not in servers:
-        servers[name] = Server(name)
-    server = servers[name]
+    server = server_named(servers, name)
     db = server.fresh_db()
     try:
         yield with_db(server.url, db)
@@ -71,43 +81,44 @@ def settings(db_url: str, tmp_path: Any) -> Settings:
 
 
 @pytest.fixture
-async def store(db_url: str, settings: Settings) -> AsyncIterator[JobStore]:
-    pool = await open_pool(db_url, settings, statement_timeout_ms=5000)
+async def db(db_url: str, settings: Settings) -> AsyncIterator[Database]:
+    """The stores on a fresh database (``mergebot.db.database.Database``), as the server composes them."""
+    database = await Database.connect(db_url, settings, statement_timeout_ms=5000)
     try:
-        yield JobStore(pool, lease_seconds=settings.lease_seconds)
+        yield database
     finally:
-        await pool.close()
+        await database.close()
 
 
 @pytest.fixture
-async def fleet(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
-    store = e2e_store
+async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+    db = e2e_db
     data = tmp_path / "data"
     tokens = {}
     for name, role in (("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT), ("rita", Role.REVIEWER)):
-        _, tokens[name] = await store.add_agent(name=name, role=role)
-    await add_repo(store, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
+        _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+    await add_repo(db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
                    verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"])
     bot = BotProcess(e2e_db_url, data).start()
     try:
-        yield Fleet(bot, store, tokens, tmp_path / "work")
+        yield Fleet(bot, db, tokens, tmp_path / "work")
     finally:
         bot.stop()
 
 
 @pytest.fixture
 def e2e_db_url(servers: dict[str, Server]) -> Iterator[str]:
-    """End-to-end tests run on one server (the embedded one, or the external one given); the store's SQL is
+    """End-to-end tests run on one server (the embedded one, or the external one given); the stores' SQL is
     covered on every server by the store tests."""
     with fresh_database(servers, SERVERS[0]) as url:
         yield url
 
 
 @pytest.fixture
-async def e2e_store(e2e_db_url: str, tmp_path: Path) -> AsyncIterator[JobStore]:
+async def e2e_db(e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Database]:
     settings = Settings(database_url=e2e_db_url, data_dir=tmp_path / "data", lease_seconds=60)
-    pool = await open_pool(e2e_db_url, settings, statement_timeout_ms=5000)
+    database = await Database.connect(e2e_db_url, settings, statement_timeout_ms=5000)
     try:
-        yield JobStore(pool, lease_seconds=60)
+        yield database
     finally:
-        await pool.close()
+        await database.close()

@@ -11,18 +11,18 @@ from fastapi.testclient import TestClient
 
 from mergebot.api import create_app
 from mergebot.auth import Role
+from mergebot.db.database import Database
 from mergebot.settings import Settings
-from mergebot.store import Store
 
 
 class Api:
     def __init__(self, client: TestClient) -> None:
         self.client = client
-        self.store: Store = client.app.state.store  # type: ignore[attr-defined]
+        self.db: Database = client.app.state.services.db  # type: ignore[attr-defined]
         self.tokens: dict[str, str] = {}
 
     def add(self, name: str, role: Role) -> str:
-        _, token = self.client.portal.call(functools.partial(self.store.add_agent, name=name, role=role))  # type: ignore[union-attr]
+        _, token = self.client.portal.call(functools.partial(self.db.agents.add_agent, name=name, role=role))  # type: ignore[union-attr]
         self.tokens[name] = token
         return token
 

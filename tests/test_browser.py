@@ -25,10 +25,10 @@ from mergebot import agent
 from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.db.connect import open_pool
+from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.models import Handle
 from mergebot.settings import Settings
-from mergebot.verify.jobs import JobStore
 from mergebot.web.sample import seeds_tree
 from tests.bot import BotProcess, check_command, commit, make_project
 from tests.conftest import SERVERS, fresh_database
@@ -44,7 +44,7 @@ if CHROMIUM.exists():
 @dataclass
 class World:
     bot: BotProcess
-    store: JobStore
+    db: Database
     tokens: dict[str, str]
     work: Path
     shots: Path
@@ -66,48 +66,48 @@ async def world(servers: dict[str, Server], tmp_path_factory: pytest.TempPathFac
     with fresh_database(servers, SERVERS[0]) as url:
         settings = Settings(database_url=url, data_dir=tmp / "data")
         pool = await open_pool(url, settings, statement_timeout_ms=30_000)
-        store = JobStore(pool, lease_seconds=600)
+        db = Database(pool, lease_seconds=600)
         tokens = {}
         for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
                            ("rita", Role.REVIEWER)):
-            _, tokens[name] = await store.add_agent(name=name, role=role)
-        await add_repo(store, repos_root(settings.data_dir), name="demo", source=str(make_project(tmp / "src")),
+            _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+        await add_repo(db, repos_root(settings.data_dir), name="demo", source=str(make_project(tmp / "src")),
                        verifier_command=check_command(), verifier_timeout_s=120, protected_paths=["ci/"])
         nodes = seeds_tree()
-        made = await store.create_tree(actor_id=None, nodes=nodes)
+        made = await db.subtasks.create_tree(actor_id=None, nodes=nodes)
         ids = {k: s.id for k, s in made.items()}
         by_key = {n.key: n for n in nodes}
         chain = [max(nodes, key=lambda n: int(n.title.split()[0][1:])).key]
         while by_key[chain[-1]].parent is not None:
             chain.append(str(by_key[chain[-1]].parent))
-        await _activity(store, tokens)
+        await _activity(db, tokens)
         bot = BotProcess(url, settings.data_dir).start()
         try:
-            yield World(bot, store, tokens, tmp / "work", shots, ids, chain)
+            yield World(bot, db, tokens, tmp / "work", shots, ids, chain)
         finally:
             bot.stop()
             await pool.close()
 
 
-async def _activity(store: JobStore, tokens: dict[str, str]) -> None:
+async def _activity(db: Database, tokens: dict[str, str]) -> None:
     """Some of what a fleet leaves behind: claims in the tree, a plan, a handoff, a refusal, a finding."""
-    lead = await store.agent_by_name("lead")
-    bob = await store.agent_by_name("bob")
-    await store.assign(agent_name="bob", group_name="direction-1", actor_id=lead.id)
-    held = [s for s in [await store.claim(agent_id=bob.id) for _ in range(12)] if s is not None]
+    lead = await db.agents.agent_by_name("lead")
+    bob = await db.agents.agent_by_name("bob")
+    await db.agents.assign(agent_name="bob", group_name="direction-1", actor_id=lead.id)
+    held = [s for s in [await db.subtasks.claim(agent_id=bob.id) for _ in range(12)] if s is not None]
     for s in held[:3]:
-        await store.submit(agent_id=bob.id, handle=Handle(s.id, s.claim_version), sha=f"{s.id:040x}")
-    await store.add_note(author_id=bob.id, subtask_id=held[-1].id, claim_version=held[-1].claim_version,
-                         body="## Handoff\nDone: the base case.\nRemains: the induction step.\nTried: a direct "
-                              "bound (too weak).")
-    await store.announce(author_id=lead.id, body="Plan: each direction proves its lemmas bottom-up; integration "
-                                                 "steps wait for their children. Open groups at 10% landed.")
-    await store.add_note(author_id=lead.id, group_name="direction-1", body="direction-1: start from the leaves.")
-    await store.log_event(actor_id=bob.id, kind="push_refused", subtask_id=held[0].id,
-                          detail={"repo": "demo", "ref": "refs/heads/main", "code": "protected_ref",
-                                  "message": "only Mergebot moves main; push to your subtask's branch"})
-    await store.add_finding(repo="demo", kind="unexplained_commits",
-                            detail={"commits": ["0123456789abcdef0123456789abcdef01234567"], "count": 1})
+        await db.subtasks.submit(agent_id=bob.id, handle=Handle(s.id, s.claim_version), sha=f"{s.id:040x}")
+    await db.subtasks.add_note(author_id=bob.id, subtask_id=held[-1].id, claim_version=held[-1].claim_version,
+                               body="## Handoff\nDone: the base case.\nRemains: the induction step.\nTried: a direct "
+                               "bound (too weak).")
+    await db.subtasks.announce(author_id=lead.id, body="Plan: each direction proves its lemmas bottom-up; integration "
+                               "steps wait for their children. Open groups at 10% landed.")
+    await db.subtasks.add_note(author_id=lead.id, group_name="direction-1", body="direction-1: start from the leaves.")
+    await db.subtasks.log_event(actor_id=bob.id, kind="push_refused", subtask_id=held[0].id,
+                                detail={"repo": "demo", "ref": "refs/heads/main", "code": "protected_ref",
+                                        "message": "only Mergebot moves main; push to your subtask's branch"})
+    await db.landing.add_finding(repo="demo", kind="unexplained_commits",
+                                 detail={"commits": ["0123456789abcdef0123456789abcdef01234567"], "count": 1})
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ async def login(browser: Browser, world: World, who: str, path: str = "/ui/lande
 
 async def land_a_change(world: World, wait: bool = True) -> tuple[int, asyncio.Task[dict[str, Any]]]:
     """ann claims a fresh subtask, commits and pushes with the real git client; the task ends with the verdict."""
-    sub, _ = await world.store.create_subtask(actor_id=None, title="add subtract to calc", priority=1000)
+    sub, _ = await world.db.subtasks.create_subtask(actor_id=None, title="add subtract to calc", priority=1000)
     client = Client(world.url, world.tokens["ann"])
     got = await asyncio.to_thread(agent.start, client, world.url, world.tokens["ann"], "demo", world.work / "ann")
     assert got is not None and got[0].subtask_id == sub.id
@@ -148,7 +148,7 @@ async def ensure_landed(world: World) -> dict[str, Any]:
             sid, task = await land_a_change(world)
             assert (await task)["status"] == "landed"
             world.landed["subtask"] = sid
-        rows = await world.store.landed(subtask_id=world.landed["subtask"])
+        rows = await world.db.landing.landed(subtask_id=world.landed["subtask"])
         assert len(rows) == 1
         return {"subtask": world.landed["subtask"], "row": rows[0]}
 

@@ -7,7 +7,6 @@ import pytest
 from mergebot.landing.checks import (
     Content,
     Limits,
-    Owner,
     RefUpdate,
     is_protected,
     judge_content,
@@ -15,6 +14,7 @@ from mergebot.landing.checks import (
     parse_subtask_ref,
     summary,
 )
+from mergebot.models import Owner
 
 A, B, Z = "a" * 40, "b" * 40, "0" * 40
 ME, OTHER = 7, 8

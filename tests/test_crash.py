@@ -1,7 +1,7 @@
 """Crash drills for the landing path: SIGKILL the bot at each step, restart it, and check the books balance.
 
 The bot kills itself with SIGKILL at the named step (``MERGEBOT_CRASH_AT``, a test hook in
-``mergebot.landing.queue.crash_point``): after verification, after the intent is written, after main moved but
+``mergebot.landing.land.crash_point``): after verification, after the intent is written, after main moved but
 before the database commit, and after the commit. After a restart the reconciler must leave exactly one landed
 row per landed commit, main's history fully explained, every intent resolved, and no subtask lost.
 """
@@ -20,13 +20,14 @@ import pygit2
 import pytest
 
 from mergebot import agent
+from mergebot.landing.prereceive import queue_orphans
 from tests.bot import Fleet, commit, git
 
 
 async def wait_status(fleet: Fleet, subtask_id: int, status: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if (await fleet.store.get_subtask(subtask_id)).status == status:
+        if (await fleet.db.subtasks.get_subtask(subtask_id)).status == status:
             return
         time.sleep(0.1)
     raise AssertionError(f"subtask {subtask_id} never became {status}; log:\n{fleet.bot.log.read_text()[-3000:]}")
@@ -34,8 +35,8 @@ async def wait_status(fleet: Fleet, subtask_id: int, status: str, timeout: float
 
 @pytest.mark.parametrize("step", ["after_verify", "after_intent", "after_cas", "after_commit"])
 async def test_sigkill_at_each_landing_step(fleet: Fleet, step: str) -> None:
-    sub, _ = await fleet.store.create_subtask(actor_id=None, title="work")
-    child, _ = await fleet.store.create_subtask(actor_id=None, title="after", depends_on=[sub.id])
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="work")
+    child, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="after", depends_on=[sub.id])
     before = fleet.main()
 
     fleet.bot.stop()
@@ -52,7 +53,7 @@ async def test_sigkill_at_each_landing_step(fleet: Fleet, step: str) -> None:
     await wait_status(fleet, sub.id, "landed")
     await wait_status(fleet, child.id, "ready")
 
-    landed = await fleet.store.landed(repo="demo")
+    landed = await fleet.db.landing.landed(repo="demo")
     head = fleet.main()
     assert [row.merged_sha for row in landed] == [head]  # exactly one landed row, and it is main's head
     assert landed[0].base_sha == before and landed[0].candidate_sha == sha
@@ -60,10 +61,10 @@ async def test_sigkill_at_each_landing_step(fleet: Fleet, step: str) -> None:
     assert bare.descendant_of(head, before) or head == before
     assert landed[0].tree_sha == str(bare[head].peel(pygit2.Commit).tree_id)
     # every intent resolved, no candidate stuck mid-flight
-    cands = await fleet.store.candidates(repo="demo")
+    cands = await fleet.db.landing.candidates(repo="demo")
     assert {c["status"] for c in cands} <= {"landed", "superseded"}
     assert sum(c["status"] == "landed" for c in cands) == 1
-    assert await fleet.store.pending_intents("demo") == []
+    assert await fleet.db.landing.pending_intents("demo") == []
     # the reconciler finds main fully explained
     report = fleet.client("lead")  # lead cannot reconcile; reviewers read findings
     findings = report.get("/api/v1/findings", repo="demo")["findings"]
@@ -72,7 +73,7 @@ async def test_sigkill_at_each_landing_step(fleet: Fleet, step: str) -> None:
 
 async def test_lost_post_receive_is_requeued(fleet: Fleet) -> None:
     """An accepted push whose post-receive never ran (the bot died in between) is queued by the reconciler."""
-    sub, _ = await fleet.store.create_subtask(actor_id=None, title="work")
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="work")
     claim, wt = fleet.start("ann")
     sha = commit(wt, {"f.txt": "x\n"})
     fleet.bot.stop()
@@ -86,8 +87,30 @@ async def test_lost_post_receive_is_requeued(fleet: Fleet) -> None:
     assert str(fleet.bare().references[f"refs/heads/{claim.branch}"].target) == sha
     fleet.bot.start()
     await wait_status(fleet, sub.id, "landed")
-    assert (await fleet.store.landed(subtask_id=sub.id))[0].candidate_sha == sha
+    assert (await fleet.db.landing.landed(subtask_id=sub.id))[0].candidate_sha == sha
     _ = agent  # the agent module drives the other drills
+
+
+async def test_a_push_git_finished_after_its_subtask_landed_is_refused_on_the_record(fleet: Fleet) -> None:
+    """Git can finish a push after the bot that judged it died, and the subtask can land with the push before it
+    meanwhile (a lost push the crash-stream drill once found): the sweep then refuses it on the record, once, so
+    no accepted push is left unaccounted for."""
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="work")
+    claim, wt = fleet.start("ann")
+    commit(wt, {"f.txt": "x\n"})
+    assert agent.push(fleet.client("ann"), wt, wait=60, progress=False)["status"] == "landed"
+    late = commit(wt, {"f.txt": "y\n"})
+    fleet.bot.stop()
+    git(["--git-dir", str(fleet.bot.data_dir / "repos" / "demo.git"), "fetch", "-q", str(wt),
+         f"+HEAD:refs/heads/{claim.branch}"], wt)  # the ref moves with no post-receive step
+    repo = await fleet.db.landing.get_repo("demo")
+    for _ in range(2):  # once: a later sweep finds it on the record
+        assert await queue_orphans(fleet.db, fleet.bot.data_dir / "repos" / "demo.git", repo) == []
+    refusals = [e for e in await fleet.db.subtasks.events(subtask_id=sub.id) if e["kind"] == "push_refused"]
+    assert [(e["claim_version"], e["detail"]["sha"], e["detail"]["stage"]) for e in refusals] == [
+        (claim.claim_version, late, "post-receive")]
+    assert f"subtask {sub.id} was landed before the push reached the queue" in refusals[0]["detail"]["message"]
+    assert late not in [c["sha"] for c in await fleet.db.landing.candidates(subtask_id=sub.id)]
 
 
 async def test_reconciler_reports_commits_no_landed_row_explains(fleet: Fleet) -> None:

@@ -54,8 +54,9 @@ async def test_request_handling_runs_with_only_its_grants(settings: Settings) ->
     with TestClient(create_app(settings, run_recovery=False, run_queue=False)) as client:
         app = client.app
         state = app.state  # type: ignore[attr-defined]
-        pool = state.store.pool
-        assert state.app_db.how == "login" and state.app_db.role == "mergebot_app"
+        pool = state.services.db.pool
+        app_db = state.services.app_db
+        assert app_db.how == "login" and app_db.role == "mergebot_app"
         assert await _one(pool, "SELECT current_user") == "mergebot_app"
         assert await _one(pool, "SELECT session_user") == "mergebot_app"  # logged in as it: no way back
         assert await _one(pool, "SHOW statement_timeout") == "5s"

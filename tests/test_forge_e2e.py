@@ -26,11 +26,10 @@ import httpx
 import pytest
 
 from mergebot.auth import Role
+from mergebot.db.database import Database
 from mergebot.forge.client import GitHubClient
-from mergebot.forge.store import ForgeStore
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
 from mergebot.models import Handle
-from mergebot.verify.jobs import JobStore
 from tests.bot import BotProcess, check_command, commit, git, make_project
 from tests.forge_standin import ForgeStandin, PostedStatus
 
@@ -43,7 +42,7 @@ ZERO = "0" * 40
 @dataclass
 class ForgeFleet:
     bot: BotProcess
-    store: JobStore
+    db: Database
     forge: ForgeStandin
     remote: Path
     work: Path
@@ -88,9 +87,9 @@ def final(statuses: list[PostedStatus]) -> bool:
 
 
 @pytest.fixture
-async def forge_fleet(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path,
+async def forge_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
                       monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ForgeFleet]:
-    store = e2e_store
+    db = e2e_db
     src = make_project(tmp_path / "src")
     remote = tmp_path / "forge" / "calc.git"
     git(["clone", "-q", "--bare", str(src), str(remote)], tmp_path)
@@ -100,27 +99,27 @@ async def forge_fleet(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path,
     monkeypatch.setenv("MERGEBOT_WEBHOOK_SECRET", SECRET)
     agents = {}
     for name in ("ann", "bob"):
-        a, _ = await store.add_agent(name=name, role=Role.AGENT)
+        a, _ = await db.agents.add_agent(name=name, role=Role.AGENT)
         agents[name] = a.id
-    await ForgeStore(store.pool).link(forge="github", login="Ann-GH", agent_id=agents["ann"])
+    await db.forge.link(forge="github", login="Ann-GH", agent_id=agents["ann"])
     with ForgeStandin(token=TOKEN, bare_repo=remote) as forge:
         data = tmp_path / "data"
-        await add_repo(store, repos_root(data), name="calc", source=None, verifier_command=check_command(),
+        await add_repo(db, repos_root(data), name="calc", source=None, verifier_command=check_command(),
                        verifier_timeout_s=60, protected_paths=["ci/"],
                        forge=forge_settings("github", "acme/calc", api_url=forge.url, git_url=str(remote)))
         bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=TOKEN, GITEA_TOKEN=TOKEN,
                          MERGEBOT_WEBHOOK_SECRET=SECRET).start()
         (tmp_path / "work").mkdir()
         try:
-            yield ForgeFleet(bot, store, forge, remote, tmp_path / "work", agents)
+            yield ForgeFleet(bot, db, forge, remote, tmp_path / "work", agents)
         finally:
             bot.stop()
 
 
 async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
-    sub, _ = await f.store.create_subtask(actor_id=None, title="subtract")
-    claim = await f.store.claim(agent_id=f.agents["ann"])
+    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="subtract")
+    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
     assert claim is not None and claim.id == sub.id
     before = f.forge_main()
     wt = f.clone("ann")
@@ -140,13 +139,13 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     assert statuses[0].state == "pending" and statuses[-1].context == "mergebot"
     assert "/api/v1/candidates/" in (statuses[-1].target_url or "")
 
-    landed = (await f.store.landed(subtask_id=sub.id))[0]
+    landed = (await f.db.landing.landed(subtask_id=sub.id))[0]
     assert f.forge_main() == landed.merged_sha and landed.base_sha == before
     assert landed.candidate_sha == sha and landed.verifier_result == "pass"
     assert git(["merge-base", "--is-ancestor", sha, "refs/heads/main"], f.remote, check=False).returncode == 0
     assert (statuses[-1].description or "").startswith(f"landed as {landed.merged_sha[:12]}")
     assert client.pull_merged("acme/calc", 7)  # pushing the merge onto main is what closes the PR as merged
-    assert (await f.store.get_subtask(sub.id)).status == "landed"
+    assert (await f.db.subtasks.get_subtask(sub.id)).status == "landed"
 
     # The same delivery again: answered, nothing done twice.
     posted = len(f.forge.statuses(sha))
@@ -163,17 +162,17 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     other = f.deliver(branch, ZERO, sha, "ann-gh", body=json.dumps(pr).encode(), event="pull_request")
     assert other.status_code == 202 and "already" in other.json()["outcome"], other.text
     time.sleep(1.0)
-    assert len(await f.store.landed(subtask_id=sub.id)) == 1
+    assert len(await f.db.landing.landed(subtask_id=sub.id)) == 1
     assert len(f.forge.statuses(sha)) == posted
     assert f.forge_main() == landed.merged_sha
 
 
 async def test_unmapped_stale_and_failing_each_end_in_failure_with_the_reason(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
-    s1, _ = await f.store.create_subtask(actor_id=None, title="one")
-    s2, _ = await f.store.create_subtask(actor_id=None, title="two")
-    c1 = await f.store.claim(agent_id=f.agents["ann"])
-    c2 = await f.store.claim(agent_id=f.agents["bob"])
+    s1, _ = await f.db.subtasks.create_subtask(actor_id=None, title="one")
+    s2, _ = await f.db.subtasks.create_subtask(actor_id=None, title="two")
+    c1 = await f.db.subtasks.claim(agent_id=f.agents["ann"])
+    c2 = await f.db.subtasks.claim(agent_id=f.agents["bob"])
     assert c1 is not None and c2 is not None and (c1.id, c2.id) == (s1.id, s2.id)
     start = f.forge_main()
 
@@ -207,14 +206,14 @@ async def test_unmapped_stale_and_failing_each_end_in_failure_with_the_reason(fo
     assert st[-1].state == "failure" and "gave fail" in (st[-1].description or ""), st
 
     assert f.forge_main() == start
-    assert await f.store.landed() == []
-    assert (await f.store.get_subtask(s1.id)).status == "running"  # back to its owner with the reason
-    assert (await f.store.get_subtask(s2.id)).status == "running"
+    assert await f.db.landing.landed() == []
+    assert (await f.db.subtasks.get_subtask(s1.id)).status == "running"  # back to its owner with the reason
+    assert (await f.db.subtasks.get_subtask(s2.id)).status == "running"
 
 
 async def test_bad_deliveries_change_nothing(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
-    fs = ForgeStore(f.store.pool)
+    fs = f.db.forge
     sha = f.forge_main()
     url = f"{f.bot.url}/webhooks/github"
     # unsigned, wrongly signed, for another repository (signed: acknowledged and ignored), a ping
@@ -252,14 +251,14 @@ async def test_bad_deliveries_change_nothing(forge_fleet: ForgeFleet) -> None:
     r = f.deliver("", ZERO, sha, "", body=json.dumps(other).encode())
     assert r.status_code == 202 and "ignored" in r.json()["outcome"], r.text
     # nothing was queued or landed by any of it; the only status is the unmapped sender's failure
-    assert await f.store.candidates(repo="calc") == [] and await f.store.landed() == []
+    assert await f.db.landing.candidates(repo="calc") == [] and await f.db.landing.landed() == []
     assert {s.state for s in await fs.outbox(repo="calc")} <= {"failure"}
 
 
 async def test_statuses_survive_forge_outages_and_failed_deliveries_are_redone(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
-    sub, _ = await f.store.create_subtask(actor_id=None, title="docs")
-    claim = await f.store.claim(agent_id=f.agents["ann"])
+    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="docs")
+    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
     assert claim is not None
     wt = f.clone("ann")
     sha = commit(wt, {"README": "docs\n"})
@@ -271,9 +270,9 @@ async def test_statuses_survive_forge_outages_and_failed_deliveries_are_redone(f
     r = f.deliver(ref, ZERO, sha, "ann-gh", delivery="flaky-delivery")
     away.rename(f.remote)
     assert r.status_code == 502, r.text
-    failed = [d for d in await ForgeStore(f.store.pool).deliveries() if d.delivery_id == "flaky-delivery"]
+    failed = [d for d in await f.db.forge.deliveries() if d.delivery_id == "flaky-delivery"]
     assert failed[0].status == "failed" and failed[0].http_status == 502
-    assert f.forge.statuses(sha) == [] and await f.store.candidates(subtask_id=sub.id) == []
+    assert f.forge.statuses(sha) == [] and await f.db.landing.candidates(subtask_id=sub.id) == []
     # ... and the forge's redelivery of the same id is processed. Its API then fails 4 times in a row: the
     # status is retried in place, then from the outbox with a backoff, and arrives.
     f.forge.fail_next(4, 502)
@@ -281,7 +280,7 @@ async def test_statuses_survive_forge_outages_and_failed_deliveries_are_redone(f
     assert r.status_code == 202 and "queued" in r.json()["outcome"], r.text
     st = f.wait_status(sha, lambda s: s[-1].state == "success")
     assert st[-1].state == "success"
-    assert len(await f.store.landed(subtask_id=sub.id)) == 1
+    assert len(await f.db.landing.landed(subtask_id=sub.id)) == 1
 
 
 async def test_odd_refs_never_reach_a_shell(forge_fleet: ForgeFleet, tmp_path: Path) -> None:
@@ -301,12 +300,12 @@ async def test_a_gitea_repository_lands_through_the_gitea_endpoint(forge_fleet: 
     remote = f.remote.with_name("gitea-calc.git")
     git(["clone", "-q", "--bare", str(f.remote), str(remote)], f.work)
     git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)
-    await add_repo(f.store, repos_root(f.bot.data_dir), name="gcalc", source=None, verifier_command=check_command(),
+    await add_repo(f.db, repos_root(f.bot.data_dir), name="gcalc", source=None, verifier_command=check_command(),
                    verifier_timeout_s=60,
                    forge=forge_settings("gitea", "acme/gcalc", url=f.forge.url, git_url=str(remote)))
-    await ForgeStore(f.store.pool).link(forge="gitea", login="ann", agent_id=f.agents["ann"])
-    sub, _ = await f.store.create_subtask(actor_id=None, title="gitea work")
-    claim = await f.store.claim(agent_id=f.agents["ann"])
+    await f.db.forge.link(forge="gitea", login="ann", agent_id=f.agents["ann"])
+    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="gitea work")
+    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
     assert claim is not None
     wt = f.work / "gitea-ann"
     git(["clone", "-q", str(remote), str(wt)], f.work)
@@ -326,16 +325,16 @@ async def test_a_gitea_repository_lands_through_the_gitea_endpoint(forge_fleet: 
     assert r.status_code == 202 and "queued" in r.json()["outcome"], r.text
     st = f.wait_status(sha, final)
     assert st[-1].state == "success" and st[-1].forge == "gitea", st
-    landed = (await f.store.landed(subtask_id=sub.id))[0]
+    landed = (await f.db.landing.landed(subtask_id=sub.id))[0]
     assert f.forge_main(remote) == landed.merged_sha
 
 
-async def test_cli_adds_a_github_repository_and_links_a_login(e2e_store: JobStore, e2e_db_url: str,
+async def test_cli_adds_a_github_repository_and_links_a_login(e2e_db: Database, e2e_db_url: str,
                                                               tmp_path: Path) -> None:
     src = make_project(tmp_path / "src")
     remote = tmp_path / "calc.git"
     git(["clone", "-q", "--bare", str(src), str(remote)], tmp_path)
-    await e2e_store.add_agent(name="ann", role=Role.AGENT)
+    await e2e_db.agents.add_agent(name="ann", role=Role.AGENT)
     env = {**os.environ, "MERGEBOT_DATABASE_URL": e2e_db_url, "MERGEBOT_DATA_DIR": str(tmp_path / "data")}
     env.pop("GITHUB_TOKEN", None)
 
@@ -356,17 +355,17 @@ async def test_cli_adds_a_github_repository_and_links_a_login(e2e_store: JobStor
     out = cli("agent", "link", "ann", "--github", "Ann-GH")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"forge": "github", "login": "ann-gh", "agent": "ann"}
-    agent = await ForgeStore(e2e_store.pool).agent_for(forge="github", login="ANN-gh")
+    agent = await e2e_db.forge.agent_for(forge="github", login="ANN-gh")
     assert agent is not None and agent.name == "ann"
-    assert await ForgeStore(e2e_store.pool).agent_for(forge="gitea", login="ann-gh") is None
+    assert await e2e_db.forge.agent_for(forge="gitea", login="ann-gh") is None
 
 
 async def test_a_crash_after_the_forge_moved_is_finished_by_the_reconciler(forge_fleet: ForgeFleet) -> None:
     """SIGKILL after the forge accepted the merge but before the mirror and the database knew: on restart the
     reconciler reads the forge's branch, finishes the landing from the intent, and nothing lands twice."""
     f = forge_fleet
-    sub, _ = await f.store.create_subtask(actor_id=None, title="crash")
-    claim = await f.store.claim(agent_id=f.agents["ann"])
+    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="crash")
+    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
     assert claim is not None
     before = f.forge_main()
     f.bot.stop()
@@ -378,23 +377,23 @@ async def test_a_crash_after_the_forge_moved_is_finished_by_the_reconciler(forge
     assert f.deliver(ref, ZERO, sha, "ann-gh").status_code == 202
     assert f.bot.wait_exit(60) == -9
     moved = f.forge_main()
-    assert moved != before and await f.store.landed() == []  # the forge moved; the books do not know yet
+    assert moved != before and await f.db.landing.landed() == []  # the forge moved; the books do not know yet
 
     f.bot.start()
     f.wait_status(sha, lambda s: s[-1].state == "success")
-    landed = await f.store.landed(repo="calc")
+    landed = await f.db.landing.landed(repo="calc")
     assert [row.merged_sha for row in landed] == [moved] and landed[0].base_sha == before
     assert f.forge_main() == moved
-    assert await f.store.pending_intents("calc") == []
-    assert await f.store.findings(repo="calc") == []
+    assert await f.db.landing.pending_intents("calc") == []
+    assert await f.db.landing.findings(repo="calc") == []
 
 
 async def test_late_and_twin_deliveries(forge_fleet: ForgeFleet) -> None:
     """An older push delivered after a newer one is stale and lands nothing; the push event and the pull
     request event for one commit, arriving together, queue one candidate and end in one success."""
     f = forge_fleet
-    sub, _ = await f.store.create_subtask(actor_id=None, title="twice")
-    claim = await f.store.claim(agent_id=f.agents["ann"])
+    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="twice")
+    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
     assert claim is not None
     wt = f.clone("ann")
     ref = f"refs/heads/subtasks/{sub.id}/v1"
@@ -404,7 +403,7 @@ async def test_late_and_twin_deliveries(forge_fleet: ForgeFleet) -> None:
     git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
     r = f.deliver(ref, ZERO, first, "ann-gh")  # arrives late: the forge's branch is at `second` already
     assert r.status_code == 202 and "stale delivery" in r.json()["outcome"], r.text
-    assert await f.store.candidates(subtask_id=sub.id) == []
+    assert await f.db.landing.candidates(subtask_id=sub.id) == []
 
     pr: dict[str, Any] = json.loads((PAYLOADS / "github_pull_request_opened.json").read_bytes())
     pr["pull_request"]["head"].update(ref=f"subtasks/{sub.id}/v1", sha=second)
@@ -419,14 +418,14 @@ async def test_late_and_twin_deliveries(forge_fleet: ForgeFleet) -> None:
     assert all(a.status_code == 202 for a in answers), [a.text for a in answers]
     st = f.wait_status(second, final)
     assert st[-1].state == "success", st
-    cands = await f.store.candidates(subtask_id=sub.id)
+    cands = await f.db.landing.candidates(subtask_id=sub.id)
     assert [c["status"] for c in cands] == ["landed"], cands
     assert f.forge.statuses(first) == []
 
 
 async def test_signature_variants_and_a_refused_id_are_recorded_as_such(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
-    fs = ForgeStore(f.store.pool)
+    fs = f.db.forge
     body = (PAYLOADS / "github_push_branch_update.json").read_bytes()
     good = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     url = f"{f.bot.url}/webhooks/github"
@@ -441,17 +440,17 @@ async def test_signature_variants_and_a_refused_id_are_recorded_as_such(forge_fl
     sha = f.forge_main()
     assert f.deliver("refs/heads/subtasks/1/v1", ZERO, sha, "x", delivery="dup").status_code == 202
     assert f.deliver("refs/heads/subtasks/1/v1", ZERO, sha, "y", delivery="dup").status_code == 409
-    events = [e for e in await f.store.events(limit=1000) if e["kind"] == "webhook_refused"]
+    events = [e for e in await f.db.subtasks.events(limit=1000) if e["kind"] == "webhook_refused"]
     assert len(events) == 1 and events[0]["detail"]["delivery"] == "dup"
 
 
 async def test_a_reclaimed_owner_push_is_refused_with_a_failure(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
-    sub, _ = await f.store.create_subtask(actor_id=None, title="reclaimed")
-    claim = await f.store.claim(agent_id=f.agents["ann"])
+    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="reclaimed")
+    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
     assert claim is not None
-    await f.store.release(agent_id=f.agents["ann"], handle=Handle(claim.id, claim.claim_version))
-    again = await f.store.claim(agent_id=f.agents["bob"])
+    await f.db.subtasks.release(agent_id=f.agents["ann"], handle=Handle(claim.id, claim.claim_version))
+    again = await f.db.subtasks.claim(agent_id=f.agents["bob"])
     assert again is not None and again.claim_version == 2
     wt = f.clone("ann")
     sha = commit(wt, {"late.txt": "ann was too slow\n"})
@@ -461,4 +460,4 @@ async def test_a_reclaimed_owner_push_is_refused_with_a_failure(forge_fleet: For
     assert r.status_code == 202 and "refused" in r.json()["outcome"], r.text
     st = f.wait_status(sha, final)
     assert st[-1].state == "failure" and "claim version" in (st[-1].description or ""), st
-    assert await f.store.landed() == [] and (await f.store.get_subtask(sub.id)).owner_id == f.agents["bob"]
+    assert await f.db.landing.landed() == [] and (await f.db.subtasks.get_subtask(sub.id)).owner_id == f.agents["bob"]

@@ -37,6 +37,7 @@ from starlette.types import Message
 
 from mergebot.api import create_app
 from mergebot.auth import Role
+from mergebot.db.database import Database
 from mergebot.forge.sansio import (
     MAX_DEPTH,
     WebhookError,
@@ -45,12 +46,11 @@ from mergebot.forge.sansio import (
     to_event,
     verify_signature,
 )
-from mergebot.git import smarthttp
+from mergebot.git import cgi, smarthttp
 from mergebot.git.smarthttp import GitHttp, PushSession
 from mergebot.landing.checks import (
     Content,
     Limits,
-    Owner,
     RefUpdate,
     is_protected,
     judge_content,
@@ -58,9 +58,8 @@ from mergebot.landing.checks import (
     parse_subtask_ref,
 )
 from mergebot.landing.prereceive import parse_updates
-from mergebot.models import Agent
+from mergebot.models import Agent, Owner
 from mergebot.settings import Settings
-from mergebot.verify.jobs import JobStore
 from tests.bot import BotProcess
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -202,8 +201,8 @@ def test_parse_json_round_trips_ordinary_objects(value: dict[str, Any]) -> None:
 
 # ============================================================================================ webhooks over HTTP
 
-async def _counts(store: JobStore) -> dict[str, int]:
-    async with store.pool.connection() as conn:
+async def _counts(db: Database) -> dict[str, int]:
+    async with db.pool.connection() as conn:
         cur = await conn.execute(
             "SELECT c.relname FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace")
         names = [r[0] for r in await cur.fetchall()]
@@ -223,16 +222,16 @@ def webhook_app(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator
         yield client
 
 
-async def test_malformed_webhooks_over_http_are_4xx_and_change_nothing(store: JobStore,
+async def test_malformed_webhooks_over_http_are_4xx_and_change_nothing(db: Database,
                                                                        webhook_app: TestClient) -> None:
     for forge, repo in (("github", "acme/app"), ("gitea", "acme/lib")):
-        await store.create_repo(name=repo.split("/")[1], target_branch="main", verifier_command="true",
-                                verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
-                                max_file_bytes=1 << 20, root_sha=ZERO, forge={
+        await db.landing.create_repo(name=repo.split("/")[1], target_branch="main", verifier_command="true",
+                                     verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
+                                     max_file_bytes=1 << 20, root_sha=ZERO, forge={
                                     "forge": forge, "forge_repo": repo, "forge_api_url": "https://forge.invalid",
                                     "forge_git_url": f"https://forge.invalid/{repo}.git",
                                     "webhook_secret_env": SECRET_ENV, "forge_token_env": SECRET_ENV})
-    before = await _counts(store)
+    before = await _counts(db)
     client = webhook_app
     statuses: list[int] = []
 
@@ -248,7 +247,7 @@ async def test_malformed_webhooks_over_http_are_4xx_and_change_nothing(store: Jo
         assert isinstance(r.json()["error"], str)
 
     unsigned()
-    assert await _counts(store) == before  # nothing recorded for an unauthenticated or unreadable delivery
+    assert await _counts(db) == before  # nothing recorded for an unauthenticated or unreadable delivery
 
     @HTTP
     @given(endpoint=st.sampled_from(["github", "gitea"]), body=st.binary(max_size=300) | JSON_ANY.map(
@@ -266,7 +265,7 @@ async def test_malformed_webhooks_over_http_are_4xx_and_change_nothing(store: Jo
             assert "outcome" in r.json() or r.json().get("duplicate") is True
 
     signed()
-    after = await _counts(store)
+    after = await _counts(db)
     # Signed deliveries are recorded (so a redelivery is answered the same way) and nothing else changes:
     # no subtask, candidate, landed row or commit status comes out of a delivery that is not a real push.
     changed = {t for t in after if after[t] != before[t]}
@@ -397,12 +396,12 @@ def hooks_app(settings: Settings) -> Iterator[TestClient]:
         yield client
 
 
-async def test_hook_endpoints_take_any_body_without_a_5xx(store: JobStore, hooks_app: TestClient) -> None:
-    await store.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                            protected_paths=["ci/"], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=ZERO)
-    agent, _ = await store.add_agent(name="ann", role=Role.AGENT)
+async def test_hook_endpoints_take_any_body_without_a_5xx(db: Database, hooks_app: TestClient) -> None:
+    await db.landing.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
+                                 protected_paths=["ci/"], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=ZERO)
+    agent, _ = await db.agents.add_agent(name="ann", role=Role.AGENT)
     client = hooks_app
-    git_app: GitHttp = client.app.state.git  # type: ignore[attr-defined]
+    git_app: GitHttp = client.app.state.services.git  # type: ignore[attr-defined]
     git_app.sessions["fuzz-push"] = PushSession(push_id="fuzz-push", repo="demo", agent=agent)
     seen: set[int] = set()
 
@@ -431,7 +430,7 @@ async def test_hook_endpoints_take_any_body_without_a_5xx(store: JobStore, hooks
     # The case that once was a 500: a post-receive body that is not "old new ref" lines.
     r = client.post("/internal/hooks/post-receive", content=b"\x00", headers={"x-mergebot-push-id": "fuzz-push"})
     assert r.status_code == 400 and "malformed push" in r.text
-    assert await store.candidates(repo="demo") == []  # nothing was queued by any of it
+    assert await db.landing.candidates(repo="demo") == []  # nothing was queued by any of it
 
 
 # ============================================================================================ smart HTTP
@@ -470,7 +469,7 @@ def test_service_is_one_of_two_or_none(query: str) -> None:
     [b"Status: 200 OK", b"Status: 999", b"Status: x", b"Status:", b"Location: /x", b"Content-Type: a/b",
      b"X: a\rb", b"Expires: Fri", b"no colon", b": empty name", b"\r"]), max_size=5).map(b"\r\n".join))
 def test_cgi_header_block_parses_to_a_valid_status_and_single_line_headers(block: bytes) -> None:
-    status, headers = smarthttp._parse_cgi_headers(block)
+    status, headers = cgi.parse_cgi_headers(block)
     assert 100 <= status <= 599
     for name, value in headers:
         assert b"\n" not in name and b"\n" not in value and name == name.lower()
@@ -552,14 +551,14 @@ def test_git_front_door_answers_only_authenticated_smart_requests(method: str, p
 # ============================================================================================ the JSON API
 
 @pytest.fixture
-async def api_server(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path) -> Any:
+async def api_server(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> Any:
     tokens: dict[str | None, str] = {}
     for name, role in (("fuzz-admin-7f3e", Role.ADMIN), ("ann", Role.AGENT), ("rita", Role.REVIEWER)):
-        _, tokens[name] = await e2e_store.add_agent(name=name, role=role)
-    agent = await e2e_store.agent_by_name("ann")
+        _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
+    agent = await e2e_db.agents.agent_by_name("ann")
     for title in ("one", "two", "three"):
-        await e2e_store.create_subtask(actor_id=None, title=title)
-    await e2e_store.claim(agent_id=agent.id)
+        await e2e_db.subtasks.create_subtask(actor_id=None, title=title)
+    await e2e_db.subtasks.claim(agent_id=agent.id)
     bot = BotProcess(e2e_db_url, tmp_path / "data", MERGEBOT_VERIFIER_WORKERS="0").start()
     try:
         yield bot, tokens
@@ -567,10 +566,10 @@ async def api_server(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path) -> An
         bot.stop()
 
 
-async def test_values_postgres_cannot_store_are_422_not_500(store: JobStore, hooks_app: TestClient) -> None:
+async def test_values_postgres_cannot_store_are_422_not_500(db: Database, hooks_app: TestClient) -> None:
     """Found by the API run below: a NUL in any text, or an integer past bigint, used to be a 500."""
-    _, token = await store.add_agent(name="rita", role=Role.REVIEWER)
-    _, lead = await store.add_agent(name="lead", role=Role.LEAD)
+    _, token = await db.agents.add_agent(name="rita", role=Role.REVIEWER)
+    _, lead = await db.agents.add_agent(name="lead", role=Role.LEAD)
     auth = {"Authorization": f"Bearer {token}"}
     for path in ("/api/v1/subtasks?group=a%00b", "/api/v1/subtasks/99999999999999999999/events",
                  "/api/v1/landed?before=-99999999999999999999", "/api/v1/candidates?repo=%00"):

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from mergebot.auth import Role
+from mergebot.db.database import Database
 from mergebot.logs import JsonFormatter, configure_logging, scrub
-from mergebot.verify.jobs import JobStore
 from tests.bot import BotProcess
 
 TOKEN = "mb_" + "Q" * 43
@@ -109,8 +109,8 @@ def test_level_and_uvicorn_loggers(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [(x["logger"], x["message"]) for x in lines] == [("uvicorn.error", "from uvicorn")]
 
 
-async def test_serve_writes_json_lines_without_secrets(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path) -> None:
-    _, token = await e2e_store.add_agent(name="rita", role=Role.REVIEWER)
+async def test_serve_writes_json_lines_without_secrets(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> None:
+    _, token = await e2e_db.agents.add_agent(name="rita", role=Role.REVIEWER)
     bot = BotProcess(e2e_db_url, tmp_path / "data", MERGEBOT_ACCESS_LOG="1").start()
     try:
         assert httpx.get(f"{bot.url}/api/v1/me", headers={"Authorization": f"Bearer {token}"}).status_code == 200

@@ -20,13 +20,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mergebot import agent, cli
 from mergebot.api import create_app
+from mergebot.api.metrics import BUCKETS, DatabaseCollector
 from mergebot.auth import Role
-from mergebot.forge.store import ForgeStore
+from mergebot.cli import render
+from mergebot.db.database import Database
+from mergebot.db.views import Snapshot
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.metrics import BUCKETS, DatabaseCollector, Snapshot, exporter_for
 from mergebot.settings import Settings
-from mergebot.store import Store
-from mergebot.verify.jobs import JobStore
 from tests.bot import Fleet, commit, git, make_project
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -99,8 +99,8 @@ def test_families_render_a_snapshot() -> None:
 
 def test_each_app_has_its_own_registry() -> None:
     a, b = create_app(Settings()), create_app(Settings())
-    assert exporter_for(a.state) is exporter_for(a.state)
-    assert exporter_for(a.state).registry is not exporter_for(b.state).registry
+    assert a.state.services.metrics is a.state.services.metrics
+    assert a.state.services.metrics.registry is not b.state.services.metrics.registry
 
 
 # -- in process: the numbers move --------------------------------------------------------------------------------
@@ -109,14 +109,14 @@ def test_each_app_has_its_own_registry() -> None:
 class Scraper:
     def __init__(self, client: TestClient) -> None:
         self.client = client
-        self.store: JobStore = client.app.state.store  # type: ignore[attr-defined]
+        self.db: Database = client.app.state.services.db  # type: ignore[attr-defined]
         self.tokens: dict[str, str] = {}
 
     def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         return self.client.portal.call(functools.partial(fn, *args, **kw))  # type: ignore[union-attr]
 
     def add(self, name: str, role: Role) -> int:
-        agent, self.tokens[name] = self.run(self.store.add_agent, name=name, role=role)
+        agent, self.tokens[name] = self.run(self.db.agents.add_agent, name=name, role=role)
         return int(agent.id)
 
     def scrape(self, who: str = "rita") -> Samples:
@@ -132,7 +132,7 @@ def scraper(settings: Settings, tmp_path: Path) -> Iterator[Scraper]:
         s = Scraper(client)
         for name, role in (("ann", Role.AGENT), ("bob", Role.AGENT), ("rita", Role.REVIEWER)):
             s.add(name, role)
-        s.run(add_repo, s.store, repos_root(settings.data_dir), name="demo",
+        s.run(add_repo, s.db, repos_root(settings.data_dir), name="demo",
               source=str(make_project(tmp_path / "src")), verifier_command="true")
         yield s
 
@@ -158,7 +158,7 @@ def test_claims_lease_expiries_verify_runs_and_deliveries_move_the_numbers(scrap
     s = scraper
     before = s.scrape()
     for title in ("one", "two"):
-        s.run(s.store.create_subtask, actor_id=None, title=title)
+        s.run(s.db.subtasks.create_subtask, actor_id=None, title=title)
     r = s.client.post("/api/v1/subtasks/claim", headers={"Authorization": f"Bearer {s.tokens['ann']}"})
     assert r.status_code == 200
     after_claim = s.scrape()
@@ -167,20 +167,20 @@ def test_claims_lease_expiries_verify_runs_and_deliveries_move_the_numbers(scrap
     assert value(after_claim, "mergebot_agents_holding_claims") == 1
 
     # bob claims with a lease that runs out at once; the recovery pass takes it back
-    short = Store(s.store.pool, lease_seconds=0.01)
-    bob = s.run(s.store.agent_by_name, "bob")
-    assert s.run(short.claim, agent_id=bob.id) is not None
+    short = Database(s.db.pool, lease_seconds=0.01)
+    bob = s.run(s.db.agents.agent_by_name, "bob")
+    assert s.run(short.subtasks.claim, agent_id=bob.id) is not None
     time.sleep(0.05)
-    assert [r["status"] for r in s.run(s.store.recover_expired, grace_seconds=0)] == ["ready"]
+    assert [r["status"] for r in s.run(s.db.subtasks.recover_expired, grace_seconds=0)] == ["ready"]
 
     # a verify job runs to the end; a signed delivery is recorded and answered
-    job = s.run(s.store.enqueue_job, repo="demo", commit_sha="a" * 40, command="true", timeout_s=60,
+    job = s.run(s.db.jobs.enqueue_job, repo="demo", commit_sha="a" * 40, command="true", timeout_s=60,
                 purpose="candidate")
-    claimed = s.run(s.store.claim_job, worker_id=None, worker_name="w")
+    claimed = s.run(s.db.jobs.claim_job, worker_id=None, worker_name="w")
     assert claimed.id == job.id
-    s.run(s.store.finish_job, job_id=job.id, worker_id=None, claim_version=claimed.claim_version, outcome="pass",
+    s.run(s.db.jobs.finish_job, job_id=job.id, worker_id=None, claim_version=claimed.claim_version, outcome="pass",
           result={"outcome": "pass"})
-    forge = ForgeStore(s.store.pool)
+    forge = s.db.forge
     state, row = s.run(forge.begin_delivery, forge="github", delivery_id="d-1", event="push", body_sha256="0" * 64)
     assert state == "new"
     s.run(forge.finish_delivery, forge="github", delivery_id="d-1", attempt=row.attempts, ok=True, http_status=202,
@@ -203,8 +203,8 @@ def test_claims_lease_expiries_verify_runs_and_deliveries_move_the_numbers(scrap
 async def test_landing_refusal_and_conflict_move_the_numbers(fleet: Fleet, capsys: pytest.CaptureFixture[str]) -> None:
     rita = fleet.client("rita")
     before = parse(rita.metrics())
-    await fleet.store.create_subtask(actor_id=None, title="one")
-    await fleet.store.create_subtask(actor_id=None, title="two")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="one")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="two")
     _, ann_wt = fleet.start("ann")
     bob_claim, bob_wt = fleet.start("bob")
     commit(ann_wt, {"notes.txt": "line 1\nANN\nline 3\n"})
@@ -230,7 +230,7 @@ async def test_landing_refusal_and_conflict_move_the_numbers(fleet: Fleet, capsy
     assert [(r["kind"], r["reason"]) for r in view["refusals"]] == [("candidate_rejected", "conflict"),
                                                                      ("push_refused", "protected_path")]
     assert "notes.txt" in view["refusals"][0]["message"] and view["refusals"][1]["actor"] == "bob"
-    text = cli.render_queue(view)
+    text = render.render_queue(view)
     assert "RECENT REFUSALS" in text and "conflict" in text and "protected_path" in text
 
     # and the CLI reads the same server: landed by agent and age, the status summary

@@ -18,7 +18,6 @@ import pytest
 from psycopg import sql
 
 from mergebot.db.migrate import declared_schema, list_migrations, migrate
-from tests.conftest import SERVERS
 from tests.pg import Server, with_db
 
 BOOKKEEPING = "schema_migrations"
@@ -106,13 +105,6 @@ def apply_declared(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
         conn.execute(declared_schema())  # type: ignore[arg-type]  # a trusted file, run as one script
 
-
-@pytest.fixture(params=SERVERS)
-def server(request: pytest.FixtureRequest, servers: dict[str, Server]) -> Server:
-    name = request.param
-    if name not in servers:
-        servers[name] = Server(name)
-    return servers[name]
 
 
 @pytest.fixture

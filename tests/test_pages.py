@@ -20,13 +20,12 @@ import pytest
 
 from mergebot.api import create_app
 from mergebot.auth import Role
+from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models import Agent, Handle
+from mergebot.models import Agent, Evidence, Handle
 from mergebot.settings import Settings
 from mergebot.tree import Node, plan
-from mergebot.verify.jobs import JobStore
 from mergebot.web import live, present, session
-from mergebot.web.readmodel import PageReader
 from mergebot.web.sample import seeds_tree
 from tests.bot import BotProcess, make_project
 
@@ -38,7 +37,7 @@ SHA = "a" * 40
 class Site:
     app: Any
     client: httpx.AsyncClient
-    store: JobStore
+    db: Database
     tokens: dict[str, str] = field(default_factory=dict)
     agents: dict[str, Agent] = field(default_factory=dict)
     priority: int = 10_000
@@ -62,8 +61,8 @@ class Site:
     async def claimed(self, who: str, title: str, **kw: Any) -> int:
         """A subtask created and claimed by ``who`` (it outranks everything else that is ready)."""
         self.priority += 1
-        sub, _ = await self.store.create_subtask(actor_id=None, title=title, priority=self.priority, **kw)
-        got = await self.store.claim(agent_id=self.agents[who].id)
+        sub, _ = await self.db.subtasks.create_subtask(actor_id=None, title=title, priority=self.priority, **kw)
+        got = await self.db.subtasks.claim(agent_id=self.agents[who].id)
         assert got is not None and got.id == sub.id
         return sub.id
 
@@ -73,16 +72,17 @@ class Site:
         landed id)."""
         sid = await self.claimed(who, title)
         merged = merged or f"{sid:040x}"
-        cand = await self.store.enqueue(repo=repo, subtask_id=sid, claim_version=1, owner_id=self.agents[who].id,
-                                        sha=f"{sid + 7:040x}", ref=f"refs/heads/subtasks/{sid}/v1")
+        cand = await self.db.landing.enqueue(superseded="a newer push", repo=repo, subtask_id=sid, claim_version=1,
+                                             owner_id=self.agents[who].id, sha=f"{sid + 7:040x}",
+                                             ref=f"refs/heads/subtasks/{sid}/v1")
         result = {"commit_sha": merged, "tree_sha": "", "command": "pytest -q", "outcome": "pass", "exit_code": 0,
                   "duration_ms": 1234, "log_head": f"log of {title}\n1 passed\n", "log_tail": "", "log_size": 20,
                   "log_digest": "d" * 64, "sandbox": "bwrap", **(verifier or {})}
-        evidence = {"subtask_id": sid, "claim_version": 1, "owner_id": self.agents[who].id,
-                    "candidate_sha": cand.sha, "merge_kind": "merge", "verifier": result}
-        intent = await self.store.begin_landing(cand=cand, target_ref="refs/heads/main", old_sha=base,
-                                                new_sha=merged, tree_sha="b" * 40, evidence=evidence)
-        landed, _ = await self.store.finish_landing(intent)
+        evidence = Evidence(sid, 1, self.agents[who].id, cand.sha, "merge", result, result["outcome"])
+        intent = await self.db.landing.begin_landing(cand=cand, target_ref="refs/heads/main", old_sha=base,
+                                                     new_sha=merged, tree_sha="b" * 40, evidence=evidence,
+                                                     verdict=result)
+        landed, _ = await self.db.landing.finish_landing(intent)
         return sid, cand.id, landed.id
 
 
@@ -92,13 +92,13 @@ async def site(settings: Settings) -> AsyncIterator[Site]:
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
-            s = Site(app, client, app.state.store)
+            s = Site(app, client, app.state.services.db)
             for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
                                ("rita", Role.REVIEWER)):
-                s.agents[name], s.tokens[name] = await s.store.add_agent(name=name, role=role)
-            await s.store.create_repo(name="app", target_branch="main", verifier_command="pytest -q",
-                                      verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
-                                      max_file_bytes=1 << 20, root_sha=SHA)
+                s.agents[name], s.tokens[name] = await s.db.agents.add_agent(name=name, role=role)
+            await s.db.landing.create_repo(name="app", target_branch="main", verifier_command="pytest -q",
+                                           verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
+                                           max_file_bytes=1 << 20, root_sha=SHA)
             yield s
 
 
@@ -110,7 +110,7 @@ PAGES = ["/", "/ui/landed", "/ui/landed?repo=app", "/ui/landed/1", "/ui/landed/a
 
 async def test_a_visitor_sees_only_the_login_prompt(site: Site) -> None:
     sid, cid, lid = await site.land("ann", "secret plan for the parser")
-    await site.store.announce(author_id=None, body="the hidden announcement")
+    await site.db.subtasks.announce(author_id=None, body="the hidden announcement")
     for path in [*PAGES, f"/ui/landed/{lid}", f"/ui/candidates/{cid}/log", f"/ui/subtasks/{sid}"]:
         r = await site.client.get(path)
         assert r.status_code == 303, (path, r.status_code)
@@ -127,7 +127,7 @@ async def test_a_visitor_sees_only_the_login_prompt(site: Site) -> None:
     # posts are refused the same way and change nothing
     r = await site.post("/ui/repos/app/pause", {"csrf": "x"})
     assert r.status_code == 303 and r.headers["location"].startswith("/login")
-    assert not (await site.store.get_repo("app")).paused
+    assert not (await site.db.landing.get_repo("app")).paused
     # and the redirect remembers where the visitor was going, on this site only
     site.client.cookies.clear()
     r = await site.client.get("/ui/subtasks?root=1&depth=4")
@@ -172,7 +172,7 @@ async def test_the_cookie_is_secure_over_https(site: Site) -> None:
 async def test_a_revoked_token_stops_at_once(site: Site) -> None:
     await site.login("rita")
     assert (await site.get("/ui/agents")).status_code == 200
-    await site.store.revoke_agent(name="rita")
+    await site.db.agents.revoke_agent(name="rita")
     r = await site.get("/ui/agents")
     assert r.status_code == 303 and r.headers["location"].startswith("/login")
 
@@ -202,7 +202,7 @@ def _commit(bare: Path, parent: str, files: dict[str, str]) -> str:
 
 async def test_landed_shows_the_evidence_and_filters(site: Site, tmp_path: Path) -> None:
     root = repos_root(site.app.state.settings.data_dir)
-    repo = await add_repo(site.store, root, name="demo", source=str(make_project(tmp_path / "src")),
+    repo = await add_repo(site.db, root, name="demo", source=str(make_project(tmp_path / "src")),
                           verifier_command="pytest -q")
     merged = _commit(root / "demo.git", repo.root_sha, {"calc.py": "def add(a, b):\n    return a + b\n# one\n",
                                                          "new.txt": "x\ny\n"})
@@ -240,13 +240,13 @@ async def test_landed_shows_the_evidence_and_filters(site: Site, tmp_path: Path)
     assert log.status_code == 200 and "collected 1 item" in log.text and "1 passed" in log.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in log.text and "<script>alert" not in log.text
     # the post-land check on main, and its log
-    job = await site.store.enqueue_job(repo="demo", commit_sha=merged, command="pytest -q", timeout_s=60,
-                                       purpose="post_land", landed_id=l1)
-    claimed = await site.store.claim_job(worker_id=None, worker_name="w1")
+    job = await site.db.jobs.enqueue_job(repo="demo", commit_sha=merged, command="pytest -q", timeout_s=60,
+                                         purpose="post_land", landed_id=l1)
+    claimed = await site.db.jobs.claim_job(worker_id=None, worker_name="w1")
     assert claimed is not None and claimed.id == job.id
-    await site.store.finish_job(job_id=job.id, worker_id=None, claim_version=claimed.claim_version, outcome="pass",
-                                result={"command": "pytest -q", "outcome": "pass", "log_head": "main is green\n",
-                                        "log_tail": "", "log_size": 14, "log_digest": "f" * 64, "sandbox": "none"})
+    await site.db.jobs.finish_job(job_id=job.id, worker_id=None, claim_version=claimed.claim_version, outcome="pass",
+                                  result={"command": "pytest -q", "outcome": "pass", "log_head": "main is green\n",
+                                          "log_tail": "", "log_size": 14, "log_digest": "f" * 64, "sandbox": "none"})
     assert f"/ui/jobs/{job.id}/log" in (await site.get(f"/ui/landed/{l1}")).text
     job_log = await site.get(f"/ui/jobs/{job.id}/log")
     assert job_log.status_code == 200 and "main is green" in job_log.text and "post_land" in job_log.text
@@ -267,19 +267,19 @@ async def test_landed_pages_by_keyset(site: Site) -> None:
     assert "Older" not in second
 
 
-async def _load_tree(store: JobStore, nodes: list[Node]) -> dict[str, int]:
-    made = await store.create_tree(actor_id=None, nodes=nodes)
+async def _load_tree(db: Database, nodes: list[Node]) -> dict[str, int]:
+    made = await db.subtasks.create_tree(actor_id=None, nodes=nodes)
     return {k: s.id for k, s in made.items()}
 
 
 async def test_tree_windows_are_bounded_and_link_to_the_rest(site: Site) -> None:
     nodes = seeds_tree(400, 10, groups=4, seed=3)
-    ids = await _load_tree(site.store, nodes)
+    ids = await _load_tree(site.db, nodes)
     wide = plan([Node(key="w", title="wide"), *[Node(key=f"w{i}", title=f"leaf {i}", parent="w") for i in range(60)]])
     for n in wide:
         if n.key == "w":
             n.children = [f"w{i}" for i in range(60)]
-    wide_ids = await _load_tree(site.store, wide)
+    wide_ids = await _load_tree(site.db, wide)
     await site.login("rita")
     top = (await site.get("/ui/subtasks")).text
     depths = [int(d) for d in re.findall(r'data-depth="(\d+)"', top)]
@@ -329,7 +329,7 @@ async def test_only_an_admin_pauses_a_repository_and_only_from_our_forms(site: S
         await site.login(who)
         r = await site.post("/ui/repos/app/pause", {"csrf": site.csrf(who)})
         assert r.status_code == 403 and "may not pause" in r.text, who
-    assert not (await site.store.get_repo("app")).paused
+    assert not (await site.db.landing.get_repo("app")).paused
     await site.login("root")
     assert "/ui/repos/app/pause" in (await site.get("/ui/queue")).text
     assert (await site.post("/ui/repos/app/pause", {})).status_code == 403  # no CSRF token
@@ -337,35 +337,37 @@ async def test_only_an_admin_pauses_a_repository_and_only_from_our_forms(site: S
     assert (await site.post("/ui/repos/app/pause", {"csrf": site.csrf("root")},
                             origin="https://evil.example")).status_code == 403
     assert (await site.post("/ui/repos/app/pause", {"csrf": site.csrf("root")}, origin=None)).status_code == 403
-    assert not (await site.store.get_repo("app")).paused
+    assert not (await site.db.landing.get_repo("app")).paused
     r = await site.post("/ui/repos/app/pause", {"csrf": site.csrf("root")})
-    assert r.status_code == 303 and (await site.store.get_repo("app")).paused
+    assert r.status_code == 303 and (await site.db.landing.get_repo("app")).paused
     assert "paused by root" in (await site.get("/ui/queue")).text
     r = await site.client.post("/ui/repos/app/resume", data={"csrf": site.csrf("root")},
                                headers={"Referer": f"{BASE}/ui/queue"})
-    assert r.status_code == 303 and not (await site.store.get_repo("app")).paused
-    assert any("resumed by root" in a["body"] for a in await site.store.announcements())
+    assert r.status_code == 303 and not (await site.db.landing.get_repo("app")).paused
+    assert any("resumed by root" in a["body"] for a in await site.db.subtasks.announcements())
     assert (await site.post("/ui/repos/nope/pause", {"csrf": site.csrf("root")})).status_code == 404
 
 
 async def test_queue_shows_what_is_verified_waits_and_was_refused(site: Site) -> None:
-    reader = PageReader(site.store.pool)
+    reader = site.db.pages
     before = await reader.queue_fingerprint()
     waiting = []
     for i in range(3):
         sid = await site.claimed("ann" if i % 2 else "bob", f"queued change {i}")
-        waiting.append(await site.store.enqueue(repo="app", subtask_id=sid, claim_version=1,
-                                                owner_id=site.agents["ann" if i % 2 else "bob"].id,
-                                                sha=f"{sid:040x}", ref=f"refs/heads/subtasks/{sid}/v1"))
+        waiting.append(await site.db.landing.enqueue(superseded="a newer push", repo="app", subtask_id=sid,
+                                                     claim_version=1,
+                                                     owner_id=site.agents["ann" if i % 2 else "bob"].id,
+                                                     sha=f"{sid:040x}", ref=f"refs/heads/subtasks/{sid}/v1"))
     assert await reader.queue_fingerprint() != before
-    taken = await site.store.next_candidate("app")  # candidates keep their subtask's priority: the last one first
+    taken = await site.db.landing.next_candidate("app")  # candidates keep their subtask's priority: the last one first
     assert taken is not None and taken.id == waiting[2].id
-    await site.store.finish_candidate(waiting[1].id, "rejected", "conflicts with main in: notes.txt",
-                                      verifier={"command": "pytest", "outcome": "fail", "log_head": "E assert",
-                                                "log_tail": "", "log_size": 8, "log_digest": "e" * 64})
-    await site.store.log_event(actor_id=site.agents["bob"].id, kind="push_refused", subtask_id=waiting[0].subtask_id,
-                               detail={"repo": "app", "ref": "refs/heads/main", "code": "protected_ref",
-                                       "message": "only Mergebot moves main"})
+    await site.db.landing.finish_candidate(waiting[1].id, "rejected", "conflicts with main in: notes.txt",
+                                           verifier={"command": "pytest", "outcome": "fail", "log_head": "E assert",
+                                                     "log_tail": "", "log_size": 8, "log_digest": "e" * 64})
+    await site.db.subtasks.log_event(actor_id=site.agents["bob"].id, kind="push_refused",
+                                     subtask_id=waiting[0].subtask_id,
+                                     detail={"repo": "app", "ref": "refs/heads/main", "code": "protected_ref",
+                                             "message": "only Mergebot moves main"})
     await site.login("rita")
     page = (await site.get("/ui/queue")).text
     verifying = page[page.index("Verifying now"):page.index("Waiting")]
@@ -382,14 +384,15 @@ async def test_queue_shows_what_is_verified_waits_and_was_refused(site: Site) ->
 
 async def test_agents_board_and_reconciliation(site: Site) -> None:
     held = await site.claimed("ann", "held one")
-    await site.store.heartbeat(agent_id=site.agents["ann"].id, handle=Handle(held, 1))
+    await site.db.subtasks.heartbeat(agent_id=site.agents["ann"].id, handle=Handle(held, 1))
     await site.land("ann", "landed one")
-    await site.store.log_event(actor_id=site.agents["ann"].id, kind="push_refused", detail={"code": "stale_claim"})
-    await site.store.announce(author_id=site.agents["lead"].id, body="The plan: parser first, then the pages.")
-    await site.store.add_note(author_id=site.agents["ann"].id, subtask_id=held, claim_version=1,
-                              body="## Handoff\nDone: the lexer. Remains: the parser.")
-    await site.store.add_finding(repo="app", kind="unexplained_commits",
-                                 detail={"commits": [f"{i:040x}" for i in range(15)], "count": 15})
+    await site.db.subtasks.log_event(actor_id=site.agents["ann"].id, kind="push_refused",
+                                     detail={"code": "stale_claim"})
+    await site.db.subtasks.announce(author_id=site.agents["lead"].id, body="The plan: parser first, then the pages.")
+    await site.db.subtasks.add_note(author_id=site.agents["ann"].id, subtask_id=held, claim_version=1,
+                                    body="## Handoff\nDone: the lexer. Remains: the parser.")
+    await site.db.landing.add_finding(repo="app", kind="unexplained_commits",
+                                      detail={"commits": [f"{i:040x}" for i in range(15)], "count": 15})
     await site.login("rita")
     agents = (await site.get("/ui/agents")).text
     ann = agents[agents.index("<td>ann"):].split("</tr>")[0]
@@ -404,8 +407,8 @@ async def test_agents_board_and_reconciliation(site: Site) -> None:
     rec = (await site.get("/ui/reconcile")).text
     assert "unexplained_commits" in rec and f"{0:012x}" in rec and "and 5 more" in rec
     sub = await site.claimed("bob", "submitted by hand")
-    await site.store.submit(agent_id=site.agents["bob"].id, handle=Handle(sub, 1),
-                            sha="c" * 40)
+    await site.db.subtasks.submit(agent_id=site.agents["bob"].id, handle=Handle(sub, 1),
+                                  sha="c" * 40)
     assert "submitted by hand" in (await site.get("/ui/reconcile")).text
 
 
@@ -417,12 +420,12 @@ async def _events(resp: httpx.Response, out: list[str]) -> None:
         out.append(line)
 
 
-async def test_live_stream_speaks_on_change_and_ends_on_shutdown(e2e_store: JobStore, e2e_db_url: str,
-                                                                tmp_path: Path) -> None:
-    _, token = await e2e_store.add_agent(name="rita", role=Role.REVIEWER)
-    await e2e_store.create_repo(name="app", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                                protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
-    await e2e_store.set_paused(repo="app", paused=True, reason="held for the test")
+async def test_live_stream_speaks_on_change_and_ends_on_shutdown(e2e_db: Database, e2e_db_url: str,
+                                                                 tmp_path: Path) -> None:
+    _, token = await e2e_db.agents.add_agent(name="rita", role=Role.REVIEWER)
+    await e2e_db.landing.create_repo(name="app", target_branch="main", verifier_command="true", verifier_timeout_s=60,
+                                     protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
+    await e2e_db.landing.set_paused(repo="app", paused=True, reason="held for the test")
     bot = BotProcess(e2e_db_url, tmp_path / "data").start()
     try:
         async with httpx.AsyncClient(base_url=bot.url, timeout=10) as client:
@@ -433,7 +436,7 @@ async def test_live_stream_speaks_on_change_and_ends_on_shutdown(e2e_store: JobS
                 assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
                 reader = asyncio.create_task(_events(resp, lines))
                 await _until(lambda: sum(line == "event: queue" for line in lines) == 1)
-                await e2e_store.set_paused(repo="app", paused=False, reason=None)
+                await e2e_db.landing.set_paused(repo="app", paused=False, reason=None)
                 await _until(lambda: sum(line == "event: queue" for line in lines) == 2)
                 data = [line for line in lines if line.startswith("data: ")]
                 assert len(data) == 2 and data[0] != data[1]

@@ -7,8 +7,8 @@ sha), leases forced to lapse (a direct UPDATE) and ``recover_expired(grace_secon
 concurrent bursts of mixed operations, operator retry and cancel, and new subtasks. Agents never forget a
 handle: every handle they ever got stays theirs and keeps being written with, so stale handles keep trying.
 
-The store is async and hypothesis state machines are sync: each machine owns an event loop and drives the
-store with ``loop.run_until_complete`` (the test itself is a plain function, so no other loop runs in its
+The stores are async and hypothesis state machines are sync: each machine owns an event loop and drives
+them with ``loop.run_until_complete`` (the test itself is a plain function, so no other loop runs in its
 thread). Each example gets a fresh database copied from the migrated template and drops it afterwards.
 
 Each sequential write's outcome is predicted exactly from the model: it succeeds if the handle is live for
@@ -38,7 +38,6 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -52,11 +51,10 @@ from hypothesis.stateful import (
 
 from mergebot.auth import Role
 from mergebot.db.connect import open_pool
+from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, InvalidTransition
 from mergebot.models import Handle, Landing, Subtask
 from mergebot.settings import Settings
-from mergebot.store import Store
-from tests.conftest import SERVERS
 from tests.pg import Server, with_db
 
 T = TypeVar("T")
@@ -140,18 +138,18 @@ class ClaimMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
-        self.db = self.server.fresh_db()
+        self.dbname = self.server.fresh_db()
         try:
-            self.url = with_db(self.server.url, self.db)
+            self.url = with_db(self.server.url, self.dbname)
             cfg = Settings(database_url=self.url, pool_min_size=1, pool_max_size=N_AGENTS + 2)
             self.pool = self.run(open_pool(self.url, cfg, statement_timeout_ms=5000))
-            self.store = Store(self.pool, lease_seconds=LEASE_SECONDS)
+            self.db = Database(self.pool, lease_seconds=LEASE_SECONDS)
             self.agents = self.run(self._add_agents())
         except BaseException:
             if hasattr(self, "pool"):
                 self.run(self.pool.close())
             self.loop.close()
-            self.server.drop_db(self.db)
+            self.server.drop_db(self.dbname)
             raise
         self.subs: dict[int, Sub] = {}
         self.held: dict[int, list[Held]] = {a: [] for a in self.agents}  # per agent, oldest first
@@ -165,7 +163,7 @@ class ClaimMachine(RuleBasedStateMachine):
     async def _add_agents(self) -> list[int]:
         out = []
         for i in range(N_AGENTS):
-            agent, _ = await self.store.add_agent(name=f"agent{i}", role=Role.AGENT)
+            agent, _ = await self.db.agents.add_agent(name=f"agent{i}", role=Role.AGENT)
             out.append(agent.id)
         return out
 
@@ -174,7 +172,7 @@ class ClaimMachine(RuleBasedStateMachine):
             self.run(self.pool.close())
         finally:
             self.loop.close()
-            self.server.drop_db(self.db)
+            self.server.drop_db(self.dbname)
 
     # -- model helpers ----------------------------------------------------------------------------------
 
@@ -246,7 +244,7 @@ class ClaimMachine(RuleBasedStateMachine):
         return freed
 
     def create(self, priority: int, max_attempts: int, deps: list[int]) -> None:
-        sub, created = self.run(self.store.create_subtask(
+        sub, created = self.run(self.db.subtasks.create_subtask(
             actor_id=None, title=f"t{len(self.subs)}", priority=priority, depends_on=deps,
             max_attempts=max_attempts))
         assert created
@@ -272,7 +270,7 @@ class ClaimMachine(RuleBasedStateMachine):
 
     def do_claim(self, agent: int) -> None:
         order = self.ready_in_claim_order()
-        got = self.run(self.store.claim(agent_id=agent))
+        got = self.run(self.db.subtasks.claim(agent_id=agent))
         if not order:
             assert got is None, f"claimed {got} with nothing ready"
             return
@@ -289,10 +287,10 @@ class ClaimMachine(RuleBasedStateMachine):
         sha = self.sha()
         order = self.ready_in_claim_order()
         call = {
-            "heartbeat": lambda: self.store.heartbeat(agent_id=writer, handle=h.handle),
-            "release": lambda: self.store.release(agent_id=writer, handle=h.handle, reason="handing off"),
-            "submit": lambda: self.store.submit(agent_id=writer, handle=h.handle, sha=sha),
-            "complete": lambda: self.store.claim(agent_id=writer, complete=h.handle, sha=sha),
+            "heartbeat": lambda: self.db.subtasks.heartbeat(agent_id=writer, handle=h.handle),
+            "release": lambda: self.db.subtasks.release(agent_id=writer, handle=h.handle, reason="handing off"),
+            "submit": lambda: self.db.subtasks.submit(agent_id=writer, handle=h.handle, sha=sha),
+            "complete": lambda: self.db.subtasks.claim(agent_id=writer, complete=h.handle, sha=sha),
         }[write]
         try:
             got = self.run(call())
@@ -328,7 +326,7 @@ class ClaimMachine(RuleBasedStateMachine):
         owner = h.agent if owner is None else owner
         live = self.live(h, {"submitted"}) and owner == h.agent
         try:
-            landed, released = self.run(self.store.land(self.landing(h, owner=owner, candidate=candidate)))
+            landed, released = self.run(self.db.landing.land(self.landing(h, owner=owner, candidate=candidate)))
         except ClaimSuperseded as e:
             assert not live, f"landing live {h} refused: {e}"
             return
@@ -345,7 +343,7 @@ class ClaimMachine(RuleBasedStateMachine):
         s = self.subs[h.id]
         live = s.status == "submitted" and s.version == h.version and (sha is None or s.sha == sha)
         try:
-            got = self.run(self.store.reject(handle=h.handle, reason="verifier: tests failed", sha=sha))
+            got = self.run(self.db.subtasks.reject(handle=h.handle, reason="verifier: tests failed", sha=sha))
         except ClaimSuperseded as e:
             assert not live, f"reject of live {h} refused: {e}"
             self.refused(e, h)
@@ -356,7 +354,7 @@ class ClaimMachine(RuleBasedStateMachine):
         assert got.lease_expires_at is not None
 
     def do_recover(self) -> None:
-        got = self.run(self.store.recover_expired(grace_seconds=0))
+        got = self.run(self.db.subtasks.recover_expired(grace_seconds=0))
         want = {}
         for s in self.subs.values():
             if s.status == "running" and s.lapsed:
@@ -410,7 +408,7 @@ class ClaimMachine(RuleBasedStateMachine):
         order = self.ready_in_claim_order()
 
         async def race() -> list[Subtask | None]:
-            return await asyncio.gather(*(self.store.claim(agent_id=a) for a in ids))
+            return await asyncio.gather(*(self.db.subtasks.claim(agent_id=a) for a in ids))
 
         results = self.run(race())
         won = [(a, g) for a, g in zip(ids, results, strict=True) if g is not None]
@@ -431,11 +429,11 @@ class ClaimMachine(RuleBasedStateMachine):
         for op, agent, which in ops:
             if op == "claim":
                 a = self.agents[agent]
-                calls.append(self.store.claim(agent_id=a))
+                calls.append(self.db.subtasks.claim(agent_id=a))
                 plan.append((op, None, a, False, None))
                 continue
             if op == "recover":
-                calls.append(self.store.recover_expired(grace_seconds=0))
+                calls.append(self.db.subtasks.recover_expired(grace_seconds=0))
                 plan.append((op, None, 0, False, None))
                 continue
             h = self.candidate(which) if op in ("land", "reject") else self.handle_of(agent, which)
@@ -447,12 +445,12 @@ class ClaimMachine(RuleBasedStateMachine):
             stale = not (s.version == h.version and s.status in IN_FLIGHT
                          and (op == "reject" or s.owner == h.agent))
             calls.append({
-                "heartbeat": lambda h=h: self.store.heartbeat(agent_id=h.agent, handle=h.handle),
-                "release": lambda h=h: self.store.release(agent_id=h.agent, handle=h.handle),
-                "submit": lambda h=h, sha=sha: self.store.submit(agent_id=h.agent, handle=h.handle, sha=sha),
-                "complete": lambda h=h, sha=sha: self.store.claim(agent_id=h.agent, complete=h.handle, sha=sha),
-                "reject": lambda h=h: self.store.reject(handle=h.handle, reason="verifier: failed"),
-                "land": lambda h=h, sha=sha: self.store.land(self.landing(h, owner=h.agent, candidate=sha)),
+                "heartbeat": lambda h=h: self.db.subtasks.heartbeat(agent_id=h.agent, handle=h.handle),
+                "release": lambda h=h: self.db.subtasks.release(agent_id=h.agent, handle=h.handle),
+                "submit": lambda h=h, sha=sha: self.db.subtasks.submit(agent_id=h.agent, handle=h.handle, sha=sha),
+                "complete": lambda h=h, sha=sha: self.db.subtasks.claim(agent_id=h.agent, complete=h.handle, sha=sha),
+                "reject": lambda h=h: self.db.subtasks.reject(handle=h.handle, reason="verifier: failed"),
+                "land": lambda h=h, sha=sha: self.db.landing.land(self.landing(h, owner=h.agent, candidate=sha)),
             }[op]())
             plan.append((op, h, h.agent, stale, sha))
         before = {i: s.version for i, s in self.subs.items()}
@@ -526,7 +524,7 @@ class ClaimMachine(RuleBasedStateMachine):
         if action == "retry":
             s = self.subs[failed[pick % len(failed)]] if failed else self.pick(pick)
             try:
-                got = self.run(self.store.retry(subtask_id=s.id, reason="operator retry", actor_id=None))
+                got = self.run(self.db.subtasks.retry(subtask_id=s.id, reason="operator retry", actor_id=None))
             except InvalidTransition:
                 assert s.status != "failed", f"retry of failed {s} refused"
                 return
@@ -539,7 +537,7 @@ class ClaimMachine(RuleBasedStateMachine):
         if self.cancelled or s.status == "failed":
             return  # failed -> cancelled is not an allowed transition (subtask_transitions)
         try:
-            got = self.run(self.store.cancel(subtask_id=s.id, reason="not needed", actor_id=None))
+            got = self.run(self.db.subtasks.cancel(subtask_id=s.id, reason="not needed", actor_id=None))
         except InvalidTransition:
             assert s.status in ("landed", "cancelled"), f"cancel of {s} refused"
             return
@@ -575,15 +573,15 @@ class ClaimMachine(RuleBasedStateMachine):
         other = self.agents[(self.agents.index(h.agent) + 1) % N_AGENTS]
         for name in writes:
             call = {
-                "heartbeat": lambda: self.store.heartbeat(agent_id=h.agent, handle=h.handle),
-                "submit": lambda: self.store.submit(agent_id=h.agent, handle=h.handle, sha=self.sha()),
-                "release": lambda: self.store.release(agent_id=h.agent, handle=h.handle),
-                "complete": lambda: self.store.claim(agent_id=h.agent, complete=h.handle, sha=self.sha()),
-                "note": lambda: self.store.add_note(author_id=h.agent, subtask_id=h.id, claim_version=h.version,
-                                                    body="still mine?"),
-                "land": lambda: self.store.land(self.landing(h, owner=h.agent, candidate=self.sha())),
-                "land_other_owner": lambda: self.store.land(self.landing(h, owner=other, candidate=self.sha())),
-                "reject": lambda: self.store.reject(handle=h.handle, reason="stale verdict"),
+                "heartbeat": lambda: self.db.subtasks.heartbeat(agent_id=h.agent, handle=h.handle),
+                "submit": lambda: self.db.subtasks.submit(agent_id=h.agent, handle=h.handle, sha=self.sha()),
+                "release": lambda: self.db.subtasks.release(agent_id=h.agent, handle=h.handle),
+                "complete": lambda: self.db.subtasks.claim(agent_id=h.agent, complete=h.handle, sha=self.sha()),
+                "note": lambda: self.db.subtasks.add_note(author_id=h.agent, subtask_id=h.id, claim_version=h.version,
+                                                          body="still mine?"),
+                "land": lambda: self.db.landing.land(self.landing(h, owner=h.agent, candidate=self.sha())),
+                "land_other_owner": lambda: self.db.landing.land(self.landing(h, owner=other, candidate=self.sha())),
+                "reject": lambda: self.db.subtasks.reject(handle=h.handle, reason="stale verdict"),
             }[name]
             try:
                 await call()
@@ -668,13 +666,6 @@ class ClaimMachine(RuleBasedStateMachine):
                     self.run(self.probe(h, fence, ["submit", "release", "complete", "land_other_owner"]))
                 h.probed = fence
 
-
-@pytest.fixture(params=SERVERS)
-def server(request: pytest.FixtureRequest, servers: dict[str, Server]) -> Server:
-    name = request.param
-    if name not in servers:
-        servers[name] = Server(name)
-    return servers[name]
 
 
 def test_claim_protocol_state_machine(server: Server) -> None:

@@ -7,126 +7,129 @@ from pathlib import Path
 import pygit2
 
 from mergebot.auth import Role
+from mergebot.db.database import Database
 from mergebot.git import repo as git
-from mergebot.landing.queue import LandingQueue, Window
+from mergebot.landing.land import Context, target_for
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.landing.store import Candidate
-from mergebot.verify.jobs import JobStore
+from mergebot.landing.window import Speculator, Window
+from mergebot.models import Candidate
 from tests.bot import make_project
 
 
-async def test_the_candidate_that_unblocks_most_goes_first(e2e_store: JobStore, tmp_path: Path) -> None:
-    store = e2e_store
-    await add_repo(store, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
+async def test_the_candidate_that_unblocks_most_goes_first(e2e_db: Database, tmp_path: Path) -> None:
+    db = e2e_db
+    await add_repo(db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
                    verifier_command="true")
-    ann, _ = await store.add_agent(name="ann", role=Role.AGENT)
-    bob, _ = await store.add_agent(name="bob", role=Role.AGENT)
-    cat, _ = await store.add_agent(name="cat", role=Role.AGENT)
-    leaf, _ = await store.create_subtask(actor_id=None, title="a leaf")
-    root, _ = await store.create_subtask(actor_id=None, title="many wait on it")
-    urgent, _ = await store.create_subtask(actor_id=None, title="urgent", priority=5)
+    ann, _ = await db.agents.add_agent(name="ann", role=Role.AGENT)
+    bob, _ = await db.agents.add_agent(name="bob", role=Role.AGENT)
+    cat, _ = await db.agents.add_agent(name="cat", role=Role.AGENT)
+    leaf, _ = await db.subtasks.create_subtask(actor_id=None, title="a leaf")
+    root, _ = await db.subtasks.create_subtask(actor_id=None, title="many wait on it")
+    urgent, _ = await db.subtasks.create_subtask(actor_id=None, title="urgent", priority=5)
     for i in range(2):
-        await store.create_subtask(actor_id=None, title=f"waits {i}", depends_on=[root.id])
+        await db.subtasks.create_subtask(actor_id=None, title=f"waits {i}", depends_on=[root.id])
     held = {}
     for agent in (ann, bob, cat):
-        sub = await store.claim(agent_id=agent.id)
+        sub = await db.subtasks.claim(agent_id=agent.id)
         assert sub is not None
         held[sub.id] = (agent.id, sub.claim_version)
     assert set(held) == {leaf.id, root.id, urgent.id}
     for sid in (leaf.id, root.id, urgent.id):  # arrival order: leaf, root, urgent
         owner, version = held[sid]
-        await store.enqueue(repo="demo", subtask_id=sid, claim_version=version, owner_id=owner, sha=f"{sid:040x}",
-                            ref=f"refs/heads/subtasks/{sid}/v{version}")
+        await db.landing.enqueue(superseded="a newer push", repo="demo", subtask_id=sid, claim_version=version,
+                                 owner_id=owner, sha=f"{sid:040x}",
+                                 ref=f"refs/heads/subtasks/{sid}/v{version}")
     order = []
-    while (cand := await store.next_candidate("demo")) is not None:
+    while (cand := await db.landing.next_candidate("demo")) is not None:
         order.append(cand.subtask_id)
     assert order == [urgent.id, root.id, leaf.id]
 
 
 
-async def _demo_repo(store: JobStore, tmp_path: Path) -> tuple[Path, pygit2.Repository, str]:
-    """The demo repository in the bot's store: its repos root, its bare repository and main's head."""
+async def _demo_repo(db: Database, tmp_path: Path) -> tuple[Path, pygit2.Repository, str]:
+    """The demo repository in the bot's db: its repos root, its bare repository and main's head."""
     root = repos_root(tmp_path / "data")
-    await add_repo(store, root, name="demo", source=str(make_project(tmp_path / "src")), verifier_command="true")
+    await add_repo(db, root, name="demo", source=str(make_project(tmp_path / "src")), verifier_command="true")
     bare = git.open_repo(git.bare_path(root, "demo"))
     main = git.head_of(bare, "refs/heads/main")
     assert main is not None
     return root, bare, main
 
 
-async def _queued_work(store: JobStore, bare: pygit2.Repository, main: str, name: str) -> tuple[Candidate, str]:
+async def _queued_work(db: Database, bare: pygit2.Repository, main: str, name: str) -> tuple[Candidate, str]:
     """Agent ``name`` claims a new subtask and its commit (adding ``<name>.txt`` on main) is queued."""
-    agent, _ = await store.add_agent(name=name, role=Role.AGENT)
-    await store.create_subtask(actor_id=None, title=f"{name}'s")
-    claimed = await store.claim(agent_id=agent.id)
+    agent, _ = await db.agents.add_agent(name=name, role=Role.AGENT)
+    await db.subtasks.create_subtask(actor_id=None, title=f"{name}'s")
+    claimed = await db.subtasks.claim(agent_id=agent.id)
     assert claimed is not None
     tree = bare.TreeBuilder(bare[main].peel(pygit2.Commit).tree)
     tree.insert(f"{name}.txt", bare.create_blob(name.encode()), pygit2.enums.FileMode.BLOB)
     sig = pygit2.Signature(name, f"{name}@example.com")
     sha = str(bare.create_commit(None, sig, sig, name, tree.write(), [pygit2.Oid(hex=main)]))
     ref = f"refs/heads/subtasks/{claimed.id}/v{claimed.claim_version}"
-    cand = await store.enqueue(repo="demo", subtask_id=claimed.id, claim_version=claimed.claim_version,
-                               owner_id=agent.id, sha=sha, ref=ref)
+    cand = await db.landing.enqueue(superseded="a newer push", repo="demo", subtask_id=claimed.id,
+                                    claim_version=claimed.claim_version,
+                                    owner_id=agent.id, sha=sha, ref=ref)
     return cand, sha
 
 
-async def test_a_fill_before_a_landing_defers_what_does_not_apply_there(e2e_store: JobStore, tmp_path: Path) -> None:
+async def test_a_fill_before_a_landing_defers_what_does_not_apply_there(e2e_db: Database, tmp_path: Path) -> None:
     """The runs a landing frees are given out before main moves, on the landing's merge. A candidate already
     contained in that merge (here: the same commit pushed again under a new claim version) must wait for the
     landing, not be rejected as "nothing to land" against a main that has not moved, and may never move."""
-    store = e2e_store
-    root, bare, main = await _demo_repo(store, tmp_path)
-    cand, work = await _queued_work(store, bare, main, "ann")
+    db = e2e_db
+    root, bare, main = await _demo_repo(db, tmp_path)
+    cand, work = await _queued_work(db, bare, main, "ann")
     about_to_land = git.merge_onto(bare, main, work, "the landing's merge")  # contains ``work``
     assert about_to_land.sha is not None
-    queue = LandingQueue(store, root, speculation=2)
+    spec = Speculator(Context(db, root), width=2)
     window = Window(width=2)
-    repo = await store.get_repo("demo")
-    await queue._fill(repo, window, git.bare_path(root, "demo"), main, tail=about_to_land.sha)
+    repo = await db.landing.get_repo("demo")
+    await spec.fill(repo, window, target_for(spec.ctx, repo), main, tail=about_to_land.sha)
     assert window.slots == []
     assert cand.id in window.deferred
-    after = await store.get_candidate(cand.id)
+    after = await db.landing.get_candidate(cand.id)
     assert after.status == "queued", after
     assert "waits for the candidates ahead of it" in (after.reason or "")
 
 
-async def test_a_staged_candidate_is_merged_once_and_goes_back_when_all_is_re_planned(e2e_store: JobStore,
-                                                                                     tmp_path: Path) -> None:
+async def test_a_staged_candidate_is_merged_once_and_goes_back_when_all_is_re_planned(e2e_db: Database,
+                                                                                      tmp_path: Path) -> None:
     """While the window's runs are busy the next candidate is taken and merged onto the tail (staged); the fill
     that follows a result uses that merge instead of merging again, and a re-plan of everything puts a staged
     candidate back in the queue rather than leaving it taken."""
-    store = e2e_store
-    root, bare, main = await _demo_repo(store, tmp_path)
-    path = git.bare_path(root, "demo")
-    cands = [(await _queued_work(store, bare, main, name))[0] for name in ("ann", "bob")]
-    queue = LandingQueue(store, root, speculation=2)
-    repo = await store.get_repo("demo")
+    db = e2e_db
+    root, bare, main = await _demo_repo(db, tmp_path)
+    cands = [(await _queued_work(db, bare, main, name))[0] for name in ("ann", "bob")]
+    spec = Speculator(Context(db, root), width=2)
+    repo = await db.landing.get_repo("demo")
+    target = target_for(spec.ctx, repo)
     window = Window(width=1)
-    await queue._fill(repo, window, path, main)  # ann's takes the one run
+    await spec.fill(repo, window, target, main)  # ann's takes the one run
     assert [s.cand.id for s in window.slots] == [cands[0].id]
-    await queue._stage(repo, window, path, main)  # bob's is merged onto ann's while her run is busy
+    await spec.stage(repo, window, target, main)  # bob's is merged onto ann's while her run is busy
     staged = window.staged
     assert staged is not None and staged.cand.id == cands[1].id
     assert staged.base == window.slots[0].merge.sha
-    assert (await store.get_candidate(cands[1].id)).status == "verifying"
+    assert (await db.landing.get_candidate(cands[1].id)).status == "verifying"
     merges = []
-    real = queue._merge_with_paths
+    real = spec.merge
 
     async def counting(*args: object) -> object:
         merges.append(args)
         return await real(*args)  # type: ignore[arg-type]
 
-    queue._merge_with_paths = counting  # type: ignore[assignment,method-assign]
+    spec.merge = counting  # type: ignore[assignment,method-assign]
     window.width = 2  # a run is free: the fill uses the staged merge as it is
-    await queue._fill(repo, window, path, main)
+    await spec.fill(repo, window, target, main)
     assert [s.cand.id for s in window.slots] == [cands[0].id, cands[1].id]
     assert window.slots[1].merge.sha == staged.merge.sha and window.slots[1].checkpoint
     assert merges == [] and window.staged is None
     # Staged again (nothing is queued now: nothing to stage), then everything re-planned: back in the queue.
-    await queue._cut(window, 1, "test: cut behind ann's")
-    await queue._stage(repo, window, path, main)
+    await spec.cut(window, 1, "test: cut behind ann's")
+    await spec.stage(repo, window, target, main)
     assert window.staged is not None and window.staged.cand.id == cands[1].id
-    await queue._cut(window, 0, "test: re-plan everything")
+    await spec.cut(window, 0, "test: re-plan everything")
     assert window.staged is None and window.slots == []
     for cand in cands:
-        assert (await store.get_candidate(cand.id)).status == "queued"
+        assert (await db.landing.get_candidate(cand.id)).status == "queued"

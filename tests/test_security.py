@@ -44,12 +44,12 @@ from mergebot import agent as agent_mod
 from mergebot import auth
 from mergebot.api import create_app
 from mergebot.auth import Role
+from mergebot.db.database import Database
 from mergebot.db.queries import QUERIES
 from mergebot.errors import Invalid
 from mergebot.forge.sansio import MAX_BODY_BYTES
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
-from mergebot.verify.jobs import JobStore
 from mergebot.web import session as web_session
 from tests.bot import Fleet, commit, git, make_project
 
@@ -62,7 +62,7 @@ WEBHOOK_SECRET = "whsec-never-logged-Zq81xP"
 # ============================================================================================ helpers
 
 class Api:
-    """The app in-process on a real database, with tokens made through the owner's store."""
+    """The app in-process on a real database, with tokens made through the owner's db."""
 
     def __init__(self, client: TestClient, tokens: dict[str, str]) -> None:
         self.client = client
@@ -81,11 +81,11 @@ ROLES = (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob",
 
 
 @pytest.fixture
-async def api(store: JobStore, settings: Settings) -> Any:
+async def api(db: Database, settings: Settings) -> Any:
     settings.max_body_bytes = 64 * 1024
     tokens = {}
     for name, role in ROLES:
-        _, tokens[name] = await store.add_agent(name=name, role=role)
+        _, tokens[name] = await db.agents.add_agent(name=name, role=role)
     with TestClient(create_app(settings, run_recovery=False, run_queue=False)) as client:
         yield Api(client, tokens)
 
@@ -108,12 +108,6 @@ def raw_get(port: int, target: str, headers: dict[str, str] | None = None) -> tu
         conn.close()
 
 
-def jobs_store(fleet: Fleet) -> JobStore:
-    """The fleet's store is the full one (queue, jobs, pausing), typed as its landing part."""
-    assert isinstance(fleet.store, JobStore)
-    return fleet.store
-
-
 def refs_of(fleet: Fleet) -> dict[str, str]:
     bare = fleet.bare()
     return {r: str(bare.references[r].target) for r in bare.references if not r.startswith("refs/mergebot")}
@@ -121,10 +115,10 @@ def refs_of(fleet: Fleet) -> dict[str, str]:
 
 # ============================================================================================ identity
 
-async def test_identity_comes_from_the_token_only(api: Api, store: JobStore) -> None:
+async def test_identity_comes_from_the_token_only(api: Api, db: Database) -> None:
     r = api.call("POST", "/api/v1/subtasks", "lead", json={"title": "one"})
     sid = r.json()["subtask"]["id"]
-    ann, bob = await store.agent_by_name("ann"), await store.agent_by_name("bob")
+    ann, bob = await db.agents.agent_by_name("ann"), await db.agents.agent_by_name("bob")
     # Fields naming someone are not part of any body: refused, naming the field.
     for body in ({"owner": "bob"}, {"owner_id": bob.id}, {"agent": "bob"}, {"agent_id": bob.id}):
         r = api.call("POST", "/api/v1/subtasks/claim", "ann", json=body)
@@ -150,9 +144,9 @@ async def test_identity_comes_from_the_token_only(api: Api, store: JobStore) -> 
     for path, body in writes:
         r = api.call("POST", path, "bob", json=body)
         assert r.status_code == 409 and r.json()["error"]["code"] == "claim_superseded", (path, r.text)
-    sub = await store.get_subtask(sid)
+    sub = await db.subtasks.get_subtask(sid)
     assert (sub.owner_id, sub.status, sub.claim_version) == (ann.id, "running", 1)
-    events = await store.events(subtask_id=sid, limit=100)
+    events = await db.subtasks.events(subtask_id=sid, limit=100)
     assert events and all(e["actor"] != "bob" for e in events)
     # The verifier's job routes are the verifier's: an agent cannot report a job's result.
     assert api.call("POST", "/api/v1/verify-jobs/1/result", "ann",
@@ -161,8 +155,8 @@ async def test_identity_comes_from_the_token_only(api: Api, store: JobStore) -> 
 
 
 async def test_git_identity_is_the_password_not_the_username(fleet: Fleet) -> None:
-    await fleet.store.create_subtask(actor_id=None, title="ann's")
-    await fleet.store.create_subtask(actor_id=None, title="bob's")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="ann's")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="bob's")
     ann_claim, ann_wt = fleet.start("ann")
     bob_claim, _ = fleet.start("bob")
     # Ann says she is bob (the username), with her own token (the password).
@@ -170,19 +164,19 @@ async def test_git_identity_is_the_password_not_the_username(fleet: Fleet) -> No
     commit(ann_wt, {"a.txt": "a\n"})
     out = git(["push", "origin", f"HEAD:refs/heads/{bob_claim.branch}"], ann_wt, check=False)
     assert out.returncode != 0 and f"subtask {bob_claim.subtask_id} is not yours" in out.stderr
-    await jobs_store(fleet).set_paused(repo="demo", paused=True, reason="hold")
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="hold")
     git(["push", "-q", "origin", f"HEAD:refs/heads/{ann_claim.branch}"], ann_wt)
-    ann = await fleet.store.agent_by_name("ann")
-    cands = await fleet.store.candidates(repo="demo")
+    ann = await fleet.db.agents.agent_by_name("ann")
+    cands = await fleet.db.landing.candidates(repo="demo")
     assert [(c["subtask_id"], c["owner_id"]) for c in cands] == [(ann_claim.subtask_id, ann.id)]
 
 
 # ============================================================================================ refs
 
 async def test_agents_push_only_their_own_subtask_branches(fleet: Fleet) -> None:
-    s1, _ = await fleet.store.create_subtask(actor_id=None, title="ann's")
-    s2, _ = await fleet.store.create_subtask(actor_id=None, title="bob's")
-    await jobs_store(fleet).set_paused(repo="demo", paused=True, reason="hold the queue: branches stay put")
+    s1, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="ann's")
+    s2, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="bob's")
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="hold the queue: branches stay put")
     ann_claim, ann_wt = fleet.start("ann")
     bob_claim, bob_wt = fleet.start("bob")
     assert (ann_claim.subtask_id, bob_claim.subtask_id) == (s1.id, s2.id)
@@ -214,7 +208,7 @@ async def test_agents_push_only_their_own_subtask_branches(fleet: Fleet) -> None
         assert "Mergebot refused this push" in out.stderr or "rejected" in out.stdout, (specs, out.stderr)
         assert refs_of(fleet) == before, specs
     assert fleet.main() == main and refs_of(fleet)[f"refs/heads/{bob_claim.branch}"] == bob_tip
-    refused = [e for e in await fleet.store.events(limit=1000) if e["kind"] == "push_refused"]
+    refused = [e for e in await fleet.db.subtasks.events(limit=1000) if e["kind"] == "push_refused"]
     assert {e["detail"]["code"] for e in refused} >= {"protected_ref", "stale_claim", "not_owner"}
     # ...and her own branch is hers to push.
     git(["push", "-q", "origin", f"HEAD:refs/heads/{ann_claim.branch}"], ann_wt)
@@ -222,7 +216,7 @@ async def test_agents_push_only_their_own_subtask_branches(fleet: Fleet) -> None
 
 
 async def test_agents_cannot_change_what_judges_them(fleet: Fleet) -> None:
-    repo_before = await fleet.store.get_repo("demo")
+    repo_before = await fleet.db.landing.get_repo("demo")
     # No API changes a repository's landing rules; the admin-only ones are refused to agents and leads.
     for who in ("ann", "lead"):
         c = httpx.Client(base_url=fleet.bot.url, headers={"Authorization": f"Bearer {fleet.tokens[who]}"})
@@ -233,7 +227,7 @@ async def test_agents_cannot_change_what_judges_them(fleet: Fleet) -> None:
             r = c.request(method, path, json={"verifier_command": "true", "protected_paths": []})
             assert r.status_code in (403, 404, 405), (who, method, path, r.status_code)
     # Protected paths, every way a push could touch them.
-    await fleet.store.create_subtask(actor_id=None, title="sneaky")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="sneaky")
     claim, wt = fleet.start("ann")
     base = git(["rev-parse", "HEAD"], wt).stdout.strip()
     for change in ({"ci/check.sh": "exit 0\n"}, {"ci/new.sh": "true\n"}, {"ci": None}, {"ci/check.sh": None}):
@@ -262,11 +256,11 @@ async def test_agents_cannot_change_what_judges_them(fleet: Fleet) -> None:
     main = fleet.main()
     result = agent_mod.push(fleet.client("ann"), wt, wait=90, progress=False)
     assert result["status"] == "rejected", result
-    assert fleet.main() == main and await fleet.store.landed(subtask_id=claim.subtask_id) == []
-    repo_after = await fleet.store.get_repo("demo")
+    assert fleet.main() == main and await fleet.db.landing.landed(subtask_id=claim.subtask_id) == []
+    repo_after = await fleet.db.landing.get_repo("demo")
     assert (repo_after.verifier_command, repo_after.protected_paths) == (
         repo_before.verifier_command, repo_before.protected_paths)
-    jobs = await jobs_store(fleet).jobs(status=None, candidate_id=result["id"], limit=10)
+    jobs = await fleet.db.jobs.jobs(status=None, candidate_id=result["id"], limit=10)
     assert jobs and all(j["command"] == repo_before.verifier_command for j in jobs), jobs
 
 
@@ -339,12 +333,12 @@ async def test_every_non_public_route_refuses_a_caller_without_a_token(api: Api)
     assert checked > 150
 
 
-async def test_admin_routes_refuse_every_other_role(api: Api, store: JobStore) -> None:
+async def test_admin_routes_refuse_every_other_role(api: Api, db: Database) -> None:
     app = api.client.app
     admin = {(m, p) for m, p, route in _routes(app) if "admin" in _actions(route.dependant)}
     assert admin == EXPECTED_ADMIN  # a new admin route is checked below, and named here on purpose
-    await store.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                            protected_paths=["ci/"], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=ZERO)
+    await db.landing.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
+                                 protected_paths=["ci/"], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=ZERO)
     for method, path in sorted(admin):
         for who in ("lead", "ann", "rita", "vera"):
             r = api.call(method, _concrete(path).replace("/agents/demo/", "/agents/bob/"), who,
@@ -355,7 +349,7 @@ async def test_admin_routes_refuse_every_other_role(api: Api, store: JobStore) -
     assert {a["name"] for a in agents} == {n for n, _ in ROLES}  # nobody was added or revoked above
     assert all(a["revoked_at"] is None for a in agents)
     assert not any("token" in k or "hash" in k for a in agents for k in a)  # readers never see credentials
-    assert not (await store.get_repo("demo")).paused
+    assert not (await db.landing.get_repo("demo")).paused
     # The pages' one admin action, from the site's own form with a valid CSRF token: still the role decides.
     for who in ("lead", "ann", "rita"):
         token = api.tokens[who]
@@ -363,14 +357,14 @@ async def test_admin_routes_refuse_every_other_role(api: Api, store: JobStore) -
                             headers={"Origin": "http://testserver", "Cookie": f"{web_session.COOKIE}={token}"},
                             follow_redirects=False)
         assert r.status_code == 403, (who, r.status_code)
-    assert not (await store.get_repo("demo")).paused
+    assert not (await db.landing.get_repo("demo")).paused
 
 
 # ============================================================================================ tokens
 
 async def test_tokens_are_hashed_looked_up_by_hash_and_compared_in_constant_time(
-        api: Api, store: JobStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    async with store.pool.connection() as conn:
+        api: Api, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with db.pool.connection() as conn:
         rows = await (await conn.execute("SELECT name, token_hash FROM agents")).fetchall()
     stored = {name: bytes(h) for name, h in rows}
     for name, token in api.tokens.items():
@@ -386,9 +380,9 @@ async def test_tokens_are_hashed_looked_up_by_hash_and_compared_in_constant_time
         return same
 
     monkeypatch.setattr(hmac, "compare_digest", spy)  # the module mergebot.auth compares with
-    assert (await store.authenticate(api.tokens["ann"])) is not None
+    assert (await db.agents.authenticate(api.tokens["ann"])) is not None
     assert compared == [(stored["ann"], stored["ann"])]
-    assert await store.authenticate(api.tokens["ann"] + "x") is None
+    assert await db.agents.authenticate(api.tokens["ann"] + "x") is None
 
 
 async def test_no_plaintext_secret_in_the_database_or_the_log(fleet: Fleet) -> None:
@@ -397,13 +391,13 @@ async def test_no_plaintext_secret_in_the_database_or_the_log(fleet: Fleet) -> N
     fleet.bot.start(MERGEBOT_WEBHOOK_SECRET=WEBHOOK_SECRET, MERGEBOT_LOG_LEVEL="debug", MERGEBOT_ACCESS_LOG="1",
                     MERGEBOT_LOG_FORMAT="json")
     url = fleet.bot.url
-    await fleet.store.create_subtask(actor_id=None, title="add subtract")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="add subtract")
     # A landing: API calls, a clone and a push with the token, a verifier run.
     _, wt = fleet.start("ann")
     commit(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"})
     assert agent_mod.push(fleet.client("ann"), wt, wait=90, progress=False)["status"] == "landed"
     # Admin work: a new agent (its token is in a response body), a revocation.
-    _, root_token = await fleet.store.add_agent(name="root", role=Role.ADMIN)
+    _, root_token = await fleet.db.agents.add_agent(name="root", role=Role.ADMIN)
     r = httpx.post(f"{url}/api/v1/agents", json={"name": "carl"}, headers={"Authorization": f"Bearer {root_token}"})
     carl_token = r.json()["token"]
     httpx.post(f"{url}/api/v1/agents/carl/revoke", headers={"Authorization": f"Bearer {root_token}"})
@@ -415,13 +409,14 @@ async def test_no_plaintext_secret_in_the_database_or_the_log(fleet: Fleet) -> N
     httpx.post(f"{url}/login", data={"token": fleet.tokens["rita"], "next": "/ui/landed"})
     # A forge repository whose webhook secret is read from the environment (no mirror on disk: only webhooks
     # that stop before any git work are sent to it).
-    await fleet.store.create_repo(name="mirror", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                                  protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=ZERO,
-                                  forge={"forge": "github", "forge_repo": "acme/app",
-                                         "forge_api_url": "https://forge.invalid",
-                                         "forge_git_url": "https://forge.invalid/acme/app.git",
-                                         "webhook_secret_env": "MERGEBOT_WEBHOOK_SECRET",
-                                         "forge_token_env": "MERGEBOT_WEBHOOK_SECRET"})
+    await fleet.db.landing.create_repo(name="mirror", target_branch="main", verifier_command="true",
+                                       verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
+                                       max_file_bytes=1 << 20, root_sha=ZERO,
+                                       forge={"forge": "github", "forge_repo": "acme/app",
+                                              "forge_api_url": "https://forge.invalid",
+                                              "forge_git_url": "https://forge.invalid/acme/app.git",
+                                              "webhook_secret_env": "MERGEBOT_WEBHOOK_SECRET",
+                                              "forge_token_env": "MERGEBOT_WEBHOOK_SECRET"})
     # Webhooks: signed with the secret, and a bad signature.
     body = json.dumps({"zen": "hi", "hook_id": 1, "repository": {"full_name": "acme/app"}}).encode()
     sig = "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
@@ -437,7 +432,7 @@ async def test_no_plaintext_secret_in_the_database_or_the_log(fleet: Fleet) -> N
     needles = [s for t in secrets for s in {t, t.removeprefix("mb_")}]
     needles += [base64.b64encode(f"agent:{t}".encode()).decode() for t in secrets]  # git's Basic header
     # Every text-like column of every table, dumped as text.
-    async with fleet.store.pool.connection() as conn:
+    async with fleet.db.pool.connection() as conn:
         cols = await (await conn.execute(
             "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public' "
             "AND data_type IN ('text', 'character varying', 'json', 'jsonb', 'bytea', 'ARRAY', 'USER-DEFINED')"
@@ -459,22 +454,22 @@ async def test_no_plaintext_secret_in_the_database_or_the_log(fleet: Fleet) -> N
 
 
 async def test_a_revoked_token_stops_working_at_once_for_api_and_git(fleet: Fleet) -> None:
-    await fleet.store.create_subtask(actor_id=None, title="t")
-    await jobs_store(fleet).set_paused(repo="demo", paused=True, reason="hold")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="hold")
     claim, wt = fleet.start("ann")
     commit(wt, {"x.txt": "x\n"})
     token = fleet.tokens["ann"]
     refs = f"{fleet.bot.url}/git/demo.git/info/refs"
     assert httpx.get(refs, params={"service": "git-upload-pack"}, headers={"Authorization": basic(token)}
                      ).status_code == 200
-    await fleet.store.revoke_agent(name="ann")
+    await fleet.db.agents.revoke_agent(name="ann")
     assert httpx.get(f"{fleet.bot.url}/api/v1/me", headers={"Authorization": f"Bearer {token}"}).status_code == 401
     for service in ("git-upload-pack", "git-receive-pack"):
         r = httpx.get(refs, params={"service": service}, headers={"Authorization": basic(token)})
         assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Basic")
     out = git(["push", "origin", f"HEAD:refs/heads/{claim.branch}"], wt, check=False)
     assert out.returncode != 0 and f"refs/heads/{claim.branch}" not in refs_of(fleet)
-    assert await fleet.store.candidates(repo="demo") == []
+    assert await fleet.db.landing.candidates(repo="demo") == []
     r = httpx.get(f"{fleet.bot.url}/ui/landed", cookies={web_session.COOKIE: token}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"].startswith("/login")
 
@@ -487,7 +482,7 @@ async def test_request_handling_runs_under_a_statement_timeout(settings: Setting
 
     @app.get("/__probe")
     async def probe(request: Request) -> dict[str, Any]:  # the pool every route handler uses
-        pool = request.app.state.store.pool
+        pool = request.app.state.services.db.pool
         async with pool.connection() as conn:
             timeout = (await (await conn.execute("SHOW statement_timeout")).fetchone())[0]
             try:
@@ -584,7 +579,7 @@ async def test_shell_metacharacters_in_refs_messages_file_names_and_push_options
     trap = tmp_path / "trap"
     trap.mkdir()
     cmds = [f"$(touch${{IFS}}{trap}/d)", f"`touch${{IFS}}{trap}/b`", f";touch${{IFS}}{trap}/s;", f"|touch {trap}/p"]
-    await fleet.store.create_subtask(actor_id=None, title="$(touch /tmp/mb-title-trap) `id` ; rm -rf /")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="$(touch /tmp/mb-title-trap) `id` ; rm -rf /")
     claim, wt = fleet.start("ann")
     # Refs: refused with a reason, nothing run.
     for c in cmds[:3]:
@@ -636,7 +631,7 @@ async def test_path_traversal_in_repository_names_is_refused(fleet: Fleet, tmp_p
             assert b"refs/heads" not in body and b"[core]" not in body and b"curl" not in body
     assert raw_get(fleet.bot.port, "/git/demo.git/info/refs?service=git-upload-pack", auth_header)[0] == 200
     # The API takes repository names as data only (a database lookup), never as paths.
-    _, root_token = await fleet.store.add_agent(name="root", role=Role.ADMIN)
+    _, root_token = await fleet.db.agents.add_agent(name="root", role=Role.ADMIN)
     for name in TRAVERSALS:
         quoted = httpx.URL(f"{fleet.bot.url}/api/v1/repos/x/pause").copy_with(
             raw_path=f"/api/v1/repos/{urllib.parse.quote(name, safe='%.~-')}/pause".encode())
@@ -645,14 +640,14 @@ async def test_path_traversal_in_repository_names_is_refused(fleet: Fleet, tmp_p
         r = httpx.get(f"{fleet.bot.url}/api/v1/candidates", params={"repo": name},
                       headers={"Authorization": f"Bearer {token}"})
         assert r.status_code in (200, 422) and (r.status_code == 422 or r.json()["candidates"] == [])
-    assert not (await fleet.store.get_repo("demo")).paused
+    assert not (await fleet.db.landing.get_repo("demo")).paused
     # Adding a repository: the name is checked before anything touches the disk.
     root = repos_root(data)
     before = sorted(p.name for p in data.iterdir())
     src = make_project(tmp_path / "src-traversal")
     for name in [*TRAVERSALS, str(tmp_path / "abs"), "a" * 65, "", "demo\n"]:
         with pytest.raises(Invalid):
-            await add_repo(fleet.store, root, name=name, source=str(src), verifier_command="true")
+            await add_repo(fleet.db, root, name=name, source=str(src), verifier_command="true")
     assert sorted(p.name for p in data.iterdir()) == before and not (tmp_path / "abs.git").exists()
     assert sorted(p.name for p in root.iterdir()) == ["demo.git"]
     # ...and through the command line.

@@ -18,7 +18,7 @@ from tests.bot import Fleet, commit, git
 async def wait_for(fleet: Fleet, ids: list[int], statuses: set[str], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        got = [(await fleet.store.get_subtask(i)).status for i in ids]
+        got = [(await fleet.db.subtasks.get_subtask(i)).status for i in ids]
         if all(status in statuses for status in got):
             return
         time.sleep(0.2)
@@ -28,11 +28,11 @@ async def wait_for(fleet: Fleet, ids: list[int], statuses: set[str], timeout: fl
 async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: Fleet) -> None:
     fleet.bot.stop()
     fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3")
-    _, fleet.tokens["cat"] = await fleet.store.add_agent(name="cat", role=Role.AGENT)
-    subs = [(await fleet.store.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
+    _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
+    subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
     start = fleet.main()
     # Hold the queue so all three are queued together and go into one window.
-    await fleet.store.set_paused(repo="demo", paused=True, reason="collecting a window")
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
     shas = {}
     for who, files in (("ann", {"one.txt": "1\n"}),
                        ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
@@ -40,14 +40,14 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
         claim, wt = fleet.start(who)
         shas[claim.subtask_id] = commit(wt, files)
         git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
-    await fleet.store.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     one, two, three = (s.id for s in subs)
     await wait_for(fleet, [one, three], {"landed"})
     await wait_for(fleet, [two], {"running"})  # rejected, back to its owner
 
     bare = fleet.bare()
     head = fleet.main()
-    landed = await fleet.store.landed(repo="demo")
+    landed = await fleet.db.landing.landed(repo="demo")
     assert {row.subtask_id for row in landed} == {one, three}
     # every landed row's commit is on main, and main's first-parent chain is exactly the landed rows
     chain, cur = [], head
@@ -56,7 +56,7 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
         cur = str(bare[cur].peel(pygit2.Commit).parent_ids[0])
     assert sorted(chain) == sorted(row.merged_sha for row in landed)
     # main moved only to commits a verifier run passed on exactly that commit
-    jobs = await fleet.store.jobs(limit=100)
+    jobs = await fleet.db.jobs.jobs(limit=100)
     passed = {j["commit_sha"] for j in jobs if j["status"] == "done" and j["outcome"] in ("pass", "flaky")}
     assert set(chain) <= passed
     # the failing candidate's commit is in no landed commit's history
@@ -70,9 +70,9 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
     # the failing candidate was judged on a main that a run had just passed on: no base run was needed
     assert [j["purpose"] for j in jobs if j["purpose"] == "base"] == []
     assert any(j["purpose"] == "retry" for j in jobs)
-    cands = await fleet.store.candidates(repo="demo")
+    cands = await fleet.db.landing.candidates(repo="demo")
     assert {c["status"] for c in cands} <= {"landed", "rejected", "superseded", "queued"}
-    assert await fleet.store.pending_intents("demo") == []
+    assert await fleet.db.landing.pending_intents("demo") == []
     findings = fleet.client("rita").get("/api/v1/findings", repo="demo")["findings"]
     assert findings == [], findings
 
@@ -83,10 +83,11 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
     fleet.bot.stop()
     fleet.bot.start(MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2")
     for name in ("cat", "dan"):
-        _, fleet.tokens[name] = await fleet.store.add_agent(name=name, role=Role.AGENT)
-    subs = [(await fleet.store.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three", "four")]
+        _, fleet.tokens[name] = await fleet.db.agents.add_agent(name=name, role=Role.AGENT)
+    subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0]
+            for t in ("one", "two", "three", "four")]
     start = fleet.main()
-    await fleet.store.set_paused(repo="demo", paused=True, reason="collecting a batch")
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a batch")
     shas = {}
     for who, files in (("ann", {"one.txt": "1\n"}),
                        ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
@@ -95,20 +96,20 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
         claim, wt = fleet.start(who)
         shas[claim.subtask_id] = commit(wt, files)
         git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
-    await fleet.store.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     one, two, three, four = (s.id for s in subs)
     await wait_for(fleet, [one, three, four], {"landed"})
     await wait_for(fleet, [two], {"running"})
 
     bare = fleet.bare()
-    landed = {row.subtask_id: row for row in await fleet.store.landed(repo="demo")}
+    landed = {row.subtask_id: row for row in await fleet.db.landing.landed(repo="demo")}
     assert set(landed) == {one, three, four}
     chain, cur = [], fleet.main()
     while cur != start:
         chain.append(cur)
         cur = str(bare[cur].peel(pygit2.Commit).parent_ids[0])
     assert sorted(chain) == sorted(row.merged_sha for row in landed.values())  # every merge explained once
-    jobs = await fleet.store.jobs(limit=100)
+    jobs = await fleet.db.jobs.jobs(limit=100)
     passed = {j["commit_sha"] for j in jobs if j["status"] == "done" and j["outcome"] in ("pass", "flaky")}
     moved_to = {row.main_sha for row in landed.values()}
     assert moved_to <= passed and moved_to <= set(chain)  # main only ever moved to commits a run passed on
@@ -127,7 +128,7 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
         assert sha != shas[two] and not bare.descendant_of(sha, shas[two])
     for row in landed.values():
         assert row.main_status in ("pending", "pass")
-    assert await fleet.store.pending_intents("demo") == []
+    assert await fleet.db.landing.pending_intents("demo") == []
     findings = fleet.client("rita").get("/api/v1/findings", repo="demo")["findings"]
     assert findings == [], findings
 
@@ -137,9 +138,9 @@ async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fle
     paths is verified without waiting for that verdict; one touching the same file waits for it."""
     fleet.bot.stop()
     fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3")
-    _, fleet.tokens["cat"] = await fleet.store.add_agent(name="cat", role=Role.AGENT)
-    subs = [(await fleet.store.create_subtask(actor_id=None, title=t))[0] for t in ("breaks", "same", "other")]
-    await fleet.store.set_paused(repo="demo", paused=True, reason="collecting a window")
+    _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
+    subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("breaks", "same", "other")]
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
     shas = {}
     for who, files in (("ann", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
                        ("bob", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef one():\n    return 1\n"}),
@@ -147,22 +148,23 @@ async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fle
         claim, wt = fleet.start(who)
         shas[claim.subtask_id] = commit(wt, files)
         git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
-    await fleet.store.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     breaks, same, other = (s.id for s in subs)
     await wait_for(fleet, [same, other], {"landed"})
     await wait_for(fleet, [breaks], {"running"})
 
     bare = fleet.bare()
-    rejected = [c for c in await fleet.store.candidates(repo="demo", subtask_id=breaks) if c["status"] == "rejected"]
+    rejected = [c for c in await fleet.db.landing.candidates(repo="demo", subtask_id=breaks)
+                if c["status"] == "rejected"]
     verdict_at = rejected[0]["finished_at"]
-    jobs = await fleet.store.jobs(limit=100)
+    jobs = await fleet.db.jobs.jobs(limit=100)
 
     def runs_without_breaks(sid: int) -> list[dict[str, object]]:
         cand_ids = {c["id"] for c in await_cands[sid]}
         return [j for j in jobs if j["candidate_id"] in cand_ids and j["purpose"] == "candidate"
                 and not bare.descendant_of(j["commit_sha"], shas[breaks])]
 
-    await_cands = {sid: await fleet.store.candidates(repo="demo", subtask_id=sid) for sid in (same, other)}
+    await_cands = {sid: await fleet.db.landing.candidates(repo="demo", subtask_id=sid) for sid in (same, other)}
     other_runs = runs_without_breaks(other)
     same_runs = runs_without_breaks(same)
     assert other_runs and same_runs
@@ -171,7 +173,7 @@ async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fle
     # ... while the candidate on the same file waited for the verdict before being verified without it
     assert min(j["created_at"] for j in same_runs) >= verdict_at
     assert any(j["purpose"] == "retry" for j in jobs)
-    assert await fleet.store.pending_intents("demo") == []
+    assert await fleet.db.landing.pending_intents("demo") == []
 
 
 async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet) -> None:
@@ -181,19 +183,19 @@ async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet
     that run.)"""
     fleet.bot.stop()
     fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="1", MERGEBOT_POST_LAND_RERUN="1")
-    _, fleet.tokens["cat"] = await fleet.store.add_agent(name="cat", role=Role.AGENT)
-    subs = [(await fleet.store.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
-    await fleet.store.set_paused(repo="demo", paused=True, reason="collecting a window")
+    _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
+    subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
     for who, name in (("ann", "one.txt"), ("bob", "two.txt"), ("cat", "three.txt")):
         claim, wt = fleet.start(who)
         commit(wt, {name: "x\n"})
         git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
-    await fleet.store.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     await wait_for(fleet, [s.id for s in subs], {"landed"})
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        rows = {row.subtask_id: row for row in await fleet.store.landed(repo="demo")}
+        rows = {row.subtask_id: row for row in await fleet.db.landing.landed(repo="demo")}
         if all(row.main_status != "pending" for row in rows.values()):
             break
         time.sleep(0.2)
@@ -201,7 +203,7 @@ async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet
     assert third.main_sha == fleet.main() and third.main_status == "pass"
     assert first.main_status == "superseded"  # main moved on before a worker was free for its check
     assert second.main_status in ("pass", "superseded")  # the worker may take it before the third lands
-    post = {j["landed_id"]: j["status"] for j in await fleet.store.jobs(limit=100) if j["purpose"] == "post_land"}
+    post = {j["landed_id"]: j["status"] for j in await fleet.db.jobs.jobs(limit=100) if j["purpose"] == "post_land"}
     assert post[first.id] == "cancelled" and post[third.id] == "done"
     assert post[second.id] == ("done" if second.main_status == "pass" else "cancelled")
     assert fleet.bare().descendant_of(third.main_sha, first.main_sha)  # the newer head's check covers it

@@ -15,14 +15,15 @@ import pytest
 from mergebot import agent
 from mergebot.auth import Role
 from mergebot.client import Client
+from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.verify.jobs import JobStore
+from mergebot.models import Subtask
 from mergebot.verify.worker import psycopg_host
 from tests.bot import BotProcess, Fleet, check_command, commit, git, make_project
 
 
 @pytest.fixture
-async def make_fleet(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
+async def make_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
     bots: list[BotProcess] = []
 
     async def make(verifier: str, *, broken_main: bool = False, **env: str) -> Fleet:
@@ -32,13 +33,13 @@ async def make_fleet(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path) -> As
             git(["commit", "-qam", "a bug on main"], src)
         tokens = {}
         for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
-            _, tokens[name] = await e2e_store.add_agent(name=name, role=role)
+            _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
         data = tmp_path / "data"
-        await add_repo(e2e_store, repos_root(data), name="demo", source=str(src), verifier_command=verifier,
+        await add_repo(e2e_db, repos_root(data), name="demo", source=str(src), verifier_command=verifier,
                        verifier_timeout_s=60)
         bot = BotProcess(e2e_db_url, data, **env).start()
         bots.append(bot)
-        return Fleet(bot, e2e_store, tokens, tmp_path / "work")
+        return Fleet(bot, e2e_db, tokens, tmp_path / "work")
 
     yield make
     for b in bots:
@@ -62,21 +63,21 @@ async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object
     # Fails the first time it runs, passes after: a flaky check, not the candidate's fault.
     fleet: Fleet = await make_fleet(f"test -e {flag} || {{ touch {flag}; exit 1; }}",  # type: ignore[operator]
                                     MERGEBOT_VERIFIER_SANDBOX="none")
-    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
     _, wt = fleet.start("ann")
     commit(wt, {"x.txt": "x\n"})
     result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
     assert result["status"] == "landed", result
-    landed = (await fleet.store.landed(subtask_id=sub.id))[0]
+    landed = (await fleet.db.landing.landed(subtask_id=sub.id))[0]
     assert landed.verifier_result == "flaky"
-    jobs = await fleet.store.jobs(candidate_id=result["id"])
+    jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
     assert sorted(j["purpose"] for j in jobs) == ["candidate", "retry"]
     assert {j["purpose"]: j["outcome"] for j in jobs} == {"candidate": "fail", "retry": "pass"}
-    evidence = (await fleet.store.get_candidate(result["id"])).verifier or {}
+    evidence = (await fleet.db.landing.get_candidate(result["id"])).verifier or {}
     assert evidence["outcome"] == "flaky" and evidence["runs"]["first"]["outcome"] == "fail"
     # mixed evidence is not main's status: a post-land run on main's new head decides it
     await until(lambda: _main_status(fleet, sub.id, "pass"))
-    post = [j for j in await fleet.store.jobs() if j["purpose"] == "post_land"]
+    post = [j for j in await fleet.db.jobs.jobs() if j["purpose"] == "post_land"]
     assert len(post) == 1 and post[0]["commit_sha"] == fleet.main() and post[0]["outcome"] == "pass"
 
 
@@ -86,16 +87,16 @@ async def test_without_retries_the_first_failure_is_the_verdict(make_fleet: Call
     flag = tmp_path / "flaky-once"
     fleet: Fleet = await make_fleet(f"test -e {flag} || {{ touch {flag}; exit 1; }}",  # type: ignore[operator]
                                     MERGEBOT_VERIFIER_SANDBOX="none", MERGEBOT_RETRY_FAILED_CHECKS="0")
-    await fleet.store.create_subtask(actor_id=None, title="t")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
     _, wt = fleet.start("ann")
     commit(wt, {"x.txt": "x\n"})
     result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
     assert result["status"] == "rejected", result
     assert "does not retry failed checks" in result["reason"]  # the agent knows flakiness was not ruled out
-    jobs = await fleet.store.jobs(candidate_id=result["id"])
+    jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
     assert "retry" not in [j["purpose"] for j in jobs]
     assert [j["outcome"] for j in jobs if j["purpose"] == "candidate"] == ["fail"]
-    evidence = (await fleet.store.get_candidate(result["id"])).verifier or {}
+    evidence = (await fleet.db.landing.get_candidate(result["id"])).verifier or {}
     assert evidence["outcome"] == "fail" and "retry" not in evidence["runs"]
 
 
@@ -104,14 +105,14 @@ async def test_without_retries_a_failure_main_has_too_still_parks(make_fleet: Ca
     already has is not blamed on the candidate."""
     fleet: Fleet = await make_fleet(check_command(), broken_main=True,  # type: ignore[operator]
                                     MERGEBOT_RETRY_FAILED_CHECKS="0")
-    await fleet.store.create_subtask(actor_id=None, title="docs")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="docs")
     _, wt = fleet.start("ann")
     commit(wt, {"docs.txt": "docs\n"})
     result = agent.push(fleet.client("ann"), wt, wait=120, progress=False)
     assert result["status"] == "parked", result
     assert "pre-existing" in result["reason"]
-    assert (await fleet.store.get_repo("demo")).red_since == fleet.main()
-    jobs = await fleet.store.jobs(candidate_id=result["id"])
+    assert (await fleet.db.landing.get_repo("demo")).red_since == fleet.main()
+    jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
     assert sorted(j["purpose"] for j in jobs) == ["base", "candidate"]
 
 
@@ -122,89 +123,86 @@ async def test_without_retries_a_run_that_could_not_judge_is_still_tried_again(
     fleet: Fleet = await make_fleet(  # type: ignore[operator]
         f"test -e {flag} || {{ touch {flag}; echo changed > calc.py; }}",
         MERGEBOT_VERIFIER_SANDBOX="none", MERGEBOT_RETRY_FAILED_CHECKS="0")
-    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
     _, wt = fleet.start("ann")
     commit(wt, {"x.txt": "x\n"})
     result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
     assert result["status"] == "landed", result
-    jobs = await fleet.store.jobs(candidate_id=result["id"])
+    jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
     assert {j["purpose"]: j["outcome"] for j in jobs} == {"candidate": "error", "retry": "pass"}
-    assert (await fleet.store.landed(subtask_id=sub.id))[0].verifier_result == "flaky"
+    assert (await fleet.db.landing.landed(subtask_id=sub.id))[0].verifier_result == "flaky"
 
+
+async def _land_and_wait_for_green(fleet: Fleet) -> Subtask:
+    """Ann lands one change; returns its subtask once main's post-land status says pass."""
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"y.txt": "y\n"})
+    assert agent.push(fleet.client("ann"), wt, wait=90, progress=False)["status"] == "landed"
+
+    async def main_is_green() -> bool:
+        return (await fleet.db.landing.landed(subtask_id=sub.id))[0].main_status == "pass"
+
+    await until(main_is_green)
+    return sub
 
 async def test_post_land_status_comes_from_the_run_that_landed_main_s_exact_head(
         make_fleet: Callable[..., object]) -> None:
     """Main moved to exactly the commit a run of the same check passed on: that run is main's status. Running
     it again on the same tree could only measure flakiness, and would take a worker from the queue."""
     fleet: Fleet = await make_fleet(check_command())  # type: ignore[operator]
-    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
-    _, wt = fleet.start("ann")
-    commit(wt, {"y.txt": "y\n"})
-    assert agent.push(fleet.client("ann"), wt, wait=90, progress=False)["status"] == "landed"
-
-    async def main_is_green() -> bool:
-        return (await fleet.store.landed(subtask_id=sub.id))[0].main_status == "pass"
-
-    await until(main_is_green)
-    landed = (await fleet.store.landed(subtask_id=sub.id))[0]
+    sub = await _land_and_wait_for_green(fleet)
+    landed = (await fleet.db.landing.landed(subtask_id=sub.id))[0]
     assert landed.main_sha == fleet.main() and landed.verifier_result == "pass"
-    jobs = await fleet.store.jobs()
+    jobs = await fleet.db.jobs.jobs()
     assert [j["purpose"] for j in jobs] == ["candidate"]  # no second run on the same commit
     assert jobs[0]["commit_sha"] == fleet.main() and jobs[0]["outcome"] == "pass"
 
 
 async def test_post_land_check_runs_again_when_asked(make_fleet: Callable[..., object]) -> None:
     fleet: Fleet = await make_fleet(check_command(), MERGEBOT_POST_LAND_RERUN="1")  # type: ignore[operator]
-    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
-    _, wt = fleet.start("ann")
-    commit(wt, {"y.txt": "y\n"})
-    assert agent.push(fleet.client("ann"), wt, wait=90, progress=False)["status"] == "landed"
-
-    async def main_is_green() -> bool:
-        return (await fleet.store.landed(subtask_id=sub.id))[0].main_status == "pass"
-
-    await until(main_is_green)
-    post = [j for j in await fleet.store.jobs() if j["purpose"] == "post_land"]
+    await _land_and_wait_for_green(fleet)
+    post = [j for j in await fleet.db.jobs.jobs() if j["purpose"] == "post_land"]
     assert len(post) == 1 and post[0]["commit_sha"] == fleet.main() and post[0]["outcome"] == "pass"
 
 
 async def test_red_main_parks_candidates_until_a_fix_lands(make_fleet: Callable[..., object]) -> None:
     fleet: Fleet = await make_fleet(check_command(), broken_main=True)  # type: ignore[operator]
-    unrelated, _ = await fleet.store.create_subtask(actor_id=None, title="unrelated", priority=5)
-    fix, _ = await fleet.store.create_subtask(actor_id=None, title="fix add")
+    unrelated, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="unrelated", priority=5)
+    fix, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="fix add")
     _, wt1 = fleet.start("ann")
     commit(wt1, {"docs.txt": "docs\n"})
     result = agent.push(fleet.client("ann"), wt1, wait=120, progress=False)
     assert result["status"] == "parked", result  # fails, but main fails too: not ann's fault
     assert "pre-existing" in result["reason"]
-    repo = await fleet.store.get_repo("demo")
+    repo = await fleet.db.landing.get_repo("demo")
     assert repo.red_since == fleet.main() and not repo.paused
     notes = Client(fleet.bot.url, fleet.tokens["root"]).get("/api/v1/announcements")["announcements"]
     assert any("is red" in n["body"] and n["author"] == "mergebot" for n in notes)
-    assert (await fleet.store.get_subtask(unrelated.id)).status == "submitted"  # not bounced back to ann
+    assert (await fleet.db.subtasks.get_subtask(unrelated.id)).status == "submitted"  # not bounced back to ann
 
     _, wt2 = fleet.start("bob")
     commit(wt2, {"calc.py": "def add(a, b):\n    return a + b\n"})
     assert agent.push(fleet.client("bob"), wt2, wait=120, progress=False)["status"] == "landed"  # the fix lands
     # main's post-land check passes, main is green, and the parked candidate lands on top of the fix
     await until(lambda: _is_status(fleet, unrelated.id, "landed"), timeout=120)
-    assert (await fleet.store.get_repo("demo")).red_since is None
-    assert (await fleet.store.get_subtask(fix.id)).status == "landed"
+    assert (await fleet.db.landing.get_repo("demo")).red_since is None
+    assert (await fleet.db.subtasks.get_subtask(fix.id)).status == "landed"
 
 
 async def _main_status(fleet: Fleet, subtask_id: int, status: str) -> bool:
-    return (await fleet.store.landed(subtask_id=subtask_id))[0].main_status == status
+    return (await fleet.db.landing.landed(subtask_id=subtask_id))[0].main_status == status
 
 
 async def _is_status(fleet: Fleet, subtask_id: int, status: str) -> bool:
-    return (await fleet.store.get_subtask(subtask_id)).status == status
+    return (await fleet.db.subtasks.get_subtask(subtask_id)).status == status
 
 
 async def test_admin_pause_and_resume(make_fleet: Callable[..., object]) -> None:
     fleet: Fleet = await make_fleet(check_command())  # type: ignore[operator]
     root = Client(fleet.bot.url, fleet.tokens["root"])
     assert root.post("/api/v1/repos/demo/pause")["repo"]["paused"] is True
-    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
     _, wt = fleet.start("ann")
     commit(wt, {"z.txt": "z\n"})
     result = agent.push(fleet.client("ann"), wt, wait=3, progress=False)
@@ -225,7 +223,7 @@ async def test_check_cannot_see_the_database_or_other_repositories(make_fleet: C
     # The check passes only if both are invisible (empty) inside the sandbox.
     fleet: Fleet = await make_fleet(  # type: ignore[operator]
         f'test -z "$(ls -A {socket_dir} 2>/dev/null)" && test -z "$(ls -A {repos} 2>/dev/null)"')
-    await fleet.store.create_subtask(actor_id=None, title="t")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
     _, wt = fleet.start("ann")
     commit(wt, {"q.txt": "q\n"})
     result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
@@ -240,21 +238,21 @@ async def test_a_push_git_finished_unannounced_lands_instead_of_the_older_candid
     landing, and the newer push lost); the branch's tip is queued and lands instead."""
     fleet: Fleet = await make_fleet("sleep 2; test -f calc.py",  # type: ignore[operator]
                                     MERGEBOT_VERIFIER_SANDBOX="none")
-    sub, _ = await fleet.store.create_subtask(actor_id=None, title="t")
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
     claim, wt = fleet.start("ann")
     commit(wt, {"a.txt": "a\n"})
     git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
-    first = (await fleet.store.candidates(subtask_id=sub.id))[0]
+    first = (await fleet.db.landing.candidates(subtask_id=sub.id))[0]
 
     async def verifying() -> bool:
-        return (await fleet.store.get_candidate(first["id"])).status == "verifying"
+        return (await fleet.db.landing.get_candidate(first["id"])).status == "verifying"
 
     await until(verifying, timeout=30)
     newer = commit(wt, {"b.txt": "b\n"})
     bare = repos_root(fleet.bot.data_dir) / "demo.git"  # git's side of a push, without its hooks
     git(["--git-dir", str(bare), "fetch", "-q", str(wt), f"+HEAD:refs/heads/{claim.branch}"], wt)
     await until(lambda: _is_status(fleet, sub.id, "landed"), timeout=60)
-    landed = (await fleet.store.landed(subtask_id=sub.id))[0]
+    landed = (await fleet.db.landing.landed(subtask_id=sub.id))[0]
     assert landed.candidate_sha == newer
-    older = await fleet.store.get_candidate(first["id"])
+    older = await fleet.db.landing.get_candidate(first["id"])
     assert older.status == "superseded" and "newer push" in (older.reason or "")

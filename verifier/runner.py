@@ -35,7 +35,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,7 @@ class Result:
     commit_sha: str
     tree_sha: str
     command: str
-    outcome: str  # pass, fail, timeout, error
+    outcome: str  # pass, fail, timeout or error: this run's, never a verdict's (flaky is the queue's word)
     exit_code: int | None
     duration_ms: int
     log_head: str
@@ -73,6 +73,12 @@ class Result:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Result:
+        """The result ``as_json`` gave (keys it does not know are ignored: a newer worker's extra fields)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
     def excerpt(self, lines: int = 15) -> str:
         tail = (self.log_tail or self.log_head).rstrip().splitlines()

@@ -1,4 +1,4 @@
-"""Dependencies named once: the store, the waiter, the authenticated agent, and role checks."""
+"""Dependencies named once: the database, the app's services, the authenticated agent, and role checks."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from mergebot import auth
+from mergebot.api.services import Services
+from mergebot.db.database import Database
 from mergebot.errors import Forbidden, Unauthorized
 from mergebot.models import Agent
-from mergebot.store import Store, Waiter
 
 _bearer = HTTPBearer(auto_error=False, description="The agent's token, shown once by `mergebot agent add`.")
 
@@ -19,22 +20,22 @@ _bearer = HTTPBearer(auto_error=False, description="The agent's token, shown onc
 # These are ``async def`` on purpose, though they never await: FastAPI runs a plain ``def`` dependency in its
 # thread pool, which costs every request a hop to a worker thread and back (seen with py-spy under
 # bench/load.py; on a busy machine each hop also waits for the OS to schedule that thread).
-async def get_store(request: Request) -> Store:
-    store: Store = request.app.state.store
-    return store
+async def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
 
 
-async def get_waiter(request: Request) -> Waiter:
-    waiter: Waiter = request.app.state.waiter
-    return waiter
+async def get_db(request: Request) -> Database:
+    services: Services = request.app.state.services
+    return services.db
 
 
-StoreDep = Annotated[Store, Depends(get_store)]
-WaiterDep = Annotated[Waiter, Depends(get_waiter)]
+ServicesDep = Annotated[Services, Depends(get_services)]
+DbDep = Annotated[Database, Depends(get_db)]
 
 
 async def current_agent(
-    store: StoreDep,
+    db: DbDep,
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Agent:
     """The caller, from its token and nothing else. Identity is never taken from a request body."""
@@ -42,7 +43,7 @@ async def current_agent(
         raise Unauthorized("missing token: send 'Authorization: Bearer <token>'")
     if len(creds.credentials) > 200:
         raise Unauthorized("unknown or revoked token")
-    agent = await store.authenticate(creds.credentials)
+    agent = await db.agents.authenticate(creds.credentials)
     if agent is None:
         raise Unauthorized("unknown or revoked token")
     return agent

@@ -43,20 +43,7 @@ GROUP BY r.name, st.status;
 SELECT x.kind, x.reason, count(*) AS n
 FROM (
     SELECT CASE WHEN e.kind = 'status' THEN 'lease_expired' ELSE e.kind END AS kind,
-           CASE e.kind
-               WHEN 'status' THEN e.to_status::text
-               WHEN 'push_refused' THEN coalesce(e.detail->>'code', 'refused')
-               WHEN 'push_ignored' THEN replace(coalesce(e.detail->>'why', 'ignored'), ' ', '_')
-               WHEN 'webhook_refused' THEN 'delivery_id_reused'
-               ELSE CASE
-                   WHEN e.detail->>'reason' LIKE 'conflicts with %%' THEN 'conflict'
-                   WHEN e.detail->>'reason' LIKE 'nothing to land%%' THEN 'nothing_to_land'
-                   WHEN e.detail->>'reason' LIKE 'the verifier could not run%%' THEN 'verifier_error'
-                   WHEN e.detail->>'reason' LIKE 'the check %% gave timeout%%' THEN 'check_timeout'
-                   WHEN e.detail->>'reason' LIKE 'the check %%' THEN 'check_failed'
-                   ELSE 'other'
-               END
-           END AS reason
+           CASE WHEN e.kind = 'status' THEN e.to_status::text ELSE refusal_reason(e.kind, e.detail) END AS reason
     FROM events e
     WHERE e.kind IN ('push_refused', 'candidate_rejected', 'push_ignored', 'webhook_refused')
        OR (e.kind = 'status' AND e.from_status = 'running' AND e.to_status IN ('ready', 'failed')

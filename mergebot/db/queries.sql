@@ -418,9 +418,16 @@ WHERE subtask_id = %(subtask_id)s AND claim_version = %(claim_version)s AND sha 
   AND status IN ('queued', 'verifying', 'landing', 'landed', 'parked')
 ORDER BY id DESC LIMIT 1;
 
--- name: candidate_exists
-SELECT id FROM candidates
-WHERE subtask_id = %(subtask_id)s AND claim_version = %(claim_version)s AND sha = %(sha)s;
+-- name: branch_tips_unaccounted
+-- Subtask branch tips (subtask, claim version, sha) that no candidate accounts for, and whether a refusal of that
+-- push is on record: accepted pushes whose post-receive step never ran, for the reconciler's sweep.
+SELECT t.subtask_id, t.claim_version, t.sha,
+       EXISTS (SELECT 1 FROM events e
+               WHERE e.subtask_id = t.subtask_id AND e.kind = 'push_refused' AND e.claim_version = t.claim_version
+                 AND e.detail->>'sha' = t.sha) AS refused
+FROM unnest(%(subtask_ids)s::bigint[], %(versions)s::bigint[], %(shas)s::text[]) AS t(subtask_id, claim_version, sha)
+WHERE NOT EXISTS (SELECT 1 FROM candidates c
+                  WHERE c.subtask_id = t.subtask_id AND c.claim_version = t.claim_version AND c.sha = t.sha);
 
 -- name: candidate_next
 -- The queue leader takes the next candidate: highest priority, then the one whose landing unblocks the most
@@ -693,3 +700,20 @@ WHERE id = %(id)s;
 -- name: forge_status_list
 SELECT * FROM forge_statuses WHERE repo = %(repo)s AND (%(sha)s::text IS NULL OR sha = %(sha)s)
 ORDER BY id;
+
+-- name: listen_finished
+-- The waiter's channels (mergebot.db.waiter): a subtask landed, failed or was cancelled (payload: its id).
+LISTEN mergebot_finished;
+
+-- name: listen_candidate
+-- A candidate's status changed (payload: "id:status", migration 0007).
+LISTEN mergebot_candidate;
+
+-- name: listen_job
+-- A verify job finished or was cancelled (payload: its id).
+LISTEN mergebot_job;
+
+-- name: queue_lock_try
+-- Leadership of one repository's merge queue (mergebot.landing.leader): a session-level advisory lock in its
+-- own class (7243502; migrations use 7243500), held on a dedicated connection for as long as it lives.
+SELECT pg_try_advisory_lock(7243502, hashtext(%(repo)s)) AS locked;

@@ -444,3 +444,20 @@ END $$;
 
 CREATE TRIGGER candidates_notify AFTER UPDATE OF status ON candidates
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION candidates_notify();
+
+-- 0008: the reason a refusal is counted and shown under, in one place.
+CREATE FUNCTION refusal_reason(kind text, detail jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE kind
+        WHEN 'push_refused' THEN coalesce(detail->>'code', 'refused')
+        WHEN 'push_ignored' THEN replace(coalesce(detail->>'why', 'ignored'), ' ', '_')
+        WHEN 'webhook_refused' THEN 'delivery_id_reused'
+        ELSE coalesce(detail->>'kind', CASE
+            WHEN detail->>'reason' LIKE 'conflicts with %' THEN 'conflict'
+            WHEN detail->>'reason' LIKE 'nothing to land%' THEN 'nothing_to_land'
+            WHEN detail->>'reason' LIKE 'the verifier could not run%' THEN 'verifier_error'
+            WHEN detail->>'reason' LIKE 'the check % gave timeout%' THEN 'check_timeout'
+            WHEN detail->>'reason' LIKE 'the check %' THEN 'check_failed'
+            ELSE 'other'
+        END)
+    END
+$$;

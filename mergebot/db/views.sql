@@ -97,18 +97,7 @@ SELECT e.id, e.at, e.kind, coalesce(e.subtask_id, (e.detail->>'subtask_id')::big
        e.claim_version, act.name AS actor,
        coalesce(e.detail->>'repo', c.repo) AS repo,
        coalesce(e.detail->>'sha', c.sha) AS sha,
-       CASE e.kind
-           WHEN 'push_refused' THEN coalesce(e.detail->>'code', 'refused')
-           WHEN 'push_ignored' THEN replace(coalesce(e.detail->>'why', 'ignored'), ' ', '_')
-           ELSE CASE
-               WHEN e.detail->>'reason' LIKE 'conflicts with %%' THEN 'conflict'
-               WHEN e.detail->>'reason' LIKE 'nothing to land%%' THEN 'nothing_to_land'
-               WHEN e.detail->>'reason' LIKE 'the verifier could not run%%' THEN 'verifier_error'
-               WHEN e.detail->>'reason' LIKE 'the check %% gave timeout%%' THEN 'check_timeout'
-               WHEN e.detail->>'reason' LIKE 'the check %%' THEN 'check_failed'
-               ELSE 'other'
-           END
-       END AS reason,
+       refusal_reason(e.kind, e.detail) AS reason,
        coalesce(e.detail->>'message', e.detail->>'reason', e.detail->>'why', '') AS message
 FROM events e
 LEFT JOIN agents act ON act.id = e.actor_id

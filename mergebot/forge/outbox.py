@@ -14,9 +14,9 @@ import logging
 import os
 from collections.abc import Callable
 
+from mergebot.db.database import Database
 from mergebot.forge.client import ForgeCallError, ForgeClient, StatusPost, client_for, post_with_retry
-from mergebot.forge.store import ForgeStore, StatusRow
-from mergebot.landing.store import Repo
+from mergebot.models import Repo, StatusRow
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 12
@@ -34,9 +34,9 @@ def target_url(public_url: str, row: StatusRow) -> str | None:
 
 
 class StatusSender:
-    def __init__(self, store: ForgeStore, *, public_url: str = "", poll_seconds: float = 0.5,
+    def __init__(self, db: Database, *, public_url: str = "", poll_seconds: float = 0.5,
                  make_client: Callable[[Repo], ForgeClient] | None = None) -> None:
-        self.store = store
+        self.db = db
         self.public_url = public_url
         self.poll = poll_seconds
         self.make_client = make_client or _client
@@ -58,17 +58,17 @@ class StatusSender:
                     await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
 
     async def send_due(self) -> int:
-        rows = await self.store.take_statuses()
+        rows = await self.db.forge.take_statuses()
         if not rows:
             return 0
-        repos = {r.name: r for r in await self.store.forge_repos(("github", "gitea", "forgejo"))}
+        repos = {r.name: r for r in await self.db.landing.forge_repos(("github", "gitea", "forgejo"))}
         for row in rows:
             await self.send(repos.get(row.repo), row)
         return len(rows)
 
     async def send(self, repo: Repo | None, row: StatusRow) -> None:
         if repo is None or not repo.forge_repo:
-            await self.store.status_failed(row.id, error="not a forge repository", delay_s=0, give_up=True)
+            await self.db.forge.status_failed(row.id, error="not a forge repository", delay_s=0, give_up=True)
             return
         post = StatusPost(sha=row.sha, state=row.state, description=row.description,
                           target_url=target_url(self.public_url, row))
@@ -77,16 +77,16 @@ class StatusSender:
             await asyncio.to_thread(post_with_retry, client, repo.forge_repo, post, attempts=3)
         except ForgeCallError as e:
             give_up = not e.retryable or row.attempts >= MAX_ATTEMPTS
-            await self.store.status_failed(row.id, error=str(e), delay_s=backoff(row.attempts), give_up=give_up)
+            await self.db.forge.status_failed(row.id, error=str(e), delay_s=backoff(row.attempts), give_up=give_up)
             log.warning("status %s for %s on %s failed (%s): %s", row.state, row.sha[:12], repo.name,
                         "given up" if give_up else "will retry", e)
             return
         except Exception as e:  # a missing token, a bad URL: an operator must act; keep retrying slowly
-            await self.store.status_failed(row.id, error=f"{type(e).__name__}: {e}", delay_s=backoff(row.attempts),
-                                           give_up=row.attempts >= MAX_ATTEMPTS)
+            await self.db.forge.status_failed(row.id, error=f"{type(e).__name__}: {e}", delay_s=backoff(row.attempts),
+                                              give_up=row.attempts >= MAX_ATTEMPTS)
             log.warning("status for %s on %s could not be sent: %s", row.sha[:12], repo.name, e)
             return
-        await self.store.status_sent(row.id)
+        await self.db.forge.status_sent(row.id)
 
 
 def _client(repo: Repo) -> ForgeClient:

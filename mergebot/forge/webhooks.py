@@ -24,14 +24,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mergebot.db.database import Database
+from mergebot.db.forge import GITEA_FAMILY, GITHUB_FAMILY
 from mergebot.errors import ClaimSuperseded
-from mergebot.git import mirror
 from mergebot.forge.sansio import Delivery, ForgeEvent, WebhookError, parse_delivery, to_event
-from mergebot.forge.store import GITEA_FAMILY, GITHUB_FAMILY, ForgeStore
+from mergebot.git import mirror
 from mergebot.git import repo as git
+from mergebot.landing import messages as say
 from mergebot.landing.checks import RefUpdate, parse_subtask_ref
 from mergebot.landing.prereceive import accept_push, judge_push
-from mergebot.landing.store import LandingStore, Repo
+from mergebot.models import Repo
 
 log = logging.getLogger(__name__)
 ZERO = "0" * 40
@@ -49,16 +51,14 @@ def _secret(repo: Repo) -> bytes | None:
 
 
 class WebhookHandler:
-    def __init__(self, forge_store: ForgeStore, landing: LandingStore, repos_root: Path,
-                 poke: Callable[[], None] = lambda: None) -> None:
-        self.forge_store = forge_store
-        self.landing = landing
+    def __init__(self, db: Database, repos_root: Path, poke: Callable[[], None] = lambda: None) -> None:
+        self.db = db
         self.root = repos_root
         self.poke = poke
 
     async def handle(self, endpoint: str, headers: Sequence[tuple[str, str]], body: bytes) -> Answer:
         family = GITHUB_FAMILY if endpoint == "github" else GITEA_FAMILY
-        repos = [r for r in await self.forge_store.forge_repos(family) if _secret(r)]
+        repos = [r for r in await self.db.landing.forge_repos(family) if _secret(r)]
         secrets = [s for r in repos if (s := _secret(r))]
         try:
             delivery = parse_delivery(headers, body, secrets)
@@ -67,10 +67,10 @@ class WebhookHandler:
         if delivery.forge not in family:
             return Answer(400, {"error": f"this is a {delivery.forge} delivery; send it to /webhooks/{delivery.forge}"})
         digest = delivery.body_sha256
-        state, row = await self.forge_store.begin_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
-                                                           event=delivery.event, body_sha256=digest)
+        state, row = await self.db.forge.begin_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
+                                                        event=delivery.event, body_sha256=digest)
         if state == "mismatch":
-            await self.forge_store.log_event(actor_id=None, kind="webhook_refused", detail={
+            await self.db.subtasks.log_event(actor_id=None, kind="webhook_refused", detail={
                 "forge": delivery.forge, "delivery": delivery.delivery_id, "why": "same delivery id, different body",
                 "sha256": digest, "recorded_sha256": row.body_sha256})
             log.warning("refused %s delivery %s: same id, different body", delivery.forge, delivery.delivery_id)
@@ -86,13 +86,13 @@ class WebhookHandler:
             status, outcome, repo_name = e.status, e.message, None
         except Exception as e:
             log.exception("webhook delivery %s failed", delivery.delivery_id)
-            await self.forge_store.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
-                                                   attempt=row.attempts, ok=False,
-                                                   http_status=502, outcome=f"failed: {e}", repo=None)
+            await self.db.forge.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
+                                                attempt=row.attempts, ok=False,
+                                                http_status=502, outcome=f"failed: {e}", repo=None)
             return Answer(502, {"error": f"could not process the delivery now ({type(e).__name__}); redeliver it"})
-        await self.forge_store.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
-                                               attempt=row.attempts, ok=status < 400, http_status=status,
-                                               outcome=outcome, repo=repo_name)
+        await self.db.forge.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
+                                            attempt=row.attempts, ok=status < 400, http_status=status,
+                                            outcome=outcome, repo=repo_name)
         return Answer(status, {"outcome": outcome} if status < 400 else {"error": outcome})
 
     async def _process(self, delivery: Delivery, signed_by: list[Repo]) -> tuple[int, str, str | None]:
@@ -113,15 +113,14 @@ class WebhookHandler:
             return 202, f"ignored: {event.ref} is not a subtask branch (refs/heads/subtasks/<id>/v<version>)", repo.name
         sha = event.head_sha
         forge = repo.forge or delivery.forge  # links follow the repository's forge, not a header
-        agent = await self.forge_store.agent_for(forge=forge, login=event.sender or "")
+        agent = await self.db.forge.agent_for(forge=forge, login=event.sender or "")
         if agent is None:
-            why = (f"{event.sender!r} is not linked to a Mergebot agent, so nothing of this push lands. "
-                   f"An admin links it with `mergebot agent link NAME --{forge} {event.sender}`.")
-            await self.forge_store.log_event(actor_id=None, kind="push_ignored", subtask_id=None, detail={
+            why = say.unlinked_sender(event.sender, forge)
+            await self.db.subtasks.log_event(actor_id=None, kind="push_ignored", subtask_id=None, detail={
                 "repo": repo.name, "ref": event.ref, "sha": sha, "sender": event.sender, "why": "unmapped sender"})
-            await self.forge_store.queue_status(repo=repo.name, sha=sha, state="failure", description=why)
+            await self.db.forge.queue_status(repo=repo.name, sha=sha, state="failure", description=why)
             return 202, why, repo.name
-        live = await self.landing.live_candidate(subtask_id=parsed[0], claim_version=parsed[1], sha=sha)
+        live = await self.db.landing.live_candidate(subtask_id=parsed[0], claim_version=parsed[1], sha=sha)
         if live is not None:  # the push and its pull request announce one commit
             return 202, f"already queued: {sha[:12]} is candidate {live.id} ({live.status})", repo.name
         path = git.bare_path(self.root, repo.name)
@@ -137,17 +136,17 @@ class WebhookHandler:
         try:
             old = await asyncio.to_thread(lambda: git.head_of(git.open_repo(path), event.ref or "")) or ZERO
             update = RefUpdate(old, sha, event.ref)
-            verdict = await judge_push(self.landing, repo, path, agent, None, [update])
+            verdict = await judge_push(self.db, repo, path, agent, None, [update])
             if not verdict.ok:
-                await self.forge_store.queue_status(repo=repo.name, sha=sha, state="failure",
-                                                    description=verdict.message)
+                await self.db.forge.queue_status(repo=repo.name, sha=sha, state="failure",
+                                                 description=verdict.message)
                 return 202, f"refused: {verdict.message}", repo.name
             await asyncio.to_thread(mirror.set_branch, path, event.ref, sha,
                                     f"mergebot: {delivery.forge} delivery {delivery.delivery_id}")
             try:
-                cands = await accept_push(self.landing, repo, agent, [update])
+                cands = await accept_push(self.db, repo, agent, [update])
             except ClaimSuperseded as e:  # reclaimed between the judgement and now
-                await self.forge_store.queue_status(repo=repo.name, sha=sha, state="failure", description=e.message)
+                await self.db.forge.queue_status(repo=repo.name, sha=sha, state="failure", description=e.message)
                 return 202, f"refused: {e.message}", repo.name
         finally:
             await asyncio.to_thread(mirror.drop_incoming, path, tag)

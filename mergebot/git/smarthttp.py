@@ -25,7 +25,7 @@ Rules:
     is 413.
   * The CGI runs in its own process group; on client disconnect, timeout, or an oversized body the whole
     group is killed (``http-backend`` can spin at 100% CPU on an early end of input); if the server itself is
-    killed, the kernel kills the backend (``backend_command``).
+    killed, the kernel kills the backend (``mergebot.git.cgi``).
   * At most ``concurrency`` CGIs run at once; the others wait in ``gate`` (in arrival order, with pushes and
     verifiers' fetches given a 10 s head start over the agents' fetches), and one that waits longer than
     ``queue_timeout`` is answered 503 with ``Retry-After``.
@@ -36,7 +36,6 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import atexit
 import base64
 import binascii
 import contextlib
@@ -44,11 +43,6 @@ import logging
 import os
 import re
 import secrets
-import shutil
-import signal
-import stat
-import subprocess
-import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +50,7 @@ from urllib.parse import parse_qs
 
 from starlette.types import Receive, Scope, Send
 
+from mergebot.git import cgi
 from mergebot.git.gate import Busy, Gate, default_limit
 from mergebot.models import Agent
 
@@ -68,8 +63,6 @@ REALM = "mergebot"
 # ``HTTP_PROXY`` variable made from a client's ``Proxy`` header would redirect a hook's outbound calls.
 _WITHHELD = frozenset({"authorization", "proxy-authorization", "proxy", "content-type", "content-length"})
 _HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9-]+$")
-_MAX_CGI_HEADER_BYTES = 64 * 1024
-_CHUNK = 64 * 1024
 
 
 @dataclass
@@ -86,15 +79,6 @@ class _Route:
     name: str
     rest: str  # "info/refs", "git-upload-pack" or "git-receive-pack"
     push: bool  # the request is part of a push (receive-pack)
-
-
-class _Abort(Exception):
-    """The request ended early: ``status`` is what to answer when nothing has been sent yet (0: nothing)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 class GitHttp:
@@ -122,8 +106,8 @@ class GitHttp:
         self.queue_timeout = timeout if queue_timeout is None else queue_timeout
         self.sessions: dict[str, PushSession] = {}
         # An empty HOME: no user config or credentials of the server's account reach the CGI or its hooks.
-        self._home = _neutral_home()
-        self._backend = backend_command()
+        self._home = cgi.neutral_home()
+        self._backend = cgi.backend_command()
 
     # -- ASGI entry ---------------------------------------------------------------------------------------
 
@@ -255,7 +239,7 @@ class GitHttp:
         proc = await asyncio.create_subprocess_exec(
             *self._backend, env=env, cwd=self._home, start_new_session=True,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        ex = _Exchange(proc, send)
+        ex = cgi.Exchange(proc, send)
         feeder = asyncio.create_task(self._feed(ex, receive))
         errors = asyncio.create_task(_log_stderr(proc, route.name))
         try:
@@ -264,12 +248,12 @@ class GitHttp:
                 await proc.wait()
         except TimeoutError:
             ex.abort(504, f"git took longer than {self.timeout:g} s")
-        except _Abort as e:
+        except cgi.Abort as e:
             ex.abort(e.status, e.message)
         finally:
             feeder.cancel()
             if proc.returncode is None:
-                _kill_group(proc)
+                cgi.kill_group(proc)
             await asyncio.gather(feeder, return_exceptions=True)
             await proc.wait()
             # The session ends with the CGI, before the client hears the end of the answer: once a push
@@ -292,7 +276,7 @@ class GitHttp:
             log.warning("git http-backend for %s %s exited %s", route.name, route.rest, proc.returncode)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _feed(self, ex: _Exchange, receive: Receive) -> None:
+    async def _feed(self, ex: cgi.Exchange, receive: Receive) -> None:
         """Copy the request body to the CGI's stdin, then keep watching for the client going away."""
         stdin = ex.proc.stdin
         assert stdin is not None
@@ -327,128 +311,6 @@ class GitHttp:
             if message["type"] == "http.disconnect":
                 ex.abort(0, "client disconnected")
                 return
-
-
-def backend_command() -> list[str]:
-    """How to start ``git http-backend`` so that it dies with this process, even by SIGKILL.
-
-    ``git http-backend`` is a wrapper that runs ``git-http-backend`` as its child, out of reach of any signal
-    we send it; and a SIGKILLed server cleans nothing up, so a backend cut off mid-request was left spinning
-    at 100% CPU (found by the drills). The backend is run directly, and through util-linux's ``setpriv
-    --pdeathsig KILL`` when it is there, which asks the kernel to kill it when its parent dies. Its own
-    children (``receive-pack``, ``upload-pack``) then see their input end and exit."""
-    exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=False).stdout.strip()
-    backend = Path(exec_path) / "git-http-backend"
-    cmd = [str(backend)] if exec_path and os.access(backend, os.X_OK) else ["git", "http-backend"]
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL", "--", *cmd] if setpriv else cmd
-
-
-class _Exchange:
-    """One CGI run: its process, what has been sent, and whether (and why) it was cut short."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, send: Send) -> None:
-        self.proc = proc
-        self.send = send
-        self.body_done = asyncio.Event()
-        self.started = False
-        self.aborted: _Abort | None = None
-
-    def abort(self, status: int, message: str) -> None:
-        if self.aborted is None:
-            self.aborted = _Abort(status, message)
-        _kill_group(self.proc)
-
-    async def relay(self) -> None:
-        """Parse the CGI's header block, answer with it, then stream stdout as it comes (all but the end)."""
-        stdout = self.proc.stdout
-        assert stdout is not None
-        buf = bytearray()
-        while True:
-            end, sep = _header_end(buf)
-            if end >= 0:
-                break
-            if len(buf) > _MAX_CGI_HEADER_BYTES:
-                raise _Abort(502, "git http-backend sent a header block that is too long")
-            chunk = await stdout.read(_CHUNK)
-            if not chunk:
-                if self.aborted is None:  # the CGI died without answering
-                    await self.proc.wait()
-                    raise _Abort(502, f"git http-backend answered nothing (exit {self.proc.returncode})")
-                return
-            buf += chunk
-        status, headers = _parse_cgi_headers(bytes(buf[:end]))
-        first = bytes(buf[end + sep:])
-        # http-backend prints its headers before it reads the request. Hold them until the request body is in
-        # (or the CGI says more), so that an oversized body, a timeout or a disconnect while the body streams
-        # in still gets a real status instead of a cut-off 200.
-        if not first and not self.body_done.is_set():
-            first = await self._output_or_body_done(stdout)
-        if self.aborted is not None:
-            return
-        self.started = True
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        if first:
-            await self.send({"type": "http.response.body", "body": first, "more_body": True})
-        while chunk := await stdout.read(_CHUNK):
-            if self.aborted is not None:
-                return
-            await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-    async def _output_or_body_done(self, stdout: asyncio.StreamReader) -> bytes:
-        """Wait for the CGI's next output or the end of the request body, whichever comes first."""
-        read = asyncio.ensure_future(stdout.read(_CHUNK))
-        body_done = asyncio.ensure_future(self.body_done.wait())
-        try:
-            await asyncio.wait({read, body_done}, return_when=asyncio.FIRST_COMPLETED)
-            if not read.done():
-                read.cancel()
-                await asyncio.wait({read})  # a StreamReader allows one pending read: let this one finish
-        finally:
-            body_done.cancel()
-            read.cancel()
-        out = b"" if read.cancelled() else read.result()
-        if not out and not self.body_done.is_set():
-            # The end of output is not the end of the answer while the CGI still runs: http-backend hands its
-            # stdout to receive-pack, which can finish before a child still copying the request body does.
-            waits = {asyncio.ensure_future(self.proc.wait()), asyncio.ensure_future(self.body_done.wait())}
-            try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for w in waits:
-                    w.cancel()
-        return out
-
-
-def _header_end(buf: bytearray) -> tuple[int, int]:
-    crlf, lf = buf.find(b"\r\n\r\n"), buf.find(b"\n\n")
-    if crlf >= 0 and (lf < 0 or crlf < lf):
-        return crlf, 4
-    if lf >= 0:
-        return lf, 2
-    return -1, 0
-
-
-def _parse_cgi_headers(block: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
-    status = 0
-    headers: list[tuple[bytes, bytes]] = []
-    has_location = False
-    for raw in block.split(b"\n"):
-        line = raw.rstrip(b"\r")
-        name, sep, value = line.partition(b":")
-        if not sep:
-            continue
-        name, value = name.strip().lower(), value.strip()
-        if name == b"status":
-            with contextlib.suppress(ValueError, IndexError):
-                status = int(value.split()[0])
-            continue
-        if name == b"location":
-            has_location = True
-        headers.append((name, value))
-    if not 100 <= status <= 599:
-        status = 302 if has_location else 200
-    return status, headers
 
 
 def _route_path(scope: Scope) -> str:
@@ -495,37 +357,12 @@ def _headers(scope: Scope) -> dict[str, str]:
     return headers
 
 
-def _neutral_home() -> str:
-    """An empty directory for the CGI's HOME: one per user, reused (a server killed with SIGKILL leaves no
-    temporary directory behind); a private temporary one if that path is not safely ours."""
-    path = Path(tempfile.gettempdir()) / f"mergebot-git-home-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700)
-    try:
-        st = path.lstat()
-    except OSError:
-        st = None
-    if st is not None and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
-        return str(path)
-    home = tempfile.mkdtemp(prefix="mergebot-git-home-")
-    atexit.register(shutil.rmtree, home, ignore_errors=True)
-    return home
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    """Kill the CGI and everything it started (upload-pack, receive-pack, hooks)."""
-    if proc.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
 async def _log_stderr(proc: asyncio.subprocess.Process, repo: str) -> None:
     """Drain the CGI's stderr (a full pipe would block it) and log the start of it."""
     stderr = proc.stderr
     assert stderr is not None
     logged = 0
-    while chunk := await stderr.read(_CHUNK):
+    while chunk := await stderr.read(cgi.CHUNK):
         if logged < 8192:
             text = chunk[: 8192 - logged].decode("utf-8", "replace").rstrip()
             logged += len(chunk)

@@ -1,4 +1,4 @@
-"""Judging a push: pure decisions from facts, with every message an agent can see in one place.
+"""Judging a push: pure decisions from facts; the sentences are ``mergebot.landing.messages``'.
 
 The pre-receive path (``mergebot.landing.prereceive``) gathers facts — the pushed ref updates, the subtask
 rows they name, the commits and paths they bring — and asks the functions here. Nothing here does I/O, so
@@ -21,6 +21,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mergebot.landing import messages as say
+from mergebot.models import Owner
+
 SUBTASK_REF = re.compile(r"^refs/heads/subtasks/([1-9][0-9]{0,17})/v([1-9][0-9]{0,17})$")
 
 
@@ -33,17 +36,6 @@ class RefUpdate:
     @property
     def deletion(self) -> bool:
         return set(self.new) == {"0"}
-
-
-@dataclass(frozen=True)
-class Owner:
-    """The subtask row as the database has it now."""
-
-    subtask_id: int
-    status: str
-    owner_id: int | None
-    claim_version: int
-    landing: bool = False  # a candidate of this subtask is being landed right now
 
 
 @dataclass(frozen=True)
@@ -63,43 +55,26 @@ def judge_ref(update: RefUpdate, pusher_id: int, target_branch: str, row: Owner 
     ref = update.ref
     parsed = parse_subtask_ref(ref)
     if ref == f"refs/heads/{target_branch}":
-        return Refusal(ref, "protected_ref",
-                       f"{ref}: only Mergebot moves {target_branch}. Push your work to the branch your claim "
-                       "names (refs/heads/subtasks/<id>/v<claim_version>) and it will be verified and landed.")
+        return Refusal(ref, "protected_ref", say.pushed_to_target(ref, target_branch))
     if parsed is None:
-        return Refusal(ref, "protected_ref",
-                       f"{ref}: agents may push only their subtask branches, "
-                       "refs/heads/subtasks/<id>/v<claim_version>; this ref is protected.")
+        return Refusal(ref, "protected_ref", say.protected_ref(ref))
     subtask_id, version = parsed
     if row is None:
-        return Refusal(ref, "unknown_subtask", f"{ref}: subtask {subtask_id} does not exist.")
+        return Refusal(ref, "unknown_subtask", say.unknown_subtask(ref, subtask_id))
     if update.deletion:
         if row.owner_id != pusher_id:
-            return Refusal(ref, "not_owner",
-                           f"{ref}: you may delete only branches of subtasks you own; subtask {subtask_id} "
-                           "is not yours.")
+            return Refusal(ref, "not_owner", say.delete_not_yours(ref, subtask_id))
         return None
     if version < row.claim_version:
-        return Refusal(ref, "stale_claim",
-                       f"{ref}: claim version {version} is stale; subtask {subtask_id} is at claim version "
-                       f"{row.claim_version}. Your claim was superseded (a lease that ran out is handed to the "
-                       "next agent): stop work on it and claim again.")
+        return Refusal(ref, "stale_claim", say.stale_version(ref, version, subtask_id, row.claim_version))
     if row.owner_id != pusher_id:
-        return Refusal(ref, "not_owner",
-                       f"{ref}: subtask {subtask_id} is not yours (it is {row.status}"
-                       f"{'' if row.owner_id is None else ' and owned by another agent'}). Claim a subtask "
-                       "and push to the branch the claim names.")
+        return Refusal(ref, "not_owner", say.not_yours(ref, subtask_id, row.status, row.owner_id is not None))
     if version > row.claim_version:
-        return Refusal(ref, "stale_claim",
-                       f"{ref}: claim version {version} does not exist; subtask {subtask_id} is at "
-                       f"{row.claim_version}.")
+        return Refusal(ref, "stale_claim", say.future_version(ref, version, subtask_id, row.claim_version))
     if row.landing:
-        return Refusal(ref, "landing",
-                       f"{ref}: your previous push of subtask {subtask_id} is landing right now; wait for its "
-                       f"verdict (`mergebot wait {subtask_id}`) before pushing again.")
+        return Refusal(ref, "landing", say.landing_now(ref, subtask_id))
     if row.status not in ("running", "submitted"):
-        return Refusal(ref, "not_running",
-                       f"{ref}: subtask {subtask_id} is {row.status}; only running work can be pushed.")
+        return Refusal(ref, "not_running", say.not_running(ref, subtask_id, row.status))
     return None
 
 
@@ -141,41 +116,25 @@ def judge_content(update: RefUpdate, target_branch: str, content: Content, limit
     """Rule 4 for one ref update whose ref passed ``judge_ref``."""
     ref = update.ref
     if content.push_bytes > limits.max_push_bytes:
-        return Refusal(ref, "too_large",
-                       f"{ref}: the push is {content.push_bytes} bytes, over this repository's limit of "
-                       f"{limits.max_push_bytes}. Keep generated and binary files out of the change.")
+        return Refusal(ref, "too_large", say.push_too_large(ref, content.push_bytes, limits.max_push_bytes))
     path, size = content.largest_file
     if size > limits.max_file_bytes:
-        return Refusal(ref, "too_large",
-                       f"{ref}: {path} is {size} bytes, over this repository's per-file limit of "
-                       f"{limits.max_file_bytes}.")
+        return Refusal(ref, "too_large", say.file_too_large(ref, path, size, limits.max_file_bytes))
     if content.commit_count > limits.max_commits:
-        return Refusal(ref, "history_anomaly",
-                       f"{ref}: brings more than {limits.max_commits} commits not on {target_branch}; "
-                       f"rebase your work onto {target_branch}.")
+        return Refusal(ref, "history_anomaly", say.too_many_commits(ref, limits.max_commits, target_branch))
     if content.already_on_target:
-        return Refusal(ref, "nothing_to_land",
-                       f"{ref}: this commit is already on {target_branch}; there is nothing to land.")
+        return Refusal(ref, "nothing_to_land", say.already_on_target(ref, target_branch))
     if content.roots:
-        return Refusal(ref, "history_anomaly",
-                       f"{ref}: commit {content.roots[0][:12]} starts a history unrelated to {target_branch}. "
-                       f"Base your work on {target_branch} (git fetch; git rebase origin/{target_branch}).")
+        return Refusal(ref, "history_anomaly", say.unrelated_history(ref, content.roots[0], target_branch))
     if content.foreign:
         sha, other = content.foreign[0]
-        return Refusal(ref, "history_anomaly",
-                       f"{ref}: commit {sha[:12]} belongs to subtask {other}, which has not landed. Do not "
-                       f"merge or base on other agents' unlanded branches; rebase onto {target_branch}.")
+        return Refusal(ref, "history_anomaly", say.foreign_commit(ref, sha, other, target_branch))
     touched = [p for p in content.changed_paths if is_protected(p, limits.protected_paths)]
     if touched:
-        shown = ", ".join(touched[:5]) + (" ..." if len(touched) > 5 else "")
-        return Refusal(ref, "protected_path",
-                       f"{ref}: changes protected paths ({shown}). These are configured by the repository's "
-                       "operator and cannot be changed by an agent's push.")
+        return Refusal(ref, "protected_path", say.protected_paths(ref, touched))
     return None
 
 
 def summary(refusals: Sequence[Refusal]) -> str:
     """The text git prints to the pusher (each line prefixed with 'remote:' by git)."""
-    lines = ["Mergebot refused this push:"]
-    lines += [f"  - {r.message}" for r in refusals]
-    return "\n".join(lines)
+    return say.refused_push([r.message for r in refusals])

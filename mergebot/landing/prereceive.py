@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
+from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
+from mergebot.landing import messages as say
 from mergebot.landing.checks import (
     Content,
     Limits,
@@ -30,8 +33,7 @@ from mergebot.landing.checks import (
     parse_subtask_ref,
     summary,
 )
-from mergebot.landing.store import Candidate, LandingStore, Repo
-from mergebot.models import Agent
+from mergebot.models import Agent, Candidate, Repo
 
 
 @dataclass
@@ -86,14 +88,19 @@ def _new_bytes(repo_path: Path, new: str, main: str) -> int:
     return int(out.strip() or 0)
 
 
+def branch_tips(path: Path) -> list[tuple[str, str]]:
+    """(ref, tip) of every subtask branch (all claim versions)."""
+    repo = git.open_repo(path)
+    return [(ref, str(repo.references[ref].target)) for ref in repo.references if parse_subtask_ref(ref)]
+
+
 def subtask_tips(repo_path: Path) -> dict[int, list[str]]:
     """Subtask id -> the tips of its branches (all claim versions)."""
-    repo = git.open_repo(repo_path)
     tips: dict[int, list[str]] = {}
-    for ref in repo.references:
+    for ref, sha in branch_tips(repo_path):
         parsed = parse_subtask_ref(ref)
-        if parsed is not None:
-            tips.setdefault(parsed[0], []).append(str(repo.references[ref].target))
+        assert parsed is not None
+        tips.setdefault(parsed[0], []).append(sha)
     return tips
 
 
@@ -149,12 +156,12 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
     )
 
 
-async def judge_push(store: LandingStore, repo: Repo, repo_path: Path, agent: Agent, quarantine: str | None,
+async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, quarantine: str | None,
                      updates: list[RefUpdate]) -> Verdict:
     """The pre-receive decision for a whole push: every ref must pass, or nothing is accepted."""
     q = quarantine_path(repo_path, quarantine)
     ids = [p[0] for u in updates if (p := parse_subtask_ref(u.ref))]
-    facts = await store.owner_facts(ids) if ids else {}
+    facts = await db.landing.owner_facts(ids) if ids else {}
     limits = Limits(protected_paths=repo.protected_paths, max_file_bytes=repo.max_file_bytes,
                     max_push_bytes=repo.max_push_bytes)
     refusals: list[Refusal] = []
@@ -165,7 +172,7 @@ async def judge_push(store: LandingStore, repo: Repo, repo_path: Path, agent: Ag
         if refusal is None and parsed and not u.deletion:
             if others is None:
                 tips = await asyncio.to_thread(subtask_tips, repo_path)
-                live = await store.owner_facts(list(tips)) if tips else {}
+                live = await db.landing.owner_facts(list(tips)) if tips else {}
                 others = [(sid, tip) for sid, ts in tips.items() for tip in ts
                           if sid in live and live[sid].status in ("running", "submitted")]
             content = await asyncio.to_thread(inspect, repo_path, q, repo.target_ref, u, parsed[0], limits, others)
@@ -175,16 +182,16 @@ async def judge_push(store: LandingStore, repo: Repo, repo_path: Path, agent: Ag
             # The event names the subtask only when it exists (its id is a foreign key); a push to a subtask
             # that does not exist keeps the id it named in the detail, and is refused like any other.
             named = parsed[0] if parsed else None
-            await store.log_event(actor_id=agent.id, kind="push_refused",
-                                  subtask_id=named if named in facts else None,
-                                  detail={"repo": repo.name, "ref": u.ref, "sha": u.new, "code": refusal.code,
-                                          "message": refusal.message, **({"subtask_id": named} if named else {})})
+            await db.subtasks.log_event(actor_id=agent.id, kind="push_refused",
+                                        subtask_id=named if named in facts else None,
+                                        detail={"repo": repo.name, "ref": u.ref, "sha": u.new, "code": refusal.code,
+                                                "message": refusal.message, **({"subtask_id": named} if named else {})})
     if refusals:
         return Verdict(False, summary(refusals), refusals)
     return Verdict(True, "", [])
 
 
-async def accept_push(store: LandingStore, repo: Repo, agent: Agent, updates: list[RefUpdate]) -> list[Candidate]:
+async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefUpdate]) -> list[Candidate]:
     """The post-receive step: each accepted subtask push becomes a queued candidate.
 
     The claim can change between the pre-receive judgement and here (the previous push landed, the lease was
@@ -198,12 +205,46 @@ async def accept_push(store: LandingStore, repo: Repo, agent: Agent, updates: li
         if parsed is None or u.deletion:
             continue
         try:
-            out.append(await store.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
-                                           owner_id=agent.id, sha=u.new, ref=u.ref))
+            out.append(await db.landing.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
+                                                owner_id=agent.id, sha=u.new, ref=u.ref,
+                                                superseded=say.newer_push(u.new)))
         except ClaimSuperseded as e:
-            await store.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0],
-                                  claim_version=parsed[1],
-                                  detail={"repo": repo.name, "ref": u.ref, "sha": u.new, "code": e.code,
-                                          "stage": "post-receive", "message": e.message})
+            await db.subtasks.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0],
+                                        claim_version=parsed[1],
+                                        detail={"repo": repo.name, "ref": u.ref, "sha": u.new, "code": e.code,
+                                                "stage": "post-receive", "message": e.message})
             raise
+    return out
+
+
+async def queue_orphans(db: Database, path: Path, repo: Repo, refs: Collection[str] | None = None) -> list[int]:
+    """Account for every subtask branch tip at its subtask's current claim version that no candidate accounts for:
+    an accepted push whose post-receive step never ran. The reconciler runs this, the queue every ``orphan sweep``
+    while idle, and on the branches of candidates about to land (``refs``): a push served by a killed bot's git
+    process can move its branch after the new process reconciled.
+
+    While the subtask still waits for work (running or submitted) the push is queued as a candidate. If it has moved
+    on (landed with an earlier push, released, cancelled), the push is refused on the record, once, as post-receive
+    refuses a push whose claim changed after its pre-receive step: an accepted push never vanishes without one."""
+    tips = [t for t in await asyncio.to_thread(branch_tips, path) if refs is None or t[0] in refs]
+    parsed = [(ref, sha, p) for ref, sha in tips if (p := parse_subtask_ref(ref))]
+    facts = await db.landing.owner_facts([p[0] for _, _, p in parsed]) if parsed else {}
+    current = {(sid, version, sha): ref for ref, sha, (sid, version) in parsed
+               if (row := facts.get(sid)) is not None and row.claim_version == version}
+    out: list[int] = []
+    for (sid, version, sha), refused in (await db.landing.unaccounted_tips(list(current))).items():
+        row, ref = facts[sid], current[(sid, version, sha)]
+        if row.status in ("running", "submitted") and row.owner_id is not None:
+            try:
+                cand = await db.landing.enqueue(repo=repo.name, subtask_id=sid, claim_version=version,
+                                                owner_id=row.owner_id, sha=sha, ref=ref,
+                                                superseded=say.newer_push(sha))
+                out.append(cand.id)
+            except ClaimSuperseded:
+                continue
+        elif not refused:
+            await db.subtasks.log_event(actor_id=None, kind="push_refused", subtask_id=sid, claim_version=version,
+                                        detail={"repo": repo.name, "ref": ref, "sha": sha, "code": "claim_superseded",
+                                                "stage": "post-receive",
+                                                "message": say.moved_on_before_queued(ref, sid, row.status, sha)})
     return out

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mergebot.errors import ClaimSuperseded
-from mergebot.git import mirror
 from mergebot.git import repo as git
-from mergebot.landing.checks import parse_subtask_ref
-from mergebot.landing.store import LandingStore, Repo
+from mergebot.landing import messages as say
+from mergebot.landing.land import Context, target_for
+from mergebot.landing.prereceive import queue_orphans
+from mergebot.models import Repo
 
 log = logging.getLogger(__name__)
 
@@ -68,77 +68,43 @@ def _history(path: Path, target_ref: str, root: str, chain: dict[str, dict[str, 
     return unexplained, missing
 
 
-def _subtask_tips(path: Path) -> list[tuple[str, str]]:
-    repo = git.open_repo(path)
-    return [(ref, str(repo.references[ref].target)) for ref in repo.references if parse_subtask_ref(ref)]
-
-
-async def reconcile_repo(store: LandingStore, root: Path, repo: Repo) -> Report:
-    report = Report(repo.name)
-    path = git.bare_path(root, repo.name)
-    if repo.forge:  # the forge's branch is the truth: an intent is finished only if the forge moved
-        await asyncio.to_thread(mirror.sync_target, path, mirror.remote_for(repo.forge_git_url or "",
-                                                                             repo.forge_token_env),
-                                repo.target_branch)
+async def reconcile_repo(ctx: Context, repo: Repo) -> Report:
+    db, report = ctx.db, Report(repo.name)
+    target = target_for(ctx, repo)
+    path = target.path
+    await target.head()  # a forge's branch is the truth: an intent is finished only if the forge moved
 
     def on_main(sha: str) -> bool:
         bare = git.open_repo(path)
         head = git.head_of(bare, repo.target_ref)
         return head is not None and sha in bare and git.is_ancestor(bare, sha, head)
 
-    for intent in await store.pending_intents(repo.name):
+    for intent in await db.landing.pending_intents(repo.name):
         if await asyncio.to_thread(on_main, intent.new_sha):
             try:
-                await store.finish_landing(intent)
+                await db.landing.finish_landing(intent)
                 report.finished.append(intent.candidate_id)
             except ClaimSuperseded as e:
-                await store.abandon_intent(intent, e.message)
-                await store.add_finding(repo=repo.name, kind="landed_without_claim",
-                                        detail={"sha": intent.new_sha, "why": e.message})
+                await db.landing.abandon_intent(intent, e.message)
+                await db.landing.add_finding(repo=repo.name, kind="landed_without_claim",
+                                             detail={"sha": intent.new_sha, "why": e.message})
         else:
-            await store.roll_back(intent, "the bot stopped before main moved; verifying again")
+            await db.landing.roll_back(intent, say.STOPPED_BEFORE_MAIN_MOVED)
             report.rolled_back.append(intent.candidate_id)
 
-    report.requeued = await store.requeue_stuck(repo.name)
+    report.requeued = await db.landing.requeue_stuck(repo.name)
 
-    report.enqueued = await enqueue_orphans(store, path, repo)
+    report.enqueued = await queue_orphans(db, path, repo)
 
-    chain = await store.landed_chain(repo.name)
+    chain = await db.landing.landed_chain(repo.name)
     report.unexplained, report.landed_not_on_main = await asyncio.to_thread(
         _history, path, repo.target_ref, repo.root_sha, chain)
     if report.unexplained:
-        await store.add_finding(repo=repo.name, kind="unexplained_commits",
-                                detail={"commits": report.unexplained[:1000], "count": len(report.unexplained)})
+        await db.landing.add_finding(repo=repo.name, kind="unexplained_commits",
+                                     detail={"commits": report.unexplained[:1000], "count": len(report.unexplained)})
     if report.landed_not_on_main:
-        await store.add_finding(repo=repo.name, kind="landed_not_on_main",
-                                detail={"commits": report.landed_not_on_main[:1000]})
+        await db.landing.add_finding(repo=repo.name, kind="landed_not_on_main",
+                                     detail={"commits": report.landed_not_on_main[:1000]})
     if not report.clean or report.finished or report.rolled_back or report.enqueued:
         log.warning("reconcile %s: %s", repo.name, report)
     return report
-
-
-async def enqueue_orphans(store: LandingStore, path: Path, repo: Repo,
-                          refs: Collection[str] | None = None) -> list[int]:
-    """Step 3: queue every subtask branch tip at its subtask's current claim version that is no candidate yet (an
-    accepted push whose post-receive step never ran). The queue also runs this every ``orphan sweep`` while idle,
-    and on the branches of candidates about to land (``refs``): a push served by a killed bot's git process can
-    move its branch after the new process reconciled."""
-    out: list[int] = []
-    tips = [t for t in await asyncio.to_thread(_subtask_tips, path) if refs is None or t[0] in refs]
-    parsed = [(ref, sha, p) for ref, sha in tips if (p := parse_subtask_ref(ref))]
-    facts = await store.owner_facts([p[0] for _, _, p in parsed]) if parsed else {}
-    for ref, sha, (sid, version) in parsed:
-        row = facts.get(sid)
-        if row is None or row.owner_id is None or row.claim_version != version:
-            continue
-        if row.status not in ("running", "submitted"):
-            continue
-        if await store.candidate_exists(subtask_id=sid, claim_version=version, sha=sha):
-            continue
-        try:
-            cand = await store.enqueue(repo=repo.name, subtask_id=sid, claim_version=version, owner_id=row.owner_id,
-                                       sha=sha, ref=ref)
-            out.append(cand.id)
-        except ClaimSuperseded:
-            continue
-    return out

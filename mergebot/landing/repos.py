@@ -1,4 +1,5 @@
-"""Adding repositories to the bot: a bare repository on disk plus its landing configuration in the database."""
+"""Repositories of the bot: adding one (a bare repository on disk plus its landing configuration in the database),
+and an operator's hold on its queue (pause, resume)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import asyncio
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
+from mergebot.db.database import Database
 from mergebot.errors import Conflict, Invalid
 from mergebot.git import mirror
 from mergebot.git import repo as git
-from mergebot.landing.store import LandingStore, Repo
+from mergebot.landing import messages as say
+from mergebot.models import Agent, Repo
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 FORGE_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9._-]{1,100}$")
@@ -54,7 +58,7 @@ def repos_root(data_dir: Path) -> Path:
     return (data_dir / "repos").resolve()
 
 
-async def add_repo(store: LandingStore, root: Path, *, name: str, source: str | None, verifier_command: str,
+async def add_repo(db: Database, root: Path, *, name: str, source: str | None, verifier_command: str,
                    target_branch: str = "main", verifier_timeout_s: int = 600, protected_paths: list[str] | None = None,
                    max_push_bytes: int = 100 << 20, max_file_bytes: int = 10 << 20,
                    forge: dict[str, str] | None = None) -> Repo:
@@ -79,10 +83,23 @@ async def add_repo(store: LandingStore, root: Path, *, name: str, source: str | 
     head = git.head_of(bare, f"refs/heads/{target_branch}")
     assert head is not None
     try:
-        return await store.create_repo(name=name, target_branch=target_branch, verifier_command=verifier_command,
-                                       verifier_timeout_s=verifier_timeout_s, protected_paths=protected_paths or [],
-                                       max_push_bytes=max_push_bytes, max_file_bytes=max_file_bytes, root_sha=head,
-                                       forge=forge)
+        return await db.landing.create_repo(name=name, target_branch=target_branch,
+                                            verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
+                                            protected_paths=protected_paths or [], max_push_bytes=max_push_bytes,
+                                            max_file_bytes=max_file_bytes, root_sha=head, forge=forge)
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
+
+
+async def hold(db: Database, name: str, action: str, by: Agent, poke: Callable[[], None]) -> Repo:
+    """An admin pauses or resumes landing on ``name`` (on a resume the queue is poked: parked candidates go back
+    to the queue). Returns the repository as it is now."""
+    await db.landing.get_repo(name)  # NotFound for a repository that does not exist
+    if action == "pause":
+        await db.landing.set_paused(repo=name, paused=True, reason=f"paused by {by.name}")
+    else:
+        await db.landing.set_paused(repo=name, paused=False, reason=None)
+        await db.subtasks.announce(author_id=by.id, body=say.resumed_by(name, by.name))
+        poke()
+    return await db.landing.get_repo(name)

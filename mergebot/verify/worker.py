@@ -18,25 +18,20 @@ import socket
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Protocol
 
 import psycopg
 
 from mergebot.client import ApiError, Client
+from mergebot.db.jobs import JobStore
 from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.git import repo as git
-from mergebot.verify.jobs import Job, JobStore
+from mergebot.models import Job
 from verifier.runner import Result, run_check
 from verifier.sandbox import Stop
 
 log = logging.getLogger(__name__)
-
-
-def result_from_json(data: dict[str, Any]) -> Result:
-    names = {f.name for f in fields(Result)}
-    return Result(**{k: v for k, v in data.items() if k in names})
 
 
 def private_paths(data_dir: Path, database_url: str) -> list[Path]:
@@ -78,27 +73,27 @@ class RepoAccess(Protocol):
 class LocalSource:
     """Jobs straight from the database (the worker inside ``mergebot serve``)."""
 
-    def __init__(self, store: JobStore, name: str, worker_id: int | None = None) -> None:
-        self.store, self.name, self.worker_id = store, name, worker_id
+    def __init__(self, jobs: JobStore, name: str, worker_id: int | None = None) -> None:
+        self.jobs, self.name, self.worker_id = jobs, name, worker_id
 
     async def claim(self) -> Job | None:
-        return await self.store.claim_job(worker_id=self.worker_id, worker_name=self.name)
+        return await self.jobs.claim_job(worker_id=self.worker_id, worker_name=self.name)
 
     async def heartbeat(self, job: Job) -> None:
-        await self.store.heartbeat_job(job_id=job.id, worker_id=self.worker_id,
-                                       claim_version=job.claim_version)
+        await self.jobs.heartbeat_job(job_id=job.id, worker_id=self.worker_id,
+                                      claim_version=job.claim_version)
 
     async def finish(self, job: Job, result: Result) -> None:
-        await self.store.finish_job(job_id=job.id, worker_id=self.worker_id,
-                                    claim_version=job.claim_version, outcome=result.outcome,
-                                    result=result.as_json())
+        await self.jobs.finish_job(job_id=job.id, worker_id=self.worker_id,
+                                   claim_version=job.claim_version, outcome=result.outcome,
+                                   result=result.as_json())
 
     async def cancelled(self, job: Job) -> None:
         # The job's row announces its cancellation (the verify_jobs_notify trigger); in `mergebot serve` the
         # wait shares the server's one listening connection. A job no longer running under this claim (its
         # lease ran out and it went to another worker) is just as lost.
         while True:
-            now = await self.store.wait_job(job.id, timeout=float(job.timeout_s) * 3 + 60)
+            now = await self.jobs.wait_job(job.id, timeout=float(job.timeout_s) * 3 + 60)
             if now.status != "running" or now.claim_version != job.claim_version:
                 return
 
@@ -240,13 +235,13 @@ class Worker:
                 self.wake.clear()
 
 
-def local_workers(store: JobStore, root: Path, data_dir: Path, database_url: str, *, count: int, sandbox: str,
+def local_workers(jobs: JobStore, root: Path, data_dir: Path, database_url: str, *, count: int, sandbox: str,
                   heartbeat_every: float, wake_on: list[asyncio.Event]) -> list[Worker]:
     """The verifier workers that run inside ``mergebot serve``: the bot's repositories read directly, one
     reused checkout slot each, the private paths hidden, woken by the queue (``wake_on``) when it enqueues."""
     workers = []
     for i in range(count):
-        worker = Worker(LocalSource(store, worker_name(i)), LocalRepos(root),
+        worker = Worker(LocalSource(jobs, worker_name(i)), LocalRepos(root),
                         data_dir.resolve() / "slots" / f"{os.getpid()}-{i}", sandbox=sandbox,
                         heartbeat_every=heartbeat_every, hide=private_paths(data_dir, database_url))
         wake_on.append(worker.wake)

@@ -1,7 +1,8 @@
 """Server-rendered pages for reviewers and operators, served by ``mergebot serve`` (FastAPI + Jinja2).
 
 ``routes`` is the router (login, the pages, the live queue stream), ``session`` the login cookie and CSRF
-checks, ``readmodel`` the bounded reads (SQL in ``mergebot/db/pages.sql``), ``present`` the pure shaping of what
-the templates show, ``diffstat`` the diff summaries read from git, ``live`` the server-sent event stream, and
-``render`` the templates and static files. Every role may read; a visitor without a token sees only /login.
+checks, ``deps`` the viewer and site dependencies every page takes, ``mergebot.db.pages`` the bounded reads
+(SQL in ``mergebot/db/pages.sql``), ``present`` the pure shaping of what the templates show, ``diffstat`` the
+diff summaries read from git, ``live`` the server-sent event stream, and ``render`` the templates and static
+files. Every role may read; a visitor without a token sees only /login.
 """

@@ -1,7 +1,7 @@
 """The pages' router: login, the six pages, the logs, the live queue stream and the one admin action.
 
-Every handler starts the same way: who is looking (``session.viewer``, from the cookie, re-authenticated on
-every request); a visitor is sent to /login and sees nothing else. Then it reads (``PageReader``), shapes
+Every page handler takes who is looking (``deps.Who``: from the cookie, re-authenticated on every request); a
+visitor is sent to /login and sees nothing else. Then it reads (``db.pages``, ``mergebot.db.pages``), shapes
 (``present``) and renders (``render``). Identifiers in paths are parsed here rather than by FastAPI, so a
 visitor gets the login page for any /ui URL, never a validation error that tells what exists.
 """
@@ -9,6 +9,7 @@ visitor gets the login page for any /ui URL, never a validation error that tells
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -16,10 +17,12 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
+from mergebot.db.base import Row
+from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
-from mergebot.verify.jobs import JobStore
+from mergebot.landing.repos import hold
 from mergebot.web import diffstat, live, present, render, session
-from mergebot.web.readmodel import PAGE, PageReader
+from mergebot.web.deps import Site, Visitor, Who
 from mergebot.web.session import Viewer
 
 router = APIRouter(include_in_schema=False)
@@ -44,29 +47,21 @@ async def _form(request: Request) -> dict[str, str] | None:
     return {k: v[0] for k, v in fields.items()}
 
 
-def _reader(request: Request) -> PageReader:
-    store: JobStore = request.app.state.store
-    return PageReader(store.pool, lease_seconds=store.lease_seconds)
-
-
 def _id(value: str) -> int | None:
     return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else None
+
+
+async def _find(value: str, read: Callable[[int], Awaitable[Row | None]]) -> Row | None:
+    """The row an id in a path names, read by ``read``; None for no such row or no id at all."""
+    n = _id(value)
+    return await read(n) if n else None
 
 
 def _not_found(request: Request, who: Viewer, what: str) -> Response:
     return render.message(request, who, 404, "Not found", f"{what} does not exist.")
 
 
-def _live_queue(request: Request) -> live.LiveQueue:
-    state = request.app.state
-    if not hasattr(state, "web_live_queue"):
-        state.web_live_queue = live.LiveQueue()
-    queue: live.LiveQueue = state.web_live_queue
-    return queue
-
-
-async def _diffs(request: Request, rows: list[dict[str, Any]]) -> dict[int, diffstat.DiffSummary | None]:
-    root: Path = request.app.state.repos_root
+async def _diffs(root: Path, rows: list[dict[str, Any]]) -> dict[int, diffstat.DiffSummary | None]:
     keys = {r["id"]: (r["repo"], r["base_sha"], r["merged_sha"]) for r in rows}
     found = await asyncio.to_thread(diffstat.summaries, root, list(keys.values()))
     return {i: found[k] for i, k in keys.items()}
@@ -76,20 +71,18 @@ async def _diffs(request: Request, rows: list[dict[str, Any]]) -> dict[int, diff
 
 
 @router.get("/")
-async def home(request: Request) -> Response:
-    who = await session.viewer(request)
+async def home(who: Visitor) -> Response:
     return RedirectResponse("/ui/landed" if who else "/login", status_code=303)
 
 
 @router.get("/login")
-async def login_form(request: Request) -> Response:
-    who = await session.viewer(request)
+async def login_form(request: Request, who: Visitor) -> Response:
     return render.html(request, "login.html", None, next=present.safe_next(request.query_params.get("next")),
                        message=f"You are logged in as {who.agent.name}; log in again to switch." if who else "")
 
 
 @router.post("/login")
-async def login(request: Request) -> Response:
+async def login(request: Request, site: Site) -> Response:
     form = await _form(request)
     if form is None:
         return render.html(request, "login.html", None, http_status=413, next="/ui/landed",
@@ -99,8 +92,7 @@ async def login(request: Request) -> Response:
     if origin and not session.same_origin(session.own_origin(request), origin, None):
         return render.html(request, "login.html", None, http_status=403, next=target,
                            message="This form was sent from another site; log in from this page.")
-    store: JobStore = request.app.state.store
-    agent = await store.authenticate(token) if token and len(token) <= session.MAX_TOKEN else None
+    agent = await site.db.agents.authenticate(token) if token and len(token) <= session.MAX_TOKEN else None
     if agent is None:
         return render.html(request, "login.html", None, http_status=401, next=target,
                            message="Unknown or revoked token. Paste the whole token, mb_ included.")
@@ -110,8 +102,7 @@ async def login(request: Request) -> Response:
 
 
 @router.get("/logout")
-async def logout_form(request: Request) -> Response:
-    who = await session.viewer(request)
+async def logout_form(request: Request, who: Visitor) -> Response:
     if who is None:
         return RedirectResponse("/login", status_code=303)
     return render.message(request, who, 200, "Log out", f"Log out {who.agent.name} from these pages?",
@@ -119,8 +110,7 @@ async def logout_form(request: Request) -> Response:
 
 
 @router.post("/logout")
-async def logout(request: Request) -> Response:
-    who = await session.viewer(request)
+async def logout(request: Request, who: Visitor) -> Response:
     form = await _form(request) or {}
     if who is not None and not session.post_allowed(request, who, form.get(session.CSRF_FIELD)):
         return render.message(request, who, 403, "Refused", "This form did not come from this site's pages.")
@@ -138,39 +128,28 @@ async def static(name: str) -> Response:
 
 
 @router.get("/ui/landed")
-async def landed(request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
+async def landed(request: Request, who: Who, site: Site) -> Response:
     f, errors = present.parse_landed_filter(request.query_params)
-    reader = _reader(request)
+    reader = site.db.pages
     rows = [] if errors else await reader.landed_page(repo=f.repo, owner=f.agent, subtask_id=f.subtask, since=f.since,
                                                   until=f.until, before_id=f.before, limit=PAGE)
     cursor = present.next_cursor(rows, PAGE)
     return render.html(request, "landed.html", who, f=f, errors=errors, rows=rows, repos=await reader.repos(),
-                       diffs=await _diffs(request, rows),
+                       diffs=await _diffs(site.root, rows),
                        older=present.link("/ui/landed", **f.params(before=cursor)) if cursor else None)
 
 
 @router.get("/ui/landed/{landed_id}")
-async def landed_one(landed_id: str, request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
-    lid = _id(landed_id)
-    row = await _reader(request).landed_one(lid) if lid else None
+async def landed_one(landed_id: str, request: Request, who: Who, site: Site) -> Response:
+    row = await _find(landed_id, site.db.pages.landed_one)
     if row is None:
         return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
-    return render.html(request, "landed_one.html", who, r=row, diff=(await _diffs(request, [row]))[row["id"]])
+    return render.html(request, "landed_one.html", who, r=row, diff=(await _diffs(site.root, [row]))[row["id"]])
 
 
 @router.get("/ui/candidates/{cand_id}/log")
-async def candidate_log(cand_id: str, request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
-    cid = _id(cand_id)
-    c = await _reader(request).candidate(cid) if cid else None
+async def candidate_log(cand_id: str, request: Request, who: Who, site: Site) -> Response:
+    c = await _find(cand_id, site.db.pages.candidate)
     if c is None:
         return _not_found(request, who, f"Candidate {cand_id[:20]!r}")
     crumbs = [("/ui/queue", "Queue")]
@@ -184,12 +163,8 @@ async def candidate_log(cand_id: str, request: Request) -> Response:
 
 
 @router.get("/ui/jobs/{job_id}/log")
-async def job_log(job_id: str, request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
-    jid = _id(job_id)
-    j = await _reader(request).job(jid) if jid else None
+async def job_log(job_id: str, request: Request, who: Who, site: Site) -> Response:
+    j = await _find(job_id, site.db.pages.job)
     if j is None:
         return _not_found(request, who, f"Verify job {job_id[:20]!r}")
     crumbs = [("/ui/landed", "Landed")] + ([(f"/ui/landed/{j['landed_id']}", f"#{j['landed_id']}")]
@@ -203,8 +178,8 @@ async def job_log(job_id: str, request: Request) -> Response:
 # -- the queue ------------------------------------------------------------------------------------------------
 
 
-async def _queue_context(request: Request) -> dict[str, Any]:
-    reader = _reader(request)
+async def _queue_context(site: Site) -> dict[str, Any]:
+    reader = site.db.pages
     return {"repos": await reader.queue_repos(), "active": await reader.queue_active(),
             "waiting": await reader.queue_waiting(PAGE), "parked": await reader.queue_parked(),
             "rejected": await reader.queue_rejected(), "refusals": await reader.push_refusals(),
@@ -212,36 +187,27 @@ async def _queue_context(request: Request) -> dict[str, Any]:
 
 
 @router.get("/ui/queue")
-async def queue(request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
-    fingerprint = await _reader(request).queue_fingerprint()
-    return render.html(request, "queue.html", who, window=request.app.state.settings.speculation_window,
-                       fingerprint=fingerprint, **await _queue_context(request))
+async def queue(request: Request, who: Who, site: Site) -> Response:
+    fingerprint = await site.db.pages.queue_fingerprint()
+    return render.html(request, "queue.html", who, window=site.settings.speculation_window,
+                       fingerprint=fingerprint, **await _queue_context(site))
 
 
 @router.get("/ui/queue/live")
-async def queue_live(request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
-    return render.html(request, "_queue_live.html", who, **await _queue_context(request))
+async def queue_live(request: Request, who: Who, site: Site) -> Response:
+    return render.html(request, "_queue_live.html", who, **await _queue_context(site))
 
 
 @router.get("/ui/queue/events")
-async def queue_events(request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
-    hub = _live_queue(request)
+async def queue_events(request: Request, who: Who, site: Site) -> Response:
+    hub = site.live_queue
     if hub.full:
         return Response("too many live pages are open; this one reloads by itself", status_code=503,
                         media_type="text/plain", headers={"Retry-After": "10"})
-    reader = _reader(request)
+    reader = site.db.pages
 
     async def still_allowed() -> bool:
-        return await session.viewer(request) is not None
+        return await session.viewer(site.db, request) is not None
 
     return StreamingResponse(live.stream(hub, reader.queue_fingerprint, still_allowed),
                              media_type="text/event-stream",
@@ -249,11 +215,8 @@ async def queue_events(request: Request) -> Response:
 
 
 @router.post("/ui/repos/{name}/{action}")
-async def repo_action(name: str, action: str, request: Request) -> Response:
+async def repo_action(name: str, action: str, request: Request, who: Who, site: Site) -> Response:
     """Pause or resume landing on a repository: admins only, from this site's own form."""
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
     form = await _form(request) or {}
     if not session.post_allowed(request, who, form.get(session.CSRF_FIELD)):
         return render.message(request, who, 403, "Refused", "This form did not come from this site's pages "
@@ -263,18 +226,12 @@ async def repo_action(name: str, action: str, request: Request) -> Response:
                               "repositories; ask an admin.")
     if action not in ("pause", "resume"):
         return _not_found(request, who, f"Action {action[:20]!r}")
-    store: JobStore = request.app.state.store
     try:
-        await store.get_repo(name)
+        await hold(site.db, name, action, who.agent, site.queue.poke)
     except NotFound:
         return _not_found(request, who, f"Repository {name[:64]!r}")
-    if action == "pause":
-        await store.set_paused(repo=name, paused=True, reason=f"paused by {who.agent.name}")
-    else:
-        await store.set_paused(repo=name, paused=False, reason=None)
-        await store.announce(author_id=who.agent.id, body=f"[{name}] landing resumed by {who.agent.name}.")
-        request.app.state.queue.poke()
-    await store.log_event(actor_id=who.agent.id, kind=f"repo_{action}d", detail={"repo": name, "via": "pages"})
+    await site.db.subtasks.log_event(actor_id=who.agent.id, kind=f"repo_{action}d",
+                                     detail={"repo": name, "via": "pages"})
     return RedirectResponse("/ui/queue", status_code=303)
 
 
@@ -282,10 +239,7 @@ async def repo_action(name: str, action: str, request: Request) -> Response:
 
 
 @router.get("/ui/subtasks")
-async def subtasks(request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
+async def subtasks(request: Request, who: Who, site: Site) -> Response:
     q, errors = request.query_params, list[str]()
     status = q.get("status") or None
     if status is not None and status not in present.STATUSES:
@@ -294,8 +248,8 @@ async def subtasks(request: Request) -> Response:
     root = present.int_param(q.get("root"), "root", errors, lo=1)
     after = present.int_param(q.get("after"), "after", errors) or 0
     depth = present.int_param(q.get("depth"), "depth", errors, lo=1, hi=TREE_MAX_DEPTH) or TREE_DEPTH
-    reader = _reader(request)
-    ctx: dict[str, Any] = {"errors": errors, "status": status, "counts": await reader.counts(), "root": root,
+    reader = site.db.pages
+    ctx: dict[str, Any] = {"errors": errors, "status": status, "counts": await site.db.subtasks.counts(), "root": root,
                            "after": after, "depth": depth, "max_depth": TREE_MAX_DEPTH, "crumbs": [], "focus": None,
                            "nodes": [], "flat": [], "more": None, "shown": 0}
     if status is not None:
@@ -319,22 +273,20 @@ async def subtasks(request: Request) -> Response:
 
 
 @router.get("/ui/subtasks/{subtask_id}")
-async def subtask(subtask_id: str, request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
+async def subtask(subtask_id: str, request: Request, who: Who, site: Site) -> Response:
     sid = _id(subtask_id)
-    reader = _reader(request)
+    reader = site.db.pages
     try:
-        s = await reader.get_subtask(sid) if sid else None
+        s = await site.db.subtasks.get_subtask(sid) if sid else None
     except NotFound:
         s = None
     if s is None or sid is None:
         return _not_found(request, who, f"Subtask {subtask_id[:20]!r}")
     crumbs = (await reader.ancestors(sid))[:-1]
     children = len(await reader.first_level(root=sid, after_id=0, limit=200))
+    notes = await site.db.subtasks.notes(subtask_id=sid, limit=PAGE)
     return render.html(request, "subtask.html", who, s=s, crumbs=crumbs, deps=await reader.deps(sid),
-                       dependents=await reader.dependents(sid), notes=await reader.notes(subtask_id=sid, limit=PAGE),
+                       dependents=await reader.dependents(sid), notes=notes,
                        candidates=await reader.subtask_candidates(sid), events=await reader.subtask_events(sid),
                        landed_id=await reader.subtask_landed_id(sid),
                        children=f"{children}+" if children >= 200 else children)
@@ -344,23 +296,17 @@ async def subtask(subtask_id: str, request: Request) -> Response:
 
 
 @router.get("/ui/agents")
-async def agents(request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
+async def agents(request: Request, who: Who, site: Site) -> Response:
     errors: list[str] = []
     after = present.int_param(request.query_params.get("after"), "after", errors) or 0
-    rows = await _reader(request).agents(after_id=after, limit=100)
+    rows = await site.db.pages.agents(after_id=after, limit=100)
     cursor = present.next_cursor(rows, 100)
     return render.html(request, "agents.html", who, rows=rows, errors=errors,
                        more=present.link("/ui/agents", after=cursor) if cursor else None)
 
 
 @router.get("/ui/board")
-async def board(request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
+async def board(request: Request, who: Who, site: Site) -> Response:
     q, errors = request.query_params, list[str]()
     subtask_id = present.int_param(q.get("subtask"), "subtask", errors, lo=1)
     group = (q.get("group") or "").strip() or None
@@ -369,7 +315,7 @@ async def board(request: Request) -> Response:
         group = None
     ann_before = present.int_param(q.get("ann_before"), "ann_before", errors, lo=1)
     note_before = present.int_param(q.get("note_before"), "note_before", errors, lo=1)
-    reader = _reader(request)
+    reader = site.db.pages
     anns = await reader.announcements_page(before_id=ann_before)
     notes = await reader.notes_page(subtask_id=subtask_id, group_name=group, before_id=note_before)
     a_cursor, n_cursor = present.next_cursor(anns, PAGE), present.next_cursor(notes, PAGE)
@@ -382,13 +328,10 @@ async def board(request: Request) -> Response:
 
 
 @router.get("/ui/reconcile")
-async def reconcile(request: Request) -> Response:
-    who = await session.viewer(request)
-    if who is None:
-        return session.to_login(request)
+async def reconcile(request: Request, who: Who, site: Site) -> Response:
     errors: list[str] = []
     before = present.int_param(request.query_params.get("before"), "before", errors, lo=1)
-    reader = _reader(request)
+    reader = site.db.pages
     findings = await reader.findings_page(before_id=before)
     cursor = present.next_cursor(findings, PAGE)
     held = [r for r in await reader.repos() if r["paused"] or r["red_since"]]

@@ -20,7 +20,7 @@ SEEDS_DEPTH = 10
 
 def seeds_tree(n: int = SEEDS_NODES, depth: int = SEEDS_DEPTH, *, groups: int = 10, seed: int = 7,
                sibling_deps: float = 0.15, prefix: str = "t") -> list[Node]:
-    """The nodes in creation order (parents and dependencies first), ready for ``Store.create_tree``."""
+    """The nodes in creation order (parents and dependencies first), ready for ``db.subtasks.create_tree``."""
     if n < 1 + groups + depth - 2 or depth < 2:
         raise ValueError("too few nodes for that many groups and levels")
     rng = random.Random(seed)  # noqa: S311 (sample data, not secrets)

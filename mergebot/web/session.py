@@ -2,7 +2,7 @@
 
 Rules:
   * A visitor logs in by pasting their bearer token into /login. The token is checked exactly as the API
-    checks it (``Store.authenticate``: SHA-256 lookup, constant-time compare, revoked tokens refused) and kept
+    checks it (``db.agents.authenticate``: SHA-256 lookup, constant-time compare, revoked tokens refused) and kept
     in a cookie that scripts cannot read (HttpOnly), that no other site's request carries (SameSite=Strict),
     and that travels only over https when the page was served over https (Secure).
   * Every request authenticates the cookie again, so a revoked or rotated token stops working at once.
@@ -23,8 +23,8 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
 from mergebot import auth
+from mergebot.db.database import Database
 from mergebot.models import Agent
-from mergebot.store import Store
 from mergebot.web.present import link
 
 COOKIE = "mergebot_session"
@@ -78,13 +78,12 @@ def is_https(request: Request) -> bool:
     return request.url.scheme == "https" or public.startswith("https://")
 
 
-async def viewer(request: Request) -> Viewer | None:
+async def viewer(db: Database, request: Request) -> Viewer | None:
     """The logged-in agent, re-authenticated from the cookie on every request; None for a visitor."""
     token = request.cookies.get(COOKIE, "")
     if not token or len(token) > MAX_TOKEN:
         return None
-    store: Store = request.app.state.store
-    agent = await store.authenticate(token)
+    agent = await db.agents.authenticate(token)
     return Viewer(agent, csrf_token(token)) if agent is not None else None
 
 

@@ -1,5 +1,5 @@
 """The drill rig: a real ``mergebot serve`` on a real PostgreSQL, an admin token, a repository with a quick real
-check, and the over-the-wire ``mergebot.drill.Drill`` that pushes with real git over HTTP.
+check, and the over-the-wire ``mergebot.drill.scenarios.Drill`` that pushes with real git over HTTP.
 
 Drills marked ``long_drill`` (longer soaks) are skipped unless MERGEBOT_LONG_DRILLS=1.
 """
@@ -19,9 +19,11 @@ import pytest
 
 from mergebot.auth import Role
 from mergebot.client import Client
-from mergebot.drill import Drill, Push, Violation, stable_check
+from mergebot.db.database import Database
+from mergebot.drill.gather import stable_check
+from mergebot.drill.invariants import Push, Violation
+from mergebot.drill.scenarios import Drill
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.verify.jobs import JobStore
 from tests.bot import BotProcess, make_project
 
 QUICK_CHECK = "test -f calc.py && test -f tests/test_calc.py"
@@ -50,7 +52,7 @@ def drill_seed() -> int:
 @dataclass
 class Rig:
     bot: BotProcess
-    store: JobStore
+    db: Database
     admin: str
     work: Path
     data: Path
@@ -78,8 +80,8 @@ class Rig:
         """Until every subtask in ``ids`` has landed and no candidate is still queued or in flight."""
         deadline = time.monotonic() + timeout
         while True:
-            subs = [await self.store.get_subtask(i) for i in ids]
-            cands = await self.store.candidates(repo=self.repo, limit=1000)
+            subs = [await self.db.subtasks.get_subtask(i) for i in ids]
+            cands = await self.db.landing.candidates(repo=self.repo, limit=1000)
             busy = [c["id"] for c in cands if c["status"] in ("queued", "verifying", "landing")]
             if all(s.status == "landed" for s in subs) and not busy:
                 return
@@ -89,25 +91,25 @@ class Rig:
             time.sleep(0.3)
 
 
-async def make_rig(store: JobStore, db_url: str, tmp: Path, *, verifier: str = QUICK_CHECK, **env: str) -> Rig:
-    _, admin = await store.add_agent(name="root", role=Role.ADMIN)
+async def make_rig(db: Database, db_url: str, tmp: Path, *, verifier: str = QUICK_CHECK, **env: str) -> Rig:
+    _, admin = await db.agents.add_agent(name="root", role=Role.ADMIN)
     data = tmp / "data"
-    await add_repo(store, repos_root(data), name="demo", source=str(make_project(tmp / "src")),
+    await add_repo(db, repos_root(data), name="demo", source=str(make_project(tmp / "src")),
                    verifier_command=verifier, verifier_timeout_s=60, protected_paths=["ci/"])
     bot = BotProcess(db_url, data, MERGEBOT_VERIFIER_SANDBOX="none", **env).start()
     (tmp / "work").mkdir()
-    return Rig(bot, store, admin, tmp / "work", data)
+    return Rig(bot, db, admin, tmp / "work", data)
 
 
 RigFactory = Callable[..., Awaitable[Rig]]
 
 
 @pytest.fixture
-async def rig_factory(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[RigFactory]:
+async def rig_factory(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[RigFactory]:
     made: list[Rig] = []
 
     async def make(**env: Any) -> Rig:
-        rig = await make_rig(e2e_store, e2e_db_url, tmp_path, **env)
+        rig = await make_rig(e2e_db, e2e_db_url, tmp_path, **env)
         made.append(rig)
         return rig
 

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from mergebot.db.connect import open_pool
+from mergebot.db.database import Database
 from mergebot.settings import Settings
-from mergebot.verify.jobs import JobStore
 from mergebot.verify.worker import LocalRepos, LocalSource, Worker
 
 NAME = "partitioned-worker"
@@ -23,9 +23,9 @@ NAME = "partitioned-worker"
 async def main(url: str, repos_root: str, slot: str, lease: float) -> None:
     settings = Settings(database_url=url, pool_min_size=1, pool_max_size=2)
     pool = await open_pool(url, settings)
-    store = JobStore(pool)
-    store.job_lease_seconds = lease
-    worker = Worker(LocalSource(store, NAME), LocalRepos(Path(repos_root)), Path(slot), sandbox="none",
+    db = Database(pool)
+    db.jobs.lease_seconds = lease
+    worker = Worker(LocalSource(db.jobs, NAME), LocalRepos(Path(repos_root)), Path(slot), sandbox="none",
                     heartbeat_every=lease / 4, poll=0.2)
     await worker.run()
 

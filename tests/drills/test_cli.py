@@ -45,16 +45,16 @@ async def test_mergebot_drill_with_lease_race_then_check_only(rig_factory: RigFa
     assert "claim version 2" in race["held_push"]["message"], race["held_push"]["message"]
     assert race["heartbeat_after_expiry"] == "claim_superseded"
     assert race["late_pushes"] == ["refused", "refused"]
-    cands = await rig.store.candidates(subtask_id=race["subtask"])
+    cands = await rig.db.landing.candidates(subtask_id=race["subtask"])
     assert [(c["claim_version"], c["status"]) for c in cands] == [(2, "landed")]  # nothing queued for version 1
-    landed = await rig.store.landed(subtask_id=race["subtask"])
+    landed = await rig.db.landing.landed(subtask_id=race["subtask"])
     assert [(r.claim_version, r.owner) for r in landed] == [(2, f"drill-{report['run_id']}-4")]
-    events = await rig.store.events(subtask_id=race["subtask"], limit=1000)
+    events = await rig.db.subtasks.events(subtask_id=race["subtask"], limit=1000)
     refused = [e["actor"] for e in events if e["kind"] == "push_refused"]
     assert refused == [f"drill-{report['run_id']}-3"] * 3  # the held push and both late ones, each on record
-    assert len(await rig.store.landed(repo="demo", limit=100)) == 5  # four from the stream, one from the race
+    assert len(await rig.db.landing.landed(repo="demo", limit=100)) == 5  # four from the stream, one from the race
 
-    _, reviewer = await rig.store.add_agent(name="rita", role=Role.REVIEWER)
+    _, reviewer = await rig.db.agents.add_agent(name="rita", role=Role.REVIEWER)
     clean = mergebot("drill", "--check-only", "--settled", "--server", rig.bot.url, "--token", reviewer,
                      "--repo", "demo")
     assert clean.returncode == 0, clean.stdout + clean.stderr

@@ -1,7 +1,8 @@
 """SIGKILL ``mergebot serve`` at random points while several agents push at once, restart it each time, and check
-the books with ``mergebot.drill.check``: every commit on main after the root is explained by exactly one landed
-row, every landed row's commit is on main, every subtask is in a legal state, and every push git reported accepted
-ended landed or refused with a recorded reason. (tests/test_crash.py kills at each named landing step instead.)
+the books with ``mergebot.drill.invariants.check``: every commit on main after the root is explained by exactly one
+landed row, every landed row's commit is on main, every subtask is in a legal state, and every push git reported
+accepted ended landed or refused with a recorded reason. (tests/test_crash.py kills at each named landing step
+instead.)
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import time
 import pytest
 
 from mergebot.client import Client
-from mergebot.drill import Push, _git, commit_file
+from mergebot.drill.invariants import Push
+from mergebot.drill.wire import _git, commit_file
 from tests.drills.conftest import RigFactory, drill_seed
 
 
@@ -33,7 +35,7 @@ async def test_sigkill_at_random_points_under_a_push_stream(rig_factory: RigFact
     in_flight_at_kill = []
     while any(t.is_alive() for t in threads) and rig.kills < min_kills + 1:
         time.sleep(rng.uniform(0.2, 0.8))
-        cands = await rig.store.candidates(repo="demo", limit=1000)
+        cands = await rig.db.landing.candidates(repo="demo", limit=1000)
         in_flight_at_kill.append(sorted(c["status"] for c in cands if c["status"] in ("queued", "verifying",
                                                                                         "landing")))
         rig.sigkill()
@@ -71,10 +73,10 @@ async def test_sigkill_at_random_points_under_a_push_stream(rig_factory: RigFact
     for v in violations:  # what the drill saw of each push that broke a rule
         sid = int(v.subject.split("subtask ")[1].split()[0]) if "subtask " in v.subject else None
         print(v, [(p.sha[:8], p.outcome, p.message[-300:]) for p in result.pushes if p.subtask_id == sid],
-              await rig.store.candidates(subtask_id=sid) if sid else "")
+              await rig.db.landing.candidates(subtask_id=sid) if sid else "")
     assert violations == []
-    landed = await rig.store.landed(repo="demo", limit=1000)
+    landed = await rig.db.landing.landed(repo="demo", limit=1000)
     assert sorted(r.subtask_id for r in landed) == sorted(ids)  # one landing per subtask, each once
-    assert await rig.store.pending_intents("demo") == []
-    kinds = {f["kind"] for f in await rig.store.findings(repo="demo")}
+    assert await rig.db.landing.pending_intents("demo") == []
+    kinds = {f["kind"] for f in await rig.db.landing.findings(repo="demo")}
     assert not kinds & {"unexplained_commits", "landed_not_on_main", "landed_without_claim"}, kinds

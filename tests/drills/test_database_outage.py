@@ -15,9 +15,9 @@ import pytest
 
 from mergebot.client import ApiError, Client
 from mergebot.db.connect import open_pool
-from mergebot.drill import _git, commit_file, push_head
+from mergebot.db.database import Database
+from mergebot.drill.wire import _git, commit_file, push_head
 from mergebot.settings import Settings
-from mergebot.verify.jobs import JobStore
 from tests.drills.conftest import drill_seed, make_rig
 from tests.drills.pgctl import StoppablePostgres
 
@@ -31,9 +31,9 @@ def pg() -> Iterator[StoppablePostgres]:
         server.destroy()
 
 
-async def open_store(url: str, data: Path) -> JobStore:
+async def open_store(url: str, data: Path) -> Database:
     pool = await open_pool(url, Settings(database_url=url, data_dir=data), statement_timeout_ms=5000)
-    return JobStore(pool, lease_seconds=60)
+    return Database(pool, lease_seconds=60)
 
 
 def access_lines(log: Path) -> list[dict[str, object]]:
@@ -47,9 +47,9 @@ def access_lines(log: Path) -> list[dict[str, object]]:
 
 
 async def test_database_stopped_and_restarted_mid_stream(pg: StoppablePostgres, tmp_path: Path) -> None:
-    store = await open_store(pg.db_url, tmp_path / "data")
+    db = await open_store(pg.db_url, tmp_path / "data")
     # post-land checks run for every landing here (not reusing the landing's run), so some die in the outage
-    rig = await make_rig(store, pg.db_url, tmp_path, MERGEBOT_ACCESS_LOG="1", MERGEBOT_POST_LAND_RERUN="1")
+    rig = await make_rig(db, pg.db_url, tmp_path, MERGEBOT_ACCESS_LOG="1", MERGEBOT_POST_LAND_RERUN="1")
     try:
         drill = rig.drill(drill_seed())
         until = time.monotonic() + 150
@@ -63,7 +63,7 @@ async def test_database_stopped_and_restarted_mid_stream(pg: StoppablePostgres, 
         commit_file(wt, "probe.txt", "pushed while the database is down\n", "probe")
         ids = drill.subtasks(6, "outage stream", until=until)
         result, threads = drill.stream(agents, until=until)
-        while len(await store.landed(repo="demo")) < 2:
+        while len(await db.landing.landed(repo="demo")) < 2:
             assert time.monotonic() < until, rig.bot.log.read_text()[-3000:]
             time.sleep(0.2)
 
@@ -91,7 +91,7 @@ async def test_database_stopped_and_restarted_mid_stream(pg: StoppablePostgres, 
             assert time.monotonic() < deadline, "the bot did not reconnect by itself"
             time.sleep(0.2)
         print(f"outage {back_at - down_at:.1f} s; healthy again {time.monotonic() - back_at:.1f} s after the restart")
-        store = rig.store = await open_store(pg.db_url, tmp_path / "data")
+        db = rig.db = await open_store(pg.db_url, tmp_path / "data")
         assert drill.push_until_answered(probe, wt, probe_id, 1, until=until).outcome == "accepted"
         for th in threads:
             th.join(max(1.0, until - time.monotonic()))
@@ -99,7 +99,7 @@ async def test_database_stopped_and_restarted_mid_stream(pg: StoppablePostgres, 
         await rig.wait_settled([*ids, probe_id])
         assert rig.violations(result.pushes) == []
         deadline = time.monotonic() + 30  # every landing's post-land check is recorded, outage or not
-        while pending := [r.id for r in await store.landed(repo="demo", limit=100) if r.main_status == "pending"]:
+        while pending := [r.id for r in await db.landing.landed(repo="demo", limit=100) if r.main_status == "pending"]:
             assert time.monotonic() < deadline, f"post-land status still pending for landed rows {pending}"
             time.sleep(0.2)
         statuses = [d["status"] for d in access_lines(rig.bot.log) if d.get("logger") == "uvicorn.access"]
@@ -107,4 +107,4 @@ async def test_database_stopped_and_restarted_mid_stream(pg: StoppablePostgres, 
         assert "Traceback" not in rig.bot.log.read_text()
     finally:
         rig.bot.stop()
-        await rig.store.pool.close()
+        await rig.db.pool.close()

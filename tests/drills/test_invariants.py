@@ -8,7 +8,7 @@ from typing import Any
 
 import pygit2
 
-from mergebot.drill import Push, check_history, check_pushes, check_subtasks
+from mergebot.drill.invariants import Push, check_history, check_pushes, check_subtasks
 
 
 def history(tmp: Path) -> tuple[pygit2.Repository, list[str]]:

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from mergebot.auth import Role
-from mergebot.drill import Push, github_push_body, redelivery_storm
-from mergebot.forge.store import ForgeStore
+from mergebot.db.database import Database
+from mergebot.drill.invariants import Push
+from mergebot.drill.storm import github_push_body, redelivery_storm
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from mergebot.verify.jobs import JobStore
 from tests.bot import BotProcess, commit, git, make_project
 from tests.drills.conftest import QUICK_CHECK, Rig
 from tests.forge_standin import ForgeStandin
@@ -44,35 +44,35 @@ class ForgeRig:
 
 
 @pytest.fixture
-async def forge_rig(e2e_store: JobStore, e2e_db_url: str, tmp_path: Path,
+async def forge_rig(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
                     monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ForgeRig]:
-    store = e2e_store
+    db = e2e_db
     remote = tmp_path / "forge" / "calc.git"
     git(["clone", "-q", "--bare", str(make_project(tmp_path / "src")), str(remote)], tmp_path)
     git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)
     for name, value in (("GITHUB_TOKEN", TOKEN), ("MERGEBOT_WEBHOOK_SECRET", SECRET)):
         monkeypatch.setenv(name, value)
-    ann, ann_token = await store.add_agent(name="ann", role=Role.AGENT)
-    _, admin = await store.add_agent(name="root", role=Role.ADMIN)
-    await ForgeStore(store.pool).link(forge="github", login="ann-gh", agent_id=ann.id)
+    ann, ann_token = await db.agents.add_agent(name="ann", role=Role.AGENT)
+    _, admin = await db.agents.add_agent(name="root", role=Role.ADMIN)
+    await db.forge.link(forge="github", login="ann-gh", agent_id=ann.id)
     with ForgeStandin(token=TOKEN, bare_repo=remote) as forge:
         data = tmp_path / "data"
-        await add_repo(store, repos_root(data), name="calc", source=None, verifier_command=QUICK_CHECK,
+        await add_repo(db, repos_root(data), name="calc", source=None, verifier_command=QUICK_CHECK,
                        verifier_timeout_s=60, protected_paths=["ci/"],
                        forge=forge_settings("github", "acme/calc", api_url=forge.url, git_url=str(remote)))
         bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=TOKEN, MERGEBOT_WEBHOOK_SECRET=SECRET,
                          MERGEBOT_VERIFIER_SANDBOX="none").start()
         (tmp_path / "work").mkdir()
         try:
-            yield ForgeRig(Rig(bot, store, admin, tmp_path / "work", data, repo="calc"), forge, remote, ann.id,
+            yield ForgeRig(Rig(bot, db, admin, tmp_path / "work", data, repo="calc"), forge, remote, ann.id,
                            ann_token)
         finally:
             bot.stop()
 
 
 async def push_to_forge(f: ForgeRig, title: str, name: str) -> tuple[int, str, str]:
-    sub, _ = await f.rig.store.create_subtask(actor_id=None, title=title)
-    claim = await f.rig.store.claim(agent_id=f.ann)
+    sub, _ = await f.rig.db.subtasks.create_subtask(actor_id=None, title=title)
+    claim = await f.rig.db.subtasks.claim(agent_id=f.ann)
     assert claim is not None and claim.id == sub.id
     wt = f.rig.work / name
     git(["clone", "-q", str(f.remote), str(wt)], f.rig.work)
@@ -84,7 +84,7 @@ async def push_to_forge(f: ForgeRig, title: str, name: str) -> tuple[int, str, s
 
 async def landed_once(f: ForgeRig, sid: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while (await f.rig.store.get_subtask(sid)).status != "landed":
+    while (await f.rig.db.subtasks.get_subtask(sid)).status != "landed":
         assert time.monotonic() < deadline, f.rig.bot.log.read_text()[-3000:]
         time.sleep(0.2)
 
@@ -116,9 +116,9 @@ async def test_redelivery_storms_land_once(forge_rig: ForgeRig) -> None:
     time.sleep(1.0)
 
     for sid, sha in ((one, sha1), (two, sha2)):
-        cands = await f.rig.store.candidates(subtask_id=sid)
+        cands = await f.rig.db.landing.candidates(subtask_id=sid)
         assert [(c["sha"], c["status"]) for c in cands] == [(sha, "landed")]
-        assert len(await f.rig.store.landed(subtask_id=sid)) == 1
+        assert len(await f.rig.db.landing.landed(subtask_id=sid)) == 1
         statuses = [s.state for s in f.forge.statuses(sha)]
         assert statuses.count("success") == 1 and statuses[-1] == "success", statuses
     main = f.forge_main()
@@ -136,4 +136,4 @@ async def test_redelivery_storms_land_once(forge_rig: ForgeRig) -> None:
     report = json.loads(out.stdout)
     assert report["storm"]["problems"] == [] and report["storm"]["candidates"] == 1, report
     assert set(report["storm"]["statuses"]) <= {200, 202, 503} and report["violations"] == []
-    assert (await f.rig.store.get_subtask(report["storm"]["subtask"])).status == "landed"
+    assert (await f.rig.db.subtasks.get_subtask(report["storm"]["subtask"])).status == "landed"

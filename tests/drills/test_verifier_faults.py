@@ -2,7 +2,7 @@
 finishes exactly once per fencing token. The job's one result is written by the holder of its newest claim
 version; a killed worker's run is taken over by another worker under a new version; the partitioned worker's
 late result, under the old version, is refused (and says so in its log); every landing rests on a passing run
-of the exact merged commit. (tests/test_jobs.py covers the store-level fencing one job at a time.)"""
+of the exact merged commit. (tests/test_jobs.py covers the db-level fencing one job at a time.)"""
 
 from __future__ import annotations
 
@@ -96,9 +96,9 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
     rig = await rig_factory(verifier=f"sleep $(cat {pace}) && test -f calc.py", MERGEBOT_VERIFIER_WORKERS="0",
                             MERGEBOT_JOB_LEASE_SECONDS="2", MERGEBOT_RECOVERY_GRACE_SECONDS="0",
                             MERGEBOT_RECOVERY_INTERVAL_SECONDS="0.3")
-    _, vera = await rig.store.add_agent(name="vera", role=Role.VERIFIER)
+    _, vera = await rig.db.agents.add_agent(name="vera", role=Role.VERIFIER)
     workers = Workers(rig, vera, tmp_path)
-    store = rig.store
+    db = rig.db
     drill = rig.drill(drill_seed())
     until = time.monotonic() + 150
     try:
@@ -110,7 +110,7 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
         workers.direct(worker_url, "partitioned")
 
         async def running_on_partitioned() -> object:
-            rows = await store.jobs(status="running")
+            rows = await db.jobs.jobs(status="running")
             return next((r for r in rows if r["worker_name"] == "partitioned-worker"), None)
 
         deadline = time.monotonic() + 40
@@ -123,17 +123,17 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
                             (role,)).fetchone()
         assert cut is not None and cut[0] >= 1
         deadline = time.monotonic() + 20
-        while (await store.get_job(job["id"])).status != "queued":  # lease lapsed, recovery gave it back
+        while (await db.jobs.get_job(job["id"])).status != "queued":  # lease lapsed, recovery gave it back
             assert time.monotonic() < deadline
             time.sleep(0.1)
         pace.write_text("0.5")
         workers.http("rescuer")
         deadline = time.monotonic() + 30
-        while (await store.get_job(job["id"])).status != "done":
+        while (await db.jobs.get_job(job["id"])).status != "done":
             assert time.monotonic() < deadline, (tmp_path / "rescuer.log").read_text()[-3000:]
             time.sleep(0.1)
         admin.execute(sql.SQL("ALTER ROLE {} LOGIN").format(sql.Identifier(role)))
-        done = await store.get_job(job["id"])
+        done = await db.jobs.get_job(job["id"])
         assert (done.claim_version, done.attempts, done.outcome) == (2, 2, "pass")
         assert done.worker_name != "partitioned-worker" and done.result is not None
         assert done.result["commit_sha"] == done.commit_sha
@@ -142,7 +142,7 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
         while f"result of job {job['id']} discarded" not in log.read_text():
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
-        assert (await store.get_job(job["id"])).worker_name == done.worker_name  # the refused result changed nothing
+        assert (await db.jobs.get_job(job["id"])).worker_name == done.worker_name  # the refused result changed nothing
         for t in threads:
             t.join(max(1.0, until - time.monotonic()))
         await rig.wait_settled(first)
@@ -162,7 +162,7 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
         n = 2
         while len(killed) < 3:
             assert time.monotonic() < until, "no running job to kill"
-            rows = await store.jobs(status="running")
+            rows = await db.jobs.jobs(status="running")
             fresh = datetime.now(UTC) - timedelta(seconds=0.4)  # a run of 1 s that started just now: mid-run
             victim = next((r for r in rows if r["worker_name"] and r["started_at"] >= fresh
                            and r["id"] not in {k[0] for k in killed}
@@ -180,12 +180,12 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
         assert result.errors == []
         await rig.wait_settled([*first, *ids])
         deadline = time.monotonic() + 60
-        while any(r["status"] in ("queued", "running") for r in await store.jobs(limit=1000)):
-            assert time.monotonic() < deadline, [(r["id"], r["status"]) for r in await store.jobs(limit=1000)]
+        while any(r["status"] in ("queued", "running") for r in await db.jobs.jobs(limit=1000)):
+            assert time.monotonic() < deadline, [(r["id"], r["status"]) for r in await db.jobs.jobs(limit=1000)]
             time.sleep(0.2)
         taken_over = 0
         for job_id, version, pid in killed:
-            j = await store.get_job(job_id)
+            j = await db.jobs.get_job(job_id)
             assert j.status == "done" and j.worker_name is not None and j.finished_at is not None
             if j.claim_version == version:  # its result was on the wire when the worker died: that holder's, once
                 assert int(j.worker_name.split("/")[1]) == pid
@@ -193,12 +193,12 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
                 assert j.claim_version > version and int(j.worker_name.split("/")[1]) != pid
                 taken_over += 1
         assert taken_over >= 2, killed
-        for r in await store.jobs(limit=1000):
-            j = await store.get_job(r["id"])
+        for r in await db.jobs.jobs(limit=1000):
+            j = await db.jobs.get_job(r["id"])
             if j.status == "done":  # one result, for the commit asked, by the holder of the newest version
                 assert j.attempts == j.claim_version and j.finished_at is not None and j.result is not None
                 assert j.result.get("commit_sha") == j.commit_sha, (j.purpose, j.result)
-        landed = await store.landed(repo="demo", limit=100)
+        landed = await db.landing.landed(repo="demo", limit=100)
         assert len(landed) == 5 and {r.verifier_result for r in landed} == {"pass"}
         assert rig.violations([*pushes, *result.pushes]) == []
     finally:

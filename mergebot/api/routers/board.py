@@ -7,9 +7,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from mergebot.api.deps import Admin, CurrentAgent, Lead, Noter, Reader, StoreDep
+from mergebot.api.deps import Admin, CurrentAgent, DbDep, Lead, Noter, Reader
 from mergebot.api.errors import ERROR_RESPONSES
-from mergebot.api.routers.views import views_of
 from mergebot.api.schemas import AgentIn, AssignmentIn, BoardNoteIn, GroupIn, Name
 from mergebot.auth import Role, allowed
 from mergebot.errors import Forbidden
@@ -26,77 +25,77 @@ async def me(agent: CurrentAgent) -> dict[str, Any]:
 
 
 @router.get("/status", summary="Subtask counts by status")
-async def status(agent: Reader, store: StoreDep) -> dict[str, Any]:
-    return {"counts": await store.counts()}
+async def status(agent: Reader, db: DbDep) -> dict[str, Any]:
+    return {"counts": await db.subtasks.counts()}
 
 
 @router.post("/agents", status_code=201, summary="Add an agent; the token is shown once (admin)")
-async def add_agent(body: AgentIn, agent: Admin, store: StoreDep) -> dict[str, Any]:
-    new, token = await store.add_agent(name=body.name, role=body.role)
+async def add_agent(body: AgentIn, agent: Admin, db: DbDep) -> dict[str, Any]:
+    new, token = await db.agents.add_agent(name=body.name, role=body.role)
     return {"agent": record(new), "token": token}
 
 
 @router.get("/agents", summary="Agents, their groups and what they hold")
-async def list_agents(agent: Reader, store: StoreDep) -> dict[str, Any]:
-    return {"agents": await store.list_agents()}
+async def list_agents(agent: Reader, db: DbDep) -> dict[str, Any]:
+    return {"agents": await db.agents.list_agents()}
 
 
 @router.post("/agents/{name}/revoke", summary="Revoke an agent's token (admin)")
-async def revoke(name: str, agent: Admin, store: StoreDep) -> dict[str, Any]:
-    return {"agent": record(await store.revoke_agent(name=name))}
+async def revoke(name: str, agent: Admin, db: DbDep) -> dict[str, Any]:
+    return {"agent": record(await db.agents.revoke_agent(name=name))}
 
 
 @router.get("/announcements")
-async def announcements(agent: Reader, store: StoreDep, after: After = 0, limit: Limit = 100) -> dict[str, Any]:
-    return {"announcements": await store.announcements(after_id=after, limit=limit)}
+async def announcements(agent: Reader, db: DbDep, after: After = 0, limit: Limit = 100) -> dict[str, Any]:
+    return {"announcements": await db.subtasks.announcements(after_id=after, limit=limit)}
 
 
 @router.post("/announcements", status_code=201, summary="Broadcast to all agents (lead or admin)")
-async def announce(body: BoardNoteIn, agent: CurrentAgent, store: StoreDep) -> dict[str, Any]:
+async def announce(body: BoardNoteIn, agent: CurrentAgent, db: DbDep) -> dict[str, Any]:
     if not allowed(Role(agent.role), "announce"):
         raise Forbidden(f"role {agent.role!r} may not announce")
-    return {"announcement": await store.announce(author_id=agent.id, body=body.body, group_name=body.group)}
+    return {"announcement": await db.subtasks.announce(author_id=agent.id, body=body.body, group_name=body.group)}
 
 
 @router.get("/notes", summary="Plans and progress notes")
-async def notes(agent: Reader, store: StoreDep, group: str | None = None, after: After = 0,
+async def notes(agent: Reader, db: DbDep, group: str | None = None, after: After = 0,
                 limit: Limit = 100) -> dict[str, Any]:
-    return {"notes": await store.notes(group_name=group, after_id=after, limit=limit)}
+    return {"notes": await db.subtasks.notes(group_name=group, after_id=after, limit=limit)}
 
 
 @router.post("/notes", status_code=201, summary="A note not tied to a claim (plans, estimates)")
-async def add_note(body: BoardNoteIn, agent: Noter, store: StoreDep) -> dict[str, Any]:
-    return {"note": await store.add_note(author_id=agent.id, body=body.body, group_name=body.group)}
+async def add_note(body: BoardNoteIn, agent: Noter, db: DbDep) -> dict[str, Any]:
+    return {"note": await db.subtasks.add_note(author_id=agent.id, body=body.body, group_name=body.group)}
 
 
 @router.get("/groups")
-async def groups(agent: Reader, store: StoreDep) -> dict[str, Any]:
-    return {"groups": await store.list_groups()}
+async def groups(agent: Reader, db: DbDep) -> dict[str, Any]:
+    return {"groups": await db.agents.list_groups()}
 
 
 @router.put("/groups/{name}", summary="Create or update a group; open=true lets its members roam (lead)")
-async def put_group(name: Name, body: GroupIn, agent: Lead, store: StoreDep) -> dict[str, Any]:
-    group = await store.upsert_group(name=name, description=body.description)
+async def put_group(name: Name, body: GroupIn, agent: Lead, db: DbDep) -> dict[str, Any]:
+    group = await db.agents.upsert_group(name=name, description=body.description)
     if body.open is not None:
-        group = await store.set_group_open(name=name, open=body.open, actor_id=agent.id)
+        group = await db.agents.set_group_open(name=name, open=body.open, actor_id=agent.id)
     return {"group": group}
 
 
 @router.get("/assignments")
-async def assignments(agent: Reader, store: StoreDep) -> dict[str, Any]:
-    return {"assignments": await store.list_assignments()}
+async def assignments(agent: Reader, db: DbDep) -> dict[str, Any]:
+    return {"assignments": await db.agents.list_assignments()}
 
 
 @router.put("/assignments/{agent_name}", summary="Put an agent in a group (lead); claims in flight stay")
-async def assign(agent_name: Name, body: AssignmentIn, agent: Lead, store: StoreDep) -> dict[str, Any]:
-    return {"assignment": await store.assign(agent_name=agent_name, group_name=body.group,
-                                             group_role=body.group_role, actor_id=agent.id)}
+async def assign(agent_name: Name, body: AssignmentIn, agent: Lead, db: DbDep) -> dict[str, Any]:
+    return {"assignment": await db.agents.assign(agent_name=agent_name, group_name=body.group,
+                                                 group_role=body.group_role, actor_id=agent.id)}
 
 
 @router.get("/landed", summary="What landed, newest first (since: landed at or after this time)")
-async def landed(agent: Reader, store: StoreDep, repo: str | None = None, subtask: int | None = None,
+async def landed(agent: Reader, db: DbDep, repo: str | None = None, subtask: int | None = None,
                  owner: str | None = None, since: datetime | None = None, before: int | None = None,
                  limit: Limit = 100) -> dict[str, Any]:
-    rows = await views_of(store).landed(repo=repo, subtask_id=subtask, owner=owner, since=since, before_id=before,
-                                        limit=limit)
+    rows = await db.views.landed(repo=repo, subtask_id=subtask, owner=owner, since=since, before_id=before,
+                                 limit=limit)
     return {"landed": [record(r) for r in rows]}

@@ -8,14 +8,16 @@ nobody can judge or queue a push they did not make over HTTP.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
+from mergebot.api.deps import ServicesDep
+from mergebot.api.services import Services
 from mergebot.git import repo as git
+from mergebot.git.smarthttp import PushSession
+from mergebot.landing import messages as say
+from mergebot.landing.checks import RefUpdate
 from mergebot.landing.prereceive import accept_push, judge_push, parse_updates
-from mergebot.landing.store import LandingStore
 
 router = APIRouter(prefix="/internal/hooks", include_in_schema=False)
 MAX_UPDATES = 1000
@@ -25,45 +27,48 @@ def _answer(message: str, status: int = 200) -> PlainTextResponse:
     return PlainTextResponse(message + ("\n" if message else ""), status_code=status)
 
 
-async def _read(request: Request) -> tuple[Any, list[list[str]], str | None]:
-    session = request.app.state.git.sessions.get(request.headers.get("x-mergebot-push-id", ""))
+async def _read(request: Request, services: Services) -> tuple[PushSession, list[RefUpdate]] | PlainTextResponse:
+    """The push this hook speaks for and its ref updates, or the answer that refuses it. The body is read first:
+    one over the API's limit is refused (413) before anything else is looked at."""
     body = (await request.body()).decode("utf-8", "replace")
+    session = services.git.sessions.get(request.headers.get("x-mergebot-push-id", ""))
+    if session is None:
+        return _answer(say.UNKNOWN_PUSH, 403)
     lines = [line.split(" ") for line in body.splitlines() if line.strip()]
-    return session, lines, request.headers.get("x-mergebot-quarantine") or None
+    try:
+        if len(lines) > MAX_UPDATES:
+            raise ValueError(f"more than {MAX_UPDATES} ref updates in one push")
+        return session, parse_updates(lines)
+    except ValueError as e:
+        return _answer(say.malformed_push(str(e)), 400)
 
 
 @router.post("/pre-receive")
-async def pre_receive(request: Request) -> PlainTextResponse:
-    session, lines, quarantine = await _read(request)
-    if session is None:
-        return _answer("Mergebot: unknown push; push over HTTP through `mergebot serve`.", 403)
-    try:
-        if len(lines) > MAX_UPDATES:
-            raise ValueError(f"more than {MAX_UPDATES} ref updates in one push")
-        updates = parse_updates(lines)
-        store: LandingStore = request.app.state.store
-        repo = await store.get_repo(session.repo)
-        verdict = await judge_push(store, repo, git.bare_path(request.app.state.repos_root, repo.name),
-                                   session.agent, quarantine, updates)
-    except ValueError as e:
-        return _answer(f"Mergebot: malformed push: {e}", 400)
-    return _answer(verdict.message, 200 if verdict.ok else 403)
+async def pre_receive(request: Request, services: ServicesDep) -> PlainTextResponse:
+    """Judge the push on its quarantined objects: 200 accepts it, 403 refuses it with the reasons."""
+    return await _hook("pre-receive", request, services)
 
 
 @router.post("/post-receive")
-async def post_receive(request: Request) -> PlainTextResponse:
-    session, lines, _ = await _read(request)
-    if session is None:
-        return _answer("Mergebot: unknown push.", 403)
+async def post_receive(request: Request, services: ServicesDep) -> PlainTextResponse:
+    """Queue what git accepted, and say so."""
+    return await _hook("post-receive", request, services)
+
+
+async def _hook(stage: str, request: Request, services: Services) -> PlainTextResponse:
+    read = await _read(request, services)
+    if isinstance(read, PlainTextResponse):
+        return read
+    session, updates = read
+    db = services.db
+    repo = await db.landing.get_repo(session.repo)
+    if stage == "post-receive":
+        candidates = await accept_push(db, repo, session.agent, updates)
+        services.queue.poke()
+        return _answer("\n".join(say.queued(c.subtask_id, c.claim_version, c.sha, c.id) for c in candidates))
     try:
-        if len(lines) > MAX_UPDATES:
-            raise ValueError(f"more than {MAX_UPDATES} ref updates in one push")
-        updates = parse_updates(lines)
-    except ValueError as e:
-        return _answer(f"Mergebot: malformed push: {e}", 400)
-    store: LandingStore = request.app.state.store
-    repo = await store.get_repo(session.repo)
-    candidates = await accept_push(store, repo, session.agent, updates)
-    request.app.state.queue.poke()
-    return _answer("\n".join(f"Mergebot: queued subtask {c.subtask_id} v{c.claim_version} ({c.sha[:12]}) as "
-                             f"candidate {c.id}; `mergebot wait {c.subtask_id}` follows it." for c in candidates))
+        verdict = await judge_push(db, repo, git.bare_path(services.root, repo.name), session.agent,
+                                   request.headers.get("x-mergebot-quarantine") or None, updates)
+    except ValueError as e:  # a quarantine directory that is not this repository's
+        return _answer(say.malformed_push(str(e)), 400)
+    return _answer(verdict.message, 200 if verdict.ok else 403)

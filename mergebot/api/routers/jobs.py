@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mergebot.api.deps import Reader, require
+from mergebot.api.deps import DbDep, Reader, require
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.models import Agent, record
-from mergebot.verify.jobs import JobStore
 
 router = APIRouter(prefix="/api/v1/verify-jobs", tags=["verifier"], responses=ERROR_RESPONSES)
 Verifier = Annotated[Agent, Depends(require("verify"))]
@@ -30,36 +29,31 @@ class ResultIn(FenceIn):
     result: dict[str, Any]
 
 
-def _store(request: Request) -> JobStore:
-    store: JobStore = request.app.state.store
-    return store
-
-
 @router.post("/claim", summary="Claim the oldest queued job (204 when there is none)",
              responses={204: {"description": "no job is queued"}})
-async def claim(body: ClaimIn, agent: Verifier, request: Request) -> Any:
-    job = await _store(request).claim_job(worker_id=agent.id, worker_name=f"{agent.name}:{body.worker}")
+async def claim(body: ClaimIn, agent: Verifier, db: DbDep) -> Any:
+    job = await db.jobs.claim_job(worker_id=agent.id, worker_name=f"{agent.name}:{body.worker}")
     return Response(status_code=204) if job is None else {"job": record(job)}
 
 
 @router.post("/{job_id}/heartbeat", summary="Renew the job's lease (the claim holder only)")
-async def heartbeat(job_id: int, body: FenceIn, agent: Verifier, request: Request) -> dict[str, Any]:
-    await _store(request).heartbeat_job(job_id=job_id, worker_id=agent.id, claim_version=body.claim_version)
+async def heartbeat(job_id: int, body: FenceIn, agent: Verifier, db: DbDep) -> dict[str, Any]:
+    await db.jobs.heartbeat_job(job_id=job_id, worker_id=agent.id, claim_version=body.claim_version)
     return {"ok": True}
 
 
 @router.post("/{job_id}/result", summary="Report the result; 409 if the claim was lost")
-async def result(job_id: int, body: ResultIn, agent: Verifier, request: Request) -> dict[str, Any]:
+async def result(job_id: int, body: ResultIn, agent: Verifier, db: DbDep) -> dict[str, Any]:
     outcome = str(body.result.get("outcome", "error"))
     if outcome not in ("pass", "fail", "timeout", "error"):
         outcome = "error"
-    job = await _store(request).finish_job(job_id=job_id, worker_id=agent.id, claim_version=body.claim_version,
-                                           outcome=outcome, result=body.result)
+    job = await db.jobs.finish_job(job_id=job_id, worker_id=agent.id, claim_version=body.claim_version,
+                                   outcome=outcome, result=body.result)
     return {"job": record(job)}
 
 
 @router.get("", summary="Verify jobs, newest first")
-async def list_jobs(agent: Reader, request: Request,
+async def list_jobs(agent: Reader, db: DbDep,
                     status: Annotated[str | None, Query(pattern="^(queued|running|done|cancelled)$")] = None,
                     candidate: int | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
-    return {"jobs": await _store(request).jobs(status=status, candidate_id=candidate, limit=limit)}
+    return {"jobs": await db.jobs.jobs(status=status, candidate_id=candidate, limit=limit)}

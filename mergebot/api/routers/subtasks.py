@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
-from mergebot.api.deps import Claimer, Creator, Manager, Noter, Reader, StoreDep, WaiterDep
+from mergebot.api.deps import Claimer, Creator, DbDep, Manager, Noter, Reader
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import (
     ClaimIn,
@@ -49,8 +49,8 @@ def claim_body(sub: Subtask, handoff: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @router.post("", status_code=201, summary="Create a subtask (idempotent with idempotency_key)")
-async def create(body: SubtaskIn, agent: Creator, store: StoreDep, response: Response) -> dict[str, Any]:
-    sub, created = await store.create_subtask(
+async def create(body: SubtaskIn, agent: Creator, db: DbDep, response: Response) -> dict[str, Any]:
+    sub, created = await db.subtasks.create_subtask(
         actor_id=agent.id, title=body.title, description=body.description, priority=body.priority,
         parent_id=body.parent_id, group_name=body.group, depends_on=body.depends_on,
         max_attempts=body.max_attempts, idempotency_key=body.idempotency_key)
@@ -60,93 +60,93 @@ async def create(body: SubtaskIn, agent: Creator, store: StoreDep, response: Res
 
 
 @router.post("/batch", status_code=201, summary="Create a task tree with dependencies, all or nothing")
-async def create_tree(body: TreeIn, agent: Creator, store: StoreDep) -> dict[str, Any]:
+async def create_tree(body: TreeIn, agent: Creator, db: DbDep) -> dict[str, Any]:
     nodes = parse_tree(body.subtasks)
-    made = await store.create_tree(actor_id=agent.id, nodes=nodes, key_prefix=body.key_prefix)
+    made = await db.subtasks.create_tree(actor_id=agent.id, nodes=nodes, key_prefix=body.key_prefix)
     return {"subtasks": {key: {"id": s.id, "status": s.status} for key, s in made.items()}}
 
 
 @router.get("", summary="List subtasks (paged by id)")
-async def list_subtasks(agent: Reader, store: StoreDep, status: Status = None,
+async def list_subtasks(agent: Reader, db: DbDep, status: Status = None,
                         group: str | None = None, after: Annotated[int, Query(ge=0)] = 0,
                         limit: Limit = 100) -> dict[str, Any]:
-    rows = await store.list_subtasks(status=status, group_name=group, after_id=after, limit=limit)
+    rows = await db.subtasks.list_subtasks(status=status, group_name=group, after_id=after, limit=limit)
     return {"subtasks": rows, "next_after": rows[-1]["id"] if len(rows) == limit else None}
 
 
 @router.post("/claim", summary="Claim the best ready subtask (204 when nothing is ready)",
              responses={204: {"description": "nothing is ready"}})
-async def claim(agent: Claimer, store: StoreDep, body: ClaimIn | None = None) -> Any:
+async def claim(agent: Claimer, db: DbDep, body: ClaimIn | None = None) -> Any:
     complete = body.complete if body else None
-    sub = await store.claim(
+    sub = await db.subtasks.claim(
         agent_id=agent.id,
         complete=Handle(complete.id, complete.claim_version) if complete else None,
         sha=complete.sha if complete else None)
     if sub is None:
         return Response(status_code=204)
-    handoff = await store.handoff(sub.id) if sub.claim_version > 1 else []
+    handoff = await db.subtasks.handoff(sub.id) if sub.claim_version > 1 else []
     return claim_body(sub, handoff)
 
 
 @router.post("/wait", summary="Wait until subtasks are landed, failed or cancelled (long poll)")
-async def wait(body: WaitIn, agent: Reader, waiter: WaiterDep) -> dict[str, Any]:
-    statuses = await waiter.wait(body.ids, timeout=body.timeout)
+async def wait(body: WaitIn, agent: Reader, db: DbDep) -> dict[str, Any]:
+    statuses = await db.subtasks.wait(body.ids, timeout=body.timeout)
     done = all(s in ("landed", "failed", "cancelled") for s in statuses.values())
     return {"done": done, "statuses": {str(k): v for k, v in statuses.items()}}
 
 
 @router.get("/{subtask_id}", summary="One subtask with its owner and dependencies")
-async def get(subtask_id: int, agent: Reader, store: StoreDep) -> dict[str, Any]:
-    return {"subtask": record(await store.get_subtask(subtask_id))}
+async def get(subtask_id: int, agent: Reader, db: DbDep) -> dict[str, Any]:
+    return {"subtask": record(await db.subtasks.get_subtask(subtask_id))}
 
 
 @router.get("/{subtask_id}/events", summary="The subtask's event log")
-async def events(subtask_id: int, agent: Reader, store: StoreDep,
+async def events(subtask_id: int, agent: Reader, db: DbDep,
                  after: Annotated[int, Query(ge=0)] = 0, limit: Limit = 100) -> dict[str, Any]:
-    return {"events": await store.events(subtask_id=subtask_id, after_id=after, limit=limit)}
+    return {"events": await db.subtasks.events(subtask_id=subtask_id, after_id=after, limit=limit)}
 
 
 @router.post("/{subtask_id}/heartbeat", summary="Renew the lease (owner, fenced)")
-async def heartbeat(subtask_id: int, body: FenceIn, agent: Claimer, store: StoreDep) -> dict[str, Any]:
-    sub = await store.heartbeat(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version))
+async def heartbeat(subtask_id: int, body: FenceIn, agent: Claimer, db: DbDep) -> dict[str, Any]:
+    sub = await db.subtasks.heartbeat(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version))
     return {"id": sub.id, "claim_version": sub.claim_version, "status": sub.status,
             "lease_expires_at": sub.lease_expires_at}
 
 
 @router.post("/{subtask_id}/release", summary="Give the subtask back (owner, fenced)")
-async def release(subtask_id: int, body: ReleaseIn, agent: Claimer, store: StoreDep) -> dict[str, Any]:
-    sub = await store.release(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version),
-                              reason=body.reason)
+async def release(subtask_id: int, body: ReleaseIn, agent: Claimer, db: DbDep) -> dict[str, Any]:
+    sub = await db.subtasks.release(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version),
+                                    reason=body.reason)
     return {"subtask": record(sub)}
 
 
 @router.post("/{subtask_id}/submit", summary="Mark the work done with its commit (owner, fenced)")
-async def submit(subtask_id: int, body: SubmitIn, agent: Claimer, store: StoreDep) -> dict[str, Any]:
-    sub = await store.submit(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version), sha=body.sha)
+async def submit(subtask_id: int, body: SubmitIn, agent: Claimer, db: DbDep) -> dict[str, Any]:
+    sub = await db.subtasks.submit(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version), sha=body.sha)
     return {"subtask": record(sub)}
 
 
 @router.post("/{subtask_id}/notes", status_code=201, summary="Leave a note (fenced when claim_version given)")
-async def add_note(subtask_id: int, body: NoteIn, agent: Noter, store: StoreDep) -> dict[str, Any]:
+async def add_note(subtask_id: int, body: NoteIn, agent: Noter, db: DbDep) -> dict[str, Any]:
     if body.claim_version is None and agent.role == Role.AGENT:
         # An agent's note on a subtask is an owner write: it must prove its claim.
         raise Invalid("claim_version is required for an agent's note on a subtask", field="claim_version")
-    await store.get_subtask(subtask_id)
-    return {"note": await store.add_note(author_id=agent.id, subtask_id=subtask_id,
-                                         claim_version=body.claim_version, body=body.body)}
+    await db.subtasks.get_subtask(subtask_id)
+    return {"note": await db.subtasks.add_note(author_id=agent.id, subtask_id=subtask_id,
+                                               claim_version=body.claim_version, body=body.body)}
 
 
 @router.get("/{subtask_id}/notes", summary="Notes on a subtask, oldest first (the handoff)")
-async def notes(subtask_id: int, agent: Reader, store: StoreDep,
+async def notes(subtask_id: int, agent: Reader, db: DbDep,
                 after: Annotated[int, Query(ge=0)] = 0, limit: Limit = 100) -> dict[str, Any]:
-    return {"notes": await store.notes(subtask_id=subtask_id, after_id=after, limit=limit)}
+    return {"notes": await db.subtasks.notes(subtask_id=subtask_id, after_id=after, limit=limit)}
 
 
 @router.post("/{subtask_id}/cancel", summary="Cancel a subtask (lead or admin)")
-async def cancel(subtask_id: int, body: ReasonIn, agent: Manager, store: StoreDep) -> dict[str, Any]:
-    return {"subtask": record(await store.cancel(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
+async def cancel(subtask_id: int, body: ReasonIn, agent: Manager, db: DbDep) -> dict[str, Any]:
+    return {"subtask": record(await db.subtasks.cancel(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
 
 
 @router.post("/{subtask_id}/retry", summary="Give a failed subtask another round (lead or admin)")
-async def retry(subtask_id: int, body: ReasonIn, agent: Manager, store: StoreDep) -> dict[str, Any]:
-    return {"subtask": record(await store.retry(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
+async def retry(subtask_id: int, body: ReasonIn, agent: Manager, db: DbDep) -> dict[str, Any]:
+    return {"subtask": record(await db.subtasks.retry(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}

@@ -13,8 +13,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
+from mergebot.api.services import Services
 from mergebot.forge.sansio import MAX_BODY_BYTES
-from mergebot.forge.webhooks import WebhookHandler
 
 
 class WebhookAnswer(BaseModel):
@@ -59,8 +59,8 @@ async def _deliver(request: Request, endpoint: str) -> JSONResponse:
     if body is None:
         return JSONResponse({"error": f"the body is over {MAX_BODY_BYTES} bytes"}, status_code=413)
     headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in request.scope["headers"]]
-    handler: WebhookHandler = request.app.state.webhooks
-    answer = await handler.handle(endpoint, headers, body)
+    services: Services = request.app.state.services
+    answer = await services.webhooks.handle(endpoint, headers, body)
     return JSONResponse(answer.body, status_code=answer.status)
 
 

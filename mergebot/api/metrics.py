@@ -31,11 +31,8 @@ plus the client library's process_* and python_* metrics.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder
@@ -47,38 +44,11 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from mergebot.store import Store
+from mergebot.db.database import Database
+from mergebot.db.views import Snapshot
 
 # Verify jobs run from seconds (a lint) to the better part of an hour (a full suite with retries).
 BUCKETS: tuple[float, ...] = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
-
-QUERIES = ("metric_subtasks", "metric_holders", "metric_landings", "metric_queue_depth", "metric_events",
-           "metric_verify_runs", "metric_verify_buckets", "metric_verify_expiries", "metric_webhook_deliveries")
-
-
-@dataclass
-class Snapshot:
-    """The rows of every metric query, as read in one transaction."""
-
-    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def of(self, query: str) -> list[dict[str, Any]]:
-        return self.rows.get(query, [])
-
-
-class MetricsReader(Store):
-    """The metric queries over the app's pool (the store's plumbing: named queries, translated errors)."""
-
-    async def snapshot(self) -> Snapshot:
-        started = time.perf_counter()
-        rows: dict[str, list[dict[str, Any]]] = {}
-        async with self._tx() as cur:
-            await self._q(cur, "metric_snapshot")
-            for name in QUERIES:
-                rows[name] = await self._q(cur, name, bounds=list(BUCKETS))
-        return Snapshot(rows, time.perf_counter() - started)
-
 
 def families(snap: Snapshot) -> list[Metric]:
     """Turn a snapshot into metric families. Pure."""
@@ -198,19 +168,10 @@ class Exporter:
         GCCollector(registry=self.registry)
         self._lock = asyncio.Lock()
 
-    async def render(self, store: Store, accept: str | None) -> tuple[bytes, str]:
+    async def render(self, db: Database, accept: str | None) -> tuple[bytes, str]:
         """Read a fresh snapshot and render the registry in the format ``accept`` asks for (Prometheus text
         by default, OpenMetrics when asked). Scrapes take turns, so each renders the snapshot it read."""
         encoder, content_type = choose_encoder(accept or "")
         async with self._lock:
-            self.collector.snapshot = await MetricsReader(store.pool).snapshot()
+            self.collector.snapshot = await db.views.metrics_snapshot(list(BUCKETS))
             return encoder(self.registry), content_type
-
-
-def exporter_for(state: Any) -> Exporter:
-    """The exporter kept on an app's ``state`` (made on first use: one registry per app)."""
-    exporter: Exporter | None = getattr(state, "metrics_exporter", None)
-    if exporter is None:
-        exporter = Exporter()
-        state.metrics_exporter = exporter
-    return exporter

@@ -1,0 +1,118 @@
+"""What ``mergebot serve`` runs behind its routes, built once per app and started by its lifespan.
+
+``Services`` is made with the app (``create_app``) and put on ``app.state`` once; nothing is set on the app
+afterwards. Its ``start`` resolves the database (embedded unless MERGEBOT_DATABASE_URL is set), applies
+migrations, opens a pool whose every query runs under ``statement_timeout`` (agents drive these queries) as the
+request-handling role, starts the waiter's single LISTEN connection, the recovery loop, the merge queue (which
+reconciles each repository it leads before landing anything), the forge status sender and the in-process
+verifier workers. Until it has started, ``db`` and the other parts raise ``Unavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from mergebot.api.metrics import Exporter
+from mergebot.auth import Role, allowed
+from mergebot.db.connect import open_pool, prepare
+from mergebot.db.database import Database
+from mergebot.db.roles import AppConnection, app_connection
+from mergebot.errors import Unavailable
+from mergebot.forge.outbox import StatusSender
+from mergebot.forge.webhooks import WebhookHandler
+from mergebot.git.smarthttp import GitHttp
+from mergebot.landing.queue import LandingQueue
+from mergebot.landing.repos import repos_root
+from mergebot.models import Agent
+from mergebot.recovery import recovery_loop
+from mergebot.settings import Settings
+from mergebot.verify.worker import local_workers
+from mergebot.web.live import LiveQueue
+
+log = logging.getLogger("mergebot.api")
+
+
+class Services:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.root = repos_root(settings.data_dir)
+        self.metrics = Exporter()  # one registry per app
+        self.live_queue = LiveQueue()  # the queue pages' live streams
+        self.git = GitHttp(
+            self.root,
+            authenticate=self._git_identity,
+            may_push=lambda agent: allowed(Role(agent.role), "claim"),
+            repo_exists=lambda name: (self.root / f"{name}.git").is_dir(),
+            hook_url=lambda: f"http://127.0.0.1:{settings.port}/internal/hooks",
+            concurrency=settings.git_concurrency,
+        )
+        self.app_db: AppConnection | None = None  # how request handling connects (the role, and how it logs in)
+        self._db: Database | None = None
+        self._queue: LandingQueue | None = None
+        self._webhooks: WebhookHandler | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    @property
+    def db(self) -> Database:
+        if self._db is None:
+            raise Unavailable("the server is starting; try again in a moment")
+        return self._db
+
+    @property
+    def queue(self) -> LandingQueue:
+        if self._queue is None:
+            raise Unavailable("the server is starting; try again in a moment")
+        return self._queue
+
+    @property
+    def webhooks(self) -> WebhookHandler:
+        if self._webhooks is None:
+            raise Unavailable("the server is starting; try again in a moment")
+        return self._webhooks
+
+    async def _git_identity(self, token: str) -> Agent | None:
+        return await self.db.agents.authenticate(token)
+
+    async def start(self, *, run_queue: bool = True, run_recovery: bool = True) -> None:
+        settings = self.settings
+        url = await asyncio.to_thread(prepare, settings)
+        self.app_db = app_db = await asyncio.to_thread(app_connection, url, settings.database_app_role)
+        log.info("request handling connects to the database as %s (%s)", app_db.role or "the owner", app_db.how)
+        pool = await open_pool(app_db.url, settings, statement_timeout_ms=settings.statement_timeout_ms,
+                               options=app_db.options)
+        db = Database(pool, lease_seconds=settings.lease_seconds, job_lease_seconds=settings.job_lease_seconds,
+                      listen_url=app_db.url)
+        await db.waiter.start()
+        queue = LandingQueue(db, self.root, speculation=settings.speculation_window, batch=settings.batch_size,
+                             post_land_rerun=settings.post_land_rerun, retry_failures=settings.retry_failed_checks)
+        sender = StatusSender(db, public_url=settings.public_url or f"http://{settings.host}:{settings.port}")
+
+        def poke() -> None:
+            queue.poke()
+            sender.poke()
+
+        self._db, self._queue = db, queue
+        self._webhooks = WebhookHandler(db, self.root, poke=poke)
+        if run_queue:
+            self._tasks.append(asyncio.create_task(queue.run(), name="mergebot-queue"))
+            self._tasks.append(asyncio.create_task(sender.run(), name="mergebot-forge-statuses"))
+            workers = local_workers(db.jobs, self.root, settings.data_dir, url, count=settings.verifier_workers,
+                                    sandbox=settings.verifier_sandbox, heartbeat_every=settings.job_lease_seconds / 3,
+                                    wake_on=queue.on_job)
+            for i, worker in enumerate(workers):
+                self._tasks.append(asyncio.create_task(worker.run(), name=f"mergebot-verifier-{i}"))
+        if run_recovery:
+            self._tasks.append(asyncio.create_task(recovery_loop(
+                db, interval=settings.recovery_interval_seconds, grace=settings.recovery_grace_seconds)))
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._queue is not None:
+            await self._queue.close()
+        if self._db is not None:
+            await self._db.close()

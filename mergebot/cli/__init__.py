@@ -1,0 +1,50 @@
+"""The ``mergebot`` command line, for people and agents.
+
+Two kinds of commands:
+  * local administration, which talks to the database directly (``init``, ``agent``, ``recover``): run it
+    on the machine that holds the data directory, or with MERGEBOT_DATABASE_URL;
+  * everything an agent or a lead does, which goes through the HTTP API with a token
+    (``--server``/MERGEBOT_URL and ``--token``/MERGEBOT_TOKEN), so identity is always the token's.
+
+Every command prints a readable table, or JSON with ``--json``. A refusal prints the server's reason and
+exits non-zero (2 for bad input, 3 for "claim superseded", 1 otherwise).
+
+The package: ``parser`` assembles the commands; ``admin`` holds the local ones (database, processes),
+``agent`` those that go through the API, ``views`` the read views (``--watch``), ``render`` the text.
+Imports point down that list (``admin`` and ``views`` also take ``client_from`` from ``agent``), never back
+up, and nothing else in ``mergebot`` imports this package.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import httpx
+
+from mergebot.cli.parser import build_parser
+from mergebot.client import ApiError
+from mergebot.errors import MergebotError
+from mergebot.logs import configure_logging
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    configure_logging()  # JSON lines unless stderr is a terminal; MERGEBOT_LOG_FORMAT, MERGEBOT_LOG_LEVEL
+    args = build_parser(__doc__.split("\n")[0] if __doc__ else None).parse_args(argv)
+    try:
+        args.fn(args)
+    except ApiError as e:
+        print(f"mergebot: refused ({e.status} {e.code}): {e.message}", file=sys.stderr)
+        raise SystemExit(3 if e.code == "claim_superseded" else 2 if e.status in (400, 413, 422) else 1) from None
+    except MergebotError as e:
+        print(f"mergebot: {e.message}", file=sys.stderr)
+        raise SystemExit(3 if e.code == "claim_superseded" else 2 if e.status in (400, 413, 422) else 1) from None
+    except httpx.HTTPError as e:
+        print(f"mergebot: cannot reach the server ({e}); is 'mergebot serve' running, and is --server right?",
+              file=sys.stderr)
+        raise SystemExit(1) from None
+    except OSError as e:
+        print(f"mergebot: {e}", file=sys.stderr)
+        raise SystemExit(1) from None

@@ -1,0 +1,229 @@
+"""Local administration: the commands that open the database themselves, and those that run a process here.
+
+The database commands (``init``, ``agent add/list/revoke/rotate/link``, ``recover``, ``repo add``) take no
+token: run them on the machine that holds the data directory, or with MERGEBOT_DATABASE_URL. The process
+commands are ``serve``, ``demo``, and three that talk to a running bot with ``--server`` and ``--token`` like
+an agent's commands: ``verifier worker``, ``verify`` and ``drill``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mergebot import __version__
+from mergebot.auth import Role
+from mergebot.cli.agent import DEFAULT_URL, client_from
+from mergebot.cli.render import emit
+from mergebot.client import Client
+from mergebot.db.database import Database, open_database
+from mergebot.errors import MergebotError
+from mergebot.logs import configure_logging
+from mergebot.settings import Settings
+
+T = TypeVar("T")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = Path(args.data_dir)
+    return Settings(**overrides)
+
+
+def with_db(settings: Settings, fn: Callable[[Database], Awaitable[T]]) -> T:
+    """Run ``fn`` on the settings' database (embedded unless MERGEBOT_DATABASE_URL), for local commands."""
+
+    async def run() -> T:
+        async with open_database(settings) as db:
+            return await fn(db)
+
+    return asyncio.run(run())
+
+
+def cmd_init(args: argparse.Namespace) -> None:
+    settings = settings_from(args)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+
+    async def go(db: Database) -> dict[str, Any]:
+        try:
+            agent, token = await db.agents.add_agent(name=args.admin, role=Role.ADMIN)
+        except MergebotError:
+            return {"data_dir": str(settings.data_dir), "admin": args.admin,
+                    "token": "(exists; use 'mergebot agent rotate' for a new token)"}
+        return {"data_dir": str(settings.data_dir), "admin": agent.name, "token": token}
+
+    emit(args, with_db(settings, go))
+
+
+def cmd_agent_add(args: argparse.Namespace) -> None:
+    agent, token = with_db(settings_from(args), lambda db: db.agents.add_agent(name=args.name, role=Role(args.role)))
+    emit(args, {"agent": agent.name, "role": agent.role, "token": token})
+    if not args.json:
+        print("(the token is shown once; store it now)", file=sys.stderr)
+
+
+def cmd_agent_list(args: argparse.Namespace) -> None:
+    rows = with_db(settings_from(args), lambda db: db.agents.list_agents())
+    emit(args, rows, rows, ("name", "role", "group_name", "group_role", "holding", "revoked_at"))
+
+
+def cmd_agent_revoke(args: argparse.Namespace) -> None:
+    agent = with_db(settings_from(args), lambda db: db.agents.revoke_agent(name=args.name))
+    emit(args, asdict(agent))
+
+
+def cmd_agent_rotate(args: argparse.Namespace) -> None:
+    agent, token = with_db(settings_from(args), lambda db: db.agents.rotate_token(name=args.name))
+    emit(args, {"agent": agent.name, "role": agent.role, "token": token})
+
+
+def cmd_agent_link(args: argparse.Namespace) -> None:
+    forge, login = next((f, v) for f in ("github", "gitea", "forgejo") if (v := getattr(args, f)))
+
+    async def go(db: Database) -> Any:
+        agent = await db.agents.agent_by_name(args.name)
+        if args.unlink:
+            return {"forge": forge, "login": login.lower(), "unlinked": await db.forge.unlink(forge=forge, login=login)}
+        row = await db.forge.link(forge=forge, login=login, agent_id=agent.id)
+        return {"forge": forge, "login": row["login"], "agent": agent.name}
+
+    emit(args, with_db(settings_from(args), go))
+
+
+def cmd_recover(args: argparse.Namespace) -> None:
+    settings = settings_from(args)
+    rows = with_db(settings, lambda db: db.subtasks.recover_expired(grace_seconds=settings.recovery_grace_seconds))
+    emit(args, rows, rows, ("id", "status", "claim_version", "previous_owner_id"))
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from mergebot.api import create_app
+
+    configure_logging(default_level=logging.INFO)  # a service logs what it does; uvicorn's loggers included
+    settings = settings_from(args)
+    settings.host, settings.port = args.host or settings.host, args.port or settings.port
+    logging.getLogger("mergebot.serve").info(
+        "mergebot %s serving on http://%s:%s (database: %s)", __version__, settings.host, settings.port,
+        "MERGEBOT_DATABASE_URL" if settings.database_url else settings.data_dir / "pg")
+    # uvicorn re-raises SIGTERM after its graceful shutdown; turning it into SystemExit lets exit handlers run,
+    # so the embedded PostgreSQL is stopped cleanly by the last process using it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # log_config=None: uvicorn installs no handlers of its own, so its lines go through ours. Request lines
+    # (method, path, status; never headers) only with MERGEBOT_ACCESS_LOG=1: agents poll, and that is noise.
+    level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, log_level=level,
+                access_log=os.environ.get("MERGEBOT_ACCESS_LOG", "") not in ("", "0"))
+
+
+def cmd_repo_add(args: argparse.Namespace) -> None:
+    from mergebot.landing.repos import add_repo, repos_root
+
+    settings = settings_from(args)
+
+    forge = None
+    if args.github or args.gitea or args.forgejo:
+        from mergebot.landing.repos import forge_settings
+
+        if sum(bool(x) for x in (args.github, args.gitea, args.forgejo, args.source)) > 1:
+            raise SystemExit("mergebot: give one of --from, --github, --gitea, --forgejo")
+        if args.github:
+            kind, url, owner_repo = "github", args.forge_url, args.github[0]
+        else:
+            kind = "gitea" if args.gitea else "forgejo"
+            url, owner_repo = args.gitea or args.forgejo
+        forge = forge_settings(kind, owner_repo, url=url, api_url=args.api_url, git_url=args.git_url,
+                               secret_env=args.secret_env, token_env=args.token_env)
+
+    async def go(db: Database) -> Any:
+        return await add_repo(db, repos_root(settings.data_dir), name=args.name, source=args.source,
+                              verifier_command=args.verifier, target_branch=args.target,
+                              verifier_timeout_s=args.timeout, protected_paths=args.protect or [],
+                              max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes, forge=forge)
+
+    repo = with_db(settings, go)
+    emit(args, asdict(repo))
+
+
+def cmd_verifier_worker(args: argparse.Namespace) -> None:
+    """Run verifier workers against a bot over HTTP: jobs through the API, commits through git."""
+    from mergebot.verify.worker import HttpRepos, HttpSource, Worker, worker_name
+
+    token = args.token or os.environ.get("MERGEBOT_TOKEN")
+    if not token:
+        raise SystemExit("mergebot verifier worker needs a verifier token (--token or MERGEBOT_TOKEN)")
+    server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
+    work = Path(args.work_dir).resolve()
+    print(f"verifier worker: {args.slots} slot(s) against {server}, work dir {work}", file=sys.stderr)
+
+    async def run() -> None:
+        workers = [Worker(HttpSource(Client(server, token), worker_name(i)), HttpRepos(server, token, work / "mirrors"),
+                          work / "slots" / f"{os.getpid()}-{i}", sandbox=args.sandbox,
+                          heartbeat_every=args.heartbeat) for i in range(args.slots)]
+        if args.once:
+            await asyncio.gather(*(w.run_one() for w in workers))
+            return
+        await asyncio.gather(*(w.run() for w in workers))
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    asyncio.run(run())
+
+
+def cmd_verify(args: argparse.Namespace) -> None:
+    """Re-run a repository's check on one commit by hand, exactly as the verifier does, and print the record."""
+    from mergebot.git import repo as git
+    from mergebot.landing.repos import repos_root
+    from mergebot.verify.worker import HttpRepos
+    from verifier.runner import run_check
+
+    settings = settings_from(args)
+    c = client_from(args)
+    repo = next((r for r in c.get("/api/v1/repos")["repos"] if r["name"] == args.repo), None)
+    if repo is None:
+        raise SystemExit(f"mergebot verify: no repository named {args.repo!r}")
+    local = git.bare_path(repos_root(settings.data_dir), args.repo)
+    token = args.token or os.environ.get("MERGEBOT_TOKEN") or ""
+    server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mergebot-verify-") as tmp:
+        path = local if local.exists() else HttpRepos(server, token, Path(tmp)).path_for(args.repo, args.sha)
+        result = run_check(path, args.sha, args.command or repo["verifier_command"],
+                           float(args.timeout or repo["verifier_timeout_s"]), sandbox=args.sandbox)
+    data = result.as_json()
+    if args.json:
+        emit(args, data)
+    else:
+        for k in ("commit_sha", "tree_sha", "command", "outcome", "exit_code", "duration_ms", "sandbox", "log_size",
+                  "log_digest"):
+            print(f"{k:>12}: {data[k]}")
+        print("\n" + result.excerpt(40))
+    if not result.passed:
+        raise SystemExit(6)
+
+
+def cmd_drill(args: argparse.Namespace) -> None:
+    """Failure drills against a running server, then the invariant check (``mergebot.drill``)."""
+    from mergebot import drill
+
+    token = args.token or os.environ.get("MERGEBOT_TOKEN")
+    if not token:
+        raise SystemExit("mergebot drill needs a token (--token or MERGEBOT_TOKEN): an admin's; any role's with "
+                         "--check-only")
+    raise SystemExit(drill.run(args, token, args.url or args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)))
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from mergebot.demo import run_demo
+
+    run_demo(data_dir=Path(args.data_dir) if args.data_dir else None, agents=args.agents)

@@ -1,0 +1,242 @@
+"""What an agent or a lead does, through the HTTP API: claim, work, submit, talk, and look at subtasks.
+
+Every command here is a request with a token (``--token``/MERGEBOT_TOKEN against ``--server``/MERGEBOT_URL),
+so identity is always the token's and the server decides: a refusal comes back as an ``ApiError`` for
+``main`` to print. ``start``, ``submit`` (without an ID) and ``handoff`` also work a git worktree, through
+``mergebot.agent``, imported as ``worktree`` so it is not mistaken for this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mergebot.cli.render import emit
+from mergebot.client import Client
+from mergebot.table import cell as _cell
+from mergebot.table import render_table
+
+DEFAULT_URL = "http://127.0.0.1:8470"
+
+
+def client_from(args: argparse.Namespace) -> Client:
+    token = args.token or os.environ.get("MERGEBOT_TOKEN")
+    return Client(args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL), token)
+
+
+def cmd_repo_list(args: argparse.Namespace) -> None:
+    out = client_from(args).get("/api/v1/repos")
+    emit(args, out, out["repos"], ("name", "target_branch", "verifier_command", "protected_paths", "paused"))
+
+
+def cmd_reconcile(args: argparse.Namespace) -> None:
+    out = client_from(args).post("/api/v1/reconcile")
+    rows = [{k: (len(v) if isinstance(v, list) else v) for k, v in r.items()} for r in out["reports"]]
+    emit(args, out, rows, ("repo", "finished", "rolled_back", "requeued", "enqueued", "unexplained",
+                           "landed_not_on_main"))
+
+
+def cmd_start(args: argparse.Namespace) -> None:
+    from mergebot import agent as worktree
+
+    token = args.token or os.environ.get("MERGEBOT_TOKEN") or ""
+    server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
+    got = worktree.start(client_from(args), server, token, args.repo, Path(args.dir))
+    if got is None:
+        emit(args, {"claimed": None, "message": "nothing is ready"})
+        return
+    claim, body = got
+    emit(args, {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "branch": claim.branch,
+                "worktree": str(Path(args.dir).resolve()), "title": body["subtask"]["title"]})
+    if not args.json and body["handoff"]["notes"]:
+        print("\nhandoff notes from earlier owners:")
+        for n in body["handoff"]["notes"]:
+            print(f"--- {n['author']} (claim version {n['claim_version']})\n{n['body']}")
+
+
+def cmd_push(args: argparse.Namespace) -> None:
+    from mergebot import agent as worktree
+
+    result = worktree.push(client_from(args), Path(args.dir), wait=args.timeout, progress=not args.json)
+    if args.json:
+        emit(args, result)
+    elif result["status"] == "landed":
+        print(f"landed: {result['sha'][:12]} is on main as {str(result.get('merged_sha'))[:12]}")
+    else:
+        print(f"{result['status']}: {result.get('reason') or ''}".rstrip(), file=sys.stderr)
+        if result["status"] in ("refused", "rejected"):
+            print("fix it in your worktree, commit, and run `mergebot submit` again.", file=sys.stderr)
+        elif result["status"] == "parked":
+            print("not your fault: main is red. It lands by itself once main is green again.", file=sys.stderr)
+    if result["status"] != "landed":
+        raise SystemExit(5)
+
+
+def cmd_handoff(args: argparse.Namespace) -> None:
+    from mergebot import agent as worktree
+
+    claim = worktree.current_claim(Path(args.dir))
+    body = worktree.handoff_note(Path(args.dir), done=args.done or "", remains=args.remains or "",
+                                 tried=args.tried or [], checks=args.check or [])
+    out = client_from(args).post(f"/api/v1/subtasks/{claim.subtask_id}/notes",
+                                 {"body": body, "claim_version": claim.claim_version})
+    emit(args, out["note"])
+
+
+def cmd_repo_hold(args: argparse.Namespace) -> None:
+    out = client_from(args).post(f"/api/v1/repos/{args.name}/{args.repo_command}")
+    emit(args, out["repo"])
+
+
+def cmd_create(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    if args.file:
+        from mergebot.tree import parse_tree_text
+
+        path = Path(args.file)
+        text = path.read_text("utf-8")
+        parse_tree_text(text, path.name)  # refuse locally first, with the field named
+        import yaml
+
+        data = json.loads(text) if path.name.endswith(".json") else yaml.safe_load(text)
+        if isinstance(data, dict) and "subtasks" in data:
+            data = data["subtasks"]
+        out = c.post("/api/v1/subtasks/batch", {"subtasks": data, "key_prefix": args.key or path.stem})
+        rows = [{"key": k, **v} for k, v in out["subtasks"].items()]
+        emit(args, out, rows, ("key", "id", "status"))
+        return
+    if not args.title:
+        raise SystemExit("mergebot create: give a TITLE or --file")
+    body = {"title": args.title, "description": args.description or "", "priority": args.priority,
+            "depends_on": args.depends_on or [], "idempotency_key": args.key, "group": args.group,
+            "parent_id": args.parent, "max_attempts": args.max_attempts}
+    out = c.post("/api/v1/subtasks", {k: v for k, v in body.items() if v is not None})
+    s = out["subtask"]
+    emit(args, out, [s], ("id", "status", "title", "priority", "depends_on"))
+
+
+def cmd_claim(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    body = None
+    if args.complete:
+        body = {"complete": {"id": args.complete, "claim_version": args.version, "sha": args.sha}}
+    out = c.post("/api/v1/subtasks/claim", body)
+    if out is None:
+        emit(args, {"claimed": None, "message": "nothing is ready"})
+        return
+    s = out["subtask"]
+    emit(args, out, [{"id": s["id"], "claim_version": s["claim_version"], "title": s["title"],
+                      "branch": out["branch"], "lease_expires_at": s["lease_expires_at"]}])
+    if not args.json and out["handoff"]["notes"]:
+        print("\nhandoff notes:")
+        for n in out["handoff"]["notes"]:
+            print(f"  [{n['author']} v{n['claim_version']}] {n['body']}")
+
+
+def _fenced(args: argparse.Namespace, action: str, extra: dict[str, Any] | None = None) -> None:
+    out = client_from(args).post(f"/api/v1/subtasks/{args.id}/{action}",
+                                 {"claim_version": args.version, **(extra or {})})
+    emit(args, out.get("subtask", out))
+
+
+def cmd_heartbeat(args: argparse.Namespace) -> None:
+    _fenced(args, "heartbeat")
+
+
+def cmd_release(args: argparse.Namespace) -> None:
+    _fenced(args, "release", {"reason": args.reason} if args.reason else None)
+
+
+def cmd_submit(args: argparse.Namespace) -> None:
+    if args.id is None:
+        cmd_push(args)
+        return
+    if args.version is None:
+        raise SystemExit("mergebot submit ID needs --version (your claim version)")
+    _fenced(args, "submit", {"sha": args.sha} if args.sha else None)
+
+
+def cmd_note(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    if args.id is None:
+        out = c.post("/api/v1/notes", {"body": args.body, "group": args.group})
+    else:
+        out = c.post(f"/api/v1/subtasks/{args.id}/notes", {"body": args.body, "claim_version": args.version})
+    emit(args, out["note"])
+
+
+def cmd_notes(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    out = c.get(f"/api/v1/subtasks/{args.id}/notes") if args.id else c.get("/api/v1/notes", group=args.group)
+    emit(args, out, out["notes"], ("id", "subtask_id", "author", "claim_version", "body", "created_at"))
+
+
+def cmd_announce(args: argparse.Namespace) -> None:
+    emit(args, client_from(args).post("/api/v1/announcements", {"body": args.body})["announcement"])
+
+
+def cmd_announcements(args: argparse.Namespace) -> None:
+    out = client_from(args).get("/api/v1/announcements")
+    emit(args, out, out["announcements"], ("id", "author", "body", "created_at"))
+
+
+def cmd_assign(args: argparse.Namespace) -> None:
+    out = client_from(args).put(f"/api/v1/assignments/{args.agent}", {"group": args.group,
+                                                                       "group_role": args.group_role})
+    emit(args, out["assignment"])
+
+
+def cmd_group(args: argparse.Namespace) -> None:
+    body: dict[str, Any] = {}
+    if args.open is not None:
+        body["open"] = args.open == "open"
+    if args.description is not None:
+        body["description"] = args.description
+    emit(args, client_from(args).put(f"/api/v1/groups/{args.name}", body)["group"])
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    out = client_from(args).get("/api/v1/subtasks", status=args.status, group=args.group, after=args.after,
+                                limit=args.limit)
+    emit(args, out, out["subtasks"],
+         ("id", "status", "priority", "owner", "claim_version", "attempts", "group_name", "title"))
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    s = c.get(f"/api/v1/subtasks/{args.id}")["subtask"]
+    events = c.get(f"/api/v1/subtasks/{args.id}/events")["events"]
+    if args.json:
+        emit(args, {"subtask": s, "events": events})
+        return
+    for k in ("id", "title", "status", "owner", "claim_version", "attempts", "max_attempts", "priority",
+              "group_name", "parent_id", "depends_on", "lease_expires_at", "candidate_sha", "status_reason",
+              "previous_owner"):
+        print(f"{k:>16}: {_cell(s.get(k))}")
+    print()
+    print(render_table(events, ("at", "actor", "from_status", "to_status", "claim_version", "detail")))
+
+
+def cmd_wait(args: argparse.Namespace) -> None:
+    """Wait (long-polling the server) until every id is landed, failed or cancelled."""
+    c = client_from(args)
+    deadline = time.monotonic() + args.timeout
+    last: dict[str, str] = {}
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        out = c.post("/api/v1/subtasks/wait", {"ids": args.ids, "timeout": min(30.0, left)})
+        if out["statuses"] != last and not args.json:
+            done = sum(1 for s in out["statuses"].values() if s in ("landed", "failed", "cancelled"))
+            print(f"{done}/{len(args.ids)} finished: " +
+                  " ".join(f"{k}={v}" for k, v in sorted(out["statuses"].items())), file=sys.stderr)
+        last = out["statuses"]
+        if out["done"] or left <= 0:
+            break
+    emit(args, out)
+    if not out["done"]:
+        raise SystemExit(4)

@@ -1,0 +1,250 @@
+"""The argument parser: every command, its flags and help text, and the function it runs (``fn``).
+
+Assembly only: what a command does lives in ``admin``, ``agent`` and ``views``. Every command takes the
+common flags (``--json``, ``--data-dir``, ``--server``, ``--token``), whether it uses them or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from mergebot import __version__
+from mergebot.auth import Role
+from mergebot.cli.admin import (
+    cmd_agent_add,
+    cmd_agent_link,
+    cmd_agent_list,
+    cmd_agent_revoke,
+    cmd_agent_rotate,
+    cmd_demo,
+    cmd_drill,
+    cmd_init,
+    cmd_recover,
+    cmd_repo_add,
+    cmd_serve,
+    cmd_verifier_worker,
+    cmd_verify,
+)
+from mergebot.cli.agent import (
+    DEFAULT_URL,
+    cmd_announce,
+    cmd_announcements,
+    cmd_assign,
+    cmd_claim,
+    cmd_create,
+    cmd_group,
+    cmd_handoff,
+    cmd_heartbeat,
+    cmd_list,
+    cmd_note,
+    cmd_notes,
+    cmd_reconcile,
+    cmd_release,
+    cmd_repo_hold,
+    cmd_repo_list,
+    cmd_show,
+    cmd_start,
+    cmd_submit,
+    cmd_wait,
+)
+from mergebot.cli.views import cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
+
+
+def _watch_flag(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--watch", nargs="?", const=2.0, type=float, metavar="SECONDS",
+                    help="keep the view live, refreshed every SECONDS (default 2) until Ctrl-C; when output is not "
+                    "a terminal, print one line per change")
+
+
+def build_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; ``description`` is the top-level help's one line (``main`` passes the first line of the
+    package's docstring, so the CLI's prose lives in one place)."""
+    p = argparse.ArgumentParser(prog="mergebot", description=description)
+    p.add_argument("--version", action="version", version=f"mergebot {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON for machines")
+    common.add_argument("--data-dir", help="data directory (default .mergebot, or MERGEBOT_DATA_DIR)")
+    common.add_argument("--server", help=f"API base URL (default MERGEBOT_URL or {DEFAULT_URL})")
+    common.add_argument("--token", help="agent token (default MERGEBOT_TOKEN)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[argparse.Namespace], None], help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, parents=[common], help=help, description=help)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    sp = add("init", cmd_init, "create the data directory and database, and an admin agent (token shown once)")
+    sp.add_argument("--admin", default="admin")
+    sp = add("serve", cmd_serve, "run the server (API, waiter, recovery loop)")
+    sp.add_argument("--host")
+    sp.add_argument("--port", type=int)
+    sp = add("demo", cmd_demo, "start a server on the embedded database and let simulated agents work a tree")
+    sp.add_argument("--agents", type=int, default=4)
+
+    agent = sub.add_parser("agent", help="manage agents (local database)").add_subparsers(
+        dest="agent_command", required=True, metavar="ACTION")
+    sp = agent.add_parser("add", parents=[common], help="add an agent and print its token once")
+    sp.add_argument("name")
+    sp.add_argument("--role", default="agent", choices=[r.value for r in Role])
+    sp.set_defaults(fn=cmd_agent_add)
+    sp = agent.add_parser("list", parents=[common], help="list agents")
+    sp.set_defaults(fn=cmd_agent_list)
+    sp = agent.add_parser("revoke", parents=[common], help="revoke an agent's token")
+    sp.add_argument("name")
+    sp.set_defaults(fn=cmd_agent_revoke)
+    sp = agent.add_parser("rotate", parents=[common], help="issue a new token (the old one stops working)")
+    sp.add_argument("name")
+    sp.set_defaults(fn=cmd_agent_rotate)
+    sp = agent.add_parser("link", parents=[common], help="let a forge login act as this agent (webhook pushes)")
+    sp.add_argument("name")
+    who = sp.add_mutually_exclusive_group(required=True)
+    who.add_argument("--github", metavar="LOGIN")
+    who.add_argument("--gitea", metavar="LOGIN")
+    who.add_argument("--forgejo", metavar="LOGIN")
+    sp.add_argument("--unlink", action="store_true", help="remove the link instead")
+    sp.set_defaults(fn=cmd_agent_link)
+    add("recover", cmd_recover, "hand back subtasks whose lease expired (the server does this on its own)")
+
+    repo = sub.add_parser("repo", help="managed repositories").add_subparsers(
+        dest="repo_command", required=True, metavar="ACTION")
+    sp = repo.add_parser("add", parents=[common], help="create or import a bare repository with its landing rules")
+    sp.add_argument("name")
+    sp.add_argument("--from", dest="source", help="import from a path or URL (default: a new, empty repository)")
+    sp.add_argument("--verifier", required=True, help="the check run on every merged commit, e.g. 'python -m pytest'")
+    sp.add_argument("--timeout", type=int, default=600, help="the check's time limit in seconds")
+    sp.add_argument("--target", default="main", help="the branch Mergebot lands into")
+    sp.add_argument("--protect", action="append", help="a path pattern agents may not change (repeatable; "
+                    "'dir/' protects a folder)")
+    sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")
+    sp.add_argument("--max-file-bytes", type=int, default=10 << 20, dest="max_file_bytes")
+    sp.add_argument("--github", nargs=1, metavar="OWNER/REPO", help="a GitHub repository: webhooks in, statuses "
+                    "and merges out (token from $GITHUB_TOKEN, webhook secret from $MERGEBOT_WEBHOOK_SECRET)")
+    sp.add_argument("--gitea", nargs=2, metavar=("URL", "OWNER/REPO"), help="a Gitea repository ($GITEA_TOKEN)")
+    sp.add_argument("--forgejo", nargs=2, metavar=("URL", "OWNER/REPO"), help="a Forgejo repository ($GITEA_TOKEN)")
+    sp.add_argument("--forge-url", dest="forge_url", help="GitHub Enterprise's URL (default https://github.com)")
+    sp.add_argument("--api-url", dest="api_url", help="the forge's API URL, if not the default for the forge")
+    sp.add_argument("--git-url", dest="git_url", help="where to fetch and push, if not URL/OWNER/REPO.git")
+    sp.add_argument("--secret-env", dest="secret_env", default="MERGEBOT_WEBHOOK_SECRET",
+                    help="the environment variable holding the webhook secret")
+    sp.add_argument("--token-env", dest="token_env", help="the environment variable holding the forge API token")
+    sp.set_defaults(fn=cmd_repo_add)
+    sp = repo.add_parser("list", parents=[common], help="list repositories")
+    sp.set_defaults(fn=cmd_repo_list)
+    for action, text in (("pause", "hold landing on a repository (admin)"),
+                         ("resume", "resume landing; parked candidates go back to the queue (admin)")):
+        sp = repo.add_parser(action, parents=[common], help=text)
+        sp.add_argument("name")
+        sp.set_defaults(fn=cmd_repo_hold)
+
+    verifier = sub.add_parser("verifier", help="verifier workers").add_subparsers(
+        dest="verifier_command", required=True, metavar="ACTION")
+    sp = verifier.add_parser("worker", parents=[common], help="claim and run verify jobs from a bot over HTTP "
+                             "(a verifier token)")
+    sp.add_argument("--slots", type=int, default=1, help="jobs run at once, each with its own reused checkout")
+    sp.add_argument("--work-dir", default=".mergebot-verifier", dest="work_dir")
+    sp.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
+    sp.add_argument("--heartbeat", type=float, default=10.0, help="seconds between lease renewals")
+    sp.add_argument("--once", action="store_true", help="run at most one job per slot, then exit")
+    sp.set_defaults(fn=cmd_verifier_worker)
+    sp = add("verify", cmd_verify, "run a repository's check on one commit by hand and print the record")
+    sp.add_argument("sha")
+    sp.add_argument("--repo", required=True)
+    sp.add_argument("--command", help="default: the repository's configured check")
+    sp.add_argument("--timeout", type=int)
+    sp.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
+    add("reconcile", cmd_reconcile, "make main and the landed records agree, and report what does not (admin)")
+    from mergebot.drill import add_arguments as drill_arguments
+
+    drill_arguments(add("drill", cmd_drill, "failure drills against a running server (admin token; they land "
+                        "commits: use a scratch repository), then the invariant check; --check-only: just the check"))
+    sp = add("queue", cmd_queue, "the merge queue: what is verified now, what waits (in landing order), the "
+             "speculation window, and recent refusals with their reasons")
+    sp.add_argument("--repo")
+    sp.add_argument("--limit", type=int, default=50, help="at most this many verifying and waiting rows")
+    sp.add_argument("--refusals", type=int, default=10, help="how many recent refusals to show")
+    _watch_flag(sp)
+
+    sp = add("start", cmd_start, "claim a subtask and prepare a git worktree on the branch the claim names")
+    sp.add_argument("--repo", required=True)
+    sp.add_argument("--dir", default=".", help="the worktree (created by cloning if missing)")
+    sp = add("handoff", cmd_handoff, "leave a structured note for the next owner of your subtask")
+    sp.add_argument("--dir", default=".")
+    sp.add_argument("--done")
+    sp.add_argument("--remains")
+    sp.add_argument("--tried", action="append", help="a failed attempt: the command and what happened")
+    sp.add_argument("--check", action="append", help="a check you ran and its result")
+
+    sp = add("create", cmd_create, "create a subtask, or a whole tree with --file tree.yaml")
+    sp.add_argument("title", nargs="?")
+    sp.add_argument("--file", help="JSON or YAML task tree (keys, children, depends_on)")
+    sp.add_argument("--description")
+    sp.add_argument("--priority", type=int, default=0)
+    sp.add_argument("--depends-on", type=int, nargs="*", dest="depends_on")
+    sp.add_argument("--group")
+    sp.add_argument("--parent", type=int)
+    sp.add_argument("--max-attempts", type=int, dest="max_attempts")
+    sp.add_argument("--key", help="idempotency key (with --file: the prefix of each node's key)")
+    sp = add("claim", cmd_claim, "claim the best ready subtask (optionally completing the current one)")
+    sp.add_argument("--complete", type=int, metavar="ID", help="submit this subtask first, fenced")
+    sp.add_argument("--version", type=int, help="claim version of --complete")
+    sp.add_argument("--sha", help="commit of --complete")
+    for name, fn, text in (("heartbeat", cmd_heartbeat, "renew your lease"),
+                           ("release", cmd_release, "give a subtask back")):
+        sp = add(name, fn, text)
+        sp.add_argument("id", type=int)
+        sp.add_argument("--version", type=int, required=True, help="your claim version")
+        if name == "release":
+            sp.add_argument("--reason")
+    sp = add("submit", cmd_submit, "in a worktree from `mergebot start`: push HEAD and wait for the verdict; "
+             "with ID --version: mark a subtask without code done through the API")
+    sp.add_argument("id", type=int, nargs="?")
+    sp.add_argument("--version", type=int, help="your claim version (with ID)")
+    sp.add_argument("--sha", help="the commit (with ID)")
+    sp.add_argument("--dir", default=".", help="the worktree (without ID)")
+    sp.add_argument("--timeout", type=float, default=3600.0)
+    sp = add("note", cmd_note, "leave a note (on a subtask you own with --id/--version, or on the board)")
+    sp.add_argument("body")
+    sp.add_argument("--id", type=int)
+    sp.add_argument("--version", type=int)
+    sp.add_argument("--group")
+    sp = add("notes", cmd_notes, "read notes")
+    sp.add_argument("--id", type=int)
+    sp.add_argument("--group")
+    sp = add("announce", cmd_announce, "broadcast to every agent (lead)")
+    sp.add_argument("body")
+    add("announcements", cmd_announcements, "read announcements")
+    sp = add("assign", cmd_assign, "put an agent in a group (lead)")
+    sp.add_argument("agent")
+    sp.add_argument("group")
+    sp.add_argument("--group-role", default="helper", choices=["helper", "leader"], dest="group_role")
+    sp = add("group", cmd_group, "describe a group, or open it so its members roam (lead)")
+    sp.add_argument("name")
+    sp.add_argument("open", nargs="?", choices=["open", "close"])
+    sp.add_argument("--description")
+    sp = add("list", cmd_list, "list subtasks")
+    sp.add_argument("--status")
+    sp.add_argument("--group")
+    sp.add_argument("--after", type=int, default=0)
+    sp.add_argument("--limit", type=int, default=100)
+    sp = add("show", cmd_show, "one subtask and its event log")
+    sp.add_argument("id", type=int)
+    sp = add("status", cmd_status, "subtasks by status, queue depth per repository, agents holding claims")
+    sp.add_argument("--holders", type=int, default=20, help="list at most this many agents holding claims")
+    _watch_flag(sp)
+    sp = add("landed", cmd_landed, "what landed, newest first")
+    sp.add_argument("--repo")
+    sp.add_argument("--agent", "--owner", dest="owner", help="landed by this agent")
+    sp.add_argument("--subtask", type=int)
+    sp.add_argument("--since", type=parse_since, help="landed at or after: an age (30m, 2h, 3d, 1w) or a date or "
+                    "time (2024-05-01, 2024-05-01T14:00; local time unless a zone is given)")
+    sp.add_argument("--before", type=int, metavar="ID", help="only rows older than this landed id (paging)")
+    sp.add_argument("--limit", type=int, default=50)
+    sp = add("tree", cmd_tree, "the task tree: indentation, status, owner, unlanded dependencies, progress below")
+    sp.add_argument("--root", type=int, metavar="ID", help="start at this subtask (default: every root)")
+    sp.add_argument("--depth", type=int, default=3, help="levels below the root to show (default 3)")
+    sp.add_argument("--limit", type=int, default=500, help="at most this many nodes (default 500, up to 5000)")
+    sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled")
+    sp.add_argument("ids", type=int, nargs="+")
+    sp.add_argument("--timeout", type=float, default=3600.0)
+    return p

@@ -1,0 +1,145 @@
+"""Text for people: how every command prints, and the tables and one-line summaries of the views.
+
+Pure: each function turns the API's JSON (or a command's result) into text and reads nothing else, no
+network, no clock, no environment, so tests render recorded views. ``emit`` is the one that prints: a table,
+``key: value`` lines or JSON with ``--json``. Tables and their cells come from ``mergebot.table``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from mergebot.table import render_table
+
+
+def emit(args: argparse.Namespace, data: Any, table: list[dict[str, Any]] | None = None,
+         columns: Sequence[str] = ()) -> None:
+    if args.json:
+        print(json.dumps(data, default=str, indent=2))
+        return
+    if table is not None:
+        print(render_table(table, columns))
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            print(f"{k}: {v}")
+    else:
+        print(data)
+
+
+def _short(sha: Any) -> str | None:
+    return str(sha)[:12] if sha else None
+
+
+def _when(ts: Any) -> str | None:
+    """An API timestamp as 'YYYY-MM-DD HH:MM:SS' (UTC as the server wrote it)."""
+    return str(ts)[:19].replace("T", " ") if ts else None
+
+
+def _ids(ids: Sequence[Any], most: int = 5) -> str:
+    shown = ", ".join(f"#{i}" for i in ids[:most])
+    return shown + (f" (+{len(ids) - most})" if len(ids) > most else "")
+
+
+def render_status(s: dict[str, Any]) -> str:
+    total = s["total"] or 1
+    counts = [{"status": k, "count": v, "share": f"{100 * v / total:.1f}%"} for k, v in s["counts"].items()]
+    counts.append({"status": "total", "count": s["total"], "share": ""})
+    parts = [render_table(counts, ("status", "count", "share")), ""]
+    if s["queue"]:
+        parts += [render_table(s["queue"], ("repo", "queued", "verifying", "landing", "parked")), ""]
+    jobs, landed = s["verify_jobs"], s["landed"]
+    parts.append(f"verify jobs: {jobs['queued']} queued, {jobs['running']} running; landed: {landed['total']} "
+                 f"({landed['last_hour']} in the last hour)")
+    parts.append(f"\n{s['agents_holding']} agent(s) hold {s['claims_held']} claim(s)" +
+                 (":" if s["holders"] else "."))
+    if s["holders"]:
+        rows = [{**h, "subtasks": _ids(h["subtasks"], 3), "next_lease_expiry": _when(h["next_lease_expiry"])}
+                for h in s["holders"]]
+        parts.append(render_table(rows, ("agent", "role", "holding", "subtasks", "next_lease_expiry")))
+        if s["agents_holding"] > len(rows):
+            parts.append(f"(the {len(rows)} busiest of {s['agents_holding']}; --holders N for more)")
+    return "\n".join(parts)
+
+
+def status_line(s: dict[str, Any]) -> str:
+    c = s["counts"]
+    waiting = sum(q["queued"] + q["parked"] for q in s["queue"])
+    verifying = sum(q["verifying"] + q["landing"] for q in s["queue"])
+    return (f"landed {c['landed']}/{s['total']} running {c['running']} submitted {c['submitted']} "
+            f"ready {c['ready']} blocked {c['blocked']} failed {c['failed']} | queue: {verifying} verifying, "
+            f"{waiting} waiting | {s['agents_holding']} agent(s) hold claims")
+
+
+def render_queue(q: dict[str, Any]) -> str:
+    if not q["repos"]:
+        return "no repositories (mergebot repo add NAME ...)"
+    parts = []
+    for r in q["repos"]:
+        d, w = r["depth"], r["window"]
+        flags = (f"  PAUSED: {r['paused_reason'] or 'by an admin'}" if r["paused"] else "") + (
+            f"  RED since {_short(r['red_since'])}" if r["red_since"] else "")
+        parts.append(f"{r['name']} -> {r['target_branch']}: {d['queued']} queued, {d['verifying']} verifying, "
+                     f"{d['landing']} landing, {d['parked']} parked; speculation window {w['in_flight']}/{w['max']} "
+                     f"in flight{', batches of up to ' + str(w['batch']) if w.get('batch', 1) > 1 else ''}{flags}")
+    jobs = q["verify_jobs"]
+    parts.append(f"verify jobs: {jobs['queued']} waiting for a worker, {jobs['running']} running")
+    verifying = [{**v, "sha": _short(v["sha"]), "job": f"{v['job_purpose'] or '-'} {v['job_status'] or ''}".strip(),
+                  "since": _when(v["started_at"])} for v in q["verifying"]]
+    parts += ["", "VERIFYING NOW", render_table(verifying, ("id", "repo", "subtask_id", "owner", "sha", "status",
+                                                            "job", "worker_name", "since", "title"))]
+    waiting = [{"#": i, **v, "sha": _short(v["sha"]), "queued_at": _when(v["queued_at"])}
+               for i, v in enumerate(q["waiting"], start=1)]
+    parts += ["", "WAITING (in landing order)", render_table(waiting, (
+        "#", "id", "repo", "subtask_id", "owner", "priority", "unblocks", "status", "queued_at", "title"))]
+    refusals = [{**r, "at": _when(r["at"]), "message": (r["message"] or "").splitlines()[0] if r["message"] else ""}
+                for r in q["refusals"]]
+    parts += ["", "RECENT REFUSALS", render_table(refusals, ("at", "repo", "subtask_id", "actor", "kind", "reason",
+                                                             "message"))]
+    return "\n".join(parts)
+
+
+def queue_line(q: dict[str, Any]) -> str:
+    repos = []
+    for r in q["repos"]:
+        d, w = r["depth"], r["window"]
+        now = " ".join(f"#{v['subtask_id']}" for v in q["verifying"] if v["repo"] == r["name"]) or "-"
+        repos.append(f"{r['name']}: verifying {now} (window {w['in_flight']}/{w['max']}), {d['queued']} queued, "
+                     f"{d['parked']} parked{' PAUSED' if r['paused'] else ''}")
+    last = q["refusals"][0] if q["refusals"] else None
+    tail = f" | last refusal: {last['reason']} (subtask {last['subtask_id']})" if last else ""
+    return "; ".join(repos) + tail
+
+
+def render_tree(t: dict[str, Any]) -> str:
+    nodes = t["nodes"]
+    if not nodes:
+        return "(no subtasks)"
+    lines = [_tree_line(n, t["depth"]) for n in nodes]
+    cut = sum(1 for n in nodes if n["children"] and n["depth"] == t["depth"])
+    if t["truncated"] or cut:
+        lines.append(f"\n(showing {len(nodes)} of {t['total']} node(s) to depth {t['depth']}"
+                     f"{', more below ' + str(cut) + ' of them' if cut else ''}: --root ID to look inside one, "
+                     "--depth N to go deeper, --limit N for more)")
+    return "\n".join(lines)
+
+
+def _tree_line(n: dict[str, Any], depth: int) -> str:
+    text = f"{'  ' * n['depth']}#{n['id']} {n['status']:<9} {n['title']}"
+    if n["owner"]:
+        text += f"  @{n['owner']}"
+    if n["waits_on"]:
+        text += f"  waits on {_ids(n['waits_on'])}"
+    if n["descendants"]:
+        hidden = " (not shown)" if n["depth"] == depth else ""
+        text += f"  [{n['descendants_landed']}/{n['descendants']} below landed{hidden}]"
+    return text
+
+
+def _json_line(data: dict[str, Any]) -> str:
+    return json.dumps(data, default=str, sort_keys=True)
+
+
+CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen

@@ -1,0 +1,132 @@
+"""The read views: ``status``, ``queue``, ``landed`` and ``tree``, each a table or JSON with ``--json``.
+
+``status`` and ``queue`` also take ``--watch``: on a terminal the whole view is redrawn every few seconds;
+anywhere else (a log, a pipe) one line is printed each time the view's one-line summary changes. A server
+that cannot be reached is reported and retried; any other refusal ends the watch. The text itself is
+``render``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TextIO
+
+import httpx
+
+from mergebot.cli.agent import client_from
+from mergebot.cli.render import (
+    CLEAR,
+    _json_line,
+    _short,
+    _when,
+    emit,
+    queue_line,
+    render_queue,
+    render_status,
+    render_tree,
+    status_line,
+)
+from mergebot.client import ApiError
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    show(args, lambda: c.summary(holders=args.holders), render_status, status_line)
+
+
+def cmd_queue(args: argparse.Namespace) -> None:
+    c = client_from(args)
+    show(args, lambda: c.queue_view(repo=args.repo, limit=args.limit, refusals=args.refusals), render_queue,
+         queue_line)
+
+
+def cmd_landed(args: argparse.Namespace) -> None:
+    rows = client_from(args).landed(repo=args.repo, owner=args.owner, subtask=args.subtask,
+                                    since=args.since.isoformat() if args.since else None, before=args.before,
+                                    limit=args.limit)
+    table = [{**r, "merged_sha": _short(r.get("merged_sha")), "landed_at": _when(r.get("landed_at"))} for r in rows]
+    emit(args, {"landed": rows}, table, ("id", "subtask_id", "owner", "repo", "merged_sha", "verifier_result",
+                                         "duration_ms", "main_status", "landed_at"))
+
+
+def cmd_tree(args: argparse.Namespace) -> None:
+    out = client_from(args).tree(root=args.root, depth=args.depth, limit=args.limit)
+    if args.json:
+        emit(args, out)
+    else:
+        print(render_tree(out))
+
+
+def show(args: argparse.Namespace, fetch: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str],
+         line: Callable[[dict[str, Any]], str]) -> None:
+    """Print a view once, or with --watch keep it live until Ctrl-C."""
+    if args.watch is None:
+        data = fetch()
+        if args.json:
+            emit(args, data)
+        else:
+            print(render(data))
+        return
+    if args.json:  # JSON lines: the whole view, once per change
+        render = line = _json_line
+    with contextlib.suppress(KeyboardInterrupt):
+        watch(fetch, render, line, interval=max(0.5, args.watch), out=sys.stdout, stamp=not args.json)
+
+
+def watch(fetch: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str],
+          line: Callable[[dict[str, Any]], str], *, interval: float, out: TextIO, err: TextIO | None = None,
+          rounds: int | None = None, sleep: Callable[[float], None] = time.sleep, stamp: bool = True) -> None:
+    """The live view: on a terminal, redraw the whole view every ``interval`` seconds; anywhere else (a log, a
+    pipe), print one line (timestamped unless ``stamp`` is off, for JSON lines) each time the view's one-line
+    summary changes. A server that cannot be reached (or answers 5xx) is reported (off a terminal: once, on
+    ``err``) and retried; any other refusal ends the watch."""
+    tty, err = out.isatty(), err or sys.stderr
+    last: str | None = None
+    problem: str | None = None
+    n = 0
+    while rounds is None or n < rounds:
+        n += 1
+        now = datetime.now().strftime("%H:%M:%S")
+        try:
+            data = fetch()
+        except (httpx.HTTPError, ApiError) as e:
+            if isinstance(e, ApiError) and e.status < 500:
+                raise
+            text = f"cannot read the view now ({e}); retrying every {interval:g}s"
+            if tty:
+                out.write(f"{CLEAR}{now}  {text}\n")
+            elif text != problem:
+                err.write(f"{now} {text}\n")
+            problem, last = text, None  # once it answers again, say so even if nothing changed
+        else:
+            problem = None
+            if tty:
+                out.write(f"{CLEAR}{now}  every {interval:g}s, Ctrl-C to stop\n\n{render(data)}\n")
+            elif (short := line(data)) != last:
+                out.write(f"{now} {short}\n" if stamp else f"{short}\n")
+                last = short
+        out.flush()
+        if rounds is None or n < rounds:
+            sleep(interval)
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``--since``: an age (90s, 30m, 2h, 3d, 1w) or an ISO date or time (local time unless it names a zone)."""
+    now = now or datetime.now(UTC)
+    m = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text)
+    if m:
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+        return now - timedelta(**{unit: int(m.group(1))})
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: give an age like 30m, 2h or 3d, or a date like 2024-05-01 or "
+            "2024-05-01T14:00") from None
+    return when if when.tzinfo is not None else when.astimezone()

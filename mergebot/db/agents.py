@@ -1,0 +1,95 @@
+"""Who may act: agents and their tokens, groups and assignments (the 1,000-agent run's ``assign`` table).
+
+Rules:
+  * A token is shown once, when it is made; only its SHA-256 is stored, and ``authenticate`` compares in
+    constant time. A revoked token, or one rotated away, stops working at the next request (nothing caches it).
+  * Moving an agent to another group changes where its next claim looks first; a claim in flight stays.
+  * Every change here is written to the event log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mergebot import auth
+from mergebot.db.base import Row, Sql, insert_event
+from mergebot.errors import NotFound
+from mergebot.models import Agent
+
+
+class AgentStore:
+    def __init__(self, sql: Sql) -> None:
+        self.sql = sql
+
+    async def add_agent(self, *, name: str, role: auth.Role) -> tuple[Agent, str]:
+        """Create an agent; return it and its token (shown once, stored only as a hash)."""
+        token = auth.new_token()
+        row = await self.sql.one("agent_create", name=name, role=role.value, token_hash=auth.hash_token(token))
+        assert row is not None
+        await insert_event(self.sql, actor_id=None, kind="agent_added", detail={"agent": name, "role": role.value})
+        return Agent.from_row(row), token
+
+    async def rotate_token(self, *, name: str) -> tuple[Agent, str]:
+        token = auth.new_token()
+        row = await self.sql.one("agent_rotate_token", name=name, token_hash=auth.hash_token(token))
+        if row is None:
+            raise NotFound(f"no agent named {name!r}")
+        await insert_event(self.sql, actor_id=None, kind="token_rotated", detail={"agent": name})
+        return Agent.from_row(row), token
+
+    async def revoke_agent(self, *, name: str) -> Agent:
+        row = await self.sql.one("agent_revoke", name=name)
+        if row is None:
+            raise NotFound(f"no active agent named {name!r}")
+        await insert_event(self.sql, actor_id=None, kind="agent_revoked", detail={"agent": name})
+        return Agent.from_row(row)
+
+    async def authenticate(self, token: str) -> Agent | None:
+        digest = auth.hash_token(token)
+        row = await self.sql.one("agent_by_token", token_hash=digest)
+        if row is None or not auth.same_hash(bytes(row["token_hash"]), digest):
+            return None
+        return Agent.from_row(row)
+
+    async def agent_by_name(self, name: str) -> Agent:
+        row = await self.sql.one("agent_by_name", name=name)
+        if row is None:
+            raise NotFound(f"no agent named {name!r}", field="agent")
+        return Agent.from_row(row)
+
+    async def list_agents(self) -> list[Row]:
+        return await self.sql.all("agent_list")
+
+    # -- groups and assignments --------------------------------------------------------------------------
+
+    async def upsert_group(self, *, name: str, description: str | None = None) -> Row:
+        row = await self.sql.one("group_upsert", name=name, description=description)
+        assert row is not None
+        return row
+
+    async def set_group_open(self, *, name: str, open: bool, actor_id: int | None) -> Row:
+        row = await self.sql.one("group_set_open", name=name, open=open)
+        if row is None:
+            raise NotFound(f"no group named {name!r}", field="group")
+        await insert_event(self.sql, actor_id=actor_id, kind="group_opened" if open else "group_closed",
+                           detail={"group": name})
+        return row
+
+    async def list_groups(self) -> list[Row]:
+        return await self.sql.all("group_list")
+
+    async def assign(self, *, agent_name: str, group_name: str, group_role: str = "helper",
+                     actor_id: int | None) -> dict[str, Any]:
+        """Put an agent in a group (creating the group if needed). A claim in flight is not touched."""
+        agent = await self.agent_by_name(agent_name)
+        async with self.sql.tx() as tx:
+            await tx.all("group_upsert", name=group_name, description=None)
+            row = await tx.one("assignment_set", agent_id=agent.id, group_name=group_name, group_role=group_role,
+                               assigned_by=actor_id)
+            await insert_event(tx, actor_id=actor_id, kind="assigned",
+                               detail={"agent": agent_name, "group": group_name, "role": group_role})
+        assert row is not None
+        return row
+
+    async def list_assignments(self) -> list[Row]:
+        return await self.sql.all("assignment_list")

@@ -1,0 +1,105 @@
+"""Verify jobs in PostgreSQL: the queue's requests for a check on one exact commit, run by verifier workers.
+
+Rules (the subtask claim protocol, again): a worker claims the oldest queued job with one SKIP LOCKED
+statement, which bumps ``claim_version`` and sets a lease; heartbeats renew the lease; the result is written
+only if the worker still holds that claim (else ``ClaimSuperseded``, 409 over HTTP), so a job finishes at most
+once. A worker that goes silent loses the job after its lease plus a grace period, and another worker runs it.
+Waiting for a result goes through the waiter (``mergebot_job``) and re-reads the rows, so nothing finished in
+between is missed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from mergebot.db.base import Row, Sql
+from mergebot.db.waiter import JOB, Waiter, read_until
+from mergebot.errors import ClaimSuperseded, NotFound
+from mergebot.models import Job
+
+OVER = frozenset({"done", "cancelled"})  # a job's statuses that end it
+POLL = 2.0  # a wait on jobs reads again at least this often, even while the waiter hears (mergebot.db.waiter)
+
+
+class JobStore:
+    def __init__(self, sql: Sql, waiter: Waiter, *, lease_seconds: float = 30.0) -> None:
+        self.sql = sql
+        self.waiter = waiter
+        self.lease_seconds = lease_seconds
+
+    async def enqueue_job(self, *, repo: str, commit_sha: str, command: str, timeout_s: int, purpose: str,
+                          candidate_id: int | None = None, landed_id: int | None = None) -> Job:
+        row = await self.sql.one("job_insert", repo=repo, commit_sha=commit_sha, command=command, timeout_s=timeout_s,
+                                 purpose=purpose, candidate_id=candidate_id, landed_id=landed_id)
+        assert row is not None
+        return Job.from_row(row)
+
+    async def claim_job(self, *, worker_id: int | None, worker_name: str) -> Job | None:
+        row = await self.sql.one("job_claim", worker_id=worker_id, worker_name=worker_name,
+                                 lease_seconds=self.lease_seconds)
+        return Job.from_row(row) if row else None
+
+    async def _superseded(self, job_id: int, claim_version: int) -> ClaimSuperseded | NotFound:
+        row = await self.sql.one("job_fence_state", id=job_id)
+        if row is None:
+            return NotFound(f"verify job {job_id} does not exist")
+        return ClaimSuperseded(
+            f"job superseded: verify job {job_id} is {row['status']} at claim version {row['claim_version']}; "
+            f"your claim version {claim_version} no longer holds it, so your result is refused.",
+            job_id=job_id, current_version=row["claim_version"])
+
+    async def heartbeat_job(self, *, job_id: int, worker_id: int | None, claim_version: int) -> None:
+        if await self.sql.one("job_heartbeat", id=job_id, worker_id=worker_id, claim_version=claim_version,
+                              lease_seconds=self.lease_seconds) is None:
+            raise await self._superseded(job_id, claim_version)
+
+    async def finish_job(self, *, job_id: int, worker_id: int | None, claim_version: int, outcome: str,
+                         result: dict[str, Any]) -> Job:
+        row = await self.sql.one("job_finish", id=job_id, worker_id=worker_id, claim_version=claim_version,
+                                 outcome=outcome, result=Jsonb(result))
+        if row is None:
+            raise await self._superseded(job_id, claim_version)
+        return Job.from_row(row)
+
+    async def recover_jobs(self, *, grace_seconds: float) -> list[Row]:
+        return await self.sql.all("job_recover_expired", grace_seconds=grace_seconds)
+
+    async def get_job(self, job_id: int) -> Job:
+        row = await self.sql.one("job_get", id=job_id)
+        if row is None:
+            raise NotFound(f"verify job {job_id} does not exist")
+        return Job.from_row(row)
+
+    async def get_jobs(self, ids: list[int]) -> dict[int, Job]:
+        return {r["id"]: Job.from_row(r) for r in await self.sql.all("job_many", ids=ids)}
+
+    async def jobs(self, *, status: str | None = None, candidate_id: int | None = None, limit: int = 100) -> list[Row]:
+        return await self.sql.all("job_list", status=status, candidate_id=candidate_id, limit=limit)
+
+    async def passed_on(self, *, repo: str, sha: str, command: str) -> bool:
+        return await self.sql.one("job_passed_on", repo=repo, sha=sha, command=command) is not None
+
+    async def cancel_jobs_for(self, candidate_id: int) -> None:
+        await self.sql.all("job_cancel_for_candidate", candidate_id=candidate_id)
+
+    async def cancel_older_post_land(self, repo: str, newer_landed: int) -> list[int]:
+        """Cancel the post-land checks of ``repo`` still queued for landings before ``newer_landed``."""
+        return [r["id"] for r in await self.sql.all("job_cancel_older_post_land", repo=repo,
+                                                     newer_landed=newer_landed)]
+
+    async def wait_job(self, job_id: int, timeout: float) -> Job:
+        """Until the job is done or cancelled, or ``timeout`` passes; the job as seen last."""
+        job: Job = await read_until(self.waiter, JOB, [job_id], lambda: self.get_job(job_id),
+                                    lambda j: j.status in OVER, timeout, poll=POLL)
+        return job
+
+    async def wait_any(self, job_ids: list[int], timeout: float) -> None:
+        """Until one of the jobs is done or cancelled, or ``timeout`` passes (a speculation window waits on all
+        its runs at once)."""
+
+        async def one_over() -> bool:
+            return any(r["status"] in OVER for r in await self.sql.all("job_statuses", ids=job_ids))
+
+        await self.waiter.until(JOB, job_ids, one_over, timeout, poll=POLL)

@@ -1,0 +1,288 @@
+"""The landing path's records: repositories, candidates in the queue, landing intents, landed rows, main's status
+and the reconciler's findings.
+
+Rules:
+  * An accepted push becomes a candidate in one transaction with the subtask's submission (fenced by owner and
+    claim version), superseding its older queued candidates (``enqueue``). The same push announced twice is
+    queued once.
+  * Before main moves, the intent is written with all its evidence (``begin_landing``); after, one transaction
+    writes each member's landed row, marks its subtask landed, releases its dependents, closes its candidate and
+    resolves the intent (``finish_landing``). A crash in between leaves a pending intent the reconciler finishes
+    or rolls back from the evidence alone.
+  * Landing without the queue (``land``: the seeds' replay, tests) runs the same statements.
+  * A red main parks candidates; green again (or an admin's resume) puts them back in the queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from mergebot.db.base import Row, Sql, Tx, insert_event
+from mergebot.db.waiter import CANDIDATE, Waiter, read_until
+from mergebot.errors import ClaimSuperseded, NotFound
+from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Member, Owner, Repo
+
+# A candidate's statuses that end its push's story (what ``mergebot submit`` waits for).
+CANDIDATE_VERDICTS = frozenset({"landed", "rejected", "superseded", "cancelled", "parked"})
+
+
+class LandingStore:
+    def __init__(self, sql: Sql, waiter: Waiter) -> None:
+        self.sql = sql
+        self.waiter = waiter
+
+    # -- repositories ------------------------------------------------------------------------------------
+
+    async def create_repo(self, *, name: str, target_branch: str, verifier_command: str, verifier_timeout_s: int,
+                          protected_paths: list[str], max_push_bytes: int, max_file_bytes: int,
+                          root_sha: str, forge: dict[str, str] | None = None) -> Repo:
+        f = forge or {}
+        row = await self.sql.one("repo_create", name=name, target_branch=target_branch,
+                                 verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
+                                 protected_paths=protected_paths, max_push_bytes=max_push_bytes,
+                                 max_file_bytes=max_file_bytes, root_sha=root_sha, forge=f.get("forge"),
+                                 forge_repo=f.get("forge_repo"), forge_api_url=f.get("forge_api_url"),
+                                 forge_git_url=f.get("forge_git_url"), webhook_secret_env=f.get("webhook_secret_env"),
+                                 forge_token_env=f.get("forge_token_env"))
+        assert row is not None
+        await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
+        return Repo.from_row(row)
+
+    async def get_repo(self, name: str) -> Repo:
+        row = await self.sql.one("repo_get", name=name)
+        if row is None:
+            raise NotFound(f"no repository named {name!r}", field="repo")
+        return Repo.from_row(row)
+
+    async def list_repos(self) -> list[Repo]:
+        return [Repo.from_row(r) for r in await self.sql.all("repo_list")]
+
+    async def forge_repos(self, forges: tuple[str, ...]) -> list[Repo]:
+        return [Repo.from_row(r) for r in await self.sql.all("forge_repos", forges=list(forges))]
+
+    # -- pushes ------------------------------------------------------------------------------------------
+
+    async def owner_facts(self, ids: list[int]) -> dict[int, Owner]:
+        rows = await self.sql.all("subtask_owner_facts", ids=ids)
+        return {r["subtask_id"]: Owner(**r) for r in rows}
+
+    async def enqueue(self, *, repo: str, subtask_id: int, claim_version: int, owner_id: int, sha: str, ref: str,
+                      superseded: str) -> Candidate:
+        """An accepted push: submit the subtask (fenced), supersede its older queued candidates (with the reason
+        ``superseded``), queue this one.
+
+        The same push announced twice (a forge's push and pull-request events) is queued once: the existing
+        candidate is returned.
+        """
+        async with self.sql.tx() as tx:
+            await tx.all("subtask_push_lock", subtask_id=subtask_id)
+            same = await tx.one("candidate_same_push", subtask_id=subtask_id, claim_version=claim_version, sha=sha)
+            if same is not None:
+                return Candidate.from_row(same)
+            if not await tx.all("subtask_submit_push", id=subtask_id, owner_id=owner_id, claim_version=claim_version,
+                                sha=sha):
+                raise ClaimSuperseded(f"subtask {subtask_id} is no longer yours at claim version {claim_version}",
+                                      subtask_id=subtask_id)
+            await tx.all("candidates_supersede", subtask_id=subtask_id, reason=superseded)
+            row = await tx.one("candidate_insert", repo=repo, subtask_id=subtask_id, sha=sha, ref=ref)
+            await insert_event(tx, actor_id=owner_id, kind="push_accepted", subtask_id=subtask_id,
+                               claim_version=claim_version, detail={"repo": repo, "ref": ref, "sha": sha})
+        assert row is not None
+        return Candidate.from_row(row)
+
+    async def live_candidate(self, *, subtask_id: int, claim_version: int, sha: str) -> Candidate | None:
+        """The queued, in-flight, parked or landed candidate for exactly this push, if any."""
+        row = await self.sql.one("candidate_same_push", subtask_id=subtask_id, claim_version=claim_version, sha=sha)
+        return Candidate.from_row(row) if row else None
+
+    async def unaccounted_tips(self, tips: list[tuple[int, int, str]]) -> dict[tuple[int, int, str], bool]:
+        """Of these (subtask, claim version, sha) branch tips, the ones no candidate accounts for, each with
+        whether a refusal of that push is on record."""
+        if not tips:
+            return {}
+        rows = await self.sql.all("branch_tips_unaccounted", subtask_ids=[t[0] for t in tips],
+                                  versions=[t[1] for t in tips], shas=[t[2] for t in tips])
+        return {(r["subtask_id"], r["claim_version"], r["sha"]): r["refused"] for r in rows}
+
+    # -- the queue ---------------------------------------------------------------------------------------
+
+    async def next_candidate(self, repo: str, exclude: list[int] | None = None) -> Candidate | None:
+        row = await self.sql.one("candidate_next", repo=repo, exclude=exclude or [])
+        return Candidate.from_row(row) if row else None
+
+    async def fence_rows(self, subtask_ids: list[int]) -> dict[int, Row]:
+        """The subtask rows the candidates' fences are judged against (``mergebot.landing.land.fences``)."""
+        return {r["subtask_id"]: r for r in await self.sql.all("candidate_fence", subtask_ids=sorted(set(subtask_ids)))}
+
+    async def finish_candidate(self, cand_id: int, status: str, reason: str | None = None, *,
+                               base_sha: str | None = None, merged_sha: str | None = None,
+                               verifier: dict[str, Any] | None = None) -> Candidate:
+        row = await self.sql.one("candidate_finish", id=cand_id, status=status, reason=reason, base_sha=base_sha,
+                                 merged_sha=merged_sha, verifier=Jsonb(verifier) if verifier is not None else None)
+        assert row is not None
+        return Candidate.from_row(row)
+
+    async def candidates(self, *, repo: str | None = None, subtask_id: int | None = None,
+                         limit: int = 100) -> list[Row]:
+        return await self.sql.all("candidate_list", repo=repo, subtask_id=subtask_id, limit=limit)
+
+    async def get_candidate(self, cand_id: int) -> Candidate:
+        row = await self.sql.one("candidate_get", id=cand_id)
+        if row is None:
+            raise NotFound(f"candidate {cand_id} does not exist")
+        return Candidate.from_row(row)
+
+    async def wait_candidate(self, cand_id: int, timeout: float) -> Candidate:
+        """Until the candidate reaches a verdict (``CANDIDATE_VERDICTS``) or ``timeout`` passes: an agent's push
+        waits for its verdict with this, in one request."""
+        cand: Candidate = await read_until(self.waiter, CANDIDATE, [cand_id], lambda: self.get_candidate(cand_id),
+                                           lambda c: c.status in CANDIDATE_VERDICTS, timeout)
+        return cand
+
+    async def requeue_stuck(self, repo: str) -> list[int]:
+        return [r["id"] for r in await self.sql.all("candidates_requeue_stuck", repo=repo)]
+
+    # -- landing -----------------------------------------------------------------------------------------
+
+    async def begin_landing(self, *, cand: Candidate, target_ref: str, old_sha: str, new_sha: str, tree_sha: str,
+                            evidence: Evidence, verdict: dict[str, Any]) -> Intent:
+        """Write the intent (with all the evidence) before main moves; its candidates are ``landing`` now.
+
+        A batch (``evidence.batch``) is several candidates verified together by one run: each member's merge is
+        on main's first-parent chain between ``old_sha`` and ``new_sha``, and the last member is ``cand``.
+        ``verdict`` is what each candidate's ``verifier`` shows (the run and its runs).
+        """
+        async with self.sql.tx() as tx:
+            row = await tx.one("intent_insert", candidate_id=cand.id, repo=cand.repo, target_ref=target_ref,
+                               old_sha=old_sha, new_sha=new_sha, tree_sha=tree_sha, evidence=Jsonb(evidence.to_json()))
+            assert row is not None
+            intent = Intent.from_row(row)
+            for m in intent.members():
+                await tx.all("candidate_finish", id=m.candidate_id, status="landing", reason=None,
+                             base_sha=m.base_sha, merged_sha=m.merged_sha, verifier=Jsonb(verdict))
+        return intent
+
+    async def pending_intents(self, repo: str) -> list[Intent]:
+        return [Intent.from_row(r) for r in await self.sql.all("intent_pending", repo=repo)]
+
+    async def finish_landing(self, intent: Intent) -> tuple[Landed, list[int]]:
+        """main has moved to the intent's commit: record it, in one transaction with the subtasks and intent.
+
+        A batch writes one landed row per member, each naming its own merge commit and the commit main moved to.
+        A member whose claim changed under the landing (it should not happen: every member is fenced just
+        before main moves) is recorded as a finding and its candidate cancelled; if none could take the landing,
+        ``ClaimSuperseded`` is raised and nothing is written. Returns the last landed row and the subtasks that
+        became ready.
+        """
+        e, v = intent.evidence, intent.evidence.verifier
+        members = intent.members()
+        landed: Landed | None = None
+        released: list[int] = []
+        refused: list[tuple[Member, str]] = []
+        async with self.sql.tx() as tx:
+            for m in members:
+                landing = Landing(
+                    subtask_id=m.subtask_id, claim_version=m.claim_version, owner_id=m.owner_id, repo=intent.repo,
+                    target_ref=intent.target_ref, candidate_sha=m.candidate_sha, base_sha=m.base_sha,
+                    merged_sha=m.merged_sha, tree_sha=m.tree_sha, verifier_command=v["command"],
+                    verifier_result=e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
+                    main_sha=intent.new_sha, batch_size=len(members))
+                try:
+                    async with tx.savepoint():  # one member's refusal undoes only it
+                        row, freed = await self._land_in(tx, landing, actor_id=None, candidate_id=m.candidate_id)
+                except ClaimSuperseded as err:
+                    refused.append((m, err.message))
+                    continue
+                landed = row
+                released += freed
+            if landed is None:
+                raise ClaimSuperseded(refused[-1][1], subtask_id=members[-1].subtask_id)
+            for m, why in refused:
+                await tx.all("candidate_finish", id=m.candidate_id, status="cancelled", reason=why, base_sha=None,
+                             merged_sha=None, verifier=None)
+                await tx.all("finding_insert", repo=intent.repo, kind="landed_without_claim",
+                             detail=Jsonb({"sha": m.merged_sha, "subtask_id": m.subtask_id, "why": why}))
+            await tx.all("intent_resolve", id=intent.id, status="done")
+        return landed, released
+
+    async def land(self, landing: Landing, *, actor_id: int | None = None) -> tuple[Landed, list[int]]:
+        """Land a fenced submission without the queue, in one transaction: its landed row, the subtask landed,
+        its dependents released. Returns the landed row and the ids of subtasks that became ready."""
+        async with self.sql.tx() as tx:
+            return await self._land_in(tx, landing, actor_id=actor_id, candidate_id=None)
+
+    @staticmethod
+    async def _land_in(tx: Tx, landing: Landing, *, actor_id: int | None,
+                       candidate_id: int | None) -> tuple[Landed, list[int]]:
+        row = await tx.one(
+            "subtask_land", id=landing.subtask_id, owner_id=landing.owner_id, claim_version=landing.claim_version,
+            candidate_sha=landing.candidate_sha, repo=landing.repo, target_ref=landing.target_ref,
+            base_sha=landing.base_sha, merged_sha=landing.merged_sha, tree_sha=landing.tree_sha,
+            verifier_command=landing.verifier_command, verifier_result=landing.verifier_result,
+            duration_ms=landing.duration_ms, log_digest=landing.log_digest, actor_id=actor_id,
+            main_sha=landing.main_sha, batch_size=landing.batch_size)
+        if row is None:
+            raise ClaimSuperseded(
+                f"subtask {landing.subtask_id} is no longer submitted at claim version "
+                f"{landing.claim_version} with candidate {landing.candidate_sha}; nothing landed",
+                subtask_id=landing.subtask_id)
+        locked = [r["id"] for r in await tx.all("dependents_lock", id=landing.subtask_id)]
+        released = []
+        if locked:
+            released = [r["id"] for r in await tx.all("dependents_release", ids=locked, actor_id=actor_id)]
+        if candidate_id is not None:
+            await tx.all("candidate_finish", id=candidate_id, status="landed", reason=None, base_sha=landing.base_sha,
+                         merged_sha=landing.merged_sha, verifier=None)
+        return Landed.from_row(row), released
+
+    async def roll_back(self, intent: Intent, reason: str) -> None:
+        """main never moved: forget the intent and give the candidates back to the queue."""
+        await self._close_intent(intent, "queued", reason)
+
+    async def abandon_intent(self, intent: Intent, reason: str) -> None:
+        """main moved but no subtask could take the landing (should not happen): keep the evidence."""
+        await self._close_intent(intent, "cancelled", reason)
+
+    async def _close_intent(self, intent: Intent, status: str, reason: str) -> None:
+        async with self.sql.tx() as tx:
+            await tx.all("intent_resolve", id=intent.id, status="rolled_back")
+            for m in intent.members():
+                await tx.all("candidate_finish", id=m.candidate_id, status=status, reason=reason, base_sha=None,
+                             merged_sha=None, verifier=None)
+
+    async def landed(self, *, repo: str | None = None, subtask_id: int | None = None, owner: str | None = None,
+                     before_id: int | None = None, limit: int = 100) -> list[Landed]:
+        rows = await self.sql.all("landed_list", repo=repo, subtask_id=subtask_id, owner=owner, before_id=before_id,
+                                  limit=limit)
+        return [Landed.from_row(r) for r in rows]
+
+    async def landed_chain(self, repo: str) -> dict[str, Row]:
+        return {r["merged_sha"]: r for r in await self.sql.all("landed_chain", repo=repo)}
+
+    # -- findings and main's status ----------------------------------------------------------------------
+
+    async def add_finding(self, *, repo: str, kind: str, detail: dict[str, Any]) -> None:
+        await self.sql.all("finding_insert", repo=repo, kind=kind, detail=Jsonb(detail))
+
+    async def findings(self, *, repo: str | None = None, limit: int = 100) -> list[Row]:
+        return await self.sql.all("finding_list", repo=repo, limit=limit)
+
+    async def set_main_status(self, *, landed_id: int, status: str) -> None:
+        await self.sql.all("landed_set_main_status", id=landed_id, main_status=status)
+
+    async def set_paused(self, *, repo: str, paused: bool, reason: str | None) -> None:
+        """An operator's hold (the queue skips the repository). Resuming also clears a red main's parking."""
+        async with self.sql.tx() as tx:
+            await tx.all("repo_set_paused", name=repo, paused=paused, reason=reason)
+            if not paused:
+                await tx.all("repo_set_red", name=repo, sha=None, reason=None)
+                await tx.all("candidates_unpark", repo=repo)
+
+    async def set_red(self, *, repo: str, sha: str | None, reason: str | None) -> None:
+        """Main is red at ``sha`` (only fixes land), or green again (None: parked candidates are requeued)."""
+        async with self.sql.tx() as tx:
+            await tx.all("repo_set_red", name=repo, sha=sha, reason=reason)
+            if sha is None:
+                await tx.all("candidates_unpark", repo=repo)

@@ -1,0 +1,260 @@
+"""The subtask store: who owns which subtask, decided by PostgreSQL — and the notes and announcements around it.
+
+Rules (DESIGN.md, "Subtask lifecycle"):
+  * A claim is one SQL statement (``subtask_claim``): FOR UPDATE SKIP LOCKED over a partial index of ready
+    rows, highest priority first. The owner is the authenticated agent id passed in by the caller, never a
+    value from the request body. The claim bumps ``claim_version``; ``(id, claim_version)`` is the handle.
+  * Every owner write (heartbeat, release, note, submit) matches id, owner, claim_version and status. Zero
+    rows changed means the claim is gone: ``ClaimSuperseded`` with the current version.
+  * Leases are renewed by heartbeats; ``recover_expired`` hands back subtasks whose lease ran out more than
+    a grace period ago, and fails them once their attempts are spent.
+  * Landing one subtask releases its dependents in the same transaction (``mergebot.db.landing``); ``wait``
+    tells waiters.
+  * Allowed transitions and the event log are enforced by the database itself (triggers), so a bug here
+    cannot skip them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from mergebot.db.base import Row, Sql, Tx, insert_event
+from mergebot.db.waiter import FINISHED, Waiter
+from mergebot.errors import ClaimSuperseded, Conflict, Invalid, InvalidTransition, MergebotError, NotFound
+from mergebot.models import Handle, Subtask
+from mergebot.tree import Node
+
+DONE = frozenset({"landed", "failed", "cancelled"})  # a subtask's statuses that end its story
+
+
+class SubtaskStore:
+    def __init__(self, sql: Sql, waiter: Waiter, *, lease_seconds: float = 120.0) -> None:
+        self.sql = sql
+        self.waiter = waiter
+        self.lease_seconds = lease_seconds
+
+    async def superseded(self, subtask_id: int, claim_version: int) -> MergebotError:
+        """Explain why a fenced write changed nothing."""
+        row = await self.sql.one("subtask_fence_state", id=subtask_id)
+        if row is None:
+            return NotFound(f"subtask {subtask_id} does not exist", subtask_id=subtask_id)
+        return ClaimSuperseded(
+            f"claim superseded: subtask {subtask_id} is {row['status']} at claim version "
+            f"{row['claim_version']}; your claim version {claim_version} no longer owns it. Stop work on it "
+            "and claim again.",
+            subtask_id=subtask_id,
+            current_version=row["claim_version"],
+            subtask_status=row["status"],
+        )
+
+    # -- creating ----------------------------------------------------------------------------------------
+
+    async def create_subtask(self, *, actor_id: int | None, title: str, description: str = "", priority: int = 0,
+                             parent_id: int | None = None, group_name: str | None = None,
+                             depends_on: Sequence[int] = (), max_attempts: int = 3,
+                             idempotency_key: str | None = None) -> tuple[Subtask, bool]:
+        """Create a subtask, blocked until its dependencies land. Returns (subtask, created).
+
+        With an idempotency key, a retry returns the first subtask and creates nothing; the same key with a
+        different title, parent or group is a conflict, not a silent match.
+        """
+        async with self.sql.tx() as tx:
+            sub, created = await self._create(tx, actor_id=actor_id, title=title, description=description,
+                                              priority=priority, parent_id=parent_id, group_name=group_name,
+                                              depends_on=depends_on, max_attempts=max_attempts,
+                                              idempotency_key=idempotency_key)
+        if created:
+            sub.depends_on = sorted(set(depends_on))
+        return sub, created
+
+    @staticmethod
+    async def _create(tx: Tx, *, actor_id: int | None, title: str, description: str, priority: int,
+                      parent_id: int | None, group_name: str | None, depends_on: Sequence[int], max_attempts: int,
+                      idempotency_key: str | None) -> tuple[Subtask, bool]:
+        deps = sorted(set(depends_on))
+        if group_name is not None:
+            await tx.all("group_upsert", name=group_name, description=None)
+        row = await tx.one("subtask_create", actor_id=actor_id, title=title, description=description,
+                           priority=priority, parent_id=parent_id, group_name=group_name, depends_on=deps,
+                           max_attempts=max_attempts, idempotency_key=idempotency_key)
+        if row is not None:
+            return Subtask.from_row(row), True
+        if idempotency_key is not None:
+            existing = await tx.one("subtask_by_idempotency_key", idempotency_key=idempotency_key)
+            if existing is not None:
+                sub = Subtask.from_row(existing)
+                if (sub.title, sub.parent_id, sub.group_name) != (title, parent_id, group_name):
+                    raise Conflict(
+                        f"idempotency key {idempotency_key!r} was used for subtask {sub.id} with a different "
+                        "title, parent or group",
+                        field="idempotency_key", subtask_id=sub.id)
+                return sub, False
+        found = {r["id"] for r in await tx.all("subtasks_existing", ids=deps)}
+        missing = [d for d in deps if d not in found]
+        raise Invalid(f"depends_on names subtasks that do not exist: {missing}", field="depends_on")
+
+    async def create_tree(self, *, actor_id: int | None, nodes: Sequence[Node],
+                          key_prefix: str | None = None) -> dict[str, Subtask]:
+        """Create a whole planned tree (see ``mergebot.tree.plan``) in one transaction: all or nothing.
+
+        With ``key_prefix``, each node's idempotency key is ``prefix/key``, so loading the same file twice
+        creates nothing new.
+        """
+        made: dict[str, Subtask] = {}
+        async with self.sql.tx() as tx:
+            for n in nodes:
+                deps = [d if isinstance(d, int) else made[d].id for d in n.depends_on]
+                parent = n.parent if isinstance(n.parent, int) or n.parent is None else made[n.parent].id
+                sub, _ = await self._create(
+                    tx, actor_id=actor_id, title=n.title, description=n.description, priority=n.priority,
+                    parent_id=parent, group_name=n.group, depends_on=deps, max_attempts=n.max_attempts,
+                    idempotency_key=f"{key_prefix}/{n.key}" if key_prefix else None)
+                made[n.key] = sub
+            for n in nodes:
+                if n.children:
+                    children = [made[c].id for c in n.children]
+                    guard = await tx.one("subtask_dep_guard", id=made[n.key].id, depends_on=children)
+                    assert guard is not None
+                    if guard["unlanded"] and guard["status"] not in ("blocked", "ready"):
+                        raise Conflict(f"subtask {made[n.key].id} ({n.key!r}) is {guard['status']}; it cannot wait "
+                                       "for new children that have not landed. Give them another parent.",
+                                       field="children", subtask_id=made[n.key].id)
+                    if await tx.all("subtask_add_deps", id=made[n.key].id, actor_id=actor_id, depends_on=children):
+                        made[n.key].status = "blocked"  # the query returns the row only when it re-blocked it
+        return made
+
+    # -- reading -----------------------------------------------------------------------------------------
+
+    async def get_subtask(self, subtask_id: int) -> Subtask:
+        row = await self.sql.one("subtask_get", id=subtask_id)
+        if row is None:
+            raise NotFound(f"subtask {subtask_id} does not exist", subtask_id=subtask_id)
+        return Subtask.from_row(row)
+
+    async def list_subtasks(self, *, status: str | None = None, group_name: str | None = None,
+                            owner_id: int | None = None, after_id: int = 0, limit: int = 100) -> list[Row]:
+        return await self.sql.all("subtask_list", status=status, group_name=group_name, owner_id=owner_id,
+                                  after_id=after_id, limit=limit)
+
+    async def counts(self) -> dict[str, int]:
+        return {r["status"]: r["n"] for r in await self.sql.all("subtask_counts")}
+
+    async def statuses(self, ids: Sequence[int]) -> dict[int, str]:
+        return {r["id"]: r["status"] for r in await self.sql.all("subtask_statuses", ids=list(ids))}
+
+    async def wait(self, ids: Sequence[int], timeout: float) -> dict[int, str]:
+        """Until every id is landed, failed or cancelled, or ``timeout`` passes; the statuses seen last."""
+        ids = list(dict.fromkeys(ids))
+        seen: dict[int, str] = {}
+
+        async def done() -> bool:
+            seen.clear()
+            seen.update(await self.statuses(ids))
+            missing = [i for i in ids if i not in seen]
+            if missing:
+                raise NotFound(f"no such subtasks: {missing}", field="ids")
+            return all(s in DONE for s in seen.values())
+
+        await self.waiter.until(FINISHED, ids, done, timeout)
+        return seen
+
+    # -- the owner's writes ------------------------------------------------------------------------------
+
+    async def claim(self, *, agent_id: int, complete: Handle | None = None, sha: str | None = None) -> Subtask | None:
+        """Claim the best ready subtask for this agent, or None when nothing is ready.
+
+        With ``complete``, first submit that claim (fenced, with ``sha``) in the same statement; if the
+        completion does not hold, nothing is claimed and ``ClaimSuperseded`` is raised.
+        """
+        row = await self.sql.one(
+            "subtask_claim", agent_id=agent_id, lease_seconds=self.lease_seconds,
+            done_id=complete.id if complete else None,
+            done_version=complete.claim_version if complete else None, done_sha=sha)
+        assert row is not None
+        if not row["done_ok"]:
+            assert complete is not None
+            raise await self.superseded(complete.id, complete.claim_version)
+        return Subtask.from_row(row) if row["id"] is not None else None
+
+    async def handoff(self, subtask_id: int) -> list[Row]:
+        """What the next owner reads: the notes left on the subtask, oldest first."""
+        return await self.notes(subtask_id=subtask_id, limit=200)
+
+    async def _fenced(self, query: str, handle: Handle, **params: Any) -> Subtask:
+        row = await self.sql.one(query, id=handle.id, claim_version=handle.claim_version, **params)
+        if row is None:
+            raise await self.superseded(handle.id, handle.claim_version)
+        return Subtask.from_row(row)
+
+    async def heartbeat(self, *, agent_id: int, handle: Handle) -> Subtask:
+        return await self._fenced("subtask_heartbeat", handle, agent_id=agent_id, lease_seconds=self.lease_seconds)
+
+    async def release(self, *, agent_id: int, handle: Handle, reason: str | None = None) -> Subtask:
+        return await self._fenced("subtask_release", handle, agent_id=agent_id, reason=reason)
+
+    async def submit(self, *, agent_id: int, handle: Handle, sha: str | None) -> Subtask:
+        return await self._fenced("subtask_submit", handle, agent_id=agent_id, sha=sha)
+
+    async def reject(self, *, handle: Handle, reason: str, actor_id: int | None = None,
+                     sha: str | None = None) -> Subtask:
+        """The landing path refused a submitted candidate (``sha``, if given): back to running for the owner."""
+        return await self._fenced("subtask_reject", handle, sha=sha, reason=reason, lease_seconds=self.lease_seconds,
+                                  actor_id=actor_id)
+
+    # -- recovery and the lead's writes ------------------------------------------------------------------
+
+    async def recover_expired(self, *, grace_seconds: float, limit: int = 1000) -> list[Row]:
+        """Return subtasks whose lease lapsed more than ``grace_seconds`` ago to ready (or failed)."""
+        return await self.sql.all("subtask_recover_expired", grace_seconds=grace_seconds, limit=limit)
+
+    async def cancel(self, *, subtask_id: int, reason: str, actor_id: int | None) -> Subtask:
+        row = await self.sql.one("subtask_cancel", id=subtask_id, reason=reason, actor_id=actor_id)
+        if row is None:
+            sub = await self.get_subtask(subtask_id)
+            raise InvalidTransition(f"subtask {subtask_id} is {sub.status} and cannot be cancelled")
+        return Subtask.from_row(row)
+
+    async def retry(self, *, subtask_id: int, reason: str, actor_id: int | None) -> Subtask:
+        row = await self.sql.one("subtask_retry", id=subtask_id, reason=reason, actor_id=actor_id)
+        if row is None:
+            sub = await self.get_subtask(subtask_id)
+            raise InvalidTransition(f"subtask {subtask_id} is {sub.status}, not failed; nothing to retry")
+        return Subtask.from_row(row)
+
+    # -- notes, announcements, events --------------------------------------------------------------------
+
+    async def add_note(self, *, author_id: int, body: str, subtask_id: int | None = None,
+                       claim_version: int | None = None, group_name: str | None = None) -> Row:
+        """A note. On a subtask with a claim version it is an owner write, fenced like the others."""
+        if subtask_id is not None and claim_version is not None:
+            row = await self.sql.one("note_insert_fenced", subtask_id=subtask_id, author_id=author_id,
+                                     claim_version=claim_version, body=body)
+            if row is None:
+                raise await self.superseded(subtask_id, claim_version)
+            return row
+        row = await self.sql.one("note_insert", subtask_id=subtask_id, group_name=group_name, author_id=author_id,
+                                 claim_version=None, body=body)
+        assert row is not None
+        return row
+
+    async def notes(self, *, subtask_id: int | None = None, group_name: str | None = None, after_id: int = 0,
+                    limit: int = 100) -> list[Row]:
+        return await self.sql.all("note_list", subtask_id=subtask_id, group_name=group_name, after_id=after_id,
+                                  limit=limit)
+
+    async def announce(self, *, author_id: int | None, body: str, group_name: str | None = None) -> Row:
+        row = await self.sql.one("announcement_insert", author_id=author_id, body=body, group_name=group_name)
+        assert row is not None
+        return row
+
+    async def announcements(self, *, after_id: int = 0, limit: int = 100) -> list[Row]:
+        return await self.sql.all("announcement_list", after_id=after_id, limit=limit)
+
+    async def log_event(self, *, actor_id: int | None, kind: str, subtask_id: int | None = None,
+                        claim_version: int | None = None, detail: dict[str, Any] | None = None) -> None:
+        await insert_event(self.sql, actor_id=actor_id, kind=kind, subtask_id=subtask_id,
+                           claim_version=claim_version, detail=detail)
+
+    async def events(self, *, subtask_id: int | None = None, after_id: int = 0, limit: int = 100) -> list[Row]:
+        return await self.sql.all("event_list", subtask_id=subtask_id, after_id=after_id, limit=limit)

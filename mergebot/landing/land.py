@@ -1,0 +1,341 @@
+"""Where main moves: merging a candidate in memory, fencing it, and landing it by compare-and-swap.
+
+A ``Target`` hides where main lives. A hosted repository (our own bare repository) reads main from its ref and
+moves it with a compare-and-swap; a forge repository follows the forge's branch before it reads (the forge is the
+truth: someone may have pushed there directly) and moves it with a push guarded by the expected old value, then
+follows it again. Nothing else in the queue asks which kind it has.
+
+Landing, in order (``land``, ``land_batch``): fence every candidate (it must still be what its subtask waits on,
+and its branch must still point at it), write the intent with the evidence, move main from the verified base to
+exactly the commit the run passed on, then record the landing in one transaction (``db.landing.finish_landing``).
+Main moving under the landing rolls the intent back; a crash between any two steps leaves a pending intent that
+the reconciler finishes or rolls back. A rejection sends the subtask back to its owner, then closes the candidate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from mergebot.db.base import Row
+from mergebot.db.database import Database
+from mergebot.errors import ClaimSuperseded, MergebotError
+from mergebot.git import mirror
+from mergebot.git import repo as git
+from mergebot.landing import messages as say
+from mergebot.landing.prereceive import queue_orphans
+from mergebot.models import Candidate, Evidence, Handle, Intent, Landed, Member, Repo
+from verifier.runner import Result
+
+log = logging.getLogger(__name__)
+
+
+def crash_point(name: str) -> None:
+    """Test hook for crash drills: SIGKILL this process at the named step when MERGEBOT_CRASH_AT says so."""
+    if os.environ.get("MERGEBOT_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class Context:
+    """What every step of every repository's queue shares."""
+
+    db: Database
+    root: Path
+    poll: float = 1.0
+    slack: float = 600.0  # beyond three check timeouts, how long a run may take before it counts as lost
+    retry_failures: bool = True  # a failing check runs once more on the same commit (flakiness)
+    post_land_rerun: bool = False  # run the post-land check even on a commit a run passed on
+    on_job: list[asyncio.Event] = field(default_factory=list)  # in-process workers' wake-up calls
+    post_land: set[asyncio.Task[None]] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)  # the queue's own: something changed
+
+    def poke(self) -> None:
+        self.wake.set()
+
+    def path(self, repo: Repo) -> Path:
+        return git.bare_path(self.root, repo.name)
+
+
+# -- where main lives -----------------------------------------------------------------------------------------
+
+
+class Target(Protocol):
+    repo: Repo
+    path: Path
+
+    async def head(self) -> str:
+        """Main as the queue must see it now."""
+
+    async def move(self, old: str, new: str, why: str) -> bool:
+        """Move main from ``old`` to ``new``; False when main is not at ``old`` (or the move was refused)."""
+
+    async def moved_branches(self, cands: Sequence[Candidate]) -> list[tuple[Candidate, str]]:
+        """The candidates whose branch no longer points at their commit, with the branch's tip."""
+
+
+@dataclass
+class Hosted:
+    """Our own bare repository: main is its ref, moved by compare-and-swap."""
+
+    repo: Repo
+    path: Path
+
+    async def head(self) -> str:
+        def read() -> str:
+            head = git.head_of(git.open_repo(self.path), self.repo.target_ref)
+            if head is None:
+                raise MergebotError(f"{self.path} has no {self.repo.target_ref}")
+            return head
+
+        return await asyncio.to_thread(read)
+
+    async def move(self, old: str, new: str, why: str) -> bool:
+        return await asyncio.to_thread(lambda: git.cas(git.open_repo(self.path), self.repo.target_ref, old, new, why))
+
+    async def moved_branches(self, cands: Sequence[Candidate]) -> list[tuple[Candidate, str]]:
+        bare = await asyncio.to_thread(git.open_repo, self.path)
+        return [(c, tip) for c in cands if (tip := git.head_of(bare, c.ref)) is not None and tip != c.sha]
+
+
+@dataclass
+class Forge:
+    """A forge's repository, mirrored here: the forge's branch is the truth, moved by a guarded push."""
+
+    repo: Repo
+    path: Path
+    db: Database
+
+    def _remote(self) -> mirror.Remote:
+        return mirror.remote_for(self.repo.forge_git_url or "", self.repo.forge_token_env)
+
+    async def head(self) -> str:
+        return await asyncio.to_thread(mirror.sync_target, self.path, self._remote(), self.repo.target_branch)
+
+    async def move(self, old: str, new: str, why: str) -> bool:
+        """Once the forge took the push, the landing stands whatever the forge's branch does next. When the push's
+        outcome is unknown (the connection broke), the forge is asked; if it cannot say, the error propagates, the
+        intent stays pending, and the reconciler decides from the forge's branch once it answers. A push the forge
+        refuses for good (branch protection) pauses the repository for an operator."""
+        repo, remote = self.repo, self._remote()
+        try:
+            pushed = await asyncio.to_thread(mirror.push_lease, self.path, remote, repo.target_branch, old, new)
+        except mirror.ForgeRefused as e:
+            await self.db.landing.set_paused(repo=repo.name, paused=True, reason=e.message)
+            await self.db.subtasks.announce(author_id=None, body=say.forge_refused(repo.name, e.message,
+                                                                                  repo.target_branch))
+            return False
+        except mirror.ForgeUnavailable as e:
+            log.warning("push to the forge for %s ended unclear (%s); asking the forge", repo.name, e)
+            head = await self.head()
+            pushed = head == new or await asyncio.to_thread(
+                lambda: git.is_ancestor(git.open_repo(self.path), new, head))
+        if not pushed:
+            return False
+        crash_point("after_forge_push")
+        with contextlib.suppress(MergebotError):  # the mirror follows on the next pass if not now
+            await self.head()
+        return True
+
+    async def moved_branches(self, cands: Sequence[Candidate]) -> list[tuple[Candidate, str]]:
+        return []  # the forge's branches are the forge's; the mirror follows them lazily
+
+
+def target_for(ctx: Context, repo: Repo) -> Target:
+    return Forge(repo, ctx.path(repo), ctx.db) if repo.forge else Hosted(repo, ctx.path(repo))
+
+
+# -- fences, taking and merging ---------------------------------------------------------------------------------
+
+
+def fence(row: Row | None, cand: Candidate) -> str | None:
+    """None when the subtask's row still waits on exactly this candidate; else why not."""
+    if row is None:
+        return say.FENCE_GONE
+    if row["claim_version"] != cand.claim_version or row["owner_id"] != cand.owner_id:
+        return say.fence_reclaimed(row["claim_version"])
+    if row["status"] != "submitted":
+        return say.fence_status(row["status"])
+    if row["candidate_sha"] != cand.sha:
+        return say.FENCE_REPLACED
+    return None
+
+
+async def fences(db: Database, cands: Sequence[Candidate]) -> dict[int, str | None]:
+    """``fence`` for many candidates in one query, by candidate id."""
+    rows = await db.landing.fence_rows([c.subtask_id for c in cands])
+    return {c.id: fence(rows.get(c.subtask_id), c) for c in cands}
+
+
+async def fenced(db: Database, cand: Candidate) -> str | None:
+    return (await fences(db, [cand]))[cand.id]
+
+
+async def take(db: Database, repo: Repo, exclude: list[int] | None = None) -> Candidate | None:
+    """The next candidate that still holds its fence; the ones that do not are superseded on the way."""
+    while True:
+        cand = await db.landing.next_candidate(repo.name, exclude)
+        if cand is None:
+            return None
+        why = await fenced(db, cand)
+        if why is None:
+            return cand
+        await db.landing.finish_candidate(cand.id, "superseded", why)
+
+
+async def merge_onto(db: Database, target: Target, cand: Candidate, base: str) -> git.Merge:
+    title = (await db.subtasks.get_subtask(cand.subtask_id)).title
+    message = say.merge_message(cand.subtask_id, cand.claim_version, title, cand.sha, cand.id)
+    return await asyncio.to_thread(lambda: git.merge_onto(git.open_repo(target.path), base, cand.sha, message))
+
+
+async def merge_with_paths(db: Database, target: Target, cand: Candidate,
+                           base: str) -> tuple[git.Merge, frozenset[str]]:
+    """The merge, and the paths the candidate changes on top of ``base`` (none for a conflict)."""
+    merge = await merge_onto(db, target, cand, base)
+    if merge.kind not in ("merge", "fast-forward") or merge.tree is None:
+        return merge, frozenset()
+    tree = merge.tree
+    return merge, frozenset(await asyncio.to_thread(lambda: git.paths_since(git.open_repo(target.path), base, tree)))
+
+
+async def reject(db: Database, cand: Candidate, r: say.Rejection, *, base_sha: str | None,
+                 verifier: dict[str, Any] | None = None) -> None:
+    """Send the subtask back to its owner with the reason, then close the candidate as rejected.
+
+    The subtask goes first: whoever sees the candidate rejected finds it running again (a crash in between
+    leaves the candidate mid-flight; the reconciler requeues it and the fence drops it)."""
+    reason = say.rejection(r)
+    with contextlib.suppress(ClaimSuperseded):  # the subtask moved on (reclaimed, newer push): nothing to hand
+        await db.subtasks.reject(handle=Handle(cand.subtask_id, cand.claim_version), reason=reason, sha=cand.sha)
+    await db.landing.finish_candidate(cand.id, "rejected", reason, base_sha=base_sha, merged_sha=r.merged_sha,
+                                      verifier=verifier)
+    await db.subtasks.log_event(actor_id=None, kind="candidate_rejected", subtask_id=cand.subtask_id,
+                                claim_version=cand.claim_version,
+                                detail={"candidate": cand.id, "sha": cand.sha, "kind": r.kind,
+                                        "paths": list(r.paths[:100]), "reason": reason[:2000]})
+
+
+async def reject_unmergeable(db: Database, repo: Repo, cand: Candidate, merge: git.Merge, main: str) -> bool:
+    """Reject a candidate whose merge onto main is a conflict or brings nothing; True if it was."""
+    if merge.kind not in ("conflict", "up-to-date"):
+        return False
+    kind = "conflict" if merge.kind == "conflict" else "nothing_to_land"
+    await reject(db, cand, say.Rejection(kind, repo.target_branch, cand.sha, paths=tuple(merge.conflicts)),
+                 base_sha=main)
+    return True
+
+
+# -- landing ----------------------------------------------------------------------------------------------------
+
+
+def verdict_json(run: Result, outcome: str, runs: dict[str, Any]) -> dict[str, Any]:
+    """What a candidate's ``verifier`` shows: the deciding run, with the verdict as its outcome, and the runs."""
+    return {**run.as_json(), "outcome": outcome, **({"runs": runs} if runs else {})}
+
+
+async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: git.Merge, run: Result,
+               outcome: str, runs: dict[str, Any]) -> Landed | None:
+    """Land one verified candidate; the landed row, or None when it did not land (superseded, main moved)."""
+    assert merge.sha is not None and merge.tree is not None
+    verdict = verdict_json(run, outcome, runs)
+    why = await fenced(ctx.db, cand)  # a newer push during verification wins
+    if why is None:
+        _, why = await _moved(ctx, target, [cand])
+    if why is not None:
+        await ctx.db.landing.finish_candidate(cand.id, "superseded", why, base_sha=main, merged_sha=merge.sha,
+                                              verifier=verdict)
+        return None
+    evidence = Evidence(cand.subtask_id, cand.claim_version, cand.owner_id, cand.sha, merge.kind, verdict, outcome)
+    intent = await ctx.db.landing.begin_landing(cand=cand, target_ref=target.repo.target_ref, old_sha=main,
+                                                new_sha=merge.sha, tree_sha=merge.tree, evidence=evidence,
+                                                verdict=verdict)
+    landed = await _move_and_record(ctx, target, intent, say.landing_reflog(cand.subtask_id, cand.claim_version,
+                                                                            cand.id))
+    if landed is not None:
+        log.info("landed subtask %s at %s", cand.subtask_id, landed.merged_sha)
+    return landed
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One candidate of a batch: merged onto ``base`` (main, or the slot ahead's merge)."""
+
+    cand: Candidate
+    base: str
+    merge: git.Merge
+
+
+async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: str, run: Result) -> Landed | None:
+    """Land several candidates verified together: one intent, one move of main to the last one's merge (the
+    commit the run passed on), and one landed row per candidate naming its own merge commit on main's
+    first-parent chain, the commit main moved to and the run that covered it. All of them or none: the verified
+    commit carries every one of them."""
+    cands = [s.cand for s in unit]
+    moved, moved_why = await _moved(ctx, target, cands)
+    fence_of = await fences(ctx.db, cands)
+    for slot in unit:
+        why = fence_of[slot.cand.id] or (moved_why if slot.cand is moved else None)
+        if why is not None:
+            await ctx.db.landing.finish_candidate(slot.cand.id, "superseded", why)
+            for other in unit:
+                if other is not slot:
+                    await ctx.db.landing.finish_candidate(other.cand.id, "queued", say.BATCH_WITHDRAWN)
+            return None
+    last = unit[-1]
+    assert last.merge.sha is not None and last.merge.tree is not None
+    members = tuple(Member(s.cand.id, s.cand.subtask_id, s.cand.claim_version, s.cand.owner_id, s.cand.sha, s.base,
+                           s.merge.sha or "", s.merge.tree or "", s.merge.kind) for s in unit)
+    evidence = Evidence(last.cand.subtask_id, last.cand.claim_version, last.cand.owner_id, last.cand.sha,
+                        last.merge.kind, verdict_json(run, "pass", {}), "pass", members)
+    intent = await ctx.db.landing.begin_landing(cand=last.cand, target_ref=target.repo.target_ref, old_sha=main,
+                                                new_sha=last.merge.sha, tree_sha=last.merge.tree, evidence=evidence,
+                                                verdict=verdict_json(run, "pass", {}))
+    landed = await _move_and_record(ctx, target, intent, say.batch_reflog([c.subtask_id for c in cands]))
+    if landed is not None:
+        log.info("landed subtasks %s together at %s", [c.subtask_id for c in cands], last.merge.sha)
+    return landed
+
+
+async def _moved(ctx: Context, target: Target, cands: Sequence[Candidate]) -> tuple[Candidate | None, str | None]:
+    """The first candidate whose branch no longer points at its commit, and why; (None, None) if none.
+
+    A push whose post-receive step never reached a bot (its git process finished after the bot was killed, and
+    after the new one reconciled) moves the branch with no candidate. The idle sweep would queue it, but only
+    after this older candidate had landed and the subtask had moved on, losing the push. Found here, the sweep
+    queues it now (superseding this candidate, as an announced newer push would)."""
+    moved = await target.moved_branches(cands)
+    if not moved:
+        return None, None
+    await queue_orphans(ctx.db, target.path, target.repo, refs={c.ref for c, _ in moved})
+    cand, tip = moved[0]
+    return cand, say.unannounced_push(cand.subtask_id, tip, cand.ref)
+
+
+async def _move_and_record(ctx: Context, target: Target, intent: Intent, why: str) -> Landed | None:
+    """Move main from the intent's old commit to its new one, then record the landing; None if main moved under
+    it (the intent is rolled back) or no subtask could take the landing (recorded as a finding)."""
+    crash_point("after_intent")
+    if not await target.move(intent.old_sha, intent.new_sha, why):
+        await ctx.db.landing.roll_back(intent, say.moved_during_landing(target.repo.target_branch))
+        return None
+    crash_point("after_cas")
+    try:
+        landed, released = await ctx.db.landing.finish_landing(intent)
+    except ClaimSuperseded as e:
+        # Fenced at every step before this; reaching here means the subtask changed under a moving main.
+        await ctx.db.landing.abandon_intent(intent, e.message)
+        await ctx.db.landing.add_finding(repo=target.repo.name, kind="landed_without_claim",
+                                         detail={"sha": intent.new_sha, "why": e.message})
+        return None
+    if released:
+        log.info("released %s", released)
+    crash_point("after_commit")
+    return landed

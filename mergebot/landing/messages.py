@@ -1,0 +1,276 @@
+"""Every sentence an agent or a reviewer reads from the landing path and the push checks (bors-ng keeps all of
+its in ``message.ex``).
+
+Rules:
+  * The rest of ``mergebot.landing`` decides and builds typed results (a ``Refusal`` code, a ``Rejection``
+    kind with its facts); only this module words them. A sentence says what happened and what to do next.
+  * The first words of a rejection are stable (``conflicts with``, ``nothing to land``, ``the check``, ``the
+    verifier could not run``): older rows are classified by them where no ``kind`` was recorded.
+  * Pure: no I/O, nothing but strings from the facts given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from verifier.runner import Result
+
+SUBTASK_BRANCH = "refs/heads/subtasks/<id>/v<claim_version>"
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "")[:12]
+
+
+def _shown(items: Sequence[str], most: int) -> str:
+    return ", ".join(items[:most]) + (" ..." if len(items) > most else "")
+
+
+# -- push refusals (``mergebot.landing.checks``) ----------------------------------------------------------------
+
+
+def pushed_to_target(ref: str, target_branch: str) -> str:
+    return (f"{ref}: only Mergebot moves {target_branch}. Push your work to the branch your claim names "
+            f"({SUBTASK_BRANCH}) and it will be verified and landed.")
+
+
+def protected_ref(ref: str) -> str:
+    return f"{ref}: agents may push only their subtask branches, {SUBTASK_BRANCH}; this ref is protected."
+
+
+def unknown_subtask(ref: str, subtask_id: int) -> str:
+    return f"{ref}: subtask {subtask_id} does not exist."
+
+
+def delete_not_yours(ref: str, subtask_id: int) -> str:
+    return f"{ref}: you may delete only branches of subtasks you own; subtask {subtask_id} is not yours."
+
+
+def stale_version(ref: str, version: int, subtask_id: int, current: int) -> str:
+    return (f"{ref}: claim version {version} is stale; subtask {subtask_id} is at claim version {current}. Your "
+            "claim was superseded (a lease that ran out is handed to the next agent): stop work on it and claim "
+            "again.")
+
+
+def not_yours(ref: str, subtask_id: int, status: str, owned: bool) -> str:
+    return (f"{ref}: subtask {subtask_id} is not yours (it is {status}{' and owned by another agent' if owned else ''})"
+            ". Claim a subtask and push to the branch the claim names.")
+
+
+def future_version(ref: str, version: int, subtask_id: int, current: int) -> str:
+    return f"{ref}: claim version {version} does not exist; subtask {subtask_id} is at {current}."
+
+
+def landing_now(ref: str, subtask_id: int) -> str:
+    return (f"{ref}: your previous push of subtask {subtask_id} is landing right now; wait for its verdict "
+            f"(`mergebot wait {subtask_id}`) before pushing again.")
+
+
+def not_running(ref: str, subtask_id: int, status: str) -> str:
+    return f"{ref}: subtask {subtask_id} is {status}; only running work can be pushed."
+
+
+def push_too_large(ref: str, size: int, limit: int) -> str:
+    return (f"{ref}: the push is {size} bytes, over this repository's limit of {limit}. Keep generated and binary "
+            "files out of the change.")
+
+
+def file_too_large(ref: str, path: str, size: int, limit: int) -> str:
+    return f"{ref}: {path} is {size} bytes, over this repository's per-file limit of {limit}."
+
+
+def too_many_commits(ref: str, most: int, target_branch: str) -> str:
+    return f"{ref}: brings more than {most} commits not on {target_branch}; rebase your work onto {target_branch}."
+
+
+def already_on_target(ref: str, target_branch: str) -> str:
+    return f"{ref}: this commit is already on {target_branch}; there is nothing to land."
+
+
+def unrelated_history(ref: str, root: str, target_branch: str) -> str:
+    return (f"{ref}: commit {_short(root)} starts a history unrelated to {target_branch}. Base your work on "
+            f"{target_branch} (git fetch; git rebase origin/{target_branch}).")
+
+
+def foreign_commit(ref: str, sha: str, other: int, target_branch: str) -> str:
+    return (f"{ref}: commit {_short(sha)} belongs to subtask {other}, which has not landed. Do not merge or base on "
+            f"other agents' unlanded branches; rebase onto {target_branch}.")
+
+
+def protected_paths(ref: str, paths: Sequence[str]) -> str:
+    return (f"{ref}: changes protected paths ({_shown(paths, 5)}). These are configured by the repository's "
+            "operator and cannot be changed by an agent's push.")
+
+
+def refused_push(lines: Sequence[str]) -> str:
+    """The text git prints to the pusher (each line prefixed with 'remote:' by git)."""
+    return "\n".join(["Mergebot refused this push:", *(f"  - {line}" for line in lines)])
+
+
+def moved_on_before_queued(ref: str, subtask_id: int, status: str, sha: str) -> str:
+    return (f"{ref}: git took {_short(sha)}, but subtask {subtask_id} was {status} before the push reached the queue "
+            "(the bot restarted during it), so nothing of it lands. Claim again for more work on it.")
+
+
+def queued(subtask_id: int, claim_version: int, sha: str, cand_id: int) -> str:
+    return (f"Mergebot: queued subtask {subtask_id} v{claim_version} ({_short(sha)}) as candidate {cand_id}; "
+            f"`mergebot wait {subtask_id}` follows it.")
+
+
+UNKNOWN_PUSH = "Mergebot: unknown push; push over HTTP through `mergebot serve`."
+
+
+def malformed_push(why: str) -> str:
+    return f"Mergebot: malformed push: {why}"
+
+
+def unlinked_sender(sender: str | None, forge: str) -> str:
+    return (f"{sender!r} is not linked to a Mergebot agent, so nothing of this push lands. An admin links it with "
+            f"`mergebot agent link NAME --{forge} {sender}`.")
+
+
+# -- the queue's verdicts ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why the queue sent a candidate back to its owner.
+
+    ``kind``: ``conflict`` (``paths`` conflict with the target branch), ``nothing_to_land`` (already on it),
+    ``verifier_error`` (the verifier could not run the check, twice: no verdict on the change),
+    ``check_failed`` or ``check_timeout`` (``run`` is the deciding run; ``retried`` says whether a retry on
+    the same commit ruled flakiness out)."""
+
+    kind: str
+    target_branch: str
+    sha: str
+    command: str = ""  # the repository's check
+    merged_sha: str | None = None
+    paths: tuple[str, ...] = ()
+    run: Result | None = None
+    retried: bool = True
+
+
+def rejection(r: Rejection) -> str:
+    if r.kind == "conflict":
+        return (f"conflicts with {r.target_branch} in: {_shown(r.paths, 10)}. Fetch {r.target_branch}, merge or "
+                "rebase onto it, resolve, and push again.")
+    if r.kind == "nothing_to_land":
+        return f"nothing to land: {_short(r.sha)} is already on {r.target_branch}."
+    assert r.run is not None
+    if r.kind == "verifier_error":
+        return (f"the verifier could not run the check on {_short(r.merged_sha)} (twice): {r.run.excerpt(5)}\n"
+                "This is not a verdict on your change; push again, or ask an operator to look at the verifier.")
+    once = "" if r.retried else (" (judged on this one run: this server does not retry failed checks, "
+                                 "MERGEBOT_RETRY_FAILED_CHECKS=0)")
+    command = r.command or r.run.command
+    return (f"the check `{command}` gave {r.run.outcome} (exit {r.run.exit_code}) on the merged commit "
+            f"{_short(r.merged_sha)}{once}:\n{r.run.excerpt()}")
+
+
+def parked(target_branch: str, main: str) -> str:
+    return (f"{target_branch} is red: the check fails on {_short(main)} too, so this failure is pre-existing, not the "
+            "candidate's. Parked until main is green again.")
+
+
+def flaky_requeued(target_branch: str) -> str:
+    return (f"failed once and passed on a retry of the same commit; verified again on the current {target_branch}")
+
+
+def base_fails(target_branch: str, main: str) -> str:
+    return f"the check fails on {target_branch} itself ({_short(main)})"
+
+
+def post_land_failed(outcome: str) -> str:
+    return f"the post-land check gave {outcome}"
+
+
+def red_main(target_branch: str, sha: str, why: str) -> str:
+    return f"{target_branch} is red at {_short(sha)}: {why}. Landing is paused: only a fix lands."
+
+
+def red_main_announcement(repo: str, reason: str) -> str:
+    return f"[{repo}] {reason} An admin can resume with `mergebot repo resume {repo}`."
+
+
+def green_again(repo: str, target_branch: str, sha: str) -> str:
+    return f"[{repo}] {target_branch} is green again at {_short(sha)}; landing resumed."
+
+
+def forge_refused(repo: str, why: str, target_branch: str) -> str:
+    return (f"[{repo}] landing paused: {why}. Let the bot push to {target_branch}, then "
+            f"`mergebot repo resume {repo}`.")
+
+
+def resumed_by(repo: str, who: str) -> str:
+    return f"[{repo}] landing resumed by {who}."
+
+
+# Why a candidate was put back in the queue, or waits there.
+RECONCILING = "reconciling; verifying again"
+AHEAD_FAILED = "a candidate ahead of it failed; re-planned"
+AHEAD_FAILED_OR_WITHDRAWN = "a candidate ahead of it failed or was withdrawn; re-planned"
+AHEAD_DID_NOT_LAND = "the candidate ahead of it did not land; re-planned"
+REPLANNED_AFTER_ERROR = "re-planned after an error"
+WAITS_FOR_AHEAD = "waits for the candidates ahead of it"
+WAITS_FOR_SAME_PATHS = "waits for the verdict on a failed candidate that touches the same paths"
+BATCH_WITHDRAWN = "a candidate landing with it was withdrawn; verified again without it"
+STOPPED_BEFORE_MAIN_MOVED = "the bot stopped before main moved; verifying again"
+
+
+def red_alone(target_branch: str) -> str:
+    return f"{target_branch} is red; verifying against it alone"
+
+
+def moved_under_speculation(target_branch: str) -> str:
+    return f"{target_branch} moved under the speculation; verifying again"
+
+
+def moved_during_landing(target_branch: str) -> str:
+    return f"{target_branch} moved during landing; retrying"
+
+
+def newer_push(sha: str) -> str:
+    return f"superseded by a newer push ({_short(sha)})"
+
+
+def unannounced_push(subtask_id: int, tip: str, ref: str) -> str:
+    return (f"a newer push of subtask {subtask_id} ({_short(tip)}) reached {ref} without being announced to the queue "
+            "(the bot restarted during it); it is queued instead")
+
+
+# Why a candidate no longer is what its subtask waits on (its fence).
+FENCE_GONE = "the subtask no longer exists"
+FENCE_REPLACED = "a newer push replaced this candidate"
+
+
+def fence_reclaimed(claim_version: int) -> str:
+    return f"the subtask was reclaimed (claim version {claim_version})"
+
+
+def fence_status(status: str) -> str:
+    return f"the subtask is {status}"
+
+
+# -- the evidence's own words -----------------------------------------------------------------------------------
+
+
+def merge_message(subtask_id: int, claim_version: int, title: str, sha: str, cand_id: int) -> str:
+    return f"Land subtask {subtask_id} v{claim_version}: {title}\n\nCandidate: {sha}\nMergebot-Candidate: {cand_id}\n"
+
+
+def landing_reflog(subtask_id: int, claim_version: int, cand_id: int) -> str:
+    return f"mergebot: land subtask {subtask_id} v{claim_version} (candidate {cand_id})"
+
+
+def batch_reflog(subtask_ids: Sequence[int]) -> str:
+    return f"mergebot: land subtasks {', '.join(str(i) for i in subtask_ids)} (one verified run)"
+
+
+def job_unfinished(job_id: int, status: str | None = None) -> str:
+    return f"verify job {job_id} did not finish" + (f" ({status})" if status else "")
+
+
+LANDING_RUN_COVERS = "the run that landed this commit passed on it"
+KNOWN_GREEN = "not run again: this check already passed on this commit"

@@ -1,0 +1,47 @@
+"""Asking verifier workers for a run: a verify job for the repository's check on one exact commit.
+
+The queue never runs a check itself: it writes a verify job (``db.jobs``), wakes the in-process workers, and
+waits for a worker's result through the waiter. A job that does not finish in three check timeouts plus the
+slack, or that finishes without a result, is an ``error`` result, never a pass.
+"""
+
+from __future__ import annotations
+
+from mergebot.landing import messages as say
+from mergebot.landing.land import Context
+from mergebot.models import Job, Repo
+from verifier.runner import Result
+
+
+def unfinished(repo: Repo, sha: str, why: str) -> Result:
+    """The result of a run that gave none: an ``error`` the verifier could not vouch for."""
+    return Result(sha, "", repo.verifier_command, "error", None, 0, why, "", 0, "", "none")
+
+
+def result_of(repo: Repo, sha: str, job: Job) -> Result:
+    if job.status != "done" or not job.result:
+        return unfinished(repo, sha, say.job_unfinished(job.id, job.status))
+    return Result.from_json(job.result)
+
+
+def run_limit(ctx: Context, repo: Repo) -> float:
+    """How long a run may take before it counts as lost: three check timeouts (a retry and a base check may
+    queue behind it) plus the slack."""
+    return repo.verifier_timeout_s * 3 + ctx.slack
+
+
+async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
+                      landed_id: int | None = None) -> int:
+    job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=repo.verifier_command,
+                                        timeout_s=repo.verifier_timeout_s, purpose=purpose,
+                                        candidate_id=candidate_id, landed_id=landed_id)
+    for wake in ctx.on_job:
+        wake.set()
+    return job.id
+
+
+async def check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
+                landed_id: int | None = None) -> Result:
+    """Run the repository's check on ``sha`` through a verify job and wait for a worker's result."""
+    job_id = await start_check(ctx, repo, sha, purpose, candidate_id=candidate_id, landed_id=landed_id)
+    return result_of(repo, sha, await ctx.db.jobs.wait_job(job_id, timeout=run_limit(ctx, repo)))

@@ -1,0 +1,114 @@
+"""The serial queue: one candidate at a time, each step its own function.
+
+  1. take   — the next queued candidate, highest priority then arrival; it must still be what its subtask
+              waits on (same owner, claim version and sha), else it is superseded (``land.take``);
+  2. merge  — onto the current main, in memory; a conflict rejects it with the paths and the subtask goes
+              back to running for the same owner;
+  3. verify — the repository's check on the exact merged commit, run by a verifier worker, then retried, and
+              compared with main as ``mergebot.landing.verdict`` decides: landed (pass or flaky), rejected
+              (the failure is the candidate's), or parked (the failure is main's: main turns red);
+  4. land   — the intent, main moved by compare-and-swap (or a guarded push to the forge), the landed row
+              (``mergebot.landing.land``); then main's post-land check (``mergebot.landing.postland``).
+While main is red the speculation window runs this path too: a fix is judged against main itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mergebot.git import repo as git
+from mergebot.landing import land as landing
+from mergebot.landing import messages as say
+from mergebot.landing import postland, runs, verdict
+from mergebot.landing.land import Context, Target
+from mergebot.models import Candidate, Repo
+from verifier.runner import Result
+
+log = logging.getLogger(__name__)
+
+
+async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
+    """Take, merge, verify and land the next candidate; the candidate taken (None when none was queued)."""
+    cand = await landing.take(ctx.db, repo)
+    if cand is None:
+        return None
+    target = landing.target_for(ctx, repo)
+    main = await target.head()
+    merged = await merge(ctx, repo, target, cand, main)
+    if merged is None:
+        return cand
+    passed = await verify(ctx, repo, cand, merged, main)
+    if passed is None:
+        return cand
+    landing.crash_point("after_verify")
+    landed = await landing.land(ctx, target, cand, main, merged, *passed)
+    if landed is not None:
+        postland.start(ctx, repo, landed)
+    return cand
+
+
+async def merge(ctx: Context, repo: Repo, target: Target, cand: Candidate, main: str) -> git.Merge | None:
+    """The candidate merged onto main; None when it was rejected (a conflict, or nothing to land)."""
+    merged = await landing.merge_onto(ctx.db, target, cand, main)
+    if await landing.reject_unmergeable(ctx.db, repo, cand, merged, main):
+        return None
+    return merged
+
+
+async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, main: str,
+                 first: Result | None = None) -> tuple[Result, str, dict[str, Any]] | None:
+    """The passing run on the merged commit, the verdict (``pass`` or ``flaky``) and the record of every run it
+    took; None when the candidate was rejected or parked. ``first``: a run already made on this commit (the
+    speculation window's)."""
+    assert merge.sha is not None
+    if first is None:
+        first = await runs.check(ctx, repo, merge.sha, "candidate", candidate_id=cand.id)
+    state = verdict.Runs(verdict.tree_checked(first, merge.tree))
+    record: dict[str, Any] = {}
+    while True:
+        step = verdict.next_step(state, retry_failures=ctx.retry_failures)
+        if step.action == "land":
+            assert step.deciding is not None
+            return step.deciding, step.outcome, record
+        record.setdefault("first", state.first.as_json())
+        if step.action == "retry":
+            retry = verdict.tree_checked(await runs.check(ctx, repo, merge.sha, "retry", candidate_id=cand.id),
+                                         merge.tree)
+            state = verdict.Runs(state.first, retry=retry)
+            record["retry"] = retry.as_json()
+        elif step.action == "base":
+            base = await _base(ctx, repo, cand, main, merge.sha, state.first)
+            state = verdict.Runs(state.first, state.retry, base)
+            record["base"] = base.as_json()
+        else:
+            await _refuse(ctx, repo, cand, step, merge.sha, main, record)
+            return None
+
+
+async def _base(ctx: Context, repo: Repo, cand: Candidate, main: str, merged: str, first: Result) -> Result:
+    """The check's result on main itself, for telling a candidate's failure from main's (``verdict.base_source``)."""
+    source = verdict.base_source(red_since=repo.red_since, main=main, merged_sha=merged)
+    if source == "known_red":
+        return Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
+    if source == "same_commit":
+        return first
+    if await ctx.db.jobs.passed_on(repo=repo.name, sha=main, command=repo.verifier_command):
+        return Result(main, "", repo.verifier_command, "pass", 0, 0, say.KNOWN_GREEN, "", 0, "", "none")
+    return await runs.check(ctx, repo, main, "base", candidate_id=cand.id)
+
+
+async def _refuse(ctx: Context, repo: Repo, cand: Candidate, step: verdict.Step, merged: str, main: str,
+                  record: dict[str, Any]) -> None:
+    """Reject the candidate (its failure), or park it (main's failure: main turns red)."""
+    deciding = step.deciding
+    assert deciding is not None
+    evidence = landing.verdict_json(deciding, deciding.outcome, record)
+    if step.action == "park":
+        await postland.red_main(ctx, repo, main, say.base_fails(repo.target_branch, main))
+        await ctx.db.landing.finish_candidate(cand.id, "parked", say.parked(repo.target_branch, main), base_sha=main,
+                                              merged_sha=merged, verifier=evidence)
+        return
+    rejection = say.Rejection(step.kind, repo.target_branch, cand.sha, repo.verifier_command, merged_sha=merged,
+                              run=deciding, retried="retry" in record)
+    await landing.reject(ctx.db, cand, rejection, base_sha=main, verifier=evidence)

@@ -1,0 +1,101 @@
+"""The verdict policy, as functions from results to a decision: pure, tested alone like the planner.
+
+A candidate's check runs on its exact merged commit. After each run, ``next_step`` says what follows:
+  1. the run passed: land (``pass``);
+  2. it failed, timed out or errored, and a retry is due (always after an error; after a failure or a timeout
+     unless the server trusts first failures, MERGEBOT_RETRY_FAILED_CHECKS=0): run it again on the same commit;
+  3. the retry passed: land (``flaky``: failed once, passed on the same commit, not the candidate's fault);
+     the retry errored too: reject as ``verifier_error`` (no verdict on the change);
+  4. a failure stands: compare with main (``base``). Main failing too (fail or timeout; an error on main proves
+     nothing about main) means the failure is pre-existing: park the candidate and mark main red. Otherwise it
+     is the candidate's: reject as ``check_failed`` or ``check_timeout``.
+A run whose tree is not the merged commit's tree is no evidence for it: it counts as an ``error``
+(``tree_checked``). Where the base's result comes from (``base_source``): main already known red (no run), main
+being the merged commit itself (the first run), main known green (a pass of this command on it), else a run.
+
+After a landing, ``post_land_covered`` says whether the landing's own run answers for main's new head, and
+``main_change`` turns the post-land check's result into main's status change (red, green again, or none).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from verifier.runner import Result
+
+Action = Literal["land", "retry", "base", "reject", "park"]
+FAILED = frozenset({"fail", "timeout"})
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The runs made so far on one candidate's merged commit (and on main, for the base check)."""
+
+    first: Result
+    retry: Result | None = None
+    base: Result | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Action
+    outcome: str = ""  # land: "pass" or "flaky"
+    kind: str = ""  # reject: "check_failed", "check_timeout" or "verifier_error"
+    deciding: Result | None = None  # the run the decision rests on (land, reject, park)
+
+
+def tree_checked(result: Result, merged_tree: str | None) -> Result:
+    """A result about another tree than the merged commit's is an ``error`` (the verifier vouched for nothing)."""
+    if result.tree_sha and merged_tree and result.tree_sha != merged_tree:
+        return dataclasses.replace(result, outcome="error")
+    return result
+
+
+def retry_due(first: Result, *, retry_failures: bool) -> bool:
+    return first.outcome == "error" or (retry_failures and first.outcome in FAILED)
+
+
+def next_step(runs: Runs, *, retry_failures: bool) -> Step:
+    first = runs.first
+    if first.passed:
+        return Step("land", "pass", deciding=first)
+    if retry_due(first, retry_failures=retry_failures):
+        if runs.retry is None:
+            return Step("retry")
+        if runs.retry.passed:
+            return Step("land", "flaky", deciding=runs.retry)
+        if runs.retry.outcome == "error":
+            return Step("reject", kind="verifier_error", deciding=runs.retry)
+    if runs.base is None:
+        return Step("base")
+    if runs.base.outcome in FAILED:
+        return Step("park", deciding=first)
+    return Step("reject", kind="check_timeout" if first.outcome == "timeout" else "check_failed", deciding=first)
+
+
+BaseSource = Literal["known_red", "same_commit", "lookup"]
+
+
+def base_source(*, red_since: str | None, main: str, merged_sha: str) -> BaseSource:
+    """Where the base check's answer comes from, before any I/O: ``lookup`` means "a pass of this command on main
+    if one is recorded, else run the check on main"."""
+    if red_since:
+        return "known_red"  # main is known to be red: do not blame the candidate, do not re-prove it
+    if main == merged_sha:
+        return "same_commit"
+    return "lookup"
+
+
+def post_land_covered(*, rerun: bool, landed_result: str, landed_command: str, command: str) -> bool:
+    """Whether the run that landed main's new head is its post-land check already: it passed (not flaky) with
+    the command the repository runs now, and the server does not re-run anyway (MERGEBOT_POST_LAND_RERUN)."""
+    return not rerun and landed_result == "pass" and landed_command == command
+
+
+def main_change(*, passed: bool, red: bool) -> Literal["red", "green", None]:
+    """What a post-land result changes: main turns red (announce, park), is green again (resume), or neither."""
+    if passed:
+        return "green" if red else None
+    return None if red else "red"

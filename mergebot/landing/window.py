@@ -1,0 +1,300 @@
+"""The speculation window: up to W candidates verified at once, each on top of the ones ahead of it.
+
+With MERGEBOT_SPECULATION_WINDOW > 1 (or batches, MERGEBOT_BATCH_SIZE > 1) the queue keeps, per repository, a
+chain of merges main + c1 + ... + ck, with runs in flight on up to W of them, each covering the batch of slots
+ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this module does what it says:
+  * land  — a passing run lands every slot it covers by one move of main to exactly the commit it passed on;
+  * cut   — a failing or withdrawn slot cuts everything built on it (their runs are cancelled, their candidates
+            go back to the queue); a failing batch is bisected with checkpoints;
+  * judge — a candidate failing alone is judged apart (retry, main's status: ``serial.verify``) while the window
+            refills without it — only candidates touching the same paths wait for that verdict, and a candidate
+            that does not apply on top of the slots ahead is re-planned after them (lanes);
+  * wait  — for any run of the window; meanwhile the next candidate is taken and merged onto the chain's tail
+            (staged), so the run a result frees starts without waiting for that merge.
+A newer push, a reclaim or a main that moved cuts the window from there. The width grows by one per landing and
+halves on a failure, never below the deepest slot still more likely to land than not at the measured failure
+rate. While main is red, the serial path runs instead: a fix is judged against main itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from mergebot.git import repo as git
+from mergebot.landing import land as landing
+from mergebot.landing import messages as say
+from mergebot.landing import planner, postland, runs, serial, verdict
+from mergebot.landing.land import Context, Slot, Target
+from mergebot.models import Candidate, Repo
+from verifier.runner import Result
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Speculation:
+    """One slot of the window: a candidate merged onto ``base`` (main, or the slot ahead's merge)."""
+
+    cand: Candidate
+    base: str
+    merge: git.Merge
+    job_id: int | None = None  # this slot's own run (a checkpoint); None while a later checkpoint covers it
+    result: Result | None = None
+    valid: bool = True
+    started: float = 0.0  # when its run was queued (event-loop time)
+    paths: frozenset[str] = frozenset()  # what the candidate changes on top of its base
+
+    @property
+    def checkpoint(self) -> bool:
+        return self.job_id is not None
+
+    def plan(self) -> planner.Slot:
+        return planner.Slot(self.cand.id, self.result.outcome if self.result else None, self.valid, self.checkpoint)
+
+
+@dataclass
+class Window:
+    width: int  # verifier runs in flight at most (Zuul's window)
+    slots: list[Speculation] = field(default_factory=list)
+    fail_rate: float = 0.1  # measured share of candidates that fail their check (sets the batch size)
+    deferred: set[int] = field(default_factory=set)  # re-planned after the slots ahead of them (lanes)
+    aside: dict[int, tuple[asyncio.Task[None], frozenset[str]]] = field(default_factory=dict)  # judged apart
+    # The next candidate, taken and merged onto the chain's tail while the runs were busy (``stage``); it has no
+    # run until ``fill`` adds it.
+    staged: Speculation | None = None
+
+    def failing(self) -> bool:
+        return any(s.plan().failed for s in self.slots)
+
+    def tail(self, start: str) -> str:
+        """Where the next slot is merged: on the last slot's merge, or on ``start`` when the chain is empty."""
+        tip = self.slots[-1].merge.sha if self.slots else start
+        assert tip is not None
+        return tip
+
+    def drop(self) -> None:
+        """Forget the window (reconcile, lost leadership): its candidates are requeued by the reconciler."""
+        for task, _ in self.aside.values():
+            task.cancel()
+        self.aside.clear()
+        self.slots.clear()
+        self.deferred.clear()
+        self.staged = None
+
+
+class Speculator:
+    def __init__(self, ctx: Context, *, width: int, batch: int = 1) -> None:
+        self.ctx = ctx
+        self.width = width  # the widest window
+        self.batch = batch  # the largest batch one run may cover
+        self.windows: dict[str, Window] = {}
+
+    def drop(self, repo: str | None = None) -> None:
+        """Forget one repository's window, or every window (None)."""
+        for name in [repo] if repo is not None else list(self.windows):
+            window = self.windows.pop(name, None)
+            if window is not None:
+                window.drop()
+
+    async def step(self, repo: Repo) -> bool:
+        """Fill the window, then land, cut, bisect, judge or wait. True when something happened."""
+        window = self.windows.setdefault(repo.name, Window(width=self.width))
+        if repo.red_since:  # while main is red only a fix lands, one at a time, judged against main itself
+            if window.slots or window.staged is not None:
+                await self.cut(window, 0, say.red_alone(repo.target_branch))
+            return await serial.process_next(self.ctx, repo) is not None
+        target = landing.target_for(self.ctx, repo)
+        main = await target.head()
+        if window.slots and window.slots[0].base != main:  # main moved under the speculation
+            await self.cut(window, 0, say.moved_under_speculation(repo.target_branch))
+        await self.fill(repo, window, target, main)
+        if not window.slots:
+            return False
+        await self._collect(repo, window)
+        decision = planner.decide([s.plan() for s in window.slots])
+        if decision.action == "wait":
+            pending = [s.job_id for s in window.slots if s.job_id is not None and s.result is None]
+            if not pending:
+                return False
+            await self.stage(repo, window, target, main)
+            await self.ctx.db.jobs.wait_any(pending, timeout=self.ctx.poll)
+            return True
+        if decision.action == "checkpoint":  # a tail left uncovered by a cut, or bisecting a failed batch
+            await self._checkpoint(repo, window.slots[decision.index])
+            return True
+        if decision.action == "cut":
+            if decision.index > 0 and window.slots[decision.index - 1].plan().failed:
+                window.width = self._next_width(window, passed=False)
+            await self.cut(window, decision.index, say.AHEAD_FAILED_OR_WITHDRAWN)
+            return True
+        if decision.action == "land":
+            await self._land(repo, window, target, main, decision.index)
+            return True
+        # judge_head: the head failed alone; everything behind it was built on it. It is judged apart (lanes): the
+        # window refills at once without it, and only candidates touching the same paths wait for the verdict.
+        head = window.slots[0]
+        await self.cut(window, 1, say.AHEAD_FAILED)
+        window.slots.pop(0)
+        window.width = self._next_width(window, passed=False)
+        task = asyncio.create_task(self._judge_aside(repo, window, head, main))
+        window.aside[head.cand.id] = (task, head.paths)
+        return True
+
+    async def _land(self, repo: Repo, window: Window, target: Target, main: str, index: int) -> None:
+        unit, window.slots = window.slots[:index + 1], window.slots[index + 1:]
+        for slot in unit[:-1]:  # the last slot's pass covers them: their own runs are no longer needed
+            if slot.job_id is not None and slot.result is None:
+                await self.ctx.db.jobs.cancel_jobs_for(slot.cand.id)
+        if not window.deferred:
+            # The runs this landing frees go to the next candidates before main moves: they are built on the
+            # chain's tail, or on the unit's merge, which is where main is about to be. A landing that does not
+            # happen cuts them with the rest below.
+            try:
+                await self.fill(repo, window, target, main, tail=unit[-1].merge.sha)
+            except Exception:  # the unit's run passed: land it first, re-plan the rest afterwards
+                log.exception("filling the window of %s before a landing failed", repo.name)
+                await self.cut(window, 0, say.REPLANNED_AFTER_ERROR)
+        last = unit[-1]
+        assert last.result is not None
+        if len(unit) == 1:
+            landed = await landing.land(self.ctx, target, last.cand, main, last.merge, last.result, "pass", {})
+        else:
+            landed = await landing.land_batch(self.ctx, target, [Slot(s.cand, s.base, s.merge) for s in unit], main,
+                                              last.result)
+        window.deferred.clear()
+        window.width = self._next_width(window, passed=landed is not None)
+        if landed is not None:
+            postland.start(self.ctx, repo, landed)
+            for _ in unit:
+                window.fail_rate = planner.observe_failure(window.fail_rate, False)
+        else:  # superseded at the fence, or main moved: everything behind was built on it
+            await self.cut(window, 0, say.AHEAD_DID_NOT_LAND)
+
+    def _next_width(self, window: Window, *, passed: bool) -> int:
+        return planner.next_width(window.width, passed=passed, ceiling=self.width,
+                                  floor=planner.window_floor(window.fail_rate, self.width))
+
+    async def _judge_aside(self, repo: Repo, window: Window, slot: Speculation, main: str) -> None:
+        """A failed candidate judged on its own commit (retry, then main's status) while the window goes on.
+
+        Rejected when the failure is its own; parked when main itself is red; put back in the queue when the
+        retry passed (flaky): main has moved on since, so it is merged and verified again before it lands.
+        """
+        try:
+            passed = await serial.verify(self.ctx, repo, slot.cand, slot.merge, main, first=slot.result)
+            window.fail_rate = planner.observe_failure(window.fail_rate, passed is None)
+            if passed is not None:
+                why = await landing.fenced(self.ctx.db, slot.cand)
+                await self.ctx.db.landing.finish_candidate(
+                    slot.cand.id, "queued" if why is None else "superseded",
+                    say.flaky_requeued(repo.target_branch) if why is None else why)
+        except Exception:  # never lost: the reconciler requeues a candidate left mid-verification
+            log.exception("judging candidate %s apart failed", slot.cand.id)
+        finally:
+            window.aside.pop(slot.cand.id, None)
+            window.deferred.clear()
+            self.ctx.poke()
+
+    async def _checkpoint(self, repo: Repo, slot: Speculation) -> None:
+        """Queue a run on ``slot``'s merge; it covers every unchecked slot ahead of it."""
+        assert slot.merge.sha is not None
+        slot.job_id = await runs.start_check(self.ctx, repo, slot.merge.sha, "candidate", candidate_id=slot.cand.id)
+        slot.result = None
+        slot.started = asyncio.get_running_loop().time()
+
+    async def merge(self, target: Target, cand: Candidate, base: str) -> tuple[git.Merge, frozenset[str]]:
+        return await landing.merge_with_paths(self.ctx.db, target, cand, base)
+
+    async def fill(self, repo: Repo, window: Window, target: Target, main: str, tail: str | None = None) -> None:
+        """Take queued candidates onto the window's chain until it holds ``width`` runs. A candidate that does not
+        apply on top of the slots ahead, or that touches what a candidate being judged apart touches, is
+        re-planned after them instead (lanes: the ones behind it go on).
+
+        ``tail``: where an empty chain starts instead of ``main`` (the merge of a unit about to land). What does
+        not apply there waits too: it is judged against main once main has moved, never before."""
+        db = self.ctx.db
+        size = planner.batch_size(window.fail_rate, self.batch)
+        skip = set(window.deferred) | set(window.aside)
+        blocked = frozenset().union(*(paths for _, paths in window.aside.values()))
+        while not window.failing() and sum(s.checkpoint for s in window.slots) < window.width:
+            staged, window.staged = window.staged, None
+            cand = staged.cand if staged is not None else await landing.take(db, repo, exclude=sorted(skip))
+            if cand is None:
+                break
+            if staged is not None:  # taken a while ago: it may have been superseded since
+                why = await landing.fenced(db, cand)
+                if why is not None:
+                    await db.landing.finish_candidate(cand.id, "superseded", why)
+                    continue
+            base = window.tail(tail or main)
+            if staged is not None and staged.base == base:
+                merge, paths = staged.merge, staged.paths
+            else:
+                merge, paths = await self.merge(target, cand, base)
+            wait = None
+            if paths & blocked:
+                wait = say.WAITS_FOR_SAME_PATHS
+            elif merge.kind in ("conflict", "up-to-date") and (window.slots or base != main):
+                wait = say.WAITS_FOR_AHEAD  # judged against main once they are through
+            if wait:
+                await db.landing.finish_candidate(cand.id, "queued", wait)
+                window.deferred.add(cand.id)
+                skip.add(cand.id)
+                continue
+            if await landing.reject_unmergeable(db, repo, cand, merge, main):
+                continue
+            slot = Speculation(cand, base, merge, paths=paths)
+            window.slots.append(slot)
+            unchecked = len(window.slots) - max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
+            if unchecked >= size:
+                await self._checkpoint(repo, slot)
+        if window.slots and not window.slots[-1].checkpoint and not window.failing():
+            await self._checkpoint(repo, window.slots[-1])  # the queue ran dry: cover the batch as it is
+
+    async def stage(self, repo: Repo, window: Window, target: Target, main: str) -> None:
+        """While the window's runs are busy: take the next candidate and merge it onto the chain's tail, so the
+        next free run starts on it without waiting for the merge. It stays out of the window (no run, nothing
+        lands on it) until ``fill`` adds it, merged again if the tail has changed by then."""
+        if window.staged is not None or window.failing() or window.deferred:
+            return
+        cand = await landing.take(self.ctx.db, repo, exclude=sorted(window.aside))
+        if cand is None:
+            return
+        base = window.tail(main)
+        merge, paths = await self.merge(target, cand, base)
+        window.staged = Speculation(cand, base, merge, paths=paths)
+
+    async def _collect(self, repo: Repo, window: Window) -> None:
+        """Results that are in, runs that overran, and whether each slot is still wanted."""
+        db = self.ctx.db
+        now = asyncio.get_running_loop().time()
+        limit = runs.run_limit(self.ctx, repo)
+        jobs = await db.jobs.get_jobs([s.job_id for s in window.slots if s.job_id is not None and s.result is None])
+        fence_of = await landing.fences(db, [s.cand for s in window.slots if s.valid])
+        for slot in window.slots:
+            if slot.job_id is not None and slot.result is None:
+                job = jobs[slot.job_id]
+                if job.status == "done" and job.result:
+                    slot.result = verdict.tree_checked(Result.from_json(job.result), slot.merge.tree)
+                elif job.status == "cancelled":
+                    slot.valid = False
+                elif now - slot.started > limit:
+                    slot.result = runs.unfinished(repo, slot.merge.sha or "", say.job_unfinished(slot.job_id))
+            if slot.valid:
+                slot.valid = fence_of[slot.cand.id] is None
+
+    async def cut(self, window: Window, index: int, reason: str) -> None:
+        """Cancel the runs of slots ``index`` and after and put their candidates back in the queue."""
+        db = self.ctx.db
+        cut, window.slots = window.slots[index:], window.slots[:index]
+        window.deferred.clear()
+        if index == 0 and window.staged is not None:  # everything is re-planned: the staged one goes back too
+            cut.append(window.staged)
+            window.staged = None
+        for slot in cut:
+            await db.jobs.cancel_jobs_for(slot.cand.id)
+            why = await landing.fenced(db, slot.cand)
+            await db.landing.finish_candidate(slot.cand.id, "queued" if why is None else "superseded",
+                                              reason if why is None else why)

@@ -1,0 +1,113 @@
+"""The verdict policy alone (``mergebot.landing.verdict``): what follows each run, from results to a decision.
+
+Every path of a candidate's runs is walked here with plain ``Result`` values, as the queue walks them with real
+runs: the table below is the policy in full, and a property checks the walk always ends, in at most three runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mergebot.landing import verdict
+from mergebot.landing.verdict import Runs, next_step
+from verifier.runner import Result
+
+OUTCOMES = ("pass", "fail", "timeout", "error")
+
+
+def run(outcome: str, tree: str = "t" * 40, sha: str = "m" * 40) -> Result:
+    return Result(sha, tree, "pytest -q", outcome, 0 if outcome == "pass" else 1, 10, "", "", 0, "d" * 64)
+
+
+def walk(first: str, retry: str | None, base: str | None, *, retry_failures: bool = True) -> list[str]:
+    """The steps the queue takes when the runs give these outcomes (None: never asked for)."""
+    runs = Runs(run(first))
+    steps = []
+    for _ in range(5):
+        step = next_step(runs, retry_failures=retry_failures)
+        steps.append(step.action if step.action in ("retry", "base") else
+                     f"{step.action}:{step.outcome or step.kind or (step.deciding and step.deciding.outcome)}")
+        if step.action == "retry":
+            assert retry is not None, "a retry was asked for that the case did not expect"
+            runs = Runs(runs.first, retry=run(retry))
+        elif step.action == "base":
+            assert base is not None, "a base check was asked for that the case did not expect"
+            runs = Runs(runs.first, runs.retry, run(base, sha="b" * 40))
+        else:
+            return steps
+    raise AssertionError(f"no decision after five steps: {steps}")
+
+
+@pytest.mark.parametrize(("first", "retry", "base", "steps"), [
+    ("pass", None, None, ["land:pass"]),
+    ("fail", "pass", None, ["retry", "land:flaky"]),
+    ("timeout", "pass", None, ["retry", "land:flaky"]),
+    ("error", "pass", None, ["retry", "land:flaky"]),
+    ("fail", "fail", "pass", ["retry", "base", "reject:check_failed"]),
+    ("timeout", "timeout", "pass", ["retry", "base", "reject:check_timeout"]),
+    ("fail", "error", None, ["retry", "reject:verifier_error"]),
+    ("error", "error", None, ["retry", "reject:verifier_error"]),
+    ("error", "fail", "pass", ["retry", "base", "reject:check_failed"]),
+    ("fail", "fail", "fail", ["retry", "base", "park:fail"]),
+    ("fail", "fail", "timeout", ["retry", "base", "park:fail"]),
+    ("fail", "fail", "error", ["retry", "base", "reject:check_failed"]),  # an error on main proves nothing
+])
+def test_each_path_of_runs(first: str, retry: str | None, base: str | None, steps: list[str]) -> None:
+    assert walk(first, retry, base) == steps
+
+
+def test_without_retries_a_failure_goes_straight_to_the_base_but_an_error_is_still_retried() -> None:
+    assert walk("fail", None, "pass", retry_failures=False) == ["base", "reject:check_failed"]
+    assert walk("timeout", None, "fail", retry_failures=False) == ["base", "park:timeout"]
+    assert walk("error", "pass", None, retry_failures=False) == ["retry", "land:flaky"]
+
+
+def test_the_deciding_run_is_the_one_the_decision_rests_on() -> None:
+    first, retry = run("fail"), run("pass")
+    assert next_step(Runs(first, retry), retry_failures=True).deciding is retry  # flaky: the pass lands
+    base = run("fail", sha="b" * 40)
+    assert next_step(Runs(first, run("fail"), base), retry_failures=True).deciding is first  # parked on it
+
+
+def test_a_run_on_another_tree_is_an_error_and_never_a_pass() -> None:
+    good = run("pass", tree="a" * 40)
+    assert verdict.tree_checked(good, "a" * 40) is good
+    other = verdict.tree_checked(good, "b" * 40)
+    assert other.outcome == "error" and good.outcome == "pass"  # a new record: the run's own stays as it was
+    assert verdict.tree_checked(run("pass", tree=""), "b" * 40).outcome == "pass"  # no tree named: not checked
+
+
+def test_where_the_base_check_comes_from() -> None:
+    assert verdict.base_source(red_since="r" * 40, main="m", merged_sha="x") == "known_red"
+    assert verdict.base_source(red_since=None, main="m", merged_sha="m") == "same_commit"
+    assert verdict.base_source(red_since=None, main="m", merged_sha="x") == "lookup"
+
+
+def test_post_land_reuses_only_a_clean_pass_of_the_same_command() -> None:
+    assert verdict.post_land_covered(rerun=False, landed_result="pass", landed_command="c", command="c")
+    assert not verdict.post_land_covered(rerun=True, landed_result="pass", landed_command="c", command="c")
+    assert not verdict.post_land_covered(rerun=False, landed_result="flaky", landed_command="c", command="c")
+    assert not verdict.post_land_covered(rerun=False, landed_result="pass", landed_command="c", command="d")
+
+
+def test_main_turns_red_once_and_green_once() -> None:
+    assert verdict.main_change(passed=False, red=False) == "red"
+    assert verdict.main_change(passed=False, red=True) is None  # already red: not announced again
+    assert verdict.main_change(passed=True, red=True) == "green"
+    assert verdict.main_change(passed=True, red=False) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.sampled_from(OUTCOMES), retry=st.sampled_from(OUTCOMES), base=st.sampled_from(OUTCOMES),
+       retry_failures=st.booleans())
+def test_every_walk_ends_in_a_decision_within_three_runs(first: str, retry: str, base: str,
+                                                         retry_failures: bool) -> None:
+    steps = walk(first, retry, base, retry_failures=retry_failures)
+    assert steps[-1].split(":")[0] in ("land", "reject", "park")
+    assert len(steps) <= 3
+    if steps[-1].startswith("land"):
+        assert "pass" in (first, retry)  # nothing lands without a passing run
+    if steps[-1].startswith("park"):
+        assert base in ("fail", "timeout")  # parked only when main itself fails
