@@ -1,0 +1,379 @@
+"""The layering of ``mergebot``, checked from the code: imports point down only.
+
+Every module belongs to a *unit*: the first component of its name under ``mergebot``
+(``mergebot.landing.queue`` is in unit ``landing``, ``mergebot.models`` in ``models``, the package's own
+``__init__`` in unit ``mergebot``). ``UNITS`` below places each unit on a layer, lowest first:
+
+  0. records and plain helpers: the package ``__init__``, models, errors, settings, auth, tree, logs,
+     client, table;
+  1. storage and git: db, git;
+  2. the work: landing, forge, verify, agent, recovery, drill;
+  3. the doors: cli, web, api, mcp, demo, ``__main__``.
+
+Rules, each checked by its own test below:
+  1. Every module file under ``mergebot/`` belongs to a unit in the table, and a unit the table names as a
+     package is a directory, not a single file. Whoever adds a top-level module or package places it here.
+  2. An import may point to its own layer or a lower one, never to a higher one.
+  3. Two different units never import each other, even within one layer: one of them must be the lower.
+  4. ``verifier/`` imports nothing from ``mergebot``: it is shipped and run on its own.
+  5. The scan found something to judge (at least ``MIN_MODULES`` modules and ``MIN_EDGES`` import edges
+     inside ``mergebot``), so the checks above cannot pass by looking at nothing.
+
+What counts as an import: every ``import`` and ``from ... import`` statement anywhere in a file — at the
+top, inside functions (lazy imports), under ``if TYPE_CHECKING:`` — read with ``ast``, never by importing.
+Relative imports are resolved against the module's package. In ``from x.y import z`` the target is
+``x.y.z`` when that is a module or package and ``x.y`` otherwise, so ``from mergebot import agent`` points
+at unit ``agent`` while ``from mergebot import __version__`` points at unit ``mergebot``. Imports inside
+one unit are always fine. An edge from or to a unit missing from the table is left to rule 1 by rule 2,
+but still counts for rule 3.
+
+The table is the target layout of DESIGN.md ("Layout"); change it only with that section.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+# unit -> (layer, shape). Shape "package": must be a directory ``mergebot/<unit>/``; "module": must be
+# ``mergebot/<unit>.py``; "any": either.
+UNITS: dict[str, tuple[int, str]] = {
+    # layer 0: records and plain helpers
+    "mergebot": (0, "any"),  # the package __init__
+    "models": (0, "any"),
+    "errors": (0, "any"),
+    "settings": (0, "any"),
+    "auth": (0, "any"),
+    "tree": (0, "any"),
+    "logs": (0, "any"),
+    "client": (0, "any"),
+    "table": (0, "any"),
+    # layer 1: storage and git
+    "db": (1, "package"),
+    "git": (1, "package"),
+    # layer 2: the work
+    "landing": (2, "package"),
+    "forge": (2, "package"),
+    "verify": (2, "package"),
+    "agent": (2, "any"),
+    "recovery": (2, "any"),
+    "drill": (2, "any"),
+    # layer 3: the doors
+    "cli": (3, "package"),
+    "web": (3, "package"),
+    "api": (3, "package"),
+    "mcp": (3, "any"),
+    "demo": (3, "any"),
+    "__main__": (3, "module"),
+}
+PACKAGE = "mergebot"
+INDEPENDENT = "verifier"  # imports nothing from PACKAGE
+MIN_MODULES = 50
+MIN_EDGES = 100
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# --- the pure part: reading imports from source text ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Import:
+    """One imported name as written: ``target`` is a module; ``name`` is what ``from target import`` took."""
+
+    module: str  # the importing module, dotted
+    path: str  # its file, relative to the repository root
+    line: int
+    target: str
+    name: str | None = None  # None for ``import target`` and ``from target import *``
+
+
+@dataclass(frozen=True)
+class Edge:
+    """An import resolved to the module or package it reaches."""
+
+    module: str
+    path: str
+    line: int
+    target: str
+
+    def __str__(self) -> str:
+        return f"{self.module} ({self.path}:{self.line}) imports {self.target}"
+
+
+def module_name(path: PurePosixPath) -> str:
+    """``mergebot/landing/queue.py`` -> ``mergebot.landing.queue``; ``mergebot/db/__init__.py`` -> ``mergebot.db``."""
+    parts = list(path.with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def collect_imports(source: str, module: str, path: str, is_package: bool) -> list[Import]:
+    """Every import statement in ``source`` (a file of ``module``; ``is_package`` for an ``__init__``)."""
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    found: list[Import] = []
+    for node in ast.walk(ast.parse(source, filename=path)):
+        if isinstance(node, ast.Import):
+            found += [Import(module, path, node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                base = node.module or ""
+            else:
+                keep = len(here) - (node.level - 1)
+                if keep < 1:
+                    raise ValueError(f"{path}:{node.lineno}: relative import beyond the top-level package")
+                base = ".".join(here[:keep] + ([node.module] if node.module else []))
+            found += [Import(module, path, node.lineno, base, None if alias.name == "*" else alias.name)
+                      for alias in node.names]
+    return found
+
+
+def resolve(imports: Iterable[Import], known: frozenset[str]) -> list[Edge]:
+    """Each import as the module it reaches: ``from x import z`` reaches ``x.z`` when that is a known module."""
+    edges = []
+    for i in imports:
+        deeper = f"{i.target}.{i.name}" if i.name else None
+        edges.append(Edge(i.module, i.path, i.line, deeper if deeper in known else i.target))
+    return sorted(set(edges), key=lambda e: (e.path, e.line, e.target))
+
+
+def unit_of(name: str) -> str | None:
+    """The unit of a dotted name under PACKAGE, or None for anything outside it."""
+    parts = name.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    return parts[1] if len(parts) > 1 else PACKAGE
+
+
+# --- the pure part: judging against the table ----------------------------------------------------------------
+
+def unplaced(files: Mapping[str, str], units: Mapping[str, tuple[int, str]]) -> list[str]:
+    """Rule 1, for ``files`` (module -> path): modules of units missing from the table or of the wrong shape."""
+    problems = []
+    for module, path in sorted(files.items(), key=lambda kv: kv[1]):
+        unit = unit_of(module)
+        if unit is None:
+            continue
+        if unit not in units:
+            problems.append(f"{path} ({module}): unit {unit!r} is not in the table; place it on a layer in UNITS")
+            continue
+        shape = units[unit][1]
+        is_module_file = PurePosixPath(path).parent == PurePosixPath(PACKAGE)
+        if unit != PACKAGE and shape == "package" and is_module_file:
+            problems.append(f"{path} ({module}): the table has {unit!r} as a package ({PACKAGE}/{unit}/), "
+                            "not a single module")
+        elif shape == "module" and not is_module_file:
+            problems.append(f"{path} ({module}): the table has {unit!r} as a single module ({PACKAGE}/{unit}.py)")
+    return problems
+
+
+def upward(edges: Iterable[Edge], units: Mapping[str, tuple[int, str]]) -> list[Edge]:
+    """Rule 2: edges from a unit to another on a higher layer (units missing from the table are rule 1's)."""
+    bad = []
+    for e in edges:
+        src, dst = unit_of(e.module), unit_of(e.target)
+        if src is None or dst is None or src == dst or src not in units or dst not in units:
+            continue
+        if units[dst][0] > units[src][0]:
+            bad.append(e)
+    return bad
+
+
+def mutual(edges: Iterable[Edge]) -> dict[tuple[str, str], list[Edge]]:
+    """Rule 3: pairs of different units that import each other, with every edge between them, both ways."""
+    between: dict[tuple[str, str], list[Edge]] = defaultdict(list)
+    for e in edges:
+        src, dst = unit_of(e.module), unit_of(e.target)
+        if src is not None and dst is not None and src != dst:
+            between[(src, dst)].append(e)
+    return {(a, b): between[(a, b)] + between[(b, a)]
+            for (a, b) in sorted(between) if a < b and (b, a) in between}
+
+
+def into_package(edges: Iterable[Edge]) -> list[Edge]:
+    """Rule 4: edges that reach PACKAGE (run on the independent package's edges)."""
+    return [e for e in edges if unit_of(e.target) is not None]
+
+
+def internal(edges: Iterable[Edge]) -> set[tuple[str, str]]:
+    """Rule 5: the distinct (module, target) pairs with both ends inside PACKAGE."""
+    return {(e.module, e.target) for e in edges if unit_of(e.module) and unit_of(e.target)}
+
+
+# --- the real tree -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Tree:
+    files: dict[str, str]  # module -> path, for PACKAGE and INDEPENDENT
+    edges: list[Edge]
+
+    def of(self, top: str) -> list[Edge]:
+        return [e for e in self.edges if e.module.split(".")[0] == top]
+
+
+def scan(root: Path, tops: Iterable[str]) -> Tree:
+    files: dict[str, str] = {}
+    imports: list[Import] = []
+    for top in tops:
+        for file in sorted((root / top).rglob("*.py")):
+            rel = PurePosixPath(file.relative_to(root).as_posix())
+            module = module_name(rel)
+            files[module] = str(rel)
+            imports += collect_imports(file.read_text("utf-8"), module, str(rel), rel.name == "__init__.py")
+    # every module and every package above it (a directory without __init__.py is a namespace package)
+    known = frozenset(".".join(m.split(".")[:n]) for m in files for n in range(1, m.count(".") + 2))
+    return Tree(files, resolve(imports, known))
+
+
+@pytest.fixture(scope="module")
+def tree() -> Tree:
+    return scan(REPO, (PACKAGE, INDEPENDENT))
+
+
+def _listing(lines: Iterable[object]) -> str:
+    return "\n".join(f"  {line}" for line in lines)
+
+
+def test_every_module_is_placed(tree: Tree) -> None:
+    problems = unplaced(tree.files, UNITS)
+    assert not problems, f"{len(problems)} module(s) outside the layer table (tests/test_layers.py UNITS):\n" \
+                         + _listing(problems)
+
+
+def test_no_import_points_up(tree: Tree) -> None:
+    bad = upward(tree.of(PACKAGE), UNITS)
+    lines = [f"{e}  [{unit_of(e.module)} is layer {UNITS[unit_of(e.module) or ''][0]}, "
+             f"{unit_of(e.target)} is layer {UNITS[unit_of(e.target) or ''][0]}]" for e in bad]
+    assert not bad, f"{len(bad)} import(s) point to a higher layer:\n" + _listing(lines)
+
+
+def test_no_two_units_import_each_other(tree: Tree) -> None:
+    pairs = mutual(tree.of(PACKAGE))
+    text = "\n".join(f"  {a} <-> {b}:\n" + _listing(f"  {e}" for e in edges) for (a, b), edges in pairs.items())
+    assert not pairs, f"{len(pairs)} pair(s) of units import each other; make one of each pair the lower:\n{text}"
+
+
+def test_verifier_imports_nothing_from_mergebot(tree: Tree) -> None:
+    bad = into_package(tree.of(INDEPENDENT))
+    assert not bad, f"{INDEPENDENT}/ must not import {PACKAGE}:\n" + _listing(bad)
+
+
+def test_the_scan_found_the_code(tree: Tree) -> None:
+    modules = [m for m in tree.files if unit_of(m)]
+    edges = internal(tree.of(PACKAGE))
+    assert len(modules) >= MIN_MODULES, f"only {len(modules)} modules found under {REPO / PACKAGE}"
+    assert len(edges) >= MIN_EDGES, f"only {len(edges)} import edges found inside {PACKAGE}"
+    assert any(m.split(".")[0] == INDEPENDENT for m in tree.files), f"no modules found under {REPO / INDEPENDENT}"
+
+
+# --- the checks themselves, on tiny synthetic trees: they can fail --------------------------------------------
+
+def _edges(module: str, source: str, is_package: bool = False, known: Iterable[str] = ()) -> list[Edge]:
+    path = module.replace(".", "/") + ("/__init__.py" if is_package else ".py")
+    return resolve(collect_imports(source, module, path, is_package), frozenset(known))
+
+
+def edge(module: str, target: str, line: int = 1) -> Edge:
+    return Edge(module, module.replace(".", "/") + ".py", line, target)
+
+
+def test_module_names() -> None:
+    assert module_name(PurePosixPath("mergebot/landing/queue.py")) == "mergebot.landing.queue"
+    assert module_name(PurePosixPath("mergebot/db/__init__.py")) == "mergebot.db"
+    assert module_name(PurePosixPath("mergebot/__init__.py")) == "mergebot"
+    assert module_name(PurePosixPath("mergebot/__main__.py")) == "mergebot.__main__"
+    assert [unit_of(n) for n in ("mergebot", "mergebot.landing.queue", "mergebot.models", "verifier.runner",
+                                 "mergebotx")] == ["mergebot", "landing", "models", None, None]
+
+
+def test_every_kind_of_import_is_read() -> None:
+    source = (
+        "import os\n"
+        "import mergebot.db.connect, mergebot.git as g\n"
+        "from mergebot.models import Subtask, Claim\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from mergebot.landing.store import LandingStore\n"
+        "def later():\n"
+        "    from mergebot.forge import webhooks\n"
+        "    try:\n"
+        "        from mergebot.errors import *\n"
+        "    except ImportError:\n"
+        "        pass\n"
+    )
+    got = {(e.line, e.target) for e in _edges("mergebot.verify.jobs", source, known={"mergebot.forge.webhooks"})}
+    assert got == {(1, "os"), (2, "mergebot.db.connect"), (2, "mergebot.git"), (3, "mergebot.models"),
+                   (4, "typing"), (6, "mergebot.landing.store"), (8, "mergebot.forge.webhooks"),
+                   (10, "mergebot.errors")}
+
+
+def test_from_import_reaches_a_submodule_only_when_there_is_one() -> None:
+    source = "from mergebot import agent, __version__\nfrom mergebot.git import mirror, Repo\n"
+    got = {e.target for e in _edges("mergebot.cli", source, known={"mergebot.agent", "mergebot.git.mirror"})}
+    assert got == {"mergebot.agent", "mergebot", "mergebot.git.mirror", "mergebot.git"}
+    assert {unit_of(t) for t in got} == {"agent", "mergebot", "git"}
+
+
+def test_relative_imports_resolve_against_the_package() -> None:
+    known = {"mergebot.landing.checks", "mergebot.db.base"}
+    source = "from . import checks\nfrom .planner import plan\nfrom ..db import base\nfrom .. import errors\n"
+    got = [e.target for e in _edges("mergebot.landing.queue", source, known=known)]
+    assert got == ["mergebot.landing.checks", "mergebot.landing.planner", "mergebot.db.base", "mergebot"]
+    # in an __init__ the package is the module itself
+    got = [e.target for e in _edges("mergebot.db", "from . import base\nfrom .base import x\n", True, known)]
+    assert got == ["mergebot.db.base", "mergebot.db.base"]
+    with pytest.raises(ValueError, match="beyond the top-level"):
+        _edges("mergebot.models", "from .. import x\n")
+
+
+def test_an_unknown_unit_and_a_wrong_shape_are_reported() -> None:
+    files = {"mergebot": "mergebot/__init__.py", "mergebot.models": "mergebot/models.py",
+             "mergebot.landing.queue": "mergebot/landing/queue.py", "mergebot.store": "mergebot/store.py",
+             "mergebot.cli": "mergebot/cli.py", "mergebot.__main__": "mergebot/__main__.py",
+             "mergebot.metrics.counters": "mergebot/metrics/counters.py", "verifier.runner": "verifier/runner.py"}
+    problems = unplaced(files, UNITS)
+    assert len(problems) == 3
+    assert any(p.startswith("mergebot/store.py (mergebot.store): unit 'store' is not in the table") for p in problems)
+    assert any(p.startswith("mergebot/metrics/counters.py") and "'metrics'" in p for p in problems)
+    assert any(p.startswith("mergebot/cli.py") and "as a package" in p for p in problems)
+    assert unplaced({"mergebot.__main__.x": "mergebot/__main__/x.py"}, UNITS) != []
+
+
+def test_an_upward_import_is_reported() -> None:
+    edges = [edge("mergebot.db.connect", "mergebot.landing.store", 7),  # 1 -> 2: up
+             edge("mergebot.landing.queue", "mergebot.db.connect"),  # 2 -> 1: down
+             edge("mergebot.landing.queue", "mergebot.forge.client"),  # 2 -> 2: same layer
+             edge("mergebot.models", "mergebot.cli"),  # 0 -> 3: up
+             edge("mergebot.landing.queue", "mergebot.landing.planner"),  # inside one unit
+             edge("mergebot.store", "mergebot.api"),  # unknown unit: rule 1's
+             edge("mergebot.web.render", "mergebot")]  # to the package __init__: layer 0
+    bad = upward(edges, UNITS)
+    assert bad == [edges[0], edges[3]]
+    assert str(bad[0]) == "mergebot.db.connect (mergebot/db/connect.py:7) imports mergebot.landing.store"
+
+
+def test_a_mutual_import_is_reported_even_within_one_layer() -> None:
+    edges = [edge("mergebot.landing.queue", "mergebot.forge.client", 3),
+             edge("mergebot.forge.webhooks", "mergebot.landing.store", 9),
+             edge("mergebot.landing.queue", "mergebot.landing.store"),  # inside one unit
+             edge("mergebot.verify.jobs", "mergebot.db.connect")]  # one way only
+    assert mutual(edges) == {("forge", "landing"): [edges[1], edges[0]]}
+    assert mutual(edges[:1] + edges[2:]) == {}
+
+
+def test_a_verifier_import_of_mergebot_is_reported() -> None:
+    edges = _edges("verifier.runner", "import json\nfrom . import sandbox\nfrom mergebot.models import X\n",
+                   known={"verifier.sandbox"})
+    assert [str(e) for e in into_package(edges)] == ["verifier.runner (verifier/runner.py:3) imports mergebot.models"]
+
+
+def test_the_sanity_count_keeps_only_edges_inside_the_package() -> None:
+    edges = [edge("mergebot.cli", "os"), edge("mergebot.cli", "mergebot.agent"),
+             edge("mergebot.cli", "mergebot.agent", 2), edge("mergebot.agent", "mergebot.agent"),
+             edge("verifier.runner", "mergebot.models")]
+    assert internal(edges) == {("mergebot.cli", "mergebot.agent"), ("mergebot.agent", "mergebot.agent")}
