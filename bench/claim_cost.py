@@ -52,7 +52,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -61,13 +60,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Run as a script, this file's directory comes first on sys.path, where a script named like a package
+# (bench/verifier.py) would shadow that package: the repository root takes its place, for ``bench.harness``.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-sys.path.insert(0, str(Path(__file__).parent))
-from claims import SHA, Server, build_mergebot_template, with_db
-
+from bench import harness, measure
+from bench.claims import SHA, build_mergebot_template, server_info
 from mergebot import auth
 from mergebot.db.queries import QUERIES
 
@@ -191,10 +194,10 @@ RUNGS: list[Rung] = [
 # -- databases -----------------------------------------------------------------------------------------------
 
 
-def build_template(server: Server, *, rows: int) -> tuple[str, Ctx]:
-    """claims.py's Mergebot template with ``rows`` ready subtasks, plus one agent and the table t."""
-    name = build_mergebot_template(server, ready=rows, history=0)
-    with psycopg.connect(with_db(server.url, name), autocommit=True) as conn:
+def build_template(server: harness.PgServer, *, rows: int) -> tuple[str, Ctx]:
+    """claims.py's Mergebot template with ``rows`` ready subtasks, plus one agent and the table t; its URL."""
+    url = build_mergebot_template(server, ready=rows, history=0)
+    with psycopg.connect(url, autocommit=True) as conn:
         agent = conn.execute("INSERT INTO agents (name, role, token_hash) VALUES ('cost', 'agent', %s) "
                              "RETURNING id", (auth.hash_token(auth.new_token()),)).fetchone()
         first = conn.execute("SELECT min(id), count(*) FROM subtasks WHERE status = 'ready'").fetchone()
@@ -202,7 +205,7 @@ def build_template(server: Server, *, rows: int) -> tuple[str, Ctx]:
         conn.execute("CREATE TABLE t (id bigint PRIMARY KEY, n bigint NOT NULL DEFAULT 0)")
         conn.execute("INSERT INTO t (id) SELECT g FROM generate_series(1, %s) g", (rows,))
         conn.execute("VACUUM (FREEZE, ANALYZE)")
-    return name, Ctx(agent_id=agent[0], first_subtask=first[0], first_t=1)
+    return url, Ctx(agent_id=agent[0], first_subtask=first[0], first_t=1)
 
 
 def alter(conn: psycopg.Connection[Any], what: str) -> int:
@@ -253,7 +256,7 @@ def may_emit(url: str) -> bool:
 @dataclass
 class Run:
     rung: Rung
-    db: str
+    url: str
     conn: psycopg.Connection[Any]
     step: Step
     removed: dict[str, int]
@@ -295,14 +298,14 @@ def timed(step: Step, start: int, n: int) -> tuple[float, int]:
 
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
-    server = Server()
+    server = harness.PgServer()
     runs: list[Run] = []
     try:
-        info = server.info()
+        info = server_info(server)
         print(f"server: {info['server']}; PostgreSQL {info['server_version']}, fsync={info['fsync']}, "
               f"synchronous_commit={info['synchronous_commit']}, shared_buffers={info['shared_buffers']}")
-        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-              f"load average {os.getloadavg()[0]:.2f} (other load on the machine slows every run)")
+        print(f"machine: {harness.machine()}, load average {os.getloadavg()[0]:.2f} (other load on the machine slows "
+              "every run)")
         print(f"work: {len(RUNGS)} rungs, {args.warmup} warm-up statements then {args.rounds} rounds of {args.n} "
               f"sequential statements each, one autocommit connection per rung (prepare_threshold=0)\n")
         rows = args.warmup + args.rounds * args.n + 10
@@ -314,15 +317,14 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 print("note: rung 1b skipped (this role may not call pg_logical_emit_message); the one-statement "
                       "floors below use rung 2 as the fixed cost of a write statement")
                 continue
-            db = server.create_db(f"r{rung.key}", template)
-            url = with_db(server.url, db)
+            url = server.create_db(f"r{rung.key}", template=template)
             removed: dict[str, int] = {}
             with psycopg.connect(url, autocommit=True) as conn:
                 for what in rung.alter:
                     removed[what] = alter(conn, what)
-            server.settle(db)
+            server.settle(url)
             conn = psycopg.connect(url, autocommit=True, prepare_threshold=0)
-            runs.append(Run(rung, db, conn, rung.make(conn, ctx), removed))
+            runs.append(Run(rung, url, conn, rung.make(conn, ctx), removed))
         print(f"set up in {time.perf_counter() - t_setup:.1f} s\n", flush=True)
 
         for run in runs:
@@ -356,7 +358,7 @@ def report(args: argparse.Namespace, info: dict[str, str], runs: list[Run]) -> d
         return "-" if x is None else f"{100 * x:.0f}%"
 
     def num(x: float | None) -> str:
-        return "-" if x is None else f"{x:.2f}"
+        return measure.fmt(x, 2, sep="")
 
     print(f"\nload average at the end: {info['load_average_end']}")
     head = f"{'#':>3}  {'rung':<52} {'us/stmt':>8} {'best':>7} {'x UPDATE':>9} {'HOT':>5} {'writes':>7}  check"
@@ -440,12 +442,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smoke run: 3 rounds of 500 statements")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     args = p.parse_args(argv)
-    if args.rounds is None:
-        args.rounds = 3 if args.quick else 7
-    if args.n is None:
-        args.n = 500 if args.quick else 3000
-    if args.warmup is None:
-        args.warmup = 100 if args.quick else 300
+    harness.quick_defaults(args, rounds=(7, 3), n=(3000, 500), warmup=(300, 100))
     if args.rounds < 1 or args.n < 1 or args.warmup < 1:
         p.error("--rounds, --n and --warmup must be positive")
     return args

