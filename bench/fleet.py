@@ -105,6 +105,7 @@ import psycopg
 from bench import harness, rawhttp
 from bench.measure import CpuMeter, cpu_line, fmt, met, pctl
 from mergebot import agent
+from mergebot.agent.submit import STOPS
 from mergebot.client import ApiError, Client
 from mergebot.db.database import Database
 from mergebot.landing.repos import repos_root
@@ -279,7 +280,7 @@ def push_and_wait(client: Client, wt: Path, deadline: float, poll: float | None)
     while time.time() < deadline:
         cands = client.get("/api/v1/candidates", subtask=claim.subtask_id, limit=20)["candidates"]
         mine = next((c for c in cands if c["sha"] == res["sha"] and c["claim_version"] == claim.claim_version), None)
-        if mine is not None and mine["status"] in agent.FINAL:
+        if mine is not None and mine["status"] in STOPS:
             return dict(mine)
         time.sleep(poll)
     return res

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 
+DEFAULT_URL = "http://127.0.0.1:8470"  # where ``mergebot serve`` listens by default (MERGEBOT_URL says otherwise)
+
 
 class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, body: dict[str, Any]) -> None:

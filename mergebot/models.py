@@ -177,9 +177,41 @@ class Candidate(FromRow):
     base_sha: str | None = None
     merged_sha: str | None = None
     verifier: dict[str, Any] | None = None
+    verdict: dict[str, Any] | None = None  # the verdict's kind and facts, as recorded (``Verdict`` adds the rest)
     queued_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+VERDICT_LINE = "Mergebot-Verdict: "  # a refused push's verdict, one JSON record per line of git's answer
+
+
+@dataclass
+class Verdict:
+    """What became of a push, and what to do next: the record every door shows (API, ``mergebot submit --json``,
+    the MCP tools, the pages, a forge's commit status), with ``message`` its sentence.
+
+    ``kind`` is one of ``mergebot.landing.verdicts.KINDS``. ``final``: nothing more happens by itself (a parked
+    candidate is not final: it lands once main is green again). ``next``: the command to run. ``branch``: the exact
+    ref to push to next while the claim holds (``refs/heads/subtasks/<id>/v<version>``), else None. ``hunks``: a
+    conflict's regions per path; ``failing_tests``: a failed check's tests (from its JUnit report, or pytest's log).
+    """
+
+    kind: str
+    message: str
+    final: bool
+    next: str
+    branch: str | None = None
+    subtask_id: int | None = None
+    claim_version: int | None = None
+    candidate_id: int | None = None
+    sha: str | None = None
+    base_sha: str | None = None
+    merged_sha: str | None = None
+    paths: list[str] = field(default_factory=list)
+    hunks: list[dict[str, Any]] = field(default_factory=list)
+    failing_tests: list[str] = field(default_factory=list)
+    log_tail: str = ""
 
 
 @dataclass(frozen=True)

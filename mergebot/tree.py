@@ -53,11 +53,18 @@ def parse_tree(data: Any) -> list[Node]:
     return plan(nodes)
 
 
+NODE_KEYS = ("key", "title", "description", "priority", "group", "max_attempts", "parent", "depends_on", "children")
+
+
 def _flatten(items: list[Any], parent: str | None, path: str, out: list[Node]) -> None:
     for i, item in enumerate(items):
         where = f"{path}[{i}]"
         if not isinstance(item, dict):
             raise Invalid(f"{where} must be an object", field=where)
+        unknown = [k for k in item if k not in NODE_KEYS]
+        if unknown:  # a misspelt key (``prio: 3``) would otherwise be dropped without a word
+            raise Invalid(f"{where}: unknown key {str(unknown[0])!r}; a subtask takes {', '.join(NODE_KEYS)}",
+                          field=f"{where}.{unknown[0]}")
         key = item.get("key")
         title = item.get("title")
         if not isinstance(key, str | int) or isinstance(key, bool) or str(key) == "":

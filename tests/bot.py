@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -130,3 +132,25 @@ def commit(wt: Path, files: dict[str, str], message: str = "work") -> str:
     git(["add", "-A"], wt)
     git(["commit", "-q", "-m", message], wt)
     return git(["rev-parse", "HEAD"], wt).stdout.strip()
+
+
+def stop_keepers(work: Path) -> None:
+    """Stop the keepers ``mergebot start`` left in the worktrees under ``work`` (a test's agents)."""
+    from mergebot.agent import keeper
+
+    if work.is_dir():
+        for wt in work.iterdir():
+            if (wt / ".git").is_dir():
+                keeper.stop(wt, wait=5.0)
+
+
+async def until(pred: Callable[[], object], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("condition not met in time")

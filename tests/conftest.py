@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
-from tests.bot import BotProcess, Fleet, check_command, make_project
+from tests.bot import BotProcess, Fleet, check_command, git, make_project, stop_keepers
 from tests.pg import Server, available_servers, with_db
 
 SERVERS = available_servers()
@@ -103,6 +103,7 @@ async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
     try:
         yield Fleet(bot, db, tokens, tmp_path / "work")
     finally:
+        stop_keepers(tmp_path / "work")
         bot.stop()
 
 
@@ -122,3 +123,29 @@ async def e2e_db(e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Database]:
         yield database
     finally:
         await database.close()
+
+
+@pytest.fixture
+async def make_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
+    """``make(verifier, broken_main=False, **bot_env)``: a fleet (root, ann, bob) on a new repository and its check."""
+    bots: list[BotProcess] = []
+
+    async def make(verifier: str, *, broken_main: bool = False, **env: str) -> Fleet:
+        src = make_project(tmp_path / "src")
+        if broken_main:
+            (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+            git(["commit", "-qam", "a bug on main"], src)
+        tokens = {}
+        for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
+            _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
+        data = tmp_path / "data"
+        await add_repo(e2e_db, repos_root(data), name="demo", source=str(src), verifier_command=verifier,
+                       verifier_timeout_s=60)
+        bot = BotProcess(e2e_db_url, data, **env).start()
+        bots.append(bot)
+        return Fleet(bot, e2e_db, tokens, tmp_path / "work")
+
+    yield make
+    stop_keepers(tmp_path / "work")
+    for b in bots:
+        b.stop()

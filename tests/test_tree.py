@@ -32,6 +32,9 @@ def test_parent_first_and_waits_for_children() -> None:
     ([{"key": "a", "title": "A", "depends_on": ["zzz"]}], "depends_on"),
     ([{"key": "a", "title": "A"}, {"key": "a", "title": "again"}], "key"),
     ([{"key": "a", "title": "A", "children": [{"key": "b", "title": "B", "depends_on": ["a"]}]}], "depends_on"),
+    ([{"key": "a", "title": "A", "prio": 3}], "subtasks[0].prio"),  # misspelt: refused, never dropped
+    ([{"key": "a", "title": "A", "children": [{"key": "b", "title": "B", "dependson": ["a"]}]}],
+     "subtasks[0].children[0].dependson"),
 ])
 def test_bad_trees_name_the_field(data: object, field: str) -> None:
     with pytest.raises(Invalid) as err:

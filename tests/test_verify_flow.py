@@ -4,58 +4,18 @@ and a red main that parks candidates until a fix lands. Real server, real git pu
 
 from __future__ import annotations
 
-import asyncio
 import shutil
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from mergebot import agent
-from mergebot.auth import Role
 from mergebot.client import Client
-from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.repos import repos_root
 from mergebot.models import Subtask
 from mergebot.verify.worker import psycopg_host
-from tests.bot import BotProcess, Fleet, check_command, commit, git, make_project
-
-
-@pytest.fixture
-async def make_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
-    bots: list[BotProcess] = []
-
-    async def make(verifier: str, *, broken_main: bool = False, **env: str) -> Fleet:
-        src = make_project(tmp_path / "src")
-        if broken_main:
-            (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-            git(["commit", "-qam", "a bug on main"], src)
-        tokens = {}
-        for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
-            _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
-        data = tmp_path / "data"
-        await add_repo(e2e_db, repos_root(data), name="demo", source=str(src), verifier_command=verifier,
-                       verifier_timeout_s=60)
-        bot = BotProcess(e2e_db_url, data, **env).start()
-        bots.append(bot)
-        return Fleet(bot, e2e_db, tokens, tmp_path / "work")
-
-    yield make
-    for b in bots:
-        b.stop()
-
-
-async def until(pred: Callable[[], object], timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError("condition not met in time")
+from tests.bot import Fleet, check_command, commit, git, until
 
 
 async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object], tmp_path: Path) -> None:

@@ -35,13 +35,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import pygit2
 from pygit2.enums import CheckoutStrategy
 
+from verifier import reports
 from verifier import sandbox as sb
 from verifier.checkout import CheckoutError, Slot
 
@@ -66,6 +67,8 @@ class Result:
     log_size: int
     log_digest: str
     sandbox: str = "none"  # bwrap or none
+    failing_tests: list[str] = field(default_factory=list)  # a failed run's tests (``verifier.reports``)
+    failing_tests_from: str = ""  # "junit" (a report the check left), "log" (pytest's summary) or "" (none named)
 
     @property
     def passed(self) -> bool:
@@ -128,8 +131,14 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
     try:
         tmp, overlay = slot.run_dirs(overlay=mode == "bwrap")
         env = check_env(Path(sb.SANDBOX_TMP) if overlay is not None else tmp)
+        began = time.time()
         out = _run(command, checkout=slot.tree_dir, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide,
                    stop=stop)
+        junit = None
+        if out.started and out.exit_code not in (0, None):  # the reports die with the run's scratch: read them now
+            written = reports.candidate_reports(overlay.upper) if overlay is not None else [
+                p for p in reports.candidate_reports(slot.tree_dir) if p.stat().st_mtime >= began]
+            junit = reports.failing_in_junit(written)
         if not out.started:
             clean = overlay is not None  # nothing ran; with the overlay, tree/ was never even writable
             return _error(commit_sha, tree_sha, command, start, out.setup_error, mode)
@@ -156,8 +165,11 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
         outcome = "timeout"
     else:
         outcome = "pass" if out.exit_code == 0 else "fail"
-    return Result(commit_sha, tree_sha, command, outcome, out.exit_code, _ms(start), head,
-                  out.log.tail.decode("utf-8", "replace"), out.log.size, out.log.digest, mode)
+    tail = out.log.tail.decode("utf-8", "replace")
+    failing, source = (junit, "junit") if junit is not None else (reports.failing_in_log(tail), "log")
+    return Result(commit_sha, tree_sha, command, outcome, out.exit_code, _ms(start), head, tail, out.log.size,
+                  out.log.digest, mode, failing if outcome == "fail" else [],
+                  source if outcome == "fail" and failing else "")
 
 
 def _run(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], limits: sb.Limits,

@@ -48,6 +48,7 @@ class Complete(Body):
 
 class ClaimIn(Body):
     complete: Complete | None = None
+    wait: Annotated[float, Field(ge=0, le=60)] = 0.0  # seconds to wait for work when nothing is ready
 
 
 class FenceIn(Body):

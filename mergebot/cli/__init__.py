@@ -17,8 +17,11 @@ up, and nothing else in ``mergebot`` imports this package.
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import httpx
 
@@ -34,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     configure_logging()  # JSON lines unless stderr is a terminal; MERGEBOT_LOG_FORMAT, MERGEBOT_LOG_LEVEL
     args = build_parser(__doc__.split("\n")[0] if __doc__ else None).parse_args(argv)
     try:
+        _mark_active(args)
         args.fn(args)
     except ApiError as e:
         print(f"mergebot: refused ({e.status} {e.code}): {e.message}", file=sys.stderr)
@@ -48,3 +52,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     except OSError as e:
         print(f"mergebot: {e}", file=sys.stderr)
         raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as e:  # a bug of ours: still a sentence, never a traceback (MERGEBOT_DEBUG=1 shows it)
+        if os.environ.get("MERGEBOT_DEBUG"):
+            raise
+        print(f"mergebot: unexpected error ({type(e).__name__}: {e}); run again with MERGEBOT_DEBUG=1 for the "
+              "details, and report it", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _mark_active(args: argparse.Namespace) -> None:
+    """A ``mergebot`` command run in a worktree is a sign of life for its keeper."""
+    from mergebot.agent import worktree
+
+    workdir = Path(getattr(args, "dir", None) or ".")
+    try:
+        worktree.current_claim(workdir)
+    except MergebotError:
+        return
+    worktree.touch(workdir)

@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 
 from mergebot import __version__
 from mergebot.auth import Role
-from mergebot.cli.agent import DEFAULT_URL, client_from
+from mergebot.cli.agent import client_from
 from mergebot.cli.render import emit
-from mergebot.client import Client
+from mergebot.client import DEFAULT_URL, Client
 from mergebot.db.database import Database, open_database
 from mergebot.errors import MergebotError
 from mergebot.logs import configure_logging
@@ -61,7 +61,10 @@ def cmd_init(args: argparse.Namespace) -> None:
                     "token": "(exists; use 'mergebot agent rotate' for a new token)"}
         return {"data_dir": str(settings.data_dir), "admin": agent.name, "token": token}
 
-    emit(args, with_db(settings, go))
+    out = with_db(settings, go)
+    emit(args, out)
+    if not args.json and out["token"].startswith("mb_"):
+        print("(the token is shown once: only its hash is stored; keep it now)", file=sys.stderr)
 
 
 def cmd_agent_add(args: argparse.Namespace) -> None:

@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from mergebot.cli.render import emit
-from mergebot.client import Client
+from mergebot.client import DEFAULT_URL, Client
 from mergebot.table import cell as _cell
 from mergebot.table import render_table
-
-DEFAULT_URL = "http://127.0.0.1:8470"
 
 
 def client_from(args: argparse.Namespace) -> Client:
@@ -42,37 +40,64 @@ def cmd_reconcile(args: argparse.Namespace) -> None:
 
 
 def cmd_start(args: argparse.Namespace) -> None:
-    from mergebot import agent as worktree
+    from mergebot.agent import keeper, worktree
 
     token = args.token or os.environ.get("MERGEBOT_TOKEN") or ""
     server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
-    got = worktree.start(client_from(args), server, token, args.repo, Path(args.dir))
+    wt = Path(args.dir)
+    got = worktree.start(client_from(args), server, token, args.repo, wt, carry=args.carry, wait=args.wait)
     if got is None:
-        emit(args, {"claimed": None, "message": "nothing is ready"})
+        emit(args, {"claimed": None, "message": "nothing is ready" + (f" (waited {args.wait:g} s)" if args.wait else
+                                                                       "; `mergebot start --wait 60` waits for work")})
         return
     claim, body = got
-    emit(args, {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "branch": claim.branch,
-                "worktree": str(Path(args.dir).resolve()), "title": body["subtask"]["title"]})
-    if not args.json and body["handoff"]["notes"]:
+    kept = None if args.no_keeper else keeper.spawn(wt)
+    out = {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "branch": claim.branch,
+           "worktree": str(wt.resolve()), "title": body["subtask"]["title"], "carried": body.get("carried"),
+           "keeper_pid": kept, "handoff": body["handoff"]}
+    if args.json:
+        emit(args, out)
+        return
+    emit(args, {k: v for k, v in out.items() if k not in ("handoff", "carried", "keeper_pid")})
+    if body.get("carried"):
+        c = body["carried"]
+        print(f"\ncarried {c['commits']} commit(s) from {c['branch']} onto {claim.branch}: they are on the new "
+              "claim's branch now.")
+    if kept:
+        print(f"\nthe claim is kept alive while you work (keeper pid {kept}, idle limit "
+              f"{keeper.idle_limit() / 60:.0f} min); `mergebot stop` lets it go, `mergebot status` shows it.")
+    if body["handoff"]["notes"]:
         print("\nhandoff notes from earlier owners:")
         for n in body["handoff"]["notes"]:
             print(f"--- {n['author']} (claim version {n['claim_version']})\n{n['body']}")
 
 
+def cmd_stop(args: argparse.Namespace) -> None:
+    """Stop the worktree's keeper: the claim is no longer renewed and lapses after its lease."""
+    from mergebot.agent import keeper, worktree
+
+    claim = worktree.current_claim(Path(args.dir))
+    stopped = keeper.stop(Path(args.dir))
+    emit(args, {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "keeper_stopped": stopped,
+                "message": ("the keeper stopped: the claim lapses after its lease unless you heartbeat or "
+                            "`mergebot start --carry` again") if stopped else "no keeper was running here"})
+
+
 def cmd_push(args: argparse.Namespace) -> None:
     from mergebot import agent as worktree
 
-    result = worktree.push(client_from(args), Path(args.dir), wait=args.timeout, progress=not args.json)
+    result = worktree.push(client_from(args), Path(args.dir), wait=args.timeout, progress=not args.json,
+                           again=args.again)
     if args.json:
         emit(args, result)
     elif result["status"] == "landed":
         print(f"landed: {result['sha'][:12]} is on main as {str(result.get('merged_sha'))[:12]}")
     else:
-        print(f"{result['status']}: {result.get('reason') or ''}".rstrip(), file=sys.stderr)
-        if result["status"] in ("refused", "rejected"):
-            print("fix it in your worktree, commit, and run `mergebot submit` again.", file=sys.stderr)
-        elif result["status"] == "parked":
-            print("not your fault: main is red. It lands by itself once main is green again.", file=sys.stderr)
+        verdict = result.get("verdict") or {}
+        print(f"{verdict.get('kind') or result['status']}: {verdict.get('message') or result.get('reason') or ''}"
+              .rstrip(), file=sys.stderr)
+        if verdict.get("next"):
+            print(f"next: {verdict['next']}", file=sys.stderr)
     if result["status"] != "landed":
         raise SystemExit(5)
 
@@ -122,10 +147,12 @@ def cmd_create(args: argparse.Namespace) -> None:
 
 def cmd_claim(args: argparse.Namespace) -> None:
     c = client_from(args)
-    body = None
+    body: dict[str, Any] = {}
     if args.complete:
-        body = {"complete": {"id": args.complete, "claim_version": args.version, "sha": args.sha}}
-    out = c.post("/api/v1/subtasks/claim", body)
+        body["complete"] = {"id": args.complete, "claim_version": args.version, "sha": args.sha}
+    if args.wait:
+        body["wait"] = args.wait
+    out = c.post("/api/v1/subtasks/claim", body or None)
     if out is None:
         emit(args, {"claimed": None, "message": "nothing is ready"})
         return
@@ -240,3 +267,23 @@ def cmd_wait(args: argparse.Namespace) -> None:
     emit(args, out)
     if not out["done"]:
         raise SystemExit(4)
+
+
+def cmd_guide(args: argparse.Namespace) -> None:
+    from mergebot.agent import guide
+
+    if args.json:
+        emit(args, {"guide": guide.text()})
+    else:
+        print(guide.text())
+
+
+def cmd_mcp(args: argparse.Namespace) -> None:
+    """Serve the agent commands as MCP tools over stdio (``mergebot.mcp``), with this process's token."""
+    from mergebot import mcp
+
+    if args.server:
+        os.environ["MERGEBOT_URL"] = args.server
+    if args.token:
+        os.environ["MERGEBOT_TOKEN"] = args.token
+    mcp.run()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from mergebot import __version__
 from mergebot.auth import Role
@@ -27,16 +28,17 @@ from mergebot.cli.admin import (
     cmd_verify,
 )
 from mergebot.cli.agent import (
-    DEFAULT_URL,
     cmd_announce,
     cmd_announcements,
     cmd_assign,
     cmd_claim,
     cmd_create,
     cmd_group,
+    cmd_guide,
     cmd_handoff,
     cmd_heartbeat,
     cmd_list,
+    cmd_mcp,
     cmd_note,
     cmd_notes,
     cmd_reconcile,
@@ -45,10 +47,12 @@ from mergebot.cli.agent import (
     cmd_repo_list,
     cmd_show,
     cmd_start,
+    cmd_stop,
     cmd_submit,
     cmd_wait,
 )
 from mergebot.cli.views import cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
+from mergebot.client import DEFAULT_URL
 
 
 def _watch_flag(sp: argparse.ArgumentParser) -> None:
@@ -57,16 +61,24 @@ def _watch_flag(sp: argparse.ArgumentParser) -> None:
                     "a terminal, print one line per change")
 
 
+def _common_options(p: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The options every command takes. Without ``defaults`` an option left out leaves the value the top-level
+    parser already set, so they may come before or after the command."""
+    kw: dict[str, Any] = {} if defaults else {"default": argparse.SUPPRESS}
+    p.add_argument("--json", action="store_true", help="print JSON for machines", **kw)
+    p.add_argument("--data-dir", help="data directory (default .mergebot, or MERGEBOT_DATA_DIR)", **kw)
+    p.add_argument("--server", help=f"API base URL (default MERGEBOT_URL or {DEFAULT_URL})", **kw)
+    p.add_argument("--token", help="agent token (default MERGEBOT_TOKEN)", **kw)
+
+
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; ``description`` is the top-level help's one line (``main`` passes the first line of the
     package's docstring, so the CLI's prose lives in one place)."""
     p = argparse.ArgumentParser(prog="mergebot", description=description)
     p.add_argument("--version", action="version", version=f"mergebot {__version__}")
+    _common_options(p, defaults=True)  # before the command (mergebot --json landed) ...
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print JSON for machines")
-    common.add_argument("--data-dir", help="data directory (default .mergebot, or MERGEBOT_DATA_DIR)")
-    common.add_argument("--server", help=f"API base URL (default MERGEBOT_URL or {DEFAULT_URL})")
-    common.add_argument("--token", help="agent token (default MERGEBOT_TOKEN)")
+    _common_options(common, defaults=False)  # ... or after it; given after, it wins
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, fn: Callable[[argparse.Namespace], None], help: str) -> argparse.ArgumentParser:
@@ -165,9 +177,20 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--refusals", type=int, default=10, help="how many recent refusals to show")
     _watch_flag(sp)
 
-    sp = add("start", cmd_start, "claim a subtask and prepare a git worktree on the branch the claim names")
+    sp = add("start", cmd_start, "claim a subtask and prepare a git worktree on the branch the claim names; a "
+             "keeper then keeps the claim alive while you work")
     sp.add_argument("--repo", required=True)
     sp.add_argument("--dir", default=".", help="the worktree (created by cloning if missing)")
+    sp.add_argument("--carry", action="store_true", help="the worktree's commits not on main go onto the new "
+                    "claim's branch (without it, start refuses to switch branches under them)")
+    sp.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                    help="wait up to SECONDS (at most 60) for work when nothing is ready")
+    sp.add_argument("--no-keeper", action="store_true", dest="no_keeper",
+                    help="leave no keeper: renew the lease yourself (`mergebot heartbeat`)")
+    add("guide", cmd_guide, "print the guide for agents: the loop, every verdict kind and what to do about it")
+    add("mcp", cmd_mcp, "serve the agent commands as Model Context Protocol tools over stdio (the token's identity)")
+    sp = add("stop", cmd_stop, "stop the worktree's keeper: the claim is no longer renewed")
+    sp.add_argument("--dir", default=".")
     sp = add("handoff", cmd_handoff, "leave a structured note for the next owner of your subtask")
     sp.add_argument("--dir", default=".")
     sp.add_argument("--done")
@@ -189,6 +212,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--complete", type=int, metavar="ID", help="submit this subtask first, fenced")
     sp.add_argument("--version", type=int, help="claim version of --complete")
     sp.add_argument("--sha", help="commit of --complete")
+    sp.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                    help="wait up to SECONDS (at most 60) for work when nothing is ready")
     for name, fn, text in (("heartbeat", cmd_heartbeat, "renew your lease"),
                            ("release", cmd_release, "give a subtask back")):
         sp = add(name, fn, text)
@@ -203,6 +228,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--sha", help="the commit (with ID)")
     sp.add_argument("--dir", default=".", help="the worktree (without ID)")
     sp.add_argument("--timeout", type=float, default=3600.0)
+    sp.add_argument("--again", action="store_true", help="queue the branch's current tip once more, without a new "
+                    "commit (after a flaky failure, or when main moved)")
     sp = add("note", cmd_note, "leave a note (on a subtask you own with --id/--version, or on the board)")
     sp.add_argument("body")
     sp.add_argument("--id", type=int)
@@ -229,8 +256,10 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--limit", type=int, default=100)
     sp = add("show", cmd_show, "one subtask and its event log")
     sp.add_argument("id", type=int)
-    sp = add("status", cmd_status, "subtasks by status, queue depth per repository, agents holding claims")
+    sp = add("status", cmd_status, "in a worktree: its claim and keeper; then subtasks by status, queue depth per "
+             "repository, agents holding claims")
     sp.add_argument("--holders", type=int, default=20, help="list at most this many agents holding claims")
+    sp.add_argument("--dir", default=".", help="the worktree to report on, if it is one")
     _watch_flag(sp)
     sp = add("landed", cmd_landed, "what landed, newest first")
     sp.add_argument("--repo")

@@ -143,3 +143,26 @@ def _json_line(data: dict[str, Any]) -> str:
 
 
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
+
+
+def render_worktree(w: dict[str, Any]) -> str:
+    """The claim a worktree holds: whether it still holds, whether it is kept and until when, or why not."""
+    lines = [f"this worktree: subtask {w['subtask']} v{w['claim_version']} on {w['branch']}"]
+    if w["current_version"] != w["claim_version"] or w["status"] not in ("running", "submitted"):
+        lines.append(f"  the claim no longer holds: the subtask is {w['status']} at claim version "
+                     f"{w['current_version']}" + (f", held by {w['owner']}" if w["owner"] else ""))
+    else:
+        lines.append(f"  {w['status']}; lease until {_when(w['lease_expires_at']) or '- (submitted: no lease)'}")
+    k = w["keeper"]
+    if k.get("running"):
+        lines.append(f"  kept by a keeper (pid {k.get('pid')}): last heartbeat {_when(k.get('last_beat')) or '-'}, "
+                     f"kept until {_when(k.get('kept_until')) or '-'}")
+    elif k.get("stopped_because"):
+        lines.append(f"  not kept: the keeper stopped at {_when(k.get('stopped_at'))}: {k['stopped_because']}")
+    else:
+        lines.append("  not kept: no keeper runs here (`mergebot start` leaves one; or `mergebot heartbeat`)")
+    verdict = w.get("verdict")
+    if verdict:
+        lines.append(f"  latest verdict: {verdict.get('kind')}" + (f"; next: {verdict['next']}" if verdict.get("next")
+                                                                    else ""))
+    return "\n".join(lines)

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
@@ -30,14 +31,37 @@ from mergebot.cli.render import (
     render_queue,
     render_status,
     render_tree,
+    render_worktree,
     status_line,
 )
-from mergebot.client import ApiError
+from mergebot.client import ApiError, Client
 
 
 def cmd_status(args: argparse.Namespace) -> None:
     c = client_from(args)
+    here = worktree_view(c, Path(args.dir))
+    if here is not None and args.watch is None:
+        if args.json:
+            emit(args, {"worktree": here, **c.summary(holders=args.holders)})
+            return
+        print(render_worktree(here) + "\n")
     show(args, lambda: c.summary(holders=args.holders), render_status, status_line)
+
+
+def worktree_view(c: Client, workdir: Path) -> dict[str, Any] | None:
+    """The claim this worktree holds, its subtask as the server has it, and its keeper; None outside one."""
+    from mergebot.agent import keeper, worktree
+    from mergebot.errors import MergebotError
+
+    try:
+        claim = worktree.current_claim(workdir)
+    except MergebotError:
+        return None
+    sub = c.get(f"/api/v1/subtasks/{claim.subtask_id}")["subtask"]
+    return {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "branch": claim.branch,
+            "status": sub["status"], "current_version": sub["claim_version"], "owner": sub["owner"],
+            "lease_expires_at": sub["lease_expires_at"], "keeper": keeper.state(workdir),
+            "verdict": sub.get("verdict")}
 
 
 def cmd_queue(args: argparse.Namespace) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from mergebot import auth
 from mergebot.db.base import Row, Sql, insert_event
-from mergebot.errors import NotFound
+from mergebot.errors import Conflict, NotFound
 from mergebot.models import Agent
 
 
@@ -24,7 +24,11 @@ class AgentStore:
     async def add_agent(self, *, name: str, role: auth.Role) -> tuple[Agent, str]:
         """Create an agent; return it and its token (shown once, stored only as a hash)."""
         token = auth.new_token()
-        row = await self.sql.one("agent_create", name=name, role=role.value, token_hash=auth.hash_token(token))
+        try:
+            row = await self.sql.one("agent_create", name=name, role=role.value, token_hash=auth.hash_token(token))
+        except Conflict:
+            raise Conflict(f"an agent named {name!r} already exists: choose another name, or give it a new token "
+                           f"with `mergebot agent rotate {name}`", field="name") from None
         assert row is not None
         await insert_event(self.sql, actor_id=None, kind="agent_added", detail={"agent": name, "role": role.value})
         return Agent.from_row(row), token

@@ -118,9 +118,12 @@ class LandingStore:
 
     async def finish_candidate(self, cand_id: int, status: str, reason: str | None = None, *,
                                base_sha: str | None = None, merged_sha: str | None = None,
-                               verifier: dict[str, Any] | None = None) -> Candidate:
+                               verifier: dict[str, Any] | None = None,
+                               verdict: dict[str, Any] | None = None) -> Candidate:
+        """A candidate's new status, with its reason and, for a verdict, its kind and facts (``verdict``)."""
         row = await self.sql.one("candidate_finish", id=cand_id, status=status, reason=reason, base_sha=base_sha,
-                                 merged_sha=merged_sha, verifier=Jsonb(verifier) if verifier is not None else None)
+                                 merged_sha=merged_sha, verifier=Jsonb(verifier) if verifier is not None else None,
+                                 verdict=Jsonb(verdict) if verdict is not None else None)
         assert row is not None
         return Candidate.from_row(row)
 
@@ -161,7 +164,7 @@ class LandingStore:
             intent = Intent.from_row(row)
             for m in intent.members():
                 await tx.all("candidate_finish", id=m.candidate_id, status="landing", reason=None,
-                             base_sha=m.base_sha, merged_sha=m.merged_sha, verifier=Jsonb(verdict))
+                             base_sha=m.base_sha, merged_sha=m.merged_sha, verifier=Jsonb(verdict), verdict=None)
         return intent
 
     async def pending_intents(self, repo: str) -> list[Intent]:
@@ -201,7 +204,7 @@ class LandingStore:
                 raise ClaimSuperseded(refused[-1][1], subtask_id=members[-1].subtask_id)
             for m, why in refused:
                 await tx.all("candidate_finish", id=m.candidate_id, status="cancelled", reason=why, base_sha=None,
-                             merged_sha=None, verifier=None)
+                             merged_sha=None, verifier=None, verdict=None)
                 await tx.all("finding_insert", repo=intent.repo, kind="landed_without_claim",
                              detail=Jsonb({"sha": m.merged_sha, "subtask_id": m.subtask_id, "why": why}))
             await tx.all("intent_resolve", id=intent.id, status="done")
@@ -234,7 +237,7 @@ class LandingStore:
             released = [r["id"] for r in await tx.all("dependents_release", ids=locked, actor_id=actor_id)]
         if candidate_id is not None:
             await tx.all("candidate_finish", id=candidate_id, status="landed", reason=None, base_sha=landing.base_sha,
-                         merged_sha=landing.merged_sha, verifier=None)
+                         merged_sha=landing.merged_sha, verifier=None, verdict=None)
         return Landed.from_row(row), released
 
     async def roll_back(self, intent: Intent, reason: str) -> None:
@@ -250,7 +253,7 @@ class LandingStore:
             await tx.all("intent_resolve", id=intent.id, status="rolled_back")
             for m in intent.members():
                 await tx.all("candidate_finish", id=m.candidate_id, status=status, reason=reason, base_sha=None,
-                             merged_sha=None, verifier=None)
+                             merged_sha=None, verifier=None, verdict=None)
 
     async def landed(self, *, repo: str | None = None, subtask_id: int | None = None, owner: str | None = None,
                      before_id: int | None = None, limit: int = 100) -> list[Landed]:

@@ -193,7 +193,15 @@ WHERE id = %(id)s AND owner_id = %(agent_id)s AND claim_version = %(claim_versio
 RETURNING *;
 
 -- name: subtask_fence_state
-SELECT id, status, owner_id, claim_version FROM subtasks WHERE id = %(id)s;
+-- Why a fenced write at %(claim_version)s changed nothing: the subtask now, who holds it, and when that claim
+-- lost its lease (the recovery loop's move of it from running back to ready or failed), if it did.
+SELECT s.id, s.status::text AS status, s.owner_id, s.claim_version, o.name AS owner,
+       (SELECT max(e.at) FROM events e
+        WHERE e.subtask_id = s.id AND e.kind = 'status' AND e.from_status = 'running'
+          AND e.to_status IN ('ready', 'failed') AND e.actor_id IS NULL
+          AND e.claim_version = %(claim_version)s) AS lapsed_at
+FROM subtasks s LEFT JOIN agents o ON o.id = s.owner_id
+WHERE s.id = %(id)s;
 
 -- name: subtask_get
 SELECT s.*, o.name AS owner, p.name AS previous_owner,
@@ -353,9 +361,17 @@ ORDER BY l.id DESC
 LIMIT %(limit)s;
 
 -- name: event_list
+-- The status trigger records owners by id; readers get their names.
 SELECT e.id, e.at, a.name AS actor, e.kind, e.subtask_id, e.from_status, e.to_status, e.claim_version,
-       e.detail
+       CASE WHEN e.kind = 'status'
+            THEN e.detail - 'owner' - 'previous_owner'
+                 || jsonb_strip_nulls(jsonb_build_object('owner', o.name, 'previous_owner', p.name))
+            ELSE e.detail END AS detail
 FROM events e LEFT JOIN agents a ON a.id = e.actor_id
+LEFT JOIN agents o ON o.id = CASE WHEN jsonb_typeof(e.detail->'owner') = 'number'
+                                  THEN (e.detail->>'owner')::bigint END
+LEFT JOIN agents p ON p.id = CASE WHEN jsonb_typeof(e.detail->'previous_owner') = 'number'
+                                  THEN (e.detail->>'previous_owner')::bigint END
 WHERE (%(subtask_id)s::bigint IS NULL OR e.subtask_id = %(subtask_id)s::bigint)
   AND e.id > %(after_id)s
 ORDER BY e.id
@@ -452,9 +468,13 @@ SELECT s.id AS subtask_id, s.status::text AS status, s.owner_id, s.claim_version
 FROM subtasks s WHERE s.id = ANY(%(subtask_ids)s::bigint[]);
 
 -- name: candidate_finish
+-- ``verdict``: the verdict's kind and facts; a new status without one keeps no stale one (NULL), except that a
+-- candidate put back in the queue keeps what it was told before (a flaky requeue, said once).
 UPDATE candidates
 SET status = %(status)s::candidate_status, reason = %(reason)s, base_sha = coalesce(%(base_sha)s, base_sha),
     merged_sha = coalesce(%(merged_sha)s, merged_sha), verifier = coalesce(%(verifier)s, verifier),
+    verdict = CASE WHEN %(verdict)s::jsonb IS NOT NULL THEN %(verdict)s::jsonb
+                   WHEN %(status)s IN ('queued', 'verifying') THEN verdict END,
     finished_at = CASE WHEN %(status)s IN ('queued', 'verifying', 'landing', 'parked') THEN NULL ELSE now() END
 WHERE id = %(id)s
 RETURNING *;
@@ -717,3 +737,7 @@ LISTEN mergebot_job;
 -- Leadership of one repository's merge queue (mergebot.landing.leader): a session-level advisory lock in its
 -- own class (7243502; migrations use 7243500), held on a dedicated connection for as long as it lives.
 SELECT pg_try_advisory_lock(7243502, hashtext(%(repo)s)) AS locked;
+
+-- name: listen_ready
+-- A subtask became ready (payload: its id, migration 0009): claims waiting for work try again.
+LISTEN mergebot_ready;

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mergebot.db.base import Row, Sql, Tx, insert_event
-from mergebot.db.waiter import FINISHED, Waiter
+from mergebot.db.waiter import FINISHED, READY, Waiter
 from mergebot.errors import ClaimSuperseded, Conflict, Invalid, InvalidTransition, MergebotError, NotFound
 from mergebot.models import Handle, Subtask
 from mergebot.tree import Node
@@ -35,18 +35,17 @@ class SubtaskStore:
         self.lease_seconds = lease_seconds
 
     async def superseded(self, subtask_id: int, claim_version: int) -> MergebotError:
-        """Explain why a fenced write changed nothing."""
-        row = await self.sql.one("subtask_fence_state", id=subtask_id)
+        """Explain why a fenced write changed nothing: what happened to the claim, who holds the subtask now and at
+        which version, and what to do."""
+        row = await self.sql.one("subtask_fence_state", id=subtask_id, claim_version=claim_version)
         if row is None:
             return NotFound(f"subtask {subtask_id} does not exist", subtask_id=subtask_id)
+        lapsed = row["lapsed_at"].isoformat(timespec="seconds") if row["lapsed_at"] else None
         return ClaimSuperseded(
-            f"claim superseded: subtask {subtask_id} is {row['status']} at claim version "
-            f"{row['claim_version']}; your claim version {claim_version} no longer owns it. Stop work on it "
-            "and claim again.",
-            subtask_id=subtask_id,
-            current_version=row["claim_version"],
-            subtask_status=row["status"],
-        )
+            superseded_message(subtask_id, claim_version, status=row["status"], current=row["claim_version"],
+                               holder=row["owner"], lapsed_at=lapsed),
+            subtask_id=subtask_id, current_version=row["claim_version"], subtask_status=row["status"],
+            holder=row["owner"], lapsed_at=lapsed)
 
     # -- creating ----------------------------------------------------------------------------------------
 
@@ -161,12 +160,30 @@ class SubtaskStore:
 
     # -- the owner's writes ------------------------------------------------------------------------------
 
-    async def claim(self, *, agent_id: int, complete: Handle | None = None, sha: str | None = None) -> Subtask | None:
+    async def claim(self, *, agent_id: int, complete: Handle | None = None, sha: str | None = None,
+                    wait: float = 0.0) -> Subtask | None:
         """Claim the best ready subtask for this agent, or None when nothing is ready.
 
         With ``complete``, first submit that claim (fenced, with ``sha``) in the same statement; if the
-        completion does not hold, nothing is claimed and ``ClaimSuperseded`` is raised.
+        completion does not hold, nothing is claimed and ``ClaimSuperseded`` is raised. With ``wait``, when
+        nothing is ready, wait up to that many seconds for work (``Waiter.until_any``: one waiting claim is
+        woken per subtask that becomes ready), so idle agents need not poll.
         """
+        got = await self._claim_once(agent_id, complete, sha)
+        if got is not None or wait <= 0:
+            return got
+        claimed: list[Subtask] = []
+
+        async def try_again() -> bool:
+            sub = await self._claim_once(agent_id, None, None)
+            if sub is not None:
+                claimed.append(sub)
+            return sub is not None
+
+        await self.waiter.until_any(READY, try_again, wait)
+        return claimed[0] if claimed else None
+
+    async def _claim_once(self, agent_id: int, complete: Handle | None, sha: str | None) -> Subtask | None:
         row = await self.sql.one(
             "subtask_claim", agent_id=agent_id, lease_seconds=self.lease_seconds,
             done_id=complete.id if complete else None,
@@ -258,3 +275,22 @@ class SubtaskStore:
 
     async def events(self, *, subtask_id: int | None = None, after_id: int = 0, limit: int = 100) -> list[Row]:
         return await self.sql.all("event_list", subtask_id=subtask_id, after_id=after_id, limit=limit)
+
+
+def superseded_message(subtask_id: int, claim_version: int, *, status: str, current: int, holder: str | None,
+                       lapsed_at: str | None) -> str:
+    """The sentence for a write whose claim is gone. Pure."""
+    head = f"claim superseded: your claim on subtask {subtask_id} (claim version {claim_version}) no longer holds it"
+    lapse = f"; its lease ran out (it lapsed at {lapsed_at})" if lapsed_at else ""
+    if status == "landed":
+        return (f"{head}: subtask {subtask_id} has landed. Nothing more to do on it; claim other work "
+                "(`mergebot claim`).")
+    if current > claim_version:
+        now = f"{holder} holds it" if holder else f"it is {status}"
+        return (f"{head}{lapse}, and it was claimed again: {now} at claim version {current}. Stop work on it and "
+                "claim other work (`mergebot claim`); your commits stay on your branch.")
+    if status == "ready":
+        return (f"{head}{lapse} and it went back to ready, unclaimed. Claim it again (`mergebot claim`; in a "
+                "worktree, `mergebot start` again, which carries your commits): the new claim has the next version.")
+    return (f"{head}{lapse}: subtask {subtask_id} is {status} at claim version {current}. Stop work on it and claim "
+            "other work (`mergebot claim`).")

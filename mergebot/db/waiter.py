@@ -1,8 +1,9 @@
 """Waiting for rows to change, with LISTEN/NOTIFY, losing nothing: the one listen-then-drain loop.
 
-Three channels carry an id at the front of their payload: ``mergebot_finished`` (a subtask landed, failed or
-was cancelled), ``mergebot_candidate`` (a candidate's status changed) and ``mergebot_job`` (a verify job
-finished or was cancelled). The triggers that send them are in the migrations.
+Four channels carry an id at the front of their payload: ``mergebot_finished`` (a subtask landed, failed or
+was cancelled), ``mergebot_candidate`` (a candidate's status changed), ``mergebot_job`` (a verify job finished
+or was cancelled) and ``mergebot_ready`` (a subtask became ready). The triggers that send them are in the
+migrations.
 
 Rules:
   * One connection LISTENs on all three for the whole process (started by the first wait, or at start-up by
@@ -11,6 +12,11 @@ Rules:
     the two is caught by one or the other; the rows are the truth, a notification only says "read again".
   * While the listening connection is down, waits poll (every ``POLL_WHILE_DOWN`` seconds) and the listener
     reconnects; when it is back, every wait reads again. A lost notification costs latency, never a result.
+  * Waiting for work (``until_any``: any id on a channel, the idle agents' claims) wakes one waiter per
+    notification, not all of them: a thousand idle agents do not all run a claim for one ready subtask. A waiter
+    woken for nothing (the subtask went to someone else, or its group keeps this agent out) passes the wake-up to
+    the next waiter that has not tried it yet, and a notification that finds every waiter busy is kept for the
+    next one to come back.
   * A wait may also ask to read again every ``poll`` seconds while the listener is up (the queue's waits on
     verify jobs do: a connection that looks alive but no longer hears, behind a pooler say, must not hold a
     landing for a whole check timeout).
@@ -33,11 +39,21 @@ log = logging.getLogger(__name__)
 FINISHED = "mergebot_finished"
 CANDIDATE = "mergebot_candidate"
 JOB = "mergebot_job"
-LISTEN = {FINISHED: "listen_finished", CANDIDATE: "listen_candidate", JOB: "listen_job"}  # the named queries
+READY = "mergebot_ready"
+LISTEN = {FINISHED: "listen_finished", CANDIDATE: "listen_candidate", JOB: "listen_job",
+          READY: "listen_ready"}  # the named queries
 POLL_WHILE_DOWN = 1.0
 RECONNECT_AFTER = 0.5
 
 Key = tuple[str, int]
+
+
+class _AnyWait:
+    """One waiter for any id on a channel; ``tried``: the newest notification it has been woken for."""
+
+    def __init__(self) -> None:
+        self.ev = asyncio.Event()
+        self.tried = 0
 
 
 class Waiter:
@@ -45,6 +61,9 @@ class Waiter:
         self.url = url
         self._task: asyncio.Task[None] | None = None
         self._waiting: dict[Key, set[asyncio.Event]] = {}
+        self._any: dict[str, list[_AnyWait]] = {}  # per channel, oldest first
+        self._notes: dict[str, int] = {}  # per channel: notifications seen (a generation counter)
+        self._unserved: dict[str, int] = {}  # per channel: notifications that found every waiter busy
         self._up = asyncio.Event()  # the listening connection is LISTENing now
 
     async def start(self, timeout: float = 30.0) -> None:
@@ -81,6 +100,10 @@ class Waiter:
                             key = (note.channel, int(note.payload.split(":", 1)[0]))
                             for ev in self._waiting.get(key, ()):
                                 ev.set()
+                            if note.channel in self._any:
+                                self._notes[note.channel] = self._notes.get(note.channel, 0) + 1
+                                if not self._wake_one(note.channel):
+                                    self._unserved[note.channel] = self._unserved.get(note.channel, 0) + 1
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -93,6 +116,50 @@ class Waiter:
         for evs in self._waiting.values():
             for ev in evs:
                 ev.set()
+        for waits in self._any.values():
+            for w in waits:
+                w.ev.set()
+
+    def _wake_one(self, channel: str) -> bool:
+        """Wake the oldest idle waiter that has not tried the channel's newest notification; False if none."""
+        newest = self._notes.get(channel, 0)
+        for w in self._any.get(channel, ()):
+            if w.tried < newest and not w.ev.is_set():
+                w.tried = newest
+                w.ev.set()
+                return True
+        return False
+
+    async def until_any(self, channel: str, done: Callable[[], Awaitable[bool]], timeout: float) -> bool:
+        """Until ``done()`` is true or ``timeout`` passes, trying again when this waiter's turn for a notification
+        on ``channel`` comes (one waiter per notification). Returns the last ``done()``."""
+        self._ensure_listening()
+        me = _AnyWait()
+        me.tried = self._notes.get(channel, 0)
+        waits = self._any.setdefault(channel, [])
+        waits.append(me)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while True:
+                woken = me.ev.is_set()
+                me.ev.clear()
+                if await done():  # drain, after registering
+                    return True
+                if woken:  # woken for nothing: the next waiter's turn
+                    self._wake_one(channel)
+                if self._unserved.get(channel, 0) > 0:  # a notification came while everyone was busy
+                    self._unserved[channel] -= 1
+                    me.ev.set()
+                    continue
+                left = deadline - loop.time()
+                if left <= 0:
+                    return False
+                nap = left if self._up.is_set() else min(left, POLL_WHILE_DOWN)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(me.ev.wait(), timeout=nap)
+        finally:
+            waits.remove(me)
 
     async def until(self, channel: str, ids: Sequence[int], done: Callable[[], Awaitable[bool]],
                     timeout: float, *, poll: float | None = None) -> bool:

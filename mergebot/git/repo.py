@@ -11,6 +11,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -142,6 +143,43 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str)
     bot = bot_signature()
     sha = repo.create_commit(None, bot, bot, message, tree, [pygit2.Oid(hex=base), cand.id])
     return Merge("merge", str(sha), str(tree))
+
+
+def conflict_hunks(repo: pygit2.Repository, base: str, candidate: str, *, max_files: int = 10, max_hunks: int = 3,
+                   max_lines: int = 30) -> list[dict[str, object]]:
+    """The conflicting regions of a merge, as an agent needs them to resolve it: per path (at most ``max_files``),
+    the first ``max_hunks`` regions between git's conflict markers, each cut at ``max_lines`` lines. A path that
+    conflicts as a whole (deleted on one side, binary) has no hunks, only its path."""
+    index = repo.merge_commits(base, candidate)
+    out: list[dict[str, object]] = []
+    for ancestor, ours, theirs in list(index.conflicts or [])[:max_files]:
+        path = next(e.path for e in (ours, theirs, ancestor) if e is not None)
+        hunks: list[str] = []
+        if ours is not None and theirs is not None:
+            with contextlib.suppress(pygit2.GitError, UnicodeDecodeError, ValueError):
+                text = repo.merge_file_from_index(ancestor, ours, theirs).contents
+                hunks = _marked_regions(text, max_hunks, max_lines)
+        out.append({"path": path, "hunks": hunks,
+                    "deleted": "ours" if ours is None else "theirs" if theirs is None else None})
+    return out
+
+
+def _marked_regions(text: str, most: int, max_lines: int) -> list[str]:
+    regions: list[str] = []
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("<<<<<<<"):
+            current = [line]
+        elif current is not None:
+            current.append(line)
+            if line.startswith(">>>>>>>"):
+                if len(current) > max_lines:
+                    current = [*current[:max_lines - 1], f"... ({len(current) - max_lines + 1} more lines)", line]
+                regions.append("\n".join(current))
+                current = None
+                if len(regions) >= most:
+                    break
+    return regions
 
 
 def _git_env() -> dict[str, str]:

@@ -43,6 +43,7 @@ class Refusal:
     ref: str
     code: str
     message: str
+    paths: tuple[str, ...] = ()  # the paths the rule is about (protected ones touched, an oversized file)
 
 
 def parse_subtask_ref(ref: str) -> tuple[int, int] | None:
@@ -119,7 +120,7 @@ def judge_content(update: RefUpdate, target_branch: str, content: Content, limit
         return Refusal(ref, "too_large", say.push_too_large(ref, content.push_bytes, limits.max_push_bytes))
     path, size = content.largest_file
     if size > limits.max_file_bytes:
-        return Refusal(ref, "too_large", say.file_too_large(ref, path, size, limits.max_file_bytes))
+        return Refusal(ref, "too_large", say.file_too_large(ref, path, size, limits.max_file_bytes), (path,))
     if content.commit_count > limits.max_commits:
         return Refusal(ref, "history_anomaly", say.too_many_commits(ref, limits.max_commits, target_branch))
     if content.already_on_target:
@@ -131,7 +132,7 @@ def judge_content(update: RefUpdate, target_branch: str, content: Content, limit
         return Refusal(ref, "history_anomaly", say.foreign_commit(ref, sha, other, target_branch))
     touched = [p for p in content.changed_paths if is_protected(p, limits.protected_paths)]
     if touched:
-        return Refusal(ref, "protected_path", say.protected_paths(ref, touched))
+        return Refusal(ref, "protected_path", say.protected_paths(ref, touched), tuple(touched[:100]))
     return None
 
 

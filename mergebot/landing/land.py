@@ -24,12 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import pygit2
+
 from mergebot.db.base import Row
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.git import mirror
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
+from mergebot.landing import verdicts
 from mergebot.landing.prereceive import queue_orphans
 from mergebot.models import Candidate, Evidence, Handle, Intent, Landed, Member, Repo
 from verifier.runner import Result
@@ -215,21 +218,29 @@ async def reject(db: Database, cand: Candidate, r: say.Rejection, *, base_sha: s
     reason = say.rejection(r)
     with contextlib.suppress(ClaimSuperseded):  # the subtask moved on (reclaimed, newer push): nothing to hand
         await db.subtasks.reject(handle=Handle(cand.subtask_id, cand.claim_version), reason=reason, sha=cand.sha)
+    failing = list(r.run.failing_tests) if r.run is not None else []
     await db.landing.finish_candidate(cand.id, "rejected", reason, base_sha=base_sha, merged_sha=r.merged_sha,
-                                      verifier=verifier)
+                                      verifier=verifier, verdict=verdicts.recorded(
+                                          r.kind, paths=list(r.paths[:100]), hunks=[dict(h) for h in r.hunks],
+                                          failing_tests=failing))
     await db.subtasks.log_event(actor_id=None, kind="candidate_rejected", subtask_id=cand.subtask_id,
                                 claim_version=cand.claim_version,
                                 detail={"candidate": cand.id, "sha": cand.sha, "kind": r.kind,
                                         "paths": list(r.paths[:100]), "reason": reason[:2000]})
 
 
-async def reject_unmergeable(db: Database, repo: Repo, cand: Candidate, merge: git.Merge, main: str) -> bool:
+async def reject_unmergeable(db: Database, target: Target, repo: Repo, cand: Candidate, merge: git.Merge,
+                             main: str) -> bool:
     """Reject a candidate whose merge onto main is a conflict or brings nothing; True if it was."""
     if merge.kind not in ("conflict", "up-to-date"):
         return False
     kind = "conflict" if merge.kind == "conflict" else "nothing_to_land"
-    await reject(db, cand, say.Rejection(kind, repo.target_branch, cand.sha, paths=tuple(merge.conflicts)),
-                 base_sha=main)
+    hunks: list[dict[str, object]] = []
+    if merge.kind == "conflict":
+        with contextlib.suppress(pygit2.GitError, KeyError, ValueError):  # the paths are the verdict; hunks help
+            hunks = await asyncio.to_thread(lambda: git.conflict_hunks(git.open_repo(target.path), main, cand.sha))
+    await reject(db, cand, say.Rejection(kind, repo.target_branch, cand.sha, paths=tuple(merge.conflicts),
+                                         hunks=tuple(hunks)), base_sha=main)
     return True
 
 

@@ -150,6 +150,7 @@ class Rejection:
     paths: tuple[str, ...] = ()
     run: Result | None = None
     retried: bool = True
+    hunks: tuple[dict[str, object], ...] = ()  # a conflict's regions (``mergebot.git.repo.conflict_hunks``)
 
 
 def rejection(r: Rejection) -> str:
@@ -159,6 +160,10 @@ def rejection(r: Rejection) -> str:
     if r.kind == "nothing_to_land":
         return f"nothing to land: {_short(r.sha)} is already on {r.target_branch}."
     assert r.run is not None
+    if r.kind == "flaky_then_failed":
+        return (f"the check `{r.command or r.run.command}` failed once and passed on a retry (flaky), and now gave "
+                f"{r.run.outcome} (exit {r.run.exit_code}) on the merged commit {_short(r.merged_sha)} with the "
+                f"newer {r.target_branch}:\n{r.run.excerpt()}")
     if r.kind == "verifier_error":
         return (f"the verifier could not run the check on {_short(r.merged_sha)} (twice): {r.run.excerpt(5)}\n"
                 "This is not a verdict on your change; push again, or ask an operator to look at the verifier.")

@@ -12,17 +12,19 @@ on a rejected push). At post-receive the refs have moved and each accepted subta
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
 
 from mergebot.db.database import Database
-from mergebot.errors import ClaimSuperseded
+from mergebot.errors import ClaimSuperseded, Forbidden, Invalid
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
+from mergebot.landing import verdicts
 from mergebot.landing.checks import (
     Content,
     Limits,
@@ -33,14 +35,21 @@ from mergebot.landing.checks import (
     parse_subtask_ref,
     summary,
 )
-from mergebot.models import Agent, Candidate, Repo
+from mergebot.models import VERDICT_LINE, Agent, Candidate, Repo, Verdict, record
 
 
 @dataclass
-class Verdict:
+class Judgement:
+    """The pre-receive decision on a whole push: ``ok``, the text git shows, and each refusal as a record."""
+
     ok: bool
     message: str
     refusals: list[Refusal]
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    def answer(self) -> str:
+        """What git prints to the pusher: the sentences, then each refusal as one machine-readable line."""
+        return "\n".join([self.message, *(VERDICT_LINE + json.dumps(record(v)) for v in self.verdicts)])
 
 
 def parse_updates(lines: list[list[str]]) -> list[RefUpdate]:
@@ -157,7 +166,7 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
 
 
 async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, quarantine: str | None,
-                     updates: list[RefUpdate]) -> Verdict:
+                     updates: list[RefUpdate]) -> Judgement:
     """The pre-receive decision for a whole push: every ref must pass, or nothing is accepted."""
     q = quarantine_path(repo_path, quarantine)
     ids = [p[0] for u in updates if (p := parse_subtask_ref(u.ref))]
@@ -187,8 +196,14 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
                                         detail={"repo": repo.name, "ref": u.ref, "sha": u.new, "code": refusal.code,
                                                 "message": refusal.message, **({"subtask_id": named} if named else {})})
     if refusals:
-        return Verdict(False, summary(refusals), refusals)
-    return Verdict(True, "", [])
+        records = []
+        for r in refusals:
+            p = parse_subtask_ref(r.ref)
+            records.append(verdicts.for_refusal(r.code, r.message, p[0] if p else None, p[1] if p else None,
+                                                next((u.new for u in updates if u.ref == r.ref), None),
+                                                repo.target_branch, facts.get(p[0]) if p else None, list(r.paths)))
+        return Judgement(False, summary(refusals), refusals, records)
+    return Judgement(True, "", [])
 
 
 async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefUpdate]) -> list[Candidate]:
@@ -248,3 +263,29 @@ async def queue_orphans(db: Database, path: Path, repo: Repo, refs: Collection[s
                                                 "stage": "post-receive",
                                                 "message": say.moved_on_before_queued(ref, sid, row.status, sha)})
     return out
+
+
+async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int, claim_version: int) -> Candidate:
+    """Queue the claim's branch tip once more, without a new push (after a flaky failure, or when main moved):
+    judged again by the push rules, and idempotent (a tip already queued or in flight is that candidate)."""
+    sub = await db.subtasks.get_subtask(subtask_id)
+    if sub.owner_id != agent.id or sub.claim_version != claim_version or sub.status not in ("running", "submitted"):
+        raise await db.subtasks.superseded(subtask_id, claim_version)
+    pushed = await db.landing.candidates(subtask_id=subtask_id, limit=1)
+    if not pushed:
+        raise Invalid(f"subtask {subtask_id} has no push to queue again: `mergebot submit` pushes your branch",
+                      field="subtask")
+    repo = await db.landing.get_repo(pushed[0]["repo"])
+    path = git.bare_path(root, repo.name)
+    ref = f"refs/heads/subtasks/{subtask_id}/v{claim_version}"
+    tip = await asyncio.to_thread(lambda: git.head_of(git.open_repo(path), ref))
+    if tip is None:
+        raise Invalid(f"{ref} does not exist yet: `mergebot submit` pushes your work to it", field="subtask")
+    live = await db.landing.live_candidate(subtask_id=subtask_id, claim_version=claim_version, sha=tip)
+    if live is not None and live.status != "landed":
+        return live
+    update = RefUpdate(tip, tip, ref)
+    judged = await judge_push(db, repo, path, agent, None, [update])
+    if not judged.ok:
+        raise Forbidden(judged.message, verdicts=[record(v) for v in judged.verdicts])
+    return (await accept_push(db, repo, agent, [update]))[0]

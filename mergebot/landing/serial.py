@@ -20,7 +20,7 @@ from typing import Any
 from mergebot.git import repo as git
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
-from mergebot.landing import postland, runs, verdict
+from mergebot.landing import postland, runs, verdict, verdicts
 from mergebot.landing.land import Context, Target
 from mergebot.models import Candidate, Repo
 from verifier.runner import Result
@@ -51,7 +51,7 @@ async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
 async def merge(ctx: Context, repo: Repo, target: Target, cand: Candidate, main: str) -> git.Merge | None:
     """The candidate merged onto main; None when it was rejected (a conflict, or nothing to land)."""
     merged = await landing.merge_onto(ctx.db, target, cand, main)
-    if await landing.reject_unmergeable(ctx.db, repo, cand, merged, main):
+    if await landing.reject_unmergeable(ctx.db, target, repo, cand, merged, main):
         return None
     return merged
 
@@ -107,8 +107,12 @@ async def _refuse(ctx: Context, repo: Repo, cand: Candidate, step: verdict.Step,
     if step.action == "park":
         await postland.red_main(ctx, repo, main, say.base_fails(repo.target_branch, main))
         await ctx.db.landing.finish_candidate(cand.id, "parked", say.parked(repo.target_branch, main), base_sha=main,
-                                              merged_sha=merged, verifier=evidence)
+                                              merged_sha=merged, verifier=evidence, verdict=verdicts.recorded(
+                                                  "pre_existing", failing_tests=list(deciding.failing_tests)))
         return
-    rejection = say.Rejection(step.kind, repo.target_branch, cand.sha, repo.verifier_command, merged_sha=merged,
+    kind = step.kind
+    if kind in ("check_failed", "check_timeout") and (cand.verdict or {}).get("was_flaky"):
+        kind = "flaky_then_failed"  # requeued after a flaky pass, and failed when verified again
+    rejection = say.Rejection(kind, repo.target_branch, cand.sha, repo.verifier_command, merged_sha=merged,
                               run=deciding, retried="retry" in record)
     await landing.reject(ctx.db, cand, rejection, base_sha=main, verifier=evidence)

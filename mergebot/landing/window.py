@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from mergebot.git import repo as git
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
-from mergebot.landing import planner, postland, runs, serial, verdict
+from mergebot.landing import planner, postland, runs, serial, verdict, verdicts
 from mergebot.landing.land import Context, Slot, Target
 from mergebot.models import Candidate, Repo
 from verifier.runner import Result
@@ -189,7 +189,8 @@ class Speculator:
                 why = await landing.fenced(self.ctx.db, slot.cand)
                 await self.ctx.db.landing.finish_candidate(
                     slot.cand.id, "queued" if why is None else "superseded",
-                    say.flaky_requeued(repo.target_branch) if why is None else why)
+                    say.flaky_requeued(repo.target_branch) if why is None else why,
+                    verdict=verdicts.recorded("queued", was_flaky=True) if why is None else None)
         except Exception:  # never lost: the reconciler requeues a candidate left mid-verification
             log.exception("judging candidate %s apart failed", slot.cand.id)
         finally:
@@ -243,7 +244,7 @@ class Speculator:
                 window.deferred.add(cand.id)
                 skip.add(cand.id)
                 continue
-            if await landing.reject_unmergeable(db, repo, cand, merge, main):
+            if await landing.reject_unmergeable(db, target, repo, cand, merge, main):
                 continue
             slot = Speculation(cand, base, merge, paths=paths)
             window.slots.append(slot)

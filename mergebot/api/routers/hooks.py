@@ -71,4 +71,4 @@ async def _hook(stage: str, request: Request, services: Services) -> PlainTextRe
                                    request.headers.get("x-mergebot-quarantine") or None, updates)
     except ValueError as e:  # a quarantine directory that is not this repository's
         return _answer(say.malformed_push(str(e)), 400)
-    return _answer(verdict.message, 200 if verdict.ok else 403)
+    return _answer(verdict.answer(), 200 if verdict.ok else 403)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from mergebot.api.deps import Admin, DbDep, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
+from mergebot.landing import told
 from mergebot.landing.repos import hold
 from mergebot.models import record
 
@@ -31,9 +32,9 @@ async def candidates(agent: Reader, db: DbDep, repo: str | None = None, subtask:
             "pass (long poll)")
 async def candidate(cand_id: int, agent: Reader, db: DbDep,
                     wait: Annotated[float, Query(ge=0, le=60)] = 0) -> dict[str, Any]:
-    if wait > 0:
-        return record(await db.landing.wait_candidate(cand_id, timeout=wait))
-    return record(await db.landing.get_candidate(cand_id))
+    cand = await db.landing.wait_candidate(cand_id, timeout=wait) if wait > 0 else await db.landing.get_candidate(
+        cand_id)
+    return await told.candidate_record(db, cand)
 
 
 @router.get("/webhook-deliveries", summary="Forge webhook deliveries, newest first (admin)")

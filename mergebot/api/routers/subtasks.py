@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
-from mergebot.api.deps import Claimer, Creator, DbDep, Manager, Noter, Reader
+from mergebot.api.deps import Claimer, Creator, DbDep, Manager, Noter, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import (
     ClaimIn,
@@ -21,6 +21,7 @@ from mergebot.api.schemas import (
 )
 from mergebot.auth import Role
 from mergebot.errors import Invalid
+from mergebot.landing import prereceive, told
 from mergebot.models import Handle, Subtask, record
 from mergebot.tree import parse_tree
 
@@ -74,14 +75,15 @@ async def list_subtasks(agent: Reader, db: DbDep, status: Status = None,
     return {"subtasks": rows, "next_after": rows[-1]["id"] if len(rows) == limit else None}
 
 
-@router.post("/claim", summary="Claim the best ready subtask (204 when nothing is ready)",
+@router.post("/claim", summary="Claim the best ready subtask (204 when nothing is ready; with wait=S, held up "
+             "to S seconds until something is)",
              responses={204: {"description": "nothing is ready"}})
 async def claim(agent: Claimer, db: DbDep, body: ClaimIn | None = None) -> Any:
     complete = body.complete if body else None
     sub = await db.subtasks.claim(
         agent_id=agent.id,
         complete=Handle(complete.id, complete.claim_version) if complete else None,
-        sha=complete.sha if complete else None)
+        sha=complete.sha if complete else None, wait=body.wait if body else 0.0)
     if sub is None:
         return Response(status_code=204)
     handoff = await db.subtasks.handoff(sub.id) if sub.claim_version > 1 else []
@@ -97,7 +99,7 @@ async def wait(body: WaitIn, agent: Reader, db: DbDep) -> dict[str, Any]:
 
 @router.get("/{subtask_id}", summary="One subtask with its owner and dependencies")
 async def get(subtask_id: int, agent: Reader, db: DbDep) -> dict[str, Any]:
-    return {"subtask": record(await db.subtasks.get_subtask(subtask_id))}
+    return {"subtask": await told.subtask_record(db, await db.subtasks.get_subtask(subtask_id))}
 
 
 @router.get("/{subtask_id}/events", summary="The subtask's event log")
@@ -124,6 +126,14 @@ async def release(subtask_id: int, body: ReleaseIn, agent: Claimer, db: DbDep) -
 async def submit(subtask_id: int, body: SubmitIn, agent: Claimer, db: DbDep) -> dict[str, Any]:
     sub = await db.subtasks.submit(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version), sha=body.sha)
     return {"subtask": record(sub)}
+
+
+@router.post("/{subtask_id}/submit-again", summary="Queue the claim's branch tip once more, without a new commit "
+             "(owner, fenced; twice is once)")
+async def submit_again(subtask_id: int, body: FenceIn, agent: Claimer, services: ServicesDep) -> dict[str, Any]:
+    cand = await prereceive.submit_again(services.db, services.root, agent, subtask_id, body.claim_version)
+    services.queue.poke()
+    return {"candidate": await told.candidate_record(services.db, cand)}
 
 
 @router.post("/{subtask_id}/notes", status_code=201, summary="Leave a note (fenced when claim_version given)")

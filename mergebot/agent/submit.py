@@ -1,0 +1,107 @@
+"""``mergebot submit`` in a worktree: push HEAD to the claim's branch (or queue its tip again) and follow the
+candidate to its verdict.
+
+Rules:
+  * The push goes to exactly the branch the claim names, ``subtasks/<id>/v<version>``, forced: after a rejection
+    the agent pushes its fix to the same branch. The push's answer names the candidate it queued.
+  * Pushing a commit the branch already has changes nothing in git; ``again`` asks the bot to queue the
+    branch's current tip once more instead (after a flaky failure, or when main moved): idempotent, twice is once.
+  * The wait is one long-poll request per verdict (or 30 s), never a tight poll. It ends at a final verdict;
+    ``parked`` is not final (it lands by itself once main is green again) but it ends the wait too, unless
+    ``through_parked`` asks to wait on.
+  * The answer is the candidate's record with its typed ``verdict`` (``mergebot.landing.verdicts``), or, for a
+    push git refused, a verdict built from the refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mergebot.agent.worktree import current_claim, head_sha, touch
+from mergebot.client import Client
+from mergebot.models import VERDICT_LINE
+
+QUEUED = re.compile(r"as candidate (\d+)")
+STOPS = ("landed", "rejected", "superseded", "cancelled", "parked")  # a wait ends at these statuses
+
+
+def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool = True, again: bool = False,
+         through_parked: bool = False) -> dict[str, Any]:
+    """Push HEAD (or, with ``again``, queue the branch's tip once more) and follow its candidate to a verdict.
+    Returns the candidate as the API shows it (``status``, ``reason``, ``verdict``), or a refusal."""
+    claim = current_claim(workdir)
+    touch(workdir)
+    sha = head_sha(workdir)
+    cand_id: int | None = None
+    if again:
+        got = client.post(f"/api/v1/subtasks/{claim.subtask_id}/submit-again", {"claim_version": claim.claim_version})
+        cand_id, sha = got["candidate"]["id"], got["candidate"]["sha"]
+    else:
+        out = subprocess.run(["git", "push", "--force", "--porcelain", "origin", f"HEAD:refs/heads/{claim.branch}"],
+                             cwd=workdir, capture_output=True, text=True, check=False)
+        remote = "\n".join(line.removeprefix("remote:").strip() for line in out.stderr.splitlines()
+                           if line.startswith("remote:"))
+        if out.returncode != 0:
+            return refused(claim.subtask_id, claim.claim_version, sha, remote or out.stderr.strip())
+        found = QUEUED.search(remote)
+        cand_id = int(found.group(1)) if found else None
+        if cand_id is None and "[up to date]" in out.stdout:  # git pushed nothing: say so, unless it is in flight
+            cands = client.get("/api/v1/candidates", subtask=claim.subtask_id, limit=20)["candidates"]
+            last = next((c for c in cands if c["sha"] == sha and c["claim_version"] == claim.claim_version), None)
+            if last is None or last["status"] not in ("queued", "verifying", "landing", "parked"):
+                return unchanged(claim.subtask_id, claim.claim_version, sha, last)
+            cand_id = last["id"]
+    return follow(client, claim.subtask_id, claim.claim_version, sha, cand_id, wait=wait, progress=progress,
+                  through_parked=through_parked)
+
+
+def follow(client: Client, subtask_id: int, claim_version: int, sha: str, cand_id: int | None, *, wait: float,
+           progress: bool = False, through_parked: bool = False) -> dict[str, Any]:
+    """Wait for the verdict on candidate ``cand_id`` (or, not known, on the candidate of this push)."""
+    deadline = time.monotonic() + wait
+    last = None
+    mine: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        if mine is None and cand_id is None:  # a forge's push: its candidate comes from the webhook, soon after
+            cands = client.get("/api/v1/candidates", subtask=subtask_id, limit=20)["candidates"]
+            found = next((c for c in cands if c["sha"] == sha and c["claim_version"] == claim_version), None)
+            if found is None:
+                time.sleep(0.2)
+                continue
+            cand_id = found["id"]
+        left = max(1.0, min(30.0, deadline - time.monotonic()))
+        mine = client.get(f"/api/v1/candidates/{cand_id}", wait=round(left, 1))
+        assert mine is not None
+        if progress and mine["status"] != last:
+            print(f"subtask {subtask_id}: candidate {mine['id']} {mine['status']}", file=sys.stderr)
+            last = mine["status"]
+        if mine["status"] in STOPS and not (through_parked and mine["status"] == "parked"):
+            return mine
+    return {"status": "waiting", "sha": sha, "id": cand_id,
+            "reason": f"no verdict within {wait:.0f}s; it is still queued (`mergebot wait {subtask_id}`)"}
+
+
+def refused(subtask_id: int, claim_version: int, sha: str, message: str) -> dict[str, Any]:
+    """A push git refused: the sentences, and the verdict the bot sent with them (the first refused ref's)."""
+    records = [json.loads(line.split(VERDICT_LINE, 1)[1]) for line in message.splitlines() if VERDICT_LINE in line]
+    text = "\n".join(line for line in message.splitlines() if VERDICT_LINE not in line).strip()
+    verdict = records[0] if records else {"kind": "push_failed", "message": text, "final": True,
+                                          "next": "read git's message; check `mergebot status` and the token"}
+    return {"status": "refused", "reason": text, "sha": sha, "subtask_id": subtask_id, "claim_version": claim_version,
+            "verdict": verdict, "verdicts": records}
+
+
+def unchanged(subtask_id: int, claim_version: int, sha: str, last: dict[str, Any] | None) -> dict[str, Any]:
+    """The branch already held this commit, so git pushed nothing and nothing was queued."""
+    text = (f"nothing was pushed: subtask {subtask_id}'s branch already holds {sha[:12]}"
+            + (f", whose candidate {last['id']} was {last['status']}" if last else "")
+            + ". Commit a change and `mergebot submit`, or `mergebot submit --again` to queue it once more.")
+    return {"status": "unchanged", "reason": text, "sha": sha, "subtask_id": subtask_id,
+            "claim_version": claim_version, "last": last,
+            "verdict": {"kind": "unchanged", "message": text, "final": True, "next": "`mergebot submit --again`"}}

@@ -1,0 +1,224 @@
+"""The agent's worktree: claim and prepare it, read which claim it holds, carry its commits, write a handoff.
+
+Rules:
+  * ``start`` checks the repository before it claims (a claim is never orphaned by a typo), claims, and prepares
+    the worktree at the current main (or at the previous owner's branch, when the subtask is handed over) on the
+    branch the claim names, with the bot as ``origin``. The agent's token is kept in the worktree's git config
+    (``http.extraHeader``), so every later ``git`` and ``mergebot`` command there is the agent's.
+  * Nothing committed is dropped: a worktree whose branch holds commits not on main is never switched under
+    them. ``start`` refuses, naming the commands that would help, unless asked to ``carry`` them: then the new
+    claim's branch starts at those commits, and the answer says so. A worktree with uncommitted changes to
+    tracked files is refused too.
+  * If preparing the worktree fails after the claim, the claim is released again with the reason.
+  * Every ``mergebot`` command run in a worktree marks it active (``touch``), which the keeper counts as a sign of
+    life; the worktree's own state lives in ``<git dir>/mergebot/``.
+Everything goes through git and the HTTP API; git commands get argument lists, never shell text.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from mergebot.client import ApiError, Client
+from mergebot.errors import Invalid, MergebotError
+
+
+def git(args: list[str], cwd: Path, check: bool = True) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if check and out.returncode != 0:
+        raise MergebotError(f"git {args[0]} failed:\n{out.stderr.strip()}")
+    return out.stdout.strip() + (out.stderr.strip() if not check else "")
+
+
+def _repo(workdir: Path) -> pygit2.Repository:
+    """The worktree's repository, found from any folder inside it as git finds it. Its config, HEAD and refs are
+    read and written in-process: a fleet of agents otherwise starts a dozen ``git config`` and ``git rev-parse``
+    processes per subtask, and on a shared machine they compete with the checks."""
+    found = pygit2.discover_repository(str(workdir))
+    if found is None:
+        raise Invalid(f"{workdir} is not in a git worktree; run `mergebot start --repo NAME --dir DIR` first",
+                      field="dir")
+    return pygit2.Repository(found)
+
+
+@dataclass
+class Claim:
+    subtask_id: int
+    claim_version: int
+    repo: str
+    server: str
+
+    @property
+    def branch(self) -> str:
+        return f"subtasks/{self.subtask_id}/v{self.claim_version}"
+
+
+def _auth_header(token: str) -> str:
+    return "Authorization: Basic " + base64.b64encode(f"agent:{token}".encode()).decode()
+
+
+def state_dir(workdir: Path) -> Path:
+    """Where the worktree's own state lives (keeper pid, log and state, the activity mark): inside its git dir."""
+    path = Path(_repo(workdir).path) / "mergebot"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def touch(workdir: Path) -> None:
+    """Mark the worktree active now (a ``mergebot`` command ran in it). Not a worktree: nothing to mark."""
+    with contextlib.suppress(MergebotError, OSError, pygit2.GitError):
+        (state_dir(workdir) / "activity").touch()
+
+
+def _unlanded(workdir: Path) -> tuple[str, int] | None:
+    """The current branch and how many of its commits are not on main, if it is a mergebot worktree with any."""
+    if not (workdir / ".git").exists():
+        return None
+    local = _repo(workdir)
+    if local.head_is_unborn or local.head_is_detached:
+        return None
+    main = _origin_head(local)
+    name = main.split("/", 1)[1]  # main as it is now: commits that landed since are not "unlanded"
+    git(["fetch", "--quiet", "origin", f"+refs/heads/{name}:refs/remotes/origin/{name}"], workdir, check=False)
+    count = git(["rev-list", "--count", f"{main}..HEAD"], workdir, check=False).strip()
+    n = int(count) if count.isdigit() else 0
+    return (local.head.shorthand, n) if n else None
+
+
+def _dirty(workdir: Path) -> list[str]:
+    if not (workdir / ".git").exists():
+        return []
+    out = git(["status", "--porcelain", "--untracked-files=no"], workdir, check=False)
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def check_repo(client: Client, repo: str) -> None:
+    names = [r["name"] for r in client.get("/api/v1/repos")["repos"]]
+    if repo not in names:
+        raise Invalid(f"no repository named {repo!r} on this server (it has: {', '.join(names) or 'none'}); "
+                      "`mergebot repo list` lists them", field="repo")
+
+
+def start(client: Client, server: str, token: str, repo: str, workdir: Path, *, carry: bool = False,
+          wait: float = 0.0) -> tuple[Claim, dict[str, Any]] | None:
+    """Claim the next subtask (waiting up to ``wait`` seconds for one) and prepare ``workdir`` for it. None when
+    nothing is ready. The answer's ``carried`` says which commits the new branch starts with, if any."""
+    check_repo(client, repo)
+    dirty = _dirty(workdir)
+    if dirty:
+        raise Invalid(f"{workdir} has uncommitted changes ({', '.join(dirty[:5])}): commit them (and "
+                      "`mergebot submit`), or stash them, before `mergebot start`", field="dir")
+    unlanded = _unlanded(workdir)
+    if unlanded and not carry:
+        branch, n = unlanded
+        raise Invalid(f"{workdir} holds {n} commit(s) on {branch} that are not on main. Push them on their claim "
+                      f"(`mergebot submit --dir {workdir}`), or put them on the next claim's branch (`mergebot "
+                      f"start --repo {repo} --dir {workdir} --carry`), or start in another directory (`--dir`).",
+                      field="dir")
+    got = client.post("/api/v1/subtasks/claim", {"wait": wait} if wait else None)
+    if got is None:
+        return None
+    claim = Claim(got["handle"]["id"], got["handle"]["claim_version"], repo, server.rstrip("/"))
+    created = not workdir.exists()
+    try:
+        got["carried"] = _prepare(claim, got, token, workdir, carry=unlanded)
+    except BaseException as e:
+        with contextlib.suppress(ApiError, OSError):
+            client.post(f"/api/v1/subtasks/{claim.subtask_id}/release",
+                        {"claim_version": claim.claim_version, "reason": f"the worktree could not be prepared: {e}"})
+        if created:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    touch(workdir)
+    return claim, got
+
+
+def _prepare(claim: Claim, got: dict[str, Any], token: str, workdir: Path,
+             carry: tuple[str, int] | None) -> dict[str, Any] | None:
+    url = f"{claim.server}/git/{claim.repo}.git"
+    header = _auth_header(token)
+    if not (workdir / ".git").exists():
+        workdir.mkdir(parents=True, exist_ok=True)
+        git(["-c", f"http.extraHeader={header}", "clone", "--quiet", "--single-branch", "--", url, str(workdir)],
+            cwd=workdir.parent)
+    local = _repo(workdir)
+    config = local.config
+    config["http.extraHeader"] = header
+    config["remote.origin.url"] = url
+    # Only main and the previous owner's branch: with a fleet pushing, "every branch" is hundreds of refs.
+    main = _origin_head(local)
+    branch = main.split("/", 1)[1]
+    git(["fetch", "--quiet", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}"], workdir)
+    start_at = main
+    previous = got["handoff"].get("previous")
+    if carry:
+        start_at = "HEAD"  # the commits stay: the new branch starts at them
+    elif previous:
+        prev_ref = f"refs/remotes/origin/{previous['branch']}"
+        git(["fetch", "--quiet", "origin", f"+refs/heads/{previous['branch']}:{prev_ref}"], workdir, check=False)
+        if git(["rev-parse", "--verify", "--quiet", prev_ref], workdir, check=False).strip():
+            start_at = prev_ref  # continue from where the previous owner stopped
+    git(["checkout", "--quiet", "-B", claim.branch, start_at], workdir)
+    config = local.config  # read again: the checkout may have written the branch's upstream
+    for key, value in (("mergebot.subtask", str(claim.subtask_id)), ("mergebot.claimVersion", str(claim.claim_version)),
+                       ("mergebot.repo", claim.repo), ("mergebot.server", claim.server)):
+        config[key] = value
+    return {"branch": carry[0], "commits": carry[1]} if carry else None
+
+
+def _origin_head(local: pygit2.Repository) -> str:
+    """``origin/<default branch>`` as the clone recorded it (``origin/main`` when it did not)."""
+    try:
+        target = str(local.references["refs/remotes/origin/HEAD"].target)
+    except (KeyError, pygit2.GitError):
+        return "origin/main"
+    return target.removeprefix("refs/remotes/") if target.startswith("refs/remotes/origin/") else "origin/main"
+
+
+def current_claim(workdir: Path) -> Claim:
+    config = _repo(workdir).config
+
+    def cfg(key: str) -> str:
+        value = (config[key] or "").strip() if key in config else ""
+        if not value:
+            raise Invalid(f"{workdir} is not a mergebot worktree (no {key}); run "
+                          "`mergebot start --repo NAME --dir DIR` first", field="dir")
+        return value
+
+    return Claim(int(cfg("mergebot.subtask")), int(cfg("mergebot.claimVersion")), cfg("mergebot.repo"),
+                 cfg("mergebot.server"))
+
+
+def head_sha(workdir: Path) -> str:
+    return str(_repo(workdir).head.target)
+
+
+def token_of(workdir: Path) -> str:
+    """The agent's token, as ``start`` kept it in the worktree's git config."""
+    config = _repo(workdir).config
+    header = (config["http.extraHeader"] or "") if "http.extraHeader" in config else ""
+    with contextlib.suppress(ValueError, UnicodeDecodeError):
+        return base64.b64decode(header.rsplit(" ", 1)[-1]).decode().split(":", 1)[1]
+    return os.environ.get("MERGEBOT_TOKEN", "")
+
+
+def handoff_note(workdir: Path, *, done: str, remains: str, tried: list[str], checks: list[str]) -> str:
+    """A structured note: what was done, the commits, the checks run, what remains, what failed."""
+    claim = current_claim(workdir)
+    commits = git(["log", "--oneline", "--no-decorate", "-n", "20", "origin/HEAD..HEAD"], workdir, check=False)
+    lines = [f"## Handoff for subtask {claim.subtask_id} (claim version {claim.claim_version})",
+             f"Branch: {claim.branch}", "", "### Done", done or "(nothing recorded)", "", "### Commits",
+             commits.strip() or "(none pushed)", "", "### Checks run"]
+    lines += [f"- {c}" for c in checks] or ["(none)"]
+    lines += ["", "### What remains", remains or "(not recorded)", "", "### Failed attempts"]
+    lines += [f"- {t}" for t in tried] or ["(none)"]
+    return "\n".join(lines)

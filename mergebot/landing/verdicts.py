@@ -1,0 +1,165 @@
+"""Every verdict an agent can be given, as a typed record: what each kind means, whether it is final, and the
+command that comes next. Pure: the queue and the push checks record a kind and its facts; this module turns them,
+with the subtask as it is now, into the ``Verdict`` every door shows (API, CLI, MCP tools, pages, statuses).
+
+Rules:
+  * ``KINDS`` is the whole list; the agents' guide (``docs/agents.md``) explains each one (a test checks it).
+  * A verdict is ``final`` when nothing more happens by itself. Waiting (queued, verifying, landing) and a
+    pre-existing failure (parked: it lands once main is green again) are not final.
+  * ``next`` is one command. While the claim still holds, ``branch`` is the exact ref to push to; once it does
+    not (the subtask landed, was reclaimed, went back to ready), there is no branch and ``next`` says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mergebot.models import Candidate, Verdict
+
+
+class Now(Protocol):
+    """The subtask as it is now (a ``Subtask``, or the push checks' ``Owner``)."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def claim_version(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Kind:
+    final: bool
+    meaning: str
+    next: str  # with {sid}, {id}, {target} filled in
+
+
+KINDS: dict[str, Kind] = {
+    # the queue's verdicts on a candidate
+    "queued": Kind(False, "waits in the merge queue", "`mergebot wait {sid}` (or `mergebot submit` waits for it)"),
+    "verifying": Kind(False, "its check runs on the merged commit", "`mergebot wait {sid}`"),
+    "landing": Kind(False, "it passed; main is moving to it", "`mergebot wait {sid}`"),
+    "landed": Kind(True, "it is on {target}", "`mergebot start --repo REPO --dir DIR` for the next subtask"),
+    "pre_existing": Kind(False, "the check fails on {target} too: not the change's fault; parked until {target} is "
+                         "green, then it is verified again by itself", "nothing: `mergebot wait {sid}`"),
+    "conflict": Kind(True, "it conflicts with {target} in the paths given (hunks shows where)",
+                     "`git fetch origin {target} && git rebase origin/{target}`, resolve, commit, `mergebot submit`"),
+    "nothing_to_land": Kind(True, "the commit is already on {target}",
+                            "commit the subtask's work and `mergebot submit` (or, if it is done, tell the lead with "
+                            "`mergebot note`)"),
+    "check_failed": Kind(True, "the check failed on the merged commit, and again on a retry (failing_tests names "
+                         "the tests; log_tail is the end of the log)",
+                         "fix it, commit, `mergebot submit`"),
+    "check_timeout": Kind(True, "the check ran past its time limit on the merged commit",
+                          "make it finish in time (a hang, a slow test), commit, `mergebot submit`"),
+    "flaky_then_failed": Kind(True, "it failed once and passed on a retry (flaky), then failed again when it was "
+                              "verified on the newer {target}", "fix it, commit, `mergebot submit`; if the test is "
+                              "flaky, `mergebot submit --again`"),
+    "verifier_error": Kind(True, "the verifier could not run the check (twice): no verdict on the change",
+                           "`mergebot submit --again`"),
+    "superseded": Kind(True, "replaced: a newer push of the subtask, or its claim moved on",
+                       "`mergebot submit` follows your newest push; if the claim moved on, claim other work"),
+    "cancelled": Kind(True, "the queue dropped it (its subtask was cancelled, or its landing could not be "
+                      "recorded)", "`mergebot show {sid}`, then claim other work"),
+    # the push checks' refusals (git refused the push; nothing was queued)
+    "protected_ref": Kind(True, "only subtask branches may be pushed; {target} and other refs are the bot's",
+                          "`mergebot submit` (it pushes to your claim's branch)"),
+    "unknown_subtask": Kind(True, "the branch names a subtask that does not exist", "`mergebot claim` for work"),
+    "not_owner": Kind(True, "the subtask is not yours", "`mergebot start --repo REPO --dir DIR` for your own work"),
+    "stale_claim": Kind(True, "the branch's claim version is not the subtask's current one (the claim was "
+                        "superseded, or the version does not exist yet)",
+                        "`mergebot start --repo REPO --dir DIR --carry` to claim again with your commits"),
+    "landing_now": Kind(True, "the previous push of the subtask is being landed right now", "`mergebot wait {sid}`"),
+    "not_running": Kind(True, "the subtask is not being worked on (landed, ready, failed or cancelled)",
+                        "`mergebot show {sid}`, then claim other work"),
+    "too_large": Kind(True, "the push, or a file in it, is over the repository's size limits",
+                      "keep generated and binary files out of the change, amend, `mergebot submit`"),
+    "history_anomaly": Kind(True, "the pushed history is not a change on {target} (an unrelated root, too many "
+                            "commits, or other agents' unlanded commits)",
+                            "`git fetch origin {target} && git rebase origin/{target}`, `mergebot submit`"),
+    "protected_path": Kind(True, "the change touches paths the operator protects (paths lists them)",
+                           "take those changes out (`git restore --source origin/{target} -- PATH`), commit, "
+                           "`mergebot submit`"),
+    "claim_superseded": Kind(True, "git took the push, but the claim had changed before it reached the queue",
+                             "`mergebot show {sid}`; `mergebot start --repo REPO --dir DIR --carry` to claim again"),
+    # what the agent's side says without a verdict from the bot
+    "unchanged": Kind(True, "nothing was pushed: the branch already held the commit, so nothing was queued",
+                      "commit a change and `mergebot submit`, or `mergebot submit --again`"),
+    "push_failed": Kind(True, "git could not push (the server refused the connection or the credentials)",
+                        "read git's message; check `mergebot status` and the token"),
+}
+
+_PUSH_CODES = {"landing": "landing_now"}  # a push refusal's code, where its kind is named apart
+_STATUS_KINDS = {"queued": "queued", "verifying": "verifying", "landing": "landing", "landed": "landed",
+                 "parked": "pre_existing", "superseded": "superseded", "cancelled": "cancelled"}
+_REASON_KINDS = (("conflicts with ", "conflict"), ("nothing to land", "nothing_to_land"),
+                 ("the verifier could not run", "verifier_error"), ("the check ", "check_failed"))
+
+
+def kind_of(cand: Candidate) -> str:
+    """The kind of a candidate's verdict: as recorded, else from its status (or, for rows older than recorded
+    kinds, from its reason's first words)."""
+    if cand.verdict and cand.verdict.get("kind") in KINDS and cand.status == "rejected":
+        return str(cand.verdict["kind"])
+    if cand.status != "rejected":
+        return _STATUS_KINDS.get(cand.status, "queued")
+    reason = cand.reason or ""
+    if reason.startswith("the check ") and " gave timeout" in reason:
+        return "check_timeout"
+    return next((k for prefix, k in _REASON_KINDS if reason.startswith(prefix)), "check_failed")
+
+
+def holds(sub: Now | None, claim_version: int) -> bool:
+    """Whether the claim at ``claim_version`` still owns the subtask (so its branch is the one to push to)."""
+    return sub is not None and sub.claim_version == claim_version and sub.status in ("running", "submitted")
+
+
+def recorded(kind: str, *, paths: list[str] | None = None, hunks: list[dict[str, Any]] | None = None,
+             failing_tests: list[str] | None = None, **more: Any) -> dict[str, Any]:
+    """What the queue records with a candidate's new status: the verdict's kind and its facts."""
+    assert kind in KINDS, kind
+    out: dict[str, Any] = {"kind": kind, **more}
+    for name, value in (("paths", paths), ("hunks", hunks), ("failing_tests", failing_tests)):
+        if value:
+            out[name] = value
+    return out
+
+
+def for_candidate(cand: Candidate, sub: Now | None, target_branch: str) -> Verdict:
+    kind = kind_of(cand)
+    facts = cand.verdict or {}
+    run = cand.verifier or {}
+    message = cand.reason or KINDS[kind].meaning.format(target=target_branch)
+    return _verdict(kind, message, sub, cand.subtask_id, cand.claim_version, target_branch, candidate_id=cand.id,
+                    sha=cand.sha, base_sha=cand.base_sha, merged_sha=cand.merged_sha,
+                    paths=list(facts.get("paths") or []), hunks=list(facts.get("hunks") or []),
+                    failing_tests=list(facts.get("failing_tests") or run.get("failing_tests") or []),
+                    log_tail=(run.get("log_tail") or run.get("log_head") or "")[-4000:] if kind in _WITH_LOG else "")
+
+
+def for_refusal(code: str, message: str, subtask_id: int | None, claim_version: int | None, sha: str | None,
+                target_branch: str, sub: Now | None, paths: list[str] | None = None) -> Verdict:
+    """A push git refused (its rule's ``code``, ``mergebot.landing.checks``)."""
+    kind = _PUSH_CODES.get(code, code if code in KINDS else "history_anomaly")
+    return _verdict(kind, message, sub, subtask_id, claim_version, target_branch, sha=sha, paths=paths or [])
+
+
+_WITH_LOG = frozenset({"check_failed", "check_timeout", "flaky_then_failed", "verifier_error", "pre_existing"})
+
+
+def _verdict(kind: str, message: str, sub: Now | None, subtask_id: int | None, claim_version: int | None,
+             target_branch: str, **facts: Any) -> Verdict:
+    k = KINDS[kind]
+    sid = subtask_id if subtask_id is not None else "ID"
+    nxt = k.next.format(sid=sid, target=target_branch)
+    branch = None
+    if subtask_id is not None and claim_version is not None and holds(sub, claim_version):
+        branch = f"refs/heads/subtasks/{subtask_id}/v{claim_version}"
+    elif k.final and kind not in ("landed", "unknown_subtask", "not_owner", "stale_claim", "claim_superseded") \
+            and sub is not None:
+        nxt = (f"the claim no longer holds (subtask {sid} is {sub.status} at claim version {sub.claim_version}): "
+               + ("claim other work, `mergebot claim`" if sub.status != "ready" else
+                  "`mergebot start --repo REPO --dir DIR --carry` to claim it again with your commits"))
+    return Verdict(kind=kind, message=message, final=k.final, next=nxt, branch=branch, subtask_id=subtask_id,
+                   claim_version=claim_version, **facts)
