@@ -127,10 +127,12 @@ async def e2e_db(e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Database]:
 
 @pytest.fixture
 async def make_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
-    """``make(verifier, broken_main=False, **bot_env)``: a fleet (root, ann, bob) on a new repository and its check."""
+    """``make(verifier, broken_main=False, repo=None, **bot_env)``: a fleet (root, ann, bob) on a new repository
+    and its check; ``repo`` overrides the repository's settings (``verifier_timeout_s``, ``max_file_bytes``, ...)."""
     bots: list[BotProcess] = []
 
-    async def make(verifier: str, *, broken_main: bool = False, **env: str) -> Fleet:
+    async def make(verifier: str, *, broken_main: bool = False, repo: dict[str, Any] | None = None,
+                   **env: str) -> Fleet:
         src = make_project(tmp_path / "src")
         if broken_main:
             (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
@@ -140,7 +142,7 @@ async def make_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> Async
             _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
         data = tmp_path / "data"
         await add_repo(e2e_db, repos_root(data), name="demo", source=str(src), verifier_command=verifier,
-                       verifier_timeout_s=60)
+                       **{"verifier_timeout_s": 60, **(repo or {})})
         bot = BotProcess(e2e_db_url, data, **env).start()
         bots.append(bot)
         return Fleet(bot, e2e_db, tokens, tmp_path / "work")

@@ -218,6 +218,10 @@ def main(argv: list[str]) -> int:
     keeper.save(kept=True, started_at=_iso(time.time()), lease_seconds=keeper.lease, idle_seconds=keeper.idle)
     why = keeper.run()
     print(f"{_iso(time.time())} keeper stopped: {why}", flush=True)
+    pidfile = state_dir(workdir) / "keeper.pid"
+    with contextlib.suppress(OSError, ValueError):  # gone at once: an unreaped exit must not look alive
+        if int(pidfile.read_text()) == os.getpid():
+            pidfile.unlink()
     return 0
 
 

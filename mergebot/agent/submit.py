@@ -47,15 +47,16 @@ def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool 
                              cwd=workdir, capture_output=True, text=True, check=False)
         remote = "\n".join(line.removeprefix("remote:").strip() for line in out.stderr.splitlines()
                            if line.startswith("remote:"))
-        if out.returncode != 0:
-            return refused(claim.subtask_id, claim.claim_version, sha, remote or out.stderr.strip())
+        if out.returncode != 0 or VERDICT_LINE in remote:  # refused, or taken by git but not queued (post-receive)
+            return refused(claim.subtask_id, claim.claim_version, sha, remote or out.stderr.strip(),
+                           branch=f"refs/heads/{claim.branch}")
         found = QUEUED.search(remote)
         cand_id = int(found.group(1)) if found else None
         if cand_id is None and "[up to date]" in out.stdout:  # git pushed nothing: say so, unless it is in flight
             cands = client.get("/api/v1/candidates", subtask=claim.subtask_id, limit=20)["candidates"]
             last = next((c for c in cands if c["sha"] == sha and c["claim_version"] == claim.claim_version), None)
             if last is None or last["status"] not in ("queued", "verifying", "landing", "parked"):
-                return unchanged(claim.subtask_id, claim.claim_version, sha, last)
+                return unchanged(claim.subtask_id, claim.claim_version, sha, last, branch=f"refs/heads/{claim.branch}")
             cand_id = last["id"]
     return follow(client, claim.subtask_id, claim.claim_version, sha, cand_id, wait=wait, progress=progress,
                   through_parked=through_parked)
@@ -83,25 +84,31 @@ def follow(client: Client, subtask_id: int, claim_version: int, sha: str, cand_i
             last = mine["status"]
         if mine["status"] in STOPS and not (through_parked and mine["status"] == "parked"):
             return mine
-    return {"status": "waiting", "sha": sha, "id": cand_id,
-            "reason": f"no verdict within {wait:.0f}s; it is still queued (`mergebot wait {subtask_id}`)"}
+    return {"status": "waiting", "sha": sha, "id": cand_id, "verdict": mine["verdict"] if mine else None,
+            "reason": f"no verdict within {wait:.0f}s; it is still "
+                      f"{mine['status'] if mine else 'on its way to the queue'} (`mergebot wait {subtask_id}`)"}
 
 
-def refused(subtask_id: int, claim_version: int, sha: str, message: str) -> dict[str, Any]:
-    """A push git refused: the sentences, and the verdict the bot sent with them (the first refused ref's)."""
+def refused(subtask_id: int, claim_version: int, sha: str, message: str, *,
+            branch: str | None = None) -> dict[str, Any]:
+    """A push git refused (or took without queueing it): the sentences, and the verdict the bot sent with them
+    (the first refused ref's); with none, git itself failed (``push_failed``: the claim's ``branch`` still holds)."""
     records = [json.loads(line.split(VERDICT_LINE, 1)[1]) for line in message.splitlines() if VERDICT_LINE in line]
     text = "\n".join(line for line in message.splitlines() if VERDICT_LINE not in line).strip()
-    verdict = records[0] if records else {"kind": "push_failed", "message": text, "final": True,
+    verdict = records[0] if records else {"kind": "push_failed", "message": text, "final": True, "branch": branch,
+                                          "subtask_id": subtask_id, "claim_version": claim_version, "sha": sha,
                                           "next": "read git's message; check `mergebot status` and the token"}
     return {"status": "refused", "reason": text, "sha": sha, "subtask_id": subtask_id, "claim_version": claim_version,
             "verdict": verdict, "verdicts": records}
 
 
-def unchanged(subtask_id: int, claim_version: int, sha: str, last: dict[str, Any] | None) -> dict[str, Any]:
+def unchanged(subtask_id: int, claim_version: int, sha: str, last: dict[str, Any] | None, *,
+              branch: str | None = None) -> dict[str, Any]:
     """The branch already held this commit, so git pushed nothing and nothing was queued."""
     text = (f"nothing was pushed: subtask {subtask_id}'s branch already holds {sha[:12]}"
             + (f", whose candidate {last['id']} was {last['status']}" if last else "")
             + ". Commit a change and `mergebot submit`, or `mergebot submit --again` to queue it once more.")
     return {"status": "unchanged", "reason": text, "sha": sha, "subtask_id": subtask_id,
             "claim_version": claim_version, "last": last,
-            "verdict": {"kind": "unchanged", "message": text, "final": True, "next": "`mergebot submit --again`"}}
+            "verdict": {"kind": "unchanged", "message": text, "final": True, "next": "`mergebot submit --again`",
+                        "branch": branch, "subtask_id": subtask_id, "claim_version": claim_version, "sha": sha}}

@@ -68,7 +68,8 @@ def landing_now(ref: str, subtask_id: int) -> str:
 
 
 def not_running(ref: str, subtask_id: int, status: str) -> str:
-    return f"{ref}: subtask {subtask_id} is {status}; only running work can be pushed."
+    return (f"{ref}: subtask {subtask_id} is {status}; only work under a claim can be pushed (`mergebot show "
+            f"{subtask_id}` says what became of it).")
 
 
 def push_too_large(ref: str, size: int, limit: int) -> str:

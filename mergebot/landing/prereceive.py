@@ -232,6 +232,26 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
     return out
 
 
+async def answer_post_receive(db: Database, repo: Repo, agent: Agent,
+                              updates: list[RefUpdate]) -> tuple[list[Candidate], str]:
+    """The post-receive answer: each accepted update queued, one at a time, so a claim that changed since the
+    pre-receive step refuses only its own ref; that refusal goes back to the pusher as a sentence and a verdict
+    line (``claim_superseded``: git took the push, nothing of it lands), as pre-receive refusals do."""
+    queued: list[Candidate] = []
+    lines: list[str] = []
+    for u in updates:
+        try:
+            for c in await accept_push(db, repo, agent, [u]):
+                queued.append(c)
+                lines.append(say.queued(c.subtask_id, c.claim_version, c.sha, c.id))
+        except ClaimSuperseded as e:
+            sid, version = parse_subtask_ref(u.ref) or (None, None)
+            sub = await db.subtasks.get_subtask(sid) if sid is not None else None
+            v = verdicts.for_refusal("claim_superseded", e.message, sid, version, u.new, repo.target_branch, sub)
+            lines += [f"Mergebot: {e.message}", VERDICT_LINE + json.dumps(record(v))]
+    return queued, "\n".join(lines)
+
+
 async def queue_orphans(db: Database, path: Path, repo: Repo, refs: Collection[str] | None = None) -> list[int]:
     """Account for every subtask branch tip at its subtask's current claim version that no candidate accounts for:
     an accepted push whose post-receive step never ran. The reconciler runs this, the queue every ``orphan sweep``

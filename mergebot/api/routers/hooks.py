@@ -17,7 +17,7 @@ from mergebot.git import repo as git
 from mergebot.git.smarthttp import PushSession
 from mergebot.landing import messages as say
 from mergebot.landing.checks import RefUpdate
-from mergebot.landing.prereceive import accept_push, judge_push, parse_updates
+from mergebot.landing.prereceive import answer_post_receive, judge_push, parse_updates
 
 router = APIRouter(prefix="/internal/hooks", include_in_schema=False)
 MAX_UPDATES = 1000
@@ -63,9 +63,9 @@ async def _hook(stage: str, request: Request, services: Services) -> PlainTextRe
     db = services.db
     repo = await db.landing.get_repo(session.repo)
     if stage == "post-receive":
-        candidates = await accept_push(db, repo, session.agent, updates)
+        _, answer = await answer_post_receive(db, repo, session.agent, updates)
         services.queue.poke()
-        return _answer("\n".join(say.queued(c.subtask_id, c.claim_version, c.sha, c.id) for c in candidates))
+        return _answer(answer)
     try:
         verdict = await judge_push(db, repo, git.bare_path(services.root, repo.name), session.agent,
                                    request.headers.get("x-mergebot-quarantine") or None, updates)

@@ -1,0 +1,229 @@
+"""Every verdict kind, produced for real and read as a record.
+
+Each test makes its verdict happen through a real push (or the API call that stands for one) against a real
+server and repository, and checks the fields an agent acts on: ``kind``, ``final``, ``next`` and ``branch`` (the
+exact ref to push to while the claim holds, else none), with ``paths``, ``hunks`` and ``failing_tests`` where
+the kind has them. ``tests/test_agents.py`` covers the kinds it already needs (conflict, check_failed,
+pre_existing, landed, unchanged and the push rules); ``test_every_kind_is_produced_by_some_test`` checks that
+together they cover ``KINDS``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mergebot import agent
+from mergebot.db.locks import SessionLocks
+from mergebot.landing.verdicts import KINDS
+from tests.bot import Fleet, check_command, commit, git, until
+
+
+def candidate(fleet: Fleet, who: str, cand_id: int) -> dict[str, Any]:
+    out: dict[str, Any] = fleet.client(who).get(f"/api/v1/candidates/{cand_id}")
+    return out
+
+
+def push(fleet: Fleet, who: str, wt: Path, wait: float = 90) -> dict[str, Any]:
+    return agent.push(fleet.client(who), wt, wait=wait, progress=False)
+
+
+async def test_waiting_superseded_and_after_landing(make_fleet: Callable[..., Any], tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    fleet: Fleet = await make_fleet(f"while [ ! -e {go} ]; do sleep 0.05; done", MERGEBOT_VERIFIER_SANDBOX="none")
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="waits its turn")
+    claim, wt = fleet.start("ann")
+    branch = f"refs/heads/{claim.branch}"
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="holding the queue")
+    commit(wt, {"a.txt": "first\n"})
+    first = push(fleet, "ann", wt, wait=1)
+    v = first["verdict"]
+    assert first["status"] == "waiting" and v["kind"] == "queued", first
+    assert (v["final"], v["branch"]) == (False, branch) and "mergebot wait" in v["next"]
+
+    commit(wt, {"a.txt": "second\n"})
+    second = push(fleet, "ann", wt, wait=1)
+    v = candidate(fleet, "ann", first["id"])["verdict"]
+    assert (v["kind"], v["final"], v["branch"]) == ("superseded", True, branch), v
+    assert "follows your newest push" in v["next"]
+
+    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+
+    async def verifying() -> bool:
+        return bool(candidate(fleet, "ann", second["id"])["status"] == "verifying")
+
+    await until(verifying, timeout=30)
+    v = candidate(fleet, "ann", second["id"])["verdict"]
+    assert (v["kind"], v["final"], v["branch"]) == ("verifying", False, branch) and "mergebot wait" in v["next"]
+    go.touch()
+    landed = agent.submit.follow(fleet.client("ann"), sub.id, 1, second["sha"], second["id"], wait=60)
+    assert landed["verdict"]["kind"] == "landed" and landed["verdict"]["branch"] is None
+
+    commit(wt, {"a.txt": "after it landed\n"})
+    late = push(fleet, "ann", wt)
+    v = late["verdict"]
+    assert late["status"] == "refused" and (v["kind"], v["final"], v["branch"]) == ("not_running", True, None), late
+    assert f"subtask {sub.id} is landed at claim version 1" in v["next"] and "claim other work" in v["next"]
+
+
+async def test_a_push_while_the_last_one_is_landing(fleet: Fleet, e2e_db_url: str) -> None:
+    """The bot dies between writing its landing intent and moving main, and comes back while another process
+    leads the repository (so nothing reconciles it yet): the candidate is ``landing``, and a new push of the
+    subtask is refused until that landing is settled."""
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="lands slowly")
+    fleet.bot.stop()
+    fleet.bot.start(MERGEBOT_CRASH_AT="after_intent")
+    claim, wt = fleet.start("ann")
+    branch = f"refs/heads/{claim.branch}"
+    commit(wt, {"f.txt": "one\n"})
+    git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
+    assert fleet.bot.wait_exit(60) == -9
+    other_leader = SessionLocks(e2e_db_url)
+    assert await other_leader.try_queue_lock("demo")
+    try:
+        fleet.bot.start()
+        [row] = await fleet.db.landing.candidates(subtask_id=sub.id)
+        v = candidate(fleet, "ann", row["id"])["verdict"]
+        assert (v["kind"], v["final"], v["branch"]) == ("landing", False, branch) and "mergebot wait" in v["next"]
+        commit(wt, {"f.txt": "two\n"})
+        refused = push(fleet, "ann", wt)
+        v = refused["verdict"]
+        assert (v["kind"], v["final"], v["branch"]) == ("landing_now", True, branch), refused
+        assert f"mergebot wait {sub.id}" in v["next"]
+    finally:
+        await other_leader.close()
+
+    async def landed() -> bool:
+        return (await fleet.db.subtasks.get_subtask(sub.id)).status == "landed"
+
+    await until(landed, timeout=60)  # the bot leads now: it reconciles (rolls the intent back) and lands it
+
+
+async def test_a_landing_nobody_may_record_is_cancelled(fleet: Fleet) -> None:
+    """main moved, then the bot died before recording the landing, and the subtask was cancelled meanwhile: the
+    reconciler keeps main and the evidence, and the candidate is ``cancelled``."""
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="cancelled under a landing")
+    fleet.bot.stop()
+    fleet.bot.start(MERGEBOT_CRASH_AT="after_cas")
+    claim, wt = fleet.start("ann")
+    commit(wt, {"f.txt": "one\n"})
+    git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+    assert fleet.bot.wait_exit(60) == -9
+    lead = await fleet.db.agents.agent_by_name("lead")
+    await fleet.db.subtasks.cancel(actor_id=lead.id, subtask_id=sub.id, reason="not needed after all")
+    fleet.bot.start()
+    [row] = await fleet.db.landing.candidates(subtask_id=sub.id)
+
+    async def settled() -> bool:
+        return bool(candidate(fleet, "ann", row["id"])["status"] == "cancelled")
+
+    await until(settled, timeout=60)
+    v = candidate(fleet, "ann", row["id"])["verdict"]
+    assert (v["kind"], v["final"], v["branch"]) == ("cancelled", True, None), v
+    assert f"subtask {sub.id} is cancelled" in v["next"] and "claim other work" in v["next"]
+
+
+HOLD_HOOK = """#!/bin/sh
+# Test hook: hold a subtask push after git moved its ref and before post-receive, while {hold} exists.
+input=$(cat)
+[ "$1" = committed ] || exit 0
+case "$input" in *refs/heads/subtasks/*) ;; *) exit 0 ;; esac
+[ -e {hold} ] || exit 0
+touch {held}
+while [ -e {hold} ]; do sleep 0.05; done
+"""
+
+
+async def test_a_claim_that_moves_during_the_push_is_refused_after_git_took_it(fleet: Fleet, tmp_path: Path) -> None:
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="released mid-push")
+    claim, wt = fleet.start("ann")
+    hold, held = tmp_path / "hold", tmp_path / "held"
+    hook = fleet.bot.data_dir / "repos" / "demo.git" / "hooks" / "reference-transaction"
+    hook.write_text(HOLD_HOOK.format(hold=hold, held=held))
+    hook.chmod(0o755)
+    hold.touch()
+    sha = commit(wt, {"f.txt": "taken, never queued\n"})
+    answer: dict[str, Any] = {}
+    pushing = threading.Thread(target=lambda: answer.update(push(fleet, "ann", wt, wait=30)))
+    pushing.start()
+    deadline = time.monotonic() + 30
+    while not held.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert held.exists(), "the push never reached its ref update"
+    fleet.client("ann").post(f"/api/v1/subtasks/{sub.id}/release", {"claim_version": claim.claim_version})
+    hold.unlink()
+    pushing.join(60)
+    v = answer["verdict"]
+    assert answer["status"] == "refused" and (v["kind"], v["final"], v["branch"]) == ("claim_superseded", True,
+                                                                                        None), answer
+    assert "--carry" in v["next"] and v["sha"] == sha
+    refusals = [e for e in await fleet.db.subtasks.events(subtask_id=sub.id) if e["kind"] == "push_refused"]
+    assert [(e["detail"]["code"], e["detail"]["stage"]) for e in refusals] == [("claim_superseded", "post-receive")]
+    assert await fleet.db.landing.candidates(subtask_id=sub.id) == []
+
+
+async def test_a_check_past_its_time_limit(make_fleet: Callable[..., Any]) -> None:
+    fleet: Fleet = await make_fleet("if [ -e slow.txt ]; then sleep 60; fi", repo={"verifier_timeout_s": 2},
+                                    MERGEBOT_RETRY_FAILED_CHECKS="0")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="hangs")
+    claim, wt = fleet.start("ann")
+    commit(wt, {"slow.txt": "sleep\n"})
+    v = push(fleet, "ann", wt)["verdict"]
+    assert (v["kind"], v["final"], v["branch"]) == ("check_timeout", True, f"refs/heads/{claim.branch}"), v
+    assert "finish in time" in v["next"]
+
+
+async def test_a_check_that_cannot_judge_is_a_verifier_error(make_fleet: Callable[..., Any]) -> None:
+    # a check that rewrites a tracked file vouches for nothing: its outcome is an error, twice
+    fleet: Fleet = await make_fleet("echo changed >> calc.py")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="no verdict")
+    claim, wt = fleet.start("ann")
+    commit(wt, {"b.txt": "b\n"})
+    v = push(fleet, "ann", wt)["verdict"]
+    assert (v["kind"], v["final"], v["branch"]) == ("verifier_error", True, f"refs/heads/{claim.branch}"), v
+    assert v["next"] == "`mergebot submit --again`" and "modified tracked files" in v["log_tail"]
+
+
+async def test_flaky_then_failed_on_the_second_verification(make_fleet: Callable[..., Any], tmp_path: Path) -> None:
+    """In the speculation window a failing candidate is judged apart: its retry passes (flaky), so it goes back
+    to the queue to be verified again, and fails then: ``flaky_then_failed``."""
+    runs = tmp_path / "runs"
+    check = (f"if [ -e x.txt ]; then n=$(( $(cat {runs} 2>/dev/null || echo 0) + 1 )); echo $n > {runs}; "
+             "[ $n -eq 2 ]; fi")
+    fleet: Fleet = await make_fleet(check, MERGEBOT_VERIFIER_SANDBOX="none", MERGEBOT_SPECULATION_WINDOW="2")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="flaky")
+    claim, wt = fleet.start("ann")
+    commit(wt, {"x.txt": "x\n"})
+    out = push(fleet, "ann", wt, wait=120)
+    v = out["verdict"]
+    assert (v["kind"], v["final"], v["branch"]) == ("flaky_then_failed", True, f"refs/heads/{claim.branch}"), out
+    assert "--again" in v["next"] and int(runs.read_text()) >= 3
+
+
+async def test_too_large_and_a_push_git_could_not_make(make_fleet: Callable[..., Any]) -> None:
+    fleet: Fleet = await make_fleet(check_command(), repo={"max_file_bytes": 1000})
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="big")
+    claim, wt = fleet.start("ann")
+    branch = f"refs/heads/{claim.branch}"
+    commit(wt, {"blob.bin": "x" * 5000})
+    v = push(fleet, "ann", wt)["verdict"]
+    assert (v["kind"], v["final"], v["branch"], v["paths"]) == ("too_large", True, branch, ["blob.bin"]), v
+    assert "amend" in v["next"]
+    fleet.bot.stop()
+    out = push(fleet, "ann", wt)
+    v = out["verdict"]
+    assert out["status"] == "refused" and (v["kind"], v["final"], v["branch"]) == ("push_failed", True, branch), out
+    assert "mergebot status" in v["next"]
+
+
+def test_every_kind_is_produced_by_some_test() -> None:
+    """The kinds the verdict tests produce and check as records, read from their assertions: all of KINDS."""
+    here = Path(__file__).parent
+    text = (here / "test_verdicts.py").read_text() + (here / "test_agents.py").read_text()
+    checked = set(re.findall(r'\("(\w+)", (?:\[|True|False)', text)) | set(re.findall(r'\["kind"\] == "(\w+)"', text))
+    missing = sorted(set(KINDS) - checked)
+    assert missing == [], f"no test produces these verdict kinds: {missing}"
