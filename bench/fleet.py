@@ -39,6 +39,17 @@ with ``MERGEBOT_RETRY_FAILED_CHECKS=0``: a failure is judged on its first run. `
 default instead (every failure runs once more on the same commit, to tell flaky from broken: one more run per
 failure than the model counts).
 
+**Idle agents** (``--depends K --idle poll:S,wait:S [--rounds N]``). Subtask i depends on subtask i-K (K
+chains), so with more agents than chains most of them find nothing ready. Each ``--idle`` variant is one run
+(``--rounds`` alternates them, A/B in one sitting): ``poll:S`` claims again S seconds after an empty answer (what
+an agent did before the claim could wait), ``wait:S`` claims with ``wait`` (``POST /api/v1/subtasks/claim``
+holds the request up to S seconds and answers when something is ready: LISTEN/NOTIFY in the server). The run
+ends when every subtask has landed; printed per variant (medians over the rounds): the empty claim answers, and
+the server's and PostgreSQL's CPU seconds per landing against the first variant given. Example::
+
+    python bench/fleet.py --modes serial --agents 100 --subtasks 40 --depends 4 --duration 1 \
+        --idle poll:2,wait:60 --rounds 2
+
 **Scenario 2, the seeds' coordination load** (``--scenario seeds``). The 1,000-agent run of the seeds
 (``../shared/seeds/thousand-agent-coordination.txt``): a 2,418-subtask tree 10 levels deep (deterministic, from
 ``--seed``), 1 lead and 999 helpers in 10 groups, 36,612 writes and 311,734 reads over 30 hours. Replayed through
@@ -228,6 +239,7 @@ class AgentRun:
     errors: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)  # pushes refused at push time (pre-receive)
     claim_s: list[float] = field(default_factory=list)  # agent.start: claim + fetch + checkout
+    empty_claims: int = 0  # agent.start answered "nothing is ready" (--idle: the agent polls or waits again)
     commit_s: list[float] = field(default_factory=list)
 
 
@@ -241,22 +253,34 @@ def epoch(value: Any) -> float | None:
     return float(value.timestamp())
 
 
+Idle = tuple[str, float]  # ("poll", seconds between claims) or ("wait", the claim's long-poll seconds)
+
+
 def agent_loop(url: str, token: str, wt: Path, *, seed: int, p: float, deadline: float, max_pushes: int,
-               start: threading.Event, stop: threading.Event, run: AgentRun, poll: float | None) -> None:
-    """One simulated agent: claim, commit, push and wait; fix and push again when rejected; until nothing is left."""
+               start: threading.Event, stop: threading.Event, run: AgentRun, poll: float | None,
+               idle: Idle | None = None) -> None:
+    """One simulated agent: claim, commit, push and wait; fix and push again when rejected; until nothing is left
+    (without ``idle``), or until the run stops (with it: nothing ready, it claims again after ``poll`` seconds, or
+    with a claim that waits up to ``wait`` seconds for work)."""
     client = Client(url, token, timeout=120.0)
     start.wait()
     try:
         while time.time() < deadline and not stop.is_set():
             t0 = time.perf_counter()
+            wait = min(idle[1], max(0.0, deadline - time.time())) if idle and idle[0] == "wait" else 0.0
             try:
-                got = agent.start(client, url, token, REPO, wt)
+                got = agent.start(client, url, token, REPO, wt, wait=wait)
             except (RuntimeError, ApiError, httpx.HTTPError) as e:
                 run.errors.append(f"start: {str(e)[:300]}")
                 time.sleep(1.0)
                 continue
             if got is None:
-                return  # independent subtasks: nothing ready means every one is claimed
+                run.empty_claims += 1
+                if idle is None:
+                    return  # independent subtasks: nothing ready means every one is claimed
+                if idle[0] == "poll":
+                    stop.wait(idle[1])
+                continue
             run.claim_s.append(time.perf_counter() - t0)
             run.claims += 1
             try:
@@ -336,11 +360,15 @@ def work_subtask(client: Client, wt: Path, claim: agent.Claim, *, seed: int, p: 
 
 
 async def setup_landing(url: str, data: Path, source: Path, agents: int, subtasks: int,
-                        command: str, timeout_s: int) -> list[str]:
+                        command: str, timeout_s: int, depends: int = 0) -> list[str]:
+    """Agents, the subtasks (with ``depends`` K, subtask i waits for subtask i-K: K chains) and the repository."""
     async with harness.store_on(url, statement_timeout_ms=60_000) as store:
         tokens = [(await harness.add_agent(store, f"agent-{i:04d}")).token for i in range(agents)]
+        ids: list[int] = []
         for i in range(subtasks):
-            await harness.add_subtask(store, f"fleet work item {i}")
+            after = [ids[i - depends]] if depends and i >= depends else []
+            sub, _ = await store.subtasks.create_subtask(actor_id=None, title=f"fleet work item {i}", depends_on=after)
+            ids.append(sub.id)
         await harness.add_bench_repo(store, repos_root(data), name=REPO, source=source, command=command,
                                      timeout_s=timeout_s)
         return tokens
@@ -448,11 +476,13 @@ def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: floa
     }
 
 
-def run_landing_mode(server: harness.PgServer, tmp: Path, mode: Mode, args: argparse.Namespace) -> dict[str, Any]:
+def run_landing_mode(server: harness.PgServer, tmp: Path, mode: Mode, args: argparse.Namespace,
+                     idle: Idle | None = None, run_no: int = 0) -> dict[str, Any]:
     print(f"\n[{mode.name}] setting up: {args.agents} agents, {args.subtasks} subtasks, "
-          f"env {' '.join(f'{k}={v}' for k, v in mode.env.items())}", file=sys.stderr, flush=True)
+          f"env {' '.join(f'{k}={v}' for k, v in mode.env.items())}"
+          + (f", idle agents {idle[0]} {idle[1]:g} s" if idle else ""), file=sys.stderr, flush=True)
     t_setup = time.monotonic()
-    base = tmp / mode.name
+    base = tmp / (f"{mode.name}-{idle[0]}{idle[1]:g}-{run_no}" if idle else mode.name)
     data = base / "data"
     command = check_command(args.duration)
     env = {"MERGEBOT_VERIFIER_WORKERS": str(args.workers), **mode.env,
@@ -461,16 +491,17 @@ def run_landing_mode(server: harness.PgServer, tmp: Path, mode: Mode, args: argp
     try:
         with server.fresh_db(mode.name, keep=args.keep) as url:
             tokens = asyncio.run(setup_landing(url, data, make_source(base / "source"), args.agents, args.subtasks,
-                                               command, max(60, int(args.duration * 20) + 30)))
+                                               command, max(60, int(args.duration * 20) + 30), args.depends))
             with harness.Serve(url, data, env) as bot:
-                return run_landing_agents(bot, server, url, base, tokens, t_setup, mode, args)
+                return run_landing_agents(bot, server, url, base, tokens, t_setup, mode, args, idle)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
 
 
 def run_landing_agents(bot: harness.Serve, server: harness.PgServer, url: str, base: Path, tokens: list[str],
-                       t_setup: float, mode: Mode, args: argparse.Namespace) -> dict[str, Any]:
+                       t_setup: float, mode: Mode, args: argparse.Namespace,
+                       idle: Idle | None = None) -> dict[str, Any]:
     # One clone, copied for every agent: agent.start reuses a worktree that has .git (it re-points origin
     # and the token), so the clock measures the fleet's work, not 100 clones.
     work = base / "work"
@@ -492,7 +523,7 @@ def run_landing_agents(bot: harness.Serve, server: harness.PgServer, url: str, b
                                 args=(bot.url, tokens[i], wts[i]),
                                 kwargs={"seed": args.seed, "p": args.fail_rate, "deadline": deadline,
                                         "max_pushes": 10, "start": start, "stop": stop, "run": runs[i],
-                                        "poll": args.poll})
+                                        "poll": args.poll, "idle": idle})
                for i in range(args.agents)]
     for t in threads:
         t.start()
@@ -505,6 +536,8 @@ def run_landing_agents(bot: harness.Serve, server: harness.PgServer, url: str, b
         landed = sum(1 for r in runs for p in r.pushes if p.status == "landed")
         if landed != seen:
             seen, progress_at = landed, time.monotonic()
+        if landed >= args.subtasks:  # idle agents claim on until told to stop
+            break
         if time.monotonic() - last >= 15:
             last = time.monotonic()
             print(f"[{mode.name}] {time.time() - t0:6.0f}s: {landed}/{args.subtasks} landed, "
@@ -519,13 +552,18 @@ def run_landing_agents(bot: harness.Serve, server: harness.PgServer, url: str, b
             break
     ended = time.time()
     stop.set()
-    cpu = meter.read()
+    end = meter.reading()
+    cpu = meter.read(end)
+    span = end.at - meter.start.at
     # Let the last post-land checks finish before reading (they are not part of the figures).
     time.sleep(min(5.0, args.duration * 3 + 0.5))
     db = collect_landing(url)
     figures = landing_figures(mode, args, t0, ended, db, runs, cpu)
     figures.update(setup_s=setup_s, run_s=ended - t0, load_start=load0, load_end=harness.load_average(),
-                   server_log=bot.log_excerpt(), stalled=stalled)
+                   server_log=bot.log_excerpt(), stalled=stalled, idle=f"{idle[0]} {idle[1]:g} s" if idle else None,
+                   empty_claims=sum(r.empty_claims for r in runs),
+                   server_cpu_s_per_landed=cpu["server_cores"] * span / max(1, figures["landed"]),
+                   postgres_cpu_s_per_landed=cpu["postgres_cores"] * span / max(1, figures["landed"]))
     return figures
 
 
@@ -604,6 +642,46 @@ def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> di
             target = f" (target >= {BOUND_TARGET:g}: {met(ok)})" if r["mode"] == "speculative" else ""
             print(f"  {r['mode']} measured / bound (window {r['window']}: {fmt(r['bound_per_hour'], 0)} landings/h): "
                   f"{fmt(r['vs_bound'], 2)}{target}")
+    return facts
+
+
+def print_idle(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """The idle agents' cost: the server's CPU per landing for each way of waiting for work, against the first
+    variant given (the baseline), medians over the rounds."""
+    print(f"\nScenario 1, idle agents: {args.agents} agents, {args.subtasks} subtasks in {args.depends or 'no'} "
+          f"chain(s) (subtask i waits for i-{args.depends}), check {args.duration:g} s, {args.workers} workers, "
+          f"{args.rounds} round(s) alternating")
+    print("  when nothing is ready an agent claims again: " + ", ".join(
+        f"poll {s:g} = after {s:g} s" if k == "poll" else f"wait {s:g} = with a claim that waits up to {s:g} s"
+        for k, s in args.idle))
+    cols = [("mode", 12), ("idle", 10), ("runs", 5), ("landed", 8), ("wall s", 7), ("empty claims", 13),
+            ("server CPU s/landing", 21), ("x base", 7), ("PG CPU s/landing", 17), ("x base", 7),
+            ("landings/h", 11)]
+    print("  " + " ".join(f"{c:>{w}}" if i > 1 else f"{c:<{w}}" for i, (c, w) in enumerate(cols)))
+    print("  " + "-" * (sum(w for _, w in cols) + len(cols) - 1))
+    facts: dict[str, Any] = {}
+    for mode in dict.fromkeys(r["mode"] for r in results):
+        base: tuple[float, float] | None = None
+        for kind, sec in args.idle:
+            label = f"{kind} {sec:g} s"
+            rs = [r for r in results if r["mode"] == mode and r["idle"] == label]
+            server = statistics.median(r["server_cpu_s_per_landed"] for r in rs)
+            pg = statistics.median(r["postgres_cpu_s_per_landed"] for r in rs)
+            base = base or (server, pg)
+            facts[f"{mode} {label}"] = {"server_cpu_s_per_landed": server, "postgres_cpu_s_per_landed": pg,
+                                         "server_vs_base": server / base[0], "postgres_vs_base": pg / base[1],
+                                         "runs": [r["server_cpu_s_per_landed"] for r in rs]}
+            vals = [mode, label, str(len(rs)), f"{min(r['landed'] for r in rs)}/{args.subtasks}",
+                    fmt(statistics.median(r["wall_s"] for r in rs)),
+                    fmt(statistics.median(r["empty_claims"] for r in rs), 0), fmt(server, 3),
+                    fmt(server / base[0], 2), fmt(pg, 3), fmt(pg / base[1], 2),
+                    fmt(statistics.median(r["landings_per_hour"] for r in rs), 0)]
+            print("  " + " ".join(f"{v:>{w}}" if i > 1 else f"{v:<{w}}" for i, (v, (_, w)) in enumerate(
+                zip(vals, cols, strict=True))))
+    for r in results:
+        if r["error_count"] or r["landed"] < r["subtasks"]:
+            print(f"  {r['mode']} {r['idle']}: {r['landed']}/{r['subtasks']} landed, {r['error_count']} agent "
+                  f"errors, first: {r['errors'][:2]}")
     return facts
 
 
@@ -1144,6 +1222,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--poll", type=float, default=None, metavar="SECONDS",
                     help="scenario 1: agents wait for verdicts polling at this interval instead of agent.push's "
                          "own wait (0.2 s)")
+    ap.add_argument("--depends", type=int, default=0, metavar="K",
+                    help="scenario 1: subtask i depends on subtask i-K (K chains; the other agents find nothing ready)")
+    ap.add_argument("--idle", default="", metavar="poll:S,wait:S",
+                    help="scenario 1: what an agent does when nothing is ready, one run per variant: claim again "
+                         "after S seconds (poll), or claim with a wait of up to S seconds (wait, the long-poll)")
+    ap.add_argument("--rounds", type=int, default=1, help="scenario 1 with --idle: run the variants this many "
+                                                          "times, alternating (A/B in one sitting)")
     ap.add_argument("--stall-seconds", type=float, default=120.0,
                     help="scenario 1: stop a run when nothing landed for this long")
     ap.add_argument("--server-env", action="append", default=[], metavar="KEY=VALUE",
@@ -1154,6 +1239,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--keep", action="store_true", help="keep databases and directories (debugging)")
     ap.add_argument("--json", metavar="PATH", help="save the figures as JSON")
     args = ap.parse_args(argv)
+    try:
+        pairs = (v.strip().split(":") for v in args.idle.split(",") if v.strip())
+        args.idle = [(kind, float(sec)) for kind, sec in pairs]
+    except ValueError:
+        ap.error("--idle takes variants like poll:2,wait:60")
+    if any(kind not in ("poll", "wait") for kind, _ in args.idle):
+        ap.error("--idle variants are poll:SECONDS or wait:SECONDS")
     if args.quick:
         given = set(argv if argv is not None else sys.argv[1:])
 
@@ -1180,14 +1272,17 @@ def bench(server: harness.PgServer, tmp: Path, args: argparse.Namespace, figures
                    load_start=harness.load_average())
     if args.scenario in ("landing", "both"):
         results = []
-        for mode in modes_for([m.strip() for m in args.modes.split(",") if m.strip()], args.workers, args.batch):
+        modes = modes_for([m.strip() for m in args.modes.split(",") if m.strip()], args.workers, args.batch)
+        runs = [(mode, idle, n) for n in range(args.rounds) for mode in modes for idle in args.idle] if args.idle \
+            else [(mode, None, 0) for mode in modes]
+        for mode, idle, n in runs:
             t = time.monotonic()
-            r = run_landing_mode(server, tmp, mode, args)
+            r = run_landing_mode(server, tmp, mode, args, idle, n)
             r["total_s"] = time.monotonic() - t
             results.append(r)
             print(f"[{mode.name}] done in {r['total_s']:.0f} s: {r['landed']} landed, "
                   f"{r['landings_per_hour']:.0f}/h", file=sys.stderr, flush=True)
-        facts = print_landing(results, args)
+        facts = print_idle(results, args) if args.idle else print_landing(results, args)
         figures["landing"] = {"modes": results, "facts": facts}
     if args.scenario in ("seeds", "both"):
         res = run_seeds(server, tmp, args)

@@ -1,17 +1,24 @@
 """``mergebot demo``: the whole landing path on one machine, as a new user first sees it.
 
-In a temporary data directory it starts the bot on the embedded PostgreSQL, imports a small repository with a
-real pytest suite, loads a task tree with dependencies, and lets simulated agents work it through the real HTTP
-API and real ``git push`` over HTTP: they claim, commit and push; the bot verifies each merged commit and lands
-it. Along the way the usual trouble happens: two agents append to the same changelog line and one is rejected
-with a conflict (it rebases and pushes again), one pushes a bug and is rejected by the tests (it fixes and
-pushes again), and one goes silent until its lease runs out — its subtask is handed to another agent and its
-late push is refused as stale. The demo ends when the whole tree has landed, with a summary.
+In a temporary data directory (removed at the end; ``--data-dir`` keeps one) it starts the bot on the embedded
+PostgreSQL, imports a small repository with a real pytest suite, loads a task tree with dependencies, and lets four
+simulated agents work it through the real HTTP API and real ``git push`` over HTTP. Each scene happens for real,
+in this order (the tree's priorities make the claims come out so):
+  1. a conflict: ann and bob append to the same CHANGES.md line; bob's push is rejected with the conflicting
+     hunk, and bob rebases as the verdict's ``next`` says, resolves it and lands;
+  2. a failing test: cy pushes a bug; the check fails and the verdict names the failing test; cy fixes it;
+  3. a silent agent: zed claims, leaves a handoff note and goes quiet with no keeper; its lease lapses, and its
+     late push is refused as stale;
+  4. a handoff: ann claims zed's subtask at the next claim version and gets zed's note with it;
+  5. a long thinker: bob claims with a keeper and thinks for more than three leases without a heartbeat of his
+     own; the keeper holds the claim, bob lands at his first claim version, and the keeper stops by itself.
+The summary says what happened, read from the records (landed rows, verdicts, refusals, events and notes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import shutil
 import socket
 import subprocess
@@ -25,6 +32,7 @@ from typing import Any
 import uvicorn
 
 from mergebot import agent
+from mergebot.agent import keeper
 from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.client import Client
@@ -33,6 +41,8 @@ from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
 from mergebot.table import render_table
 
+LEASE = 3.0  # seconds: short, so a lapse and a kept claim both show within the demo
+THINK = 3.5 * LEASE  # the long thinker's quiet spell
 OPS = {
     "add": ("a + b", "add(2, 3) == 5"),
     "sub": ("a - b", "sub(5, 3) == 2"),
@@ -41,16 +51,18 @@ OPS = {
     "mod": ("a % b", "mod(7, 3) == 1"),
     "pow": ("a ** b", "pow(2, 5) == 32"),
 }
+# The priorities order the claims (highest first among the ready ones), so each scene gets its subtask.
 TREE: list[dict[str, Any]] = [
     {"key": "calculator", "title": "A calculator with six operations", "children": [
-        {"key": "add", "title": "Implement add", "priority": 5},
-        {"key": "sub", "title": "Implement sub", "priority": 5},
-        {"key": "mul", "title": "Implement mul", "depends_on": ["add"]},
-        {"key": "div", "title": "Implement div", "depends_on": ["mul"]},
-        {"key": "mod", "title": "Implement mod", "depends_on": ["sub"]},
-        {"key": "pow", "title": "Implement pow", "depends_on": ["mul"]},
+        {"key": "add", "title": "Implement add", "priority": 9},
+        {"key": "sub", "title": "Implement sub", "priority": 8},
+        {"key": "mul", "title": "Implement mul", "priority": 7, "depends_on": ["add"]},
+        {"key": "mod", "title": "Implement mod", "priority": 6, "depends_on": ["sub"]},
+        {"key": "div", "title": "Implement div", "priority": 5, "depends_on": ["mul"]},
+        {"key": "pow", "title": "Implement pow", "priority": 4, "depends_on": ["mul"]},
     ]},
 ]
+NAMES = ("ann", "bob", "cy", "zed")
 
 
 def free_port() -> int:
@@ -88,21 +100,22 @@ class Show:
             print(f"[{time.monotonic() - self.start:5.1f}s] {who:>6}: {msg}", flush=True)
 
 
-def run_demo(data_dir: Path | None = None, agents: int = 4) -> None:
+def run_demo(data_dir: Path | None = None) -> None:
     keep = data_dir is not None
     data_dir = data_dir or Path(tempfile.mkdtemp(prefix="mergebot-demo-"))
-    settings = Settings(data_dir=data_dir, port=free_port(), lease_seconds=4, recovery_grace_seconds=1,
+    if not keep:  # registered first, so it runs last: after the embedded PostgreSQL has stopped
+        atexit.register(shutil.rmtree, data_dir, True)
+    settings = Settings(data_dir=data_dir, port=free_port(), lease_seconds=LEASE, recovery_grace_seconds=1,
                         recovery_interval_seconds=0.5)
-    show = Show()
-    print(f"data directory: {data_dir} (embedded PostgreSQL unless MERGEBOT_DATABASE_URL is set)")
+    print(f"data directory: {data_dir} ({'kept' if keep else 'removed at the end'}; embedded PostgreSQL unless "
+          "MERGEBOT_DATABASE_URL is set)")
     src = data_dir / "seed-project"
     if not src.exists():
         make_project(src)
-    names = ["ann", "bob", "cy", "zed"][: max(2, agents)]
 
     async def bootstrap(db: Database) -> dict[str, str]:
         tokens = {}
-        for name, role in {"lead": Role.LEAD, **{n: Role.AGENT for n in names}}.items():
+        for name, role in {"lead": Role.LEAD, **{n: Role.AGENT for n in NAMES}}.items():
             try:
                 _, tokens[name] = await db.agents.add_agent(name=name, role=role)
             except Exception:
@@ -126,102 +139,167 @@ def run_demo(data_dir: Path | None = None, agents: int = 4) -> None:
         time.sleep(0.05)
     url = f"http://127.0.0.1:{settings.port}"
     print(f"server: {url}   repository: {url}/git/calc.git\n")
+    root = data_dir / "worktrees"
     try:
-        _work(url, tokens, names, data_dir / "worktrees", show)
-        _summary(Client(url, tokens["lead"]), data_dir)
+        ids = Scenes(url, tokens, root, Show()).play()
+        summary(Client(url, tokens["lead"]), data_dir, ids)
     finally:
+        for name in NAMES:
+            keeper.stop(root / name, wait=5.0)
         server.should_exit = True
         thread.join(15)
         if not keep:
-            shutil.rmtree(data_dir / "worktrees", ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
 
 
-def _write_op(wt: Path, op: str, buggy: bool) -> None:
-    expr, check = OPS[op]
-    if buggy:
-        expr = "a + b + 1"
-    (wt / "ops" / f"{op}.py").write_text(f"def {op}(a, b):\n    return {expr}\n")
-    test = f"from ops.{op} import {op}\n\n\ndef test_{op}():\n    assert {check}\n"
-    (wt / "tests" / f"test_{op}.py").write_text(test)
-    with open(wt / "CHANGES.md", "a") as f:
-        f.write(f"- {op}\n")  # every agent appends here: concurrent appends conflict
+class Scenes:
+    """The agents' moves, one after another (bob's long thought spans the scenes in between)."""
 
+    def __init__(self, url: str, tokens: dict[str, str], root: Path, show: Show) -> None:
+        self.url, self.tokens, self.root, self.show = url, tokens, root, show
+        self.clients = {n: Client(url, t) for n, t in tokens.items()}
+        self.keys: dict[int, str] = {}
 
-def _work(url: str, tokens: dict[str, str], names: list[str], root: Path, show: Show) -> None:
-    lead = Client(url, tokens["lead"])
-    lead.post("/api/v1/announcements", {"body": "Each operation: module, test, one CHANGES.md line."})
-    made = lead.post("/api/v1/subtasks/batch", {"subtasks": TREE, "key_prefix": f"demo-{time.time_ns()}"})
-    by_id = {v["id"]: k for k, v in made["subtasks"].items()}
-    root_id = made["subtasks"]["calculator"]["id"]
-    show("lead", f"created {len(by_id)} subtasks in a tree with dependencies")
-    buggy_once = {"cy"}  # cy's first push has a bug the tests catch
-    stale_once = {"zed"}  # zed goes silent on its first claim
+    def play(self) -> dict[str, int]:
+        lead = self.clients["lead"]
+        lead.post("/api/v1/announcements", {"body": "Each operation: module, test, one CHANGES.md line."})
+        made = lead.post("/api/v1/subtasks/batch", {"subtasks": TREE, "key_prefix": f"demo-{time.time_ns()}"})
+        self.keys = {v["id"]: k for k, v in made["subtasks"].items()}
+        self.show("lead", f"created {len(self.keys)} subtasks in a tree with dependencies")
+        ids = {k: v["id"] for k, v in made["subtasks"].items()}
 
-    def agent_loop(name: str) -> None:
-        c = Client(url, tokens[name])
-        while True:
-            if c.get(f"/api/v1/subtasks/{root_id}")["subtask"]["status"] == "landed":
-                return
-            wt = root / name
-            got = agent.start(c, url, tokens[name], "calc", wt)
-            if got is None:
-                time.sleep(0.3)
-                continue
-            claim, _ = got
-            key = by_id[claim.subtask_id]
-            show(name, f"claimed #{claim.subtask_id} {key!r} v{claim.claim_version} -> {claim.branch}")
-            if key == "calculator":  # the integration step: everything below landed; record it
-                with open(wt / "CHANGES.md", "a") as f:
-                    f.write("\nAll six operations landed.\n")
-                _git(["commit", "-qam", "Calculator complete"], wt)
-            elif name in stale_once:
-                stale_once.discard(name)
-                show(name, "goes silent (no heartbeats) ...")
-                time.sleep(7)
-                _write_op(wt, key, buggy=False)
-                _git(["add", "-A"], wt)
-                _git(["commit", "-qm", f"Add {key}"], wt)
-                result = agent.push(c, wt, wait=60, progress=False)
-                show(name, f"came back and pushed: {result['status']}: {_first_line(result.get('reason'))}")
-                continue
-            else:
-                buggy = name in buggy_once
-                buggy_once.discard(name)
-                _write_op(wt, key, buggy=buggy)
-                _git(["add", "-A"], wt)
-                _git(["commit", "-qm", f"Add {key}" + (" (with a bug)" if buggy else "")], wt)
-            for _ in range(6):
-                result = agent.push(c, wt, wait=120, progress=False)
-                status = result["status"]
-                if status == "landed":
-                    show(name, f"#{claim.subtask_id} {key!r} landed as {str(result['merged_sha'])[:10]}")
-                    break
-                show(name, f"#{claim.subtask_id} {status}: {_first_line(result.get('reason'))}")
-                if status in ("superseded", "cancelled", "refused", "waiting"):
-                    break
-                _repair(wt, key, str(result.get("reason") or ""))
-                show(name, "repaired it and pushes again")
+        self.show("", "-- scene 1: a conflict --")
+        _, ann_wt = self.claim("ann")
+        _, bob_wt = self.claim("bob")
+        self.write_op(ann_wt, "add")
+        self.write_op(bob_wt, "sub")
+        self.land("ann", ann_wt)
+        self.land("bob", bob_wt)
 
-    threads = [threading.Thread(target=agent_loop, args=(n,)) for n in names]
-    for t in threads:
-        t.start()
-        time.sleep(0.2)
-    for t in threads:
-        t.join(600)
+        self.show("", "-- scene 2: a failing test --")
+        _, cy_wt = self.claim("cy")
+        self.write_op(cy_wt, "mul", buggy=True)
+        verdict = self.land("cy", cy_wt)
+        if verdict["kind"] in ("check_failed", "flaky_then_failed"):
+            self.show("cy", f"the failing test: {', '.join(verdict['failing_tests']) or '(not named)'}; fixing it")
+            self.write_op(cy_wt, "mul", changes=False)
+            self.land("cy", cy_wt)
 
+        self.show("", "-- scene 3: a silent agent, and scene 5 begins: a long thinker --")
+        zed, zed_wt = self.claim("zed")
+        note = agent.handoff_note(zed_wt, done="read the tests; % is Python's modulo",
+                                  remains="ops/mod.py, tests/test_mod.py and a CHANGES.md line", tried=[], checks=[])
+        self.clients["zed"].post(f"/api/v1/subtasks/{zed.subtask_id}/notes",
+                                 {"body": note, "claim_version": zed.claim_version})
+        self.show("zed", "left a handoff note, and goes silent: no keeper, no heartbeat")
+        thinker, bob_wt = self.claim("bob", keep=True)
+        thought_from = time.monotonic()
+        self.show("bob", f"thinks for {THINK:.0f} s ({THINK / LEASE:.1f} leases) with a keeper and no heartbeat of "
+                  "his own")
+        self.wait_status(zed.subtask_id, "ready", timeout=10 * LEASE)
+        self.show("zed", f"lease lapsed: subtask #{zed.subtask_id} is ready again")
 
-def _repair(wt: Path, key: str, reason: str) -> None:
-    """What a real agent would do: rebase onto main, or fix the failing code, and commit again."""
-    _git(["fetch", "-q", "origin"], wt)
-    if "conflicts with" in reason:
-        _git(["reset", "-q", "--hard", "origin/main"], wt)
-        _write_op(wt, key, buggy=False)
+        self.show("", "-- scene 4: the next owner picks up the handoff --")
+        taken, ann_wt = self.claim("ann")
+        self.write_op(ann_wt, self.keys[taken.subtask_id])
+        self.land("ann", ann_wt)
+        _, cy_wt = self.claim("cy")
+        self.write_op(cy_wt, "pow")
+        self.land("cy", cy_wt)
+        self.write_op(zed_wt, "mod")
+        self.show("zed", "came back and pushes its work")
+        self.submit("zed", zed_wt)
+
+        self.show("", "-- scene 5: the long thinker lands --")
+        time.sleep(max(0.0, THINK - (time.monotonic() - thought_from)))
+        sub = self.clients["bob"].get(f"/api/v1/subtasks/{thinker.subtask_id}")["subtask"]
+        self.show("bob", f"done thinking after {time.monotonic() - thought_from:.0f} s: still claim version "
+                  f"{sub['claim_version']}, lease until {sub['lease_expires_at']}")
+        self.write_op(bob_wt, "div")
+        self.land("bob", bob_wt)
+        state = self.wait_keeper(bob_wt)
+        self.show("bob", f"his keeper stopped: {state.get('stopped_because', 'still running')}")
+
+        _, ann_wt = self.claim("ann")  # the root: everything below it landed
+        with open(ann_wt / "CHANGES.md", "a") as f:
+            f.write("\nAll six operations landed.\n")
+        _git(["commit", "-qam", "Calculator complete"], ann_wt)
+        self.land("ann", ann_wt)
+        return ids
+
+    def claim(self, name: str, *, keep: bool = False) -> tuple[agent.Claim, Path]:
+        wt = self.root / name
+        got = agent.start(self.clients[name], self.url, self.tokens[name], "calc", wt, wait=30)
+        if got is None:
+            raise RuntimeError(f"{name} found nothing to claim")
+        claim, answer = got
+        if keep:
+            keeper.spawn(wt)
+        self.show(name, f"claimed #{claim.subtask_id} {self.keys[claim.subtask_id]!r} v{claim.claim_version} -> "
+                  f"{claim.branch}" + (" (kept by a keeper)" if keep else ""))
+        for n in answer["handoff"]["notes"]:
+            first = next((line for line in n["body"].splitlines() if line.startswith("###") is False and line), "")
+            self.show(name, f"handoff note from {n['author']} (v{n['claim_version']}): {first[:100]}")
+        return claim, wt
+
+    def write_op(self, wt: Path, op: str, *, buggy: bool = False, changes: bool = True) -> None:
+        expr, check = OPS[op]
+        (wt / "ops" / f"{op}.py").write_text(f"def {op}(a, b):\n    return {'a + b + 1' if buggy else expr}\n")
+        (wt / "tests" / f"test_{op}.py").write_text(f"from ops.{op} import {op}\n\n\ndef test_{op}():\n"
+                                                     f"    assert {check}\n")
+        if changes:
+            with open(wt / "CHANGES.md", "a") as f:
+                f.write(f"- {op}\n")  # every agent appends here: concurrent appends conflict
         _git(["add", "-A"], wt)
-        _git(["commit", "-qm", f"Add {key} (rebased onto main)"], wt)
-    else:
-        expr, _ = OPS[key]
-        (wt / "ops" / f"{key}.py").write_text(f"def {key}(a, b):\n    return {expr}\n")
-        _git(["commit", "-qam", f"Fix {key}"], wt)
+        _git(["commit", "-qm", f"{'Fix' if not changes else 'Add'} {op}" + (" (with a bug)" if buggy else "")], wt)
+
+    @staticmethod
+    def rebase_and_resolve(wt: Path) -> None:
+        """What the conflict verdict's ``next`` says: fetch, rebase onto main, resolve, continue."""
+        _git(["fetch", "-q", "origin", "main"], wt)
+        if _git(["rebase", "origin/main"], wt, check=False).returncode != 0:
+            text = (wt / "CHANGES.md").read_text()
+            kept = [line for line in text.splitlines() if not line.startswith(("<<<<<<<", "=======", ">>>>>>>"))]
+            (wt / "CHANGES.md").write_text("\n".join(kept) + "\n")
+            _git(["add", "CHANGES.md"], wt)
+            _git(["-c", "core.editor=true", "rebase", "--continue"], wt)
+
+    def land(self, name: str, wt: Path) -> dict[str, Any]:
+        """Submit, and on a conflict do what its verdict says (rebase onto main, resolve, submit again)."""
+        verdict = self.submit(name, wt)
+        for _ in range(3):
+            if verdict["kind"] != "conflict":
+                break
+            hunk = verdict["hunks"][0] if verdict["hunks"] else {"path": "?", "hunks": [""]}
+            self.show(name, f"the hunk in {hunk['path']}: {' | '.join(hunk['hunks'][0].splitlines()[:5])}")
+            self.rebase_and_resolve(wt)
+            self.show(name, f"ran `{verdict['next'].split(',')[0].strip('`')}`, resolved CHANGES.md, committed")
+            verdict = self.submit(name, wt)
+        return verdict
+
+    def submit(self, name: str, wt: Path) -> dict[str, Any]:
+        out = agent.push(self.clients[name], wt, wait=120, progress=False)
+        v = out.get("verdict") or {"kind": out["status"], "message": out.get("reason", ""), "next": ""}
+        if v["kind"] == "landed":
+            self.show(name, f"landed as {str(out.get('merged_sha'))[:10]}")
+        else:
+            self.show(name, f"{v['kind']}: {_first_line(v.get('message'))}")
+            self.show(name, f"  next: {v.get('next')}")
+        return dict(v)
+
+    def wait_status(self, subtask_id: int, status: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.clients["lead"].get(f"/api/v1/subtasks/{subtask_id}")["subtask"]["status"] != status:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"subtask {subtask_id} did not become {status} within {timeout:.0f} s")
+            time.sleep(0.2)
+
+    @staticmethod
+    def wait_keeper(wt: Path, timeout: float = 15.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while keeper.state(wt).get("running") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return keeper.state(wt)
 
 
 def _first_line(text: Any) -> str:
@@ -229,15 +307,44 @@ def _first_line(text: Any) -> str:
     return (lines[0].strip().lstrip("- ") if lines else "")[:150]
 
 
-def _summary(c: Client, data_dir: Path) -> None:
+def summary(c: Client, data_dir: Path, ids: dict[str, int]) -> None:
+    """What happened, read from the records."""
     landed = c.get("/api/v1/landed", repo="calc")["landed"]
     print("\nlanded, newest first:")
     print(render_table(landed, ("subtask_id", "owner", "claim_version", "merged_sha", "verifier_result",
                                 "duration_ms")))
     cands = c.get("/api/v1/candidates", repo="calc", limit=200)["candidates"]
-    rejected = [x for x in cands if x["status"] == "rejected"]
-    print(f"\ncandidates: {len(cands)}, landed {len(landed)}, rejected {len(rejected)} "
-          f"(conflicts and failing tests, each fixed and pushed again)")
+    verdicts = [c.get(f"/api/v1/candidates/{x['id']}")["verdict"] for x in cands if x["status"] == "rejected"]
+    by_key = {v: k for k, v in ids.items()}
+    print(f"\ncandidates: {len(cands)}, landed {len(landed)}, rejected {len(verdicts)}")
+    print("\nwhat happened (from the records):")
+    for v in verdicts:
+        facts = v["paths"] if v["kind"] == "conflict" else v["failing_tests"]
+        fixed = any(x["subtask_id"] == v["subtask_id"] for x in landed)
+        print(f"  {v['kind']}: #{v['subtask_id']} {by_key.get(v['subtask_id'], '')!r} ({', '.join(facts)})"
+              + ("; fixed and landed" if fixed else "; not landed"))
+    for key in ("mod", "div"):
+        sid = ids[key]
+        events = c.get(f"/api/v1/subtasks/{sid}/events")["events"]
+        lapsed = [e for e in events if e["kind"] == "status" and e["from_status"] == "running"
+                  and e["to_status"] == "ready" and (e["detail"] or {}).get("reason") == "lease expired"]
+        refused = [e for e in events if e["kind"] == "push_refused"]
+        notes = c.get(f"/api/v1/subtasks/{sid}/notes")["notes"]
+        row = next((x for x in landed if x["subtask_id"] == sid), None)
+        if lapsed:
+            print(f"  lease lapsed: #{sid} {key!r} went back to ready from claim version "
+                  f"{lapsed[0]['claim_version']}; " + "; ".join(
+                      f"a late push refused ({e['detail'].get('code')}, claim version {e['claim_version']})"
+                      for e in refused))
+        handoffs = [n for n in notes if n["body"].startswith("## Handoff")]
+        if handoffs and row:
+            print(f"  handoff: {handoffs[0]['author']}'s note on #{sid} {key!r} was handed to {row['owner']}, who "
+                  f"landed it at claim version {row['claim_version']}")
+        kept = [n for n in notes if n["body"].startswith("[keeper]")]
+        if kept and row:
+            print(f"  kept claim: #{sid} {key!r} landed by {row['owner']} at claim version {row['claim_version']} "
+                  f"after a quiet spell of {THINK:.0f} s (leases of {LEASE:.0f} s); the keeper's note: "
+                  f"{kept[-1]['body'].split(': ', 1)[-1]}")
     main_log = subprocess.run(["git", "--git-dir", str(repos_root(data_dir) / "calc.git"), "log", "--oneline",
                                "--first-parent", "main"], capture_output=True, text=True, check=False).stdout
     print("\nmain (first parent):\n" + main_log)

@@ -7,6 +7,7 @@ never only as text.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import re
@@ -20,6 +21,7 @@ from typing import Any
 
 from mergebot import agent
 from mergebot.agent import guide, keeper
+from mergebot.cli.parser import build_parser
 from mergebot.landing import verdicts
 from mergebot.landing.verdicts import KINDS
 from tests.bot import Fleet, check_command, commit, git, until
@@ -54,6 +56,8 @@ async def test_a_kept_claim_outlives_five_leases_and_lands(make_fleet: Callable[
     assert out.returncode == 0 and out.stdout.startswith("landed"), out.stdout + out.stderr
     await until(lambda: not keeper.state(wt)["running"], timeout=15)
     assert keeper.state(wt)["stopped_because"] == "the subtask landed"
+    notes = [n["body"] for n in await fleet.db.subtasks.notes(subtask_id=sub.id)]
+    assert notes[-1].startswith("[keeper] stopped keeping") and notes[-1].endswith("the subtask landed"), notes
 
 
 async def test_an_idle_agent_loses_its_claim_and_the_keeper_says_why(make_fleet: Callable[..., Any]) -> None:
@@ -125,6 +129,42 @@ async def test_bad_input_gets_a_sentence_and_a_nonzero_exit(fleet: Fleet, tmp_pa
         assert out.returncode != 0, (args, out.stdout)
         assert words in out.stderr, (args, out.stderr)
     assert cli(fleet, "lead", "--json", "landed").returncode == 0  # the flag before the command is accepted
+
+
+def every_command() -> list[list[str]]:
+    """Each command of the parser with its required arguments filled in, as a user might type them."""
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> list[list[str]]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return [c for name, sub in action.choices.items() for c in walk(sub, [*prefix, name])]
+        args = list(prefix)
+        for action in parser._actions:
+            value = "999" if action.type is int else "x"
+            if not action.option_strings and action.dest != "help" and action.nargs != "?":
+                args.append(value)
+            elif action.required:
+                args += [action.option_strings[0], value]
+        return [args]
+
+    return walk(build_parser(), [])
+
+
+def test_no_command_shows_a_traceback(tmp_path: Path) -> None:
+    """Every command, run with no server and no database to reach (and in a directory that is no worktree):
+    a sentence on stderr and a non-zero exit, never a traceback."""
+    commands = every_command()
+    assert len(commands) >= 40 and ["submit"] in commands and ["serve"] in commands
+    env = {**os.environ, "MERGEBOT_URL": "http://127.0.0.1:9", "MERGEBOT_TOKEN": "bogus",
+           "MERGEBOT_DATABASE_URL": f"host={tmp_path}/nowhere dbname=x", "MERGEBOT_DATA_DIR": str(tmp_path / "d")}
+    for args in commands:
+        out = subprocess.run([sys.executable, "-m", "mergebot", *args], capture_output=True, text=True, env=env,
+                             cwd=tmp_path, input="not json-rpc\n", check=False, timeout=60)
+        assert "Traceback" not in out.stderr + out.stdout, (args, out.stderr[-2000:])
+        if args[0] in ("guide", "mcp"):  # no input of theirs to get wrong (mcp reads JSON-RPC: EOF ends it)
+            continue
+        assert out.returncode != 0, (args, out.stdout[-500:])
+        last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ""
+        assert last.startswith("mergebot"), (args, out.stderr[-1000:])
 
 
 async def test_a_claim_waits_for_work_instead_of_polling(fleet: Fleet) -> None:

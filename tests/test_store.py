@@ -102,6 +102,26 @@ async def test_drill2_silent_owner_is_recovered(db: Database) -> None:
     assert history == [(None, "ready"), ("ready", "running"), ("running", "ready"), ("ready", "running")]
 
 
+async def test_an_owner_has_a_last_word_until_someone_else_claims(db: Database) -> None:
+    """A claim that lapsed (or landed) leaves its owner one more note at that version, for the next owner; nobody
+    else writes as that owner, and once the subtask is claimed again the old version is fenced out."""
+    a, b = await agents(db, 2)
+    sub, _ = await db.subtasks.create_subtask(actor_id=None, title="t")
+    db.subtasks.lease_seconds = 0.01
+    old = await db.subtasks.claim(agent_id=a)
+    assert old is not None
+    await asyncio.sleep(0.05)
+    await db.subtasks.recover_expired(grace_seconds=0)
+    db.subtasks.lease_seconds = 60
+    note = await db.subtasks.add_note(author_id=a, subtask_id=sub.id, claim_version=1, body="my lease lapsed")
+    assert note["claim_version"] == 1
+    with pytest.raises(ClaimSuperseded):
+        await db.subtasks.add_note(author_id=b, subtask_id=sub.id, claim_version=1, body="not mine to write")
+    assert await db.subtasks.claim(agent_id=b) is not None
+    with pytest.raises(ClaimSuperseded):
+        await db.subtasks.add_note(author_id=a, subtask_id=sub.id, claim_version=1, body="too late")
+
+
 async def test_drill3_old_owner_completion_refused_after_reclaim(db: Database) -> None:
     """Drill 3: reclaim the subtask, then the old owner's completion is refused, with the new version."""
     a, b = await agents(db, 2)

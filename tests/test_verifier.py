@@ -131,6 +131,9 @@ def test_real_pytest_suite_passes_then_fails(repo: Repo, slot: Path, sandbox: st
     assert second.tree_sha == str(repo.repo[bad].peel(pygit2.Commit).tree_id)
     assert json.loads(json.dumps(second.as_json()))["outcome"] == "fail"
     assert untracked_in(slot, failing) == set()  # .pytest_cache and friends did not stay
+    # a log this short has no tail apart from its head: the failing test is still named, from pytest's summary
+    assert second.log_tail == "" and second.failing_tests_from == "log"
+    assert [t for t in second.failing_tests if t.endswith("test_add")], second.failing_tests
 
 
 @BOTH

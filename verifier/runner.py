@@ -166,7 +166,8 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
     else:
         outcome = "pass" if out.exit_code == 0 else "fail"
     tail = out.log.tail.decode("utf-8", "replace")
-    failing, source = (junit, "junit") if junit is not None else (reports.failing_in_log(tail), "log")
+    # A log shorter than its head has no tail: pytest's summary is then at the head's end.
+    failing, source = (junit, "junit") if junit is not None else (reports.failing_in_log(tail or head), "log")
     return Result(commit_sha, tree_sha, command, outcome, out.exit_code, _ms(start), head, tail, out.log.size,
                   out.log.digest, mode, failing if outcome == "fail" else [],
                   source if outcome == "fail" and failing else "")

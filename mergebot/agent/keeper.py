@@ -6,7 +6,8 @@ log and state in ``<git dir>/mergebot/``). Rules:
   * It heart-beats the claim at a third of the lease while the agent is alive: a file of the worktree changed, a
     commit was made, or a ``mergebot`` command ran there (``worktree.touch``) less than ``MERGEBOT_AGENT_IDLE``
     seconds ago (default 30 minutes).
-  * It stops, and says why in a note on the subtask (where its claim still lets it write one) and in its state,
+  * It stops, and says why in a note on the subtask (an owner's note: it holds until someone else claims it) and in
+    its state,
     when the agent has been idle past that limit (the lease then lapses as for a dead agent), when the subtask
     landed, was released or the claim was superseded (a heartbeat is refused), when the worktree is removed or
     holds another claim, when ``mergebot stop`` asks it to (SIGTERM), or when the server has not answered for
@@ -138,10 +139,11 @@ class Keeper:
 
     def stop(self, why: str) -> str:
         self.save(kept=False, stopped_at=_iso(self.now()), stopped_because=why)
-        with contextlib.suppress(ApiError, OSError):
-            self.client.post(f"/api/v1/subtasks/{self.claim.subtask_id}/notes",
-                             {"claim_version": self.claim.claim_version, "body": f"[keeper] stopped keeping the "
-                              f"claim on subtask {self.claim.subtask_id} v{self.claim.claim_version}: {why}"})
+        body = (f"[keeper] stopped keeping the claim on subtask {self.claim.subtask_id} "
+                f"v{self.claim.claim_version}: {why}")
+        path = f"/api/v1/subtasks/{self.claim.subtask_id}/notes"
+        with contextlib.suppress(ApiError, OSError):  # refused once another agent has claimed the subtask
+            self.client.post(path, {"claim_version": self.claim.claim_version, "body": body})
         return why
 
 

@@ -87,10 +87,16 @@ def _unlanded(workdir: Path) -> tuple[str, int] | None:
     if local.head_is_unborn or local.head_is_detached:
         return None
     main = _origin_head(local)
+
+    def ahead() -> int:
+        count = git(["rev-list", "--count", f"{main}..HEAD"], workdir, check=False).strip()
+        return int(count) if count.isdigit() else 0
+
+    if ahead() == 0:  # on main as last fetched: main only moves forward, so on main as it is now too
+        return None
     name = main.split("/", 1)[1]  # main as it is now: commits that landed since are not "unlanded"
     git(["fetch", "--quiet", "origin", f"+refs/heads/{name}:refs/remotes/origin/{name}"], workdir, check=False)
-    count = git(["rev-list", "--count", f"{main}..HEAD"], workdir, check=False).strip()
-    n = int(count) if count.isdigit() else 0
+    n = ahead()
     return (local.head.shorthand, n) if n else None
 
 

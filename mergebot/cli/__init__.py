@@ -57,6 +57,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     except Exception as e:  # a bug of ours: still a sentence, never a traceback (MERGEBOT_DEBUG=1 shows it)
         if os.environ.get("MERGEBOT_DEBUG"):
             raise
+        import psycopg
+
+        if isinstance(e, psycopg.OperationalError):
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            print(f"mergebot: cannot reach the database ({first}); check MERGEBOT_DATABASE_URL, or --data-dir for "
+                  "the embedded one", file=sys.stderr)
+            raise SystemExit(1) from None
         print(f"mergebot: unexpected error ({type(e).__name__}: {e}); run again with MERGEBOT_DEBUG=1 for the "
               "details, and report it", file=sys.stderr)
         raise SystemExit(1) from None

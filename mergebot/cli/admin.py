@@ -116,9 +116,14 @@ def cmd_serve(args: argparse.Namespace) -> None:
     configure_logging(default_level=logging.INFO)  # a service logs what it does; uvicorn's loggers included
     settings = settings_from(args)
     settings.host, settings.port = args.host or settings.host, args.port or settings.port
+    where = "MERGEBOT_DATABASE_URL" if settings.database_url else settings.data_dir / "pg"
+    from mergebot.db.connect import prepare
+
+    # Reach the database and migrate it before the server starts: a database that is not there is one sentence
+    # from the command (the CLI's handler), not a traceback from the application's startup.
+    settings.database_url = prepare(settings)
     logging.getLogger("mergebot.serve").info(
-        "mergebot %s serving on http://%s:%s (database: %s)", __version__, settings.host, settings.port,
-        "MERGEBOT_DATABASE_URL" if settings.database_url else settings.data_dir / "pg")
+        "mergebot %s serving on http://%s:%s (database: %s)", __version__, settings.host, settings.port, where)
     # uvicorn re-raises SIGTERM after its graceful shutdown; turning it into SystemExit lets exit handlers run,
     # so the embedded PostgreSQL is stopped cleanly by the last process using it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -229,4 +234,4 @@ def cmd_drill(args: argparse.Namespace) -> None:
 def cmd_demo(args: argparse.Namespace) -> None:
     from mergebot.demo import run_demo
 
-    run_demo(data_dir=Path(args.data_dir) if args.data_dir else None, agents=args.agents)
+    run_demo(data_dir=Path(args.data_dir) if args.data_dir else None)

@@ -91,8 +91,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp = add("serve", cmd_serve, "run the server (API, waiter, recovery loop)")
     sp.add_argument("--host")
     sp.add_argument("--port", type=int)
-    sp = add("demo", cmd_demo, "start a server on the embedded database and let simulated agents work a tree")
-    sp.add_argument("--agents", type=int, default=4)
+    add("demo", cmd_demo, "start a server on the embedded database and let four simulated agents work a tree "
+                          "(a temporary data directory, removed after; --data-dir keeps one)")
 
     agent = sub.add_parser("agent", help="manage agents (local database)").add_subparsers(
         dest="agent_command", required=True, metavar="ACTION")

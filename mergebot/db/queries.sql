@@ -320,12 +320,14 @@ VALUES (%(subtask_id)s, %(group_name)s, %(author_id)s, %(claim_version)s, %(body
 RETURNING id, subtask_id, group_name, author_id, claim_version, body, created_at;
 
 -- name: note_insert_fenced
--- An owner's note on its subtask holds only while the claim does.
+-- An owner's note on its subtask holds while the claim does, or after it ended with nobody claiming since (the
+-- owner's subtask landed, or went back to ready or failed: a last word for the next owner, at that version).
 INSERT INTO notes (subtask_id, author_id, claim_version, body)
 SELECT s.id, %(author_id)s, s.claim_version, %(body)s
 FROM subtasks s
-WHERE s.id = %(subtask_id)s AND s.owner_id = %(author_id)s AND s.claim_version = %(claim_version)s
-  AND s.status IN ('running', 'submitted')
+WHERE s.id = %(subtask_id)s AND s.claim_version = %(claim_version)s
+  AND ((s.owner_id = %(author_id)s AND s.status IN ('running', 'submitted'))
+       OR (s.owner_id IS NULL AND s.previous_owner_id = %(author_id)s AND s.status IN ('landed', 'ready', 'failed')))
 RETURNING id, subtask_id, group_name, author_id, claim_version, body, created_at;
 
 -- name: note_list

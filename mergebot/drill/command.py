@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from mergebot.agent.worktree import check_repo
 from mergebot.client import ApiError, Client
 from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace, token: str, server: str) -> int:
     with tempfile.TemporaryDirectory(prefix="mergebot-drill-") as tmp:
         work = Path(tmp)
         client = Client(server, token, timeout=30)
+        check_repo(client, args.repo)  # first: an unreachable server or a wrong name is one sentence, at once
         pushes: list[Push] = []
         report: dict[str, Any] = {"repo": args.repo, "server": server}
         failed = False

@@ -193,6 +193,7 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
             named = parsed[0] if parsed else None
             await db.subtasks.log_event(actor_id=agent.id, kind="push_refused",
                                         subtask_id=named if named in facts else None,
+                                        claim_version=parsed[1] if parsed and named in facts else None,
                                         detail={"repo": repo.name, "ref": u.ref, "sha": u.new, "code": refusal.code,
                                                 "message": refusal.message, **({"subtask_id": named} if named else {})})
     if refusals:
