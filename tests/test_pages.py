@@ -21,6 +21,7 @@ import pytest
 from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
+from mergebot.landing import verdicts
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.models import Agent, Evidence, Handle
 from mergebot.settings import Settings
@@ -362,6 +363,7 @@ async def test_queue_shows_what_is_verified_waits_and_was_refused(site: Site) ->
     taken = await site.db.landing.next_candidate("app")  # candidates keep their subtask's priority: the last one first
     assert taken is not None and taken.id == waiting[2].id
     await site.db.landing.finish_candidate(waiting[1].id, "rejected", "conflicts with main in: notes.txt",
+                                           verdict=verdicts.recorded("conflict", paths=["notes.txt"]),
                                            verifier={"command": "pytest", "outcome": "fail", "log_head": "E assert",
                                                      "log_tail": "", "log_size": 8, "log_digest": "e" * 64})
     await site.db.subtasks.log_event(actor_id=site.agents["bob"].id, kind="push_refused",
@@ -376,10 +378,47 @@ async def test_queue_shows_what_is_verified_waits_and_was_refused(site: Site) ->
     assert "queued change 0" in waits and "queued change 2" not in waits and "queued change 1" not in waits
     refused = page[page.index("Recent refusals"):]
     assert "conflicts with main in: notes.txt" in refused and f"/ui/candidates/{waiting[1].id}/log" in refused
+    assert "kind-conflict" in refused  # the verdict's kind, as the agent was told it
     assert "protected_ref" in refused and "only Mergebot moves main" in refused
     assert 'data-events="/ui/queue/events"' in page and "Speculation window" in page
     fragment = await site.get("/ui/queue/live")
     assert fragment.status_code == 200 and "<html" not in fragment.text and "queued change 0" in fragment.text
+
+
+async def test_a_subtask_shows_its_branch_and_latest_verdict(site: Site) -> None:
+    """The page tells a reviewer what the agent is told: the branch to push to, the latest verdict's kind, whether
+    it is final, its paths and hunks, and the one command to run next; every push carries its own kind."""
+    sid = await site.claimed("ann", "conflicting change")
+    first = await site.db.landing.enqueue(superseded="a newer push", repo="app", subtask_id=sid, claim_version=1,
+                                          owner_id=site.agents["ann"].id, sha=f"{sid:040x}",
+                                          ref=f"refs/heads/subtasks/{sid}/v1")
+    await site.db.landing.finish_candidate(first.id, "rejected", "the check pytest -q failed",
+                                           verdict=verdicts.recorded("check_failed",
+                                                                     failing_tests=["tests/test_calc.py::test_add"]))
+    second = await site.db.landing.enqueue(superseded="a newer push", repo="app", subtask_id=sid, claim_version=1,
+                                           owner_id=site.agents["ann"].id, sha=f"{sid + 1:040x}",
+                                           ref=f"refs/heads/subtasks/{sid}/v1")
+    await site.db.landing.finish_candidate(
+        second.id, "rejected", "conflicts with main in: calc.py",
+        verdict=verdicts.recorded("conflict", paths=["calc.py"],
+                                  hunks=[{"path": "calc.py", "ours": "a", "theirs": "b"}]))
+    await site.login("rita")
+    page = (await site.get(f"/ui/subtasks/{sid}")).text
+    facts = page[page.index("Latest verdict"):page.index("</table>", page.index("Latest verdict"))]
+    assert "kind-conflict" in facts and f"on candidate {second.id}" in facts and "· final" in facts
+    assert "<code>calc.py</code>" in facts and "1 conflicting hunk" in facts
+    assert "git rebase origin/main" in facts  # the conflict's next command, for this repository's target
+    assert f"<code>subtasks/{sid}/v1</code>" in page  # the claim holds: its branch is the one to push to
+    pushes = page[page.index("<h2>Pushes</h2>"):page.index("<h2>History</h2>")]
+    assert "kind-conflict" in pushes and "kind-check_failed" in pushes
+    # a pre-existing failure is parked: not final, it moves by itself
+    third = await site.db.landing.enqueue(superseded="a newer push", repo="app", subtask_id=sid, claim_version=1,
+                                          owner_id=site.agents["ann"].id, sha=f"{sid + 2:040x}",
+                                          ref=f"refs/heads/subtasks/{sid}/v1")
+    await site.db.landing.finish_candidate(third.id, "parked", "the check fails on main too")
+    page = (await site.get(f"/ui/subtasks/{sid}")).text
+    facts = page[page.index("Latest verdict"):page.index("</table>", page.index("Latest verdict"))]
+    assert "kind-pre_existing" in facts and "not final: it moves by itself" in facts
 
 
 async def test_agents_board_and_reconciliation(site: Site) -> None:

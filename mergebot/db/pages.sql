@@ -118,7 +118,7 @@ LIMIT %(limit)s;
 -- name: page_queue_rejected
 -- Candidates the queue refused (conflicts, failing checks), newest first, among the newest candidates.
 SELECT c.id, c.repo, c.subtask_id, c.claim_version, c.sha, c.status, c.reason, c.finished_at,
-       a.name AS owner, s.title, c.verifier IS NOT NULL AS has_log
+       a.name AS owner, s.title, c.verifier IS NOT NULL AS has_log, c.verdict ->> 'kind' AS kind
 FROM candidates c
 JOIN agents a ON a.id = c.owner_id
 JOIN subtasks s ON s.id = c.subtask_id
@@ -265,8 +265,8 @@ WHERE e.subtask_id = %(id)s
 ORDER BY e.id DESC LIMIT %(limit)s;
 
 -- name: page_subtask_candidates
-SELECT c.id, c.repo, c.claim_version, c.sha, c.status, c.reason, c.queued_at, c.finished_at, a.name AS owner,
-       c.verifier IS NOT NULL AS has_log
+SELECT c.id, c.repo, c.claim_version, c.sha, c.status::text AS status, c.reason, c.verdict, c.queued_at,
+       c.finished_at, a.name AS owner, c.verifier IS NOT NULL AS has_log
 FROM candidates c JOIN agents a ON a.id = c.owner_id
 WHERE c.subtask_id = %(id)s ORDER BY c.id DESC LIMIT %(limit)s;
 

@@ -100,11 +100,16 @@ _REASON_KINDS = (("conflicts with ", "conflict"), ("nothing to land", "nothing_t
 def kind_of(cand: Candidate) -> str:
     """The kind of a candidate's verdict: as recorded, else from its status (or, for rows older than recorded
     kinds, from its reason's first words)."""
-    if cand.verdict and cand.verdict.get("kind") in KINDS and cand.status == "rejected":
-        return str(cand.verdict["kind"])
-    if cand.status != "rejected":
-        return _STATUS_KINDS.get(cand.status, "queued")
-    reason = cand.reason or ""
+    return kind_for(cand.status, cand.reason, cand.verdict)
+
+
+def kind_for(status: str, reason: str | None, verdict: dict[str, Any] | None) -> str:
+    """``kind_of`` for a candidate's columns as a page reads them."""
+    if verdict and verdict.get("kind") in KINDS and status == "rejected":
+        return str(verdict["kind"])
+    if status != "rejected":
+        return _STATUS_KINDS.get(status, "queued")
+    reason = reason or ""
     if reason.startswith("the check ") and " gave timeout" in reason:
         return "check_timeout"
     return next((k for prefix, k in _REASON_KINDS if reason.startswith(prefix)), "check_failed")

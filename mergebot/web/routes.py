@@ -20,6 +20,7 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from mergebot.db.base import Row
 from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
+from mergebot.landing import told, verdicts
 from mergebot.landing.repos import hold
 from mergebot.web import diffstat, live, present, render, session
 from mergebot.web.deps import Site, Visitor, Who
@@ -285,9 +286,14 @@ async def subtask(subtask_id: str, request: Request, who: Who, site: Site) -> Re
     crumbs = (await reader.ancestors(sid))[:-1]
     children = len(await reader.first_level(root=sid, after_id=0, limit=200))
     notes = await site.db.subtasks.notes(subtask_id=sid, limit=PAGE)
+    told_now = await told.subtask_record(site.db, s)  # what the agent is told: its branch and latest verdict
+    candidates = []
+    for c in await reader.subtask_candidates(sid):
+        kind = verdicts.kind_for(c["status"], c["reason"], c["verdict"])
+        candidates.append({**c, "kind": kind, "final": verdicts.KINDS[kind].final})
     return render.html(request, "subtask.html", who, s=s, crumbs=crumbs, deps=await reader.deps(sid),
-                       dependents=await reader.dependents(sid), notes=notes,
-                       candidates=await reader.subtask_candidates(sid), events=await reader.subtask_events(sid),
+                       dependents=await reader.dependents(sid), notes=notes, branch=told_now["branch"],
+                       verdict=told_now["verdict"], candidates=candidates, events=await reader.subtask_events(sid),
                        landed_id=await reader.subtask_landed_id(sid),
                        children=f"{children}+" if children >= 200 else children)
 
