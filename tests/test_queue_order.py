@@ -133,3 +133,60 @@ async def test_a_staged_candidate_is_merged_once_and_goes_back_when_all_is_re_pl
     assert window.staged is None and window.slots == []
     for cand in cands:
         assert (await db.landing.get_candidate(cand.id)).status == "queued"
+
+
+def _commit(bare: pygit2.Repository, base: str, files: dict[str, str], message: str) -> str:
+    tree = bare.TreeBuilder(bare[base].peel(pygit2.Commit).tree)
+    for name, text in files.items():
+        tree.insert(name, bare.create_blob(text.encode()), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("agent", "agent@example.com")
+    return str(bare.create_commit(None, sig, sig, message, tree.write(), [pygit2.Oid(hex=base)]))
+
+
+async def _queue(db: Database, name: str, sha: str) -> Candidate:
+    agent, _ = await db.agents.add_agent(name=name, role=Role.AGENT)
+    await db.subtasks.create_subtask(actor_id=None, title=f"{name}'s")
+    claimed = await db.subtasks.claim(agent_id=agent.id)
+    assert claimed is not None
+    return await db.landing.enqueue(superseded="a newer push", repo="demo", subtask_id=claimed.id,
+                                    claim_version=claimed.claim_version, owner_id=agent.id, sha=sha,
+                                    ref=f"refs/heads/subtasks/{claimed.id}/v{claimed.claim_version}")
+
+
+async def test_a_conflict_with_main_is_rejected_while_the_window_is_full(e2e_db: Database, tmp_path: Path) -> None:
+    """With the window's one run busy, a queued candidate that conflicts with main is rejected in that same queue
+    step, whether the queue reaches it while staging (it conflicts with the tail, then with main) or only by
+    trying the queue on main (``sweep``); one that conflicts only with the candidate ahead of it waits for that
+    one, and says so; the next clean one is staged."""
+    db = e2e_db
+    root, bare, old_main = await _demo_repo(db, tmp_path)
+    frank_sha = _commit(bare, old_main, {"calc.py": "def add(a, b):\n    return b + a\n"}, "frank's add")
+    bob_sha = _commit(bare, old_main, {"notes.txt": "line 1\nbob's line 2\nline 3\n"}, "bob's notes")
+    main = _commit(bare, old_main, {"calc.py": "def add(a, b):\n    return a + b + 0\n",
+                                    "notes.txt": "line 1\nmain's line 2\nline 3\n"}, "main moved")
+    bare.references["refs/heads/main"].set_target(main)
+    ann = await _queue(db, "ann", _commit(bare, main, {"ann.txt": "ann\n"}, "ann's"))
+    carol = await _queue(db, "carol", _commit(bare, main, {"ann.txt": "carol\n"}, "carol's"))  # only ann's way
+    frank = await _queue(db, "frank", frank_sha)
+    eve = await _queue(db, "eve", _commit(bare, main, {"eve.txt": "eve\n"}, "eve's"))
+    bob = await _queue(db, "bob", bob_sha)
+    spec = Speculator(Context(db, root, poll=0.05), width=1)
+    repo = await db.landing.get_repo("demo")
+    assert await spec.step(repo)  # one step: ann's run is started and still running
+    window = spec.windows["demo"]
+    assert [s.cand.id for s in window.slots] == [ann.id] and window.slots[0].result is None
+    assert window.staged is not None and window.staged.cand.id == eve.id
+    for cand, path in ((frank, "calc.py"), (bob, "notes.txt")):
+        after = await db.landing.get_candidate(cand.id)
+        assert after.status == "rejected", after
+        assert after.verdict is not None and after.verdict["kind"] == "conflict" and after.verdict["paths"] == [path]
+        assert after.verdict.get("hunks"), after.verdict
+        sub = await db.subtasks.get_subtask(cand.subtask_id)
+        assert sub.status == "running"  # back to its owner at once
+    waiting = await db.landing.get_candidate(carol.id)
+    assert waiting.status == "queued" and waiting.reason == "waits for the candidates ahead of it"
+    assert carol.id in window.deferred
+    # A candidate that starts verifying no longer says it waits.
+    await spec.cut(window, 0, "re-planned")
+    taken = await db.landing.next_candidate("demo")
+    assert taken is not None and taken.status == "verifying" and taken.reason is None

@@ -112,6 +112,15 @@ class LandingStore:
         row = await self.sql.one("candidate_next", repo=repo, exclude=exclude or [])
         return Candidate.from_row(row) if row else None
 
+    async def waiting_candidates(self, repo: str, exclude: list[int], limit: int) -> list[Candidate]:
+        return [Candidate.from_row(r) for r in await self.sql.all("candidates_waiting", repo=repo, exclude=exclude,
+                                                                  limit=limit)]
+
+    async def take_candidate(self, cand_id: int) -> Candidate | None:
+        """Take one queued candidate out of turn; None when it is no longer queued."""
+        row = await self.sql.one("candidate_take", id=cand_id)
+        return Candidate.from_row(row) if row else None
+
     async def fence_rows(self, subtask_ids: list[int]) -> dict[int, Row]:
         """The subtask rows the candidates' fences are judged against (``mergebot.landing.land.fences``)."""
         return {r["subtask_id"]: r for r in await self.sql.all("candidate_fence", subtask_ids=sorted(set(subtask_ids)))}

@@ -450,7 +450,8 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
 -- name: candidate_next
 -- The queue leader takes the next candidate: highest priority, then the one whose landing unblocks the most
 -- subtasks (its blocked dependents), then arrival. ``exclude``: candidates the window re-plans later (lanes).
-UPDATE candidates c SET status = 'verifying', started_at = now()
+-- A waiting reason ("waits for the candidates ahead of it") ends here: the candidate is being verified now.
+UPDATE candidates c SET status = 'verifying', started_at = now(), reason = NULL
 WHERE c.id = (
     SELECT q.id FROM candidates q
     WHERE q.repo = %(repo)s AND q.status = 'queued' AND NOT (q.id = ANY(%(exclude)s::bigint[]))
@@ -462,6 +463,19 @@ WHERE c.id = (
     FOR UPDATE OF q SKIP LOCKED
 )
 RETURNING c.*;
+
+-- name: candidates_waiting
+-- Queued candidates, in the queue's order, that the window has not yet tried on the current main (``exclude``).
+SELECT c.* FROM candidates c
+WHERE c.repo = %(repo)s AND c.status = 'queued' AND NOT (c.id = ANY(%(exclude)s::bigint[]))
+ORDER BY c.priority DESC, c.id
+LIMIT %(limit)s;
+
+-- name: candidate_take
+-- One queued candidate taken out of turn (it conflicts with main: judged at once); None if it moved meanwhile.
+UPDATE candidates SET status = 'verifying', started_at = now(), reason = NULL
+WHERE id = %(id)s AND status = 'queued'
+RETURNING *;
 
 -- name: candidate_fence
 -- Are the candidates still what their subtasks wait on? (same owner, claim version and sha, submitted) One query

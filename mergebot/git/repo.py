@@ -114,8 +114,9 @@ def head_of(repo: pygit2.Repository, ref: str) -> str | None:
         return None
 
 
-def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str) -> Merge:
+def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str, *, commit: bool = True) -> Merge:
     """What ``candidate`` becomes on top of ``base``, computed in memory. Nothing is written to any ref.
+    ``commit=False``: only whether it applies (a probe: a clean merge has its tree and no commit).
 
     The merged tree comes from ``git merge-tree --write-tree``, which touches only the changed paths (about
     8 ms at any repository size, against 30-130 ms for pygit2's ``write_tree`` on 5,000 files); the commit is
@@ -140,6 +141,8 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str)
             paths = sorted({e.path for entries in index.conflicts for e in entries if e is not None})
             return Merge("conflict", conflicts=paths)
         tree = index.write_tree(repo)
+    if not commit:
+        return Merge("merge", None, str(tree))
     bot = bot_signature()
     sha = repo.create_commit(None, bot, bot, message, tree, [pygit2.Oid(hex=base), cand.id])
     return Merge("merge", str(sha), str(tree))
@@ -287,6 +290,18 @@ def changed_paths(repo: pygit2.Repository, old_tree: str | None, new_tree: str) 
         if d.status in (DeltaStatus.RENAMED, DeltaStatus.DELETED):
             paths.add(d.old_file.path)
     return sorted(paths)
+
+
+def own_paths(repo: pygit2.Repository, main: str, candidate: str) -> list[str]:
+    """What a candidate changes on its own: from where it forked off ``main`` to its commit."""
+    fork = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=candidate))
+    tree = str(repo[candidate].peel(pygit2.Commit).tree_id)
+    return changed_paths(repo, str(repo[fork].peel(pygit2.Commit).tree_id) if fork else None, tree)
+
+
+def commit_paths(repo: pygit2.Repository, old: str, new: str) -> list[str]:
+    """The paths that differ between two commits' trees (what main changed between two of its heads)."""
+    return changed_paths(repo, str(repo[old].peel(pygit2.Commit).tree_id), str(repo[new].peel(pygit2.Commit).tree_id))
 
 
 def paths_since(repo: pygit2.Repository, base: str, new_tree: str) -> list[str]:

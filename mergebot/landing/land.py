@@ -223,6 +223,9 @@ async def reject(db: Database, cand: Candidate, r: say.Rejection, *, base_sha: s
                                       verifier=verifier, verdict=verdicts.recorded(
                                           r.kind, paths=list(r.paths[:100]), hunks=[dict(h) for h in r.hunks],
                                           failing_tests=failing))
+    log.info("rejected candidate %s of subtask %s: %s%s", cand.id, cand.subtask_id, r.kind,
+             f" in {', '.join(r.paths[:5])}" if r.paths else "",
+             extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": r.kind})
     await db.subtasks.log_event(actor_id=None, kind="candidate_rejected", subtask_id=cand.subtask_id,
                                 claim_version=cand.claim_version,
                                 detail={"candidate": cand.id, "sha": cand.sha, "kind": r.kind,

@@ -109,6 +109,8 @@ async def _refuse(ctx: Context, repo: Repo, cand: Candidate, step: verdict.Step,
         await ctx.db.landing.finish_candidate(cand.id, "parked", say.parked(repo.target_branch, main), base_sha=main,
                                               merged_sha=merged, verifier=evidence, verdict=verdicts.recorded(
                                                   "pre_existing", failing_tests=list(deciding.failing_tests)))
+        log.info("parked candidate %s of subtask %s: pre_existing (%s fails on its own)", cand.id, cand.subtask_id,
+                 repo.target_branch, extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": "pre_existing"})
         return
     kind = step.kind
     if kind in ("check_failed", "check_timeout") and (cand.verdict or {}).get("was_flaky"):

@@ -10,7 +10,10 @@ ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this mo
             refills without it — only candidates touching the same paths wait for that verdict, and a candidate
             that does not apply on top of the slots ahead is re-planned after them (lanes);
   * wait  — for any run of the window; meanwhile the next candidate is taken and merged onto the chain's tail
-            (staged), so the run a result frees starts without waiting for that merge.
+            (staged), so the run a result frees starts without waiting for that merge, and the queued candidates
+            are tried on main (``sweep``): one that conflicts with main is rejected now, not when its turn comes.
+A candidate that does not apply on the chain's tail is tried on main at once: rejected if it does not apply there
+either, else re-planned after the slots ahead of it (it is tried again when one of them lands or is cut).
 A newer push, a reclaim or a main that moved cuts the window from there. The width grows by one per landing and
 halves on a failure, never below the deepest slot still more likely to land than not at the measured failure
 rate. While main is red, the serial path runs instead: a fix is judged against main itself.
@@ -21,6 +24,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
 
 from mergebot.git import repo as git
 from mergebot.landing import land as landing
@@ -64,6 +70,10 @@ class Window:
     # The next candidate, taken and merged onto the chain's tail while the runs were busy (``stage``); it has no
     # run until ``fill`` adds it.
     staged: Speculation | None = None
+    # Queued candidates known to apply on main ``tried_on``, with the paths each changes (``sweep``): when main
+    # moves, only the ones whose paths main's change touches are tried again.
+    tried: dict[int, frozenset[str]] = field(default_factory=dict)
+    tried_on: str | None = None
 
     def failing(self) -> bool:
         return any(s.plan().failed for s in self.slots)
@@ -82,6 +92,19 @@ class Window:
         self.slots.clear()
         self.deferred.clear()
         self.staged = None
+        self.tried.clear()
+        self.tried_on = None
+
+
+SWEEP = 32  # queued candidates tried on main per queue step, at most
+TRIED_MAX = 10_000  # candidates remembered as applying on main; past it the memory starts again
+
+
+def _probe(path: Path, main: str, sha: str) -> tuple[git.Merge, frozenset[str]]:
+    """Whether ``sha`` applies on ``main`` (no commit written), and the paths it changes on its own."""
+    bare = git.open_repo(path)
+    probe = git.merge_onto(bare, main, sha, "", commit=False)
+    return probe, frozenset(git.own_paths(bare, main, sha)) if probe.kind in ("merge", "fast-forward") else frozenset()
 
 
 class Speculator:
@@ -119,6 +142,7 @@ class Speculator:
             if not pending:
                 return False
             await self.stage(repo, window, target, main)
+            await self.sweep(repo, window, target, main)
             await self.ctx.db.jobs.wait_any(pending, timeout=self.ctx.poll)
             return True
         if decision.action == "checkpoint":  # a tail left uncovered by a cut, or bisecting a failed batch
@@ -234,17 +258,13 @@ class Speculator:
                 merge, paths = staged.merge, staged.paths
             else:
                 merge, paths = await self.merge(target, cand, base)
-            wait = None
             if paths & blocked:
-                wait = say.WAITS_FOR_SAME_PATHS
-            elif merge.kind in ("conflict", "up-to-date") and (window.slots or base != main):
-                wait = say.WAITS_FOR_AHEAD  # judged against main once they are through
-            if wait:
-                await db.landing.finish_candidate(cand.id, "queued", wait)
-                window.deferred.add(cand.id)
+                await self._defer(window, cand, say.WAITS_FOR_SAME_PATHS)
                 skip.add(cand.id)
                 continue
-            if await landing.reject_unmergeable(db, target, repo, cand, merge, main):
+            if merge.kind in ("conflict", "up-to-date"):
+                await self._unplaceable(repo, window, target, cand, merge, base, main)
+                skip.add(cand.id)
                 continue
             slot = Speculation(cand, base, merge, paths=paths)
             window.slots.append(slot)
@@ -257,15 +277,78 @@ class Speculator:
     async def stage(self, repo: Repo, window: Window, target: Target, main: str) -> None:
         """While the window's runs are busy: take the next candidate and merge it onto the chain's tail, so the
         next free run starts on it without waiting for the merge. It stays out of the window (no run, nothing
-        lands on it) until ``fill`` adds it, merged again if the tail has changed by then."""
-        if window.staged is not None or window.failing() or window.deferred:
+        lands on it) until ``fill`` adds it, merged again if the tail has changed by then. One that does not apply
+        on the tail is judged on main at once (``_unplaceable``), and the next one is taken instead."""
+        if window.staged is not None or window.failing():
             return
-        cand = await landing.take(self.ctx.db, repo, exclude=sorted(window.aside))
-        if cand is None:
-            return
-        base = window.tail(main)
-        merge, paths = await self.merge(target, cand, base)
-        window.staged = Speculation(cand, base, merge, paths=paths)
+        while True:
+            cand = await landing.take(self.ctx.db, repo, exclude=sorted(set(window.aside) | window.deferred))
+            if cand is None:
+                return
+            base = window.tail(main)
+            merge, paths = await self.merge(target, cand, base)
+            if merge.kind not in ("conflict", "up-to-date"):
+                window.staged = Speculation(cand, base, merge, paths=paths)
+                return
+            await self._unplaceable(repo, window, target, cand, merge, base, main)
+
+    async def _unplaceable(self, repo: Repo, window: Window, target: Target, cand: Candidate, merge: git.Merge,
+                           base: str, main: str) -> None:
+        """A taken candidate that conflicts with ``base`` (or is already in it). On the chain's tail, it is tried on
+        main at once: rejected if it does not apply there either, else it waits for the slots ahead of it."""
+        if base != main:
+            on_main = await asyncio.to_thread(lambda: git.merge_onto(git.open_repo(target.path), main, cand.sha, "",
+                                                                     commit=False))
+            if on_main.kind not in ("conflict", "up-to-date"):
+                await self._defer(window, cand, say.WAITS_FOR_AHEAD)
+                return
+            merge = on_main
+        await landing.reject_unmergeable(self.ctx.db, target, repo, cand, merge, main)
+
+    async def _defer(self, window: Window, cand: Candidate, why: str) -> None:
+        """Back to the queue, re-planned after the slots ahead of it (``deferred`` is cleared when one lands or is
+        cut)."""
+        await self.ctx.db.landing.finish_candidate(cand.id, "queued", why)
+        window.deferred.add(cand.id)
+        log.info("deferred candidate %s of subtask %s: %s", cand.id, cand.subtask_id, why,
+                 extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": "deferred"})
+
+    async def sweep(self, repo: Repo, window: Window, target: Target, main: str) -> None:
+        """Try queued candidates on main while the runs are busy; reject the ones that conflict with it (or are
+        already on it) now, rather than when their turn comes, many landings later. Each is tried once per main
+        it could conflict with: when main moves, only the ones whose own paths main's change touches are tried
+        again. At most ``SWEEP`` merges a step, all in memory."""
+        db = self.ctx.db
+        path = target.path
+        if window.tried_on != main:
+            old, window.tried_on = window.tried_on, main
+            if old is None or len(window.tried) > TRIED_MAX:
+                window.tried = {}
+            else:
+                try:
+                    moved = frozenset(await asyncio.to_thread(
+                        lambda: git.commit_paths(git.open_repo(path), old, main)))
+                except (pygit2.GitError, KeyError, ValueError):
+                    moved = None
+                window.tried = {} if moved is None else {
+                    cid: paths for cid, paths in window.tried.items() if not paths & moved}
+        for cand in await db.landing.waiting_candidates(repo.name, sorted(window.tried), SWEEP):
+            try:
+                probe, paths = await asyncio.to_thread(_probe, path, main, cand.sha)
+            except (pygit2.GitError, KeyError, ValueError):  # not here (yet): its turn will tell
+                window.tried[cand.id] = frozenset()
+                continue
+            if probe.kind not in ("conflict", "up-to-date"):
+                window.tried[cand.id] = paths
+                continue
+            taken = await db.landing.take_candidate(cand.id)
+            if taken is None:  # taken or replaced meanwhile
+                continue
+            why = await landing.fenced(db, taken)
+            if why is not None:
+                await db.landing.finish_candidate(taken.id, "superseded", why)
+                continue
+            await landing.reject_unmergeable(db, target, repo, taken, probe, main)
 
     async def _collect(self, repo: Repo, window: Window) -> None:
         """Results that are in, runs that overran, and whether each slot is still wanted."""
