@@ -81,6 +81,7 @@ class Subtask(FromRow):
     updated_at: datetime | None = None
     finished_at: datetime | None = None
     depends_on: list[int] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # its footprint: the paths (globs) it is expected to touch
 
 
 @dataclass
@@ -131,6 +132,7 @@ class Owner:
     owner_id: int | None
     claim_version: int
     landing: bool = False  # a candidate of this subtask is being landed right now
+    paths: list[str] = field(default_factory=list)  # its footprint
 
 
 @dataclass
@@ -153,6 +155,7 @@ class Repo(FromRow):
     forge_git_url: str | None = None
     webhook_secret_env: str | None = None  # names of environment variables, never the secrets themselves
     forge_token_env: str | None = None
+    footprint_refuse: bool = False  # a push outside its subtask's footprint is refused (else a warning)
 
     @property
     def target_ref(self) -> str:
@@ -178,6 +181,7 @@ class Candidate(FromRow):
     merged_sha: str | None = None
     verifier: dict[str, Any] | None = None
     verdict: dict[str, Any] | None = None  # the verdict's kind and facts, as recorded (``Verdict`` adds the rest)
+    patch_id: str | None = None  # its change as one id (``git.patch_id``): the same change elsewhere is a duplicate
     queued_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -212,6 +216,7 @@ class Verdict:
     hunks: list[dict[str, Any]] = field(default_factory=list)
     failing_tests: list[str] = field(default_factory=list)
     log_tail: str = ""
+    twin: dict[str, Any] | None = None  # a duplicate's other subtask: subtask_id, owner, status, sha, landed_sha
 
 
 @dataclass(frozen=True)

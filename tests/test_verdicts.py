@@ -220,6 +220,31 @@ async def test_too_large_and_a_push_git_could_not_make(make_fleet: Callable[...,
     assert "mergebot status" in v["next"]
 
 
+async def test_the_same_change_under_another_subtask_is_a_duplicate(fleet: Fleet) -> None:
+    """Two agents make the same change for two subtasks: the second push is refused as a duplicate naming the
+    first subtask, its owner and its landed commit. The first agent's own re-push of its change (a new commit, the
+    same patch) is not a duplicate."""
+    mul = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+    for title in ("add mul to calc", "calc needs a mul"):
+        await fleet.db.subtasks.create_subtask(actor_id=None, title=title)
+    ann_claim, ann_wt = fleet.start("ann")
+    bob_claim, bob_wt = fleet.start("bob")
+    commit(ann_wt, {"calc.py": mul}, "add mul")
+    first = push(fleet, "ann", ann_wt, wait=0)
+    git(["commit", "-q", "--amend", "-m", "add mul, said better"], ann_wt)  # her own change again: not a twin
+    landed = push(fleet, "ann", ann_wt)
+    assert landed["verdict"]["kind"] == "landed" and landed["id"] != first["id"], landed
+    commit(bob_wt, {"calc.py": mul}, "bob's mul")
+    out = push(fleet, "bob", bob_wt)
+    v = out["verdict"]
+    assert out["status"] == "refused" and (v["kind"], v["final"]) == ("duplicate", True), out
+    assert v["branch"] == f"refs/heads/{bob_claim.branch}" and f"mergebot release {bob_claim.subtask_id}" in v["next"]
+    assert v["twin"]["subtask_id"] == ann_claim.subtask_id and v["twin"]["owner"] == "ann", v
+    assert v["twin"]["landed_sha"] == fleet.main() and fleet.main()[:12] in v["message"], v
+    sub = await fleet.db.subtasks.get_subtask(bob_claim.subtask_id)
+    assert sub.status == "running" and sub.candidate_sha is None  # nothing was queued
+
+
 def test_every_kind_is_produced_by_some_test() -> None:
     """The kinds the verdict tests produce and check as records, read from their assertions: all of KINDS."""
     here = Path(__file__).parent

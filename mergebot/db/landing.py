@@ -68,8 +68,12 @@ class LandingStore:
         rows = await self.sql.all("subtask_owner_facts", ids=ids)
         return {r["subtask_id"]: Owner(**r) for r in rows}
 
+    async def twin(self, *, repo: str, patch_id: str, subtask_id: int) -> Row | None:
+        """Another subtask's landed or live candidate with the same change (``patch_id``), if any."""
+        return await self.sql.one("candidate_twin", repo=repo, patch_id=patch_id, subtask_id=subtask_id)
+
     async def enqueue(self, *, repo: str, subtask_id: int, claim_version: int, owner_id: int, sha: str, ref: str,
-                      superseded: str) -> Candidate:
+                      superseded: str, patch_id: str | None = None) -> Candidate:
         """An accepted push: submit the subtask (fenced), supersede its older queued candidates (with the reason
         ``superseded``), queue this one.
 
@@ -86,7 +90,8 @@ class LandingStore:
                 raise ClaimSuperseded(f"subtask {subtask_id} is no longer yours at claim version {claim_version}",
                                       subtask_id=subtask_id)
             await tx.all("candidates_supersede", subtask_id=subtask_id, reason=superseded)
-            row = await tx.one("candidate_insert", repo=repo, subtask_id=subtask_id, sha=sha, ref=ref)
+            row = await tx.one("candidate_insert", repo=repo, subtask_id=subtask_id, sha=sha, ref=ref,
+                               patch_id=patch_id)
             await insert_event(tx, actor_id=owner_id, kind="push_accepted", subtask_id=subtask_id,
                                claim_version=claim_version, detail={"repo": repo, "ref": ref, "sha": sha})
         assert row is not None

@@ -398,9 +398,21 @@ SELECT * FROM repos WHERE name = %(name)s;
 SELECT * FROM repos ORDER BY name;
 
 -- name: subtask_owner_facts
-SELECT s.id AS subtask_id, s.status::text AS status, s.owner_id, s.claim_version,
+SELECT s.id AS subtask_id, s.status::text AS status, s.owner_id, s.claim_version, s.paths,
        EXISTS (SELECT 1 FROM candidates c WHERE c.subtask_id = s.id AND c.status = 'landing') AS landing
 FROM subtasks s WHERE s.id = ANY(%(ids)s::bigint[]);
+
+-- name: candidate_twin
+-- The same change (patch id) under another subtask: landed first, else the newest live candidate.
+SELECT c.id AS candidate_id, c.subtask_id, c.status::text AS status, c.sha, a.name AS owner,
+       l.merged_sha AS landed_sha
+FROM candidates c
+JOIN agents a ON a.id = c.owner_id
+LEFT JOIN landed l ON l.subtask_id = c.subtask_id AND c.status = 'landed'
+WHERE c.repo = %(repo)s AND c.patch_id = %(patch_id)s AND c.subtask_id <> %(subtask_id)s
+  AND c.status IN ('queued', 'verifying', 'landing', 'parked', 'landed')
+ORDER BY (c.status = 'landed') DESC, c.id DESC
+LIMIT 1;
 
 -- name: subtask_submit_push
 -- An accepted push submits the subtask (or replaces the candidate of an already submitted one), fenced.
@@ -418,8 +430,8 @@ WHERE subtask_id = %(subtask_id)s AND status = 'queued'
 RETURNING id;
 
 -- name: candidate_insert
-INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority)
-SELECT %(repo)s, s.id, s.claim_version, s.owner_id, %(sha)s, %(ref)s, s.priority
+INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority, patch_id)
+SELECT %(repo)s, s.id, s.claim_version, s.owner_id, %(sha)s, %(ref)s, s.priority, %(patch_id)s
 FROM subtasks s WHERE s.id = %(subtask_id)s
 RETURNING *;
 

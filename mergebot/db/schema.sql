@@ -506,3 +506,9 @@ CREATE TRIGGER subtasks_ready_inserted AFTER INSERT ON subtasks
 CREATE TRIGGER subtasks_ready_updated AFTER UPDATE OF status ON subtasks
     FOR EACH ROW WHEN (NEW.status = 'ready' AND OLD.status IS DISTINCT FROM 'ready')
     EXECUTE FUNCTION subtasks_notify_ready();
+
+-- 0010: duplicate changes by patch id; footprints (the paths a subtask expects to touch).
+ALTER TABLE candidates ADD COLUMN patch_id text CHECK (patch_id ~ '^[0-9a-f]{40}([0-9a-f]{24})?$');
+CREATE INDEX candidates_patch ON candidates (repo, patch_id) WHERE patch_id IS NOT NULL;
+ALTER TABLE subtasks ADD COLUMN paths text[] NOT NULL DEFAULT '{}' CHECK (cardinality(paths) <= 100);
+ALTER TABLE repos ADD COLUMN footprint_refuse boolean NOT NULL DEFAULT false;

@@ -144,7 +144,7 @@ class WebhookHandler:
             await asyncio.to_thread(mirror.set_branch, path, event.ref, sha,
                                     f"mergebot: {delivery.forge} delivery {delivery.delivery_id}")
             try:
-                cands = await accept_push(self.db, repo, agent, [update])
+                cands = await accept_push(self.db, repo, agent, [update], path)
             except ClaimSuperseded as e:  # reclaimed between the judgement and now
                 await self.db.forge.queue_status(repo=repo.name, sha=sha, state="failure", description=e.message)
                 return 202, f"refused: {e.message}", repo.name

@@ -292,6 +292,16 @@ def changed_paths(repo: pygit2.Repository, old_tree: str | None, new_tree: str) 
     return sorted(paths)
 
 
+def patch_id(repo: pygit2.Repository, main: str, candidate: str) -> str | None:
+    """The candidate's change as one id: the patch id of its diff from where it forked off ``main`` (libgit2's, as
+    ``git patch-id --stable``: the same change, committed anywhere, has the same id). None when it changes
+    nothing."""
+    fork = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=candidate))
+    new = repo[candidate].peel(pygit2.Commit).tree
+    diff = repo[fork].peel(pygit2.Commit).tree.diff_to_tree(new) if fork else new.diff_to_tree(swap=True)
+    return str(diff.patchid) if len(diff) else None
+
+
 def own_paths(repo: pygit2.Repository, main: str, candidate: str) -> list[str]:
     """What a candidate changes on its own: from where it forked off ``main`` to its commit."""
     fork = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=candidate))

@@ -14,6 +14,8 @@ Rules, in the order they are checked:
      yours".
   4. The pushed history must be made for this subtask: it may not touch protected paths, exceed the size
      limits, bring an unrelated root, or include other subtasks' commits that have not landed.
+  5. It may not be a change another subtask already made: the same patch id as another subtask's landed or
+     live candidate is a duplicate (a re-push of one's own change is not).
 """
 
 from __future__ import annotations
@@ -46,6 +48,19 @@ class Refusal:
     code: str
     message: str
     paths: tuple[str, ...] = ()  # the paths the rule is about (protected ones touched, an oversized file)
+    twin: Twin | None = None  # for a duplicate: the other subtask's change
+
+
+@dataclass(frozen=True)
+class Twin:
+    """Another subtask's candidate with the same change: landed (``landed_sha``), or live."""
+
+    candidate_id: int
+    subtask_id: int
+    owner: str
+    status: str
+    sha: str
+    landed_sha: str | None = None
 
 
 def parse_subtask_ref(ref: str) -> tuple[int, int] | None:
@@ -94,6 +109,7 @@ class Content:
     largest_file: tuple[str, int]
     push_bytes: int
     already_on_target: bool
+    patch_id: str | None = None  # the change as one id (``git.patch_id``)
 
 
 @dataclass(frozen=True)
@@ -138,6 +154,14 @@ def judge_content(update: RefUpdate, target_branch: str, content: Content, limit
     if touched:
         return Refusal(ref, "protected_path", say.protected_paths(ref, touched), tuple(touched[:100]))
     return None
+
+
+def judge_twin(update: RefUpdate, subtask_id: int, twin: Twin | None) -> Refusal | None:
+    """Rule 5: the same change as another subtask's (found by the change's patch id)."""
+    if twin is None or twin.subtask_id == subtask_id:
+        return None
+    return Refusal(update.ref, "duplicate", say.duplicate_change(update.ref, twin.subtask_id, twin.owner, twin.status,
+                                                                  twin.sha, twin.landed_sha, subtask_id), twin=twin)
 
 
 def summary(refusals: Sequence[Refusal]) -> str:

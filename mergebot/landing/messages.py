@@ -104,6 +104,14 @@ def protected_paths(ref: str, paths: Sequence[str]) -> str:
             "operator and cannot be changed by an agent's push.")
 
 
+def duplicate_change(ref: str, other: int, owner: str, status: str, sha: str, landed_sha: str | None,
+                     subtask_id: int) -> str:
+    where = f"landed as {_short(landed_sha)}" if landed_sha else f"{status} as {_short(sha)}"
+    return (f"{ref}: the same change (same patch id) as subtask {other}'s by {owner}, {where}. The work is done "
+            f"once: if subtask {subtask_id} is that work, say so to the lead (`mergebot note {subtask_id} ...`) and "
+            f"release it (`mergebot release {subtask_id}`); if it is other work, make the change it asks for.")
+
+
 def refused_push(lines: Sequence[str]) -> str:
     """The text git prints to the pusher (each line prefixed with 'remote:' by git)."""
     return "\n".join(["Mergebot refused this push:", *(f"  - {line}" for line in lines)])

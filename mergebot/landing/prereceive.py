@@ -30,8 +30,10 @@ from mergebot.landing.checks import (
     Limits,
     RefUpdate,
     Refusal,
+    Twin,
     judge_content,
     judge_ref,
+    judge_twin,
     parse_subtask_ref,
     summary,
 )
@@ -162,6 +164,7 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
         largest_file=git.largest_blob(repo, commits) if len(commits) <= limits.max_commits else ("", 0),
         push_bytes=_dir_bytes(quarantine) if quarantine else _new_bytes(repo_path, update.new, main),
         already_on_target=not ids,
+        patch_id=git.patch_id(repo, main, update.new) if ids else None,
     )
 
 
@@ -186,6 +189,9 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
                           if sid in live and live[sid].status in ("running", "submitted")]
             content = await asyncio.to_thread(inspect, repo_path, q, repo.target_ref, u, parsed[0], limits, others)
             refusal = judge_content(u, repo.target_branch, content, limits)
+            if refusal is None and content.patch_id is not None:
+                row = await db.landing.twin(repo=repo.name, patch_id=content.patch_id, subtask_id=parsed[0])
+                refusal = judge_twin(u, parsed[0], Twin(**row) if row else None)
         if refusal is not None:
             refusals.append(refusal)
             # The event names the subtask only when it exists (its id is a foreign key); a push to a subtask
@@ -195,19 +201,32 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
                                         subtask_id=named if named in facts else None,
                                         claim_version=parsed[1] if parsed and named in facts else None,
                                         detail={"repo": repo.name, "ref": u.ref, "sha": u.new, "code": refusal.code,
-                                                "message": refusal.message, **({"subtask_id": named} if named else {})})
+                                                "message": refusal.message, **({"subtask_id": named} if named else {}),
+                                                **({"twin": record(refusal.twin)} if refusal.twin else {})})
     if refusals:
         records = []
         for r in refusals:
             p = parse_subtask_ref(r.ref)
             records.append(verdicts.for_refusal(r.code, r.message, p[0] if p else None, p[1] if p else None,
                                                 next((u.new for u in updates if u.ref == r.ref), None),
-                                                repo.target_branch, facts.get(p[0]) if p else None, list(r.paths)))
+                                                repo.target_branch, facts.get(p[0]) if p else None, list(r.paths),
+                                                record(r.twin) if r.twin else None))
         return Judgement(False, summary(refusals), refusals, records)
     return Judgement(True, "", [])
 
 
-async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefUpdate]) -> list[Candidate]:
+def change_id(path: Path, target_ref: str, sha: str) -> str | None:
+    """The pushed change's patch id against the target branch (``git.patch_id``); None if it cannot be read."""
+    try:
+        bare = git.open_repo(path)
+        main = git.head_of(bare, target_ref)
+        return git.patch_id(bare, main, sha) if main else None
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+
+
+async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefUpdate],
+                      path: Path | None = None) -> list[Candidate]:
     """The post-receive step: each accepted subtask push becomes a queued candidate.
 
     The claim can change between the pre-receive judgement and here (the previous push landed, the lease was
@@ -220,10 +239,11 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
         parsed = parse_subtask_ref(u.ref)
         if parsed is None or u.deletion:
             continue
+        patch = await asyncio.to_thread(change_id, path, repo.target_ref, u.new) if path is not None else None
         try:
             out.append(await db.landing.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
                                                 owner_id=agent.id, sha=u.new, ref=u.ref,
-                                                superseded=say.newer_push(u.new)))
+                                                superseded=say.newer_push(u.new), patch_id=patch))
         except ClaimSuperseded as e:
             await db.subtasks.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0],
                                         claim_version=parsed[1],
@@ -233,8 +253,8 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
     return out
 
 
-async def answer_post_receive(db: Database, repo: Repo, agent: Agent,
-                              updates: list[RefUpdate]) -> tuple[list[Candidate], str]:
+async def answer_post_receive(db: Database, repo: Repo, agent: Agent, updates: list[RefUpdate],
+                              path: Path | None = None) -> tuple[list[Candidate], str]:
     """The post-receive answer: each accepted update queued, one at a time, so a claim that changed since the
     pre-receive step refuses only its own ref; that refusal goes back to the pusher as a sentence and a verdict
     line (``claim_superseded``: git took the push, nothing of it lands), as pre-receive refusals do."""
@@ -242,7 +262,7 @@ async def answer_post_receive(db: Database, repo: Repo, agent: Agent,
     lines: list[str] = []
     for u in updates:
         try:
-            for c in await accept_push(db, repo, agent, [u]):
+            for c in await accept_push(db, repo, agent, [u], path):
                 queued.append(c)
                 lines.append(say.queued(c.subtask_id, c.claim_version, c.sha, c.id))
         except ClaimSuperseded as e:
@@ -274,7 +294,9 @@ async def queue_orphans(db: Database, path: Path, repo: Repo, refs: Collection[s
             try:
                 cand = await db.landing.enqueue(repo=repo.name, subtask_id=sid, claim_version=version,
                                                 owner_id=row.owner_id, sha=sha, ref=ref,
-                                                superseded=say.newer_push(sha))
+                                                superseded=say.newer_push(sha),
+                                                patch_id=await asyncio.to_thread(change_id, path, repo.target_ref,
+                                                                                 sha))
                 out.append(cand.id)
             except ClaimSuperseded:
                 continue
@@ -309,4 +331,4 @@ async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int, 
     judged = await judge_push(db, repo, path, agent, None, [update])
     if not judged.ok:
         raise Forbidden(judged.message, verdicts=[record(v) for v in judged.verdicts])
-    return (await accept_push(db, repo, agent, [update]))[0]
+    return (await accept_push(db, repo, agent, [update], path))[0]

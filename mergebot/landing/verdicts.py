@@ -81,6 +81,9 @@ KINDS: dict[str, Kind] = {
     "protected_path": Kind(True, "the change touches paths the operator protects (paths lists them)",
                            "take those changes out (`git restore --source origin/{target} -- PATH`), commit, "
                            "`mergebot submit`"),
+    "duplicate": Kind(True, "the same change (patch id) as another subtask's, landed or in the queue (twin names "
+                      "it): the work is done once", "if subtask {sid} is that work, `mergebot note {sid} ...` for the "
+                      "lead and `mergebot release {sid}`; else make the change it asks for and `mergebot submit`"),
     "claim_superseded": Kind(True, "git took the push, but the claim had changed before it reached the queue",
                              "`mergebot show {sid}`; `mergebot start --repo REPO --dir DIR --carry` to claim again"),
     # what the agent's side says without a verdict from the bot
@@ -144,10 +147,12 @@ def for_candidate(cand: Candidate, sub: Now | None, target_branch: str) -> Verdi
 
 
 def for_refusal(code: str, message: str, subtask_id: int | None, claim_version: int | None, sha: str | None,
-                target_branch: str, sub: Now | None, paths: list[str] | None = None) -> Verdict:
+                target_branch: str, sub: Now | None, paths: list[str] | None = None,
+                twin: dict[str, Any] | None = None) -> Verdict:
     """A push git refused (its rule's ``code``, ``mergebot.landing.checks``)."""
     kind = _PUSH_CODES.get(code, code if code in KINDS else "history_anomaly")
-    return _verdict(kind, message, sub, subtask_id, claim_version, target_branch, sha=sha, paths=paths or [])
+    return _verdict(kind, message, sub, subtask_id, claim_version, target_branch, sha=sha, paths=paths or [],
+                    twin=twin)
 
 
 _WITH_LOG = frozenset({"check_failed", "check_timeout", "flaky_then_failed", "verifier_error", "pre_existing"})

@@ -63,7 +63,8 @@ async def _hook(stage: str, request: Request, services: Services) -> PlainTextRe
     db = services.db
     repo = await db.landing.get_repo(session.repo)
     if stage == "post-receive":
-        _, answer = await answer_post_receive(db, repo, session.agent, updates)
+        _, answer = await answer_post_receive(db, repo, session.agent, updates,
+                                              git.bare_path(services.root, repo.name))
         services.queue.poke()
         return _answer(answer)
     try:
