@@ -49,6 +49,13 @@ class Conflict(MergebotError):
     code = "conflict"
 
 
+class Duplicate(Conflict):
+    """The subtask nearly matches an open one (``twins`` lists the pairs); create it anyway with
+    ``allow_duplicate``."""
+
+    code = "duplicate"
+
+
 class ClaimSuperseded(Conflict):
     """The caller's (id, claim_version) no longer owns the subtask. Stop working on it."""
 

@@ -2,9 +2,10 @@
 
 Pure. A file is a list of nodes (or ``{"subtasks": [...]}``); each node has a ``key`` unique in the file, a
 ``title``, and optionally ``description``, ``priority``, ``group``, ``max_attempts``, ``parent`` (a key),
-``depends_on`` (keys in the file or ids of existing subtasks) and nested ``children`` (whose parent is the
-node). A node with children is their integration step: it depends on each of them, so it becomes ready only
-once they have all landed (the seeds' "one subgroup proved if A then B, another proved A").
+``depends_on`` (keys in the file or ids of existing subtasks), ``paths`` (its footprint: the paths or globs it
+is expected to touch) and nested ``children`` (whose parent is the node). A node with children is their
+integration step: it depends on each of them, so it becomes ready only once they have all landed (the seeds'
+"one subgroup proved if A then B, another proved A").
 
 ``plan`` returns the nodes in an order where every dependency and parent comes first, or raises ``Invalid``
 naming the offending field, including every dependency cycle.
@@ -33,6 +34,7 @@ class Node:
     parent: str | int | None = None
     depends_on: list[str | int] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
 
 
 def parse_tree_text(text: str, filename: str = "tree") -> list[Node]:
@@ -53,7 +55,9 @@ def parse_tree(data: Any) -> list[Node]:
     return plan(nodes)
 
 
-NODE_KEYS = ("key", "title", "description", "priority", "group", "max_attempts", "parent", "depends_on", "children")
+NODE_KEYS = ("key", "title", "description", "priority", "group", "max_attempts", "parent", "depends_on", "children",
+             "paths")
+MAX_PATHS = 100
 
 
 def _flatten(items: list[Any], parent: str | None, path: str, out: list[Node]) -> None:
@@ -74,6 +78,11 @@ def _flatten(items: list[Any], parent: str | None, path: str, out: list[Node]) -
         deps = item.get("depends_on", [])
         if not isinstance(deps, list) or not all(isinstance(d, str | int) for d in deps):
             raise Invalid(f"{where}.depends_on must be a list of keys or ids", field=f"{where}.depends_on")
+        paths = item.get("paths", [])
+        if (not isinstance(paths, list) or len(paths) > MAX_PATHS
+                or not all(isinstance(p, str) and 0 < len(p) <= 500 and not p.startswith("/") for p in paths)):
+            raise Invalid(f"{where}.paths must be a list of at most {MAX_PATHS} paths or globs in the repository "
+                          "(relative, like src/calc/*.py)", field=f"{where}.paths")
         priority = item.get("priority", 0)
         max_attempts = item.get("max_attempts", 3)
         if not isinstance(priority, int) or isinstance(priority, bool):
@@ -90,6 +99,7 @@ def _flatten(items: list[Any], parent: str | None, path: str, out: list[Node]) -
                 max_attempts=max_attempts,
                 parent=item.get("parent", parent),
                 depends_on=[d if isinstance(d, int) else str(d) for d in deps],
+                paths=list(paths),
             )
         )
         children = item.get("children", [])

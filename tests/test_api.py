@@ -211,3 +211,45 @@ def test_healthz_and_openapi(api: Api) -> None:
     assert api.call("GET", "/healthz").json() == {"ok": True, "database": "ok"}
     spec = api.call("GET", "/openapi.json").json()
     assert "/api/v1/subtasks/claim" in spec["paths"]
+
+
+def test_a_near_duplicate_subtask_is_refused_unless_it_is_distinct(api: Api) -> None:
+    first = api.call("POST", "/api/v1/subtasks", "lead", json={
+        "title": "Add a mul function to calc", "description": "calc.py needs mul(a, b)"}).json()["subtask"]
+    twin = {"title": "add mul function to calc.", "description": "calc.py needs mul(a,b)"}
+    r = api.call("POST", "/api/v1/subtasks", "ann", json=twin)
+    assert r.status_code == 409, r.text
+    err = r.json()["error"]
+    assert err["code"] == "duplicate" and err["field"] == "allow_duplicate"
+    assert err["twins"][0]["twin"]["subtask_id"] == first["id"] and f"subtask {first['id']}" in err["message"]
+    assert "--allow-duplicate" in err["message"]
+    r = api.call("POST", "/api/v1/subtasks", "ann", json={**twin, "allow_duplicate": True})
+    assert r.status_code == 201, r.text
+    # different numbers are different work; a retry with its idempotency key is that subtask, not a twin of it
+    for n in (1, 2):
+        body = {"title": f"Fix bug {n} in calc", "idempotency_key": f"bug-{n}"}
+        assert api.call("POST", "/api/v1/subtasks", "ann", json=body).status_code == 201
+        assert api.call("POST", "/api/v1/subtasks", "ann", json=body).status_code == 200
+
+
+def test_a_tree_reports_every_near_duplicate_before_writing_anything(api: Api) -> None:
+    api.call("POST", "/api/v1/subtasks", "lead", json={"title": "Write the parser for config files"})
+    before = api.call("GET", "/api/v1/status", "rita").json()["counts"]
+    tree = {"key_prefix": "cfg", "subtasks": [
+        {"key": "parse", "title": "write the parser for config files", "paths": ["src/config/*.py"]},
+        {"key": "docs", "title": "Document the config format"},
+        {"key": "docs2", "title": "document the config format."},
+        {"key": "tests", "title": "Test the config loader"}]}
+    r = api.call("POST", "/api/v1/subtasks/batch", "lead", json=tree)
+    assert r.status_code == 409, r.text
+    err = r.json()["error"]
+    assert {(p["key"], p["twin"].get("key") or p["twin"]["subtask_id"]) for p in err["twins"]} == {
+        ("parse", 1), ("docs", "docs2")}
+    assert "key parse" in err["message"] and "key docs" in err["message"]
+    assert api.call("GET", "/api/v1/status", "rita").json()["counts"] == before  # nothing was written
+    r = api.call("POST", "/api/v1/subtasks/batch", "lead", json={**tree, "allow_duplicate": True})
+    assert r.status_code == 201, r.text
+    parse = api.call("GET", f"/api/v1/subtasks/{r.json()['subtasks']['parse']['id']}", "rita").json()
+    assert parse["subtask"]["paths"] == ["src/config/*.py"]
+    again = api.call("POST", "/api/v1/subtasks/batch", "lead", json=tree)  # the same file loaded again
+    assert again.status_code == 201 and again.json()["subtasks"] == r.json()["subtasks"], again.text

@@ -12,6 +12,7 @@ Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,6
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=20000)]
 Id = Annotated[int, Field(ge=1, le=2**62)]
+Glob = Annotated[str, StringConstraints(pattern=r"^[^/\x00-\x1f][^\x00-\x1f]{0,499}$")]  # a path or glob in the repo
 Version = Annotated[int, Field(ge=0, le=2**62)]
 
 
@@ -33,11 +34,14 @@ class SubtaskIn(Body):
     depends_on: Annotated[list[Id], Field(max_length=1000)] = []
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    paths: Annotated[list[Glob], Field(max_length=100)] = []  # its footprint: the paths it is expected to touch
+    allow_duplicate: bool = False  # create it even if it nearly matches an open subtask
 
 
 class TreeIn(Body):
     subtasks: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=10000)]
     key_prefix: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = None
+    allow_duplicate: bool = False
 
 
 class Complete(Body):

@@ -131,7 +131,8 @@ def cmd_create(args: argparse.Namespace) -> None:
         data = json.loads(text) if path.name.endswith(".json") else yaml.safe_load(text)
         if isinstance(data, dict) and "subtasks" in data:
             data = data["subtasks"]
-        out = c.post("/api/v1/subtasks/batch", {"subtasks": data, "key_prefix": args.key or path.stem})
+        out = c.post("/api/v1/subtasks/batch", {"subtasks": data, "key_prefix": args.key or path.stem,
+                                                "allow_duplicate": args.allow_duplicate})
         rows = [{"key": k, **v} for k, v in out["subtasks"].items()]
         emit(args, out, rows, ("key", "id", "status"))
         return
@@ -139,7 +140,8 @@ def cmd_create(args: argparse.Namespace) -> None:
         raise SystemExit("mergebot create: give a TITLE or --file")
     body = {"title": args.title, "description": args.description or "", "priority": args.priority,
             "depends_on": args.depends_on or [], "idempotency_key": args.key, "group": args.group,
-            "parent_id": args.parent, "max_attempts": args.max_attempts}
+            "parent_id": args.parent, "max_attempts": args.max_attempts, "paths": args.paths,
+            "allow_duplicate": args.allow_duplicate or None}
     out = c.post("/api/v1/subtasks", {k: v for k, v in body.items() if v is not None})
     s = out["subtask"]
     emit(args, out, [s], ("id", "status", "title", "priority", "depends_on"))

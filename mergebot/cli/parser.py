@@ -208,6 +208,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--parent", type=int)
     sp.add_argument("--max-attempts", type=int, dest="max_attempts")
     sp.add_argument("--key", help="idempotency key (with --file: the prefix of each node's key)")
+    sp.add_argument("--paths", nargs="*", metavar="GLOB", help="its footprint: the paths it is expected to touch")
+    sp.add_argument("--allow-duplicate", action="store_true", dest="allow_duplicate",
+                    help="create it even if it nearly matches an open subtask (it is distinct work)")
     sp = add("claim", cmd_claim, "claim the best ready subtask (optionally completing the current one)")
     sp.add_argument("--complete", type=int, metavar="ID", help="submit this subtask first, fenced")
     sp.add_argument("--version", type=int, help="claim version of --complete")

@@ -75,11 +75,11 @@ WITH deps AS (
     SELECT id, status FROM subtasks WHERE id = ANY(%(depends_on)s::bigint[]) FOR SHARE
 ), ins AS (
     INSERT INTO subtasks (parent_id, group_name, title, description, status, priority, max_attempts,
-                          idempotency_key, created_by, updated_by)
+                          idempotency_key, created_by, updated_by, paths)
     SELECT %(parent_id)s, %(group_name)s, %(title)s, %(description)s,
            CASE WHEN EXISTS (SELECT 1 FROM deps WHERE status <> 'landed')
                 THEN 'blocked' ELSE 'ready' END::subtask_status,
-           %(priority)s, %(max_attempts)s, %(idempotency_key)s, %(actor_id)s, %(actor_id)s
+           %(priority)s, %(max_attempts)s, %(idempotency_key)s, %(actor_id)s, %(actor_id)s, %(paths)s::text[]
     WHERE (SELECT count(*) FROM deps) = cardinality(%(depends_on)s::bigint[])
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
@@ -88,6 +88,15 @@ WITH deps AS (
     SELECT ins.id, deps.id FROM ins CROSS JOIN deps
 )
 SELECT * FROM ins;
+
+-- name: subtasks_open_texts
+-- The open subtasks' texts (not landed, failed or cancelled), newest first: what a new one may be a twin of.
+SELECT id, title, left(description, 4000) AS description, status::text AS status FROM subtasks
+WHERE status NOT IN ('landed', 'failed', 'cancelled')
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: subtasks_by_keys
+SELECT idempotency_key FROM subtasks WHERE idempotency_key = ANY(%(keys)s::text[]);
 
 -- name: subtask_dep_guard
 -- Before adding dependencies to an existing subtask: its status, and how many of the new ones have not landed.

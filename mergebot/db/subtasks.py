@@ -19,12 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mergebot import similar
 from mergebot.db.base import Row, Sql, Tx, insert_event
 from mergebot.db.waiter import FINISHED, READY, Waiter
 from mergebot.errors import ClaimSuperseded, Conflict, Invalid, InvalidTransition, MergebotError, NotFound
 from mergebot.models import Handle, Subtask
 from mergebot.tree import Node
 
+OPEN_TEXTS = 50_000  # open subtasks a new one is compared with, newest first
 DONE = frozenset({"landed", "failed", "cancelled"})  # a subtask's statuses that end its story
 
 
@@ -52,7 +54,7 @@ class SubtaskStore:
     async def create_subtask(self, *, actor_id: int | None, title: str, description: str = "", priority: int = 0,
                              parent_id: int | None = None, group_name: str | None = None,
                              depends_on: Sequence[int] = (), max_attempts: int = 3,
-                             idempotency_key: str | None = None) -> tuple[Subtask, bool]:
+                             idempotency_key: str | None = None, paths: Sequence[str] = ()) -> tuple[Subtask, bool]:
         """Create a subtask, blocked until its dependencies land. Returns (subtask, created).
 
         With an idempotency key, a retry returns the first subtask and creates nothing; the same key with a
@@ -62,7 +64,7 @@ class SubtaskStore:
             sub, created = await self._create(tx, actor_id=actor_id, title=title, description=description,
                                               priority=priority, parent_id=parent_id, group_name=group_name,
                                               depends_on=depends_on, max_attempts=max_attempts,
-                                              idempotency_key=idempotency_key)
+                                              idempotency_key=idempotency_key, paths=paths)
         if created:
             sub.depends_on = sorted(set(depends_on))
         return sub, created
@@ -70,13 +72,13 @@ class SubtaskStore:
     @staticmethod
     async def _create(tx: Tx, *, actor_id: int | None, title: str, description: str, priority: int,
                       parent_id: int | None, group_name: str | None, depends_on: Sequence[int], max_attempts: int,
-                      idempotency_key: str | None) -> tuple[Subtask, bool]:
+                      idempotency_key: str | None, paths: Sequence[str] = ()) -> tuple[Subtask, bool]:
         deps = sorted(set(depends_on))
         if group_name is not None:
             await tx.all("group_upsert", name=group_name, description=None)
         row = await tx.one("subtask_create", actor_id=actor_id, title=title, description=description,
                            priority=priority, parent_id=parent_id, group_name=group_name, depends_on=deps,
-                           max_attempts=max_attempts, idempotency_key=idempotency_key)
+                           max_attempts=max_attempts, idempotency_key=idempotency_key, paths=list(paths))
         if row is not None:
             return Subtask.from_row(row), True
         if idempotency_key is not None:
@@ -108,7 +110,7 @@ class SubtaskStore:
                 sub, _ = await self._create(
                     tx, actor_id=actor_id, title=n.title, description=n.description, priority=n.priority,
                     parent_id=parent, group_name=n.group, depends_on=deps, max_attempts=n.max_attempts,
-                    idempotency_key=f"{key_prefix}/{n.key}" if key_prefix else None)
+                    idempotency_key=f"{key_prefix}/{n.key}" if key_prefix else None, paths=n.paths)
                 made[n.key] = sub
             for n in nodes:
                 if n.children:
@@ -122,6 +124,33 @@ class SubtaskStore:
                     if await tx.all("subtask_add_deps", id=made[n.key].id, actor_id=actor_id, depends_on=children):
                         made[n.key].status = "blocked"  # the query returns the row only when it re-blocked it
         return made
+
+    async def likely_twins(self, items: Sequence[tuple[str, str, str]],
+                           key_prefix: str | None = None) -> list[dict[str, Any]]:
+        """For subtasks about to be created, as (key, title, description): each pair of near-duplicates among them
+        and with the open subtasks (``mergebot.similar``), most alike first. Items whose idempotency key exists
+        already (``key_prefix/key``, or the key itself with a prefix of "": the same file loaded again, a retried
+        create) are those subtasks, not twins of them."""
+        if key_prefix is not None:
+            def idem(k: str) -> str:
+                return f"{key_prefix}/{k}" if key_prefix else k
+
+            known = {r["idempotency_key"] for r in await self.sql.all("subtasks_by_keys",
+                                                                     keys=[idem(k) for k, _, _ in items])}
+            items = [i for i in items if idem(i[0]) not in known]
+        if not items:
+            return []
+        rows = {r["id"]: r for r in await self.sql.all("subtasks_open_texts", limit=OPEN_TEXTS)}
+        titles = {k: t for k, t, _ in items}
+        new = [similar.text(("new", k), t, d) for k, t, d in items]
+        old = [similar.text(("old", i), r["title"], r["description"]) for i, r in rows.items()]
+        out = []
+        for a, b, score in similar.twins(new, old):
+            key, (side, other) = a[1], b
+            twin = ({"subtask_id": other, "title": rows[other]["title"], "status": rows[other]["status"]}
+                    if side == "old" else {"key": other, "title": titles[other]})
+            out.append({"key": key, "title": titles[key], "twin": twin, "similarity": score})
+        return out
 
     # -- reading -----------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from verifier.runner import Result
 
@@ -110,6 +111,28 @@ def duplicate_change(ref: str, other: int, owner: str, status: str, sha: str, la
     return (f"{ref}: the same change (same patch id) as subtask {other}'s by {owner}, {where}. The work is done "
             f"once: if subtask {subtask_id} is that work, say so to the lead (`mergebot note {subtask_id} ...`) and "
             f"release it (`mergebot release {subtask_id}`); if it is other work, make the change it asks for.")
+
+
+def _twin(twin: dict[str, Any]) -> str:
+    if "subtask_id" in twin:
+        return f"subtask {twin['subtask_id']} {str(twin['title'])!r} ({twin['status']})"
+    return f"{str(twin['title'])!r} (key {twin['key']} in the same tree)"
+
+
+def twin_subtask(title: str, twin: dict[str, Any], alike: float) -> str:
+    return (f"{title!r} nearly matches {_twin(twin)}, {alike:.0%} alike: the same work twice? If it is distinct "
+            "work, create it with allow_duplicate (`mergebot create --allow-duplicate`); else leave it to that one.")
+
+
+def twin_subtasks(pairs: Sequence[dict[str, Any]]) -> str:
+    lines = [f"{len(pairs)} subtask(s) in the tree nearly match others; nothing was created:"]
+    lines += [f"  key {p['key']} {str(p['title'])!r} ~ {_twin(p['twin'])}, {p['similarity']:.0%} alike"
+              for p in pairs[:50]]
+    if len(pairs) > 50:
+        lines.append(f"  ... and {len(pairs) - 50} more")
+    lines.append("Merge or reword the twins, or create the tree with allow_duplicate "
+                 "(`mergebot create --file FILE --allow-duplicate`) if they are distinct work.")
+    return "\n".join(lines)
 
 
 def refused_push(lines: Sequence[str]) -> str:

@@ -20,7 +20,8 @@ from mergebot.api.schemas import (
     WaitIn,
 )
 from mergebot.auth import Role
-from mergebot.errors import Invalid
+from mergebot.errors import Duplicate, Invalid
+from mergebot.landing import messages as say
 from mergebot.landing import prereceive, told
 from mergebot.models import Handle, Subtask, record
 from mergebot.tree import parse_tree
@@ -49,12 +50,19 @@ def claim_body(sub: Subtask, handoff: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-@router.post("", status_code=201, summary="Create a subtask (idempotent with idempotency_key)")
+@router.post("", status_code=201, summary="Create a subtask (idempotent with idempotency_key; 409 duplicate when it "
+             "nearly matches an open one, unless allow_duplicate)")
 async def create(body: SubtaskIn, agent: Creator, db: DbDep, response: Response) -> dict[str, Any]:
+    if not body.allow_duplicate:  # a retry with its idempotency key is that subtask, not a twin of it
+        pairs = await db.subtasks.likely_twins([(body.idempotency_key or "", body.title, body.description)],
+                                               key_prefix="" if body.idempotency_key else None)
+        if pairs:
+            raise Duplicate(say.twin_subtask(body.title, pairs[0]["twin"], pairs[0]["similarity"]),
+                            field="allow_duplicate", twins=pairs)
     sub, created = await db.subtasks.create_subtask(
         actor_id=agent.id, title=body.title, description=body.description, priority=body.priority,
         parent_id=body.parent_id, group_name=body.group, depends_on=body.depends_on,
-        max_attempts=body.max_attempts, idempotency_key=body.idempotency_key)
+        max_attempts=body.max_attempts, idempotency_key=body.idempotency_key, paths=body.paths)
     if not created:
         response.status_code = status.HTTP_200_OK
     return {"subtask": record(sub), "created": created}
@@ -63,6 +71,11 @@ async def create(body: SubtaskIn, agent: Creator, db: DbDep, response: Response)
 @router.post("/batch", status_code=201, summary="Create a task tree with dependencies, all or nothing")
 async def create_tree(body: TreeIn, agent: Creator, db: DbDep) -> dict[str, Any]:
     nodes = parse_tree(body.subtasks)
+    if not body.allow_duplicate:
+        pairs = await db.subtasks.likely_twins([(n.key, n.title, n.description) for n in nodes],
+                                               key_prefix=body.key_prefix)
+        if pairs:  # every pair at once, before anything is written
+            raise Duplicate(say.twin_subtasks(pairs), field="allow_duplicate", twins=pairs)
     made = await db.subtasks.create_tree(actor_id=agent.id, nodes=nodes, key_prefix=body.key_prefix)
     return {"subtasks": {key: {"id": s.id, "status": s.status} for key, s in made.items()}}
 
