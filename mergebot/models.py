@@ -181,6 +181,7 @@ class Candidate(FromRow):
     merged_sha: str | None = None
     verifier: dict[str, Any] | None = None
     verdict: dict[str, Any] | None = None  # the verdict's kind and facts, as recorded (``Verdict`` adds the rest)
+    outside_footprint: list[str] | None = None  # paths it changes outside its subtask's footprint (a warning)
     patch_id: str | None = None  # its change as one id (``git.patch_id``): the same change elsewhere is a duplicate
     queued_at: datetime | None = None
     started_at: datetime | None = None
@@ -216,6 +217,7 @@ class Verdict:
     hunks: list[dict[str, Any]] = field(default_factory=list)
     failing_tests: list[str] = field(default_factory=list)
     log_tail: str = ""
+    outside_footprint: list[str] = field(default_factory=list)  # changed paths outside the subtask's footprint
     twin: dict[str, Any] | None = None  # a duplicate's other subtask: subtask_id, owner, status, sha, landed_sha
 
 

@@ -67,6 +67,35 @@ async def test_claim_order_is_priority_then_age(db: Database) -> None:
     assert [s.id for s in got if s] == [high.id, low.id, low2.id]
 
 
+async def test_a_claim_avoids_an_overlapping_footprint_among_equals(db: Database) -> None:
+    """Among ready subtasks of equal priority, one whose footprint overlaps no running subtask's is claimed
+    first; with nothing else ready the overlapping one is taken; priority still rules over footprints. The
+    subtasks in flight that overlap are named with their owners, and a claimer's own estimate joins the
+    footprint (fenced)."""
+    a, b, c, d = await agents(db, 4)
+    calc, _ = await db.subtasks.create_subtask(actor_id=a, title="calc", paths=["src/calc/"])
+    add, _ = await db.subtasks.create_subtask(actor_id=a, title="add", paths=["src/calc/add.py"])
+    docs, _ = await db.subtasks.create_subtask(actor_id=a, title="docs", paths=["docs/*.md"])
+    first = await db.subtasks.claim(agent_id=a)
+    assert first is not None and first.id == calc.id
+    second = await db.subtasks.claim(agent_id=b)
+    assert second is not None and second.id == docs.id  # add.py is under calc's running footprint
+    third = await db.subtasks.claim(agent_id=c)
+    assert third is not None and third.id == add.id  # nothing else is ready: the overlap is taken
+    overlaps = await db.subtasks.overlapping(third.id, third.paths)
+    assert [(o["id"], o["owner"]) for o in overlaps] == [(calc.id, "agent0")]
+    # priority rules: an overlapping subtask of higher priority beats a free one
+    free, _ = await db.subtasks.create_subtask(actor_id=a, title="free", paths=["web/"])
+    urgent, _ = await db.subtasks.create_subtask(actor_id=a, title="urgent", priority=5, paths=["src/calc/mul.py"])
+    got = await db.subtasks.claim(agent_id=d)
+    assert got is not None and got.id == urgent.id
+    touched = await db.subtasks.touch(agent_id=d, handle=Handle(got.id, got.claim_version), paths=["web/app.py"])
+    assert touched.paths == ["src/calc/mul.py", "web/app.py"]
+    assert [o["id"] for o in await db.subtasks.overlapping(free.id, free.paths)] == [got.id]
+    with pytest.raises(ClaimSuperseded):
+        await db.subtasks.touch(agent_id=a, handle=Handle(got.id, got.claim_version), paths=["x"])
+
+
 @pytest.mark.parametrize("rounds", [150])
 async def test_drill1_racing_claims_one_winner(db: Database, rounds: int) -> None:
     """Drill 1: many connections race for one ready subtask; exactly one wins, every round."""

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from mergebot import agent
 from mergebot.db.locks import SessionLocks
 from mergebot.landing.verdicts import KINDS
@@ -243,6 +245,30 @@ async def test_the_same_change_under_another_subtask_is_a_duplicate(fleet: Fleet
     assert v["twin"]["landed_sha"] == fleet.main() and fleet.main()[:12] in v["message"], v
     sub = await fleet.db.subtasks.get_subtask(bob_claim.subtask_id)
     assert sub.status == "running" and sub.candidate_sha is None  # nothing was queued
+
+
+async def test_a_push_outside_its_footprint_is_flagged_or_refused(make_fleet: Callable[..., Any],
+                                                                  e2e_db_url: str) -> None:
+    """A change that touches paths outside its subtask's footprint lands with the paths named on its verdict (a
+    warning); on a repository that refuses such changes the push is refused with kind outside_footprint."""
+    fleet: Fleet = await make_fleet(check_command())
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="fix add", paths=["calc.py", "tests/"])
+    claim, wt = fleet.start("ann")
+    commit(wt, {"calc.py": "def add(a, b):\n    return b + a\n", "notes.txt": "ann was here\n"})
+    out = push(fleet, "ann", wt)
+    v = out["verdict"]
+    assert (v["kind"], v["outside_footprint"]) == ("landed", ["notes.txt"]), out
+    assert candidate(fleet, "ann", out["id"])["verdict"]["outside_footprint"] == ["notes.txt"]
+    async with await psycopg.AsyncConnection.connect(e2e_db_url, autocommit=True) as conn:  # the operator's setting
+        await conn.execute("UPDATE repos SET footprint_refuse = true WHERE name = 'demo'")
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="fix add again", paths=["calc.py"])
+    claim, wt = fleet.start("bob")
+    commit(wt, {"calc.py": "def add(a, b):\n    return a + b\n", "notes.txt": "bob too\n"})
+    out = push(fleet, "bob", wt)
+    v = out["verdict"]
+    assert out["status"] == "refused", out
+    assert (v["kind"], v["final"], v["paths"]) == ("outside_footprint", True, ["notes.txt"]), out
+    assert v["branch"] == f"refs/heads/{claim.branch}" and "--touch" in v["next"]
 
 
 def test_every_kind_is_produced_by_some_test() -> None:

@@ -115,9 +115,11 @@ def check_repo(client: Client, repo: str) -> None:
 
 
 def start(client: Client, server: str, token: str, repo: str, workdir: Path, *, carry: bool = False,
-          wait: float = 0.0) -> tuple[Claim, dict[str, Any]] | None:
+          wait: float = 0.0, touch_paths: list[str] | None = None) -> tuple[Claim, dict[str, Any]] | None:
     """Claim the next subtask (waiting up to ``wait`` seconds for one) and prepare ``workdir`` for it. None when
-    nothing is ready. The answer's ``carried`` says which commits the new branch starts with, if any."""
+    nothing is ready. The answer's ``carried`` says which commits the new branch starts with, if any; with
+    ``touch_paths`` (the claimer's estimate of what it will touch) they join the footprint, and ``overlaps`` lists
+    the subtasks in flight that may touch the same."""
     check_repo(client, repo)
     dirty = _dirty(workdir)
     if dirty:
@@ -134,6 +136,10 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path, *, 
     if got is None:
         return None
     claim = Claim(got["handle"]["id"], got["handle"]["claim_version"], repo, server.rstrip("/"))
+    if touch_paths:
+        touched = client.post(f"/api/v1/subtasks/{claim.subtask_id}/touch",
+                              {"claim_version": claim.claim_version, "paths": touch_paths})
+        got["subtask"], got["overlaps"] = touched["subtask"], touched["overlaps"]
     created = not workdir.exists()
     try:
         got["carried"] = _prepare(claim, got, token, workdir, carry=unlanded)

@@ -59,6 +59,10 @@ class FenceIn(Body):
     claim_version: Version
 
 
+class TouchIn(FenceIn):
+    paths: Annotated[list[Glob], Field(min_length=1, max_length=100)]
+
+
 class ReleaseIn(FenceIn):
     reason: Annotated[str, StringConstraints(max_length=2000)] | None = None
 

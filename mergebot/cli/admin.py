@@ -157,7 +157,8 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
         return await add_repo(db, repos_root(settings.data_dir), name=args.name, source=args.source,
                               verifier_command=args.verifier, target_branch=args.target,
                               verifier_timeout_s=args.timeout, protected_paths=args.protect or [],
-                              max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes, forge=forge)
+                              max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes, forge=forge,
+                              footprint_refuse=args.footprint_refuse)
 
     repo = with_db(settings, go)
     emit(args, asdict(repo))

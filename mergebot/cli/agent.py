@@ -45,7 +45,8 @@ def cmd_start(args: argparse.Namespace) -> None:
     token = args.token or os.environ.get("MERGEBOT_TOKEN") or ""
     server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
     wt = Path(args.dir)
-    got = worktree.start(client_from(args), server, token, args.repo, wt, carry=args.carry, wait=args.wait)
+    got = worktree.start(client_from(args), server, token, args.repo, wt, carry=args.carry, wait=args.wait,
+                         touch_paths=args.touch)
     if got is None:
         emit(args, {"claimed": None, "message": "nothing is ready" + (f" (waited {args.wait:g} s)" if args.wait else
                                                                        "; `mergebot start --wait 60` waits for work")})
@@ -54,11 +55,16 @@ def cmd_start(args: argparse.Namespace) -> None:
     kept = None if args.no_keeper else keeper.spawn(wt)
     out = {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "branch": claim.branch,
            "worktree": str(wt.resolve()), "title": body["subtask"]["title"], "carried": body.get("carried"),
-           "keeper_pid": kept, "handoff": body["handoff"]}
+           "keeper_pid": kept, "handoff": body["handoff"], "footprint": body["subtask"].get("paths") or [],
+           "overlaps": body.get("overlaps") or []}
     if args.json:
         emit(args, out)
         return
-    emit(args, {k: v for k, v in out.items() if k not in ("handoff", "carried", "keeper_pid")})
+    emit(args, {k: v for k, v in out.items() if k not in ("handoff", "carried", "keeper_pid", "overlaps")})
+    if out["overlaps"]:
+        print("\nin flight and may touch the same paths (talk to them, or expect a conflict):")
+        for o in out["overlaps"]:
+            print(f"  subtask {o['id']} {o['title']!r} ({o['status']}, {o['owner']}): {', '.join(o['paths'][:5])}")
     if body.get("carried"):
         c = body["carried"]
         print(f"\ncarried {c['commits']} commit(s) from {c['branch']} onto {claim.branch}: they are on the new "

@@ -128,6 +128,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--target", default="main", help="the branch Mergebot lands into")
     sp.add_argument("--protect", action="append", help="a path pattern agents may not change (repeatable; "
                     "'dir/' protects a folder)")
+    sp.add_argument("--footprint-refuse", action="store_true", dest="footprint_refuse",
+                    help="refuse a push that changes paths outside its subtask's footprint (else: a warning)")
     sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")
     sp.add_argument("--max-file-bytes", type=int, default=10 << 20, dest="max_file_bytes")
     sp.add_argument("--github", nargs=1, metavar="OWNER/REPO", help="a GitHub repository: webhooks in, statuses "
@@ -185,6 +187,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                     "claim's branch (without it, start refuses to switch branches under them)")
     sp.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                     help="wait up to SECONDS (at most 60) for work when nothing is ready")
+    sp.add_argument("--touch", action="append", metavar="PATH", help="a path or glob you expect to touch "
+                    "(repeatable): it joins the subtask's footprint, and the answer names who else may touch it")
     sp.add_argument("--no-keeper", action="store_true", dest="no_keeper",
                     help="leave no keeper: renew the lease yourself (`mergebot heartbeat`)")
     add("guide", cmd_guide, "print the guide for agents: the loop, every verdict kind and what to do about it")

@@ -37,7 +37,8 @@ class LandingStore:
 
     async def create_repo(self, *, name: str, target_branch: str, verifier_command: str, verifier_timeout_s: int,
                           protected_paths: list[str], max_push_bytes: int, max_file_bytes: int,
-                          root_sha: str, forge: dict[str, str] | None = None) -> Repo:
+                          root_sha: str, forge: dict[str, str] | None = None,
+                          footprint_refuse: bool = False) -> Repo:
         f = forge or {}
         row = await self.sql.one("repo_create", name=name, target_branch=target_branch,
                                  verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
@@ -45,7 +46,7 @@ class LandingStore:
                                  max_file_bytes=max_file_bytes, root_sha=root_sha, forge=f.get("forge"),
                                  forge_repo=f.get("forge_repo"), forge_api_url=f.get("forge_api_url"),
                                  forge_git_url=f.get("forge_git_url"), webhook_secret_env=f.get("webhook_secret_env"),
-                                 forge_token_env=f.get("forge_token_env"))
+                                 forge_token_env=f.get("forge_token_env"), footprint_refuse=footprint_refuse)
         assert row is not None
         await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)
@@ -73,7 +74,8 @@ class LandingStore:
         return await self.sql.one("candidate_twin", repo=repo, patch_id=patch_id, subtask_id=subtask_id)
 
     async def enqueue(self, *, repo: str, subtask_id: int, claim_version: int, owner_id: int, sha: str, ref: str,
-                      superseded: str, patch_id: str | None = None) -> Candidate:
+                      superseded: str, patch_id: str | None = None,
+                      outside_footprint: list[str] | None = None) -> Candidate:
         """An accepted push: submit the subtask (fenced), supersede its older queued candidates (with the reason
         ``superseded``), queue this one.
 
@@ -91,7 +93,7 @@ class LandingStore:
                                       subtask_id=subtask_id)
             await tx.all("candidates_supersede", subtask_id=subtask_id, reason=superseded)
             row = await tx.one("candidate_insert", repo=repo, subtask_id=subtask_id, sha=sha, ref=ref,
-                               patch_id=patch_id)
+                               patch_id=patch_id, outside_footprint=outside_footprint)
             await insert_event(tx, actor_id=owner_id, kind="push_accepted", subtask_id=subtask_id,
                                claim_version=claim_version, detail={"repo": repo, "ref": ref, "sha": sha})
         assert row is not None

@@ -131,6 +131,10 @@ SELECT id FROM subtasks WHERE id = ANY(%(ids)s::bigint[]);
 -- and claims only if that completion held: the fused cycle costs one round trip and one commit.
 -- The claim prefers ready subtasks of the caller's group; outside it, ungrouped subtasks, or any subtask
 -- once the lead opened the group (an agent without a group roams freely).
+-- Footprints: while some running subtask has one (``busy``, read from a partial index that is empty when nobody
+-- uses footprints, so the claim then costs what it did), the first ready subtasks of the top priority are
+-- looked at (``*_pool``) and one whose footprint overlaps no running one's is preferred (``*_free``). Priority
+-- still rules: it is a tie-breaker among equals.
 WITH done AS (
     UPDATE subtasks SET status = 'submitted', candidate_sha = %(done_sha)s, lease_expires_at = NULL,
                         status_reason = NULL, updated_by = %(agent_id)s
@@ -144,19 +148,44 @@ WITH done AS (
     FROM (SELECT 1) one
     LEFT JOIN assignments a ON a.agent_id = %(agent_id)s
     LEFT JOIN groups g ON g.name = a.group_name
+), busy AS MATERIALIZED (
+    SELECT array_agg(p) AS paths FROM subtasks r, unnest(r.paths) p
+    WHERE r.status = 'running' AND r.paths <> '{}'
+), own_pool AS (
+    SELECT q.id, q.priority FROM subtasks q, me, go, busy
+    WHERE q.status = 'ready' AND q.group_name = me.group_name AND go.ok AND busy.paths IS NOT NULL
+    ORDER BY q.priority DESC, q.id LIMIT 32
+), own_free AS (
+    SELECT s.id FROM own_pool p JOIN subtasks s ON s.id = p.id, busy
+    WHERE s.status = 'ready' AND p.priority = (SELECT max(priority) FROM own_pool)
+      AND NOT (s.paths <> '{}' AND footprints_overlap(s.paths, busy.paths))
+    ORDER BY p.id
+    LIMIT 1 FOR UPDATE OF s SKIP LOCKED
 ), own AS (
     SELECT s.id FROM subtasks s, me, go
-    WHERE s.status = 'ready' AND s.group_name = me.group_name AND go.ok
+    WHERE s.status = 'ready' AND s.group_name = me.group_name AND go.ok AND NOT EXISTS (SELECT 1 FROM own_free)
     ORDER BY s.priority DESC, s.id
+    LIMIT 1 FOR UPDATE OF s SKIP LOCKED
+), other_pool AS (
+    SELECT q.id, q.priority FROM subtasks q, me, go, busy
+    WHERE q.status = 'ready' AND go.ok AND busy.paths IS NOT NULL AND (me.roam OR q.group_name IS NULL)
+      AND NOT EXISTS (SELECT 1 FROM own_free) AND NOT EXISTS (SELECT 1 FROM own)
+    ORDER BY q.priority DESC, q.id LIMIT 32
+), other_free AS (
+    SELECT s.id FROM other_pool p JOIN subtasks s ON s.id = p.id, busy
+    WHERE s.status = 'ready' AND p.priority = (SELECT max(priority) FROM other_pool)
+      AND NOT (s.paths <> '{}' AND footprints_overlap(s.paths, busy.paths))
+    ORDER BY p.id
     LIMIT 1 FOR UPDATE OF s SKIP LOCKED
 ), other AS (
     SELECT s.id FROM subtasks s, me, go
-    WHERE s.status = 'ready' AND go.ok AND NOT EXISTS (SELECT 1 FROM own)
-      AND (me.roam OR s.group_name IS NULL)
+    WHERE s.status = 'ready' AND go.ok AND NOT EXISTS (SELECT 1 FROM own_free) AND NOT EXISTS (SELECT 1 FROM own)
+      AND NOT EXISTS (SELECT 1 FROM other_free) AND (me.roam OR s.group_name IS NULL)
     ORDER BY s.priority DESC, s.id
     LIMIT 1 FOR UPDATE OF s SKIP LOCKED
 ), pick AS (
-    SELECT id FROM own UNION ALL SELECT id FROM other LIMIT 1
+    SELECT id FROM own_free UNION ALL SELECT id FROM own UNION ALL SELECT id FROM other_free
+    UNION ALL SELECT id FROM other LIMIT 1
 ), claimed AS (
     UPDATE subtasks t
     SET status = 'running', owner_id = %(agent_id)s, claim_version = t.claim_version + 1,
@@ -168,6 +197,23 @@ WITH done AS (
 )
 SELECT (SELECT id FROM done) AS done_id, (SELECT ok FROM go) AS done_ok, claimed.*
 FROM (SELECT 1) one LEFT JOIN claimed ON true;
+
+-- name: subtasks_overlapping
+-- The subtasks in flight whose footprints may overlap ``paths`` (``footprints_overlap``), with their owners.
+SELECT s.id, s.title, s.status::text AS status, a.name AS owner, s.claim_version, s.paths
+FROM subtasks s JOIN agents a ON a.id = s.owner_id
+WHERE s.owner_id IS NOT NULL AND s.id <> %(id)s AND s.paths <> '{}' AND footprints_overlap(s.paths, %(paths)s::text[])
+ORDER BY s.id LIMIT 50;
+
+-- name: subtask_touch
+-- The claimer's own estimate of what it will touch, added to the footprint (fenced).
+UPDATE subtasks
+SET paths = (SELECT array_agg(DISTINCT p ORDER BY p) FROM unnest(paths || %(paths)s::text[]) p),
+    updated_by = %(agent_id)s
+WHERE id = %(id)s AND owner_id = %(agent_id)s AND claim_version = %(claim_version)s
+  AND status IN ('running', 'submitted')
+  AND (SELECT count(DISTINCT p) FROM unnest(paths || %(paths)s::text[]) p) <= 100
+RETURNING *;
 
 -- name: subtask_heartbeat
 -- The one write that does not wait for its WAL flush (synchronous_commit off for this transaction only): a
@@ -394,10 +440,10 @@ LIMIT %(limit)s;
 -- name: repo_create
 INSERT INTO repos (name, target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
                    max_file_bytes, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
-                   forge_token_env)
+                   forge_token_env, footprint_refuse)
 VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s,
         %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s,
-        %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s)
+        %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s, %(footprint_refuse)s)
 RETURNING *;
 
 -- name: repo_get
@@ -439,8 +485,9 @@ WHERE subtask_id = %(subtask_id)s AND status = 'queued'
 RETURNING id;
 
 -- name: candidate_insert
-INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority, patch_id)
-SELECT %(repo)s, s.id, s.claim_version, s.owner_id, %(sha)s, %(ref)s, s.priority, %(patch_id)s
+INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority, patch_id, outside_footprint)
+SELECT %(repo)s, s.id, s.claim_version, s.owner_id, %(sha)s, %(ref)s, s.priority, %(patch_id)s,
+       %(outside_footprint)s::text[]
 FROM subtasks s WHERE s.id = %(subtask_id)s
 RETURNING *;
 

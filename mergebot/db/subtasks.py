@@ -212,6 +212,25 @@ class SubtaskStore:
         await self.waiter.until_any(READY, try_again, wait)
         return claimed[0] if claimed else None
 
+    async def overlapping(self, subtask_id: int, paths: Sequence[str]) -> list[Row]:
+        """The subtasks in flight (with their owners) whose footprints may overlap ``paths``."""
+        if not paths:
+            return []
+        return await self.sql.all("subtasks_overlapping", id=subtask_id, paths=list(paths))
+
+    async def touch(self, *, agent_id: int, handle: Handle, paths: Sequence[str]) -> Subtask:
+        """Add the claimer's own estimate of the paths it will touch to the subtask's footprint (fenced)."""
+        row = await self.sql.one("subtask_touch", id=handle.id, claim_version=handle.claim_version,
+                                 agent_id=agent_id, paths=list(paths))
+        if row is not None:
+            return Subtask.from_row(row)
+        sub = await self.get_subtask(handle.id)
+        if sub.owner_id == agent_id and sub.claim_version == handle.claim_version \
+                and sub.status in ("running", "submitted"):
+            raise Invalid(f"a footprint holds at most 100 paths; subtask {handle.id} has {len(sub.paths)}",
+                          field="paths")
+        raise await self.superseded(handle.id, handle.claim_version)
+
     async def _claim_once(self, agent_id: int, complete: Handle | None, sha: str | None) -> Subtask | None:
         row = await self.sql.one(
             "subtask_claim", agent_id=agent_id, lease_seconds=self.lease_seconds,

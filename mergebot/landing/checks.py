@@ -14,7 +14,9 @@ Rules, in the order they are checked:
      yours".
   4. The pushed history must be made for this subtask: it may not touch protected paths, exceed the size
      limits, bring an unrelated root, or include other subtasks' commits that have not landed.
-  5. It may not be a change another subtask already made: the same patch id as another subtask's landed or
+  5. With a footprint (the paths its subtask expects to touch) and a repository that refuses changes outside
+     it, every changed path must be in the footprint (otherwise that is only a warning on the verdict).
+  6. It may not be a change another subtask already made: the same patch id as another subtask's landed or
      live candidate is a duplicate (a re-push of one's own change is not).
 """
 
@@ -118,6 +120,7 @@ class Limits:
     max_file_bytes: int
     max_push_bytes: int
     max_commits: int = 1000
+    footprint_refuse: bool = False  # a change outside its subtask's footprint is refused, not only flagged
 
 
 def is_protected(path: str, patterns: Sequence[str]) -> bool:
@@ -133,8 +136,15 @@ def is_protected(path: str, patterns: Sequence[str]) -> bool:
     return False
 
 
-def judge_content(update: RefUpdate, target_branch: str, content: Content, limits: Limits) -> Refusal | None:
-    """Rule 4 for one ref update whose ref passed ``judge_ref``."""
+def outside_footprint(paths: Sequence[str], footprint: Sequence[str]) -> list[str]:
+    """The changed paths the footprint does not cover (a footprint entry covers what a protected-path pattern
+    would); none when there is no footprint."""
+    return [p for p in paths if not is_protected(p, footprint)] if footprint else []
+
+
+def judge_content(update: RefUpdate, target_branch: str, content: Content, limits: Limits,
+                  footprint: Sequence[str] = ()) -> Refusal | None:
+    """Rules 4 and 5 for one ref update whose ref passed ``judge_ref``."""
     ref = update.ref
     if content.push_bytes > limits.max_push_bytes:
         return Refusal(ref, "too_large", say.push_too_large(ref, content.push_bytes, limits.max_push_bytes))
@@ -153,11 +163,14 @@ def judge_content(update: RefUpdate, target_branch: str, content: Content, limit
     touched = [p for p in content.changed_paths if is_protected(p, limits.protected_paths)]
     if touched:
         return Refusal(ref, "protected_path", say.protected_paths(ref, touched), tuple(touched[:100]))
+    outside = outside_footprint(content.changed_paths, footprint) if limits.footprint_refuse else []
+    if outside:
+        return Refusal(ref, "outside_footprint", say.outside_footprint(ref, outside, footprint), tuple(outside[:100]))
     return None
 
 
 def judge_twin(update: RefUpdate, subtask_id: int, twin: Twin | None) -> Refusal | None:
-    """Rule 5: the same change as another subtask's (found by the change's patch id)."""
+    """Rule 6: the same change as another subtask's (found by the change's patch id)."""
     if twin is None or twin.subtask_id == subtask_id:
         return None
     return Refusal(update.ref, "duplicate", say.duplicate_change(update.ref, twin.subtask_id, twin.owner, twin.status,

@@ -113,6 +113,17 @@ def duplicate_change(ref: str, other: int, owner: str, status: str, sha: str, la
             f"release it (`mergebot release {subtask_id}`); if it is other work, make the change it asks for.")
 
 
+def outside_footprint(ref: str, paths: Sequence[str], footprint: Sequence[str]) -> str:
+    return (f"{ref}: changes paths outside the subtask's footprint ({_shown(paths, 5)}; the footprint is "
+            f"{_shown(footprint, 5)}), and this repository refuses that. Take those changes out, or widen the "
+            "footprint first (`mergebot start --touch PATH` claims with your own estimate) if the work needs them.")
+
+
+def outside_footprint_warning(subtask_id: int, paths: Sequence[str]) -> str:
+    return (f"Mergebot: warning: subtask {subtask_id}'s change touches paths outside its footprint "
+            f"({_shown(paths, 5)}): other agents may be working there; expect a conflict, or keep to the footprint.")
+
+
 def _twin(twin: dict[str, Any]) -> str:
     if "subtask_id" in twin:
         return f"subtask {twin['subtask_id']} {str(twin['title'])!r} ({twin['status']})"

@@ -34,6 +34,7 @@ from mergebot.landing.checks import (
     judge_content,
     judge_ref,
     judge_twin,
+    outside_footprint,
     parse_subtask_ref,
     summary,
 )
@@ -175,7 +176,7 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
     ids = [p[0] for u in updates if (p := parse_subtask_ref(u.ref))]
     facts = await db.landing.owner_facts(ids) if ids else {}
     limits = Limits(protected_paths=repo.protected_paths, max_file_bytes=repo.max_file_bytes,
-                    max_push_bytes=repo.max_push_bytes)
+                    max_push_bytes=repo.max_push_bytes, footprint_refuse=repo.footprint_refuse)
     refusals: list[Refusal] = []
     others: list[tuple[int, str]] | None = None
     for u in updates:
@@ -188,7 +189,8 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
                 others = [(sid, tip) for sid, ts in tips.items() for tip in ts
                           if sid in live and live[sid].status in ("running", "submitted")]
             content = await asyncio.to_thread(inspect, repo_path, q, repo.target_ref, u, parsed[0], limits, others)
-            refusal = judge_content(u, repo.target_branch, content, limits)
+            row_now = facts.get(parsed[0])
+            refusal = judge_content(u, repo.target_branch, content, limits, row_now.paths if row_now else ())
             if refusal is None and content.patch_id is not None:
                 row = await db.landing.twin(repo=repo.name, patch_id=content.patch_id, subtask_id=parsed[0])
                 refusal = judge_twin(u, parsed[0], Twin(**row) if row else None)
@@ -215,14 +217,17 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
     return Judgement(True, "", [])
 
 
-def change_id(path: Path, target_ref: str, sha: str) -> str | None:
-    """The pushed change's patch id against the target branch (``git.patch_id``); None if it cannot be read."""
+def change_of(path: Path, target_ref: str, sha: str) -> tuple[str | None, list[str]]:
+    """The pushed change's patch id against the target branch (``git.patch_id``) and the paths it changes; none
+    if it cannot be read."""
     try:
         bare = git.open_repo(path)
         main = git.head_of(bare, target_ref)
-        return git.patch_id(bare, main, sha) if main else None
+        if main is None:
+            return None, []
+        return git.patch_id(bare, main, sha), git.own_paths(bare, main, sha)
     except (pygit2.GitError, KeyError, ValueError):
-        return None
+        return None, []
 
 
 async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefUpdate],
@@ -239,11 +244,14 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
         parsed = parse_subtask_ref(u.ref)
         if parsed is None or u.deletion:
             continue
-        patch = await asyncio.to_thread(change_id, path, repo.target_ref, u.new) if path is not None else None
+        patch, paths = await asyncio.to_thread(change_of, path, repo.target_ref, u.new) if path else (None, [])
+        facts = await db.landing.owner_facts([parsed[0]])
+        footprint = facts[parsed[0]].paths if parsed[0] in facts else []
         try:
             out.append(await db.landing.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
                                                 owner_id=agent.id, sha=u.new, ref=u.ref,
-                                                superseded=say.newer_push(u.new), patch_id=patch))
+                                                superseded=say.newer_push(u.new), patch_id=patch,
+                                                outside_footprint=outside_footprint(paths, footprint) or None))
         except ClaimSuperseded as e:
             await db.subtasks.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0],
                                         claim_version=parsed[1],
@@ -265,6 +273,8 @@ async def answer_post_receive(db: Database, repo: Repo, agent: Agent, updates: l
             for c in await accept_push(db, repo, agent, [u], path):
                 queued.append(c)
                 lines.append(say.queued(c.subtask_id, c.claim_version, c.sha, c.id))
+                if c.outside_footprint:
+                    lines.append(say.outside_footprint_warning(c.subtask_id, c.outside_footprint))
         except ClaimSuperseded as e:
             sid, version = parse_subtask_ref(u.ref) or (None, None)
             sub = await db.subtasks.get_subtask(sid) if sid is not None else None
@@ -295,8 +305,8 @@ async def queue_orphans(db: Database, path: Path, repo: Repo, refs: Collection[s
                 cand = await db.landing.enqueue(repo=repo.name, subtask_id=sid, claim_version=version,
                                                 owner_id=row.owner_id, sha=sha, ref=ref,
                                                 superseded=say.newer_push(sha),
-                                                patch_id=await asyncio.to_thread(change_id, path, repo.target_ref,
-                                                                                 sha))
+                                                patch_id=(await asyncio.to_thread(change_of, path, repo.target_ref,
+                                                                                  sha))[0])
                 out.append(cand.id)
             except ClaimSuperseded:
                 continue

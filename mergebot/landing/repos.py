@@ -61,7 +61,7 @@ def repos_root(data_dir: Path) -> Path:
 async def add_repo(db: Database, root: Path, *, name: str, source: str | None, verifier_command: str,
                    target_branch: str = "main", verifier_timeout_s: int = 600, protected_paths: list[str] | None = None,
                    max_push_bytes: int = 100 << 20, max_file_bytes: int = 10 << 20,
-                   forge: dict[str, str] | None = None) -> Repo:
+                   forge: dict[str, str] | None = None, footprint_refuse: bool = False) -> Repo:
     """Create (or import from ``source``, a path or URL) the bare repository and record its configuration.
 
     With ``forge`` (see ``forge_settings``) the repository is a mirror of the forge's, cloned from it.
@@ -86,7 +86,8 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
         return await db.landing.create_repo(name=name, target_branch=target_branch,
                                             verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
                                             protected_paths=protected_paths or [], max_push_bytes=max_push_bytes,
-                                            max_file_bytes=max_file_bytes, root_sha=head, forge=forge)
+                                            max_file_bytes=max_file_bytes, root_sha=head, forge=forge,
+                                            footprint_refuse=footprint_refuse)
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise

@@ -81,6 +81,9 @@ KINDS: dict[str, Kind] = {
     "protected_path": Kind(True, "the change touches paths the operator protects (paths lists them)",
                            "take those changes out (`git restore --source origin/{target} -- PATH`), commit, "
                            "`mergebot submit`"),
+    "outside_footprint": Kind(True, "the change touches paths outside its subtask's footprint (paths lists them), "
+                              "and the repository refuses that", "take those changes out, commit, `mergebot "
+                              "submit`; or claim with a wider footprint (`mergebot start --touch PATH`)"),
     "duplicate": Kind(True, "the same change (patch id) as another subtask's, landed or in the queue (twin names "
                       "it): the work is done once", "if subtask {sid} is that work, `mergebot note {sid} ...` for the "
                       "lead and `mergebot release {sid}`; else make the change it asks for and `mergebot submit`"),
@@ -143,6 +146,7 @@ def for_candidate(cand: Candidate, sub: Now | None, target_branch: str) -> Verdi
                     sha=cand.sha, base_sha=cand.base_sha, merged_sha=cand.merged_sha,
                     paths=list(facts.get("paths") or []), hunks=list(facts.get("hunks") or []),
                     failing_tests=list(facts.get("failing_tests") or run.get("failing_tests") or []),
+                    outside_footprint=list(cand.outside_footprint or []),
                     log_tail=(run.get("log_tail") or run.get("log_head") or "")[-4000:] if kind in _WITH_LOG else "")
 
 

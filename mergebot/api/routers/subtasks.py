@@ -16,6 +16,7 @@ from mergebot.api.schemas import (
     ReleaseIn,
     SubmitIn,
     SubtaskIn,
+    TouchIn,
     TreeIn,
     WaitIn,
 )
@@ -37,7 +38,8 @@ def branch_for(subtask_id: int, claim_version: int) -> str:
     return f"subtasks/{subtask_id}/v{claim_version}"
 
 
-def claim_body(sub: Subtask, handoff: list[dict[str, Any]]) -> dict[str, Any]:
+def claim_body(sub: Subtask, handoff: list[dict[str, Any]], overlaps: list[dict[str, Any]] | None = None
+               ) -> dict[str, Any]:
     previous = None
     if sub.previous_owner_id is not None and sub.claim_version > 1:
         previous = {"owner_id": sub.previous_owner_id, "branch": branch_for(sub.id, sub.claim_version - 1)}
@@ -47,6 +49,7 @@ def claim_body(sub: Subtask, handoff: list[dict[str, Any]]) -> dict[str, Any]:
         "branch": branch_for(sub.id, sub.claim_version),
         "lease_expires_at": sub.lease_expires_at,
         "handoff": {"previous": previous, "notes": handoff, "last_reason": sub.status_reason},
+        "overlaps": overlaps or [],  # subtasks in flight whose footprints may overlap this one's, with owners
     }
 
 
@@ -100,7 +103,7 @@ async def claim(agent: Claimer, db: DbDep, body: ClaimIn | None = None) -> Any:
     if sub is None:
         return Response(status_code=204)
     handoff = await db.subtasks.handoff(sub.id) if sub.claim_version > 1 else []
-    return claim_body(sub, handoff)
+    return claim_body(sub, handoff, await db.subtasks.overlapping(sub.id, sub.paths))
 
 
 @router.post("/wait", summary="Wait until subtasks are landed, failed or cancelled (long poll)")
@@ -126,6 +129,13 @@ async def heartbeat(subtask_id: int, body: FenceIn, agent: Claimer, db: DbDep) -
     sub = await db.subtasks.heartbeat(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version))
     return {"id": sub.id, "claim_version": sub.claim_version, "status": sub.status,
             "lease_expires_at": sub.lease_expires_at}
+
+
+@router.post("/{subtask_id}/touch", summary="Add paths you expect to touch to the subtask's footprint (owner, "
+             "fenced); answers with the subtasks in flight that overlap it")
+async def touch(subtask_id: int, body: TouchIn, agent: Claimer, db: DbDep) -> dict[str, Any]:
+    sub = await db.subtasks.touch(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version), paths=body.paths)
+    return {"subtask": record(sub), "overlaps": await db.subtasks.overlapping(sub.id, sub.paths)}
 
 
 @router.post("/{subtask_id}/release", summary="Give the subtask back (owner, fenced)")

@@ -9,3 +9,19 @@ ALTER TABLE subtasks ADD COLUMN paths text[] NOT NULL DEFAULT '{}' CHECK (cardin
 
 -- Whether a push outside its subtask's footprint is refused (else it is a warning on its verdict).
 ALTER TABLE repos ADD COLUMN footprint_refuse boolean NOT NULL DEFAULT false;
+
+-- A running subtask's footprint, for the claim: only these rows are read when it prefers work elsewhere.
+CREATE INDEX subtasks_running_paths ON subtasks (id) WHERE status = 'running' AND paths <> '{}';
+
+-- The paths a candidate changes outside its subtask's footprint (a warning on its verdict).
+ALTER TABLE candidates ADD COLUMN outside_footprint text[];
+
+-- Whether two footprints may overlap: some entry of one is a prefix of an entry of the other, each cut at its
+-- first wildcard (``src/*.py`` is ``src/``). Conservative: it may say yes for globs that touch nothing in common,
+-- never no for ones that do.
+CREATE FUNCTION footprints_overlap(a text[], b text[]) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM unnest(a) x, unnest(b) y,
+             LATERAL (SELECT regexp_replace(x, '[*?[].*$', '') AS px, regexp_replace(y, '[*?[].*$', '') AS py) p
+        WHERE starts_with(p.px, p.py) OR starts_with(p.py, p.px))
+$$;
