@@ -181,6 +181,7 @@ class Candidate(FromRow):
     merged_sha: str | None = None
     verifier: dict[str, Any] | None = None
     verdict: dict[str, Any] | None = None  # the verdict's kind and facts, as recorded (``Verdict`` adds the rest)
+    paths: list[str] | None = None  # the paths it changes (at most 1,000), for the forecast
     outside_footprint: list[str] | None = None  # paths it changes outside its subtask's footprint (a warning)
     patch_id: str | None = None  # its change as one id (``git.patch_id``): the same change elsewhere is a duplicate
     queued_at: datetime | None = None

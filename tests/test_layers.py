@@ -4,8 +4,8 @@ Every module belongs to a *unit*: the first component of its name under ``mergeb
 (``mergebot.landing.queue`` is in unit ``landing``, ``mergebot.models`` in ``models``, the package's own
 ``__init__`` in unit ``mergebot``). ``UNITS`` below places each unit on a layer, lowest first:
 
-  0. records and plain helpers: the package ``__init__``, models, errors, settings, auth, tree, logs,
-     client, table;
+  0. records and plain helpers: the package ``__init__``, models, errors, settings, auth, tree, similar,
+     logs, client, table;
   1. storage and git: db, git;
   2. the work: landing, forge, verify, agent, recovery, drill;
   3. the doors: cli, web, api, mcp, demo, ``__main__``.
@@ -50,6 +50,7 @@ UNITS: dict[str, tuple[int, str]] = {
     "settings": (0, "any"),
     "auth": (0, "any"),
     "tree": (0, "any"),
+    "similar": (0, "any"),
     "logs": (0, "any"),
     "client": (0, "any"),
     "table": (0, "any"),

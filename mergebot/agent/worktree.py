@@ -214,6 +214,13 @@ def head_sha(workdir: Path) -> str:
     return str(_repo(workdir).head.target)
 
 
+def changed_paths(workdir: Path) -> list[str]:
+    """What the worktree's commits change since they forked off main (as last fetched), at most 1,000 paths."""
+    main = _origin_head(_repo(workdir))
+    out = git(["diff", "--name-only", "--no-renames", f"{main}...HEAD"], workdir, check=False)
+    return [line for line in out.splitlines() if line][:1000]
+
+
 def token_of(workdir: Path) -> str:
     """The agent's token, as ``start`` kept it in the worktree's git config."""
     config = _repo(workdir).config

@@ -59,6 +59,12 @@ class FenceIn(Body):
     claim_version: Version
 
 
+class ForecastIn(Body):
+    repo: Name
+    sha: Sha | None = None  # a pushed commit: its paths, and merges with main and the candidates that share them
+    paths: Annotated[list[Glob], Field(max_length=1000)] = []  # else (not pushed yet): the paths it changes
+
+
 class TouchIn(FenceIn):
     paths: Annotated[list[Glob], Field(min_length=1, max_length=100)]
 

@@ -148,13 +148,17 @@ CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
 def render_worktree(w: dict[str, Any]) -> str:
     """The claim a worktree holds: whether it still holds, whether it is kept and until when, or why not."""
     lines = [f"this worktree: subtask {w['subtask']} v{w['claim_version']} on {w['branch']}"]
-    if w["current_version"] != w["claim_version"] or w["status"] not in ("running", "submitted"):
+    ended = w["current_version"] != w["claim_version"] or w["status"] not in ("running", "submitted")
+    if ended:
         lines.append(f"  the claim no longer holds: the subtask is {w['status']} at claim version "
                      f"{w['current_version']}" + (f", held by {w['owner']}" if w["owner"] else ""))
     else:
         lines.append(f"  {w['status']}; lease until {_when(w['lease_expires_at']) or '- (submitted: no lease)'}")
     k = w["keeper"]
-    if k.get("running"):
+    if k.get("running") and ended:
+        lines.append(f"  its keeper (pid {k.get('pid')}) renews nothing now and stops at its next look (within a "
+                     "third of the lease), with a note on the subtask")
+    elif k.get("running"):
         lines.append(f"  kept by a keeper (pid {k.get('pid')}): last heartbeat {_when(k.get('last_beat')) or '-'}, "
                      f"kept until {_when(k.get('kept_until')) or '-'}")
     elif k.get("stopped_because"):
@@ -165,4 +169,7 @@ def render_worktree(w: dict[str, Any]) -> str:
     if verdict:
         lines.append(f"  latest verdict: {verdict.get('kind')}" + (f"; next: {verdict['next']}" if verdict.get("next")
                                                                     else ""))
+    if w.get("footprint"):
+        lines.append(f"  footprint: {', '.join(w['footprint'][:10])}")
+    lines += ["  " + line.removeprefix("Mergebot: ") for line in w.get("forecast_lines") or []]
     return "\n".join(lines)

@@ -58,10 +58,17 @@ def worktree_view(c: Client, workdir: Path) -> dict[str, Any] | None:
     except MergebotError:
         return None
     sub = c.get(f"/api/v1/subtasks/{claim.subtask_id}")["subtask"]
+    holds = sub["claim_version"] == claim.claim_version and sub["status"] in ("running", "submitted")
+    paths = worktree.changed_paths(workdir) if holds else []
+    told = None
+    if paths:  # who else touches what this worktree's commits touch (the commit itself, if it was pushed)
+        told = c.post(f"/api/v1/subtasks/{claim.subtask_id}/forecast",
+                      {"repo": claim.repo, "sha": worktree.head_sha(workdir), "paths": paths})
     return {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "branch": claim.branch,
             "status": sub["status"], "current_version": sub["claim_version"], "owner": sub["owner"],
             "lease_expires_at": sub["lease_expires_at"], "keeper": keeper.state(workdir),
-            "verdict": sub.get("verdict")}
+            "verdict": sub.get("verdict"), "footprint": sub.get("paths") or [],
+            "forecast": told["forecast"] if told else None, "forecast_lines": told["lines"] if told else []}
 
 
 def cmd_queue(args: argparse.Namespace) -> None:

@@ -69,13 +69,19 @@ class LandingStore:
         rows = await self.sql.all("subtask_owner_facts", ids=ids)
         return {r["subtask_id"]: Owner(**r) for r in rows}
 
+    async def touching(self, *, repo: str, subtask_id: int, paths: list[str]) -> list[Row]:
+        """Other subtasks' live candidates that change any of ``paths`` (``shared``: which)."""
+        if not paths:
+            return []
+        return await self.sql.all("candidates_touching", repo=repo, subtask_id=subtask_id, paths=paths[:1000])
+
     async def twin(self, *, repo: str, patch_id: str, subtask_id: int) -> Row | None:
         """Another subtask's landed or live candidate with the same change (``patch_id``), if any."""
         return await self.sql.one("candidate_twin", repo=repo, patch_id=patch_id, subtask_id=subtask_id)
 
     async def enqueue(self, *, repo: str, subtask_id: int, claim_version: int, owner_id: int, sha: str, ref: str,
                       superseded: str, patch_id: str | None = None,
-                      outside_footprint: list[str] | None = None) -> Candidate:
+                      outside_footprint: list[str] | None = None, paths: list[str] | None = None) -> Candidate:
         """An accepted push: submit the subtask (fenced), supersede its older queued candidates (with the reason
         ``superseded``), queue this one.
 
@@ -93,7 +99,8 @@ class LandingStore:
                                       subtask_id=subtask_id)
             await tx.all("candidates_supersede", subtask_id=subtask_id, reason=superseded)
             row = await tx.one("candidate_insert", repo=repo, subtask_id=subtask_id, sha=sha, ref=ref,
-                               patch_id=patch_id, outside_footprint=outside_footprint)
+                               patch_id=patch_id, outside_footprint=outside_footprint,
+                               paths=paths[:1000] if paths is not None else None)
             await insert_event(tx, actor_id=owner_id, kind="push_accepted", subtask_id=subtask_id,
                                claim_version=claim_version, detail={"repo": repo, "ref": ref, "sha": sha})
         assert row is not None

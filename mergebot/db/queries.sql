@@ -485,9 +485,10 @@ WHERE subtask_id = %(subtask_id)s AND status = 'queued'
 RETURNING id;
 
 -- name: candidate_insert
-INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority, patch_id, outside_footprint)
+INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority, patch_id, outside_footprint,
+                        paths)
 SELECT %(repo)s, s.id, s.claim_version, s.owner_id, %(sha)s, %(ref)s, s.priority, %(patch_id)s,
-       %(outside_footprint)s::text[]
+       %(outside_footprint)s::text[], %(paths)s::text[]
 FROM subtasks s WHERE s.id = %(subtask_id)s
 RETURNING *;
 
@@ -544,6 +545,16 @@ LIMIT %(limit)s;
 UPDATE candidates SET status = 'verifying', started_at = now(), reason = NULL
 WHERE id = %(id)s AND status = 'queued'
 RETURNING *;
+
+-- name: candidates_touching
+-- The live candidates of other subtasks that change any of ``paths``, in the queue's order, with their owners.
+SELECT c.id, c.subtask_id, c.claim_version, c.sha, c.status::text AS status, a.name AS owner,
+       ARRAY(SELECT unnest(c.paths) INTERSECT SELECT unnest(%(paths)s::text[]) ORDER BY 1) AS shared
+FROM candidates c JOIN agents a ON a.id = c.owner_id
+WHERE c.repo = %(repo)s AND c.subtask_id <> %(subtask_id)s AND c.paths && %(paths)s::text[]
+  AND c.status IN ('queued', 'verifying', 'landing', 'parked')
+ORDER BY c.status = 'queued', c.priority DESC, c.id
+LIMIT 20;
 
 -- name: candidate_fence
 -- Are the candidates still what their subtasks wait on? (same owner, claim version and sha, submitted) One query

@@ -528,3 +528,9 @@ CREATE FUNCTION footprints_overlap(a text[], b text[]) RETURNS boolean LANGUAGE 
              LATERAL (SELECT regexp_replace(x, '[*?[].*$', '') AS px, regexp_replace(y, '[*?[].*$', '') AS py) p
         WHERE starts_with(p.px, p.py) OR starts_with(p.py, p.px))
 $$;
+
+-- The paths a candidate changes (from where it forked off main, at most 1,000): the forecast finds the live
+-- candidates that touch the same files as a new change.
+ALTER TABLE candidates ADD COLUMN paths text[];
+CREATE INDEX candidates_live_paths ON candidates USING gin (paths)
+    WHERE status IN ('queued', 'verifying', 'landing', 'parked');

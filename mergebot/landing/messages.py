@@ -124,6 +124,26 @@ def outside_footprint_warning(subtask_id: int, paths: Sequence[str]) -> str:
             f"({_shown(paths, 5)}): other agents may be working there; expect a conflict, or keep to the footprint.")
 
 
+def forecast(f: Any, target_branch: str) -> list[str]:
+    """The forecast (``mergebot.landing.forecast.Forecast``) as lines for the pusher; none when it is quiet."""
+    lines = []
+    if f.conflicts_with_main:
+        lines.append(f"Mergebot: forecast: the change already conflicts with {target_branch} in "
+                     f"{_shown(f.conflicts_with_main, 5)}: rebase now (`git fetch origin {target_branch} && git "
+                     f"rebase origin/{target_branch}`), before the queue rejects it.")
+    for c in f.candidates:
+        also = (f"Mergebot: forecast: candidate {c['id']} of subtask {c['subtask_id']} ({c['owner']}, {c['status']}) "
+                f"also changes {_shown(c['shared'], 5)}")
+        if c.get("conflicts"):
+            also += (f", and conflicts with this change: whichever lands second is rejected. Talk to {c['owner']} "
+                     f"(`mergebot note {c['subtask_id']} ...`), or rebase onto it once it lands.")
+        lines.append(also + ("" if c.get("conflicts") else "."))
+    for r in f.running:
+        lines.append(f"Mergebot: forecast: subtask {r['subtask_id']} ({r['owner']}, running) expects to touch "
+                     f"{_shown(r['footprint'], 5)}.")
+    return lines
+
+
 def _twin(twin: dict[str, Any]) -> str:
     if "subtask_id" in twin:
         return f"subtask {twin['subtask_id']} {str(twin['title'])!r} ({twin['status']})"

@@ -38,6 +38,7 @@ from mergebot.landing.checks import (
     parse_subtask_ref,
     summary,
 )
+from mergebot.landing.forecast import forecast
 from mergebot.models import VERDICT_LINE, Agent, Candidate, Repo, Verdict, record
 
 
@@ -251,7 +252,8 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
             out.append(await db.landing.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
                                                 owner_id=agent.id, sha=u.new, ref=u.ref,
                                                 superseded=say.newer_push(u.new), patch_id=patch,
-                                                outside_footprint=outside_footprint(paths, footprint) or None))
+                                                outside_footprint=outside_footprint(paths, footprint) or None,
+                                                paths=paths if path else None))
         except ClaimSuperseded as e:
             await db.subtasks.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0],
                                         claim_version=parsed[1],
@@ -275,6 +277,8 @@ async def answer_post_receive(db: Database, repo: Repo, agent: Agent, updates: l
                 lines.append(say.queued(c.subtask_id, c.claim_version, c.sha, c.id))
                 if c.outside_footprint:
                     lines.append(say.outside_footprint_warning(c.subtask_id, c.outside_footprint))
+                if path is not None:
+                    lines += say.forecast(await forecast(db, path, repo, c.subtask_id, sha=c.sha), repo.target_branch)
         except ClaimSuperseded as e:
             sid, version = parse_subtask_ref(u.ref) or (None, None)
             sub = await db.subtasks.get_subtask(sid) if sid is not None else None

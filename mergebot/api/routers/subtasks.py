@@ -11,6 +11,7 @@ from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import (
     ClaimIn,
     FenceIn,
+    ForecastIn,
     NoteIn,
     ReasonIn,
     ReleaseIn,
@@ -22,8 +23,10 @@ from mergebot.api.schemas import (
 )
 from mergebot.auth import Role
 from mergebot.errors import Duplicate, Invalid
+from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.landing import prereceive, told
+from mergebot.landing.forecast import forecast as forecast_of
 from mergebot.models import Handle, Subtask, record
 from mergebot.tree import parse_tree
 
@@ -136,6 +139,16 @@ async def heartbeat(subtask_id: int, body: FenceIn, agent: Claimer, db: DbDep) -
 async def touch(subtask_id: int, body: TouchIn, agent: Claimer, db: DbDep) -> dict[str, Any]:
     sub = await db.subtasks.touch(agent_id=agent.id, handle=Handle(subtask_id, body.claim_version), paths=body.paths)
     return {"subtask": record(sub), "overlaps": await db.subtasks.overlapping(sub.id, sub.paths)}
+
+
+@router.post("/{subtask_id}/forecast", summary="Who else touches what this change touches: live candidates and "
+             "running claims, and whether it already conflicts with main or with them")
+async def forecast(subtask_id: int, body: ForecastIn, agent: Reader, services: ServicesDep) -> dict[str, Any]:
+    db = services.db
+    repo = await db.landing.get_repo(body.repo)
+    f = await forecast_of(db, git.bare_path(services.root, repo.name), repo, subtask_id, sha=body.sha,
+                          paths=body.paths)
+    return {"forecast": record(f), "lines": say.forecast(f, repo.target_branch)}
 
 
 @router.post("/{subtask_id}/release", summary="Give the subtask back (owner, fenced)")

@@ -1,0 +1,36 @@
+"""A fleet that does not trip over itself: the conflict forecast, through real pushes and a real server."""
+
+from __future__ import annotations
+
+import subprocess
+
+from mergebot import agent
+from mergebot.cli.views import worktree_view
+from tests.bot import Fleet, commit
+
+
+async def test_the_forecast_names_the_candidate_that_touches_the_same_file(fleet: Fleet) -> None:
+    """Two agents change calc.py. While ann's push waits in the queue, bob's worktree status names her candidate
+    before he pushes (from his paths alone), and his push's answer says it conflicts with his change (from an
+    in-memory merge), so he can talk to her or rebase before the queue says no."""
+    for title in ("make add commutative", "make add explicit"):
+        await fleet.db.subtasks.create_subtask(actor_id=None, title=title)
+    _, ann_wt = fleet.start("ann")
+    bob_claim, bob_wt = fleet.start("bob")
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="holding the queue")
+    commit(ann_wt, {"calc.py": "def add(a, b):\n    return b + a\n"})
+    ann = agent.push(fleet.client("ann"), ann_wt, wait=1, progress=False)
+    assert ann["status"] == "waiting", ann
+    commit(bob_wt, {"calc.py": "def add(a, b):\n    return a + b + 0\n", "bob.txt": "bob\n"})
+    before = worktree_view(fleet.client("bob"), bob_wt)
+    assert before is not None
+    assert [c["id"] for c in before["forecast"]["candidates"]] == [ann["id"]]
+    assert before["forecast"]["candidates"][0]["shared"] == ["calc.py"]
+    assert any(f"candidate {ann['id']} of subtask" in line and "ann" in line for line in before["forecast_lines"])
+    out = subprocess.run(["git", "push", "--force", "origin", f"HEAD:refs/heads/{bob_claim.branch}"], cwd=bob_wt,
+                         capture_output=True, text=True, check=True)
+    said = out.stderr.replace("remote: ", "")
+    assert f"forecast: candidate {ann['id']} of subtask" in said and "conflicts with this change" in said, said
+    after = worktree_view(fleet.client("bob"), bob_wt)
+    assert after is not None and after["forecast"]["candidates"][0]["conflicts"] is True
+    assert after["forecast"]["conflicts_with_main"] == []  # main itself has not moved: only ann's change is in the way
