@@ -382,8 +382,9 @@ async def open_groups(db: Database, names: Sequence[str], *, description: str, b
         await db.agents.set_group_open(name=name, open=True, actor_id=by)
 
 
-async def add_subtask(db: Database, title: str) -> int:
-    sub, _ = await db.subtasks.create_subtask(actor_id=None, title=title)
+async def add_subtask(db: Database, title: str, *, paths: Sequence[str] = ()) -> int:
+    """A subtask (``paths``: its footprint, the paths it is expected to touch)."""
+    sub, _ = await db.subtasks.create_subtask(actor_id=None, title=title, paths=paths)
     return sub.id
 
 

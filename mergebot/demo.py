@@ -303,8 +303,12 @@ class Scenes:
 
 
 def _first_line(text: Any) -> str:
-    lines = [line for line in str(text or "").splitlines() if line.strip() and not line.startswith("Mergebot refused")]
-    return (lines[0].strip().lstrip("- ") if lines else "")[:150]
+    """The message's first sentence (a message wraps over lines; a sentence is never cut in the middle)."""
+    lines = [line.strip().lstrip("- ") for line in str(text or "").splitlines()
+             if line.strip() and not line.startswith("Mergebot refused")]
+    joined = " ".join(lines)
+    end = joined.find(". ")
+    return (joined if end < 0 else joined[:end + 1])[:300]
 
 
 def summary(c: Client, data_dir: Path, ids: dict[str, int]) -> None:

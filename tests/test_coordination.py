@@ -34,3 +34,18 @@ async def test_the_forecast_names_the_candidate_that_touches_the_same_file(fleet
     after = worktree_view(fleet.client("bob"), bob_wt)
     assert after is not None and after["forecast"]["candidates"][0]["conflicts"] is True
     assert after["forecast"]["conflicts_with_main"] == []  # main itself has not moved: only ann's change is in the way
+
+
+async def test_a_claimer_s_own_estimate_names_who_else_works_there(fleet: Fleet) -> None:
+    """``mergebot start --touch`` adds the claimer's estimate to the footprint, and the answer names the subtasks
+    in flight whose footprints overlap it, with their owners."""
+    calc, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="rework calc", paths=["calc.py"])
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="tidy the tests")
+    ann_claim, _ = fleet.start("ann")
+    assert ann_claim.subtask_id == calc.id
+    got = agent.start(fleet.client("bob"), fleet.bot.url, fleet.tokens["bob"], "demo", fleet.work / "bob",
+                      touch_paths=["calc.py", "tests/"])
+    assert got is not None
+    _, body = got
+    assert body["subtask"]["paths"] == ["calc.py", "tests/"]
+    assert [(o["id"], o["owner"]) for o in body["overlaps"]] == [(calc.id, "ann")]

@@ -18,6 +18,7 @@ up, and nothing else in ``mergebot`` imports this package.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -46,9 +47,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"mergebot: {e.message}", file=sys.stderr)
         raise SystemExit(3 if e.code == "claim_superseded" else 2 if e.status in (400, 413, 422) else 1) from None
     except httpx.HTTPError as e:
-        print(f"mergebot: cannot reach the server ({e}); is 'mergebot serve' running, and is --server right?",
-              file=sys.stderr)
+        print(f"mergebot: cannot reach the server ({e}); is 'mergebot serve' running, and is --server (or "
+              "MERGEBOT_URL) right?", file=sys.stderr)
         raise SystemExit(1) from None
+    except BrokenPipeError:  # the reader went away (`| head`): say nothing more, like any well-behaved filter
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(141) from None
     except OSError as e:
         print(f"mergebot: {e}", file=sys.stderr)
         raise SystemExit(1) from None

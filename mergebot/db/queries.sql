@@ -131,10 +131,10 @@ SELECT id FROM subtasks WHERE id = ANY(%(ids)s::bigint[]);
 -- and claims only if that completion held: the fused cycle costs one round trip and one commit.
 -- The claim prefers ready subtasks of the caller's group; outside it, ungrouped subtasks, or any subtask
 -- once the lead opened the group (an agent without a group roams freely).
--- Footprints: while some running subtask has one (``busy``, read from a partial index that is empty when nobody
--- uses footprints, so the claim then costs what it did), the first ready subtasks of the top priority are
--- looked at (``*_pool``) and one whose footprint overlaps no running one's is preferred (``*_free``). Priority
--- still rules: it is a tie-breaker among equals.
+-- Footprints: while some subtask in flight (running, or submitted and waiting in the queue) has one (``busy``,
+-- read from a partial index that is empty when nobody uses footprints, so the claim then costs what it did), the
+-- first ready subtasks of the top priority are looked at (``*_pool``) and one whose footprint overlaps none of
+-- theirs is preferred (``*_free``). Priority still rules: it is a tie-breaker among equals.
 WITH done AS (
     UPDATE subtasks SET status = 'submitted', candidate_sha = %(done_sha)s, lease_expires_at = NULL,
                         status_reason = NULL, updated_by = %(agent_id)s
@@ -150,7 +150,7 @@ WITH done AS (
     LEFT JOIN groups g ON g.name = a.group_name
 ), busy AS MATERIALIZED (
     SELECT array_agg(p) AS paths FROM subtasks r, unnest(r.paths) p
-    WHERE r.status = 'running' AND r.paths <> '{}'
+    WHERE r.owner_id IS NOT NULL AND r.paths <> '{}'
 ), own_pool AS (
     SELECT q.id, q.priority FROM subtasks q, me, go, busy
     WHERE q.status = 'ready' AND q.group_name = me.group_name AND go.ok AND busy.paths IS NOT NULL

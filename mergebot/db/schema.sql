@@ -513,8 +513,9 @@ CREATE INDEX candidates_patch ON candidates (repo, patch_id) WHERE patch_id IS N
 ALTER TABLE subtasks ADD COLUMN paths text[] NOT NULL DEFAULT '{}' CHECK (cardinality(paths) <= 100);
 ALTER TABLE repos ADD COLUMN footprint_refuse boolean NOT NULL DEFAULT false;
 
--- A running subtask's footprint, for the claim: only these rows are read when it prefers work elsewhere.
-CREATE INDEX subtasks_running_paths ON subtasks (id) WHERE status = 'running' AND paths <> '{}';
+-- The footprints of subtasks in flight (running, or submitted and waiting in the queue), for the claim: only
+-- these rows are read when it prefers work elsewhere.
+CREATE INDEX subtasks_busy_paths ON subtasks (id) WHERE owner_id IS NOT NULL AND paths <> '{}';
 
 -- The paths a candidate changes outside its subtask's footprint (a warning on its verdict).
 ALTER TABLE candidates ADD COLUMN outside_footprint text[];
