@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -264,6 +265,10 @@ async def test_a_conflict_verdict_names_its_paths_and_hunks(fleet: Fleet) -> Non
     sub = fleet.client("bob").get(f"/api/v1/subtasks/{bob.subtask_id}")["subtask"]
     assert sub["verdict"]["kind"] == "conflict" and sub["candidate_id"] == rejected["id"]
     assert sub["branch"] == bob.branch
+    # mergebot serve says it in its log, at info, with the candidate, the subtask and the kind
+    logged = [json.loads(line) for line in fleet.bot.log.read_text().splitlines() if line.startswith("{")]
+    assert any(r["level"] == "info" and r.get("kind") == "conflict" and r.get("candidate") == str(rejected["id"])
+               and r.get("subtask") == str(bob.subtask_id) for r in logged), logged[-20:]
 
 
 async def test_a_failed_check_names_the_failing_test(make_fleet: Callable[..., Any]) -> None:
