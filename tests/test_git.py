@@ -129,3 +129,26 @@ def test_push_check_names_the_subtask_whose_branch_holds_a_commit(tmp_path: Path
     # b1, as its own push's check would have been cut there too, so nothing is named: what the old check did
     assert _foreign(repo, others, main, {mine, b1}, max_commits=3) == []
     assert _foreign(repo, others, main, {mine, b}, max_commits=3) == [(b, 7)]
+
+
+def test_a_change_s_patch_id_ignores_where_it_was_committed_but_not_binary_contents(tmp_path: Path) -> None:
+    """The same text change committed twice has one patch id; two different binary files do not share one (libgit2
+    hashes only a binary file's header), and the same binary file does."""
+    repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+
+    def commit(files: dict[str, bytes], parent: str | None, message: str) -> str:
+        tree = repo.TreeBuilder(repo[parent].peel(pygit2.Commit).tree) if parent else repo.TreeBuilder()
+        for name, data in files.items():
+            tree.insert(name, repo.create_blob(data), pygit2.enums.FileMode.BLOB)
+        sig = pygit2.Signature(message, "a@example.com")
+        parents = [pygit2.Oid(hex=parent)] if parent else []
+        return str(repo.create_commit(None, sig, sig, message, tree.write(), parents))
+
+    base = commit({"a.txt": b"one\n"}, None, "base")
+    text = [commit({"a.txt": b"two\n"}, base, who) for who in ("ann", "bob")]
+    images = [commit({"logo.png": data}, base, who) for who, data in
+              (("ann", b"\x89PNG\x00\x01"), ("bob", b"\x89PNG\x00\x02"), ("cy", b"\x89PNG\x00\x01"))]
+    assert text[0] != text[1] and git.patch_id(repo, base, text[0]) == git.patch_id(repo, base, text[1])
+    ids = [git.patch_id(repo, base, sha) for sha in images]
+    assert ids[0] != ids[1] and ids[0] == ids[2]
+    assert git.patch_id(repo, base, base) is None  # no change, no id

@@ -21,6 +21,11 @@ def test_reworded_is_a_twin_and_different_numbers_are_not() -> None:
     assert similar.similarity(a, unrelated) < 0.3
     assert similar.twins([a], [b, other_bug, same_bug, unrelated]) == [("a", "b", round(similar.similarity(a, b), 3))]
     assert similar.twins([], [a, b]) == []  # pairs among existing subtasks are not reported
+    rules = "Follow the house rules: type hints everywhere, tests for every branch, no new dependencies. " * 5
+    parser = similar.text("p", "Port the parser module", rules)
+    printer = similar.text("q", "Port the printer module", rules)
+    assert similar.similarity(parser, printer) >= similar.THRESHOLD  # alike as a whole, not as titles
+    assert similar.twins([parser], [printer]) == []
 
 
 WORDS = ["add", "mul", "calc", "parser", "fix", "bug", "the", "in", "docs", "test", "7", "12"]

@@ -96,6 +96,27 @@ async def test_a_claim_avoids_an_overlapping_footprint_among_equals(db: Database
         await db.subtasks.touch(agent_id=a, handle=Handle(got.id, got.claim_version), paths=["x"])
 
 
+async def test_a_twin_is_a_change_that_may_still_land(db: Database) -> None:
+    """A live candidate with the same patch id is a twin while its subtask waits on it; once that subtask is
+    cancelled, its leftover candidate will never land and is no twin of anyone's."""
+    a, b = await agents(db, 2)
+    await db.landing.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
+                                 protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
+    first, _ = await db.subtasks.create_subtask(actor_id=a, title="first")
+    second, _ = await db.subtasks.create_subtask(actor_id=a, title="second")
+    sub = await db.subtasks.claim(agent_id=a)
+    assert sub is not None and sub.id == first.id
+    patch = "e" * 40
+    cand = await db.landing.enqueue(repo="demo", subtask_id=sub.id, claim_version=sub.claim_version, owner_id=a,
+                                    sha=next_sha(), ref=f"refs/heads/subtasks/{sub.id}/v1", superseded="newer",
+                                    patch_id=patch)
+    twin = await db.landing.twin(repo="demo", patch_id=patch, subtask_id=second.id)
+    assert twin is not None and (twin["candidate_id"], twin["owner"]) == (cand.id, "agent0")
+    assert await db.landing.twin(repo="demo", patch_id=patch, subtask_id=first.id) is None  # one's own: no twin
+    await db.subtasks.cancel(subtask_id=first.id, reason="not needed", actor_id=b)
+    assert await db.landing.twin(repo="demo", patch_id=patch, subtask_id=second.id) is None
+
+
 @pytest.mark.parametrize("rounds", [150])
 async def test_drill1_racing_claims_one_winner(db: Database, rounds: int) -> None:
     """Drill 1: many connections race for one ready subtask; exactly one wins, every round."""

@@ -136,12 +136,12 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path, *, 
     if got is None:
         return None
     claim = Claim(got["handle"]["id"], got["handle"]["claim_version"], repo, server.rstrip("/"))
-    if touch_paths:
-        touched = client.post(f"/api/v1/subtasks/{claim.subtask_id}/touch",
-                              {"claim_version": claim.claim_version, "paths": touch_paths})
-        got["subtask"], got["overlaps"] = touched["subtask"], touched["overlaps"]
     created = not workdir.exists()
     try:
+        if touch_paths:
+            touched = client.post(f"/api/v1/subtasks/{claim.subtask_id}/touch",
+                                  {"claim_version": claim.claim_version, "paths": touch_paths})
+            got["subtask"], got["overlaps"] = touched["subtask"], touched["overlaps"]
         got["carried"] = _prepare(claim, got, token, workdir, carry=unlanded)
     except BaseException as e:
         with contextlib.suppress(ApiError, OSError):
@@ -217,8 +217,9 @@ def head_sha(workdir: Path) -> str:
 def changed_paths(workdir: Path) -> list[str]:
     """What the worktree's commits change since they forked off main (as last fetched), at most 1,000 paths."""
     main = _origin_head(_repo(workdir))
-    out = git(["diff", "--name-only", "--no-renames", f"{main}...HEAD"], workdir, check=False)
-    return [line for line in out.splitlines() if line][:1000]
+    out = subprocess.run(["git", "diff", "-z", "--name-only", "--no-renames", f"{main}...HEAD"], cwd=workdir,
+                         capture_output=True, text=True, check=False)
+    return [p for p in out.stdout.split("\0") if p][:1000] if out.returncode == 0 else []
 
 
 def token_of(workdir: Path) -> str:

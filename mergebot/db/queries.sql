@@ -90,9 +90,12 @@ WITH deps AS (
 SELECT * FROM ins;
 
 -- name: subtasks_open_texts
--- The open subtasks' texts (not landed, failed or cancelled), newest first: what a new one may be a twin of.
-SELECT id, title, left(description, 4000) AS description, status::text AS status FROM subtasks
+-- The open subtasks' texts (not landed, failed or cancelled), newest first, that may be a twin of a new one: a
+-- title of about the same length sharing one of its words (``mergebot.similar`` judges the rest).
+SELECT id, title, left(description, 1000) AS description, status::text AS status FROM subtasks
 WHERE status NOT IN ('landed', 'failed', 'cancelled')
+  AND length(title) BETWEEN %(shortest)s AND %(longest)s
+  AND regexp_split_to_array(lower(title), '[^[:alnum:]]+') && %(words)s::text[]
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: subtasks_by_keys
@@ -149,7 +152,8 @@ WITH done AS (
     LEFT JOIN assignments a ON a.agent_id = %(agent_id)s
     LEFT JOIN groups g ON g.name = a.group_name
 ), busy AS MATERIALIZED (
-    SELECT array_agg(p) AS paths FROM subtasks r, unnest(r.paths) p
+    SELECT CASE WHEN count(*) > 0 THEN footprint_prefixes(array_agg(p)) END AS paths  -- cut once; NULL: none
+    FROM subtasks r, unnest(r.paths) p
     WHERE r.owner_id IS NOT NULL AND r.paths <> '{}'
 ), own_pool AS (
     SELECT q.id, q.priority FROM subtasks q, me, go, busy
@@ -158,7 +162,7 @@ WITH done AS (
 ), own_free AS (
     SELECT s.id FROM own_pool p JOIN subtasks s ON s.id = p.id, busy
     WHERE s.status = 'ready' AND p.priority = (SELECT max(priority) FROM own_pool)
-      AND NOT (s.paths <> '{}' AND footprints_overlap(s.paths, busy.paths))
+      AND NOT (s.paths <> '{}' AND prefixes_overlap(footprint_prefixes(s.paths), busy.paths))
     ORDER BY p.id
     LIMIT 1 FOR UPDATE OF s SKIP LOCKED
 ), own AS (
@@ -174,7 +178,7 @@ WITH done AS (
 ), other_free AS (
     SELECT s.id FROM other_pool p JOIN subtasks s ON s.id = p.id, busy
     WHERE s.status = 'ready' AND p.priority = (SELECT max(priority) FROM other_pool)
-      AND NOT (s.paths <> '{}' AND footprints_overlap(s.paths, busy.paths))
+      AND NOT (s.paths <> '{}' AND prefixes_overlap(footprint_prefixes(s.paths), busy.paths))
     ORDER BY p.id
     LIMIT 1 FOR UPDATE OF s SKIP LOCKED
 ), other AS (
@@ -458,14 +462,18 @@ SELECT s.id AS subtask_id, s.status::text AS status, s.owner_id, s.claim_version
 FROM subtasks s WHERE s.id = ANY(%(ids)s::bigint[]);
 
 -- name: candidate_twin
--- The same change (patch id) under another subtask: landed first, else the newest live candidate.
+-- The same change (patch id) under another subtask: landed first, else the newest live candidate that its
+-- subtask still waits on (a cancelled or reclaimed subtask's leftover candidate will never land: no twin).
 SELECT c.id AS candidate_id, c.subtask_id, c.status::text AS status, c.sha, a.name AS owner,
        l.merged_sha AS landed_sha
 FROM candidates c
 JOIN agents a ON a.id = c.owner_id
+JOIN subtasks s ON s.id = c.subtask_id
 LEFT JOIN landed l ON l.subtask_id = c.subtask_id AND c.status = 'landed'
 WHERE c.repo = %(repo)s AND c.patch_id = %(patch_id)s AND c.subtask_id <> %(subtask_id)s
-  AND c.status IN ('queued', 'verifying', 'landing', 'parked', 'landed')
+  AND (c.status = 'landed'
+       OR (c.status IN ('queued', 'verifying', 'landing', 'parked') AND s.status = 'submitted'
+           AND s.claim_version = c.claim_version AND s.candidate_sha = c.sha))
 ORDER BY (c.status = 'landed') DESC, c.id DESC
 LIMIT 1;
 

@@ -26,7 +26,7 @@ from mergebot.errors import ClaimSuperseded, Conflict, Invalid, InvalidTransitio
 from mergebot.models import Handle, Subtask
 from mergebot.tree import Node
 
-OPEN_TEXTS = 50_000  # open subtasks a new one is compared with, newest first
+OPEN_TEXTS = 20_000  # open subtasks a new one is compared with, newest first
 DONE = frozenset({"landed", "failed", "cancelled"})  # a subtask's statuses that end its story
 
 
@@ -140,7 +140,12 @@ class SubtaskStore:
             items = [i for i in items if idem(i[0]) not in known]
         if not items:
             return []
-        rows = {r["id"]: r for r in await self.sql.all("subtasks_open_texts", limit=OPEN_TEXTS)}
+        lengths = [len(t) for _, t, _ in items]
+        words = sorted(set().union(*(similar.words(t) for _, t, _ in items)))
+        rows = {r["id"]: r for r in await self.sql.all(
+            "subtasks_open_texts", limit=OPEN_TEXTS, words=words,
+            shortest=int(min(lengths) * similar.TITLE_THRESHOLD) - 2,
+            longest=int(max(lengths) / similar.TITLE_THRESHOLD) + 2)}
         titles = {k: t for k, t, _ in items}
         new = [similar.text(("new", k), t, d) for k, t, d in items]
         old = [similar.text(("old", i), r["title"], r["description"]) for i, r in rows.items()]

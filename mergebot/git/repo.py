@@ -12,6 +12,7 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
@@ -294,12 +295,20 @@ def changed_paths(repo: pygit2.Repository, old_tree: str | None, new_tree: str) 
 
 def patch_id(repo: pygit2.Repository, main: str, candidate: str) -> str | None:
     """The candidate's change as one id: the patch id of its diff from where it forked off ``main`` (libgit2's, as
-    ``git patch-id --stable``: the same change, committed anywhere, has the same id). None when it changes
-    nothing."""
+    ``git patch-id --stable``: the same change, committed anywhere, has the same id). libgit2 hashes only a binary
+    file's header, so the new contents of binary files are mixed in (two different images are two changes).
+    None when it changes nothing."""
     fork = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=candidate))
     new = repo[candidate].peel(pygit2.Commit).tree
     diff = repo[fork].peel(pygit2.Commit).tree.diff_to_tree(new) if fork else new.diff_to_tree(swap=True)
-    return str(diff.patchid) if len(diff) else None
+    if not len(diff):
+        return None
+    text = str(diff.patchid)
+    binary = sorted(f"{p.delta.new_file.path}:{p.delta.new_file.id}" for p in diff
+                    if p is not None and p.delta.is_binary)
+    if not binary:
+        return text
+    return hashlib.sha256("\n".join([text, *binary]).encode()).hexdigest()
 
 
 def own_paths(repo: pygit2.Repository, main: str, candidate: str) -> list[str]:

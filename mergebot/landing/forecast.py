@@ -36,7 +36,10 @@ class Forecast:
 def _merges(path: Path, main: str, sha: str, others: list[str]) -> tuple[list[str], list[bool]]:
     """The change's conflicts with main, and whether it conflicts with each of ``others`` (blocking)."""
     bare = git.open_repo(path)
-    on_main = git.merge_onto(bare, main, sha, "", commit=False)
+    try:
+        on_main = git.merge_onto(bare, main, sha, "", commit=False)
+    except (pygit2.GitError, KeyError, ValueError):
+        on_main = git.Merge("unknown")
     with_others = []
     for other in others:
         try:

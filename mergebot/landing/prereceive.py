@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
 import pygit2
 
 from mergebot.db.database import Database
-from mergebot.errors import ClaimSuperseded, Forbidden, Invalid
+from mergebot.errors import ClaimSuperseded, Forbidden, Invalid, MergebotError
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.landing import verdicts
@@ -40,6 +42,8 @@ from mergebot.landing.checks import (
 )
 from mergebot.landing.forecast import forecast
 from mergebot.models import VERDICT_LINE, Agent, Candidate, Repo, Verdict, record
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -278,13 +282,23 @@ async def answer_post_receive(db: Database, repo: Repo, agent: Agent, updates: l
                 if c.outside_footprint:
                     lines.append(say.outside_footprint_warning(c.subtask_id, c.outside_footprint))
                 if path is not None:
-                    lines += say.forecast(await forecast(db, path, repo, c.subtask_id, sha=c.sha), repo.target_branch)
+                    lines += await _forecast_lines(db, path, repo, c)
         except ClaimSuperseded as e:
             sid, version = parse_subtask_ref(u.ref) or (None, None)
             sub = await db.subtasks.get_subtask(sid) if sid is not None else None
             v = verdicts.for_refusal("claim_superseded", e.message, sid, version, u.new, repo.target_branch, sub)
             lines += [f"Mergebot: {e.message}", VERDICT_LINE + json.dumps(record(v))]
     return queued, "\n".join(lines)
+
+
+async def _forecast_lines(db: Database, path: Path, repo: Repo, cand: Candidate) -> list[str]:
+    """The forecast for a queued push, as lines of its answer; a forecast that fails says nothing (the push is
+    queued all the same)."""
+    try:
+        return say.forecast(await forecast(db, path, repo, cand.subtask_id, sha=cand.sha), repo.target_branch)
+    except (pygit2.GitError, KeyError, ValueError, OSError, MergebotError, psycopg.Error) as e:
+        log.warning("no forecast for candidate %s: %s", cand.id, e)
+        return []
 
 
 async def queue_orphans(db: Database, path: Path, repo: Repo, refs: Collection[str] | None = None) -> list[int]:

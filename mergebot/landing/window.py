@@ -22,6 +22,7 @@ rate. While main is red, the serial path runs instead: a fix is judged against m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +98,7 @@ class Window:
 
 
 SWEEP = 32  # queued candidates tried on main per queue step, at most
+SWEEP_SECONDS = 0.25  # and for about this long: the step goes back to its runs' results after it
 TRIED_MAX = 10_000  # candidates remembered as applying on main; past it the memory starts again
 
 
@@ -295,15 +297,21 @@ class Speculator:
     async def _unplaceable(self, repo: Repo, window: Window, target: Target, cand: Candidate, merge: git.Merge,
                            base: str, main: str) -> None:
         """A taken candidate that conflicts with ``base`` (or is already in it). On the chain's tail, it is tried on
-        main at once: rejected if it does not apply there either, else it waits for the slots ahead of it."""
-        if base != main:
-            on_main = await asyncio.to_thread(lambda: git.merge_onto(git.open_repo(target.path), main, cand.sha, "",
-                                                                     commit=False))
-            if on_main.kind not in ("conflict", "up-to-date"):
-                await self._defer(window, cand, say.WAITS_FOR_AHEAD)
-                return
-            merge = on_main
-        await landing.reject_unmergeable(self.ctx.db, target, repo, cand, merge, main)
+        main at once: rejected if it does not apply there either, else it waits for the slots ahead of it. A failure
+        on the way puts it back in the queue before it propagates (it is in no slot a cut would requeue)."""
+        try:
+            if base != main:
+                on_main = await asyncio.to_thread(lambda: git.merge_onto(git.open_repo(target.path), main, cand.sha,
+                                                                         "", commit=False))
+                if on_main.kind not in ("conflict", "up-to-date"):
+                    await self._defer(window, cand, say.WAITS_FOR_AHEAD)
+                    return
+                merge = on_main
+            await landing.reject_unmergeable(self.ctx.db, target, repo, cand, merge, main)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await self.ctx.db.landing.finish_candidate(cand.id, "queued", say.REPLANNED_AFTER_ERROR)
+            raise
 
     async def _defer(self, window: Window, cand: Candidate, why: str) -> None:
         """Back to the queue, re-planned after the slots ahead of it (``deferred`` is cleared when one lands or is
@@ -317,7 +325,7 @@ class Speculator:
         """Try queued candidates on main while the runs are busy; reject the ones that conflict with it (or are
         already on it) now, rather than when their turn comes, many landings later. Each is tried once per main
         it could conflict with: when main moves, only the ones whose own paths main's change touches are tried
-        again. At most ``SWEEP`` merges a step, all in memory."""
+        again. At most ``SWEEP`` merges a step, all in memory, for about ``SWEEP_SECONDS``."""
         db = self.ctx.db
         path = target.path
         if window.tried_on != main:
@@ -332,7 +340,11 @@ class Speculator:
                     moved = None
                 window.tried = {} if moved is None else {
                     cid: paths for cid, paths in window.tried.items() if not paths & moved}
+        loop = asyncio.get_running_loop()
+        until = loop.time() + SWEEP_SECONDS
         for cand in await db.landing.waiting_candidates(repo.name, sorted(window.tried), SWEEP):
+            if loop.time() > until:
+                break
             try:
                 probe, paths = await asyncio.to_thread(_probe, path, main, cand.sha)
             except (pygit2.GitError, KeyError, ValueError):  # not here (yet): its turn will tell

@@ -18,13 +18,17 @@ CREATE INDEX subtasks_busy_paths ON subtasks (id) WHERE owner_id IS NOT NULL AND
 ALTER TABLE candidates ADD COLUMN outside_footprint text[];
 
 -- Whether two footprints may overlap: some entry of one is a prefix of an entry of the other, each cut at its
--- first wildcard (``src/*.py`` is ``src/``). Conservative: it may say yes for globs that touch nothing in common,
--- never no for ones that do.
+-- first wildcard (``src/*.py`` is ``src/``; a leading wildcard, ``*.md``, is everything). Conservative: it may
+-- say yes for globs that touch nothing in common, never no for ones that do. Each entry is cut once
+-- (``footprint_prefixes``); the claim cuts the footprints in flight once per statement.
+CREATE FUNCTION footprint_prefixes(a text[]) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY(SELECT DISTINCT regexp_replace(x, '[*?[].*$', '') FROM unnest(a) x)
+$$;
+CREATE FUNCTION prefixes_overlap(a text[], b text[]) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT EXISTS (SELECT 1 FROM unnest(a) x, unnest(b) y WHERE starts_with(x, y) OR starts_with(y, x))
+$$;
 CREATE FUNCTION footprints_overlap(a text[], b text[]) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT EXISTS (
-        SELECT 1 FROM unnest(a) x, unnest(b) y,
-             LATERAL (SELECT regexp_replace(x, '[*?[].*$', '') AS px, regexp_replace(y, '[*?[].*$', '') AS py) p
-        WHERE starts_with(p.px, p.py) OR starts_with(p.py, p.px))
+    SELECT prefixes_overlap(footprint_prefixes(a), footprint_prefixes(b))
 $$;
 
 -- The paths a candidate changes (from where it forked off main, at most 1,000): the forecast finds the live
