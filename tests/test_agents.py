@@ -267,8 +267,8 @@ async def test_a_conflict_verdict_names_its_paths_and_hunks(fleet: Fleet) -> Non
     assert sub["branch"] == bob.branch
     # mergebot serve says it in its log, at info, with the candidate, the subtask and the kind
     logged = [json.loads(line) for line in fleet.bot.log.read_text().splitlines() if line.startswith("{")]
-    assert any(r["level"] == "info" and r.get("kind") == "conflict" and r.get("candidate") == str(rejected["id"])
-               and r.get("subtask") == str(bob.subtask_id) for r in logged), logged[-20:]
+    assert any(r["level"] == "info" and r.get("kind") == "conflict" and r.get("candidate") == rejected["id"]
+               and r.get("subtask") == bob.subtask_id for r in logged), logged[-20:]
 
 
 async def test_a_failed_check_names_the_failing_test(make_fleet: Callable[..., Any]) -> None:
