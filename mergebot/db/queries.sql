@@ -134,10 +134,10 @@ SELECT id FROM subtasks WHERE id = ANY(%(ids)s::bigint[]);
 -- and claims only if that completion held: the fused cycle costs one round trip and one commit.
 -- The claim prefers ready subtasks of the caller's group; outside it, ungrouped subtasks, or any subtask
 -- once the lead opened the group (an agent without a group roams freely).
--- Footprints: while some subtask in flight (running, or submitted and waiting in the queue) has one (``busy``,
--- read from a partial index that is empty when nobody uses footprints, so the claim then costs what it did), the
--- first ready subtasks of the top priority are looked at (``*_pool``) and one whose footprint overlaps none of
--- theirs is preferred (``*_free``). Priority still rules: it is a tie-breaker among equals.
+-- Footprints: ``claim_free`` (migration 0010, a function so that its plans are cached and this statement's
+-- planning stays small) returns, while some subtask in flight has a footprint, a ready subtask of the top
+-- priority whose footprint overlaps none of theirs, locked; NULL when there is none (or nobody uses footprints,
+-- read from a partial index that is then empty), and the claim goes on as it always did.
 WITH done AS (
     UPDATE subtasks SET status = 'submitted', candidate_sha = %(done_sha)s, lease_expires_at = NULL,
                         status_reason = NULL, updated_by = %(agent_id)s
@@ -151,45 +151,22 @@ WITH done AS (
     FROM (SELECT 1) one
     LEFT JOIN assignments a ON a.agent_id = %(agent_id)s
     LEFT JOIN groups g ON g.name = a.group_name
-), busy AS MATERIALIZED (
-    SELECT CASE WHEN count(*) > 0 THEN footprint_prefixes(array_agg(p)) END AS paths  -- cut once; NULL: none
-    FROM subtasks r, unnest(r.paths) p
-    WHERE r.owner_id IS NOT NULL AND r.paths <> '{}'
-), own_pool AS (
-    SELECT q.id, q.priority FROM subtasks q, me, go, busy
-    WHERE q.status = 'ready' AND q.group_name = me.group_name AND go.ok AND busy.paths IS NOT NULL
-    ORDER BY q.priority DESC, q.id LIMIT 32
-), own_free AS (
-    SELECT s.id FROM own_pool p JOIN subtasks s ON s.id = p.id, busy
-    WHERE s.status = 'ready' AND p.priority = (SELECT max(priority) FROM own_pool)
-      AND NOT (s.paths <> '{}' AND prefixes_overlap(footprint_prefixes(s.paths), busy.paths))
-    ORDER BY p.id
-    LIMIT 1 FOR UPDATE OF s SKIP LOCKED
+), free AS (
+    -- footprints: a ready subtask whose footprint overlaps none in flight, among equals (``claim_free``)
+    SELECT claim_free(me.group_name, me.roam) AS id FROM me, go WHERE go.ok
 ), own AS (
     SELECT s.id FROM subtasks s, me, go
-    WHERE s.status = 'ready' AND s.group_name = me.group_name AND go.ok AND NOT EXISTS (SELECT 1 FROM own_free)
+    WHERE s.status = 'ready' AND s.group_name = me.group_name AND go.ok AND (SELECT id FROM free) IS NULL
     ORDER BY s.priority DESC, s.id
-    LIMIT 1 FOR UPDATE OF s SKIP LOCKED
-), other_pool AS (
-    SELECT q.id, q.priority FROM subtasks q, me, go, busy
-    WHERE q.status = 'ready' AND go.ok AND busy.paths IS NOT NULL AND (me.roam OR q.group_name IS NULL)
-      AND NOT EXISTS (SELECT 1 FROM own_free) AND NOT EXISTS (SELECT 1 FROM own)
-    ORDER BY q.priority DESC, q.id LIMIT 32
-), other_free AS (
-    SELECT s.id FROM other_pool p JOIN subtasks s ON s.id = p.id, busy
-    WHERE s.status = 'ready' AND p.priority = (SELECT max(priority) FROM other_pool)
-      AND NOT (s.paths <> '{}' AND prefixes_overlap(footprint_prefixes(s.paths), busy.paths))
-    ORDER BY p.id
     LIMIT 1 FOR UPDATE OF s SKIP LOCKED
 ), other AS (
     SELECT s.id FROM subtasks s, me, go
-    WHERE s.status = 'ready' AND go.ok AND NOT EXISTS (SELECT 1 FROM own_free) AND NOT EXISTS (SELECT 1 FROM own)
-      AND NOT EXISTS (SELECT 1 FROM other_free) AND (me.roam OR s.group_name IS NULL)
+    WHERE s.status = 'ready' AND go.ok AND NOT EXISTS (SELECT 1 FROM own) AND (SELECT id FROM free) IS NULL
+      AND (me.roam OR s.group_name IS NULL)
     ORDER BY s.priority DESC, s.id
     LIMIT 1 FOR UPDATE OF s SKIP LOCKED
 ), pick AS (
-    SELECT id FROM own_free UNION ALL SELECT id FROM own UNION ALL SELECT id FROM other_free
-    UNION ALL SELECT id FROM other LIMIT 1
+    SELECT id FROM free WHERE id IS NOT NULL UNION ALL SELECT id FROM own UNION ALL SELECT id FROM other LIMIT 1
 ), claimed AS (
     UPDATE subtasks t
     SET status = 'running', owner_id = %(agent_id)s, claim_version = t.claim_version + 1,

@@ -36,3 +36,44 @@ $$;
 ALTER TABLE candidates ADD COLUMN paths text[];
 CREATE INDEX candidates_live_paths ON candidates USING gin (paths)
     WHERE status IN ('queued', 'verifying', 'landing', 'parked');
+
+-- The claim's footprint preference (``subtask_claim``): among the first ready subtasks of the top priority, in the
+-- claim's own order (the caller's group first, then what it may roam to), one whose footprint overlaps none of
+-- the subtasks in flight, locked (SKIP LOCKED) for the claim; NULL when no subtask in flight has a footprint, when
+-- the caller's group has ready work but all of it overlaps (the claim then takes its group's work as ever), or
+-- when everything overlaps. Priority still rules: only the top priority's subtasks are looked at.
+CREATE FUNCTION claim_free(p_group text, p_roam boolean) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    busy text[];
+    top integer;
+    picked bigint;
+BEGIN
+    SELECT CASE WHEN count(*) > 0 THEN footprint_prefixes(array_agg(p)) END INTO busy
+    FROM subtasks r, unnest(r.paths) p WHERE r.owner_id IS NOT NULL AND r.paths <> '{}';
+    IF busy IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF p_group IS NOT NULL THEN
+        SELECT max(priority) INTO top FROM subtasks WHERE status = 'ready' AND group_name = p_group;
+        IF top IS NOT NULL THEN
+            SELECT s.id INTO picked FROM (
+                SELECT q.id FROM subtasks q WHERE q.status = 'ready' AND q.group_name = p_group AND q.priority = top
+                ORDER BY q.id LIMIT 32) pool
+            JOIN subtasks s ON s.id = pool.id
+            WHERE s.status = 'ready' AND NOT (s.paths <> '{}' AND prefixes_overlap(footprint_prefixes(s.paths), busy))
+            ORDER BY s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED;
+            RETURN picked;
+        END IF;
+    END IF;
+    SELECT max(priority) INTO top FROM subtasks WHERE status = 'ready' AND (p_roam OR group_name IS NULL);
+    IF top IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT s.id INTO picked FROM (
+        SELECT q.id FROM subtasks q WHERE q.status = 'ready' AND (p_roam OR q.group_name IS NULL) AND q.priority = top
+        ORDER BY q.id LIMIT 32) pool
+    JOIN subtasks s ON s.id = pool.id
+    WHERE s.status = 'ready' AND NOT (s.paths <> '{}' AND prefixes_overlap(footprint_prefixes(s.paths), busy))
+    ORDER BY s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED;
+    RETURN picked;
+END $$;
