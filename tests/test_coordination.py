@@ -49,3 +49,18 @@ async def test_a_claimer_s_own_estimate_names_who_else_works_there(fleet: Fleet)
     _, body = got
     assert body["subtask"]["paths"] == ["calc.py", "tests/"]
     assert [(o["id"], o["owner"]) for o in body["overlaps"]] == [(calc.id, "ann")]
+
+
+async def test_claims_through_the_server_keep_apart_while_they_can(fleet: Fleet) -> None:
+    """Through the real server: with equal work ready, the claim avoids a footprint in flight; once only
+    overlapping work is left it is taken, and the answer names who holds the overlapping subtask."""
+    calc1, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="calc part one", paths=["calc.py"])
+    calc2, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="calc part two", paths=["calc.py"])
+    docs, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="write the docs", paths=["docs/"])
+    ann = fleet.client("ann").post("/api/v1/subtasks/claim")
+    assert ann["subtask"]["id"] == calc1.id and ann["overlaps"] == []
+    bob = fleet.client("bob").post("/api/v1/subtasks/claim")
+    assert bob["subtask"]["id"] == docs.id  # not calc part two: calc.py is in flight
+    again = fleet.client("bob").post("/api/v1/subtasks/claim")
+    assert again["subtask"]["id"] == calc2.id  # nothing else is ready
+    assert [(o["id"], o["owner"]) for o in again["overlaps"]] == [(calc1.id, "ann")]
