@@ -49,14 +49,18 @@ def build_server() -> MCPServer:
     server = MCPServer("mergebot", version=__version__, instructions=INSTRUCTIONS)
 
     @server.tool()
-    async def claim_and_start(repo: str, dir: str, carry: bool = False, wait: float = 0.0) -> dict[str, Any]:
+    async def claim_and_start(repo: str, dir: str, carry: bool = False, wait: float = 0.0,
+                              touch: list[str] | None = None) -> dict[str, Any]:
         """Claim the best ready subtask and prepare the worktree `dir` on the branch the claim names (cloned if
         missing). `wait`: seconds (up to 60) to wait for work when nothing is ready. `carry`: put the
-        worktree's commits not on main onto the new claim's branch. Returns the subtask, its branch, the
-        worktree path, the handoff notes and the previous owner's branch; a keeper then keeps the claim alive."""
+        worktree's commits not on main onto the new claim's branch. `touch`: paths or globs you expect to change
+        (they join the subtask's footprint). Returns the subtask, its branch, the worktree path, the handoff
+        notes, the previous owner's branch, and the subtasks in flight that may touch the same paths
+        (`overlaps`, with owners); a keeper then keeps the claim alive."""
         server_url = os.environ.get("MERGEBOT_URL", DEFAULT_URL)
         token = os.environ.get("MERGEBOT_TOKEN", "")
-        got = await _call(worktree.start, _client(), server_url, token, repo, Path(dir), carry=carry, wait=wait)
+        got = await _call(worktree.start, _client(), server_url, token, repo, Path(dir), carry=carry, wait=wait,
+                          touch_paths=touch)
         if got is None:
             return {"claimed": None, "message": "nothing is ready; call again with wait=60 to wait for work"}
         claim, body = got
@@ -67,6 +71,7 @@ def build_server() -> MCPServer:
                 "title": body["subtask"]["title"], "description": body["subtask"].get("description", ""),
                 "handoff_notes": body["handoff"]["notes"], "previous_branch": previous["branch"] if previous else None,
                 "last_reason": body["handoff"].get("last_reason"), "carried": body.get("carried"),
+                "footprint": body["subtask"].get("paths") or [], "overlaps": body.get("overlaps") or [],
                 "kept_by_keeper_pid": pid}
 
     @server.tool()
@@ -77,6 +82,7 @@ def build_server() -> MCPServer:
         first = await _call(submit.push, client, Path(dir), wait=0, progress=False, again=again)
         if first["status"] != "waiting":
             return dict(first)
+        notices = {"notices": first["notices"]} if first.get("notices") else {}  # the forecast, warnings
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         seen = "queued"
@@ -87,7 +93,7 @@ def build_server() -> MCPServer:
                 seen = cand["status"]
                 await ctx.report_progress(0, None, f"candidate {cand['id']}: {seen}")
             if cand["status"] in submit.STOPS:
-                return dict(cand)
+                return {**cand, **notices}
         return {**first, "reason": f"no verdict within {timeout:.0f} s; call verdict later"}
 
     @server.tool()

@@ -258,6 +258,7 @@ async def test_a_push_outside_its_footprint_is_flagged_or_refused(make_fleet: Ca
     out = push(fleet, "ann", wt)
     v = out["verdict"]
     assert (v["kind"], v["outside_footprint"]) == ("landed", ["notes.txt"]), out
+    assert any("outside its footprint (notes.txt)" in n for n in out["notices"]), out  # said at push time too
     assert candidate(fleet, "ann", out["id"])["verdict"]["outside_footprint"] == ["notes.txt"]
     async with await psycopg.AsyncConnection.connect(e2e_db_url, autocommit=True) as conn:  # the operator's setting
         await conn.execute("UPDATE repos SET footprint_refuse = true WHERE name = 'demo'")

@@ -34,11 +34,13 @@ STOPS = ("landed", "rejected", "superseded", "cancelled", "parked")  # a wait en
 def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool = True, again: bool = False,
          through_parked: bool = False) -> dict[str, Any]:
     """Push HEAD (or, with ``again``, queue the branch's tip once more) and follow its candidate to a verdict.
-    Returns the candidate as the API shows it (``status``, ``reason``, ``verdict``), or a refusal."""
+    Returns the candidate as the API shows it (``status``, ``reason``, ``verdict``), or a refusal; ``notices``:
+    what the push's answer said besides (the conflict forecast, a footprint warning), when it said anything."""
     claim = current_claim(workdir)
     touch(workdir)
     sha = head_sha(workdir)
     cand_id: int | None = None
+    notices: list[str] = []  # what the push's answer said besides queueing it: the forecast, warnings
     if again:
         got = client.post(f"/api/v1/subtasks/{claim.subtask_id}/submit-again", {"claim_version": claim.claim_version})
         cand_id, sha = got["candidate"]["id"], got["candidate"]["sha"]
@@ -52,14 +54,17 @@ def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool 
                            branch=f"refs/heads/{claim.branch}")
         found = QUEUED.search(remote)
         cand_id = int(found.group(1)) if found else None
+        notices = [line.removeprefix("Mergebot: ") for line in remote.splitlines()
+                   if line.startswith(("Mergebot: forecast:", "Mergebot: warning:"))]
         if cand_id is None and "[up to date]" in out.stdout:  # git pushed nothing: say so, unless it is in flight
             cands = client.get("/api/v1/candidates", subtask=claim.subtask_id, limit=20)["candidates"]
             last = next((c for c in cands if c["sha"] == sha and c["claim_version"] == claim.claim_version), None)
             if last is None or last["status"] not in ("queued", "verifying", "landing", "parked"):
                 return unchanged(claim.subtask_id, claim.claim_version, sha, last, branch=f"refs/heads/{claim.branch}")
             cand_id = last["id"]
-    return follow(client, claim.subtask_id, claim.claim_version, sha, cand_id, wait=wait, progress=progress,
-                  through_parked=through_parked)
+    got = follow(client, claim.subtask_id, claim.claim_version, sha, cand_id, wait=wait, progress=progress,
+                 through_parked=through_parked)
+    return {**got, "notices": notices} if notices else got
 
 
 def follow(client: Client, subtask_id: int, claim_version: int, sha: str, cand_id: int | None, *, wait: float,

@@ -94,6 +94,9 @@ def cmd_push(args: argparse.Namespace) -> None:
 
     result = worktree.push(client_from(args), Path(args.dir), wait=args.timeout, progress=not args.json,
                            again=args.again)
+    if not args.json:
+        for line in result.get("notices") or []:
+            print(line, file=sys.stderr)
     if args.json:
         emit(args, result)
     elif result["status"] == "landed":
