@@ -156,6 +156,8 @@ class Repo(FromRow):
     webhook_secret_env: str | None = None  # names of environment variables, never the secrets themselves
     forge_token_env: str | None = None
     footprint_refuse: bool = False  # a push outside its subtask's footprint is refused (else a warning)
+    cache_paths: list[str] = field(default_factory=list)  # the check's caches inside the checkout
+    cache_key: list[str] = field(default_factory=list)  # files whose content keys the caches (lockfiles)
 
     @property
     def target_ref(self) -> str:
@@ -324,6 +326,7 @@ class Job(FromRow):
     result: dict[str, Any] | None = None
     created_at: datetime | None = None
     finished_at: datetime | None = None
+    cache: dict[str, Any] | None = None  # the run's cache request: paths, key_files, write (verifier.cache)
 
 
 @dataclass

@@ -29,6 +29,7 @@ The result is about the tree it names and no other: ``tree_sha`` is the tree the
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -42,6 +43,7 @@ from typing import Any
 import pygit2
 from pygit2.enums import CheckoutStrategy
 
+from verifier import cache as caches
 from verifier import reports
 from verifier import sandbox as sb
 from verifier.checkout import CheckoutError, Slot
@@ -69,6 +71,7 @@ class Result:
     sandbox: str = "none"  # bwrap or none
     failing_tests: list[str] = field(default_factory=list)  # a failed run's tests (``verifier.reports``)
     failing_tests_from: str = ""  # "junit" (a report the check left), "log" (pytest's summary) or "" (none named)
+    cache: dict[str, Any] | None = None  # what the run did with the repository's caches (``verifier.cache.Use``)
 
     @property
     def passed(self) -> bool:
@@ -90,12 +93,14 @@ class Result:
 
 def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *, slot: Path | None = None,
               sandbox: str = "auto", memory_mb: int = 4096, max_procs: int = 512,
-              hide: Sequence[Path | str] = (), stop: sb.Stop | None = None) -> Result:
+              hide: Sequence[Path | str] = (), stop: sb.Stop | None = None,
+              cache: caches.Request | None = None) -> Result:
     """Materialize ``commit_sha``, run ``command`` on exactly its tree under limits, and return the evidence.
 
     ``hide``: directories to replace with an empty read-only tmpfs inside the bwrap sandbox (e.g. the bot's
     data directory); ignored without bwrap. ``stop``: set from another thread to kill the check (its outcome
-    is then ``error``, saying so: a stopped run is no verdict).
+    is then ``error``, saying so: a stopped run is no verdict). ``cache``: the repository's caches, read-only
+    (and, for a commit on main that passes, written as the next generation): ``verifier.cache``.
     """
     start = time.monotonic()
     if sandbox not in SANDBOXES:
@@ -119,17 +124,44 @@ def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *,
                 return _error(commit_sha, "", command, start, f"could not prepare the check: {e}", mode)
             if stop is not None and stop.is_set():
                 return _error(commit_sha, prepared.tree_sha, command, start, STOPPED, mode)
-            return _check(owned, prepared.tree_sha, commit_sha, command, limits, mode, hide, start, stop)
+            use = _cache_use(repo_path, commit_sha, cache, mode)
+            return _check(owned, prepared.tree_sha, commit_sha, command, limits, mode, hide, start, stop,
+                          cache if use is not None and use.generation != -1 else None, use)
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
 
 
+def _cache_use(repo_path: Path, commit_sha: str, req: caches.Request | None, mode: str) -> caches.Use | None:
+    """Which generation a run reads (``generation`` -1: the cache is not used at all)."""
+    if req is None:
+        return None
+    try:
+        key = caches.key_of(pygit2.Repository(str(repo_path)), commit_sha, req)
+    except (pygit2.GitError, KeyError, ValueError) as e:
+        return caches.Use("", -1, note=f"cache not used: its key could not be read ({e})")
+    if mode != "bwrap":
+        return caches.Use(key, -1, note="cache not used: without the bwrap sandbox there is no read-only layer to "
+                                        "give the check")
+    found = caches.newest(req.root, key)
+    if found is None:
+        return caches.Use(key, None, note="cache miss: no complete generation for this key; the check ran from "
+                                          "scratch")
+    return caches.Use(key, found[0], note=f"cache generation {found[0]}, read-only")
+
+
 def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.Limits, mode: str,
-           hide: Sequence[Path | str], start: float, stop: sb.Stop | None = None) -> Result:
+           hide: Sequence[Path | str], start: float, stop: sb.Stop | None = None,
+           cache: caches.Request | None = None, use: caches.Use | None = None) -> Result:
     clean = False  # until the after-run check says otherwise, the slot is not trusted
+    lower = None
+    if cache is not None and use is not None and use.generation is not None:
+        found = caches.newest(cache.root, use.key)
+        lower = found[1] if found is not None and found[0] == use.generation else None
     try:
         tmp, overlay = slot.run_dirs(overlay=mode == "bwrap")
+        if overlay is not None and lower is not None:
+            overlay = dataclasses.replace(overlay, lower=lower)
         env = check_env(Path(sb.SANDBOX_TMP) if overlay is not None else tmp)
         began = time.time()
         out = _run(command, checkout=slot.tree_dir, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide,
@@ -145,6 +177,13 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
         changed = (slot.changed_in_overlay(tree_sha, overlay.upper) if overlay is not None
                    else slot.changed_in_place(tree_sha))
         clean = not changed
+        if (cache is not None and use is not None and cache.write and overlay is not None and not changed
+                and not out.stopped and not out.timed_out and out.exit_code == 0):
+            try:  # a commit on main that passed: what it left at the cache paths is the next generation
+                wrote = caches.harvest(overlay.upper, lower, cache.paths, cache.root, use.key, commit_sha)
+                use = dataclasses.replace(use, wrote=wrote)
+            except OSError as e:  # never a failure of the check: the next run is a miss
+                use = dataclasses.replace(use, note=f"{use.note}; writing the next generation failed: {e}")
     except (CheckoutError, pygit2.GitError, KeyError, ValueError, OSError) as e:
         return _error(commit_sha, tree_sha, command, start, f"the check could not be run or verified: {e}", mode)
     finally:
@@ -170,7 +209,7 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
     failing, source = (junit, "junit") if junit is not None else (reports.failing_in_log(tail or head), "log")
     return Result(commit_sha, tree_sha, command, outcome, out.exit_code, _ms(start), head, tail, out.log.size,
                   out.log.digest, mode, failing if outcome == "fail" else [],
-                  source if outcome == "fail" and failing else "")
+                  source if outcome == "fail" and failing else "", use.as_json() if use is not None else None)
 
 
 def _run(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], limits: sb.Limits,

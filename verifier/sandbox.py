@@ -10,7 +10,8 @@ Two ways to run, chosen by the caller (``verifier.runner`` records which one as 
       there at their usual paths (``/work/venv/bin/python`` and ``/root/.pyenv`` included);
     - the checkout writable at its own path — through an overlay whose upper layer is a per-run directory:
       the check writes into the overlay, never into the slot's checkout itself, and the runner reads the
-      upper layer afterwards to see exactly what the check changed (``verifier.checkout``);
+      upper layer afterwards to see exactly what the check changed (``verifier.checkout``). A cache generation
+      (``verifier.cache``) is a second, read-only lower layer under the checkout's tree;
     - a private temporary directory writable at ``/tmp`` (``HOME`` and ``TMPDIR`` point into it);
     - a minimal ``/dev`` and a ``/proc`` of its own PID namespace (it sees only its own processes, so never
       the bot's environment through ``/proc/<pid>/environ``);
@@ -113,6 +114,7 @@ class Overlay:
 
     upper: Path
     work: Path
+    lower: Path | None = None  # a read-only layer under the checkout's tree (a cache generation, verifier.cache)
 
 
 class LogCapture:
@@ -420,7 +422,8 @@ def bwrap_argv(command: str, *, checkout: Path, tmp: Path, overlay: Overlay, sta
     args += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
              "--hostname", "verifier", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
              "--json-status-fd", str(status_fd), "--", "/bin/sh", "-c", command]
-    options = ",".join([f"lowerdir={_overlay_option(checkout)}", f"upperdir={_overlay_option(overlay.upper)}",
+    lowers = _overlay_option(checkout) + (f":{_overlay_option(overlay.lower)}" if overlay.lower else "")
+    options = ",".join([f"lowerdir={lowers}", f"upperdir={_overlay_option(overlay.upper)}",
                         f"workdir={_overlay_option(overlay.work)}", *_OVERLAY_OPTIONS])
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", GATE_MOUNT, "verifier-sandbox",
             options, co, *args]

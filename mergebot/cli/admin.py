@@ -158,7 +158,8 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
                               verifier_command=args.verifier, target_branch=args.target,
                               verifier_timeout_s=args.timeout, protected_paths=args.protect or [],
                               max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes, forge=forge,
-                              footprint_refuse=args.footprint_refuse)
+                              footprint_refuse=args.footprint_refuse, cache_paths=args.cache or [],
+                              cache_key=args.cache_key or [])
 
     repo = with_db(settings, go)
     emit(args, asdict(repo))
@@ -205,10 +206,16 @@ def cmd_verify(args: argparse.Namespace) -> None:
     server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
     import tempfile
 
+    from verifier import cache as caches
+
+    cache = None
+    if args.cache and repo.get("cache_paths"):  # the bot's own generations, read-only: as a candidate's run sees them
+        cache = caches.Request(settings.data_dir.resolve() / "slots" / "caches" / args.repo,
+                               tuple(repo["cache_paths"]), tuple(repo.get("cache_key") or []), write=False)
     with tempfile.TemporaryDirectory(prefix="mergebot-verify-") as tmp:
         path = local if local.exists() else HttpRepos(server, token, Path(tmp)).path_for(args.repo, args.sha)
         result = run_check(path, args.sha, args.command or repo["verifier_command"],
-                           float(args.timeout or repo["verifier_timeout_s"]), sandbox=args.sandbox)
+                           float(args.timeout or repo["verifier_timeout_s"]), sandbox=args.sandbox, cache=cache)
     data = result.as_json()
     if args.json:
         emit(args, data)
@@ -216,6 +223,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
         for k in ("commit_sha", "tree_sha", "command", "outcome", "exit_code", "duration_ms", "sandbox", "log_size",
                   "log_digest"):
             print(f"{k:>12}: {data[k]}")
+        if data.get("cache"):
+            print(f"{'cache':>12}: {data['cache']['note']}")
         print("\n" + result.excerpt(40))
     if not result.passed:
         raise SystemExit(6)

@@ -128,6 +128,10 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--target", default="main", help="the branch Mergebot lands into")
     sp.add_argument("--protect", action="append", help="a path pattern agents may not change (repeatable; "
                     "'dir/' protects a folder)")
+    sp.add_argument("--cache", action="append", metavar="PATH", help="a cache path inside the checkout the check "
+                    "keeps warm (repeatable: .venv, .mypy_cache); written only by runs on main, read-only to others")
+    sp.add_argument("--cache-key", action="append", metavar="FILE", dest="cache_key",
+                    help="a file whose content keys the caches (repeatable: a lockfile); a change starts afresh")
     sp.add_argument("--footprint-refuse", action="store_true", dest="footprint_refuse",
                     help="refuse a push that changes paths outside its subtask's footprint (else: a warning)")
     sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")
@@ -167,6 +171,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--command", help="default: the repository's configured check")
     sp.add_argument("--timeout", type=int)
     sp.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
+    sp.add_argument("--cache", action="store_true", help="with the repository's newest cache generation, read-only "
+                    "(as a candidate's run had it); without it the run is cold")
     add("reconcile", cmd_reconcile, "make main and the landed records agree, and report what does not (admin)")
     from mergebot.drill import add_arguments as drill_arguments
 

@@ -38,7 +38,8 @@ class LandingStore:
     async def create_repo(self, *, name: str, target_branch: str, verifier_command: str, verifier_timeout_s: int,
                           protected_paths: list[str], max_push_bytes: int, max_file_bytes: int,
                           root_sha: str, forge: dict[str, str] | None = None,
-                          footprint_refuse: bool = False) -> Repo:
+                          footprint_refuse: bool = False, cache_paths: list[str] | None = None,
+                          cache_key: list[str] | None = None) -> Repo:
         f = forge or {}
         row = await self.sql.one("repo_create", name=name, target_branch=target_branch,
                                  verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
@@ -46,7 +47,8 @@ class LandingStore:
                                  max_file_bytes=max_file_bytes, root_sha=root_sha, forge=f.get("forge"),
                                  forge_repo=f.get("forge_repo"), forge_api_url=f.get("forge_api_url"),
                                  forge_git_url=f.get("forge_git_url"), webhook_secret_env=f.get("webhook_secret_env"),
-                                 forge_token_env=f.get("forge_token_env"), footprint_refuse=footprint_refuse)
+                                 forge_token_env=f.get("forge_token_env"), footprint_refuse=footprint_refuse,
+                                 cache_paths=cache_paths or [], cache_key=cache_key or [])
         assert row is not None
         await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)

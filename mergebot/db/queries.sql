@@ -421,10 +421,11 @@ LIMIT %(limit)s;
 -- name: repo_create
 INSERT INTO repos (name, target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
                    max_file_bytes, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
-                   forge_token_env, footprint_refuse)
+                   forge_token_env, footprint_refuse, cache_paths, cache_key)
 VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s,
         %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s,
-        %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s, %(footprint_refuse)s)
+        %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s, %(footprint_refuse)s, %(cache_paths)s,
+        %(cache_key)s)
 RETURNING *;
 
 -- name: repo_get
@@ -605,8 +606,9 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- Verify jobs: claimed by workers, fenced by claim_version like subtasks.
 
 -- name: job_insert
-INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id)
-VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(candidate_id)s, %(landed_id)s)
+INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id, cache)
+VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(candidate_id)s, %(landed_id)s,
+        %(cache)s)
 RETURNING *;
 
 -- name: job_claim

@@ -580,3 +580,8 @@ BEGIN
     ORDER BY s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED;
     RETURN picked;
 END $$;
+
+-- 0011: caches for checks (paths and key files per repository; a verify job's cache request).
+ALTER TABLE repos ADD COLUMN cache_paths text[] NOT NULL DEFAULT '{}' CHECK (cardinality(cache_paths) <= 20);
+ALTER TABLE repos ADD COLUMN cache_key text[] NOT NULL DEFAULT '{}' CHECK (cardinality(cache_key) <= 20);
+ALTER TABLE verify_jobs ADD COLUMN cache jsonb;

@@ -16,6 +16,7 @@ from mergebot.git import mirror
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.models import Agent, Repo
+from verifier import cache as caches
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 FORGE_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9._-]{1,100}$")
@@ -61,13 +62,19 @@ def repos_root(data_dir: Path) -> Path:
 async def add_repo(db: Database, root: Path, *, name: str, source: str | None, verifier_command: str,
                    target_branch: str = "main", verifier_timeout_s: int = 600, protected_paths: list[str] | None = None,
                    max_push_bytes: int = 100 << 20, max_file_bytes: int = 10 << 20,
-                   forge: dict[str, str] | None = None, footprint_refuse: bool = False) -> Repo:
+                   forge: dict[str, str] | None = None, footprint_refuse: bool = False,
+                   cache_paths: list[str] | None = None, cache_key: list[str] | None = None) -> Repo:
     """Create (or import from ``source``, a path or URL) the bare repository and record its configuration.
 
     With ``forge`` (see ``forge_settings``) the repository is a mirror of the forge's, cloned from it.
     """
     if not NAME.fullmatch(name):  # fullmatch: "$" would let a trailing newline through
         raise Invalid("a repository name is letters, digits, '-' and '_' (at most 64)", field="name")
+    for what, paths in (("cache", cache_paths or []), ("cache_key", cache_key or [])):
+        bad = [p for p in paths if not caches.valid_path(p)]
+        if bad:
+            raise Invalid(f"{what} {bad[0]!r} is not a path inside the checkout (relative, no '..' or .git)",
+                          field=what)
     path = git.bare_path(root, name)
     if path.exists():
         raise Conflict(f"repository {name!r} already exists at {path}", field="name")
@@ -87,7 +94,8 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
                                             verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
                                             protected_paths=protected_paths or [], max_push_bytes=max_push_bytes,
                                             max_file_bytes=max_file_bytes, root_sha=head, forge=forge,
-                                            footprint_refuse=footprint_refuse)
+                                            footprint_refuse=footprint_refuse, cache_paths=cache_paths or [],
+                                            cache_key=cache_key or [])
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise

@@ -30,11 +30,22 @@ def run_limit(ctx: Context, repo: Repo) -> float:
     return repo.verifier_timeout_s * 3 + ctx.slack
 
 
+WRITES_CACHE = frozenset({"base", "post_land"})  # runs on commits already on main: only they write a generation
+
+
+def cache_request(repo: Repo, purpose: str) -> dict[str, object] | None:
+    """What a run on this repository does with its caches (``verifier.cache``); None when it declares none."""
+    if not repo.cache_paths:
+        return None
+    return {"paths": list(repo.cache_paths), "key_files": list(repo.cache_key), "write": purpose in WRITES_CACHE}
+
+
 async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
                       landed_id: int | None = None) -> int:
     job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=repo.verifier_command,
                                         timeout_s=repo.verifier_timeout_s, purpose=purpose,
-                                        candidate_id=candidate_id, landed_id=landed_id)
+                                        candidate_id=candidate_id, landed_id=landed_id,
+                                        cache=cache_request(repo, purpose))
     for wake in ctx.on_job:
         wake.set()
     return job.id

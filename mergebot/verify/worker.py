@@ -28,6 +28,7 @@ from mergebot.db.jobs import JobStore
 from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.git import repo as git
 from mergebot.models import Job
+from verifier import cache as caches
 from verifier.runner import Result, run_check
 from verifier.sandbox import Stop
 
@@ -201,7 +202,18 @@ class Worker:
             return Result(job.commit_sha, "", job.command, "error", None, 0, f"could not fetch the commit: {e}", "",
                           0, "", "none")
         return run_check(path, job.commit_sha, job.command, float(job.timeout_s), slot=self.slot,
-                         sandbox=self.sandbox, hide=self.hide, stop=stop)
+                         sandbox=self.sandbox, hide=self.hide, stop=stop, cache=self._cache(job))
+
+    def _cache(self, job: Job) -> caches.Request | None:
+        """The job's cache request, on this worker's disk: one line of generations per repository, shared by
+        this machine's slots."""
+        want = job.cache or {}
+        paths = tuple(p for p in want.get("paths") or [] if caches.valid_path(p))
+        if not paths:
+            return None
+        return caches.Request(self.slot.parent / "caches" / job.repo, paths,
+                              tuple(p for p in want.get("key_files") or [] if caches.valid_path(p)),
+                              write=bool(want.get("write")))
 
     async def _heartbeat(self, job: Job, stop: Stop) -> None:
         while True:
