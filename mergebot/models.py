@@ -158,6 +158,8 @@ class Repo(FromRow):
     footprint_refuse: bool = False  # a push outside its subtask's footprint is refused (else a warning)
     cache_paths: list[str] = field(default_factory=list)  # the check's caches inside the checkout
     cache_key: list[str] = field(default_factory=list)  # files whose content keys the caches (lockfiles)
+    setup_command: str | None = None  # run before the check in the same checkout
+    setup_network: bool = False  # the setup may use the network, on commits already on main only
 
     @property
     def target_ref(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,11 +18,12 @@ from typing import Any
 import pygit2
 import pytest
 
-from mergebot import agent
+from mergebot import agent, models
+from mergebot.landing import runs
 from tests.bot import Fleet, commit
 from tests.test_verifier import BWRAP, PASSING_SUITE, Repo
 from verifier import cache as caches
-from verifier.runner import run_check
+from verifier.runner import Setup, run_check
 
 # The check: it reports what the cache holds, counts its runs there, and passes when asked to by a file at the
 # cache path (what a poisoned cache would hold), else runs the real suite.
@@ -162,3 +164,42 @@ async def test_a_poisoned_cache_never_reaches_the_next_candidate_through_the_bot
     run = broken["verifier"]
     assert run["cache"]["generation"] is not None and "poisoned" not in run["log_head"] + run["log_tail"]
     assert not list(caches_dir.rglob("always-pass"))
+
+
+@BWRAP
+def test_a_setup_step_runs_first_and_its_failure_is_the_run_s(tmp_path: Path) -> None:
+    """The setup runs in the same checkout before the check (what it installs, the check finds); a setup that
+    fails is the run's failure, saying so, and the check does not run."""
+    repo, slot = Repo(tmp_path / "src.git"), tmp_path / "slot"
+    sha = repo.commit(PASSING_SUITE)
+    ok = run_check(repo.path, sha, "cat .deps/installed", 60, slot=slot, sandbox="bwrap",
+                   setup=Setup("mkdir -p .deps && echo numpy > .deps/installed"))
+    assert ok.outcome == "pass" and "numpy" in ok.log_head and ok.setup is not None and ok.setup["exit_code"] == 0
+    bad = run_check(repo.path, sha, "echo the check ran", 60, slot=slot, sandbox="bwrap",
+                    setup=Setup("echo no wheel for that; exit 3"))
+    assert bad.outcome == "fail" and "the setup step" in bad.log_head and "exit 3" in bad.log_head
+    assert "no wheel for that" in bad.log_head and "the check ran" not in bad.log_head
+
+
+HOST_INTERFACES = "grep -vE '^ *(lo|Inter-| face)' /proc/net/dev | grep -q :"
+
+
+@BWRAP
+@pytest.mark.skipif(subprocess.run(["sh", "-c", HOST_INTERFACES]).returncode != 0,
+                    reason="this machine has no network interface but loopback")
+def test_only_a_setup_given_the_network_sees_it(tmp_path: Path) -> None:
+    """The check never has the network; the setup has it only when the caller gives it (a commit on main), and the
+    queue gives it to no candidate's run."""
+    repo, slot = Repo(tmp_path / "src.git"), tmp_path / "slot"
+    sha = repo.commit(PASSING_SUITE)
+    online = run_check(repo.path, sha, f"! sh -c \"{HOST_INTERFACES}\"", 60, slot=slot, sandbox="bwrap",
+                       setup=Setup(HOST_INTERFACES, network=True))
+    assert online.outcome == "pass", online.log_head  # the setup saw the host's interfaces, the check did not
+    offline = run_check(repo.path, sha, "true", 60, slot=slot, sandbox="bwrap", setup=Setup(HOST_INTERFACES))
+    assert offline.outcome == "fail"
+    repo_row = models.Repo(name="r", target_branch="main", verifier_command="true", verifier_timeout_s=1,
+                           protected_paths=[], max_push_bytes=1, max_file_bytes=1, root_sha="a" * 40,
+                           setup_command="pip install -r requirements.txt", setup_network=True)
+    wants = {p: runs.cache_request(repo_row, p) for p in ("candidate", "retry", "base", "post_land")}
+    assert {p: (w or {}).get("setup_network") for p, w in wants.items()} == {
+        "candidate": False, "retry": False, "base": True, "post_land": True}

@@ -72,6 +72,7 @@ class Result:
     failing_tests: list[str] = field(default_factory=list)  # a failed run's tests (``verifier.reports``)
     failing_tests_from: str = ""  # "junit" (a report the check left), "log" (pytest's summary) or "" (none named)
     cache: dict[str, Any] | None = None  # what the run did with the repository's caches (``verifier.cache.Use``)
+    setup: dict[str, Any] | None = None  # the setup step before the check: command, exit code, time, network
 
     @property
     def passed(self) -> bool:
@@ -94,13 +95,15 @@ class Result:
 def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *, slot: Path | None = None,
               sandbox: str = "auto", memory_mb: int = 4096, max_procs: int = 512,
               hide: Sequence[Path | str] = (), stop: sb.Stop | None = None,
-              cache: caches.Request | None = None) -> Result:
+              cache: caches.Request | None = None, setup: Setup | None = None) -> Result:
     """Materialize ``commit_sha``, run ``command`` on exactly its tree under limits, and return the evidence.
 
     ``hide``: directories to replace with an empty read-only tmpfs inside the bwrap sandbox (e.g. the bot's
     data directory); ignored without bwrap. ``stop``: set from another thread to kill the check (its outcome
     is then ``error``, saying so: a stopped run is no verdict). ``cache``: the repository's caches, read-only
-    (and, for a commit on main that passes, written as the next generation): ``verifier.cache``.
+    (and, for a commit on main that passes, written as the next generation): ``verifier.cache``. ``setup``: a
+    command run first in the same checkout (installing dependencies, building), with the network only when the
+    caller allows it (a commit on main); if it fails, the check does not run and the run fails, saying so.
     """
     start = time.monotonic()
     if sandbox not in SANDBOXES:
@@ -126,7 +129,7 @@ def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *,
                 return _error(commit_sha, prepared.tree_sha, command, start, STOPPED, mode)
             use = _cache_use(repo_path, commit_sha, cache, mode)
             return _check(owned, prepared.tree_sha, commit_sha, command, limits, mode, hide, start, stop,
-                          cache if use is not None and use.generation != -1 else None, use)
+                          cache if use is not None and use.generation != -1 else None, use, setup)
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
@@ -150,9 +153,17 @@ def _cache_use(repo_path: Path, commit_sha: str, req: caches.Request | None, mod
     return caches.Use(key, found[0], note=f"cache generation {found[0]}, read-only")
 
 
+@dataclass(frozen=True)
+class Setup:
+    """A repository's setup step, run before its check in the same checkout."""
+
+    command: str
+    network: bool = False  # the host's network for the setup (given only for a commit already on main)
+
+
 def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.Limits, mode: str,
            hide: Sequence[Path | str], start: float, stop: sb.Stop | None = None,
-           cache: caches.Request | None = None, use: caches.Use | None = None) -> Result:
+           cache: caches.Request | None = None, use: caches.Use | None = None, setup: Setup | None = None) -> Result:
     clean = False  # until the after-run check says otherwise, the slot is not trusted
     lower = None
     if cache is not None and use is not None and use.generation is not None:
@@ -164,10 +175,23 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
             overlay = dataclasses.replace(overlay, lower=lower)
         env = check_env(Path(sb.SANDBOX_TMP) if overlay is not None else tmp)
         began = time.time()
-        out = _run(command, checkout=slot.tree_dir, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide,
-                   stop=stop)
+        setup_info, failed_setup = None, None
+        if setup is not None:
+            s0 = time.monotonic()
+            network = setup.network and overlay is not None
+            s_out = _run(setup.command, checkout=slot.tree_dir, tmp=tmp, env=env, limits=limits, overlay=overlay,
+                         hide=hide, stop=stop, network=network)
+            setup_info = {"command": setup.command, "exit_code": s_out.exit_code, "timed_out": s_out.timed_out,
+                          "duration_ms": _ms(s0), "network": network}
+            if not s_out.started or s_out.stopped or s_out.timed_out or s_out.exit_code != 0:
+                failed_setup = s_out
+            elif overlay is not None:  # the check mounts the same upper layer again: a fresh work dir for it
+                shutil.rmtree(overlay.work)  # (a "volatile" overlay's work dir refuses a second mount)
+                overlay.work.mkdir()
+        out = failed_setup or _run(command, checkout=slot.tree_dir, tmp=tmp, env=env, limits=limits,
+                                   overlay=overlay, hide=hide, stop=stop)
         junit = None
-        if out.started and out.exit_code not in (0, None):  # the reports die with the run's scratch: read them now
+        if failed_setup is None and out.started and out.exit_code not in (0, None):  # the reports die with the run
             written = reports.candidate_reports(overlay.upper) if overlay is not None else [
                 p for p in reports.candidate_reports(slot.tree_dir) if p.stat().st_mtime >= began]
             junit = reports.failing_in_junit(written)
@@ -200,6 +224,11 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
     elif out.stopped:
         outcome = "error"
         head = f"{STOPPED}\n--- the check's output until then ---\n" + head
+    elif failed_setup is not None:
+        outcome = "timeout" if out.timed_out else "fail"
+        how = "timed out" if out.timed_out else f"exit {out.exit_code}"
+        head = (f"the setup step `{setup.command if setup else ''}` failed ({how}): the check did not run\n"
+                "--- the setup's output ---\n" + head)
     elif out.timed_out:
         outcome = "timeout"
     else:
@@ -209,14 +238,16 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
     failing, source = (junit, "junit") if junit is not None else (reports.failing_in_log(tail or head), "log")
     return Result(commit_sha, tree_sha, command, outcome, out.exit_code, _ms(start), head, tail, out.log.size,
                   out.log.digest, mode, failing if outcome == "fail" else [],
-                  source if outcome == "fail" and failing else "", use.as_json() if use is not None else None)
+                  source if outcome == "fail" and failing else "", use.as_json() if use is not None else None,
+                  setup_info)
 
 
 def _run(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], limits: sb.Limits,
-         overlay: sb.Overlay | None, hide: Sequence[Path | str], stop: sb.Stop | None = None) -> sb.Outcome:
+         overlay: sb.Overlay | None, hide: Sequence[Path | str], stop: sb.Stop | None = None,
+         network: bool = False) -> sb.Outcome:
     """The command itself (its own function so that benchmarks can time it)."""
     return sb.run_command(command, checkout=checkout, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide,
-                          stop=stop)
+                          stop=stop, network=network)
 
 
 STOPPED = "stopped: the run was cancelled (its result is no longer wanted), so this is no verdict"

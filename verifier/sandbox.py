@@ -400,7 +400,7 @@ def _overlay_option(path: Path) -> str:
 
 
 def bwrap_argv(command: str, *, checkout: Path, tmp: Path, overlay: Overlay, status_fd: int,
-               hide: Sequence[Path | str] = ()) -> list[str]:
+               hide: Sequence[Path | str] = (), network: bool = False) -> list[str]:
     """The argv that waits on the gate, mounts the overlay in a private mount namespace and runs ``command``
     under bwrap."""
     co = str(checkout)
@@ -419,7 +419,8 @@ def bwrap_argv(command: str, *, checkout: Path, tmp: Path, overlay: Overlay, sta
     args += ["--bind", co, co, "--chdir", co]
     for h in hidden:
         args += ["--remount-ro", h]
-    args += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+    args += [*([] if network else ["--unshare-net"]), "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+             "--unshare-cgroup-try",
              "--hostname", "verifier", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
              "--json-status-fd", str(status_fd), "--", "/bin/sh", "-c", command]
     lowers = _overlay_option(checkout) + (f":{_overlay_option(overlay.lower)}" if overlay.lower else "")
@@ -443,13 +444,16 @@ def _toolchain_under_tmp(hidden: Sequence[str]) -> list[str]:
 # -- running -------------------------------------------------------------------------------------------------
 
 def run_command(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], limits: Limits,
-                overlay: Overlay | None, hide: Sequence[Path | str] = (), stop: Stop | None = None) -> Outcome:
+                overlay: Overlay | None, hide: Sequence[Path | str] = (), stop: Stop | None = None,
+                network: bool = False) -> Outcome:
     """Run ``command`` in ``checkout``: under bwrap when ``overlay`` is given, else plainly. ``stop``, once set,
-    kills it (the outcome says ``stopped``)."""
+    kills it (the outcome says ``stopped``). ``network``: keep the host's network (only a repository's setup
+    step, on a commit already on main, is ever given it)."""
     status_r, status_w = os.pipe() if overlay is not None else (-1, -1)
     try:
         if overlay is not None:
-            argv = bwrap_argv(command, checkout=checkout, tmp=tmp, overlay=overlay, status_fd=status_w, hide=hide)
+            argv = bwrap_argv(command, checkout=checkout, tmp=tmp, overlay=overlay, status_fd=status_w, hide=hide,
+                              network=network)
             cwd = str(tmp)
         else:
             argv = ["/bin/sh", "-c", GATE, "verifier-gate", "/bin/sh", "-c", command]

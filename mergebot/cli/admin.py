@@ -159,7 +159,8 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
                               verifier_timeout_s=args.timeout, protected_paths=args.protect or [],
                               max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes, forge=forge,
                               footprint_refuse=args.footprint_refuse, cache_paths=args.cache or [],
-                              cache_key=args.cache_key or [])
+                              cache_key=args.cache_key or [], setup_command=args.setup,
+                              setup_network=args.setup_network)
 
     repo = with_db(settings, go)
     emit(args, asdict(repo))
@@ -207,7 +208,9 @@ def cmd_verify(args: argparse.Namespace) -> None:
     import tempfile
 
     from verifier import cache as caches
+    from verifier.runner import Setup
 
+    setup = Setup(repo["setup_command"]) if repo.get("setup_command") else None  # offline, as a candidate's
     cache = None
     if args.cache and repo.get("cache_paths"):  # the bot's own generations, read-only: as a candidate's run sees them
         cache = caches.Request(settings.data_dir.resolve() / "slots" / "caches" / args.repo,
@@ -215,7 +218,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="mergebot-verify-") as tmp:
         path = local if local.exists() else HttpRepos(server, token, Path(tmp)).path_for(args.repo, args.sha)
         result = run_check(path, args.sha, args.command or repo["verifier_command"],
-                           float(args.timeout or repo["verifier_timeout_s"]), sandbox=args.sandbox, cache=cache)
+                           float(args.timeout or repo["verifier_timeout_s"]), sandbox=args.sandbox, cache=cache,
+                           setup=setup)
     data = result.as_json()
     if args.json:
         emit(args, data)

@@ -132,6 +132,10 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                     "keeps warm (repeatable: .venv, .mypy_cache); written only by runs on main, read-only to others")
     sp.add_argument("--cache-key", action="append", metavar="FILE", dest="cache_key",
                     help="a file whose content keys the caches (repeatable: a lockfile); a change starts afresh")
+    sp.add_argument("--setup", metavar="COMMAND", help="run before the check in the same checkout (installing "
+                    "dependencies into a --cache path, building); offline unless --setup-network")
+    sp.add_argument("--setup-network", action="store_true", dest="setup_network",
+                    help="let the setup use the network, on commits already on main only (never a candidate's)")
     sp.add_argument("--footprint-refuse", action="store_true", dest="footprint_refuse",
                     help="refuse a push that changes paths outside its subtask's footprint (else: a warning)")
     sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")

@@ -39,7 +39,8 @@ class LandingStore:
                           protected_paths: list[str], max_push_bytes: int, max_file_bytes: int,
                           root_sha: str, forge: dict[str, str] | None = None,
                           footprint_refuse: bool = False, cache_paths: list[str] | None = None,
-                          cache_key: list[str] | None = None) -> Repo:
+                          cache_key: list[str] | None = None, setup_command: str | None = None,
+                          setup_network: bool = False) -> Repo:
         f = forge or {}
         row = await self.sql.one("repo_create", name=name, target_branch=target_branch,
                                  verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
@@ -48,7 +49,8 @@ class LandingStore:
                                  forge_repo=f.get("forge_repo"), forge_api_url=f.get("forge_api_url"),
                                  forge_git_url=f.get("forge_git_url"), webhook_secret_env=f.get("webhook_secret_env"),
                                  forge_token_env=f.get("forge_token_env"), footprint_refuse=footprint_refuse,
-                                 cache_paths=cache_paths or [], cache_key=cache_key or [])
+                                 cache_paths=cache_paths or [], cache_key=cache_key or [],
+                                 setup_command=setup_command, setup_network=setup_network)
         assert row is not None
         await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)

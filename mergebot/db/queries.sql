@@ -421,11 +421,11 @@ LIMIT %(limit)s;
 -- name: repo_create
 INSERT INTO repos (name, target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
                    max_file_bytes, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
-                   forge_token_env, footprint_refuse, cache_paths, cache_key)
+                   forge_token_env, footprint_refuse, cache_paths, cache_key, setup_command, setup_network)
 VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s,
         %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s,
         %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s, %(footprint_refuse)s, %(cache_paths)s,
-        %(cache_key)s)
+        %(cache_key)s, %(setup_command)s, %(setup_network)s)
 RETURNING *;
 
 -- name: repo_get

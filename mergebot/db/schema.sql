@@ -584,4 +584,6 @@ END $$;
 -- 0011: caches for checks (paths and key files per repository; a verify job's cache request).
 ALTER TABLE repos ADD COLUMN cache_paths text[] NOT NULL DEFAULT '{}' CHECK (cardinality(cache_paths) <= 20);
 ALTER TABLE repos ADD COLUMN cache_key text[] NOT NULL DEFAULT '{}' CHECK (cardinality(cache_key) <= 20);
+ALTER TABLE repos ADD COLUMN setup_command text CHECK (length(setup_command) BETWEEN 1 AND 4000);
+ALTER TABLE repos ADD COLUMN setup_network boolean NOT NULL DEFAULT false;
 ALTER TABLE verify_jobs ADD COLUMN cache jsonb;

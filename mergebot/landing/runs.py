@@ -34,10 +34,14 @@ WRITES_CACHE = frozenset({"base", "post_land"})  # runs on commits already on ma
 
 
 def cache_request(repo: Repo, purpose: str) -> dict[str, object] | None:
-    """What a run on this repository does with its caches (``verifier.cache``); None when it declares none."""
-    if not repo.cache_paths:
+    """What a run on this repository does with its caches (``verifier.cache``) and its setup step; None when it
+    declares neither. Only a run on a commit already on main writes a cache generation, and only its setup may
+    use the network (where the repository allows it)."""
+    if not repo.cache_paths and not repo.setup_command:
         return None
-    return {"paths": list(repo.cache_paths), "key_files": list(repo.cache_key), "write": purpose in WRITES_CACHE}
+    on_main = purpose in WRITES_CACHE
+    return {"paths": list(repo.cache_paths), "key_files": list(repo.cache_key), "write": on_main,
+            "setup": repo.setup_command, "setup_network": repo.setup_network and on_main}
 
 
 async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,

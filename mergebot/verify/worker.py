@@ -29,7 +29,7 @@ from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.git import repo as git
 from mergebot.models import Job
 from verifier import cache as caches
-from verifier.runner import Result, run_check
+from verifier.runner import Result, Setup, run_check
 from verifier.sandbox import Stop
 
 log = logging.getLogger(__name__)
@@ -202,7 +202,9 @@ class Worker:
             return Result(job.commit_sha, "", job.command, "error", None, 0, f"could not fetch the commit: {e}", "",
                           0, "", "none")
         return run_check(path, job.commit_sha, job.command, float(job.timeout_s), slot=self.slot,
-                         sandbox=self.sandbox, hide=self.hide, stop=stop, cache=self._cache(job))
+                         sandbox=self.sandbox, hide=self.hide, stop=stop, cache=self._cache(job),
+                         setup=Setup(str(setup), bool((job.cache or {}).get("setup_network")))
+                         if (setup := (job.cache or {}).get("setup")) else None)
 
     def _cache(self, job: Job) -> caches.Request | None:
         """The job's cache request, on this worker's disk: one line of generations per repository, shared by
