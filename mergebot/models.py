@@ -111,6 +111,7 @@ class Landing:
     log_digest: str
     main_sha: str | None = None  # a batch: the commit main moved to (its last member's merge); None = merged_sha
     batch_size: int = 1
+    verifier_cache: dict[str, Any] | None = None  # the cache generation the deciding run read (verifier.cache)
 
 
 @dataclass(kw_only=True)

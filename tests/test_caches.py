@@ -164,6 +164,11 @@ async def test_a_poisoned_cache_never_reaches_the_next_candidate_through_the_bot
     run = broken["verifier"]
     assert run["cache"]["generation"] is not None and "poisoned" not in run["log_head"] + run["log_tail"]
     assert not list(caches_dir.rglob("always-pass"))
+    commit(bob_wt, {"calc.py": "def add(a, b):\n    return a + b  # fixed\n"})  # as the verdict says
+    fixed = agent.push(fleet.client("bob"), bob_wt, wait=120, progress=False)
+    assert fixed["status"] == "landed", fixed
+    [row] = await fleet.db.landing.landed(subtask_id=fixed["subtask_id"])
+    assert row.verifier_cache is not None and row.verifier_cache["generation"] is not None  # on the landed row
 
 
 @BWRAP

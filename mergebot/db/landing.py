@@ -218,7 +218,7 @@ class LandingStore:
                     target_ref=intent.target_ref, candidate_sha=m.candidate_sha, base_sha=m.base_sha,
                     merged_sha=m.merged_sha, tree_sha=m.tree_sha, verifier_command=v["command"],
                     verifier_result=e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
-                    main_sha=intent.new_sha, batch_size=len(members))
+                    main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"))
                 try:
                     async with tx.savepoint():  # one member's refusal undoes only it
                         row, freed = await self._land_in(tx, landing, actor_id=None, candidate_id=m.candidate_id)
@@ -252,7 +252,8 @@ class LandingStore:
             base_sha=landing.base_sha, merged_sha=landing.merged_sha, tree_sha=landing.tree_sha,
             verifier_command=landing.verifier_command, verifier_result=landing.verifier_result,
             duration_ms=landing.duration_ms, log_digest=landing.log_digest, actor_id=actor_id,
-            main_sha=landing.main_sha, batch_size=landing.batch_size)
+            main_sha=landing.main_sha, batch_size=landing.batch_size,
+            verifier_cache=Jsonb(landing.verifier_cache) if landing.verifier_cache is not None else None)
         if row is None:
             raise ClaimSuperseded(
                 f"subtask {landing.subtask_id} is no longer submitted at claim version "

@@ -308,10 +308,11 @@ WITH land AS (
 )
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
                     merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
-                    main_sha, batch_size)
+                    main_sha, batch_size, verifier_cache)
 SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
-       %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s
+       %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s,
+       %(verifier_cache)s::jsonb
 FROM land
 RETURNING *;
 

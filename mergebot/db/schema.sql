@@ -587,3 +587,6 @@ ALTER TABLE repos ADD COLUMN cache_key text[] NOT NULL DEFAULT '{}' CHECK (cardi
 ALTER TABLE repos ADD COLUMN setup_command text CHECK (length(setup_command) BETWEEN 1 AND 4000);
 ALTER TABLE repos ADD COLUMN setup_network boolean NOT NULL DEFAULT false;
 ALTER TABLE verify_jobs ADD COLUMN cache jsonb;
+
+-- The cache generation the deciding run read (or wrote), on the landed record, so a reviewer's re-run can use it.
+ALTER TABLE landed ADD COLUMN verifier_cache jsonb;

@@ -11,3 +11,6 @@ ALTER TABLE repos ADD COLUMN setup_network boolean NOT NULL DEFAULT false;
 -- A verify job's cache request and setup: {"paths", "key_files", "write", "setup", "setup_network"} (write and
 -- the setup's network: the commit is on main).
 ALTER TABLE verify_jobs ADD COLUMN cache jsonb;
+
+-- The cache generation the deciding run read (or wrote), on the landed record, so a reviewer's re-run can use it.
+ALTER TABLE landed ADD COLUMN verifier_cache jsonb;
