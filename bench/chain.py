@@ -1,0 +1,168 @@
+"""Where the time between landings goes: a chain of dependent subtasks, step by step.
+
+A real ``mergebot serve`` (serial queue), real git pushes over HTTP, a check that is ``sleep D`` (``--duration``,
+1 s) under the sandbox ``auto`` picks. ``N`` subtasks (``--steps``, 15) each depend on the one before, so only one
+is ever ready; one agent (a thread, as an LLM agent's driver would be) loops: ``mergebot.agent.start`` waiting for
+work (``wait=60``: the claim answers when the dependency lands), commit a file, ``agent.push`` and wait for the
+verdict. Each step is read back from the database's own timestamps (so nothing is timed by the agent's clock):
+
+* **released**: the previous subtask's ``landed_at`` -> this one's ``ready`` event (the landing's transaction);
+* **claimed**: ``ready`` -> ``claimed_at`` (the waiting claim wakes, claims);
+* **to the queue**: ``claimed_at`` -> the candidate's ``queued_at`` (the worktree moved to the claim's branch,
+  the commit, ``git push``, the pre-receive judgement, post-receive);
+* **picked up**: ``queued_at`` -> the verify job's ``created_at`` (the queue takes it, merges it in memory);
+* **dispatched**: the job's ``created_at`` -> ``started_at`` (a worker claims it);
+* **check**: ``started_at`` -> ``finished_at``, of which ``D`` is the check's own time and the rest the verifier's
+  (the slot moved to the commit, the sandbox started, the overlay read);
+* **landed**: the job's ``finished_at`` -> ``landed_at`` (the verdict, the intent, main's compare-and-swap, the
+  landed row).
+
+Printed: the median of each step over the chain (the first step, which has no previous landing, is left out),
+the whole step (landing to landing), and the bot's share (the whole step minus ``D``). Prints figures; asserts
+nothing about timing. Run from the repository root::
+
+    python bench/chain.py                 # 15 steps, D = 1 s
+    python bench/chain.py --steps 8 --duration 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import itertools
+import os
+import shutil
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+import psycopg
+
+from bench import harness
+from bench.fleet import git_env, run_git
+from mergebot import agent
+from mergebot.client import Client
+from mergebot.landing.repos import repos_root
+
+REPO = "chain"
+STEPS = ("released", "claimed", "to the queue", "picked up", "dispatched", "check", "landed")
+
+
+def make_source(path: Path) -> Path:
+    (path / "chain").mkdir(parents=True)
+    (path / "chain" / ".keep").write_text("")
+    run_git(["init", "-q", "-b", "main"], path)
+    run_git(["add", "-A"], path)
+    run_git(["commit", "-q", "-m", "initial"], path)
+    return path
+
+
+def agent_loop(url: str, token: str, wt: Path, steps: int, errors: list[str]) -> None:
+    client = Client(url, token, timeout=120.0)
+    try:
+        for _ in range(steps):
+            got = agent.start(client, url, token, REPO, wt, wait=60)
+            if got is None:
+                errors.append("nothing became ready within 60 s")
+                return
+            sid = got[0].subtask_id
+            (wt / "chain" / f"{sid}.txt").write_text(f"step {sid}\n")
+            run_git(["add", "-A"], wt)
+            run_git(["commit", "-q", "-m", f"step {sid}"], wt)
+            res = agent.push(client, wt, wait=120, progress=False)
+            if res.get("status") != "landed":
+                errors.append(f"subtask {sid}: {res.get('status')} {res.get('reason')}")
+                return
+    finally:
+        client.close()
+
+
+def steps_of(url: str) -> list[dict[str, float]]:
+    """Each chain step's parts, in seconds, from the database's timestamps."""
+    q = """
+    SELECT s.id,
+           extract(epoch FROM (SELECT min(e.at) FROM events e WHERE e.subtask_id = s.id AND e.to_status = 'ready')),
+           extract(epoch FROM s.claimed_at),
+           extract(epoch FROM c.queued_at),
+           extract(epoch FROM j.created_at), extract(epoch FROM j.started_at), extract(epoch FROM j.finished_at),
+           extract(epoch FROM l.landed_at)
+    FROM subtasks s
+    JOIN landed l ON l.subtask_id = s.id
+    JOIN candidates c ON c.subtask_id = s.id AND c.status = 'landed'
+    JOIN LATERAL (SELECT * FROM verify_jobs v WHERE v.candidate_id = c.id AND v.purpose = 'candidate'
+                  ORDER BY v.id LIMIT 1) j ON true
+    ORDER BY s.id"""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(q).fetchall()
+    out = []
+    for prev, row in itertools.pairwise(rows):
+        _, ready, claimed, queued, created, started, finished, landed = (float(x) for x in row)
+        out.append(dict(zip(STEPS, (ready - float(prev[7]), claimed - ready, queued - claimed, created - queued,
+                                    started - created, finished - started, landed - finished), strict=True),
+                        whole=landed - float(prev[7])))
+    return out
+
+
+async def setup(url: str, data: Path, source: Path, steps: int, duration: float) -> str:
+    async with harness.store_on(url, statement_timeout_ms=60_000) as store:
+        token = (await harness.add_agent(store, "chain-agent")).token
+        previous: list[int] = []
+        for i in range(steps):
+            sub, _ = await store.subtasks.create_subtask(actor_id=None, title=f"chain step {i}", depends_on=previous)
+            previous = [sub.id]
+        await harness.add_bench_repo(store, repos_root(data), name=REPO, source=source,
+                                     command=f"sleep {duration:g}", timeout_s=60)
+        return token
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=15)
+    ap.add_argument("--duration", type=float, default=1.0, help="the check's seconds")
+    args = ap.parse_args(argv)
+    print(f"chain: {args.steps} dependent subtasks, one agent, check `sleep {args.duration:g}`; {harness.machine()}, "
+          f"load {harness.load_average()}")
+    with harness.scratch("mb-chain-") as tmp:
+        git_env(tmp / "home")
+        with harness.PgServer(tmp, prefix="mb_bench_chain") as server, server.fresh_db("chain") as url:
+            data = tmp / "data"
+            token = asyncio.run(setup(url, data, make_source(tmp / "source"), args.steps, args.duration))
+            env = {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_VERIFIER_WORKERS": "1"}
+            with harness.Serve(url, data, env) as bot:
+                wt = tmp / "work" / "agent"
+                header = "Authorization: Basic " + base64.b64encode(f"agent:{token}".encode()).decode()
+                wt.parent.mkdir(parents=True)
+                run_git(["-c", f"http.extraHeader={header}", "clone", "-q", f"{bot.url}/git/{REPO}.git", str(wt)],
+                        wt.parent)
+                errors: list[str] = []
+                t0 = time.monotonic()
+                thread = threading.Thread(target=agent_loop, args=(bot.url, token, wt, args.steps, errors))
+                thread.start()
+                thread.join()
+                wall = time.monotonic() - t0
+                parts = steps_of(url)
+            shutil.rmtree(wt, ignore_errors=True)
+    if errors:
+        print("errors:", errors)
+    if not parts:
+        print("no chain steps landed")
+        return
+    med: dict[str, Any] = {k: statistics.median(p[k] for p in parts) for k in (*STEPS, "whole")}
+    print(f"\n{len(parts) + 1} steps landed in {wall:.1f} s; per step (median of {len(parts)}):")
+    for k in STEPS:
+        extra = f"   (the check's own {args.duration:g} s + {med[k] - args.duration:.3f} s of the verifier)" \
+            if k == "check" else ""
+        print(f"  {k:14} {med[k]:7.3f} s{extra}")
+    print(f"  {'whole step':14} {med['whole']:7.3f} s;  the bot's share (not the check's own time): "
+          f"{med['whole'] - args.duration:.3f} s")
+
+
+if __name__ == "__main__":
+    main()
