@@ -169,6 +169,14 @@ async def test_a_poisoned_cache_never_reaches_the_next_candidate_through_the_bot
     assert fixed["status"] == "landed", fixed
     [row] = await fleet.db.landing.landed(subtask_id=fixed["subtask_id"])
     assert row.verifier_cache is not None and row.verifier_cache["generation"] is not None  # on the landed row
+    # a reviewer's re-run reproduces the landed run with the same generation
+    env = {**os.environ, "MERGEBOT_URL": fleet.bot.url, "MERGEBOT_TOKEN": fleet.tokens["ann"],
+           "MERGEBOT_DATA_DIR": str(fleet.bot.data_dir)}
+    out = subprocess.run([sys.executable, "-m", "mergebot", "verify", row.merged_sha, "--repo", "demo", "--cache",
+                          "--json"], env=env, capture_output=True, text=True, check=False)
+    rerun = json.loads(out.stdout)
+    assert rerun["outcome"] == "pass" and rerun["tree_sha"] == row.tree_sha, out.stderr
+    assert rerun["cache"]["generation"] == row.verifier_cache["generation"], rerun["cache"]
 
 
 @BWRAP
@@ -208,3 +216,26 @@ def test_only_a_setup_given_the_network_sees_it(tmp_path: Path) -> None:
     wants = {p: runs.cache_request(repo_row, p) for p in ("candidate", "retry", "base", "post_land")}
     assert {p: (w or {}).get("setup_network") for p, w in wants.items()} == {
         "candidate": False, "retry": False, "base": True, "post_land": True}
+
+
+@BWRAP
+def test_the_sandbox_s_promises_hold_with_a_cache_mounted(tmp_path: Path) -> None:
+    """With a generation mounted: a tracked file changed is still an error, the system is still read-only, /tmp
+    still private, and there is still no network."""
+    repo, root, slot = Repo(tmp_path / "src.git"), tmp_path / "caches", tmp_path / "slot"
+    main = repo.commit(PASSING_SUITE)
+    assert run(repo, main, root, slot, write=True)["wrote"] == 1
+    req = caches.Request(root, (".cache",), ("pyproject.toml",))
+
+    def check(command: str) -> Any:
+        result = run_check(repo.path, main, command, 60, slot=slot, sandbox="bwrap", cache=req)
+        assert result.cache is not None and result.cache["generation"] == 1, result.cache
+        return result
+
+    tracked = check("echo x >> calc/__init__.py")
+    assert tracked.outcome == "error" and "modified tracked files" in tracked.log_head
+    assert check("touch /usr/mergebot-cache-probe").outcome == "fail"
+    leak = f"/tmp/mergebot-cache-leak-{os.getpid()}"
+    assert check(f"echo secret > {leak}").outcome == "pass" and not os.path.exists(leak)
+    assert check(HOST_INTERFACES).outcome == "fail"  # no interface but loopback
+    assert check("cat .cache/runs").outcome == "pass"  # and the cache is there

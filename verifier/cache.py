@@ -47,6 +47,7 @@ class Request:
     paths: tuple[str, ...]  # cache paths inside the checkout (relative, no "..")
     key_files: tuple[str, ...] = ()  # files whose content keys the cache (lockfiles)
     write: bool = False  # the commit is on main: its run may write the next generation
+    pin: int | None = None  # read exactly this generation (a reviewer's re-run of a recorded run), not the newest
 
 
 @dataclass(frozen=True)
@@ -92,10 +93,12 @@ def _generations(line: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def newest(root: Path, key: str) -> tuple[int, Path] | None:
-    """The newest complete generation for ``key`` and its files (``gen-<n>/tree``), if any; one whose record is
-    missing, unreadable or not its own is not."""
+def newest(root: Path, key: str, only: int | None = None) -> tuple[int, Path] | None:
+    """The newest complete generation for ``key`` (or exactly generation ``only``) and its files
+    (``gen-<n>/tree``), if any; one whose record is missing, unreadable or not its own is not."""
     for number, path in reversed(_generations(root / key)):
+        if only is not None and number != only:
+            continue
         try:
             record = json.loads((path / COMPLETE).read_text())
         except (OSError, ValueError):

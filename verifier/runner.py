@@ -146,10 +146,11 @@ def _cache_use(repo_path: Path, commit_sha: str, req: caches.Request | None, mod
     if mode != "bwrap":
         return caches.Use(key, -1, note="cache not used: without the bwrap sandbox there is no read-only layer to "
                                         "give the check")
-    found = caches.newest(req.root, key)
+    found = caches.newest(req.root, key, req.pin)
     if found is None:
-        return caches.Use(key, None, note="cache miss: no complete generation for this key; the check ran from "
-                                          "scratch")
+        missing = (f"generation {req.pin} is no longer kept" if req.pin is not None
+                   else "no complete generation for this key")
+        return caches.Use(key, None, note=f"cache miss: {missing}; the check ran from scratch")
     return caches.Use(key, found[0], note=f"cache generation {found[0]}, read-only")
 
 
@@ -167,7 +168,7 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
     clean = False  # until the after-run check says otherwise, the slot is not trusted
     lower = None
     if cache is not None and use is not None and use.generation is not None:
-        found = caches.newest(cache.root, use.key)
+        found = caches.newest(cache.root, use.key, use.generation)
         lower = found[1] if found is not None and found[0] == use.generation else None
     try:
         tmp, overlay = slot.run_dirs(overlay=mode == "bwrap")

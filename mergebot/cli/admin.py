@@ -213,8 +213,12 @@ def cmd_verify(args: argparse.Namespace) -> None:
     setup = Setup(repo["setup_command"]) if repo.get("setup_command") else None  # offline, as a candidate's
     cache = None
     if args.cache and repo.get("cache_paths"):  # the bot's own generations, read-only: as a candidate's run sees them
+        # A landed commit is re-run with the generation its deciding run read; any other with the newest.
+        landed = c.landed(repo=args.repo, limit=1000)
+        pin = next(((r.get("verifier_cache") or {}).get("generation") for r in landed
+                    if args.sha in (r.get("merged_sha"), r.get("main_sha"))), None)
         cache = caches.Request(settings.data_dir.resolve() / "slots" / "caches" / args.repo,
-                               tuple(repo["cache_paths"]), tuple(repo.get("cache_key") or []), write=False)
+                               tuple(repo["cache_paths"]), tuple(repo.get("cache_key") or []), write=False, pin=pin)
     with tempfile.TemporaryDirectory(prefix="mergebot-verify-") as tmp:
         path = local if local.exists() else HttpRepos(server, token, Path(tmp)).path_for(args.repo, args.sha)
         result = run_check(path, args.sha, args.command or repo["verifier_command"],

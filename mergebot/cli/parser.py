@@ -175,8 +175,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--command", help="default: the repository's configured check")
     sp.add_argument("--timeout", type=int)
     sp.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
-    sp.add_argument("--cache", action="store_true", help="with the repository's newest cache generation, read-only "
-                    "(as a candidate's run had it); without it the run is cold")
+    sp.add_argument("--cache", action="store_true", help="with the repository's cache, read-only: for a landed commit "
+                    "the generation its deciding run read, else the newest; without it the run is cold")
     add("reconcile", cmd_reconcile, "make main and the landed records agree, and report what does not (admin)")
     from mergebot.drill import add_arguments as drill_arguments
 
