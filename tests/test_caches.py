@@ -239,3 +239,24 @@ def test_the_sandbox_s_promises_hold_with_a_cache_mounted(tmp_path: Path) -> Non
     assert check(f"echo secret > {leak}").outcome == "pass" and not os.path.exists(leak)
     assert check(HOST_INTERFACES).outcome == "fail"  # no interface but loopback
     assert check("cat .cache/runs").outcome == "pass"  # and the cache is there
+
+
+async def test_a_repository_s_rules_change_with_repo_set(e2e_db: Any, tmp_path: Path) -> None:
+    """``mergebot repo set`` changes only the rules it is given, checks cache paths as ``repo add`` does, clears a
+    setup step when asked, and names a repository that does not exist."""
+    from mergebot.errors import Invalid, NotFound
+    from mergebot.landing.repos import add_repo, repos_root, set_rules
+    from tests.bot import make_project
+
+    await add_repo(e2e_db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
+                   verifier_command="pytest -q", cache_paths=[".venv"], setup_command="make deps")
+    repo = await set_rules(e2e_db, "demo", cache_paths=[".venv", ".mypy_cache"], cache_key=["uv.lock"],
+                           setup_network=True)
+    assert (repo.cache_paths, repo.cache_key, repo.setup_command, repo.setup_network, repo.verifier_command) == (
+        [".venv", ".mypy_cache"], ["uv.lock"], "make deps", True, "pytest -q")
+    repo = await set_rules(e2e_db, "demo", clear_setup=True, footprint_refuse=True)
+    assert (repo.setup_command, repo.footprint_refuse, repo.cache_paths) == (None, True, [".venv", ".mypy_cache"])
+    with pytest.raises(Invalid):
+        await set_rules(e2e_db, "demo", cache_paths=["../outside"])
+    with pytest.raises(NotFound):
+        await set_rules(e2e_db, "nope", verifier_command="true")

@@ -166,6 +166,20 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
     emit(args, asdict(repo))
 
 
+def cmd_repo_set(args: argparse.Namespace) -> None:
+    from mergebot.landing.repos import set_rules
+
+    rules: dict[str, Any] = {
+        "verifier_command": args.verifier, "verifier_timeout_s": args.timeout, "protected_paths": args.protect,
+        "cache_paths": [] if args.no_cache else args.cache, "cache_key": [] if args.no_cache else args.cache_key,
+        "setup_command": args.setup, "clear_setup": args.no_setup, "setup_network": args.setup_network,
+        "footprint_refuse": args.footprint_refuse}
+    if all(v is None or v is False for v in rules.values()):
+        raise SystemExit("mergebot repo set: give at least one rule to change (see --help)")
+    repo = with_db(settings_from(args), lambda db: set_rules(db, args.name, **rules))
+    emit(args, asdict(repo))
+
+
 def cmd_verifier_worker(args: argparse.Namespace) -> None:
     """Run verifier workers against a bot over HTTP: jobs through the API, commits through git."""
     from mergebot.verify.worker import HttpRepos, HttpSource, Worker, worker_name

@@ -23,6 +23,7 @@ from mergebot.cli.admin import (
     cmd_init,
     cmd_recover,
     cmd_repo_add,
+    cmd_repo_set,
     cmd_serve,
     cmd_verifier_worker,
     cmd_verify,
@@ -151,6 +152,22 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                     help="the environment variable holding the webhook secret")
     sp.add_argument("--token-env", dest="token_env", help="the environment variable holding the forge API token")
     sp.set_defaults(fn=cmd_repo_add)
+    sp = repo.add_parser("set", parents=[common], help="change a repository's landing rules (only those given)")
+    sp.add_argument("name")
+    sp.add_argument("--verifier", help="the check run on every merged commit")
+    sp.add_argument("--timeout", type=int, help="the check's time limit in seconds")
+    sp.add_argument("--protect", action="append", help="the protected path patterns (replaces them; repeatable)")
+    sp.add_argument("--cache", action="append", metavar="PATH", help="the cache paths (replaces them; repeatable)")
+    sp.add_argument("--cache-key", action="append", metavar="FILE", dest="cache_key",
+                    help="the files keying the caches (replaces them; repeatable)")
+    sp.add_argument("--no-cache", action="store_true", dest="no_cache", help="no caches any more")
+    sp.add_argument("--setup", metavar="COMMAND", help="the setup step run before the check")
+    sp.add_argument("--no-setup", action="store_true", dest="no_setup", help="no setup step any more")
+    sp.add_argument("--setup-network", action=argparse.BooleanOptionalAction, dest="setup_network",
+                    help="whether the setup may use the network (commits on main only)")
+    sp.add_argument("--footprint-refuse", action=argparse.BooleanOptionalAction, dest="footprint_refuse",
+                    help="whether a push outside its footprint is refused")
+    sp.set_defaults(fn=cmd_repo_set)
     sp = repo.add_parser("list", parents=[common], help="list repositories")
     sp.set_defaults(fn=cmd_repo_list)
     for action, text in (("pause", "hold landing on a repository (admin)"),

@@ -55,6 +55,20 @@ class LandingStore:
         await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)
 
+    async def update_repo(self, name: str, *, actor_id: int | None = None, **rules: Any) -> Repo:
+        """Change the given landing rules of a repository (``repo_update``; a rule not given stays)."""
+        names = ("verifier_command", "verifier_timeout_s", "protected_paths", "cache_paths", "cache_key",
+                 "setup_command", "setup_network", "footprint_refuse")
+        unknown = set(rules) - set(names) - {"clear_setup"}
+        assert not unknown, unknown
+        row = await self.sql.one("repo_update", name=name, clear_setup=bool(rules.get("clear_setup")),
+                                 **{n: rules.get(n) for n in names})
+        if row is None:
+            raise NotFound(f"no repository named {name!r}", field="name")
+        await insert_event(self.sql, actor_id=actor_id, kind="repo_updated",
+                           detail={"repo": name, "rules": sorted(k for k, v in rules.items() if v is not None)})
+        return Repo.from_row(row)
+
     async def get_repo(self, name: str) -> Repo:
         row = await self.sql.one("repo_get", name=name)
         if row is None:

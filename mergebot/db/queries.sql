@@ -429,6 +429,20 @@ VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)
         %(cache_key)s, %(setup_command)s, %(setup_network)s)
 RETURNING *;
 
+-- name: repo_update
+-- Change a repository's landing rules; a NULL leaves that rule as it is (``clear_setup`` removes the setup).
+UPDATE repos SET
+    verifier_command = coalesce(%(verifier_command)s, verifier_command),
+    verifier_timeout_s = coalesce(%(verifier_timeout_s)s, verifier_timeout_s),
+    protected_paths = coalesce(%(protected_paths)s::text[], protected_paths),
+    cache_paths = coalesce(%(cache_paths)s::text[], cache_paths),
+    cache_key = coalesce(%(cache_key)s::text[], cache_key),
+    setup_command = CASE WHEN %(clear_setup)s THEN NULL ELSE coalesce(%(setup_command)s, setup_command) END,
+    setup_network = coalesce(%(setup_network)s, setup_network),
+    footprint_refuse = coalesce(%(footprint_refuse)s, footprint_refuse)
+WHERE name = %(name)s
+RETURNING *;
+
 -- name: repo_get
 SELECT * FROM repos WHERE name = %(name)s;
 

@@ -9,6 +9,7 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mergebot.db.database import Database
 from mergebot.errors import Conflict, Invalid
@@ -101,6 +102,19 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
+
+
+async def set_rules(db: Database, name: str, **rules: Any) -> Repo:
+    """Change a repository's landing rules (``mergebot repo set``): only the ones given, each checked as
+    ``add_repo`` checks it. Returns the repository as it is now."""
+    for what in ("cache_paths", "cache_key"):
+        paths = rules.get(what)
+        if isinstance(paths, list):
+            bad = [p for p in paths if not caches.valid_path(str(p))]
+            if bad:
+                raise Invalid(f"{what} {bad[0]!r} is not a path inside the checkout (relative, no '..' or .git)",
+                              field=what)
+    return await db.landing.update_repo(name, **rules)
 
 
 async def hold(db: Database, name: str, action: str, by: Agent, poke: Callable[[], None]) -> Repo:
