@@ -62,10 +62,7 @@ def text(key: Any, title: str, description: str = "") -> Text:
 
 def similarity(a: Text, b: Text) -> float:
     """Jaccard over trigrams; 0 when the texts name different numbers."""
-    if a.numbers != b.numbers or not a.grams or not b.grams:
-        return 0.0
-    shared = len(a.grams & b.grams)
-    return shared / (len(a.grams) + len(b.grams) - shared)
+    return _jaccard(a.grams, b.grams) if a.numbers == b.numbers else 0.0
 
 
 def twins(new: Sequence[Text], old: Sequence[Text] = (), threshold: float = THRESHOLD

@@ -208,7 +208,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
     """Re-run a repository's check on one commit by hand, exactly as the verifier does, and print the record."""
     from mergebot.git import repo as git
     from mergebot.landing.repos import repos_root
-    from mergebot.verify.worker import HttpRepos
+    from mergebot.verify.worker import HttpRepos, cache_root
     from verifier.runner import run_check
 
     settings = settings_from(args)
@@ -231,7 +231,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
         landed = c.landed(repo=args.repo, limit=1000)
         pin = next(((r.get("verifier_cache") or {}).get("generation") for r in landed
                     if args.sha in (r.get("merged_sha"), r.get("main_sha"))), None)
-        cache = caches.Request(settings.data_dir.resolve() / "slots" / "caches" / args.repo,
+        cache = caches.Request(cache_root(settings.data_dir.resolve() / "slots", args.repo),
                                tuple(repo["cache_paths"]), tuple(repo.get("cache_key") or []), write=False, pin=pin)
     with tempfile.TemporaryDirectory(prefix="mergebot-verify-") as tmp:
         path = local if local.exists() else HttpRepos(server, token, Path(tmp)).path_for(args.repo, args.sha)

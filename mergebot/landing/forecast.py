@@ -49,22 +49,24 @@ def _merges(path: Path, main: str, sha: str, others: list[str]) -> tuple[list[st
     return (on_main.conflicts if on_main.kind == "conflict" else []), with_others
 
 
-def _own_paths(path: Path, target_ref: str, sha: str) -> tuple[str, list[str]] | None:
+def _own_paths(path: Path, target_ref: str, sha: str, known: list[str] | None) -> tuple[str, list[str]] | None:
+    """Main's head and what ``sha`` changes on its own (``known``: already read, e.g. recorded when queued)."""
     bare = git.open_repo(path)
     main = git.head_of(bare, target_ref)
     if main is None:
         return None
-    return main, git.own_paths(bare, main, sha)
+    return main, known if known is not None else git.own_paths(bare, main, sha)
 
 
 async def forecast(db: Database, path: Path, repo: Repo, subtask_id: int, *, sha: str | None = None,
-                   paths: list[str] | None = None) -> Forecast:
-    """The forecast for ``sha`` (when this repository has it) or else for ``paths``."""
+                   paths: list[str] | None = None, known: bool = False) -> Forecast:
+    """The forecast for ``sha`` (when this repository has it) or else for ``paths``; ``known``: ``paths`` are
+    ``sha``'s own, already read (a queued candidate's), so they are not read again."""
     main = None
     mine = list(paths or [])
     if sha is not None:
         try:
-            got = await asyncio.to_thread(_own_paths, path, repo.target_ref, sha)
+            got = await asyncio.to_thread(_own_paths, path, repo.target_ref, sha, mine if known else None)
         except (pygit2.GitError, KeyError, ValueError):  # not pushed (yet): the paths alone
             got = None
         if got is not None:

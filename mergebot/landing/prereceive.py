@@ -295,7 +295,8 @@ async def _forecast_lines(db: Database, path: Path, repo: Repo, cand: Candidate)
     """The forecast for a queued push, as lines of its answer; a forecast that fails says nothing (the push is
     queued all the same)."""
     try:
-        return say.forecast(await forecast(db, path, repo, cand.subtask_id, sha=cand.sha), repo.target_branch)
+        return say.forecast(await forecast(db, path, repo, cand.subtask_id, sha=cand.sha, paths=cand.paths,
+                                           known=cand.paths is not None), repo.target_branch)
     except (pygit2.GitError, KeyError, ValueError, OSError, MergebotError, psycopg.Error) as e:
         log.warning("no forecast for candidate %s: %s", cand.id, e)
         return []

@@ -72,11 +72,7 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
     """
     if not NAME.fullmatch(name):  # fullmatch: "$" would let a trailing newline through
         raise Invalid("a repository name is letters, digits, '-' and '_' (at most 64)", field="name")
-    for what, paths in (("cache", cache_paths or []), ("cache_key", cache_key or [])):
-        bad = [p for p in paths if not caches.valid_path(p)]
-        if bad:
-            raise Invalid(f"{what} {bad[0]!r} is not a path inside the checkout (relative, no '..' or .git)",
-                          field=what)
+    _check_paths(cache=cache_paths, cache_key=cache_key)
     path = git.bare_path(root, name)
     if path.exists():
         raise Conflict(f"repository {name!r} already exists at {path}", field="name")
@@ -107,14 +103,17 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
 async def set_rules(db: Database, name: str, **rules: Any) -> Repo:
     """Change a repository's landing rules (``mergebot repo set``): only the ones given, each checked as
     ``add_repo`` checks it. Returns the repository as it is now."""
-    for what in ("cache_paths", "cache_key"):
-        paths = rules.get(what)
-        if isinstance(paths, list):
-            bad = [p for p in paths if not caches.valid_path(str(p))]
-            if bad:
-                raise Invalid(f"{what} {bad[0]!r} is not a path inside the checkout (relative, no '..' or .git)",
-                              field=what)
+    _check_paths(cache_paths=rules.get("cache_paths"), cache_key=rules.get("cache_key"))
     return await db.landing.update_repo(name, **rules)
+
+
+def _check_paths(**lists: list[str] | None) -> None:
+    """Cache paths and key files must be paths inside the checkout (``verifier.cache.valid_path``)."""
+    for what, paths in lists.items():
+        bad = [p for p in paths or [] if not caches.valid_path(str(p))]
+        if bad:
+            raise Invalid(f"{what} {bad[0]!r} is not a path inside the checkout (relative, no '..' or .git)",
+                          field=what)
 
 
 async def hold(db: Database, name: str, action: str, by: Agent, poke: Callable[[], None]) -> Repo:

@@ -158,6 +158,12 @@ class HttpRepos:
         return path
 
 
+def cache_root(slots: Path, repo: str) -> Path:
+    """Where a machine's verifier slots keep a repository's cache generations: shared by its slots, kept across
+    restarts (``slots``: the directory of the slots, e.g. ``<data>/slots`` inside ``mergebot serve``)."""
+    return slots / "caches" / repo
+
+
 class Worker:
     def __init__(self, source: JobSource, repos: RepoAccess, slot: Path, *, sandbox: str = "auto",
                  poll: float = 0.5, heartbeat_every: float = 10.0, hide: Sequence[Path] = ()) -> None:
@@ -213,7 +219,7 @@ class Worker:
         paths = tuple(p for p in want.get("paths") or [] if caches.valid_path(p))
         if not paths:
             return None
-        return caches.Request(self.slot.parent / "caches" / job.repo, paths,
+        return caches.Request(cache_root(self.slot.parent, job.repo), paths,
                               tuple(p for p in want.get("key_files") or [] if caches.valid_path(p)),
                               write=bool(want.get("write")))
 
