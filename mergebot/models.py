@@ -122,6 +122,8 @@ class Landed(Landing, FromRow):
     main_status: str  # pending until the post-land check; then its outcome, or superseded
     landed_at: datetime
     owner: str | None = None
+    run_id: int | None = None  # the verifier run that passed on main_sha (None: landed without the queue)
+    batch_id: int | None = None  # the landing it was part of, shared by a batch's members (its intent's id)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8470
+    # The HTTP server: uvicorn, or granian (its HTTP layer in native code; mergebot/api/http.py).
+    http_server: str = Field(default="uvicorn", pattern="^(uvicorn|granian)$")
     # How forges and people reach this server: commit statuses link here. Empty: http://host:port.
     public_url: str = ""
 

@@ -8,8 +8,10 @@ from hypothesis import strategies as st
 from mergebot.landing.planner import (
     Decision,
     Slot,
+    batch_rate,
     batch_size,
-    batch_yield,
+    bisection,
+    bisection_rounds,
     decide,
     expected_landings_per_run,
     next_width,
@@ -108,15 +110,43 @@ def test_an_uncovered_tail_gets_a_run() -> None:
     assert decide([Slot(1), Slot(2, checkpoint=False)]) == Decision("checkpoint", 1)
 
 
+def test_a_failing_batch_is_bisected_on_every_free_worker_at_once() -> None:
+    batch = [Slot(1, checkpoint=False), Slot(2, checkpoint=False), Slot(3, checkpoint=False), Slot(4, "fail")]
+    assert decide(batch, free=3) == Decision("checkpoint", 0, (1, 2))  # one run's time finds the culprit
+    assert decide(batch, free=2) == Decision("checkpoint", 0, (2,))
+    assert decide(batch, free=0) == Decision("wait")
+    # a stretch already split waits for its runs, or splits the next stretch with what is left
+    split = [Slot(1, checkpoint=False), Slot(2), Slot(3, checkpoint=False), Slot(4, "fail")]
+    assert decide(split, free=1) == Decision("checkpoint", 0)
+    assert decide(split, free=2) == Decision("checkpoint", 0, (2,))
+    assert decide([Slot(1), Slot(2), Slot(3, "fail")], free=4) == Decision("wait")
+    # the culprit is the first slot of the first stretch that fails: cut behind it, the rest of it landed
+    assert decide([Slot(1, "pass"), Slot(2, "fail"), Slot(3, "fail"), Slot(4, "fail")], free=3) == Decision("land", 0)
+    assert decide([Slot(2, "fail"), Slot(3, "fail"), Slot(4, "fail")]) == Decision("cut", 1)
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=40), st.integers(min_value=0, max_value=8))
+def test_a_bisection_splits_only_unchecked_slots_ahead_of_the_failure(checked: list[bool], free: int) -> None:
+    slots = [Slot(i, checkpoint=c) for i, c in enumerate(checked)] + [Slot(len(checked), "fail")]
+    points = bisection(slots, len(checked), free)
+    assert len(points) == len(set(points)) <= free
+    assert all(0 <= i < len(checked) and not checked[i] for i in points)
+    unchecked = checked.count(False)
+    assert len(points) == min(free, unchecked)  # no free worker is left idle while a slot could be split
+
+
 def test_batches_only_pay_while_failures_are_rare() -> None:
     assert batch_size(0.0, 8) == 8
     assert batch_size(0.02, 8) == 8
     assert batch_size(0.5, 8) == 1
-    assert batch_size(0.3, 8) == 1
+    assert batch_size(0.3, 8, width=4) == 1
     assert batch_size(0.1, 1) == 1
-    assert batch_yield(1, 0.1) == 0.9
-    assert batch_yield(4, 0.0) == 4.0
-    assert batch_yield(4, 0.5) < batch_yield(1, 0.5)
+    assert batch_size(0.1, 4, width=4) == 4
+    assert batch_rate(1, 1, 0.1) == 0.9
+    assert abs(batch_rate(1, 4, 0.1) - expected_landings_per_run(4, 0.1)) < 1e-12  # no batches: the model bound
+    assert batch_rate(4, 1, 0.0) == 4.0
+    assert batch_rate(4, 1, 0.5) < batch_rate(1, 1, 0.5)
+    assert [bisection_rounds(b, w) for b, w in ((1, 4), (4, 1), (5, 4), (6, 4))] == [0, 2, 1, 2]
     rate = 0.1
     for _ in range(100):
         rate = observe_failure(rate, True)

@@ -117,6 +117,13 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
     assert landed[three].main_sha == landed[four].main_sha and landed[four].batch_size == 2
     assert {landed[three].merged_sha, landed[four].merged_sha} & passed == {landed[four].merged_sha}
     assert landed[one].batch_size == 1 and landed[one].main_sha == landed[one].merged_sha
+    # each row names its landing (shared by a batch) and the run that passed on the commit main moved to
+    assert landed[three].batch_id == landed[four].batch_id != landed[one].batch_id
+    by_id = {j["id"]: j for j in jobs}
+    for row in landed.values():
+        run = by_id[row.run_id]
+        assert (run["status"], run["outcome"], run["commit_sha"]) == ("done", "pass", row.main_sha)
+    assert landed[three].run_id == landed[four].run_id != landed[one].run_id
     # the first run covered all four and failed; bisection then ran on a prefix before the culprit was judged
     candidate_runs = [j for j in jobs if j["purpose"] == "candidate"]
     first = min(candidate_runs, key=lambda j: j["id"])
@@ -128,6 +135,67 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
         assert sha != shas[two] and not bare.descendant_of(sha, shas[two])
     for row in landed.values():
         assert row.main_status in ("pending", "pass")
+    assert await fleet.db.landing.pending_intents("demo") == []
+    findings = fleet.client("rita").get("/api/v1/findings", repo="demo")["findings"]
+    assert findings == [], findings
+
+
+async def test_a_batch_is_bisected_at_once_and_never_spans_a_lane_being_judged(fleet: Fleet) -> None:
+    """A batch of four whose first member breaks the suite, with three workers: the bisection runs on every
+    free worker at once, the culprit is judged apart, and the next batch leaves out the candidate touching the
+    culprit's file (its lane) until the verdict. The others land together: one move of main, one run, a row
+    each."""
+    fleet.bot.stop()
+    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3", MERGEBOT_BATCH_SIZE="4")
+    for name in ("cat", "dan", "eve"):
+        _, fleet.tokens[name] = await fleet.db.agents.add_agent(name=name, role=Role.AGENT)
+    subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0]
+            for t in ("breaks", "a", "b", "same", "c")]
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a batch")
+    shas = {}
+    test = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == {}\n"
+    for who, files in (("ann", {"tests/test_calc.py": test.format(5)}),  # breaks the suite
+                       ("bob", {"a.txt": "a\n"}),
+                       ("cat", {"b.txt": "b\n"}),
+                       ("dan", {"tests/test_calc.py": "import os\n" + test.format(4)}),  # merges with it cleanly
+                       ("eve", {"c.txt": "c\n"})):
+        claim, wt = fleet.start(who)
+        shas[claim.subtask_id] = commit(wt, files)
+        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    breaks, a, b, same, c = (s.id for s in subs)
+    await wait_for(fleet, [a, b, same, c], {"landed"})
+    await wait_for(fleet, [breaks], {"running"})
+
+    bare = fleet.bare()
+    landed = {row.subtask_id: row for row in await fleet.db.landing.landed(repo="demo")}
+    assert set(landed) == {a, b, same, c}
+    jobs = await fleet.db.jobs.jobs(limit=100)
+    by_id = {j["id"]: j for j in jobs}
+    # a, b and c: one landing, one run that passed on exactly the commit main moved to, a row each
+    batch = [landed[i] for i in (a, b, c)]
+    assert len({r.batch_id for r in batch}) == 1 and len({r.run_id for r in batch}) == 1
+    assert {r.batch_size for r in batch} == {3} and len({r.merged_sha for r in batch}) == 3
+    run = by_id[batch[0].run_id]
+    assert (run["outcome"], run["commit_sha"]) == ("pass", batch[0].main_sha)
+    assert landed[same].batch_id not in {r.batch_id for r in batch} and landed[same].batch_size == 1
+    # the first batch failed, then one round of runs on three workers found the culprit: three runs on its
+    # prefixes created together, before any of them finished
+    first = min((j for j in jobs if j["purpose"] == "candidate"), key=lambda j: j["id"])
+    assert first["outcome"] == "fail" and bare.descendant_of(first["commit_sha"], shas[same])
+    def covers(sha: str, sid: int) -> bool:
+        return sha == shas[sid] or bare.descendant_of(sha, shas[sid])
+
+    split = [j for j in jobs if j["purpose"] == "candidate" and covers(j["commit_sha"], breaks)
+             and not covers(j["commit_sha"], same)]
+    assert len(split) == 3 and max(j["created_at"] for j in split) < min(j["finished_at"] for j in split), split
+    # lanes: before the culprit's verdict, no run covered the candidate on its file without the culprit
+    verdict_at = next(c["finished_at"] for c in await fleet.db.landing.candidates(repo="demo", subtask_id=breaks)
+                      if c["status"] == "rejected")
+    for j in jobs:
+        if j["purpose"] == "candidate" and j["created_at"] < verdict_at and covers(j["commit_sha"], same):
+            assert covers(j["commit_sha"], breaks)
+    assert run["created_at"] < verdict_at  # while the other lane went on in a batch
     assert await fleet.db.landing.pending_intents("demo") == []
     findings = fleet.client("rita").get("/api/v1/findings", repo="demo")["findings"]
     assert findings == [], findings

@@ -109,9 +109,7 @@ def cmd_recover(args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
-    from mergebot.api import create_app
+    from mergebot.api import create_app, http
 
     configure_logging(default_level=logging.INFO)  # a service logs what it does; uvicorn's loggers included
     settings = settings_from(args)
@@ -127,11 +125,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # uvicorn re-raises SIGTERM after its graceful shutdown; turning it into SystemExit lets exit handlers run,
     # so the embedded PostgreSQL is stopped cleanly by the last process using it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    # log_config=None: uvicorn installs no handlers of its own, so its lines go through ours. Request lines
-    # (method, path, status; never headers) only with MERGEBOT_ACCESS_LOG=1: agents poll, and that is noise.
-    level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, log_level=level,
-                access_log=os.environ.get("MERGEBOT_ACCESS_LOG", "") not in ("", "0"))
+    # Request lines (method, path, status; never headers) only with MERGEBOT_ACCESS_LOG=1: agents poll, and
+    # that is noise.
+    http.run(create_app(settings), host=settings.host, port=settings.port, server=settings.http_server,
+             access_log=os.environ.get("MERGEBOT_ACCESS_LOG", "") not in ("", "0"))
 
 
 def cmd_repo_add(args: argparse.Namespace) -> None:

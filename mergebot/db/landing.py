@@ -235,7 +235,8 @@ class LandingStore:
                     main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"))
                 try:
                     async with tx.savepoint():  # one member's refusal undoes only it
-                        row, freed = await self._land_in(tx, landing, actor_id=None, candidate_id=m.candidate_id)
+                        row, freed = await self._land_in(tx, landing, actor_id=None, candidate_id=m.candidate_id,
+                                                         intent_id=intent.id)
                 except ClaimSuperseded as err:
                     refused.append((m, err.message))
                     continue
@@ -255,18 +256,18 @@ class LandingStore:
         """Land a fenced submission without the queue, in one transaction: its landed row, the subtask landed,
         its dependents released. Returns the landed row and the ids of subtasks that became ready."""
         async with self.sql.tx() as tx:
-            return await self._land_in(tx, landing, actor_id=actor_id, candidate_id=None)
+            return await self._land_in(tx, landing, actor_id=actor_id, candidate_id=None, intent_id=None)
 
     @staticmethod
-    async def _land_in(tx: Tx, landing: Landing, *, actor_id: int | None,
-                       candidate_id: int | None) -> tuple[Landed, list[int]]:
+    async def _land_in(tx: Tx, landing: Landing, *, actor_id: int | None, candidate_id: int | None,
+                       intent_id: int | None) -> tuple[Landed, list[int]]:
         row = await tx.one(
             "subtask_land", id=landing.subtask_id, owner_id=landing.owner_id, claim_version=landing.claim_version,
             candidate_sha=landing.candidate_sha, repo=landing.repo, target_ref=landing.target_ref,
             base_sha=landing.base_sha, merged_sha=landing.merged_sha, tree_sha=landing.tree_sha,
             verifier_command=landing.verifier_command, verifier_result=landing.verifier_result,
             duration_ms=landing.duration_ms, log_digest=landing.log_digest, actor_id=actor_id,
-            main_sha=landing.main_sha, batch_size=landing.batch_size,
+            main_sha=landing.main_sha, batch_size=landing.batch_size, intent_id=intent_id,
             verifier_cache=Jsonb(landing.verifier_cache) if landing.verifier_cache is not None else None)
         if row is None:
             raise ClaimSuperseded(

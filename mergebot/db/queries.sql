@@ -308,12 +308,16 @@ WITH land AS (
 )
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
                     merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
-                    main_sha, batch_size, verifier_cache)
+                    main_sha, batch_size, verifier_cache, batch_id, run_id)
 SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
        %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s,
-       %(verifier_cache)s::jsonb
-FROM land
+       %(verifier_cache)s::jsonb, i.id,
+       -- the run: the last one that passed on exactly the commit main moved to, for the landing's own candidate
+       (SELECT j.id FROM verify_jobs j
+        WHERE j.candidate_id = i.candidate_id AND j.commit_sha = i.new_sha AND j.status = 'done'
+          AND j.outcome = 'pass' ORDER BY j.id DESC LIMIT 1)
+FROM land LEFT JOIN landing_intents i ON i.id = %(intent_id)s::bigint
 RETURNING *;
 
 -- name: dependents_lock

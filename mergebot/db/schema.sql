@@ -590,3 +590,8 @@ ALTER TABLE verify_jobs ADD COLUMN cache jsonb;
 
 -- The cache generation the deciding run read (or wrote), on the landed record, so a reviewer's re-run can use it.
 ALTER TABLE landed ADD COLUMN verifier_cache jsonb;
+
+-- 0012: the run that passed on the commit main moved to, and the landing (batch) each landed row was part of.
+ALTER TABLE landed ADD COLUMN run_id bigint REFERENCES verify_jobs (id);
+ALTER TABLE landed ADD COLUMN batch_id bigint REFERENCES landing_intents (id);
+CREATE INDEX landed_batch ON landed (batch_id) WHERE batch_id IS NOT NULL;

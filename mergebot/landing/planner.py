@@ -10,8 +10,10 @@ The rules, in order (``decide``):
   2. the furthest passing checkpoint with no failing checkpoint ahead of it lands every slot up to it, by one
      move of main to exactly the commit that run passed on (a later pass covers an earlier pending run);
   3. everything behind a failing checkpoint is cut: it was built on a commit that will not land;
-  4. a failing head unit is judged alone when it holds one candidate, else bisected: a new checkpoint in its
-     middle (bors);
+  4. a failing head unit is judged alone when it holds one candidate, else bisected (bors): new checkpoints
+     inside it, as many as there are free verifier workers, spread evenly (one free worker: its middle), so a
+     batch of B with B-1 free workers finds its culprit in one run's time instead of log2(B) runs one after
+     another; a checkpoint that passes inside it lands its prefix at once (rule 2);
   5. otherwise wait. A tail without a checkpoint gets one (the executor never leaves slots uncovered).
 The window adapts like Zuul's: one wider after a landing, halved after a failure, never below the floor. The
 floor follows the measured failure rate p: the deepest slot k whose run is still more likely to land than to be
@@ -21,7 +23,7 @@ six deep still lands with probability 0.53), while at p = 0.3 a failure halves t
 
 from __future__ import annotations
 
-import math
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,11 +50,13 @@ class Slot:
 class Decision:
     action: str  # "land", "judge_head", "cut", "checkpoint", "wait"
     index: int = 0  # "land": slots up to here; "cut": from here on; "checkpoint": run the check on this slot
+    more: tuple[int, ...] = ()  # "checkpoint" while bisecting: run it on these slots too, at once
 
 
-def decide(slots: Sequence[Slot]) -> Decision:
-    """The next step for a window (see the module's rules). Landing a passing unit comes before cutting behind
-    a failure further back: its landing does not depend on anything behind it, and it must never wait."""
+def decide(slots: Sequence[Slot], free: int = 1) -> Decision:
+    """The next step for a window (see the module's rules), with ``free`` verifier runs to spare for a bisection.
+    Landing a passing unit comes before cutting behind a failure further back: its landing does not depend on
+    anything behind it, and it must never wait."""
     for i, slot in enumerate(slots):
         if not slot.valid:
             return Decision("cut", i)  # it, and everything built on it
@@ -69,16 +73,29 @@ def decide(slots: Sequence[Slot]) -> Decision:
     for i, slot in enumerate(slots):
         if slot.failed and i + 1 < len(slots):
             return Decision("cut", i + 1)
-    head = next((i for i, s in enumerate(slots) if s.checkpoint), None)
-    if head is None:
-        return Decision("checkpoint", len(slots) - 1)
-    if slots[head].failed:
-        if head == 0:
-            return Decision("judge_head")
-        return Decision("checkpoint", (head - 1) // 2)  # bisect: is the culprit in the first half?
+    failed = next((i for i, s in enumerate(slots) if s.failed), None)
+    if failed == 0:
+        return Decision("judge_head")
+    if failed is not None:  # the last slot (rule 3 cut what was behind it), with pending runs or none ahead
+        points = bisection(slots, failed, free)
+        return Decision("checkpoint", points[0], points[1:]) if points else Decision("wait")
     if not slots[-1].checkpoint:
         return Decision("checkpoint", len(slots) - 1)
     return Decision("wait")
+
+
+def bisection(slots: Sequence[Slot], failed: int, free: int) -> tuple[int, ...]:
+    """Up to ``free`` new checkpoints ahead of the failing one, the culprit's stretch. Each stretch of unchecked
+    slots between the runs ahead of it, first to last, is split into equal parts (one point: its middle)."""
+    bounds = [-1, *(i for i in range(failed) if slots[i].checkpoint), failed]
+    points: list[int] = []
+    for lo, hi in itertools.pairwise(bounds):
+        k = min(max(0, free - len(points)), hi - lo - 1)
+        for m in range(k):
+            point = lo + max(1, round((hi - lo) * (m + 1) / (k + 1)))
+            if lo < point < hi and point not in points:
+                points.append(point)
+    return tuple(points)
 
 
 def next_width(width: int, *, passed: bool, floor: int = 1, ceiling: int) -> int:
@@ -104,25 +121,34 @@ def expected_landings_per_run(width: int, failure_rate: float) -> float:
     return sum(q**k for k in range(1, width + 1))
 
 
-def batch_yield(size: int, failure_rate: float) -> float:
-    """Expected landings per verifier run for batches of ``size`` at ``failure_rate`` per candidate.
+def bisection_rounds(size: int, width: int) -> int:
+    """Check durations a bisection of a failing batch of ``size`` takes with ``width`` runs at once: each round
+    splits the culprit's stretch into width + 1 parts (``bisection``)."""
+    rounds, reach = 0, 1
+    while reach < size:
+        rounds, reach = rounds + 1, reach * (max(1, width) + 1)
+    return rounds
 
-    A batch passes whole with probability (1-p)^B for one run; otherwise bisection finds each of its about
-    max(1, B·p) culprits in about 2·log2(B) more runs (two halves per level), never more than 2B, and the
-    B(1-p) good candidates still land.
+
+def batch_rate(size: int, width: int, failure_rate: float) -> float:
+    """Expected landings per check duration with ``width`` runs in flight, each covering ``size`` more candidates.
+
+    A full window covers width·size candidates, and lands those ahead of the first failure, sum over
+    k=1..width·size of (1-p)^k (the model bound, ``expected_landings_per_run``, for size 1). When one of them
+    fails, which happens with probability 1-(1-p)^(width·size), a batch must be bisected before the queue goes on:
+    ``bisection_rounds`` more check durations, none for a single candidate (it is judged on its own run).
     """
-    if size <= 1:
-        return 1.0 - failure_rate
-    clean = (1.0 - failure_rate) ** size
-    culprits = max(1.0, size * failure_rate)
-    runs = 1.0 + (1.0 - clean) * min(2.0 * size, 2.0 * math.ceil(math.log2(size)) * culprits)
-    return size * (1.0 - failure_rate) / runs
+    q = 1.0 - failure_rate
+    depth = max(1, width) * max(1, size)
+    landed = sum(q**k for k in range(1, depth + 1))
+    return landed / (1.0 + (1.0 - q**depth) * bisection_rounds(size, width))
 
 
-def batch_size(failure_rate: float, ceiling: int) -> int:
-    """The batch size in [1, ceiling] with the best expected landings per run at the measured failure rate:
-    batching pays only while failures are rare."""
-    return max(range(1, max(1, ceiling) + 1), key=lambda b: (round(batch_yield(b, failure_rate), 9), -b))
+def batch_size(failure_rate: float, ceiling: int, width: int = 1) -> int:
+    """The batch size in [1, ceiling] with the most expected landings per check duration (``batch_rate``) at the
+    measured failure rate and the window's width: batching pays only while failures are rare, and less the
+    deeper the window already speculates."""
+    return max(range(1, max(1, ceiling) + 1), key=lambda b: (round(batch_rate(b, width, failure_rate), 9), -b))
 
 
 def observe_failure(rate: float, failed: bool, weight: float = 0.05) -> float:

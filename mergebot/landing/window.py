@@ -5,7 +5,7 @@ chain of merges main + c1 + ... + ck, with runs in flight on up to W of them, ea
 ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this module does what it says:
   * land  — a passing run lands every slot it covers by one move of main to exactly the commit it passed on;
   * cut   — a failing or withdrawn slot cuts everything built on it (their runs are cancelled, their candidates
-            go back to the queue); a failing batch is bisected with checkpoints;
+            go back to the queue); a failing batch is bisected with checkpoints, on every free worker at once;
   * judge — a candidate failing alone is judged apart (retry, main's status: ``serial.verify``) while the window
             refills without it — only candidates touching the same paths wait for that verdict, and a candidate
             that does not apply on top of the slots ahead is re-planned after them (lanes);
@@ -138,7 +138,9 @@ class Speculator:
         if not window.slots:
             return False
         await self._collect(repo, window)
-        decision = planner.decide([s.plan() for s in window.slots])
+        running = sum(1 for s in window.slots if s.job_id is not None and s.result is None)
+        free = max(0 if running else 1, window.width - running)  # runs to spare for a bisection
+        decision = planner.decide([s.plan() for s in window.slots], free=free)
         if decision.action == "wait":
             pending = [s.job_id for s in window.slots if s.job_id is not None and s.result is None]
             if not pending:
@@ -148,7 +150,8 @@ class Speculator:
             await self.ctx.db.jobs.wait_any(pending, timeout=self.ctx.poll)
             return True
         if decision.action == "checkpoint":  # a tail left uncovered by a cut, or bisecting a failed batch
-            await self._checkpoint(repo, window.slots[decision.index])
+            for index in (decision.index, *decision.more):
+                await self._checkpoint(repo, window.slots[index])
             return True
         if decision.action == "cut":
             if decision.index > 0 and window.slots[decision.index - 1].plan().failed:
@@ -242,7 +245,9 @@ class Speculator:
         ``tail``: where an empty chain starts instead of ``main`` (the merge of a unit about to land). What does
         not apply there waits too: it is judged against main once main has moved, never before."""
         db = self.ctx.db
-        size = planner.batch_size(window.fail_rate, self.batch)
+        # The widest window, not the current one: a width halved by failures would make batches look cheap
+        # exactly when failures are frequent.
+        size = planner.batch_size(window.fail_rate, self.batch, self.width)
         skip = set(window.deferred) | set(window.aside)
         blocked = frozenset().union(*(paths for _, paths in window.aside.values()))
         while not window.failing() and sum(s.checkpoint for s in window.slots) < window.width:
