@@ -12,6 +12,10 @@ What is measured, all in one run on one PostgreSQL server (each run in its own f
   grow with history: the ratio history/empty is printed (target >= 0.9).
 * ``mergebot unfused``: at ``--unfused-agents`` agents (4), the two-statement cycle ``store.submit`` then
   ``store.claim``, for comparison with the fused one.
+* ``cycle floor``: what a cycle must write, at the same agent counts: one statement per cycle that moves the
+  previous subtask running -> submitted and the next ready -> running and appends their two event rows, on a
+  copy of the fused runs' database with the trigger disabled (``CYCLE_FLOOR_SQL``). Printed: fused cycles/s /
+  the floor's (target >= 0.8; ``claim_cost.py`` estimates the same floor from sequential latencies).
 * ``UPDATE loop``: the floor. A table of ``--subtasks`` rows; each of N coroutines runs
   ``UPDATE t SET n = n + 1 WHERE id = $1`` over its own ids, one autocommit statement per transaction,
   through a pool configured exactly like Mergebot's. Printed: Mergebot cycles/s / UPDATEs/s
@@ -86,6 +90,32 @@ PROCRASTINATE_TARGET = 5.0  # Mergebot cycles/s / procrastinate cycles/s
 REFERENCE_AGENTS = 4
 
 FLOOR = "UPDATE loop (floor)"
+CYCLE_FLOOR = "cycle floor (2 updates + 2 events)"
+CYCLE_FLOOR_TARGET = 0.8  # fused cycles/s / cycle floor cycles/s
+# The least a claim + completion cycle with the audit log must write, in one statement: the previous subtask
+# running -> submitted and the next ready -> running (both non-HOT: status and lease are indexed), and the two
+# event rows the trigger appends, written here by the statement itself (the trigger is disabled in this run's
+# database), with the same columns and detail. No search, no fencing: each agent knows its ids.
+CYCLE_FLOOR_SQL = """
+WITH done AS (
+    UPDATE subtasks SET status = 'submitted', candidate_sha = %(sha)s, lease_expires_at = NULL,
+                        updated_by = %(agent)s, updated_at = now()
+    WHERE id = %(done)s RETURNING id, owner_id, claim_version
+), claimed AS (
+    UPDATE subtasks SET status = 'running', owner_id = %(agent)s, claim_version = claim_version + 1,
+                        claimed_at = now(), heartbeat_at = now(), lease_expires_at = now() + interval '120 s',
+                        attempts = attempts + 1, updated_by = %(agent)s, updated_at = now()
+    WHERE id = %(next)s RETURNING id, owner_id, claim_version
+), logged AS (
+    INSERT INTO events (actor_id, kind, subtask_id, from_status, to_status, claim_version, detail)
+    SELECT %(agent)s, 'status', id, 'running'::subtask_status, 'submitted'::subtask_status, claim_version,
+           jsonb_strip_nulls(jsonb_build_object('owner', owner_id, 'sha', %(sha)s::text)) FROM done
+    UNION ALL
+    SELECT %(agent)s, 'status', id, 'ready'::subtask_status, 'running'::subtask_status, claim_version,
+           jsonb_strip_nulls(jsonb_build_object('owner', owner_id)) FROM claimed
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM logged) AS events"""
 FUSED = "mergebot fused"
 FUSED_HISTORY = "mergebot fused +history"
 UNFUSED = "mergebot unfused (submit; claim)"
@@ -302,6 +332,45 @@ async def run_update_loop(url: str, *, agents: int, rows: int, cap: float) -> Re
     return Result(FLOOR, agents, cycles, seconds, lat, check)
 
 
+async def run_cycle_floor(url: str, *, agents: int, cap: float) -> Result:
+    """The cycle floor (``CYCLE_FLOOR_SQL``) on a copy of the fused runs' database, its trigger disabled: each
+    agent claims the ready ids k, k + N, ... in turn, completing the one before in the same statement."""
+    pool = await harness.open_bench_pool(url, **_pool_size(agents))
+    try:
+        async with pool.connection() as conn:
+            await conn.execute("ALTER TABLE subtasks DISABLE TRIGGER subtasks_on_update")
+            ids = [r[0] for r in await (await conn.execute(
+                "SELECT id FROM subtasks WHERE status = 'ready' ORDER BY id")).fetchall()]
+            agent_ids = [r[0] for r in await (await conn.execute(
+                "INSERT INTO agents (name, role, token_hash) SELECT 'floor-' || g, 'agent', "
+                "sha256(('floor-' || g)::bytea) FROM generate_series(1, %s) g RETURNING id", (agents,))).fetchall()]
+        lat: list[float] = []
+        deadline = time.perf_counter() + cap
+        wrong = 0
+
+        async def worker(k: int) -> int:
+            nonlocal wrong
+            done = 0
+            mine = ids[k::agents]
+            for prev, nxt in zip([None, *mine], mine, strict=False):
+                t0 = time.perf_counter()
+                async with pool.connection() as conn:
+                    row = await (await conn.execute(CYCLE_FLOOR_SQL, {
+                        "agent": agent_ids[k], "done": prev, "next": nxt, "sha": SHA})).fetchone()
+                lat.append((time.perf_counter() - t0) * 1000)
+                wrong += row is None or row[0] != (2 if prev is not None else 1)
+                done += 1
+                if time.perf_counter() >= deadline:
+                    break
+            return done
+
+        cycles, seconds = await _run_agents([lambda k=k: worker(k) for k in range(agents)])
+    finally:
+        await pool.close()
+    return Result(CYCLE_FLOOR, agents, cycles, seconds, lat,
+                  "ok" if not wrong else f"MISMATCH: {wrong} cycles did not write their rows")
+
+
 async def run_procrastinate(url: str, *, agents: int, cap: float, stock: bool = False) -> Result:
     """Like-for-like: procrastinate on a pool configured like Mergebot's. ``stock``: the pool procrastinate
     builds itself (not autocommit: BEGIN, statement, COMMIT per call)."""
@@ -432,6 +501,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         for n in agent_counts:
             plan.append((FLOOR, n, tpl_update, lambda u, n=n: run_update_loop(
                 u, agents=n, rows=args.subtasks, cap=cap)))
+            plan.append((CYCLE_FLOOR, n, tpl_empty, lambda u, n=n: run_cycle_floor(u, agents=n, cap=cap)))
             plan.append((FUSED, n, tpl_empty, lambda u, n=n: run_mergebot(
                 u, agents=n, fused=True, cap=cap, scenario=FUSED)))
             plan.append((FUSED_HISTORY, n, tpl_hist, lambda u, n=n: run_mergebot(
@@ -489,7 +559,7 @@ def report(args: argparse.Namespace, info: dict[str, str], agent_counts: list[in
     rows = []
     for r in results:
         is_mb = r.scenario.startswith("mergebot")
-        vs_update = ratio(r, find(FLOOR, r.agents)) if is_mb else None
+        vs_update = ratio(r, find(FLOOR, r.agents)) if is_mb or r.scenario == CYCLE_FLOOR else None
         vs_proc = ratio(r, find(PROCRASTINATE, r.agents)) if is_mb else None
         vs_stock = ratio(r, find(PROCRASTINATE_STOCK, r.agents)) if is_mb else None
         vs_worker = ratio(r, find(PROCRASTINATE_WORKER, r.agents)) if is_mb else None
@@ -505,6 +575,13 @@ def report(args: argparse.Namespace, info: dict[str, str], agent_counts: list[in
         print("\nprocrastinate is not installed: `pip install procrastinate` to compare against it "
               "(it is not a Mergebot dependency).")
 
+    print("\nthe cycle floor (2 non-HOT row updates + 2 event rows in one statement): fused cycles/s / floor's")
+    floor_ratios: dict[int, tuple[float | None, float | None]] = {}
+    for n in agent_counts:
+        floor_ratios[n] = (ratio(find(FUSED, n), find(CYCLE_FLOOR, n)),
+                           ratio(find(FUSED_HISTORY, n), find(CYCLE_FLOOR, n)))
+        print(f"  {n:>3} agents: {fmt(floor_ratios[n][0])} (with history {fmt(floor_ratios[n][1])}); the floor is "
+              f"{fmt(ratio(find(CYCLE_FLOOR, n), find(FLOOR, n)))} of the UPDATE loop")
     print("\nhistory (claim cost must not grow with finished rows): fused cycles/s with history / without")
     history_ratios: dict[int, float | None] = {}
     for n in agent_counts:
@@ -524,6 +601,7 @@ def report(args: argparse.Namespace, info: dict[str, str], agent_counts: list[in
         targets.append({"target": name, "value": value, "goal": goal, "met": met})
 
     for n in agent_counts:
+        target(f"fused / cycle floor at {n} agents >= {CYCLE_FLOOR_TARGET}", floor_ratios[n][0], CYCLE_FLOOR_TARGET)
         target(f"history ratio at {n} agents >= {HISTORY_TARGET}", history_ratios[n], HISTORY_TARGET)
     target(f"fused / UPDATE loop at {REFERENCE_AGENTS} agents >= {UPDATE_TARGET}",
            ratio(fused_ref, find(FLOOR, REFERENCE_AGENTS)), UPDATE_TARGET)
@@ -553,6 +631,7 @@ def report(args: argparse.Namespace, info: dict[str, str], agent_counts: list[in
                    "repeat": args.repeat},
         "results": rows,
         "history_ratio": {str(k): v for k, v in history_ratios.items()},
+        "over_cycle_floor": {str(k): {"empty": v[0], "history": v[1]} for k, v in floor_ratios.items()},
         "fused_over_unfused": fusion_gain,
         "targets": targets,
     }

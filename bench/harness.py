@@ -256,7 +256,8 @@ class Serve:
     """``python -m mergebot serve`` on a free loopback port, up and healthy when constructed."""
 
     def __init__(self, db_url: str, data_dir: Path, env: dict[str, str] | None = None, *, name: str = "serve",
-                 ready_within: float = 60.0) -> None:
+                 ready_within: float = 60.0, checkout: Path | None = None) -> None:
+        """``checkout``: run the mergebot of another checkout (an A/B of code in one sitting); default this one."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = data_dir / f"{name}.log"
@@ -264,7 +265,7 @@ class Serve:
         full = {**os.environ, "MERGEBOT_DATABASE_URL": db_url, "MERGEBOT_DATA_DIR": str(data_dir), **(env or {})}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "mergebot", "serve", "--port", str(self.port)],
-                                         env=full, stdout=log, stderr=subprocess.STDOUT)
+                                         env=full, stdout=log, stderr=subprocess.STDOUT, cwd=checkout)
         deadline = time.monotonic() + ready_within
         while not self.healthy():
             if time.monotonic() > deadline:

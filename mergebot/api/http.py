@@ -27,8 +27,12 @@ def run(app: Any, *, host: str, port: int, server: str, access_log: bool) -> Non
 
 
 async def _granian(app: Any, host: str, port: int, access_log: bool) -> None:
-    from granian.constants import Interfaces
-    from granian.server.embed import Server
+    try:
+        from granian.constants import Interfaces
+        from granian.server.embed import Server
+    except ImportError:
+        raise SystemExit("mergebot: MERGEBOT_HTTP_SERVER=granian needs granian: pip install 'mergebot[granian]'"
+                         ) from None
 
     logging.getLogger("_granian").setLevel(logging.ERROR)  # it warns that its embedded mode is experimental
     server = Server(app, address=host, port=port, interface=Interfaces.ASGI, log_enabled=False,

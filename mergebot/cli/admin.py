@@ -121,7 +121,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # from the command (the CLI's handler), not a traceback from the application's startup.
     settings.database_url = prepare(settings)
     logging.getLogger("mergebot.serve").info(
-        "mergebot %s serving on http://%s:%s (database: %s)", __version__, settings.host, settings.port, where)
+        "mergebot %s serving on http://%s:%s with %s (database: %s)", __version__, settings.host, settings.port,
+        settings.http_server, where)
     # uvicorn re-raises SIGTERM after its graceful shutdown; turning it into SystemExit lets exit handlers run,
     # so the embedded PostgreSQL is stopped cleanly by the last process using it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
