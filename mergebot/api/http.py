@@ -12,8 +12,6 @@ import logging
 import signal
 from typing import Any
 
-log = logging.getLogger(__name__)
-
 
 def run(app: Any, *, host: str, port: int, server: str, access_log: bool) -> None:
     if server == "granian":
