@@ -433,6 +433,8 @@ def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: floa
     by_purpose: Counter[str] = Counter(j[0] for j in db["jobs"])
     outcomes: Counter[str] = Counter(f"{j[0]}:{j[1]}" for j in db["jobs"])
     verify_runs = sum(by_purpose[k] for k in VERIFY_PURPOSES)
+    # a job cancelled before a worker took it never ran: counted above (it was asked for), not here
+    started_runs = sum(1 for j in db["jobs"] if j[0] in VERIFY_PURPOSES and j[2] is not None)
     checks = [j for j in db["jobs"] if j[0] in VERIFY_PURPOSES and j[2] is not None and j[3] is not None]
     check_s = [j[4] / 1000 for j in checks if j[4] is not None]
     busy = sum(j[3] - j[2] for j in checks)
@@ -458,6 +460,7 @@ def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: floa
         "agent_push_call_s": {"median": pctl(agent_push, 0.5), "p95": pctl(agent_push, 0.95)},
         "verifier_runs": dict(by_purpose), "verifier_outcomes": dict(outcomes),
         "verifier_runs_per_landed": verify_runs / n if n else float("nan"),
+        "started_runs_per_landed": started_runs / n if n else float("nan"),
         "check_run_s_mean": d_eff, "checks_at_once_max": max_overlap([(j[2], j[3]) for j in checks]),
         "checks_at_once_mean": busy / wall if wall > 0 else float("nan"), "sandbox": dict(sandboxes),
         "workers_busy_mean": busy_all / wall if wall > 0 else float("nan"),
@@ -651,7 +654,8 @@ def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> di
         facts[f"{r['mode']}_vs_capacity"] = r["landings_per_hour"] / capacity
         print(f"  {r['mode']}: {fmt(r['landings_per_hour'] / capacity, 2)} of the verifier's capacity "
               f"({args.workers} x 3600 / {r['check_run_s_mean']:.3f} s = {capacity:,.0f} landings/h) at "
-              f"{fmt(r['verifier_runs_per_landed'], 2)} runs per landing")
+              f"{fmt(r['verifier_runs_per_landed'], 2)} runs per landing ({fmt(r['started_runs_per_landed'], 2)} "
+              "started: the others were cancelled before a worker took them)")
     if "speculative-batched" in by and "speculative" in by:
         b, sp = by["speculative-batched"], by["speculative"]
         p95_b, p95_s = b["push_to_landed_s"]["p95"], sp["push_to_landed_s"]["p95"]
