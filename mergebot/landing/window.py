@@ -138,11 +138,10 @@ class Speculator:
         if not window.slots:
             return False
         await self._collect(repo, window)
-        running = sum(1 for s in window.slots if s.job_id is not None and s.result is None)
-        free = max(0 if running else 1, window.width - running)  # runs to spare for a bisection
+        pending = [s.job_id for s in window.slots if s.job_id is not None and s.result is None]
+        free = max(0 if pending else 1, window.width - len(pending))  # runs to spare for a bisection
         decision = planner.decide([s.plan() for s in window.slots], free=free)
         if decision.action == "wait":
-            pending = [s.job_id for s in window.slots if s.job_id is not None and s.result is None]
             if not pending:
                 return False
             await self.stage(repo, window, target, main)
@@ -245,8 +244,7 @@ class Speculator:
         ``tail``: where an empty chain starts instead of ``main`` (the merge of a unit about to land). What does
         not apply there waits too: it is judged against main once main has moved, never before."""
         db = self.ctx.db
-        # The widest window, not the current one: a width halved by failures would make batches look cheap
-        # exactly when failures are frequent.
+        # the widest window: one halved by failures would make batches look cheap when failures are frequent
         size = planner.batch_size(window.fail_rate, self.batch, self.width)
         skip = set(window.deferred) | set(window.aside)
         blocked = frozenset().union(*(paths for _, paths in window.aside.values()))
