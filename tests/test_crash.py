@@ -133,6 +133,24 @@ async def test_reconciler_reports_commits_no_landed_row_explains(fleet: Fleet) -
     assert findings[0]["detail"] == {"commits": [str(sneaky)], "count": 1}
 
 
+async def test_a_lock_on_main_left_by_a_killed_process_is_cleared(fleet: Fleet) -> None:
+    """A process killed while it moved main leaves ``refs/heads/main.lock``; every later move of main would fail
+    on it. The reconciler removes it once it is older than any ref update takes, and the queue goes on."""
+    fleet.bot.stop()
+    lock = Path(fleet.bare().path) / "refs" / "heads" / "main.lock"
+    lock.write_text(fleet.main() + "\n")
+    os.utime(lock, (time.time() - 60, time.time() - 60))
+    fleet.bot.start()
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="after a stale lock")
+    claim, wt = fleet.start("ann")
+    sha = commit(wt, {"after-lock.txt": "moved\n"})
+    git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+    await wait_status(fleet, sub.id, "landed")
+    assert not lock.exists()
+    assert [row.candidate_sha for row in await fleet.db.landing.landed(repo="demo", subtask_id=sub.id)] == [sha]
+    assert "stale_lock=True" in fleet.bot.log.read_text()
+
+
 def _backends_serving(root: Path) -> list[int]:
     """Pids of git processes whose CGI environment points at ``root``."""
     found = []

@@ -1,6 +1,7 @@
 """The git layer on its own: what a push brings is decided by ancestry, and merges are dated when made."""
 from __future__ import annotations
 
+import os
 import random
 import time
 from pathlib import Path
@@ -152,3 +153,14 @@ def test_a_change_s_patch_id_ignores_where_it_was_committed_but_not_binary_conte
     ids = [git.patch_id(repo, base, sha) for sha in images]
     assert ids[0] != ids[1] and ids[0] == ids[2]
     assert git.patch_id(repo, base, base) is None  # no change, no id
+
+
+def test_only_a_stale_ref_lock_is_cleared(tmp_path: Path) -> None:
+    lock = tmp_path / "refs" / "heads" / "main.lock"
+    assert not git.clear_stale_lock(tmp_path, "refs/heads/main")  # none there
+    lock.parent.mkdir(parents=True)
+    lock.write_text("x\n")
+    assert not git.clear_stale_lock(tmp_path, "refs/heads/main") and lock.exists()  # a live update's
+    old = time.time() - 10 * git.STALE_LOCK_SECONDS
+    os.utime(lock, (old, old))
+    assert git.clear_stale_lock(tmp_path, "refs/heads/main") and not lock.exists()

@@ -208,6 +208,22 @@ def cas(repo: pygit2.Repository, ref: str, old: str, new: str, message: str, att
     return False
 
 
+STALE_LOCK_SECONDS = 2.0  # a ref update holds its lock for milliseconds: one this old was left by a killed process
+
+
+def clear_stale_lock(path: Path, ref: str, older_than: float = STALE_LOCK_SECONDS) -> bool:
+    """Remove ``ref``'s lock file when a process killed mid-update left it (older than ``older_than``): until then
+    every move of that ref fails. Only for a ref this process alone moves (the target, under the leadership)."""
+    lock = path / f"{ref}.lock"
+    try:
+        if time.time() - lock.stat().st_mtime < older_than:
+            return False
+        lock.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def first_parents(repo: pygit2.Repository, head: str, stop: set[str], limit: int = 100_000) -> list[str]:
     """Commits on the first-parent chain from ``head`` down to (not including) a commit in ``stop``."""
     out: list[str] = []

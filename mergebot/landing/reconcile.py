@@ -40,6 +40,7 @@ class Report:
     enqueued: list[int] = field(default_factory=list)
     unexplained: list[str] = field(default_factory=list)
     landed_not_on_main: list[str] = field(default_factory=list)
+    stale_lock: bool = False  # a killed process's lock on the target ref, removed
 
     @property
     def clean(self) -> bool:
@@ -72,6 +73,7 @@ async def reconcile_repo(ctx: Context, repo: Repo) -> Report:
     db, report = ctx.db, Report(repo.name)
     target = target_for(ctx, repo)
     path = target.path
+    report.stale_lock = await asyncio.to_thread(git.clear_stale_lock, path, repo.target_ref)
     await target.head()  # a forge's branch is the truth: an intent is finished only if the forge moved
 
     def on_main(sha: str) -> bool:
@@ -105,6 +107,6 @@ async def reconcile_repo(ctx: Context, repo: Repo) -> Report:
     if report.landed_not_on_main:
         await db.landing.add_finding(repo=repo.name, kind="landed_not_on_main",
                                      detail={"commits": report.landed_not_on_main[:1000]})
-    if not report.clean or report.finished or report.rolled_back or report.enqueued:
+    if not report.clean or report.finished or report.rolled_back or report.enqueued or report.stale_lock:
         log.warning("reconcile %s: %s", repo.name, report)
     return report
