@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -57,7 +58,7 @@ class ForgeFleet:
         return git(["rev-parse", "refs/heads/main"], remote or self.remote).stdout.strip()
 
     def deliver(self, ref: str, before: str, after: str, sender: str, *, delivery: str | None = None,
-                body: bytes | None = None, event: str = "push") -> httpx.Response:
+                body: bytes | None = None, event: str = "push", form: bool = False) -> httpx.Response:
         if body is None:
             payload: dict[str, Any] = json.loads((PAYLOADS / "github_push_branch_update.json").read_bytes())
             payload.update(ref=ref, before=before, after=after, created=before == ZERO, deleted=False, forced=False)
@@ -65,9 +66,12 @@ class ForgeFleet:
             payload["sender"]["login"] = sender
             payload["pusher"] = {"name": sender, "email": f"{sender}@example.com"}
             body = json.dumps(payload).encode()
+        if form:  # GitHub's default for a new webhook: the JSON as a form's payload field, signed as sent
+            body = b"payload=" + urllib.parse.quote_plus(body.decode()).encode()
         sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
         headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-                   "X-Hub-Signature-256": sig, "Content-Type": "application/json"}
+                   "X-Hub-Signature-256": sig,
+                   "Content-Type": "application/x-www-form-urlencoded" if form else "application/json"}
         return httpx.post(f"{self.bot.url}/webhooks/github", content=body, headers=headers, timeout=30)
 
     def wait_status(self, sha: str, done: Callable[[list[PostedStatus]], bool],
@@ -167,6 +171,35 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     assert f.forge_main() == landed.merged_sha
 
 
+async def test_a_form_encoded_delivery_lands_like_its_json_twin(forge_fleet: ForgeFleet) -> None:
+    f = forge_fleet
+    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="multiply")
+    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
+    assert claim is not None and claim.id == sub.id
+    wt = f.clone("ann")
+    sha = commit(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"})
+    branch = f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
+    git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
+
+    # A text/plain body (signed correctly) is refused before anything is recorded.
+    body = (PAYLOADS / "github_push_branch_update.json").read_bytes()
+    sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    r = httpx.post(f"{f.bot.url}/webhooks/github", content=body, headers={
+        "X-GitHub-Event": "push", "X-GitHub-Delivery": "plain", "X-Hub-Signature-256": sig,
+        "Content-Type": "text/plain"})
+    assert r.status_code == 415 and "application/x-www-form-urlencoded" in r.json()["error"], r.text
+    assert await f.db.forge.deliveries() == []
+
+    r = f.deliver(branch, ZERO, sha, "ann-gh", delivery="form-1", form=True)
+    assert r.status_code == 202 and "queued as candidate" in r.json()["outcome"], r.text
+    assert f.wait_status(sha, final)[-1].state == "success"
+    landed = (await f.db.landing.landed(subtask_id=sub.id))[0]
+    assert landed.candidate_sha == sha and f.forge_main() == landed.merged_sha
+    again = f.deliver(branch, ZERO, sha, "ann-gh", delivery="form-1", form=True)  # redelivered: nothing twice
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    assert [d.delivery_id for d in await f.db.forge.deliveries()] == ["form-1"]
+
+
 async def test_unmapped_stale_and_failing_each_end_in_failure_with_the_reason(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
     s1, _ = await f.db.subtasks.create_subtask(actor_id=None, title="one")
@@ -241,6 +274,11 @@ async def test_bad_deliveries_change_nothing(forge_fleet: ForgeFleet) -> None:
     kinds = [d.delivery_id for d in await fs.deliveries()]
     assert "d2" not in kinds and "d1" not in kinds
     assert f.forge_main() == sha
+    # a Forgejo delivery sent to the GitHub endpoint is told where Forgejo's deliveries go
+    fj = {"X-Forgejo-Event": "ping", "X-Forgejo-Delivery": "fj-1", "Content-Type": "application/json",
+          "X-Forgejo-Signature": hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()}
+    r = httpx.post(url, content=body, headers=fj)
+    assert r.status_code == 400 and r.json()["error"].endswith("send it to /webhooks/gitea"), r.text
     # a signed ping is answered; a push for a repository the bot does not manage is acknowledged and ignored
     ping = json.loads((PAYLOADS / "github_ping.json").read_bytes())
     r = f.deliver("", ZERO, sha, "", body=json.dumps(ping).encode(), event="ping")

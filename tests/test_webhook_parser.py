@@ -782,6 +782,53 @@ def test_non_json_and_duplicate_keys_through_parse_delivery() -> None:
         assert status_of(github_headers("push", body), body) == 400
 
 
+def form_of(body: bytes, *, quote: Any = None) -> bytes:
+    """A JSON body as GitHub sends it with the webhook's content type left at its default."""
+    import urllib.parse
+    return b"payload=" + (quote or urllib.parse.quote_plus)(body.decode()).encode()
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.mark.parametrize("name", ["github_push_branch_update.json", "github_pull_request_synchronize.json",
+                                  "github_ping.json"])
+def test_a_form_encoded_delivery_parses_like_its_json_twin(name: str) -> None:
+    import urllib.parse
+    body = load(name)
+    event = {"github_ping.json": "ping", "github_push_branch_update.json": "push"}.get(name, "pull_request")
+    twin = parse_delivery(github_headers(event, body), body, [SECRET])
+    for quote in (urllib.parse.quote_plus, urllib.parse.quote):  # '+' or '%20' for a space: both are a form
+        form = form_of(body, quote=quote)
+        headers = replaced(github_headers(event, form), "content-type", FORM)
+        got = parse_delivery(headers, form, [SECRET])
+        assert got.payload == twin.payload and got.event == twin.event
+        assert got.body_sha256 == hashlib.sha256(form).hexdigest()  # the delivery is the bytes as sent
+        assert to_event(got) == to_event(twin)
+        # the signature is over the form as sent: one made over the JSON inside does not pass
+        signed_inner = replaced(headers, "x-hub-signature-256", "sha256=" + sign(body))
+        assert status_of(signed_inner, form) == 401
+
+
+def test_a_form_delivery_must_hold_exactly_one_payload_field() -> None:
+    body = load("github_push_branch_update.json")
+    for form in (form_of(body) + b"&x=1", b"x=1", b"payload=" + body.replace(b"{", b"%FF", 1), b"payload",
+                 b"payload=%7B&payload=%7D", b"", "payload={\"a\": \"é\"}".encode()):
+        headers = replaced(github_headers("push", form), "content-type", FORM)
+        assert status_of(headers, form) == 400, form[:40]
+
+
+def test_content_types_other_than_json_or_a_form_are_415() -> None:
+    body = load("github_push_branch_update.json")
+    for media in ("text/plain", "application/xml", "multipart/form-data; boundary=x", "", "json"):
+        assert status_of(replaced(github_headers("push", body), "content-type", media), body) == 415, media
+    twice = [*github_headers("push", body), ("content-type", "application/json")]
+    assert status_of(twice, body) == 415
+    for media in ("application/json; charset=utf-8", "Application/JSON"):  # parameters and case do not matter
+        assert parse_delivery(replaced(github_headers("push", body), "content-type", media), body, [SECRET])
+    assert parse_delivery(without(github_headers("push", body), "content-type"), body, [SECRET])  # read as JSON
+
+
 def test_webhook_error_shape() -> None:
     err = WebhookError(401, "bad signature")
     assert (err.status, err.message) == (401, "bad signature")

@@ -9,10 +9,15 @@ The steps, in the order :func:`parse_delivery` runs them:
 
 1. size: a body over :data:`MAX_BODY_BYTES` is refused (413) unread;
 2. forge: chosen from the headers (:func:`detect_forge`, 400);
-3. signature: HMAC-SHA256 of the raw bytes against every configured secret
+3. content type: ``application/json`` or GitHub's default for a new webhook,
+   ``application/x-www-form-urlencoded`` (415 for anything else; a delivery
+   without the header is read as JSON);
+4. signature: HMAC-SHA256 of the raw bytes against every configured secret
    (:func:`verify_signature`, 401). Nothing is parsed before this passes;
-4. delivery id and event name headers (400);
-5. JSON: strict parsing (:func:`parse_json`, 400).
+   a form body is signed as sent, before it is decoded;
+5. delivery id and event name headers (400);
+6. JSON: strict parsing (:func:`parse_json`, 400), of the whole body or of the
+   form's one ``payload`` field (:func:`form_payload`).
 
 :func:`to_event` then reads the few fields the merge queue needs and checks
 their shape, so a malformed payload is a 400 and never a ``KeyError``.
@@ -25,6 +30,7 @@ import hmac
 import json
 import math
 import re
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -38,6 +44,7 @@ __all__ = [
     "Headers",
     "WebhookError",
     "detect_forge",
+    "form_payload",
     "parse_delivery",
     "parse_json",
     "to_event",
@@ -327,11 +334,38 @@ _EVENT_HEADERS = {
 }
 
 
+JSON_TYPE = "application/json"
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+def content_type(headers: Headers) -> str:
+    """The body's media type, lower-cased and without parameters: JSON, or a form (415 for anything else)."""
+    raw = _single(headers, ("content-type",), status=415, what="content type")
+    media = (JSON_TYPE if raw is None else raw).split(";", 1)[0].strip().lower()
+    if media not in (JSON_TYPE, FORM_TYPE):
+        raise WebhookError(415, f"content type {media or '(empty)'!r} is not a webhook body: send {JSON_TYPE} "
+                                f"or {FORM_TYPE} (GitHub's 'Content type' setting of the webhook)")
+    return media
+
+
+def form_payload(body: bytes) -> bytes:
+    """The JSON in a form-encoded delivery: its one ``payload`` field, percent-decoded as strict UTF-8 (400)."""
+    try:
+        fields = urllib.parse.parse_qsl(body.decode("ascii"), keep_blank_values=True, strict_parsing=True,
+                                        encoding="utf-8", errors="strict", max_num_fields=1)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise WebhookError(400, f"malformed form body: {e}") from None
+    if [name for name, _ in fields] != ["payload"]:
+        raise WebhookError(400, "a form-encoded delivery must hold exactly one field, payload=<the JSON>")
+    return fields[0][1].encode("utf-8")
+
+
 def parse_delivery(headers: Headers, body: bytes, secrets: Sequence[bytes]) -> Delivery:
     """Authenticate and parse one delivery; see the module docstring for the order of checks."""
     if len(body) > MAX_BODY_BYTES:
         raise WebhookError(413, f"body of {len(body)} bytes exceeds the {MAX_BODY_BYTES}-byte limit")
     forge = detect_forge(headers)
+    media = content_type(headers)
     secret_index = verify_signature(forge, headers, body, secrets)
 
     delivery_id = _single(headers, _DELIVERY_HEADERS[forge], status=400, what="delivery id")
@@ -348,7 +382,7 @@ def parse_delivery(headers: Headers, body: bytes, secrets: Sequence[bytes]) -> D
     if _EVENT_NAME.fullmatch(event) is None:
         raise WebhookError(400, "event name must be 1-100 letters, digits, '_', '.' or '-'")
 
-    payload = parse_json(body)
+    payload = parse_json(form_payload(body) if media == FORM_TYPE else body)
     return Delivery(
         forge=forge,
         event=event,

@@ -2,7 +2,7 @@
 
 Steps for one delivery (the pure parsing is ``mergebot.forge.sansio``; this module does the I/O):
   1. verify the signature against the webhook secrets of the forge repositories we manage (401, nothing
-     recorded), parse the JSON strictly (400);
+     recorded), parse the JSON strictly, whole or as a form's ``payload`` field (400; 415 for other bodies);
   2. record the delivery by id: a processed one is answered again without effect, a failed one is processed
      again, the same id with another body is refused (409) and logged;
   3. map the event: pings, tags, deletions, closed pull requests and other repositories are acknowledged and
@@ -65,7 +65,8 @@ class WebhookHandler:
         except WebhookError as e:
             return Answer(e.status, {"error": e.message})
         if delivery.forge not in family:
-            return Answer(400, {"error": f"this is a {delivery.forge} delivery; send it to /webhooks/{delivery.forge}"})
+            right = "github" if delivery.forge == "github" else "gitea"  # Forgejo's deliveries go to Gitea's endpoint
+            return Answer(400, {"error": f"this is a {delivery.forge} delivery; send it to /webhooks/{right}"})
         digest = delivery.body_sha256
         state, row = await self.db.forge.begin_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
                                                         event=delivery.event, body_sha256=digest)

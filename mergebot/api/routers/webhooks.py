@@ -34,6 +34,7 @@ _ANSWERS: dict[int | str, dict[str, Any]] = {
         (401, "Missing or wrong signature"),
         (409, "This delivery id was already received with a different body"),
         (413, "The body is over the forge's maximum payload"),
+        (415, "The body is neither application/json nor application/x-www-form-urlencoded"),
         (502, "Could not process it now; the forge should redeliver"),
         (503, "The same delivery is being processed now"),
     )
