@@ -422,3 +422,48 @@ async def test_cancel_a_failed_subtask(db: Database) -> None:
     assert [r["status"] for r in await db.subtasks.recover_expired(grace_seconds=0)] == ["failed"]
     cancelled = await db.subtasks.cancel(subtask_id=sub.id, reason="nobody will retry it", actor_id=a)
     assert cancelled.status == "cancelled"
+
+
+async def test_a_requeued_candidate_s_old_runs_are_cancelled_not_run_for_nobody(db: Database) -> None:
+    """A killed leader leaves its candidates verifying and their jobs running. The reconciler's requeue cancels
+    those jobs with them; and a lost lease re-queues a job only while its candidate still waits on it."""
+    a, w = await agents(db, 2)
+    await db.landing.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
+                                 protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
+    cands = []
+    for i in range(3):
+        await db.subtasks.create_subtask(actor_id=a, title=f"work {i}")
+        sub = await db.subtasks.claim(agent_id=a)
+        assert sub is not None
+        cand = await db.landing.enqueue(repo="demo", subtask_id=sub.id, claim_version=sub.claim_version, owner_id=a,
+                                        sha=next_sha(), ref=f"refs/heads/subtasks/{sub.id}/v1", superseded="newer")
+        assert await db.landing.take_candidate(cand.id) is not None  # verifying, as the leader's window has it
+        cands.append(cand)
+
+    async def job(cand_id: int, purpose: str = "candidate") -> int:
+        j = await db.jobs.enqueue_job(repo="demo", commit_sha=next_sha(), command="true", timeout_s=60,
+                                      purpose=purpose, candidate_id=cand_id)
+        return j.id
+
+    first = await job(cands[0].id)
+    assert (await db.jobs.claim_job(worker_id=w, worker_name="killed")) is not None  # running on a dead server
+    queued = await job(cands[0].id, "retry")
+    requeued = await db.landing.requeue_stuck("demo")
+    assert sorted(requeued) == sorted(c.id for c in cands)
+    jobs = await db.jobs.get_jobs([first, queued])
+    assert {j.status for j in jobs.values()} == {"cancelled"}
+
+    # Lost leases: the job of a candidate no longer verifying is cancelled, one superseded by a newer job of its
+    # purpose is cancelled, and one its candidate still waits on goes back to the queue.
+    for c in cands[1:]:
+        assert await db.landing.take_candidate(c.id) is not None
+    orphan, old, live, newer = await job(cands[0].id), await job(cands[1].id), await job(cands[2].id), 0
+    for _ in range(3):
+        assert await db.jobs.claim_job(worker_id=w, worker_name="killed") is not None
+    newer = await job(cands[1].id)
+    async with db.pool.connection() as conn:
+        await conn.execute("UPDATE verify_jobs SET lease_expires_at = now() - interval '1 hour' "
+                           "WHERE status = 'running'")
+    got = {r["id"]: r["status"] for r in await db.jobs.recover_jobs(grace_seconds=0)}
+    assert got == {orphan: "cancelled", old: "cancelled", live: "queued"}
+    assert (await db.jobs.get_job(newer)).status == "queued"

@@ -590,11 +590,20 @@ LIMIT %(limit)s;
 SELECT * FROM candidates WHERE id = %(id)s;
 
 -- name: candidates_requeue_stuck
--- After a crash: candidates caught mid-verification (no intent written) go back to the queue.
-UPDATE candidates c SET status = 'queued', started_at = NULL
-WHERE c.repo = %(repo)s AND c.status IN ('verifying', 'landing')
-  AND NOT EXISTS (SELECT 1 FROM landing_intents i WHERE i.candidate_id = c.id AND i.status = 'pending')
-RETURNING c.id;
+-- After a crash: candidates caught mid-verification (no intent written) go back to the queue, and the runs they
+-- had are cancelled with them: the queue verifies them again under new jobs, so a killed server's old jobs,
+-- re-queued after their lease, would be runs for nobody ahead of live work.
+WITH requeued AS (
+    UPDATE candidates c SET status = 'queued', started_at = NULL
+    WHERE c.repo = %(repo)s AND c.status IN ('verifying', 'landing')
+      AND NOT EXISTS (SELECT 1 FROM landing_intents i WHERE i.candidate_id = c.id AND i.status = 'pending')
+    RETURNING c.id
+), cancelled AS (
+    UPDATE verify_jobs j SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
+    WHERE j.candidate_id IN (SELECT id FROM requeued) AND j.status IN ('queued', 'running')
+    RETURNING j.id
+)
+SELECT id, (SELECT count(*) FROM cancelled) AS jobs_cancelled FROM requeued;
 
 -- name: intent_insert
 INSERT INTO landing_intents (candidate_id, repo, target_ref, old_sha, new_sha, tree_sha, evidence)
@@ -662,19 +671,27 @@ RETURNING *;
 
 -- name: job_recover_expired
 -- A worker that went silent loses the job: it goes back to the queue (or ends in error once its attempts are
--- spent), and the next claim bumps the version so the silent worker's late result is refused.
+-- spent), and the next claim bumps the version so the silent worker's late result is refused. A candidate's job
+-- that nobody waits for any more is cancelled instead: its candidate is no longer being verified (requeued,
+-- landed, refused), or a newer job of the same purpose verifies it now.
 UPDATE verify_jobs j
-SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'done' ELSE 'queued' END::job_status,
-    outcome = CASE WHEN j.attempts >= j.max_attempts THEN 'error' ELSE NULL END,
-    result = CASE WHEN j.attempts >= j.max_attempts
-                  THEN jsonb_build_object('error', 'every worker that took this job lost its lease')
-                  ELSE NULL END,
-    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+SET status = CASE WHEN expired.obsolete THEN 'cancelled'
+                  WHEN j.attempts >= j.max_attempts THEN 'done' ELSE 'queued' END::job_status,
+    outcome = CASE WHEN NOT expired.obsolete AND j.attempts >= j.max_attempts THEN 'error' END,
+    result = CASE WHEN NOT expired.obsolete AND j.attempts >= j.max_attempts
+                  THEN jsonb_build_object('error', 'every worker that took this job lost its lease') END,
+    finished_at = CASE WHEN expired.obsolete OR j.attempts >= j.max_attempts THEN now() END,
     lease_expires_at = NULL
 FROM (
-    SELECT id FROM verify_jobs
-    WHERE status = 'running' AND lease_expires_at < now() - make_interval(secs => %(grace_seconds)s)
-    ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED
+    SELECT e.id, e.candidate_id IS NOT NULL AND (
+               NOT EXISTS (SELECT 1 FROM candidates c
+                           WHERE c.id = e.candidate_id AND c.status IN ('verifying', 'landing'))
+               OR EXISTS (SELECT 1 FROM verify_jobs n
+                          WHERE n.candidate_id = e.candidate_id AND n.purpose = e.purpose AND n.id > e.id))
+           AS obsolete
+    FROM verify_jobs e
+    WHERE e.status = 'running' AND e.lease_expires_at < now() - make_interval(secs => %(grace_seconds)s)
+    ORDER BY e.id LIMIT 1000 FOR UPDATE OF e SKIP LOCKED
 ) expired
 WHERE j.id = expired.id
 RETURNING j.id, j.status, j.claim_version;
