@@ -31,14 +31,14 @@ def free_port() -> int:
 class BotProcess:
     """``python -m mergebot serve`` on a loopback port, against the test's database and data directory."""
 
-    def __init__(self, db_url: str, data_dir: Path, **env: str) -> None:
+    def __init__(self, db_url: str, data_dir: Path, *, log_name: str = "serve.log", **env: str) -> None:
         self.db_url = db_url
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log = data_dir / "serve.log"
+        self.log = data_dir / log_name  # replicas on one data directory each keep their own
 
     def start(self, **env: str) -> BotProcess:
         full = {**os.environ, "MERGEBOT_DATABASE_URL": self.db_url, "MERGEBOT_DATA_DIR": str(self.data_dir),

@@ -76,14 +76,17 @@ class Fleet:
             self.agent_names.append(name)
         return out
 
-    def subtasks(self, n: int, title: str = "drill", *, until: float | None = None) -> list[int]:
+    def subtasks(self, n: int, title: str = "drill", *, until: float | None = None, tree: int = 0) -> list[int]:
+        """``n`` drill subtasks; with ``tree`` > 0 they form a tree of that fan-out, each one (after the first)
+        depending on its parent, so a subtask becomes ready only when its parent has landed."""
         deadline = until or time.monotonic() + 60
-        ids = []
+        ids: list[int] = []
         for i in range(n):
             key = f"{self.group}/{title}/{len(self.subtask_ids)}-{i}"
-            got = retry(lambda key=key, i=i: self.admin.post("/api/v1/subtasks", {  # type: ignore[misc]
+            deps = [ids[(i - 1) // tree]] if tree and i else []
+            got = retry(lambda key=key, i=i, deps=deps: self.admin.post("/api/v1/subtasks", {  # type: ignore[misc]
                 "title": f"mergebot drill {self.run_id}: {title} {i} (do not claim)", "group": self.group,
-                "priority": -1_000_000, "idempotency_key": key}), until=deadline)
+                "priority": -1_000_000, "idempotency_key": key, "depends_on": deps}), until=deadline)
             ids.append(got["subtask"]["id"])
         self.subtask_ids.update(ids)
         return ids

@@ -68,15 +68,19 @@ class Drill(Fleet):
         return None
 
     def work_on(self, agent: Agent, result: StreamResult, *, until: float, double_push: float = 0.3,
-                stop: threading.Event | None = None) -> None:
+                stop: threading.Event | None = None, patient: bool = False) -> None:
         """One agent: claim drill subtasks until none is ready; for each, commit, push (sometimes twice), and follow
-        the verdict; a rejected candidate is fixed and pushed again (up to three times)."""
+        the verdict; a rejected candidate is fixed and pushed again (up to three times). A ``patient`` agent, when
+        nothing is ready, waits while drill subtasks are still open (blocked on others' landings)."""
         client = Client(self.server, agent.token, timeout=30)
         wt = self.worktree(agent, until=until)
         while time.monotonic() < until and not (stop and stop.is_set()):
             held = self._held(client, agent, until)
             if held is None:
                 got = retry(lambda: client.post("/api/v1/subtasks/claim"), until=until)
+                if got is None and patient and self._open(client, until):
+                    time.sleep(0.5)
+                    continue
                 if got is None:
                     return
                 sid, version = got["handle"]["id"], got["handle"]["claim_version"]
@@ -148,14 +152,21 @@ class Drill(Fleet):
                 return
             self.log(f"{agent.name}: subtask {sid} rejected ({(v.get('reason') or '')[:200]}); pushing a fix")
 
+    def _open(self, client: Client, until: float) -> bool:
+        """Whether a drill subtask is still blocked or ready (another agent's landing will release it)."""
+        return any(r["id"] in self.subtask_ids for status in ("blocked", "ready")
+                   for r in retry(lambda status=status: client.get(  # type: ignore[misc]
+                       "/api/v1/subtasks", status=status, group=self.group, limit=1000)["subtasks"], until=until))
+
     def stream(self, agents: Sequence[Agent], *, until: float, double_push: float = 0.3,
-               stop: threading.Event | None = None) -> tuple[StreamResult, list[threading.Thread]]:
+               stop: threading.Event | None = None,
+               patient: bool = False) -> tuple[StreamResult, list[threading.Thread]]:
         """Start every agent on its own thread; returns the shared result and the threads (join them)."""
         result = StreamResult()
 
         def run(agent: Agent) -> None:
             try:
-                self.work_on(agent, result, until=until, double_push=double_push, stop=stop)
+                self.work_on(agent, result, until=until, double_push=double_push, stop=stop, patient=patient)
             except Exception as e:
                 with self._lock:
                     result.errors.append(f"{agent.name}: {type(e).__name__}: {e}")

@@ -17,15 +17,18 @@ class Leadership:
         self.locks = SessionLocks(url)
         self.leading: set[str] = set()
         self.reconciled: set[str] = set()  # led repositories reconciled since this leadership began
+        self.taken: list[str] = []  # the repositories the last ``lead`` took (for the record of who leads)
 
     async def lead(self, repos: list[Repo]) -> list[Repo]:
         """The repositories this process leads, taking the leadership of the ones nobody holds."""
         if not self.locks.alive:
             self.leading.clear()
             self.reconciled.clear()  # a new leadership starts by reconciling
+        self.taken = []
         for r in repos:
             if r.name not in self.leading and await self.locks.try_queue_lock(r.name):
                 self.leading.add(r.name)
+                self.taken.append(r.name)
         return [r for r in repos if r.name in self.leading]
 
     async def close(self) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
@@ -89,6 +91,11 @@ class LandingQueue:
     async def _pass(self) -> bool:
         """One pass over the led repositories; True when something happened (the loop comes straight back)."""
         led = await self.leadership.lead(await self.ctx.db.landing.list_repos())
+        for name in self.leadership.taken:  # who leads a queue, on the record: replicas hand it over on a crash
+            process = f"{socket.gethostname()}:{os.getpid()}"
+            log.info("leading the queue of %s now (%s)", name, process)
+            await self.ctx.db.subtasks.log_event(actor_id=None, kind="queue_leader", detail={
+                "repo": name, "process": process})
         reconciled = self.leadership.reconciled
         waiters, self._reconcile_waiters = self._reconcile_waiters, []
         if waiters:

@@ -1,0 +1,181 @@
+"""Replicas: several ``mergebot serve`` processes on one PostgreSQL server and one data directory's repositories,
+with the checks run by a remote ``mergebot verifier worker`` over HTTP. Agents push to either replica; one
+replica leads each repository's queue (an advisory lock). SIGKILL the leader in the middle of a landing, or the
+worker in the middle of a run: another replica takes the leadership, reconciles, and the queue goes on, and
+nothing lands twice. Real processes, real git over HTTP, a real check; nothing mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mergebot import agent
+from mergebot.auth import Role
+from mergebot.client import ApiError, Client
+from mergebot.db.database import Database
+from mergebot.drill.gather import stable_check
+from mergebot.drill.invariants import Push
+from mergebot.landing.repos import add_repo, repos_root
+from tests.bot import BotProcess, check_command, commit, git, make_project, stop_keepers
+
+COMMON = {"MERGEBOT_VERIFIER_WORKERS": "0", "MERGEBOT_VERIFIER_SANDBOX": "none", "MERGEBOT_JOB_LEASE_SECONDS": "2",
+          "MERGEBOT_RECOVERY_GRACE_SECONDS": "0"}
+
+
+@dataclass
+class Replicas:
+    db: Database
+    url: str
+    data: Path
+    work: Path
+    tokens: dict[str, str]
+    bots: list[BotProcess]
+    workers: list[subprocess.Popen[bytes]]
+
+    def replica(self, name: str, **env: str) -> BotProcess:
+        bot = BotProcess(self.url, self.data, log_name=f"serve-{name}.log", **COMMON, **env)
+        self.bots.append(bot)
+        return bot
+
+    def worker(self, name: str, server: BotProcess) -> subprocess.Popen[bytes]:
+        log = open(self.work / f"{name}.log", "ab")  # noqa: SIM115 (closed by the process's end)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mergebot", "verifier", "worker", "--server", server.url, "--token",
+             self.tokens["vera"], "--work-dir", str(self.work / name), "--sandbox", "none", "--heartbeat", "0.5"],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "MERGEBOT_TOKEN": ""})
+        self.workers.append(proc)
+        return proc
+
+    def push(self, who: str, server: BotProcess, files: dict[str, str]) -> Push:
+        """Claim the next subtask through ``server``, commit ``files`` and push them to ``server``'s remote."""
+        wt = self.work / f"{who}-{len(os.listdir(self.work))}"
+        got = agent.start(Client(server.url, self.tokens[who]), server.url, self.tokens[who], "demo", wt)
+        assert got is not None, "nothing to claim"
+        claim, _ = got
+        sha = commit(wt, files)
+        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        return Push(who, claim.subtask_id, claim.claim_version, sha, "accepted")
+
+    async def leaders(self) -> list[str]:
+        """The processes that took the leadership of demo's queue, in order."""
+        events = await self.db.subtasks.events(limit=1000)
+        return [e["detail"]["process"] for e in events if e["kind"] == "queue_leader" and e["detail"]["repo"] == "demo"]
+
+    async def wait_leader(self, bot: BotProcess, timeout: float = 30) -> None:
+        assert bot.proc is not None
+        deadline = time.monotonic() + timeout
+        while not (await self.leaders()) or not (await self.leaders())[-1].endswith(f":{bot.proc.pid}"):
+            assert time.monotonic() < deadline, f"{bot.log} never led demo:\n{bot.log.read_text()[-3000:]}"
+            time.sleep(0.1)
+
+    async def wait_landed(self, ids: list[int], timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            subs = [await self.db.subtasks.get_subtask(i) for i in ids]
+            busy = [c["id"] for c in await self.db.landing.candidates(repo="demo", limit=1000)
+                    if c["status"] in ("queued", "verifying", "landing")]
+            if all(s.status == "landed" for s in subs) and not busy:
+                return
+            assert time.monotonic() < deadline, (f"not landed: {[(s.id, s.status) for s in subs]}, busy {busy}\n"
+                                                 + "\n".join(b.log.read_text()[-2000:] for b in self.bots))
+            time.sleep(0.2)
+
+    async def assert_books_balance(self, pushes: list[Push], ids: list[int], via: BotProcess) -> None:
+        """One landed row per subtask, every landed sha on main and no commit on main without a landed row, no
+        candidate landed twice, every intent resolved, and the reconciler's findings empty."""
+        landed = await self.db.landing.landed(repo="demo", limit=1000)
+        assert sorted(r.subtask_id for r in landed) == sorted(ids)
+        assert len({r.merged_sha for r in landed}) == len(landed)
+        cands = await self.db.landing.candidates(repo="demo", limit=1000)
+        assert sorted(c["subtask_id"] for c in cands if c["status"] == "landed") == sorted(ids)  # none twice
+        assert await self.db.landing.pending_intents("demo") == []
+        client = Client(via.url, self.tokens["root"], timeout=30)
+        violations = stable_check(client, via.url, self.tokens["root"], "demo", self.work / "check", pushes,
+                                  settled=True, attempts=3)
+        assert violations == [], violations
+        assert client.get("/api/v1/findings", repo="demo")["findings"] == []
+
+
+@pytest.fixture
+async def replicas(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Replicas]:
+    tokens = {}
+    for name, role in (("root", Role.ADMIN), ("vera", Role.VERIFIER), ("ann", Role.AGENT), ("bob", Role.AGENT)):
+        _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
+    data = tmp_path / "data"
+    await add_repo(e2e_db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
+                   verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"])
+    (tmp_path / "work").mkdir()
+    r = Replicas(e2e_db, e2e_db_url, data, tmp_path / "work", tokens, [], [])
+    try:
+        yield r
+    finally:
+        stop_keepers(r.work)
+        for w in r.workers:
+            w.kill()
+            w.wait()
+        for b in r.bots:
+            b.stop()
+
+
+@pytest.mark.parametrize("step", ["after_intent", "after_cas", "after_commit"])
+async def test_the_leader_killed_mid_landing_is_replaced_and_nothing_lands_twice(replicas: Replicas,
+                                                                                 step: str) -> None:
+    r = replicas
+    first, _ = await r.db.subtasks.create_subtask(actor_id=None, title="add sub")
+    second, _ = await r.db.subtasks.create_subtask(actor_id=None, title="add mul", depends_on=[first.id])
+    a = r.replica("a", MERGEBOT_CRASH_AT=step).start()
+    await r.wait_leader(a)
+    b = r.replica("b").start()
+    r.worker("w1", b)  # the checks run on another "machine", reaching the cluster through replica b
+
+    pushes = [r.push("ann", b, {"sub.py": "def sub(a, b):\n    return a - b\n"})]  # to the replica that follows
+    assert a.wait_exit(90) == -signal.SIGKILL  # the leader died by SIGKILL at that step of the landing
+    await r.wait_leader(b)  # the other replica took the leadership (the lock died with a's connection)
+    await r.wait_landed([first.id])
+    assert a.proc is not None and b.proc is not None
+    assert [p.rsplit(":", 1)[1] for p in await r.leaders()] == [str(a.proc.pid), str(b.proc.pid)]
+
+    a.start()  # the killed replica comes back as a follower; an agent pushes to it
+    assert (await r.db.subtasks.get_subtask(second.id)).status == "ready"  # released by the landing
+    pushes.append(r.push("bob", a, {"mul.py": "def mul(a, b):\n    return a * b\n"}))
+    await r.wait_landed([first.id, second.id])
+    assert [p.rsplit(":", 1)[1] for p in await r.leaders()][-1] == str(b.proc.pid)  # b still leads
+    await r.assert_books_balance(pushes, [first.id, second.id], a)
+
+
+async def test_a_remote_worker_killed_mid_run_is_replaced_and_its_late_result_refused(replicas: Replicas) -> None:
+    r = replicas
+    await r.db.landing.update_repo("demo", verifier_command=f"sleep 2 && {check_command()}")
+    sub, _ = await r.db.subtasks.create_subtask(actor_id=None, title="slow")
+    a = r.replica("a").start()
+    await r.wait_leader(a)
+    b = r.replica("b").start()
+    doomed = r.worker("doomed", a)
+    pushes = [r.push("ann", b, {"slow.py": "x = 1\n"})]
+    deadline = time.monotonic() + 60
+    while not (running := [j for j in await r.db.jobs.jobs(status="running") if j["purpose"] == "candidate"]):
+        assert time.monotonic() < deadline, (r.work / "doomed.log").read_text()[-3000:]
+        time.sleep(0.05)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait()
+    job = running[0]
+    r.worker("rescuer", b)
+    await r.wait_landed([sub.id])
+    done = (await r.db.jobs.get_jobs([job["id"]]))[job["id"]]
+    assert done.status == "done" and done.outcome == "pass" and done.worker_name != job["worker_name"]
+    assert done.claim_version == job["claim_version"] + 1  # run again elsewhere after its lease
+    vera = Client(a.url, r.tokens["vera"])
+    with pytest.raises(ApiError) as err:  # the killed worker's result, arriving late: refused
+        vera.post(f"/api/v1/verify-jobs/{job['id']}/result",
+                  {"claim_version": job["claim_version"], "result": {"outcome": "fail"}})
+    assert err.value.status == 409 and err.value.code == "claim_superseded"
+    await r.assert_books_balance(pushes, [sub.id], b)
