@@ -124,6 +124,8 @@ class Landed(Landing, FromRow):
     owner: str | None = None
     run_id: int | None = None  # the verifier run that passed on main_sha (None: landed without the queue)
     batch_id: int | None = None  # the landing it was part of, shared by a batch's members (its intent's id)
+    kind: str = "land"  # or "revert": the bot's revert of the landing ``reverts``, which broke main
+    reverts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,12 @@ class Repo(FromRow):
     cache_key: list[str] = field(default_factory=list)  # files whose content keys the caches (lockfiles)
     setup_command: str | None = None  # run before the check in the same checkout
     setup_network: bool = False  # the setup may use the network, on commits already on main only
+    post_land_command: str | None = None  # the check on main after a landing (and its bisection); None: verifier's
+
+    @property
+    def main_check(self) -> str:
+        """The command that judges main after a landing: the post-land command, or the candidates' check."""
+        return self.post_land_command or self.verifier_command
 
     @property
     def target_ref(self) -> str:
@@ -191,6 +199,7 @@ class Candidate(FromRow):
     paths: list[str] | None = None  # the paths it changes (at most 1,000), for the forecast
     outside_footprint: list[str] | None = None  # paths it changes outside its subtask's footprint (a warning)
     patch_id: str | None = None  # its change as one id (``git.patch_id``): the same change elsewhere is a duplicate
+    reverts: int | None = None  # the bot's revert of this landed row's change (a red main mending itself)
     queued_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None

@@ -158,7 +158,7 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
                               max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes, forge=forge,
                               footprint_refuse=args.footprint_refuse, cache_paths=args.cache or [],
                               cache_key=args.cache_key or [], setup_command=args.setup,
-                              setup_network=args.setup_network)
+                              setup_network=args.setup_network, post_land_command=args.post_land)
 
     repo = with_db(settings, go)
     emit(args, asdict(repo))
@@ -171,7 +171,7 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
         "verifier_command": args.verifier, "verifier_timeout_s": args.timeout, "protected_paths": args.protect,
         "cache_paths": [] if args.no_cache else args.cache, "cache_key": [] if args.no_cache else args.cache_key,
         "setup_command": args.setup, "clear_setup": args.no_setup, "setup_network": args.setup_network,
-        "footprint_refuse": args.footprint_refuse}
+        "footprint_refuse": args.footprint_refuse, "post_land_command": args.post_land}
     if all(v is None or v is False for v in rules.values()):
         raise SystemExit("mergebot repo set: give at least one rule to change (see --help)")
     repo = with_db(settings_from(args), lambda db: set_rules(db, args.name, **rules))

@@ -139,6 +139,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                     help="let the setup use the network, on commits already on main only (never a candidate's)")
     sp.add_argument("--footprint-refuse", action="store_true", dest="footprint_refuse",
                     help="refuse a push that changes paths outside its subtask's footprint (else: a warning)")
+    sp.add_argument("--post-land-check", dest="post_land", metavar="COMMAND", help="the check run on main after "
+                    "each landing, and to find the culprit when main turns red (default: --verifier; e.g. the full "
+                    "suite while --verifier runs the quick one)")
     sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")
     sp.add_argument("--max-file-bytes", type=int, default=10 << 20, dest="max_file_bytes")
     sp.add_argument("--github", nargs=1, metavar="OWNER/REPO", help="a GitHub repository: webhooks in, statuses "
@@ -167,6 +170,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                     help="whether the setup may use the network (commits on main only)")
     sp.add_argument("--footprint-refuse", action=argparse.BooleanOptionalAction, dest="footprint_refuse",
                     help="whether a push outside its footprint is refused")
+    sp.add_argument("--post-land-check", dest="post_land", metavar="COMMAND",
+                    help="the check run on main after each landing ('' : the --verifier again)")
     sp.set_defaults(fn=cmd_repo_set)
     sp = repo.add_parser("list", parents=[common], help="list repositories")
     sp.set_defaults(fn=cmd_repo_list)

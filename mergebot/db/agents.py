@@ -16,6 +16,8 @@ from mergebot.db.base import Row, Sql, insert_event
 from mergebot.errors import Conflict, NotFound
 from mergebot.models import Agent
 
+BOT_NAME = "mergebot"  # the bot's own agent: the owner of the reverts it lands
+
 
 class AgentStore:
     def __init__(self, sql: Sql) -> None:
@@ -54,6 +56,22 @@ class AgentStore:
         if row is None or not auth.same_hash(bytes(row["token_hash"]), digest):
             return None
         return Agent.from_row(row)
+
+    async def bot_id(self) -> int:
+        """The bot's own agent, which owns the reverts it lands (made on first use). Its token is revoked at once:
+        nobody can act as it, it acts only through the queue."""
+        for _ in range(2):
+            try:
+                return (await self.agent_by_name(BOT_NAME)).id
+            except NotFound:
+                pass
+            try:
+                agent, _token = await self.add_agent(name=BOT_NAME, role=auth.Role.REVIEWER)
+            except Conflict:  # made by another replica meanwhile
+                continue
+            await self.revoke_agent(name=BOT_NAME)
+            return agent.id
+        return (await self.agent_by_name(BOT_NAME)).id
 
     async def agent_by_name(self, name: str) -> Agent:
         row = await self.sql.one("agent_by_name", name=name)

@@ -38,7 +38,7 @@ class Database:
         self.waiter = Waiter(listen_url or self.sql.url)
         self.agents = AgentStore(self.sql)
         self.subtasks = SubtaskStore(self.sql, self.waiter, lease_seconds=lease_seconds)
-        self.landing = LandingStore(self.sql, self.waiter)
+        self.landing = LandingStore(self.sql, self.waiter, lease_seconds=lease_seconds)
         self.jobs = JobStore(self.sql, self.waiter, lease_seconds=job_lease_seconds)
         self.forge = ForgeStore(self.sql)
         self.pages = PageStore(self.sql)

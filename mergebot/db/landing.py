@@ -29,9 +29,10 @@ CANDIDATE_VERDICTS = frozenset({"landed", "rejected", "superseded", "cancelled",
 
 
 class LandingStore:
-    def __init__(self, sql: Sql, waiter: Waiter) -> None:
+    def __init__(self, sql: Sql, waiter: Waiter, *, lease_seconds: float = 120.0) -> None:
         self.sql = sql
         self.waiter = waiter
+        self.lease_seconds = lease_seconds  # a reverted subtask's new lease, as its owner's claim would have
 
     # -- repositories ------------------------------------------------------------------------------------
 
@@ -40,7 +41,7 @@ class LandingStore:
                           root_sha: str, forge: dict[str, str] | None = None,
                           footprint_refuse: bool = False, cache_paths: list[str] | None = None,
                           cache_key: list[str] | None = None, setup_command: str | None = None,
-                          setup_network: bool = False) -> Repo:
+                          setup_network: bool = False, post_land_command: str | None = None) -> Repo:
         f = forge or {}
         row = await self.sql.one("repo_create", name=name, target_branch=target_branch,
                                  verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
@@ -50,7 +51,8 @@ class LandingStore:
                                  forge_git_url=f.get("forge_git_url"), webhook_secret_env=f.get("webhook_secret_env"),
                                  forge_token_env=f.get("forge_token_env"), footprint_refuse=footprint_refuse,
                                  cache_paths=cache_paths or [], cache_key=cache_key or [],
-                                 setup_command=setup_command, setup_network=setup_network)
+                                 setup_command=setup_command, setup_network=setup_network,
+                                 post_land_command=post_land_command)
         assert row is not None
         await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)
@@ -58,7 +60,7 @@ class LandingStore:
     async def update_repo(self, name: str, *, actor_id: int | None = None, **rules: Any) -> Repo:
         """Change the given landing rules of a repository (``repo_update``; a rule not given stays)."""
         names = ("verifier_command", "verifier_timeout_s", "protected_paths", "cache_paths", "cache_key",
-                 "setup_command", "setup_network", "footprint_refuse")
+                 "setup_command", "setup_network", "footprint_refuse", "post_land_command")
         unknown = set(rules) - set(names) - {"clear_setup"}
         assert not unknown, unknown
         row = await self.sql.one("repo_update", name=name, clear_setup=bool(rules.get("clear_setup")),
@@ -258,8 +260,7 @@ class LandingStore:
         async with self.sql.tx() as tx:
             return await self._land_in(tx, landing, actor_id=actor_id, candidate_id=None, intent_id=None)
 
-    @staticmethod
-    async def _land_in(tx: Tx, landing: Landing, *, actor_id: int | None, candidate_id: int | None,
+    async def _land_in(self, tx: Tx, landing: Landing, *, actor_id: int | None, candidate_id: int | None,
                        intent_id: int | None) -> tuple[Landed, list[int]]:
         row = await tx.one(
             "subtask_land", id=landing.subtask_id, owner_id=landing.owner_id, claim_version=landing.claim_version,
@@ -267,7 +268,7 @@ class LandingStore:
             base_sha=landing.base_sha, merged_sha=landing.merged_sha, tree_sha=landing.tree_sha,
             verifier_command=landing.verifier_command, verifier_result=landing.verifier_result,
             duration_ms=landing.duration_ms, log_digest=landing.log_digest, actor_id=actor_id,
-            main_sha=landing.main_sha, batch_size=landing.batch_size, intent_id=intent_id,
+            main_sha=landing.main_sha, batch_size=landing.batch_size, intent_id=intent_id, candidate_id=candidate_id,
             verifier_cache=Jsonb(landing.verifier_cache) if landing.verifier_cache is not None else None)
         if row is None:
             raise ClaimSuperseded(
@@ -278,6 +279,10 @@ class LandingStore:
         released = []
         if locked:
             released = [r["id"] for r in await tx.all("dependents_release", ids=locked, actor_id=actor_id)]
+        if row["reverts"] is not None:  # a revert landed: the reverted subtask goes back to its owner
+            why = await tx.one("subtask_get", id=landing.subtask_id)
+            await tx.all("subtask_send_back", reverts=row["reverts"], lease_seconds=self.lease_seconds,
+                         reason=(why or {}).get("description") or "")
         if candidate_id is not None:
             await tx.all("candidate_finish", id=candidate_id, status="landed", reason=None, base_sha=landing.base_sha,
                          merged_sha=landing.merged_sha, verifier=None, verdict=None)
@@ -303,6 +308,30 @@ class LandingStore:
         rows = await self.sql.all("landed_list", repo=repo, subtask_id=subtask_id, owner=owner, before_id=before_id,
                                   limit=limit)
         return [Landed.from_row(r) for r in rows]
+
+    async def since_green(self, repo: str, upto: int) -> list[Landed]:
+        """The landings since main's check last passed, up to landed row ``upto``, oldest first (at most 64)."""
+        return [Landed.from_row(r) for r in await self.sql.all("landed_since_green", repo=repo, upto=upto)]
+
+    async def queue_revert(self, *, repo: str, culprit: Landed, bot_id: int, title: str, evidence: str, sha: str,
+                           ref: str) -> Candidate:
+        """Queue the bot's revert of ``culprit``: its own subtask, submitted by the bot, and a candidate that names
+        the landing it reverts (first in the queue). Once per culprit: a second call returns the first candidate.
+        ``evidence`` is what the culprit's owner is told when the revert lands."""
+        async with self.sql.tx() as tx:
+            sub = await tx.one("revert_subtask_create", title=title[:200], description=evidence[:20000],
+                               bot_id=bot_id, sha=sha, reverts=culprit.id)
+            if sub is None:
+                row = await tx.one("revert_candidate_of", reverts=culprit.id)
+                assert row is not None
+                return Candidate.from_row(row)
+            row = await tx.one("revert_candidate_insert", repo=repo, subtask_id=sub["id"], bot_id=bot_id, sha=sha,
+                               ref=ref, reverts=culprit.id)
+            await insert_event(tx, actor_id=None, kind="revert_queued", subtask_id=culprit.subtask_id,
+                               claim_version=culprit.claim_version,
+                               detail={"repo": repo, "landed": culprit.id, "sha": sha, "revert_subtask": sub["id"]})
+        assert row is not None
+        return Candidate.from_row(row)
 
     async def landed_chain(self, repo: str) -> dict[str, Row]:
         return {r["merged_sha"]: r for r in await self.sql.all("landed_chain", repo=repo)}

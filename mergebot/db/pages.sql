@@ -35,7 +35,8 @@ LIMIT %(limit)s;
 SELECT l.*, a.name AS owner, s.title, s.status AS subtask_status, c.id AS candidate_id,
        c.verifier ->> 'sandbox' AS sandbox, c.verifier ->> 'exit_code' AS exit_code,
        (c.verifier ->> 'log_size')::bigint AS log_size, c.ref,
-       (SELECT j.id FROM verify_jobs j WHERE j.landed_id = l.id ORDER BY j.id DESC LIMIT 1) AS post_land_job_id
+       (SELECT j.id FROM verify_jobs j WHERE j.landed_id = l.id ORDER BY j.id DESC LIMIT 1) AS post_land_job_id,
+       (SELECT r.id FROM landed r WHERE r.reverts = l.id) AS reverted_by
 FROM landed l
 JOIN agents a ON a.id = l.owner_id
 JOIN subtasks s ON s.id = l.subtask_id

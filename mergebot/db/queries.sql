@@ -308,7 +308,7 @@ WITH land AS (
 )
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
                     merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
-                    main_sha, batch_size, verifier_cache, batch_id, run_id)
+                    main_sha, batch_size, verifier_cache, batch_id, run_id, kind, reverts)
 SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
        %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s,
@@ -316,9 +316,52 @@ SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(c
        -- the run: the last one that passed on exactly the commit main moved to, for the landing's own candidate
        (SELECT j.id FROM verify_jobs j
         WHERE j.candidate_id = i.candidate_id AND j.commit_sha = i.new_sha AND j.status = 'done'
-          AND j.outcome = 'pass' ORDER BY j.id DESC LIMIT 1)
+          AND j.outcome = 'pass' ORDER BY j.id DESC LIMIT 1),
+       CASE WHEN c.reverts IS NULL THEN 'land' ELSE 'revert' END, c.reverts
 FROM land LEFT JOIN landing_intents i ON i.id = %(intent_id)s::bigint
+          LEFT JOIN candidates c ON c.id = %(candidate_id)s::bigint
 RETURNING *;
+
+-- name: subtask_send_back
+-- A revert of a landing has landed: the reverted subtask goes back to the owner who landed it, running at a new
+-- claim version (its next landing is another row), with the revert's evidence as the reason.
+WITH culprit AS (SELECT subtask_id, claim_version, owner_id FROM landed WHERE id = %(reverts)s)
+UPDATE subtasks s
+SET status = 'running', owner_id = culprit.owner_id, previous_owner_id = culprit.owner_id,
+    claim_version = s.claim_version + 1, claimed_at = now(), heartbeat_at = now(),
+    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s), candidate_sha = NULL,
+    status_reason = left(%(reason)s, 2000), updated_by = NULL
+FROM culprit
+WHERE s.id = culprit.subtask_id AND s.status = 'landed' AND s.claim_version = culprit.claim_version
+RETURNING s.id, s.claim_version, s.owner_id;
+
+-- name: revert_subtask_create
+-- The bot's own subtask for a revert, submitted by the bot at once (no agent can claim it): one per culprit.
+INSERT INTO subtasks (parent_id, title, description, status, priority, owner_id, claim_version, candidate_sha,
+                      idempotency_key)
+SELECT s.parent_id, %(title)s, %(description)s, 'submitted', 1000000, %(bot_id)s, 1, %(sha)s,
+       'mergebot/revert/' || %(reverts)s::text
+FROM landed l JOIN subtasks s ON s.id = l.subtask_id WHERE l.id = %(reverts)s
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING *;
+
+-- name: revert_candidate_insert
+INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority, reverts)
+VALUES (%(repo)s, %(subtask_id)s, 1, %(bot_id)s, %(sha)s, %(ref)s, 1000000, %(reverts)s)
+RETURNING *;
+
+-- name: revert_candidate_of
+SELECT * FROM candidates WHERE reverts = %(reverts)s ORDER BY id DESC LIMIT 1;
+
+-- name: landed_since_green
+-- The landings main's check has not passed since (the suspects of a red main), oldest first: every row after
+-- the newest one whose post-land check passed (or was flaky), up to ``upto``.
+SELECT l.*, a.name AS owner FROM landed l JOIN agents a ON a.id = l.owner_id
+WHERE l.repo = %(repo)s AND l.id <= %(upto)s
+  AND l.id > coalesce((SELECT max(g.id) FROM landed g WHERE g.repo = %(repo)s AND g.id < %(upto)s
+                       AND g.main_status IN ('pass', 'flaky')), 0)
+ORDER BY l.id
+LIMIT 64;
 
 -- name: dependents_lock
 -- Lock the blocked dependents before deciding whether they are free: two dependencies landing at once then
@@ -426,11 +469,12 @@ LIMIT %(limit)s;
 -- name: repo_create
 INSERT INTO repos (name, target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
                    max_file_bytes, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
-                   forge_token_env, footprint_refuse, cache_paths, cache_key, setup_command, setup_network)
+                   forge_token_env, footprint_refuse, cache_paths, cache_key, setup_command, setup_network,
+                   post_land_command)
 VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s,
         %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s,
         %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s, %(footprint_refuse)s, %(cache_paths)s,
-        %(cache_key)s, %(setup_command)s, %(setup_network)s)
+        %(cache_key)s, %(setup_command)s, %(setup_network)s, %(post_land_command)s)
 RETURNING *;
 
 -- name: repo_update
@@ -443,7 +487,9 @@ UPDATE repos SET
     cache_key = coalesce(%(cache_key)s::text[], cache_key),
     setup_command = CASE WHEN %(clear_setup)s THEN NULL ELSE coalesce(%(setup_command)s, setup_command) END,
     setup_network = coalesce(%(setup_network)s, setup_network),
-    footprint_refuse = coalesce(%(footprint_refuse)s, footprint_refuse)
+    footprint_refuse = coalesce(%(footprint_refuse)s, footprint_refuse),
+    post_land_command = CASE WHEN %(post_land_command)s = '' THEN NULL
+                             ELSE coalesce(%(post_land_command)s, post_land_command) END
 WHERE name = %(name)s
 RETURNING *;
 
@@ -645,7 +691,8 @@ RETURNING *;
 -- a worker from it. Then the checks of what already landed (post-land, manual reruns). Oldest first within each.
 WITH pick AS (
     SELECT id FROM verify_jobs WHERE status = 'queued'
-    ORDER BY CASE purpose WHEN 'candidate' THEN 0 WHEN 'retry' THEN 1 WHEN 'base' THEN 1 ELSE 2 END, id
+    ORDER BY CASE purpose WHEN 'candidate' THEN 0 WHEN 'retry' THEN 1 WHEN 'base' THEN 1 WHEN 'bisect' THEN 1
+                          ELSE 2 END, id
     LIMIT 1 FOR UPDATE SKIP LOCKED
 )
 UPDATE verify_jobs j

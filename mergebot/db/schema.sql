@@ -595,3 +595,17 @@ ALTER TABLE landed ADD COLUMN verifier_cache jsonb;
 ALTER TABLE landed ADD COLUMN run_id bigint REFERENCES verify_jobs (id);
 ALTER TABLE landed ADD COLUMN batch_id bigint REFERENCES landing_intents (id);
 CREATE INDEX landed_batch ON landed (batch_id) WHERE batch_id IS NOT NULL;
+
+-- 0013: a red main that mends itself: the post-land command, bisection runs, reverts, landing again after one.
+ALTER TABLE repos ADD COLUMN post_land_command text CHECK (length(post_land_command) BETWEEN 1 AND 4000);
+ALTER TABLE candidates ADD COLUMN reverts bigint REFERENCES landed (id);
+ALTER TABLE landed ADD COLUMN kind text NOT NULL DEFAULT 'land' CHECK (kind IN ('land', 'revert'));
+ALTER TABLE landed ADD COLUMN reverts bigint REFERENCES landed (id);
+ALTER TABLE landed ADD CONSTRAINT landed_revert_names_its_culprit CHECK ((kind = 'revert') = (reverts IS NOT NULL));
+ALTER TABLE landed DROP CONSTRAINT landed_subtask_id_key;
+ALTER TABLE landed ADD CONSTRAINT landed_once_per_claim UNIQUE (subtask_id, claim_version);
+CREATE UNIQUE INDEX landed_reverted_once ON landed (reverts) WHERE reverts IS NOT NULL;
+ALTER TABLE verify_jobs DROP CONSTRAINT verify_jobs_purpose_check;
+ALTER TABLE verify_jobs ADD CONSTRAINT verify_jobs_purpose_check
+    CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect'));
+INSERT INTO subtask_transitions (from_status, to_status) VALUES ('landed', 'running');

@@ -144,15 +144,20 @@ def check_history(repo: pygit2.Repository, head: str | None, root_sha: str, land
 
 def check_subtasks(subtasks: Sequence[Row], landed: Sequence[Row], candidates: Mapping[int, Sequence[Row]],
                    tips: Mapping[str, str], *, settled: bool) -> list[Violation]:
-    """Every subtask in a legal state; at most one landing per claim version; no subtask branch forgotten."""
+    """Every subtask in a legal state; at most one landing per claim version; no subtask branch forgotten. A
+    landing the bot reverted (a row of kind ``revert`` names it) no longer counts: its subtask went back to its
+    owner and may land again at a later claim version."""
     out: list[Violation] = []
+    reverted = {row["reverts"] for row in landed if row.get("reverts") is not None}
     rows_of: dict[int, list[Row]] = {}
     for row in landed:
-        rows_of.setdefault(row["subtask_id"], []).append(row)
+        if row["id"] not in reverted:
+            rows_of.setdefault(row["subtask_id"], []).append(row)
     by_id = {s["id"]: s for s in subtasks}
     for sid, rows in rows_of.items():
         if len(rows) > 1:
-            out.append(Violation("landed_twice", f"subtask {sid}", f"subtask {sid} has {len(rows)} landed rows"))
+            out.append(Violation("landed_twice", f"subtask {sid}", f"subtask {sid} has {len(rows)} landed rows "
+                                 "that stand"))
         if sid in by_id and by_id[sid]["status"] != "landed":
             out.append(Violation("landed_row_without_landing", f"subtask {sid}", f"subtask {sid} has a landed row "
                                  f"but is {by_id[sid]['status']}"))

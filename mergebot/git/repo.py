@@ -149,6 +149,20 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str,
     return Merge("merge", str(sha), str(tree))
 
 
+def revert_onto(repo: pygit2.Repository, head: str, base: str, landed: str, message: str, ref: str) -> str | None:
+    """The bot's revert of the change ``base``..``landed`` (one landing, fast-forward or merge) as a new commit on
+    ``head``, pointed at by ``ref``; None when it no longer applies cleanly (later changes touched the same lines).
+    A three-way merge of ``head`` and ``base`` over ``landed`` undoes exactly that change and keeps the rest."""
+    tree_of = {sha: repo[sha].peel(pygit2.Commit).tree for sha in (head, base, landed)}
+    index = repo.merge_trees(tree_of[landed], tree_of[head], tree_of[base])
+    if index.conflicts is not None:
+        return None
+    bot = bot_signature()
+    sha = str(repo.create_commit(None, bot, bot, message, index.write_tree(repo), [pygit2.Oid(hex=head)]))
+    repo.references.create(ref, sha, force=True)
+    return sha
+
+
 def conflict_hunks(repo: pygit2.Repository, base: str, candidate: str, *, max_files: int = 10, max_hunks: int = 3,
                    max_lines: int = 30) -> list[dict[str, object]]:
     """The conflicting regions of a merge, as an agent needs them to resolve it: per path (at most ``max_files``),

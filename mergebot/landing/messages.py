@@ -262,6 +262,57 @@ def red_main_announcement(repo: str, reason: str) -> str:
     return f"[{repo}] {reason} An admin can resume with `mergebot repo resume {repo}`."
 
 
+def flaky_on_main(repo: str, target_branch: str, sha: str, outcome: str) -> str:
+    return (f"[{repo}] the post-land check on {target_branch} at {_short(sha)} gave {outcome}, then passed when run "
+            "again: recorded as flaky on main; nothing reverted, landing goes on.")
+
+
+def revert_title(subtask_id: int, title: str) -> str:
+    return f"Revert subtask {subtask_id}: {title}"[:200]
+
+
+def revert_message(subtask_id: int, title: str, landed_id: int, merged_sha: str, red_sha: str,
+                   failing: list[str]) -> str:
+    tests = f" Failing: {', '.join(failing[:10])}." if failing else ""
+    return (f"Revert subtask {subtask_id}: {title}\n\nMain's check failed at {red_sha}; bisection on the verifier "
+            f"found landing {landed_id} ({merged_sha}) to be the first red commit.{tests}\n\n"
+            f"Mergebot-Reverts-Landed: {landed_id}\nMergebot-Reverts: {merged_sha}\n")
+
+
+def reverted_evidence(subtask_id: int, version: int, target_branch: str, merged_sha: str, red_sha: str,
+                      failing: list[str], probes: list[tuple[str, str]], candidate_sha: str) -> str:
+    """What a reverted subtask's owner is told (its status reason), with the next command."""
+    tests = f" Failing tests: {', '.join(failing[:10])}." if failing else ""
+    runs = "; ".join(f"{_short(sha)} {outcome}" for sha, outcome in probes) or "none needed"
+    nxt = version + 1
+    return (f"Your landing {_short(merged_sha)} turned {target_branch} red (its check failed at {_short(red_sha)}) "
+            f"and was reverted.{tests} Bisection runs: {runs}. The subtask is yours again at claim version {nxt}: "
+            f"`git fetch origin {target_branch} && git checkout -B subtasks/{subtask_id}/v{nxt} origin/{target_branch}"
+            f" && git cherry-pick {candidate_sha}`, fix it so the check passes with what landed since, and push "
+            f"subtasks/{subtask_id}/v{nxt}.")
+
+
+def mend_found(repo: str, target_branch: str, red_sha: str, subtask_id: int, owner: str | None,
+               merged_sha: str) -> str:
+    return (f"[{repo}] {target_branch} is red at {_short(red_sha)}; bisection found subtask {subtask_id}'s landing "
+            f"{_short(merged_sha)} (by {owner or 'unknown'}) to be the culprit. Its revert is queued first; the rest "
+            "of the queue waits only until it lands.")
+
+
+def mend_gave_up(repo: str, target_branch: str, why: str) -> str:
+    return (f"[{repo}] {target_branch} stays red and parked: the bot could not mend it ({why}). Land a fix, or "
+            f"`mergebot repo resume {repo}`.")
+
+
+MEND_NO_SUSPECTS = "no landing since the last green check to blame"
+MEND_REVERT_RED = "the red commits include a revert the bot made already; it does not revert twice"
+MEND_CONFLICT = "the culprit's revert no longer applies cleanly on main"
+
+
+def mend_inconclusive(sha: str, outcome: str) -> str:
+    return f"a bisection run on {_short(sha)} could not judge it ({outcome})"
+
+
 def green_again(repo: str, target_branch: str, sha: str) -> str:
     return f"[{repo}] {target_branch} is green again at {_short(sha)}; landing resumed."
 

@@ -6,8 +6,10 @@ Rules:
     runs it anyway). A flaky landing, or a command changed since, gets its own run.
   * Checks are coalesced: a newer head's check cancels the older ones that have not started yet (their rows say
     ``superseded``: main moved on, and its newer head's row carries the status).
-  * A red main is announced and parks the queue: while red only a candidate that passes (a fix) lands. A pass
-    on main again clears it and requeues the parked candidates.
+  * A failed check is run once more on the same commit: a pass there is a flaky main, recorded as such. A red
+    main confirmed is announced and parks the queue (while red only a candidate that passes, a fix, lands), and
+    ``mend`` bisects the landings since the last green check and queues the culprit's revert first. A pass on
+    main again clears it and requeues the parked candidates.
   * The database going away meanwhile is waited out: the check is asked for again once it is back (found by the
     outage drill, where the task died with its row left ``pending``). A restart resumes the newest landing's
     check if it was cut short.
@@ -19,8 +21,8 @@ import asyncio
 import logging
 
 from mergebot.errors import Unavailable
+from mergebot.landing import mend, runs, verdict
 from mergebot.landing import messages as say
-from mergebot.landing import runs, verdict
 from mergebot.landing.land import Context
 from mergebot.models import Landed, Repo
 from verifier.runner import Result
@@ -60,7 +62,7 @@ async def check(ctx: Context, repo: Repo, landed: Landed) -> None:
 def _covered(ctx: Context, repo: Repo, landed: Landed) -> Result | None:
     """The landing's own passing run on main's new head, when it is the post-land check's answer already."""
     if not verdict.post_land_covered(rerun=ctx.post_land_rerun, landed_result=landed.verifier_result,
-                                     landed_command=landed.verifier_command, command=repo.verifier_command):
+                                     landed_command=landed.verifier_command, command=repo.main_check):
         return None
     return Result(head_of(landed), landed.tree_sha if landed.batch_size == 1 else "", landed.verifier_command, "pass",
                   0, landed.duration_ms, say.LANDING_RUN_COVERS, "", 0, landed.log_digest)
@@ -71,21 +73,24 @@ async def _check_once(ctx: Context, repo: Repo, landed: Landed) -> None:
     await db.jobs.cancel_older_post_land(repo.name, landed.id)  # main's newer head answers for them
     result = _covered(ctx, repo, landed)
     if result is None:
-        job_id = await runs.start_check(ctx, repo, sha, "post_land", landed_id=landed.id)
+        job_id = await runs.start_check(ctx, repo, sha, "post_land", landed_id=landed.id, command=repo.main_check)
         done = await db.jobs.wait_job(job_id, timeout=runs.run_limit(ctx, repo))
         if done.status == "cancelled":
             await db.landing.set_main_status(landed_id=landed.id, status="superseded")
             return
         result = runs.result_of(repo, sha, done)
-    await db.landing.set_main_status(landed_id=landed.id, status=result.outcome)
     current = await db.landing.get_repo(repo.name)
     change = verdict.main_change(passed=result.passed, red=bool(current.red_since))
+    if change == "red" and not await mend.confirm(ctx, current, landed, sha, result):
+        return  # flaky: the run again passed, and the row says so
+    await db.landing.set_main_status(landed_id=landed.id, status=result.outcome)
     if change == "green":
         await db.landing.set_red(repo=repo.name, sha=None, reason=None)
         await db.subtasks.announce(author_id=None, body=say.green_again(repo.name, repo.target_branch, sha))
         ctx.poke()
     elif change == "red":
         await red_main(ctx, current, sha, say.post_land_failed(result.outcome))
+        await mend.mend(ctx, current, landed, sha, result)
 
 
 async def red_main(ctx: Context, repo: Repo, sha: str, why: str) -> None:

@@ -65,7 +65,8 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
                    max_push_bytes: int = 100 << 20, max_file_bytes: int = 10 << 20,
                    forge: dict[str, str] | None = None, footprint_refuse: bool = False,
                    cache_paths: list[str] | None = None, cache_key: list[str] | None = None,
-                   setup_command: str | None = None, setup_network: bool = False) -> Repo:
+                   setup_command: str | None = None, setup_network: bool = False,
+                   post_land_command: str | None = None) -> Repo:
     """Create (or import from ``source``, a path or URL) the bare repository and record its configuration.
 
     With ``forge`` (see ``forge_settings``) the repository is a mirror of the forge's, cloned from it.
@@ -94,7 +95,8 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
                                             max_file_bytes=max_file_bytes, root_sha=head, forge=forge,
                                             footprint_refuse=footprint_refuse, cache_paths=cache_paths or [],
                                             cache_key=cache_key or [], setup_command=setup_command or None,
-                                            setup_network=setup_network)
+                                            setup_network=setup_network,
+                                            post_land_command=post_land_command or None)
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise

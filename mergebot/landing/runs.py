@@ -45,8 +45,9 @@ def cache_request(repo: Repo, purpose: str) -> dict[str, object] | None:
 
 
 async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
-                      landed_id: int | None = None) -> int:
-    job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=repo.verifier_command,
+                      landed_id: int | None = None, command: str | None = None) -> int:
+    """A verify job for ``sha``: the candidates' check, or ``command`` (main's check after a landing)."""
+    job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=command or repo.verifier_command,
                                         timeout_s=repo.verifier_timeout_s, purpose=purpose,
                                         candidate_id=candidate_id, landed_id=landed_id,
                                         cache=cache_request(repo, purpose))
@@ -56,7 +57,8 @@ async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candi
 
 
 async def check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
-                landed_id: int | None = None) -> Result:
-    """Run the repository's check on ``sha`` through a verify job and wait for a worker's result."""
-    job_id = await start_check(ctx, repo, sha, purpose, candidate_id=candidate_id, landed_id=landed_id)
+                landed_id: int | None = None, command: str | None = None) -> Result:
+    """Run the repository's check (or ``command``) on ``sha`` through a verify job and wait for a worker's result."""
+    job_id = await start_check(ctx, repo, sha, purpose, candidate_id=candidate_id, landed_id=landed_id,
+                               command=command)
     return result_of(repo, sha, await ctx.db.jobs.wait_job(job_id, timeout=run_limit(ctx, repo)))

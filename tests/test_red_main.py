@@ -1,0 +1,193 @@
+"""A red main that mends itself, end to end: a real ``mergebot serve``, real pushes, real pytest runs.
+
+The candidates' check is the quick suite (``tests``); main's check after each landing is the full one (``tests``
+and ``full``), as teams run it. Two changes each pass both alone, but the full suite fails with both on main. The
+bot confirms the failure, bisects the landings since the last green check, lands a revert of the second one (a
+landed row of kind ``revert``), sends that subtask back to its owner with the evidence and the next command, and
+main is green again with the other landings kept. A flaky failure of main's check reverts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mergebot.auth import Role
+from mergebot.db.database import Database
+from mergebot.drill.gather import stable_check
+from mergebot.drill.invariants import Push
+from mergebot.landing.mend import next_probe
+from mergebot.landing.repos import add_repo, repos_root
+from tests.bot import BotProcess, Fleet, commit, git, make_project, stop_keepers
+
+QUICK = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+FULL = f"{sys.executable} -m pytest -q -p no:cacheprovider tests full"
+TOGETHER = '''import pytest
+
+
+def test_the_values_stay_small_together():
+    a = pytest.importorskip("a")
+    b = pytest.importorskip("b")
+    assert a.VALUE + b.VALUE < 3
+'''
+
+
+async def fleet_with(db: Database, url: str, tmp: Path, post_land: str) -> Fleet:
+    src = make_project(tmp / "src")
+    (src / "full").mkdir()
+    (src / "full" / "test_together.py").write_text(TOGETHER)
+    git(["add", "-A"], src)
+    git(["commit", "-qm", "the full suite"], src)
+    tokens = {}
+    for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
+        _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+    data = tmp / "data"
+    await add_repo(db, repos_root(data), name="demo", source=str(src), verifier_command=QUICK, verifier_timeout_s=60,
+                   post_land_command=post_land)
+    bot = BotProcess(url, data, MERGEBOT_VERIFIER_SANDBOX="none").start()
+    return Fleet(bot, db, tokens, tmp / "work")
+
+
+@pytest.fixture
+async def red_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+    fleet = await fleet_with(e2e_db, e2e_db_url, tmp_path, FULL)
+    try:
+        yield fleet
+    finally:
+        stop_keepers(fleet.work)
+        fleet.bot.stop()
+
+
+async def until(pred: object, what: str, fleet: Fleet, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not await pred():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"never: {what}\n{fleet.bot.log.read_text()[-4000:]}"
+        time.sleep(0.2)
+
+
+def land(fleet: Fleet, who: str, name: str, files: dict[str, str]) -> tuple[Push, Path]:
+    claim, wt = fleet.start(who, name)
+    sha = commit(wt, files)
+    git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+    return Push(who, claim.subtask_id, claim.claim_version, sha, "accepted"), wt
+
+
+async def test_two_landings_that_break_main_together_the_second_is_reverted_and_sent_back(red_fleet: Fleet) -> None:
+    f, db = red_fleet, red_fleet.db
+    a_sub, _ = await db.subtasks.create_subtask(actor_id=None, title="add a")
+    b_sub, _ = await db.subtasks.create_subtask(actor_id=None, title="add b")
+    c_sub, _ = await db.subtasks.create_subtask(actor_id=None, title="add c")
+    status = lambda sid: db.subtasks.get_subtask(sid)  # noqa: E731
+
+    async def landed(sid: int) -> bool:
+        return (await status(sid)).status == "landed"
+
+    pushes = [land(f, "ann", "ann-a", {"a.py": "VALUE = 1\n"})[0]]
+    await until(lambda: landed(a_sub.id), "a landed", f)
+    push_b, wt_b = land(f, "bob", "bob-b", {"b.py": "VALUE = 2\n"})  # passes the quick suite; with a, not the full
+    pushes.append(push_b)
+    await until(lambda: landed(b_sub.id), "b landed", f)
+    pushes.append(land(f, "ann", "ann-c", {"c.py": "VALUE = 0\n"})[0])  # lands while main is red: it passes
+
+    async def reverted() -> bool:
+        return any(r.kind == "revert" for r in await db.landing.landed(repo="demo"))
+    await until(reverted, "a revert landed", f)
+    await until(lambda: landed(c_sub.id), "c landed", f)
+
+    async def green() -> bool:
+        return (await db.landing.get_repo("demo")).red_since is None
+    await until(green, "main green again", f)
+
+    rows = {r.subtask_id: r for r in await db.landing.landed(repo="demo") if r.kind == "land"}
+    revert = next(r for r in await db.landing.landed(repo="demo") if r.kind == "revert")
+    assert revert.reverts == rows[b_sub.id].id  # the second landing is the culprit, named on the revert's row
+    assert revert.owner == "mergebot" and revert.verifier_result == "pass"
+    bare = f.bare()
+    head = bare[f.main()]
+    assert "b.py" not in head.tree and "a.py" in head.tree and "c.py" in head.tree  # the rest stays
+    message = bare[revert.merged_sha].message
+    assert f"Mergebot-Reverts-Landed: {rows[b_sub.id].id}" in message
+    assert bare.descendant_of(f.main(), revert.merged_sha) or f.main() == revert.merged_sha
+
+    b_now = await status(b_sub.id)  # sent back to its owner, with the evidence and what to run next
+    assert (b_now.status, b_now.owner, b_now.claim_version) == ("running", "bob", 2)
+    reason = b_now.status_reason or ""
+    assert "reverted" in reason and "test_the_values_stay_small_together" in reason, reason
+    assert f"subtasks/{b_sub.id}/v2" in reason
+    bisect = [j for j in await db.jobs.jobs(limit=1000) if j["purpose"] == "bisect"]
+    assert bisect and all(j["command"] == FULL for j in bisect)  # main's own check judged main
+    statuses = {r.subtask_id: r.main_status for r in await db.landing.landed(repo="demo") if r.kind == "land"}
+    assert statuses[a_sub.id] in ("pass", "superseded")
+    events = [e["kind"] for e in await db.subtasks.events(subtask_id=b_sub.id, limit=1000)]
+    assert "revert_queued" in events
+    with httpx.Client(base_url=f.bot.url, timeout=30) as web:  # the reviewer's pages link the two rows
+        assert web.post("/login", data={"token": f.tokens["root"], "next": "/ui/landed"},
+                        headers={"Origin": f.bot.url}).status_code == 303
+        page = web.get(f"/ui/landed/{revert.id}").text
+        assert f'id="reverts">the bot\'s revert of landing <a href="/ui/landed/{rows[b_sub.id].id}"' in page
+        assert f'id="reverted-by">by landing <a href="/ui/landed/{revert.id}"' in web.get(
+            f"/ui/landed/{rows[b_sub.id].id}").text
+
+    # The owner follows the instructions it was given, word for word, fixes the change, and it lands again.
+    command = re.search(r"`(git fetch [^`]+)`", reason)
+    assert command is not None, reason
+    ran = subprocess.run(command.group(1), shell=True, cwd=wt_b, capture_output=True, text=True, env={
+        **os.environ, "GIT_AUTHOR_NAME": "Bob", "GIT_AUTHOR_EMAIL": "bob@example.com", "GIT_COMMITTER_NAME": "Bob",
+        "GIT_COMMITTER_EMAIL": "bob@example.com"})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    fixed = commit(wt_b, {"b.py": "VALUE = 1\n"}, "b, small enough with a")
+    git(["push", "-q", "origin", f"HEAD:refs/heads/subtasks/{b_sub.id}/v2"], wt_b)
+    pushes.append(Push("bob", b_sub.id, 2, fixed, "accepted"))
+    await until(lambda: landed(b_sub.id), "b landed again", f)
+    again = [r for r in await db.landing.landed(repo="demo") if r.subtask_id == b_sub.id]
+    assert sorted(r.claim_version for r in again) == [1, 2]
+    await until(green, "main green after the fix", f)
+
+    violations = stable_check(f.client("root"), f.bot.url, f.tokens["root"], "demo", f.work / "check", pushes,
+                              attempts=3)
+    assert violations == [], violations
+    assert f.client("root").get("/api/v1/findings", repo="demo")["findings"] == []
+
+
+async def test_a_flaky_red_is_recorded_and_reverts_nothing(e2e_db: Database, e2e_db_url: str,
+                                                          tmp_path: Path) -> None:
+    marker = tmp_path / "failed-once"  # main's check fails the first time it runs, then passes: a flaky main
+    flaky = f"sh -c 'if [ -e {marker} ]; then {FULL}; else touch {marker}; exit 1; fi'"
+    f = await fleet_with(e2e_db, e2e_db_url, tmp_path, flaky)
+    try:
+        sub, _ = await e2e_db.subtasks.create_subtask(actor_id=None, title="add a")
+        land(f, "ann", "ann-a", {"a.py": "VALUE = 1\n"})
+
+        async def checked() -> bool:
+            rows = await e2e_db.landing.landed(repo="demo")
+            return bool(rows) and rows[0].main_status not in ("pending",)
+        await until(checked, "main's check recorded", f)
+        rows = await e2e_db.landing.landed(repo="demo")
+        assert [(r.subtask_id, r.kind, r.main_status) for r in rows] == [(sub.id, "land", "flaky")]
+        assert (await e2e_db.landing.get_repo("demo")).red_since is None
+        assert (await e2e_db.subtasks.get_subtask(sub.id)).status == "landed"
+        assert marker.exists()
+    finally:
+        stop_keepers(f.work)
+        f.bot.stop()
+
+
+def test_bisection_finds_the_first_red_landing_in_log2_runs() -> None:
+    for n in range(1, 40):
+        for first_red in range(n):
+            lo, hi, runs = 0, n - 1, 0
+            while (mid := next_probe(lo, hi)) is not None:
+                runs += 1
+                if mid < first_red:  # passes
+                    lo = mid + 1
+                else:
+                    hi = mid
+            assert lo == first_red and runs <= max(0, (n - 1).bit_length())
