@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -157,9 +158,13 @@ def test_no_command_shows_a_traceback(tmp_path: Path) -> None:
     assert len(commands) >= 40 and ["submit"] in commands and ["serve"] in commands
     env = {**os.environ, "MERGEBOT_URL": "http://127.0.0.1:9", "MERGEBOT_TOKEN": "bogus",
            "MERGEBOT_DATABASE_URL": f"host={tmp_path}/nowhere dbname=x", "MERGEBOT_DATA_DIR": str(tmp_path / "d")}
-    for args in commands:
-        out = subprocess.run([sys.executable, "-m", "mergebot", *args], capture_output=True, text=True, env=env,
-                             cwd=tmp_path, input="not json-rpc\n", check=False, timeout=60)
+    def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mergebot", *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, input="not json-rpc\n", check=False, timeout=60)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # each is a fresh process: run them side by side
+        outs = list(pool.map(run, commands))
+    for args, out in zip(commands, outs, strict=True):
         assert "Traceback" not in out.stderr + out.stdout, (args, out.stderr[-2000:])
         if args[0] in ("guide", "mcp"):  # no input of theirs to get wrong (mcp reads JSON-RPC: EOF ends it)
             continue

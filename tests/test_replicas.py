@@ -46,10 +46,12 @@ class Replicas:
         self.bots.append(bot)
         return bot
 
-    def worker(self, name: str, server: BotProcess) -> subprocess.Popen[bytes]:
+    def worker(self, name: str, *servers: BotProcess) -> subprocess.Popen[bytes]:
+        """A remote worker; given several replicas (``--server A,B``) it goes on to the next when one dies."""
         log = open(self.work / f"{name}.log", "ab")  # noqa: SIM115 (closed by the process's end)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mergebot", "verifier", "worker", "--server", server.url, "--token",
+            [sys.executable, "-m", "mergebot", "verifier", "worker", "--server", ",".join(s.url for s in servers),
+             "--token",
              self.tokens["vera"], "--work-dir", str(self.work / name), "--sandbox", "none", "--heartbeat", "0.5"],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "MERGEBOT_TOKEN": ""})
         self.workers.append(proc)
@@ -126,30 +128,49 @@ async def replicas(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIt
             b.stop()
 
 
-@pytest.mark.parametrize("step", ["after_intent", "after_cas", "after_commit"])
-async def test_the_leader_killed_mid_landing_is_replaced_and_nothing_lands_twice(replicas: Replicas,
-                                                                                 step: str) -> None:
+async def test_leaders_killed_at_each_landing_step_are_replaced_and_nothing_lands_twice(replicas: Replicas) -> None:
+    """Three replicas, each set to SIGKILL itself at one step of its first landing: after the intent (a), after
+    the compare-and-swap (b), after the landed row (c). Each death hands the queue to a replica still alive,
+    which reconciles what the dead one left (rolls the intent back, or finishes it) and lands; at the end a
+    replica that does not crash (d) takes over. Agents push to whichever replica is up."""
     r = replicas
-    first, _ = await r.db.subtasks.create_subtask(actor_id=None, title="add sub")
-    second, _ = await r.db.subtasks.create_subtask(actor_id=None, title="add mul", depends_on=[first.id])
-    a = r.replica("a", MERGEBOT_CRASH_AT=step).start()
-    await r.wait_leader(a)
-    b = r.replica("b").start()
-    r.worker("w1", b)  # the checks run on another "machine", reaching the cluster through replica b
+    subs = [(await r.db.subtasks.create_subtask(actor_id=None, title=f"change {i}"))[0] for i in range(3)]
+    steps = {"a": "after_intent", "b": "after_cas", "c": "after_commit"}
+    bots = {name: r.replica(name, MERGEBOT_CRASH_AT=step).start() for name, step in steps.items()}
+    await r.wait_leader(bots["a"])
+    final = r.replica("d")  # started once the others are dead
+    worker = r.worker("w1", bots["c"], final, bots["b"])  # the checks run on another "machine", via any replica up
 
-    pushes = [r.push("ann", b, {"sub.py": "def sub(a, b):\n    return a - b\n"})]  # to the replica that follows
-    assert a.wait_exit(90) == -signal.SIGKILL  # the leader died by SIGKILL at that step of the landing
-    await r.wait_leader(b)  # the other replica took the leadership (the lock died with a's connection)
-    await r.wait_landed([first.id])
-    assert a.proc is not None and b.proc is not None
-    assert [p.rsplit(":", 1)[1] for p in await r.leaders()] == [str(a.proc.pid), str(b.proc.pid)]
+    def alive() -> list[BotProcess]:
+        return [b for b in bots.values() if b.proc is not None and b.proc.poll() is None]
 
-    a.start()  # the killed replica comes back as a follower; an agent pushes to it
-    assert (await r.db.subtasks.get_subtask(second.id)).status == "ready"  # released by the landing
-    pushes.append(r.push("bob", a, {"mul.py": "def mul(a, b):\n    return a * b\n"}))
-    await r.wait_landed([first.id, second.id])
-    assert [p.rsplit(":", 1)[1] for p in await r.leaders()][-1] == str(b.proc.pid)  # b still leads
-    await r.assert_books_balance(pushes, [first.id, second.id], a)
+    async def until_alive(n: int) -> None:
+        deadline = time.monotonic() + 90
+        while len(alive()) > n:
+            assert time.monotonic() < deadline, [b.log.read_text()[-2000:] for b in bots.values()]
+            time.sleep(0.1)
+        assert len(alive()) == n
+
+    pushes = [r.push("ann", bots["b"], {"one.py": "x = 1\n"})]
+    await r.wait_landed([subs[0].id])  # a died after its intent; the next leader landed it, and died too
+    await until_alive(1)
+    (last,) = alive()
+    pushes.append(r.push("bob", last, {"two.py": "x = 2\n"}))
+    assert last.wait_exit(90) == -signal.SIGKILL  # the last crashy replica died landing it
+    # nobody else kills them: each died by its own crash point, at its step
+    assert all(b.proc is not None and b.proc.returncode == -signal.SIGKILL for b in bots.values())
+    final.start()
+    await r.wait_leader(final)
+    await r.wait_landed([subs[1].id])  # finished by d's reconcile if the death came after the swap
+    pushes.append(r.push("ann", final, {"three.py": "x = 3\n"}))
+    await r.wait_landed([s.id for s in subs])
+
+    leaders = [p.rsplit(":", 1)[1] for p in await r.leaders()]
+    pids = {name: str(b.proc.pid) for name, b in bots.items() if b.proc is not None}
+    assert final.proc is not None and len(leaders) == 4 and leaders[0] == pids["a"]
+    assert set(leaders[1:3]) == {pids["b"], pids["c"]} and leaders[3] == str(final.proc.pid)
+    await r.assert_books_balance(pushes, [s.id for s in subs], final)
+    assert worker.poll() is None  # the remote worker outlived every replica it knew dying, and worked on
 
 
 async def test_a_remote_worker_killed_mid_run_is_replaced_and_its_late_result_refused(replicas: Replicas) -> None:

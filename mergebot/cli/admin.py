@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -23,7 +24,7 @@ from mergebot import __version__
 from mergebot.auth import Role
 from mergebot.cli.agent import client_from
 from mergebot.cli.render import emit
-from mergebot.client import DEFAULT_URL, Client
+from mergebot.client import DEFAULT_URL, ApiError
 from mergebot.db.database import Database, open_database
 from mergebot.errors import MergebotError
 from mergebot.logs import configure_logging
@@ -180,7 +181,7 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
 
 def cmd_verifier_worker(args: argparse.Namespace) -> None:
     """Run verifier workers against a bot over HTTP: jobs through the API, commits through git."""
-    from mergebot.verify.worker import HttpRepos, HttpSource, Worker, worker_name
+    from mergebot.verify.worker import HttpRepos, HttpSource, Servers, Worker, worker_name
 
     token = args.token or os.environ.get("MERGEBOT_TOKEN")
     if not token:
@@ -189,8 +190,12 @@ def cmd_verifier_worker(args: argparse.Namespace) -> None:
     work = Path(args.work_dir).resolve()
     print(f"verifier worker: {args.slots} slot(s) against {server}, work dir {work}", file=sys.stderr)
 
+    servers = Servers(server.split(","), token)  # several replicas: --server URL1,URL2
+    with contextlib.suppress(ApiError):  # a wrong URL is told now; once running, an outage is waited out
+        servers.call(lambda c: c.get("/healthz"))
+
     async def run() -> None:
-        workers = [Worker(HttpSource(Client(server, token), worker_name(i)), HttpRepos(server, token, work / "mirrors"),
+        workers = [Worker(HttpSource(servers, worker_name(i)), HttpRepos(servers, token, work / "mirrors"),
                           work / "slots" / f"{os.getpid()}-{i}", sandbox=args.sandbox,
                           heartbeat_every=args.heartbeat) for i in range(args.slots)]
         if args.once:

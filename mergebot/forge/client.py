@@ -16,13 +16,13 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import github
 import httpx
-import requests
-from github.GithubException import GithubException, RateLimitExceededException
-from github.GithubObject import NotSet, Opt
+
+if TYPE_CHECKING:  # PyGithub (and requests) load on first use: a server without a GitHub repository never pays
+    import requests  # the 130 ms they add to every start, nor does any CLI command
+    from github.GithubException import GithubException
 
 STATES = ("pending", "success", "failure", "error")
 GITHUB_DESCRIPTION_LIMIT = 140  # characters; GitHub answers 422 beyond it
@@ -99,6 +99,8 @@ class GitHubClient:
     """
 
     def __init__(self, token: str, base_url: str = "https://api.github.com", timeout: float = 10.0) -> None:
+        import github
+
         self._gh = github.Github(
             base_url=base_url.rstrip("/"),
             auth=github.Auth.Token(token),
@@ -115,6 +117,10 @@ class GitHubClient:
         self._gh.close()
 
     def post_status(self, repo: str, post: StatusPost) -> None:
+        import requests
+        from github.GithubException import GithubException
+        from github.GithubObject import NotSet, Opt
+
         _split_repo(repo)
         target_url: Opt[str] = post.target_url if post.target_url is not None else NotSet
         try:
@@ -129,6 +135,9 @@ class GitHubClient:
             raise self._mapped(exc, f"posting status {post.state!r} on {repo}@{post.sha}") from exc
 
     def pull_merged(self, repo: str, number: int) -> bool:
+        import requests
+        from github.GithubException import GithubException
+
         _split_repo(repo)
         try:
             return bool(self._gh.get_repo(repo).get_pull(number).merged)
@@ -137,6 +146,8 @@ class GitHubClient:
 
     @staticmethod
     def _mapped(exc: GithubException | requests.RequestException, doing: str) -> ForgeCallError:
+        from github.GithubException import GithubException, RateLimitExceededException
+
         if isinstance(exc, GithubException):
             # Secondary rate limits come back as 403 with a rate-limit message: PyGithub singles those out.
             retryable = isinstance(exc, RateLimitExceededException) or _retryable_status(exc.status)

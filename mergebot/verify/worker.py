@@ -16,11 +16,12 @@ import logging
 import os
 import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import httpx
 import psycopg
 
 from mergebot.client import ApiError, Client
@@ -99,15 +100,42 @@ class LocalSource:
                 return
 
 
+T = TypeVar("T")
+
+
+class Servers:
+    """The replicas a remote worker may reach (``--server A,B``): a call that cannot reach the current one tries
+    the next, so a worker outlives any one replica's restart or death."""
+
+    def __init__(self, urls: Sequence[str], token: str) -> None:
+        self.urls = [u.rstrip("/") for u in urls if u.strip()]
+        self.clients = [Client(u, token) for u in self.urls]
+        self.current = 0
+
+    def call(self, fn: Callable[[Client], T]) -> T:
+        last: Exception | None = None
+        for _ in self.clients:
+            try:
+                return fn(self.clients[self.current])
+            except httpx.TransportError as e:
+                last = e
+                self.current = (self.current + 1) % len(self.clients)
+        raise MergebotError(f"cannot reach {' or '.join(self.urls)} ({last})")
+
+    def order(self) -> list[str]:
+        """Every server, the current one first."""
+        return self.urls[self.current:] + self.urls[:self.current]
+
+
 class HttpSource:
     """Jobs through the bot's API, with a verifier token (a worker on another machine)."""
 
-    def __init__(self, client: Client, name: str) -> None:
-        self.client, self.name = client, name
+    def __init__(self, servers: Servers, name: str) -> None:
+        self.servers, self.name = servers, name
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         try:
-            return await asyncio.to_thread(self.client.post, path, body)
+            return await asyncio.to_thread(self.servers.call, lambda c: c.post(path, body))
         except ApiError as e:
             if e.status == 409:
                 raise ClaimSuperseded(e.message) from e
@@ -140,8 +168,8 @@ class LocalRepos:
 class HttpRepos:
     """A bare mirror per repository, fetched from the bot over HTTP: only the commits jobs ask for."""
 
-    def __init__(self, server: str, token: str, cache: Path) -> None:
-        self.server, self.cache = server.rstrip("/"), cache
+    def __init__(self, server: str | Servers, token: str, cache: Path) -> None:
+        self.servers, self.cache = server if isinstance(server, Servers) else Servers([server], token), cache
         self.header = "Authorization: Basic " + base64.b64encode(f"verifier:{token}".encode()).decode()
 
     def path_for(self, repo: str, sha: str) -> Path:
@@ -152,9 +180,15 @@ class HttpRepos:
         bare = git.open_repo(path)
         if sha not in bare:
             env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-            subprocess.run(["git", "-c", f"http.extraHeader={self.header}", "--git-dir", str(path), "fetch", "-q",
-                            "--no-tags", f"{self.server}/git/{repo}.git", sha], check=True, env=env,
-                           capture_output=True, timeout=600)
+            for server in self.servers.order():  # the first replica that answers
+                got = subprocess.run(["git", "-c", f"http.extraHeader={self.header}", "--git-dir", str(path), "fetch",
+                                      "-q", "--no-tags", f"{server}/git/{repo}.git", sha], check=False, env=env,
+                                     capture_output=True, text=True, timeout=600)
+                if got.returncode == 0:
+                    break
+            else:
+                raise MergebotError(f"could not fetch {sha[:12]} of {repo} from {' or '.join(self.servers.urls)}: "
+                                    f"{got.stderr.strip()[-300:]}")
         return path
 
 

@@ -52,20 +52,23 @@ def postmaster(data: Path) -> int | None:
         return None
 
 
-@pytest.mark.parametrize(("subtasks", "min_kills"), [
-    (12, 3),
-    pytest.param(40, 12, marks=pytest.mark.long_drill),
+@pytest.mark.parametrize(("subtasks", "replicas", "min_kills"), [
+    (8, 1, 3),
+    pytest.param(40, 1, 12, marks=pytest.mark.long_drill),
+    pytest.param(30, 2, 10, marks=pytest.mark.long_drill),  # two replicas on one data directory, either killed
 ])
 async def test_sigkill_server_and_postgres_under_a_tree_of_dependent_subtasks(tmp_path: Path, subtasks: int,
-                                                                             min_kills: int) -> None:
+                                                                             replicas: int, min_kills: int) -> None:
     seed = drill_seed()
     rng = random.Random(seed)
     data = tmp_path / "data"
     admin = json.loads(mergebot(["init", "--json"], data))["token"]
     src = make_project(tmp_path / "src")
     mergebot(["repo", "add", "demo", "--from", str(src), "--verifier", check_command()], data)
-    bot = BotProcess("", data, MERGEBOT_VERIFIER_SANDBOX="none", MERGEBOT_SPECULATION_WINDOW="2",
-                     MERGEBOT_JOB_LEASE_SECONDS="3", MERGEBOT_RECOVERY_GRACE_SECONDS="1").start()
+    bots = [BotProcess("", data, log_name=f"serve-{i}.log", MERGEBOT_VERIFIER_SANDBOX="none",
+                       MERGEBOT_SPECULATION_WINDOW="2", MERGEBOT_JOB_LEASE_SECONDS="3",
+                       MERGEBOT_RECOVERY_GRACE_SECONDS="1").start() for i in range(replicas)]
+    bot = bots[0]  # the agents' server; with replicas, the drill kills either one
     try:
         drill = Drill(bot.url, admin, "demo", tmp_path / "agents", log=print, seed=seed)
         until = time.monotonic() + 150 + subtasks * 6
@@ -78,14 +81,15 @@ async def test_sigkill_server_and_postgres_under_a_tree_of_dependent_subtasks(tm
             if not any(t.is_alive() for t in threads):
                 break
             pg = postmaster(data) if rng.random() < 1 / 3 or (kills == 1 and not pg_kills) else None
-            assert bot.proc is not None
-            bot.proc.send_signal(signal.SIGKILL)
+            victim = rng.choice(bots)
+            assert victim.proc is not None
+            victim.proc.send_signal(signal.SIGKILL)
             if pg is not None:  # the database dies with it: every connection and lock goes at once
                 psutil.Process(pg).send_signal(signal.SIGKILL)
                 pg_kills += 1
-            assert bot.proc.wait(30) == -signal.SIGKILL
+            assert victim.proc.wait(30) == -signal.SIGKILL
             kills += 1
-            bot.start()  # up on its first start, or this raises with the server's log
+            victim.start()  # up on its first start, or this raises with the server's log
         for t in threads:
             t.join(max(1.0, until - time.monotonic()))
         print(f"kills: {kills}, of them with PostgreSQL: {pg_kills}")
@@ -113,8 +117,10 @@ async def test_sigkill_server_and_postgres_under_a_tree_of_dependent_subtasks(tm
         assert spent == [], f"verify runs for candidates that had moved on to newer jobs: {spent}"
     finally:
         pg = postmaster(data)
-        bot.stop()
-    assert bot.proc is not None and bot.proc.returncode == 0, bot.log.read_text()[-3000:]
+        for b in reversed(bots):
+            b.stop()
+    for b in bots:
+        assert b.proc is not None and b.proc.returncode == 0, b.log.read_text()[-3000:]
     deadline = time.monotonic() + 15  # the last user's clean stop stops the embedded PostgreSQL, crashes or not
     while pg is not None and alive(pg) and time.monotonic() < deadline:
         time.sleep(0.1)
