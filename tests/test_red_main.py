@@ -157,6 +157,38 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
     assert f.client("root").get("/api/v1/findings", repo="demo")["findings"] == []
 
 
+async def test_a_mend_cut_short_by_a_crash_is_done_by_the_next_start(e2e_db: Database, e2e_db_url: str,
+                                                                      tmp_path: Path) -> None:
+    f = await fleet_with(e2e_db, e2e_db_url, tmp_path, FULL)
+    try:
+        a_sub, _ = await e2e_db.subtasks.create_subtask(actor_id=None, title="add a")
+        b_sub, _ = await e2e_db.subtasks.create_subtask(actor_id=None, title="add b")
+        f.bot.stop()
+        f.bot.start(MERGEBOT_CRASH_AT="before_revert_queued")  # dies once the culprit is found, before its revert
+
+        async def landed(sid: int) -> bool:
+            return (await e2e_db.subtasks.get_subtask(sid)).status == "landed"
+        land(f, "ann", "ann-a", {"a.py": "VALUE = 1\n"})
+        await until(lambda: landed(a_sub.id), "a landed", f)
+        land(f, "bob", "bob-b", {"b.py": "VALUE = 2\n"})
+        assert f.bot.wait_exit(120) == -9
+        assert (await e2e_db.landing.get_repo("demo")).red_since is not None  # red and parked, nothing reverted
+        assert not any(r.kind == "revert" for r in await e2e_db.landing.landed(repo="demo"))
+        f.bot.start()
+
+        async def mended() -> bool:
+            rows = await e2e_db.landing.landed(repo="demo")
+            return any(r.kind == "revert" for r in rows) and (await e2e_db.landing.get_repo("demo")).red_since is None
+        await until(mended, "the restart's mend landed the revert and main is green", f)
+        b_now = await e2e_db.subtasks.get_subtask(b_sub.id)
+        assert (b_now.status, b_now.owner, b_now.claim_version) == ("running", "bob", 2)
+        reverts = [r for r in await e2e_db.landing.landed(repo="demo") if r.kind == "revert"]
+        assert len(reverts) == 1  # once, however many starts
+    finally:
+        stop_keepers(f.work)
+        f.bot.stop()
+
+
 async def test_a_flaky_red_is_recorded_and_reverts_nothing(e2e_db: Database, e2e_db_url: str,
                                                           tmp_path: Path) -> None:
     marker = tmp_path / "failed-once"  # main's check fails the first time it runs, then passes: a flaky main

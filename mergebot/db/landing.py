@@ -313,6 +313,10 @@ class LandingStore:
         """The landings since main's check last passed, up to landed row ``upto``, oldest first (at most 64)."""
         return [Landed.from_row(r) for r in await self.sql.all("landed_since_green", repo=repo, upto=upto)]
 
+    async def reverts_queued(self, landed_ids: list[int]) -> bool:
+        """Whether the bot has queued a revert of any of these landings."""
+        return await self.sql.one("reverts_queued", ids=landed_ids) is not None
+
     async def queue_revert(self, *, repo: str, culprit: Landed, bot_id: int, title: str, evidence: str, sha: str,
                            ref: str) -> Candidate:
         """Queue the bot's revert of ``culprit``: its own subtask, submitted by the bot, and a candidate that names

@@ -350,6 +350,9 @@ INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, pri
 VALUES (%(repo)s, %(subtask_id)s, 1, %(bot_id)s, %(sha)s, %(ref)s, 1000000, %(reverts)s)
 RETURNING *;
 
+-- name: reverts_queued
+SELECT 1 AS queued FROM candidates WHERE reverts = ANY(%(ids)s::bigint[]) LIMIT 1;
+
 -- name: revert_candidate_of
 SELECT * FROM candidates WHERE reverts = %(reverts)s ORDER BY id DESC LIMIT 1;
 

@@ -26,7 +26,7 @@ import logging
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.landing import runs
-from mergebot.landing.land import Context, target_for
+from mergebot.landing.land import Context, crash_point, target_for
 from mergebot.models import Landed, Repo
 from verifier.runner import Result
 
@@ -48,6 +48,15 @@ async def confirm(ctx: Context, repo: Repo, landed: Landed, sha: str, failed: Re
                                                                          failed.outcome))
     log.info("post-land check of %s at %s was flaky: nothing reverted", repo.name, sha[:12])
     return False
+
+
+async def resume(ctx: Context, repo: Repo, red: Landed, sha: str) -> None:
+    """After a restart or a new leader: mend a confirmed red main again unless a revert is queued for it."""
+    suspects = await ctx.db.landing.since_green(repo.name, red.id)
+    if await ctx.db.landing.reverts_queued([s.id for s in suspects]):
+        return
+    log.info("main of %s is red at %s and its mend was cut short: mending it again", repo.name, sha[:12])
+    await mend(ctx, repo, red, sha, runs.unfinished(repo, sha, say.MEND_RESUMED))
 
 
 async def mend(ctx: Context, repo: Repo, red: Landed, sha: str, failed: Result) -> None:
@@ -87,6 +96,7 @@ async def _mend(ctx: Context, repo: Repo, red: Landed, sha: str, failed: Result)
                                                              culprit.merged_sha, message, ref))
     if revert is None:
         return say.MEND_CONFLICT
+    crash_point("before_revert_queued")
     evidence = say.reverted_evidence(sub.id, culprit.claim_version, repo.target_branch, culprit.merged_sha, sha,
                                      first_red.failing_tests, probes, culprit.candidate_sha)
     cand = await db.landing.queue_revert(repo=repo.name, culprit=culprit, bot_id=await db.agents.bot_id(),

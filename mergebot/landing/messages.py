@@ -307,6 +307,7 @@ def mend_gave_up(repo: str, target_branch: str, why: str) -> str:
 MEND_NO_SUSPECTS = "no landing since the last green check to blame"
 MEND_REVERT_RED = "the red commits include a revert the bot made already; it does not revert twice"
 MEND_CONFLICT = "the culprit's revert no longer applies cleanly on main"
+MEND_RESUMED = "main's check failed before a restart; its result is on the landed row's post-land run"
 
 
 def mend_inconclusive(sha: str, outcome: str) -> str:

@@ -42,10 +42,15 @@ def start(ctx: Context, repo: Repo, landed: Landed) -> None:
 
 
 async def resume(ctx: Context, repo: Repo) -> None:
-    """A post-land check cut short by a restart is run again for main's newest landed row."""
+    """A post-land check cut short by a restart is run again for main's newest landed row; a red main whose mend
+    was cut short (no revert queued yet) is mended again."""
     newest = await ctx.db.landing.landed(repo=repo.name, limit=1)
     if newest and newest[0].main_status == "pending":
         start(ctx, repo, newest[0])
+    elif newest and newest[0].main_status == "fail" and repo.red_since and newest[0].kind == "land":
+        task = asyncio.create_task(mend.resume(ctx, repo, newest[0], head_of(newest[0])))
+        ctx.post_land.add(task)
+        task.add_done_callback(ctx.post_land.discard)
 
 
 async def check(ctx: Context, repo: Repo, landed: Landed) -> None:
