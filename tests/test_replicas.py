@@ -199,4 +199,14 @@ async def test_a_remote_worker_killed_mid_run_is_replaced_and_its_late_result_re
         vera.post(f"/api/v1/verify-jobs/{job['id']}/result",
                   {"claim_version": job["claim_version"], "result": {"outcome": "fail"}})
     assert err.value.status == 409 and err.value.code == "claim_superseded"
-    await r.assert_books_balance(pushes, [sub.id], b)
+
+    # Then the leader goes too: b leads, and the rescuer, which knows only b, runs the next check.
+    nxt, _ = await r.db.subtasks.create_subtask(actor_id=None, title="after the leader")
+    assert a.proc is not None and b.proc is not None
+    a.proc.send_signal(signal.SIGKILL)
+    assert a.wait_exit(30) == -signal.SIGKILL
+    await r.wait_leader(b)
+    pushes.append(r.push("bob", b, {"next.py": "y = 1\n"}))
+    await r.wait_landed([sub.id, nxt.id])
+    assert [p.rsplit(":", 1)[1] for p in await r.leaders()] == [str(a.proc.pid), str(b.proc.pid)]
+    await r.assert_books_balance(pushes, [sub.id, nxt.id], b)
