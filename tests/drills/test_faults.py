@@ -55,7 +55,7 @@ def postmaster(data: Path) -> int | None:
 @pytest.mark.parametrize(("subtasks", "replicas", "min_kills"), [
     (8, 1, 3),
     pytest.param(40, 1, 12, marks=pytest.mark.long_drill),
-    pytest.param(30, 2, 10, marks=pytest.mark.long_drill),  # two replicas on one data directory, either killed
+    pytest.param(30, 2, 6, marks=pytest.mark.long_drill),  # two replicas on one data directory, either killed
 ])
 async def test_sigkill_server_and_postgres_under_a_tree_of_dependent_subtasks(tmp_path: Path, subtasks: int,
                                                                              replicas: int, min_kills: int) -> None:
