@@ -134,8 +134,10 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
                         headers={"Origin": f.bot.url}).status_code == 303
         page = web.get(f"/ui/landed/{revert.id}").text
         assert f'id="reverts">the bot\'s revert of landing <a href="/ui/landed/{rows[b_sub.id].id}"' in page
-        assert f'id="reverted-by">by landing <a href="/ui/landed/{revert.id}"' in web.get(
-            f"/ui/landed/{rows[b_sub.id].id}").text
+        culprit_page = web.get(f"/ui/landed/{rows[b_sub.id].id}").text
+        assert f'id="reverted-by">by landing <a href="/ui/landed/{revert.id}"' in culprit_page
+        cost = re.search(r'id="cost">(.*?) of verifier time in (\d+) runs?:', culprit_page)  # what it cost
+        assert cost is not None and int(cost.group(2)) >= 1, culprit_page[-3000:]
 
     # The owner follows the instructions it was given, word for word, fixes the change, and it lands again.
     command = re.search(r"`(git fetch [^`]+)`", reason)
