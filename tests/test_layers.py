@@ -5,7 +5,7 @@ Every module belongs to a *unit*: the first component of its name under ``mergeb
 ``__init__`` in unit ``mergebot``). ``UNITS`` below places each unit on a layer, lowest first:
 
   0. records and plain helpers: the package ``__init__``, models, errors, settings, auth, tree, similar,
-     logs, client, table;
+     cost, logs, client, table;
   1. storage and git: db, git;
   2. the work: landing, forge, verify, agent, recovery, drill;
   3. the doors: cli, web, api, mcp, demo, ``__main__``.
@@ -51,6 +51,7 @@ UNITS: dict[str, tuple[int, str]] = {
     "auth": (0, "any"),
     "tree": (0, "any"),
     "similar": (0, "any"),
+    "cost": (0, "any"),
     "logs": (0, "any"),
     "client": (0, "any"),
     "table": (0, "any"),

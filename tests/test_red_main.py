@@ -9,6 +9,7 @@ main is green again with the other landings kept. A flaky failure of main's chec
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -133,8 +134,10 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
                         headers={"Origin": f.bot.url}).status_code == 303
         page = web.get(f"/ui/landed/{revert.id}").text
         assert f'id="reverts">the bot\'s revert of landing <a href="/ui/landed/{rows[b_sub.id].id}"' in page
-        assert f'id="reverted-by">by landing <a href="/ui/landed/{revert.id}"' in web.get(
-            f"/ui/landed/{rows[b_sub.id].id}").text
+        culprit_page = web.get(f"/ui/landed/{rows[b_sub.id].id}").text
+        assert f'id="reverted-by">by landing <a href="/ui/landed/{revert.id}"' in culprit_page
+        cost = re.search(r'id="cost">(.*?) of verifier time in (\d+) runs?:', culprit_page)  # what it cost
+        assert cost is not None and int(cost.group(2)) >= 1, culprit_page[-3000:]
 
     # The owner follows the instructions it was given, word for word, fixes the change, and it lands again.
     command = re.search(r"`(git fetch [^`]+)`", reason)
@@ -155,6 +158,23 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
                               attempts=3)
     assert violations == [], violations
     assert f.client("root").get("/api/v1/findings", repo="demo")["findings"] == []
+
+    # What it all cost (`mergebot cost`): every run's seconds charged once, the bisection's to main's checks.
+    out = subprocess.run([sys.executable, "-m", "mergebot", "cost", "--json", "--since", "1h"], capture_output=True,
+                         text=True, check=True, env={**os.environ, "MERGEBOT_URL": f.bot.url,
+                                                     "MERGEBOT_TOKEN": f.tokens["root"]})
+    cost = json.loads(out.stdout)
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)::float8, "
+                                 "count(*) FROM verify_jobs WHERE started_at IS NOT NULL AND finished_at IS NOT NULL")
+        total, runs = await cur.fetchone() or (0.0, 0)
+    assert cost["runs"] == runs and abs(cost["total_seconds"] - total) < 0.01
+    parts = cost["charged_to_landings_seconds"] + cost["thrown_away_seconds"] + cost["other_seconds"]
+    assert abs(parts - cost["total_seconds"]) < 0.01 and cost["charged_to_landings_seconds"] > 0
+    judged = sum((j["finished_at"] - j["started_at"]).total_seconds() for j in bisect
+                 if j["started_at"] and j["finished_at"])  # the confirming run and the bisection
+    assert sum(c["seconds"]["main_check"] for c in cost["landings"]) >= judged - 0.01
+    assert {a["agent"] for a in cost["agents"]} >= {"ann", "bob"}
 
 
 async def test_a_mend_cut_short_by_a_crash_is_done_by_the_next_start(e2e_db: Database, e2e_db_url: str,

@@ -53,7 +53,7 @@ BUCKETS: tuple[float, ...] = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600
 def families(snap: Snapshot) -> list[Metric]:
     """Turn a snapshot into metric families. Pure."""
     return [*_subtasks(snap), _landings(snap), _refusals(snap), _leases(snap), *_verify(snap),
-            _deliveries(snap), _queue(snap),
+            _deliveries(snap), _queue(snap), _charges(snap),
             GaugeMetricFamily("mergebot_scrape_seconds", "Time the database reads of this scrape took.",
                               value=snap.seconds)]
 
@@ -102,6 +102,19 @@ def _leases(snap: Snapshot) -> Metric:
             m.add_metric(["subtask", r["reason"]], r["n"])
     expiries = snap.of("metric_verify_expiries")
     m.add_metric(["verify_job", "expired"], expiries[0]["n"] if expiries else 0)
+    return m
+
+
+def _charges(snap: Snapshot) -> Metric:
+    """Verifier seconds by what they were charged to (``mergebot.cost``): landings' runs, the rework on the way,
+    main's checks, runs thrown away, and other; and the same per agent for the first three and thrown away."""
+    m = CounterMetricFamily("mergebot_verifier_seconds", "Verifier seconds by charge (landing_run, rework, "
+                            "main_check, thrown_away, other) and agent.", labels=["charge", "agent"])
+    seconds: dict[tuple[str, str], float] = defaultdict(float)
+    for r in snap.of("view_cost_runs"):
+        seconds[(r["charge"], r["agent"] or "")] += float(r["seconds"])
+    for (charge, agent), value in sorted(seconds.items()):
+        m.add_metric([charge, agent], value)
     return m
 
 

@@ -52,7 +52,7 @@ from mergebot.cli.agent import (
     cmd_submit,
     cmd_wait,
 )
-from mergebot.cli.views import cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
+from mergebot.cli.views import cmd_cost, cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
 from mergebot.client import DEFAULT_URL
 
 
@@ -308,6 +308,12 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                     "time (2024-05-01, 2024-05-01T14:00; local time unless a zone is given)")
     sp.add_argument("--before", type=int, metavar="ID", help="only rows older than this landed id (paging)")
     sp.add_argument("--limit", type=int, default=50)
+    sp = add("cost", cmd_cost, "what landings and agents cost: verifier seconds (a landing's runs, its share of "
+             "a batch's, the rework on the way, main's checks), pushes per landing, rejections by kind")
+    sp.add_argument("--repo")
+    sp.add_argument("--since", type=parse_since, help="from: an age (30m, 2h, 3d, 1w) or a date or time "
+                    "(default: the last day)")
+    sp.add_argument("--limit", type=int, default=10, help="list at most this many of the costliest landings")
     sp = add("tree", cmd_tree, "the task tree: indentation, status, owner, unlanded dependencies, progress below")
     sp.add_argument("--root", type=int, metavar="ID", help="start at this subtask (default: every root)")
     sp.add_argument("--depth", type=int, default=3, help="levels below the root to show (default 3)")

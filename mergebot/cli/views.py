@@ -86,6 +86,31 @@ def cmd_landed(args: argparse.Namespace) -> None:
                                          "duration_ms", "main_status", "landed_at"))
 
 
+def cmd_cost(args: argparse.Namespace) -> None:
+    """What landings and agents cost over a window: verifier seconds, pushes per landing, rejections by kind."""
+    out = client_from(args).get("/api/v1/cost", since=args.since.isoformat() if args.since else None,
+                                repo=args.repo)
+    if args.json:
+        emit(args, out)
+        return
+    agents = [{**a, "seconds": f"{a['seconds']:.0f}", "thrown_away": f"{a['thrown_away']:.0f}",
+               "per_landing": f"{a['seconds_per_landing']:.0f}" if a["seconds_per_landing"] is not None else "-",
+               "pushes_per_landing": f"{a['pushes_per_landing']:.1f}" if a["pushes_per_landing"] else "-",
+               "rejections": ", ".join(f"{k} {v}" for k, v in sorted(a["rejections"].items())) or "-"}
+              for a in out["agents"]]
+    print(f"verifier seconds from {_when(out['since'])} to {_when(out['until'])}: {out['total_seconds']:.0f} in "
+          f"{out['runs']} runs; charged to landings {out['charged_to_landings_seconds']:.0f}, thrown away "
+          f"{out['thrown_away_seconds']:.0f}, other {out['other_seconds']:.0f}")
+    emit(args, out, agents, ("agent", "landings", "pushes", "pushes_per_landing", "rejections", "seconds",
+                             "per_landing", "thrown_away"))
+    landings = sorted(out["landings"], key=lambda c: -c["total_seconds"])[:args.limit]
+    if landings:
+        print("\ncostliest landings:")
+        emit(args, out, [{**c, **{k: f"{v:.0f}" for k, v in c["seconds"].items()},
+                          "total": f"{c['total_seconds']:.0f}"} for c in landings],
+             ("landed_id", "subtask_id", "agent", "total", "landing_run", "rework", "main_check", "runs", "pushes"))
+
+
 def cmd_tree(args: argparse.Namespace) -> None:
     out = client_from(args).tree(root=args.root, depth=args.depth, limit=args.limit)
     if args.json:

@@ -86,6 +86,11 @@ class ViewStore:
         nodes = [{k: v for k, v in r.items() if k != "total"} for r in rows]
         return {"root": root, "depth": depth, "total": total, "truncated": total > len(nodes), "nodes": nodes}
 
+    async def cost(self, *, since: datetime, until: datetime, repo: str | None = None) -> dict[str, list[Row]]:
+        """The rows ``mergebot.cost.add_up`` adds up for a window: runs with their charges, pushes, landings."""
+        window = {"since": since, "until": until, "repo": repo}
+        return {name: await self.sql.all(f"view_cost_{name}", **window) for name in ("runs", "pushes", "landed")}
+
     async def metrics_snapshot(self, bounds: list[float]) -> Snapshot:
         """Every metric query in one read-only transaction; ``bounds`` are the duration histogram's buckets."""
         started = time.perf_counter()
@@ -94,4 +99,6 @@ class ViewStore:
             await tx.all("metric_snapshot")
             for name in METRIC_QUERIES:
                 rows[name] = await tx.all(name, bounds=bounds)
+            rows["view_cost_runs"] = await tx.all("view_cost_runs", since=datetime.min.replace(tzinfo=UTC),
+                                                  until=datetime.max.replace(tzinfo=UTC), repo=None)
         return Snapshot(rows, time.perf_counter() - started)

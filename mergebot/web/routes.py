@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -17,6 +18,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
+from mergebot import cost as costs
 from mergebot.db.base import Row
 from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
@@ -145,7 +147,11 @@ async def landed_one(landed_id: str, request: Request, who: Who, site: Site) -> 
     row = await _find(landed_id, site.db.pages.landed_one)
     if row is None:
         return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
-    return render.html(request, "landed_one.html", who, r=row, diff=(await _diffs(site.root, [row]))[row["id"]])
+    # What it cost: every run charged to it since its subtask was made (``mergebot.cost``)
+    window = await site.db.views.cost(since=row["subtask_created_at"], until=datetime.now(UTC), repo=row["repo"])
+    cost = costs.add_up(window["runs"], window["pushes"], window["landed"]).landings.get(row["id"])
+    return render.html(request, "landed_one.html", who, r=row, diff=(await _diffs(site.root, [row]))[row["id"]],
+                       cost=cost)
 
 
 @router.get("/ui/candidates/{cand_id}/log")

@@ -12,10 +12,12 @@ Rules of this module:
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from mergebot import cost as costs
 from mergebot.api.deps import CurrentAgent, DbDep, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
 
@@ -28,6 +30,24 @@ Limit = Annotated[int, Query(ge=1, le=1000)]
 async def summary(agent: Reader, db: DbDep,
                   holders: Annotated[int, Query(ge=1, le=1000)] = 20) -> dict[str, Any]:
     return await db.views.summary(holders=holders)
+
+
+def _utc(t: datetime | None) -> datetime | None:
+    """A time without a zone is UTC, whatever the server's zone."""
+    return t if t is None or t.tzinfo else t.replace(tzinfo=UTC)
+
+
+@api.get("/cost", summary="What landings and agents cost in verifier seconds, pushes and rejections, over a window")
+async def cost(agent: Reader, db: DbDep, since: datetime | None = None, until: datetime | None = None,
+               repo: str | None = None) -> dict[str, Any]:
+    """Every run that finished in the window is charged once: to a landing (its deciding run, its share of a
+    batch's run, the runs on the way there, main's checks after it), as thrown away (pushes of subtasks that have
+    not landed), or as other (manual checks); the charges add up to ``total_seconds``. Default: the last day."""
+    end = _utc(until) or datetime.now(UTC)
+    start = _utc(since) or end - timedelta(days=1)
+    rows = await db.views.cost(since=start, until=end, repo=repo)
+    return {"since": start.isoformat(), "until": end.isoformat(), "repo": repo,
+            **costs.add_up(rows["runs"], rows["pushes"], rows["landed"]).as_json()}
 
 
 @api.get("/queue", summary="The merge queue: what is verified now, what waits, the window, recent refusals")
