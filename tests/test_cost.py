@@ -11,17 +11,10 @@ from typing import Any
 
 from mergebot.cost import add_up
 from mergebot.db.database import Database
-from mergebot.models import Handle, Landing
-from tests.test_store import SHA, agents, next_sha
+from mergebot.models import Handle
+from tests.test_store import SHA, agents, landing, next_sha
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-def landing(sub: Any, owner: int, sha: str) -> Landing:
-    return Landing(subtask_id=sub.id, claim_version=sub.claim_version, owner_id=owner, repo="demo",
-                   target_ref="refs/heads/main", candidate_sha=sha, base_sha="b" * 40, merged_sha=sha,
-                   tree_sha="c" * 40, verifier_command="pytest", verifier_result="pass", duration_ms=5,
-                   log_digest="d" * 64)
 
 
 async def test_every_second_of_a_window_is_charged_once(db: Database) -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 from mergebot.errors import Unavailable
 from mergebot.landing import mend, runs, verdict
@@ -36,7 +38,12 @@ def head_of(landed: Landed) -> str:
 
 
 def start(ctx: Context, repo: Repo, landed: Landed) -> None:
-    task = asyncio.create_task(check(ctx, repo, landed))
+    _track(ctx, check(ctx, repo, landed))
+
+
+def _track(ctx: Context, work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` beside the queue, held in ``ctx.post_land`` until it ends."""
+    task = asyncio.create_task(work)
     ctx.post_land.add(task)
     task.add_done_callback(ctx.post_land.discard)
 
@@ -48,9 +55,7 @@ async def resume(ctx: Context, repo: Repo) -> None:
     if newest and newest[0].main_status == "pending":
         start(ctx, repo, newest[0])
     elif newest and newest[0].main_status == "fail" and repo.red_since and newest[0].kind == "land":
-        task = asyncio.create_task(mend.resume(ctx, repo, newest[0], head_of(newest[0])))
-        ctx.post_land.add(task)
-        task.add_done_callback(ctx.post_land.discard)
+        _track(ctx, mend.resume(ctx, repo, newest[0], head_of(newest[0])))
 
 
 async def check(ctx: Context, repo: Repo, landed: Landed) -> None:
