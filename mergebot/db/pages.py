@@ -8,7 +8,7 @@ decisions and no formatting here: that is ``mergebot.web.present``.
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime, timedelta
 
 from mergebot.db.base import Row, Sql
 
@@ -142,3 +142,10 @@ class PageStore:
 
     async def landed_without_row(self, limit: int = PAGE) -> list[Row]:
         return await self.sql.all("page_landed_without_row", limit=clamp(limit))
+
+    # -- charts -------------------------------------------------------------------------------------------
+
+    async def chart_buckets(self, *, since: datetime, until: datetime, step: timedelta,
+                            repo: str | None) -> list[Row]:
+        """One row per bucket of ``step`` from ``since`` to ``until`` (the caller bounds how many)."""
+        return await self.sql.all("page_chart_buckets", since=since, until=until, step=step, repo=repo)

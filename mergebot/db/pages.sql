@@ -362,3 +362,60 @@ ORDER BY s.id LIMIT %(limit)s;
 SELECT s.id, s.title, s.finished_at FROM subtasks s
 WHERE s.status = 'landed' AND NOT EXISTS (SELECT 1 FROM landed l WHERE l.subtask_id = s.id)
 ORDER BY s.id LIMIT %(limit)s;
+
+-- name: page_chart_buckets
+-- The charts page (``mergebot.web.charts``): one row per bucket of ``step`` from ``since`` to ``until``, every
+-- bucket present (zeros included), read from the rows the landing path writes:
+--   landings, wait_p50_s, wait_p95_s - landed rows in the bucket; the wait is its landing candidate's push
+--                                      (queued_at) to landed_at;
+--   runs, failures, flaky, pre_existing - verify runs that ended in the bucket (a worker had started them):
+--                                      all of them; candidate and retry runs that failed or timed out; retries
+--                                      that passed (a flaky pass); main's base checks that failed (a failure
+--                                      main already has);
+--   waiting, in_flight              - candidates at the bucket's end: pushed and not yet started (parked ones
+--                                      are not waiting), and started and not yet finished.
+WITH buckets AS (
+    SELECT t AS start, t + %(step)s::interval AS stop
+    FROM generate_series(%(since)s::timestamptz, %(until)s::timestamptz - %(step)s::interval, %(step)s::interval) t
+), lands AS (
+    SELECT date_bin(%(step)s::interval, l.landed_at, %(since)s::timestamptz) AS start,
+           extract(epoch FROM l.landed_at - c.queued_at)::float8 AS wait_s
+    FROM landed l
+    LEFT JOIN LATERAL (
+        SELECT c.queued_at FROM candidates c
+        WHERE c.subtask_id = l.subtask_id AND c.claim_version = l.claim_version AND c.status = 'landed'
+        ORDER BY c.id DESC LIMIT 1
+    ) c ON true
+    WHERE l.landed_at >= %(since)s AND l.landed_at < %(until)s AND (%(repo)s::text IS NULL OR l.repo = %(repo)s::text)
+), land_buckets AS (
+    SELECT start, count(*) AS landings,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY wait_s) AS wait_p50_s,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY wait_s) AS wait_p95_s
+    FROM lands GROUP BY start
+), run_buckets AS (
+    SELECT date_bin(%(step)s::interval, j.finished_at, %(since)s::timestamptz) AS start, count(*) AS runs,
+           count(*) FILTER (WHERE j.purpose IN ('candidate', 'retry') AND j.outcome IN ('fail', 'timeout'))
+               AS failures,
+           count(*) FILTER (WHERE j.purpose = 'retry' AND j.outcome = 'pass') AS flaky,
+           count(*) FILTER (WHERE j.purpose = 'base' AND j.outcome IN ('fail', 'timeout')) AS pre_existing
+    FROM verify_jobs j
+    WHERE j.finished_at >= %(since)s AND j.finished_at < %(until)s AND j.started_at IS NOT NULL
+      AND (%(repo)s::text IS NULL OR j.repo = %(repo)s::text)
+    GROUP BY 1
+), cands AS (
+    SELECT c.queued_at, c.started_at, coalesce(c.finished_at, 'infinity') AS finished_at, c.status
+    FROM candidates c
+    WHERE c.queued_at < %(until)s AND (c.finished_at IS NULL OR c.finished_at >= %(since)s)
+      AND (%(repo)s::text IS NULL OR c.repo = %(repo)s::text)
+    LIMIT 100000
+)
+SELECT b.start, coalesce(l.landings, 0) AS landings, l.wait_p50_s, l.wait_p95_s,
+       coalesce(r.runs, 0) AS runs, coalesce(r.failures, 0) AS failures, coalesce(r.flaky, 0) AS flaky,
+       coalesce(r.pre_existing, 0) AS pre_existing,
+       (SELECT count(*) FROM cands c WHERE c.queued_at <= b.stop AND c.finished_at > b.stop
+            AND (c.started_at IS NULL OR c.started_at > b.stop) AND c.status <> 'parked') AS waiting,
+       (SELECT count(*) FROM cands c WHERE c.started_at <= b.stop AND c.finished_at > b.stop) AS in_flight
+FROM buckets b
+LEFT JOIN land_buckets l ON l.start = b.start
+LEFT JOIN run_buckets r ON r.start = b.start
+ORDER BY b.start;

@@ -20,7 +20,8 @@ from mergebot.web import present
 from mergebot.web.present import STATUSES, finding_detail, link
 from mergebot.web.session import Viewer
 
-NAV = (("/ui/landed", "Landed"), ("/ui/queue", "Queue"), ("/ui/subtasks", "Subtasks"), ("/ui/agents", "Agents"),
+NAV = (("/ui/landed", "Landed"), ("/ui/queue", "Queue"), ("/ui/charts", "Charts"),
+       ("/ui/subtasks", "Subtasks"), ("/ui/agents", "Agents"),
        ("/ui/board", "Announcements & notes"), ("/ui/reconcile", "Reconciliation"))
 
 SECURITY_HEADERS = {

@@ -24,6 +24,7 @@ from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
 from mergebot.landing import told, verdicts
 from mergebot.landing.repos import hold
+from mergebot.web import charts as drawn
 from mergebot.web import diffstat, live, present, render, session
 from mergebot.web.deps import Site, Visitor, Who
 from mergebot.web.session import Viewer
@@ -240,6 +241,32 @@ async def repo_action(name: str, action: str, request: Request, who: Who, site: 
     await site.db.subtasks.log_event(actor_id=who.agent.id, kind=f"repo_{action}d",
                                      detail={"repo": name, "via": "pages"})
     return RedirectResponse("/ui/queue", status_code=303)
+
+
+# -- charts -------------------------------------------------------------------------------------------------
+
+
+@router.get("/ui/charts")
+async def charts(request: Request, who: Who, site: Site) -> Response:
+    q, errors = request.query_params, list[str]()
+    span = q.get("span") or drawn.DEFAULT_SPAN
+    if span not in drawn.SPANS:
+        errors.append(f"span must be one of {', '.join(drawn.SPANS)}")
+        span = drawn.DEFAULT_SPAN
+    reader = site.db.pages
+    names = [r["name"] for r in await reader.repos()]
+    repo = q.get("repo") or None
+    if repo is not None and repo not in names:
+        errors.append(f"repo must be one of {', '.join(names) or '(no repositories yet)'}")
+        repo = None
+    since, until, step = drawn.window(span, datetime.now(UTC))
+    rows = await reader.chart_buckets(since=since, until=until, step=step, repo=repo)
+    starts = [r["start"] for r in rows]
+    return render.html(request, "charts.html", who, errors=errors, span=span, spans=list(drawn.SPANS), repo=repo,
+                       repos=names, since=since, until=until, step=step, rows=rows,
+                       charts=[(c, drawn.svg(c, starts)) for c in drawn.charts(rows, step)],
+                       totals={k: sum(r[k] for r in rows) for k in ("landings", "runs", "failures", "flaky",
+                                                                    "pre_existing")})
 
 
 # -- subtasks -------------------------------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""The charts page against a real PostgreSQL: landings, runs and candidates placed at known times in the last
+hour, and every bar and point of every chart read back from the SVG and compared with what was placed. The
+pure parts (the window's alignment, the y axis) are tested directly at the end.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from mergebot.db.database import Database
+from mergebot.web import charts
+from tests.test_pages import Site
+from tests.test_pages import site as site  # the fixture, shared with the other pages' tests
+
+MARK = re.compile(r'<(rect|circle) class="(?:bar|point) ([a-z0-9-]+)"[^>]* data-t="([^"]+)" data-v="([^"]+)"')
+
+
+def marks(html: str, chart: str) -> list[tuple[str, str, datetime, float]]:
+    """(kind, series, bucket start, value) of every bar and point of one chart."""
+    svg = html.split(f'id="chart-{chart}"', 1)[1].split("</svg>", 1)[0]
+    return [(k, s, datetime.fromisoformat(t), float(v)) for k, s, t, v in MARK.findall(svg)]
+
+
+async def _at(owner: Database, sql: str, *args: object) -> None:
+    """Times set by hand, as the database's owner (the app's role may not rewrite history)."""
+    async with owner.pool.connection() as conn:
+        await conn.execute(sql, args)
+
+
+async def test_every_mark_is_what_the_database_holds(site: Site, db: Database) -> None:
+    since, _, step = charts.window("hour", datetime.now(UTC))
+    late, early = since + timedelta(minutes=52.5), since + timedelta(minutes=27.5)  # buckets 10 and 5 of 12
+    # three landings: two late (pushed 60 s and 120 s before), one early (30 s)
+    for who, when, waited in (("ann", late, 60), ("bob", late, 120), ("ann", early, 30)):
+        _, cand, landed = await site.land(who, f"work {waited}")
+        await _at(db, "UPDATE landed SET landed_at = %s WHERE id = %s", when, landed)
+        await _at(db, "UPDATE candidates SET queued_at = %s, started_at = %s, finished_at = %s WHERE id = %s",
+                  when - timedelta(seconds=waited), when - timedelta(seconds=5), when, cand)
+    # runs: late, a failure and its passing retry (flaky) and two passes; early, a failed base check and a pass
+    for purpose, outcome, when in (("candidate", "fail", late), ("retry", "pass", late), ("candidate", "pass", late),
+                                   ("candidate", "pass", late), ("base", "fail", early),
+                                   ("candidate", "pass", early)):
+        job = await site.db.jobs.enqueue_job(repo="app", commit_sha="c" * 40, command="pytest -q", timeout_s=60,
+                                             purpose=purpose)
+        await _at(db, "UPDATE verify_jobs SET status = 'done', outcome = %s, started_at = %s, finished_at = %s "
+                  "WHERE id = %s", outcome, when - timedelta(seconds=3), when, job.id)
+    # one candidate waits from minute 20 on; one was pushed at minute 42 and is verified from minute 42.5 on
+    for title, queued, started in (("waits", 20.0, None), ("in flight", 42.0, 42.5)):
+        sid = await site.claimed("bob", title)
+        pushed = await site.db.landing.enqueue(superseded="newer", repo="app", subtask_id=sid, claim_version=1,
+                                             owner_id=site.agents["bob"].id, sha=f"{sid + 99:040x}",
+                                             ref=f"refs/heads/subtasks/{sid}/v1")
+        await _at(db, "UPDATE candidates SET queued_at = %s, started_at = %s, status = %s WHERE id = %s",
+                  since + timedelta(minutes=queued), started and since + timedelta(minutes=started),
+                  "verifying" if started else "queued", pushed.id)
+
+    await site.login("rita")
+    r = await site.get("/ui/charts", span="hour")
+    assert r.status_code == 200
+    html = r.text
+    assert 'id="total-landings">3<' in html
+    bucket = [since + i * step for i in range(12)]
+    per_hour = 12  # five-minute buckets
+    assert sorted(marks(html, "landings")) == [("rect", "landed", bucket[5], 1 * per_hour),
+                                                ("rect", "landed", bucket[10], 2 * per_hour)]
+    assert sorted(marks(html, "wait")) == [("circle", "p50", bucket[5], 30), ("circle", "p50", bucket[10], 90),
+                                            ("circle", "p95", bucket[5], 30), ("circle", "p95", bucket[10], 117)]
+    depth = marks(html, "depth")
+    assert len(depth) == 24  # a point at every bucket's end for both series, zeros included
+    waiting = {t: v for _, s, t, v in depth if s == "waiting"}
+    in_flight = {t: v for _, s, t, v in depth if s == "in-flight"}
+    # bucket i ends at minute 5(i+1): the waiting one counts from bucket 3 on, the one in flight from bucket 8
+    # (pushed at minute 42 and started at 42.5, it never waited at a bucket's end)
+    assert waiting == {b: float(i >= 3) for i, b in enumerate(bucket)}
+    assert in_flight == {b: float(i >= 8) for i, b in enumerate(bucket)}
+    assert sorted(marks(html, "failures")) == [("rect", "failed", bucket[10], 1), ("rect", "flaky", bucket[10], 1),
+                                                ("rect", "pre-existing", bucket[5], 1)]
+    assert sorted(marks(html, "runs")) == [("circle", "runs", bucket[5], 2), ("circle", "runs", bucket[10], 2)]
+
+    # another window, a repository filter, and bad input told plainly
+    assert len(marks((await site.get("/ui/charts", span="week")).text, "depth")) == 2 * 28
+    assert marks((await site.get("/ui/charts", span="hour", repo="app")).text, "landings")
+    bad = await site.get("/ui/charts", span="year", repo="nope")
+    assert bad.status_code == 200
+    assert "span must be one of hour, day, week" in bad.text and "repo must be one of app" in bad.text
+
+
+def test_the_window_is_aligned_and_the_axis_is_round() -> None:
+    now = datetime(2026, 12, 2, 10, 7, 30, tzinfo=UTC)
+    assert charts.window("hour", now) == (datetime(2026, 12, 2, 9, 10, tzinfo=UTC),
+                                          datetime(2026, 12, 2, 10, 10, tzinfo=UTC), timedelta(minutes=5))
+    since, until, step = charts.window("week", now)
+    assert until - since == timedelta(days=7) and (until - since) / step == 28 and until >= now
+    assert [charts._ceiling(v) for v in (0, 0.3, 1, 3, 7, 12, 250, 999)] == [1, 0.5, 1, 5, 10, 20, 250, 1000]
+    empty = charts.svg(charts.charts([], timedelta(hours=1))[0], [])
+    assert empty.startswith("<svg") and 'class="bar' not in empty and "circle" not in empty
