@@ -294,3 +294,31 @@ async def test_agents_board_and_reconciliation_pages(browser: Browser, world: Wo
     await page.goto(world.url + "/ui/queue")
     assert await page.locator("form[action$='/pause']").count() == 0
     await page.context.close()
+
+
+async def test_the_charts_draw_what_the_database_holds(browser: Browser, world: World) -> None:
+    """The charts page in Chromium after a real landing: as many landing bars as buckets with landings, their
+    values adding up to the landings in the database (per hour), and a queue-depth point at every bucket's end."""
+    await ensure_landed(world)
+    page = await login(browser, world, "rita", "/ui/charts")
+    await page.goto(world.url + "/ui/charts?span=hour")
+    svg = page.locator("svg#chart-landings")
+    await expect(svg).to_be_visible()
+    bars = await page.evaluate("""Array.from(document.querySelectorAll('svg#chart-landings rect.bar')).map(
+        b => [b.dataset.t, Number(b.dataset.v), b.getBoundingClientRect().height])""")
+    async with world.db.pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT count(*), count(DISTINCT date_trunc('hour', landed_at) + floor(extract(minute FROM landed_at) / 5)"
+            " * interval '5 min') FROM landed WHERE landed_at > now() - interval '55 minutes'")).fetchone()
+    assert row is not None and row[0] >= 1
+    assert len(bars) == row[1] and sum(v for _, v, _ in bars) == 12 * row[0]  # five-minute buckets, per hour
+    assert all(height > 0 for _, _, height in bars)  # drawn, not just present
+    assert await page.locator("svg#chart-depth circle.point").count() == 2 * 12
+    assert await page.locator("svg#chart-wait circle.point").count() == 2 * len(bars)
+    assert int(await page.inner_text("#total-landings")) == row[0]
+    await shot(page, world, "charts")
+    await page.select_option("select[name=span]", "week")
+    await page.click(".filters button[type=submit]")
+    await page.wait_for_url(re.compile(r"span=week"))
+    assert await page.locator("svg#chart-depth circle.point").count() == 2 * 28
+    await page.context.close()
