@@ -322,3 +322,23 @@ async def test_the_charts_draw_what_the_database_holds(browser: Browser, world: 
     await page.wait_for_url(re.compile(r"span=week"))
     assert await page.locator("svg#chart-depth circle.point").count() == 2 * 28
     await page.context.close()
+
+
+async def test_the_run_timeline_has_a_bar_per_run(browser: Browser, world: World) -> None:
+    """After a real landing: one bar per verify run a worker started in the last hour, each a link that opens
+    its candidate's log."""
+    await ensure_landed(world)
+    page = await login(browser, world, "rita", "/ui/timeline")
+    async with world.db.pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT count(*), count(DISTINCT worker_name) FROM verify_jobs WHERE started_at IS NOT NULL "
+            "AND (finished_at > now() - interval '59 minutes' OR status = 'running')")).fetchone()
+    assert row is not None and row[0] >= 1
+    bars = page.locator("svg#timeline rect.run")
+    assert await bars.count() == row[0] and int(await page.inner_text("#run-count")) == row[0]
+    assert await page.locator("svg#timeline g.lane").count() >= row[1]
+    await shot(page, world, "timeline")
+    await page.locator("svg#timeline a:has(rect.purpose-candidate)").first.click()
+    await page.wait_for_url(re.compile(r"/ui/candidates/\d+/log$"))
+    assert "1 passed" in await page.inner_text("main")
+    await page.context.close()

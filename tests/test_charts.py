@@ -9,7 +9,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from mergebot.db.database import Database
-from mergebot.web import charts
+from mergebot.web import charts, timeline
 from tests.test_pages import Site
 from tests.test_pages import site as site  # the fixture, shared with the other pages' tests
 
@@ -84,6 +84,54 @@ async def test_every_mark_is_what_the_database_holds(site: Site, db: Database) -
     bad = await site.get("/ui/charts", span="year", repo="nope")
     assert bad.status_code == 200
     assert "span must be one of hour, day, week" in bad.text and "repo must be one of app" in bad.text
+
+
+RUN = re.compile(r'<a href="([^"]+)"><rect class="run purpose-([a-z_]+) outcome-([a-z]+)"[^>]* data-job="(\d+)"')
+
+
+async def test_the_timeline_packs_runs_into_worker_slots(site: Site, db: Database) -> None:
+    now = datetime.now(UTC)
+    _, cand, _ = await site.land("ann", "timed")
+    placed = {}
+    # worker-a runs two at once (two slots), then one more in its first slot; worker-b runs one, still going;
+    # one run ended two hours ago and is not in the last hour
+    for name, purpose, outcome, start, end, candidate in (
+            ("worker-a", "candidate", "pass", 50, 30, cand), ("worker-a", "retry", "fail", 45, 35, None),
+            ("worker-a", "base", "pass", 25, 20, None), ("worker-b", "candidate", None, 10, None, cand),
+            ("worker-b", "candidate", "pass", 130, 125, cand)):
+        job = await site.db.jobs.enqueue_job(repo="app", commit_sha="c" * 40, command="pytest -q", timeout_s=60,
+                                             purpose=purpose, candidate_id=candidate)
+        await _at(db, "UPDATE verify_jobs SET status = %s, outcome = %s, worker_name = %s, started_at = %s, "
+                  "finished_at = %s, lease_expires_at = %s WHERE id = %s", "running" if end is None else "done",
+                  outcome, name, now - timedelta(minutes=start), end and now - timedelta(minutes=end),
+                  now + timedelta(minutes=5) if end is None else None, job.id)
+        placed[job.id] = (purpose, outcome or "running", candidate)
+    await site.login("rita")
+    html = (await site.get("/ui/timeline", span="hour")).text
+    bars = {int(j): (href, p, o) for href, p, o, j in RUN.findall(html)}
+    in_hour = {j: v for j, v in placed.items() if v[0] != "candidate" or v[1] != "pass" or j == min(placed)}
+    assert bars.keys() == in_hour.keys()
+    for j, (purpose, outcome, candidate) in in_hour.items():
+        assert bars[j] == (f"/ui/candidates/{cand}/log" if candidate else f"/ui/jobs/{j}/log", purpose, outcome)
+    assert re.findall(r'data-worker="([^"]+)" data-slot="(\d)"', html) == [("worker-a", "1"), ("worker-a", "2"),
+                                                                           ("worker-b", "1")]
+    assert 'id="run-count">4<' in html
+    assert re.findall(r"busy (\d+)%", html) == ["42", "17", "17"]  # 20 + 5, 10 and 10 minutes of the hour
+    assert len(RUN.findall((await site.get("/ui/timeline", span="day")).text)) == 5
+
+
+def test_lanes_never_overlap_and_reuse_a_free_slot() -> None:
+    t = datetime(2026, 12, 2, tzinfo=UTC)
+
+    def run(i: int, worker: str, a: int, b: int) -> dict[str, object]:
+        return {"id": i, "worker_name": worker, "started_at": t + timedelta(seconds=a),
+                "finished_at": t + timedelta(seconds=b)}
+
+    rows = timeline.lanes([run(1, "w", 0, 10), run(2, "w", 5, 20), run(3, "w", 10, 15), run(4, "v", 0, 99),
+                           run(5, "w", 21, 30)])
+    assert [(lane.worker, lane.slot, [r["id"] for r in lane.runs]) for lane in rows] == [
+        ("v", 1, [4]), ("w", 1, [1, 3, 5]), ("w", 2, [2])]
+    assert rows[1].busy(t, t + timedelta(seconds=30)) == 24 / 30
 
 
 def test_the_window_is_aligned_and_the_axis_is_round() -> None:

@@ -106,7 +106,7 @@ async def site(settings: Settings) -> AsyncIterator[Site]:
 PAGES = ["/", "/ui/landed", "/ui/landed?repo=app", "/ui/landed/1", "/ui/landed/abc", "/ui/candidates/1/log",
          "/ui/jobs/1/log", "/ui/queue", "/ui/queue/live", "/ui/queue/events", "/ui/subtasks",
          "/ui/subtasks?root=1&depth=4", "/ui/subtasks?status=ready", "/ui/subtasks/1", "/ui/agents", "/ui/board",
-         "/ui/reconcile", "/ui/charts", "/ui/charts?span=week"]
+         "/ui/reconcile", "/ui/charts", "/ui/charts?span=week", "/ui/timeline"]
 
 
 async def test_a_visitor_sees_only_the_login_prompt(site: Site) -> None:

@@ -149,3 +149,7 @@ class PageStore:
                             repo: str | None) -> list[Row]:
         """One row per bucket of ``step`` from ``since`` to ``until`` (the caller bounds how many)."""
         return await self.sql.all("page_chart_buckets", since=since, until=until, step=step, repo=repo)
+
+    async def timeline_runs(self, *, since: datetime, until: datetime, repo: str | None, limit: int) -> list[Row]:
+        return await self.sql.all("page_timeline_runs", since=since, until=until, repo=repo,
+                                  limit=clamp(limit, 2000))

@@ -419,3 +419,15 @@ FROM buckets b
 LEFT JOIN land_buckets l ON l.start = b.start
 LEFT JOIN run_buckets r ON r.start = b.start
 ORDER BY b.start;
+
+-- name: page_timeline_runs
+-- The run timeline (``mergebot.web.timeline``): verify runs a worker had started that overlap the window
+-- (running ones end now): the latest ``limit`` to start.
+SELECT j.id, j.worker_name, j.purpose, j.status::text AS status, j.outcome, j.candidate_id, j.started_at,
+       coalesce(j.finished_at, now()) AS finished_at
+FROM verify_jobs j
+WHERE j.started_at IS NOT NULL AND j.started_at < %(until)s
+  AND (j.finished_at >= %(since)s OR (j.finished_at IS NULL AND j.status = 'running'))
+  AND (%(repo)s::text IS NULL OR j.repo = %(repo)s::text)
+ORDER BY j.started_at DESC, j.id DESC
+LIMIT %(limit)s;

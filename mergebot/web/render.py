@@ -21,7 +21,7 @@ from mergebot.web.present import STATUSES, finding_detail, link
 from mergebot.web.session import Viewer
 
 NAV = (("/ui/landed", "Landed"), ("/ui/queue", "Queue"), ("/ui/charts", "Charts"),
-       ("/ui/subtasks", "Subtasks"), ("/ui/agents", "Agents"),
+       ("/ui/timeline", "Timeline"), ("/ui/subtasks", "Subtasks"), ("/ui/agents", "Agents"),
        ("/ui/board", "Announcements & notes"), ("/ui/reconcile", "Reconciliation"))
 
 SECURITY_HEADERS = {

@@ -1,0 +1,80 @@
+"""The run timeline's pure parts: verify runs packed into lanes (one lane per run a worker had going at once:
+its slots), and the SVG, one bar per run coloured by purpose (fill) and outcome (outline), each a link to its
+candidate's log (or the run's own log when it judged no candidate), with each lane's busy share at its end, so
+idle workers show as empty stretches and a low share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from markupsafe import Markup, escape
+
+WIDTH, LANE, LABEL, SHARE = 1000, 20, 150, 60
+
+
+@dataclass(frozen=True)
+class Lane:
+    worker: str
+    slot: int
+    runs: list[dict[str, Any]]
+
+    def busy(self, since: datetime, until: datetime) -> float:
+        """The share of the window this lane spent running (its runs do not overlap)."""
+        span = (until - since).total_seconds()
+        used = sum((min(r["finished_at"], until) - max(r["started_at"], since)).total_seconds() for r in self.runs)
+        return max(0.0, min(1.0, used / span)) if span > 0 else 0.0
+
+
+def lanes(runs: list[dict[str, Any]]) -> list[Lane]:
+    """Each worker's runs (sorted by start) in the fewest lanes where no two runs of a lane overlap: a run goes
+    to the worker's first lane that is free at its start. Workers in name order, their lanes in slot order."""
+    by_worker: dict[str, list[Lane]] = {}
+    for r in sorted(runs, key=lambda r: (r["started_at"], r["id"])):
+        worker = r["worker_name"] or "(unnamed worker)"
+        mine = by_worker.setdefault(worker, [])
+        free = next((lane for lane in mine if lane.runs[-1]["finished_at"] <= r["started_at"]), None)
+        if free is None:
+            free = Lane(worker, len(mine) + 1, [])
+            mine.append(free)
+        free.runs.append(r)
+    return [lane for worker in sorted(by_worker) for lane in by_worker[worker]]
+
+
+def _href(r: dict[str, Any]) -> str:
+    return f"/ui/candidates/{r['candidate_id']}/log" if r["candidate_id"] else f"/ui/jobs/{r['id']}/log"
+
+
+def svg(rows: list[Lane], since: datetime, until: datetime) -> Markup:
+    plot = WIDTH - LABEL - SHARE
+    span = max(1.0, (until - since).total_seconds())
+
+    def x(t: datetime) -> float:
+        return LABEL + plot * max(0.0, min(1.0, (t - since).total_seconds() / span))
+
+    height = LANE * max(1, len(rows)) + 24
+    out = [f'<svg class="timeline" id="timeline" viewBox="0 0 {WIDTH} {height}" role="img" '
+           f'aria-label="verify runs per worker slot" data-lanes="{len(rows)}">']
+    for i in range(5):
+        t = since + (until - since) * i / 4
+        out.append(f'<line class="grid" x1="{x(t):.1f}" y1="0" x2="{x(t):.1f}" y2="{height - 18}"/>'
+                   f'<text class="tick" x="{x(t):.1f}" y="{height - 6}" text-anchor="middle">{t:%H:%M}</text>')
+    for n, lane in enumerate(rows):
+        y = n * LANE
+        out.append(f'<g class="lane" data-worker="{escape(lane.worker)}" data-slot="{lane.slot}">'
+                   f'<text class="lane-name" x="4" y="{y + 14}">{escape(lane.worker[:20])} · {lane.slot}</text>')
+        for r in lane.runs:
+            x0, x1 = x(r["started_at"]), x(r["finished_at"])
+            outcome = r["outcome"] or r["status"]
+            seconds = (r["finished_at"] - r["started_at"]).total_seconds()
+            tip = (f"run {r['id']} ({r['purpose']}): {outcome}, {seconds:.0f} s from {r['started_at']:%H:%M:%S}"
+                   + (f", candidate {r['candidate_id']}" if r["candidate_id"] else ""))
+            out.append(f'<a href="{_href(r)}"><rect class="run purpose-{escape(r["purpose"])} '
+                       f'outcome-{escape(outcome)}" x="{x0:.1f}" y="{y + 3}" width="{max(1.5, x1 - x0):.1f}" '
+                       f'height="{LANE - 6}" data-job="{r["id"]}"><title>{escape(tip)}</title></rect></a>')
+        out.append(f'<text class="share" x="{WIDTH - 4}" y="{y + 14}" text-anchor="end">'
+                   f'busy {100 * lane.busy(since, until):.0f}%</text></g>')
+    out.append("</svg>")
+    return Markup("".join(out))  # noqa: S704 (every text in it went through escape)
