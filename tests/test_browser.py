@@ -342,3 +342,24 @@ async def test_the_run_timeline_has_a_bar_per_run(browser: Browser, world: World
     await page.wait_for_url(re.compile(r"/ui/candidates/\d+/log$"))
     assert "1 passed" in await page.inner_text("main")
     await page.context.close()
+
+
+async def test_the_seeds_root_at_a_glance(browser: Browser, world: World) -> None:
+    """The seeds' root: a progress bar per direction counting its subtree, and the blocking graph bounded to the
+    nearest 60 open subtasks, with an edge for each open dependency among them."""
+    root = world.ids[world.deepest[-1]]
+    page = await login(browser, world, "rita", f"/ui/subtasks/{root}")
+    totals = await page.evaluate("""Array.from(document.querySelectorAll('#glance svg.progress')).map(
+        s => Number(s.dataset.total))""")
+    assert len(totals) == 10 and sum(totals) == 2417
+    boxes = page.locator("svg#blocking g.gnode")
+    assert await boxes.count() == 60
+    shown = [int(i) for i in await page.evaluate(
+        "Array.from(document.querySelectorAll('svg#blocking g.gnode')).map(g => g.dataset.id)")]
+    async with world.db.pool.connection() as conn:
+        row = await (await conn.execute("SELECT count(*) FROM subtask_deps WHERE subtask_id = ANY(%s) "
+                                        "AND depends_on_id = ANY(%s)", (shown, shown))).fetchone()
+    assert row is not None and await page.locator("svg#blocking line.edge").count() == row[0] > 0
+    await page.locator("#blockers").scroll_into_view_if_needed()
+    await shot(page, world, "subtask-glance")
+    await page.context.close()

@@ -153,3 +153,13 @@ class PageStore:
     async def timeline_runs(self, *, since: datetime, until: datetime, repo: str | None, limit: int) -> list[Row]:
         return await self.sql.all("page_timeline_runs", since=since, until=until, repo=repo,
                                   limit=clamp(limit, 2000))
+
+    # -- the tree at a glance -----------------------------------------------------------------------------
+
+    async def child_progress(self, subtask_id: int, limit: int = 50) -> list[Row]:
+        return await self.sql.all("page_child_progress", id=subtask_id, limit=clamp(limit),
+                                  max_rows=SUBTREE_MAX_ROWS)
+
+    async def blocking_graph(self, subtask_id: int, *, hops: int, limit: int) -> list[Row]:
+        return await self.sql.all("page_blocking_graph", id=subtask_id, hops=max(1, min(hops, 10)),
+                                  limit=clamp(limit, 200))

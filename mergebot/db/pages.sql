@@ -431,3 +431,42 @@ WHERE j.started_at IS NOT NULL AND j.started_at < %(until)s
   AND (%(repo)s::text IS NULL OR j.repo = %(repo)s::text)
 ORDER BY j.started_at DESC, j.id DESC
 LIMIT %(limit)s;
+
+-- name: page_child_progress
+-- A node's children (the first ``limit`` by id), each with its whole subtree's status counts (the child
+-- included), reading at most max_rows rows: the "at a glance" bars of a subtask's page.
+WITH RECURSIVE kids AS (
+    SELECT c.id, c.title FROM subtasks c WHERE c.parent_id = %(id)s ORDER BY c.id LIMIT %(limit)s
+), sub AS (
+    SELECT k.id AS top, k.id, s.status FROM kids k JOIN subtasks s ON s.id = k.id
+    UNION ALL
+    SELECT sub.top, c.id, c.status FROM sub JOIN subtasks c ON c.parent_id = sub.id
+), capped AS (SELECT * FROM sub LIMIT %(max_rows)s)
+SELECT k.id, k.title, s.status::text AS own_status, x.status::text AS status, count(*) AS n
+FROM kids k JOIN subtasks s ON s.id = k.id JOIN capped x ON x.top = k.id
+GROUP BY k.id, k.title, s.status, x.status
+ORDER BY k.id, x.status;
+
+-- name: page_blocking_graph
+-- What still blocks a node: the subtasks it depends on (children it integrates and other dependencies), and
+-- theirs, that have not landed (nor been cancelled), found breadth first up to ``hops`` steps away; the
+-- nearest ``limit`` of them (the node itself first), each with the ids of its own open dependencies.
+WITH RECURSIVE walk AS (
+    SELECT s.id, 0 AS hops FROM subtasks s WHERE s.id = %(id)s
+    UNION
+    SELECT d.depends_on_id, w.hops + 1
+    FROM walk w
+    JOIN subtask_deps d ON d.subtask_id = w.id
+    JOIN subtasks s ON s.id = d.depends_on_id
+    WHERE w.hops < %(hops)s AND s.status NOT IN ('landed', 'cancelled')
+), near AS (
+    SELECT id, min(hops) AS hops FROM walk GROUP BY id ORDER BY min(hops), id LIMIT %(limit)s
+)
+SELECT n.id, n.hops, s.title, s.status::text AS status,
+       coalesce(array_agg(d.depends_on_id ORDER BY d.depends_on_id)
+                FILTER (WHERE d.depends_on_id IS NOT NULL), '{}') AS blocked_by
+FROM near n
+JOIN subtasks s ON s.id = n.id
+LEFT JOIN subtask_deps d ON d.subtask_id = n.id AND d.depends_on_id IN (SELECT id FROM near)
+GROUP BY n.id, n.hops, s.title, s.status
+ORDER BY n.hops, n.id;

@@ -25,7 +25,7 @@ from mergebot.errors import NotFound
 from mergebot.landing import told, verdicts
 from mergebot.landing.repos import hold
 from mergebot.web import charts as drawn
-from mergebot.web import diffstat, live, present, render, session, timeline
+from mergebot.web import diffstat, graph, live, present, render, session, timeline
 from mergebot.web.deps import Site, Visitor, Who
 from mergebot.web.session import Viewer
 
@@ -33,6 +33,8 @@ router = APIRouter(include_in_schema=False)
 
 TREE_FIRST_LEVEL = 50  # first-level nodes per tree page
 TREE_DEPTH, TREE_MAX_DEPTH = 3, 5
+GLANCE_CHILDREN = 50  # children with a progress bar on a subtask's page
+BLOCKING_NODES, BLOCKING_HOPS = 60, 6  # the blocking graph's bound
 MAX_FORM_BYTES = 16 * 1024  # our forms hold a token, a CSRF token and a path
 
 
@@ -345,7 +347,13 @@ async def subtask(subtask_id: str, request: Request, who: Who, site: Site) -> Re
     for c in await reader.subtask_candidates(sid):
         kind = verdicts.kind_for(c["status"], c["reason"], c["verdict"])
         candidates.append({**c, "kind": kind, "final": verdicts.KINDS[kind].final})
-    return render.html(request, "subtask.html", who, s=s, crumbs=crumbs, deps=await reader.deps(sid),
+    kids = graph.children(await reader.child_progress(sid, limit=GLANCE_CHILDREN))
+    blocking = await reader.blocking_graph(sid, hops=BLOCKING_HOPS, limit=BLOCKING_NODES)
+    return render.html(request, "subtask.html", who, s=s, crumbs=crumbs,
+                       kids=[(k, graph.progress(k.counts)) for k in kids], kids_capped=len(kids) >= GLANCE_CHILDREN,
+                       blocking=graph.blocking(blocking) if len(blocking) > 1 else None,
+                       blocking_shown=len(blocking) - 1, blocking_capped=len(blocking) >= BLOCKING_NODES,
+                       deps=await reader.deps(sid),
                        dependents=await reader.dependents(sid), notes=notes, branch=told_now["branch"],
                        verdict=told_now["verdict"], candidates=candidates, events=await reader.subtask_events(sid),
                        landed_id=await reader.subtask_landed_id(sid),
