@@ -38,13 +38,15 @@ async def test_every_mark_is_what_the_database_holds(site: Site, db: Database) -
         await _at(db, "UPDATE candidates SET queued_at = %s, started_at = %s, finished_at = %s WHERE id = %s",
                   when - timedelta(seconds=waited), when - timedelta(seconds=5), when, cand)
     # runs: late, a failure and its passing retry (flaky) and two passes; early, a failed base check and a pass
-    for purpose, outcome, when in (("candidate", "fail", late), ("retry", "pass", late), ("candidate", "pass", late),
-                                   ("candidate", "pass", late), ("base", "fail", early),
-                                   ("candidate", "pass", early)):
+    # (the window queued the candidate runs, 3 and 4 wide late, 2 wide early)
+    for purpose, outcome, when, width in (("candidate", "fail", late, 3), ("retry", "pass", late, None),
+                                          ("candidate", "pass", late, 4), ("candidate", "pass", late, 3),
+                                          ("base", "fail", early, None), ("candidate", "pass", early, 2)):
         job = await site.db.jobs.enqueue_job(repo="app", commit_sha="c" * 40, command="pytest -q", timeout_s=60,
-                                             purpose=purpose)
-        await _at(db, "UPDATE verify_jobs SET status = 'done', outcome = %s, started_at = %s, finished_at = %s "
-                  "WHERE id = %s", outcome, when - timedelta(seconds=3), when, job.id)
+                                             purpose=purpose, window_width=width)
+        await _at(db, "UPDATE verify_jobs SET status = 'done', outcome = %s, started_at = %s, finished_at = %s, "
+                  "created_at = %s WHERE id = %s", outcome, when - timedelta(seconds=3), when,
+                  when - timedelta(seconds=4), job.id)
     # one candidate waits from minute 20 on; one was pushed at minute 42 and is verified from minute 42.5 on
     for title, queued, started in (("waits", 20.0, None), ("in flight", 42.0, 42.5)):
         sid = await site.claimed("bob", title)
@@ -77,6 +79,7 @@ async def test_every_mark_is_what_the_database_holds(site: Site, db: Database) -
     assert sorted(marks(html, "failures")) == [("rect", "failed", bucket[10], 1), ("rect", "flaky", bucket[10], 1),
                                                 ("rect", "pre-existing", bucket[5], 1)]
     assert sorted(marks(html, "runs")) == [("circle", "runs", bucket[5], 2), ("circle", "runs", bucket[10], 2)]
+    assert sorted(marks(html, "window")) == [("circle", "width", bucket[5], 2), ("circle", "width", bucket[10], 4)]
 
     # another window, a repository filter, and bad input told plainly
     assert len(marks((await site.get("/ui/charts", span="week")).text, "depth")) == 2 * 28

@@ -59,6 +59,10 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
     jobs = await fleet.db.jobs.jobs(limit=100)
     passed = {j["commit_sha"] for j in jobs if j["status"] == "done" and j["outcome"] in ("pass", "flaky")}
     assert set(chain) <= passed
+    # every run the window queued records the window's width then (the charts draw it); the others record none
+    widths = {j["window_width"] for j in jobs if j["purpose"] == "candidate"}
+    assert widths and all(w is not None and 1 <= w <= 3 for w in widths), widths
+    assert all(j["window_width"] is None for j in jobs if j["purpose"] != "candidate")
     # the failing candidate's commit is in no landed commit's history
     for sha in chain:
         assert not bare.descendant_of(sha, shas[two]) and sha != shas[two]

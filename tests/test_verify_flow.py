@@ -33,6 +33,7 @@ async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object
     jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
     assert sorted(j["purpose"] for j in jobs) == ["candidate", "retry"]
     assert {j["purpose"]: j["outcome"] for j in jobs} == {"candidate": "fail", "retry": "pass"}
+    assert {j["purpose"]: j["window_width"] for j in jobs} == {"candidate": 1, "retry": None}  # serial: one wide
     evidence = (await fleet.db.landing.get_candidate(result["id"])).verifier or {}
     assert evidence["outcome"] == "flaky" and evidence["runs"]["first"]["outcome"] == "fail"
     # mixed evidence is not main's status: a post-land run on main's new head decides it

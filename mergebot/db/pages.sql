@@ -373,7 +373,9 @@ ORDER BY s.id LIMIT %(limit)s;
 --                                      that passed (a flaky pass); main's base checks that failed (a failure
 --                                      main already has);
 --   waiting, in_flight              - candidates at the bucket's end: pushed and not yet started (parked ones
---                                      are not waiting), and started and not yet finished.
+--                                      are not waiting), and started and not yet finished;
+--   window_width                    - the widest speculation window a candidate run was queued with in the
+--                                      bucket (NULL when the window queued none).
 WITH buckets AS (
     SELECT t AS start, t + %(step)s::interval AS stop
     FROM generate_series(%(since)s::timestamptz, %(until)s::timestamptz - %(step)s::interval, %(step)s::interval) t
@@ -402,6 +404,13 @@ WITH buckets AS (
     WHERE j.finished_at >= %(since)s AND j.finished_at < %(until)s AND j.started_at IS NOT NULL
       AND (%(repo)s::text IS NULL OR j.repo = %(repo)s::text)
     GROUP BY 1
+), width_buckets AS (
+    SELECT date_bin(%(step)s::interval, j.created_at, %(since)s::timestamptz) AS start,
+           max(j.window_width) AS window_width
+    FROM verify_jobs j
+    WHERE j.window_width IS NOT NULL AND j.created_at >= %(since)s AND j.created_at < %(until)s
+      AND (%(repo)s::text IS NULL OR j.repo = %(repo)s::text)
+    GROUP BY 1
 ), cands AS (
     SELECT c.queued_at, c.started_at, coalesce(c.finished_at, 'infinity') AS finished_at, c.status
     FROM candidates c
@@ -414,9 +423,11 @@ SELECT b.start, coalesce(l.landings, 0) AS landings, l.wait_p50_s, l.wait_p95_s,
        coalesce(r.pre_existing, 0) AS pre_existing,
        (SELECT count(*) FROM cands c WHERE c.queued_at <= b.stop AND c.finished_at > b.stop
             AND (c.started_at IS NULL OR c.started_at > b.stop) AND c.status <> 'parked') AS waiting,
-       (SELECT count(*) FROM cands c WHERE c.started_at <= b.stop AND c.finished_at > b.stop) AS in_flight
+       (SELECT count(*) FROM cands c WHERE c.started_at <= b.stop AND c.finished_at > b.stop) AS in_flight,
+       w.window_width
 FROM buckets b
 LEFT JOIN land_buckets l ON l.start = b.start
+LEFT JOIN width_buckets w ON w.start = b.start
 LEFT JOIN run_buckets r ON r.start = b.start
 ORDER BY b.start;
 

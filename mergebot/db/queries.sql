@@ -683,9 +683,10 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- Verify jobs: claimed by workers, fenced by claim_version like subtasks.
 
 -- name: job_insert
-INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id, cache)
+INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id, cache,
+                         window_width)
 VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(candidate_id)s, %(landed_id)s,
-        %(cache)s)
+        %(cache)s, %(window_width)s)
 RETURNING *;
 
 -- name: job_claim

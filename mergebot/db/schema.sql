@@ -609,3 +609,6 @@ ALTER TABLE verify_jobs DROP CONSTRAINT verify_jobs_purpose_check;
 ALTER TABLE verify_jobs ADD CONSTRAINT verify_jobs_purpose_check
     CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect'));
 INSERT INTO subtask_transitions (from_status, to_status) VALUES ('landed', 'running');
+
+-- 0014: the speculation window's width when a candidate run was queued, for the charts.
+ALTER TABLE verify_jobs ADD COLUMN window_width integer CHECK (window_width >= 1);

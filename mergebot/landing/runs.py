@@ -45,20 +45,22 @@ def cache_request(repo: Repo, purpose: str) -> dict[str, object] | None:
 
 
 async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
-                      landed_id: int | None = None, command: str | None = None) -> int:
-    """A verify job for ``sha``: the candidates' check, or ``command`` (main's check after a landing)."""
+                      landed_id: int | None = None, command: str | None = None,
+                      window_width: int | None = None) -> int:
+    """A verify job for ``sha``: the candidates' check, or ``command`` (main's check after a landing);
+    ``window_width`` is the speculation window's width, recorded for the charts."""
     job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=command or repo.verifier_command,
                                         timeout_s=repo.verifier_timeout_s, purpose=purpose,
                                         candidate_id=candidate_id, landed_id=landed_id,
-                                        cache=cache_request(repo, purpose))
+                                        cache=cache_request(repo, purpose), window_width=window_width)
     for wake in ctx.on_job:
         wake.set()
     return job.id
 
 
 async def check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
-                landed_id: int | None = None, command: str | None = None) -> Result:
+                landed_id: int | None = None, command: str | None = None, window_width: int | None = None) -> Result:
     """Run the repository's check (or ``command``) on ``sha`` through a verify job and wait for a worker's result."""
     job_id = await start_check(ctx, repo, sha, purpose, candidate_id=candidate_id, landed_id=landed_id,
-                               command=command)
+                               command=command, window_width=window_width)
     return result_of(repo, sha, await ctx.db.jobs.wait_job(job_id, timeout=run_limit(ctx, repo)))

@@ -63,7 +63,8 @@ async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, ma
     speculation window's)."""
     assert merge.sha is not None
     if first is None:
-        first = await runs.check(ctx, repo, merge.sha, "candidate", candidate_id=cand.id)
+        first = await runs.check(ctx, repo, merge.sha, "candidate", candidate_id=cand.id,
+                                 window_width=1)  # the serial queue: a window of one
     state = verdict.Runs(verdict.tree_checked(first, merge.tree))
     record: dict[str, Any] = {}
     while True:

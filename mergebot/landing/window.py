@@ -150,7 +150,7 @@ class Speculator:
             return True
         if decision.action == "checkpoint":  # a tail left uncovered by a cut, or bisecting a failed batch
             for index in (decision.index, *decision.more):
-                await self._checkpoint(repo, window.slots[index])
+                await self._checkpoint(repo, window, window.slots[index])
             return True
         if decision.action == "cut":
             if decision.index > 0 and window.slots[decision.index - 1].plan().failed:
@@ -226,10 +226,11 @@ class Speculator:
             window.deferred.clear()
             self.ctx.poke()
 
-    async def _checkpoint(self, repo: Repo, slot: Speculation) -> None:
+    async def _checkpoint(self, repo: Repo, window: Window, slot: Speculation) -> None:
         """Queue a run on ``slot``'s merge; it covers every unchecked slot ahead of it."""
         assert slot.merge.sha is not None
-        slot.job_id = await runs.start_check(self.ctx, repo, slot.merge.sha, "candidate", candidate_id=slot.cand.id)
+        slot.job_id = await runs.start_check(self.ctx, repo, slot.merge.sha, "candidate", candidate_id=slot.cand.id,
+                                             window_width=window.width)
         slot.result = None
         slot.started = asyncio.get_running_loop().time()
 
@@ -275,9 +276,9 @@ class Speculator:
             window.slots.append(slot)
             unchecked = len(window.slots) - max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
             if unchecked >= size:
-                await self._checkpoint(repo, slot)
+                await self._checkpoint(repo, window, slot)
         if window.slots and not window.slots[-1].checkpoint and not window.failing():
-            await self._checkpoint(repo, window.slots[-1])  # the queue ran dry: cover the batch as it is
+            await self._checkpoint(repo, window, window.slots[-1])  # the queue ran dry: cover the batch as it is
 
     async def stage(self, repo: Repo, window: Window, target: Target, main: str) -> None:
         """While the window's runs are busy: take the next candidate and merge it onto the chain's tail, so the

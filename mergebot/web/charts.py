@@ -74,6 +74,8 @@ def charts(rows: list[dict[str, Any]], step: timedelta) -> list[Chart]:
                Series("pre-existing", "pre-existing", col("pre_existing"))]),
         Chart("runs", "Verifier runs per landing", "runs", "lines",
               [Series("runs per landing", "runs", runs_per_landing)]),
+        Chart("window", "The speculation window's width (the widest a run was queued with)", "runs at once", "lines",
+              [Series("width", "width", col("window_width"))]),
     ]
 
 
