@@ -96,10 +96,11 @@ async def test_the_timeline_packs_runs_into_worker_slots(site: Site, db: Databas
     now = datetime.now(UTC)
     _, cand, _ = await site.land("ann", "timed")
     placed = {}
-    # worker-a runs two at once (two slots), then one more in its first slot; worker-b runs one, still going;
+    # worker-a runs two at once (two slots; the first began before the window), then one more in its first slot;
+    # worker-b runs one, still going;
     # one run ended two hours ago and is not in the last hour
     for name, purpose, outcome, start, end, candidate in (
-            ("worker-a", "candidate", "pass", 50, 30, cand), ("worker-a", "retry", "fail", 45, 35, None),
+            ("worker-a", "candidate", "pass", 70, 30, cand), ("worker-a", "retry", "fail", 45, 35, None),
             ("worker-a", "base", "pass", 25, 20, None), ("worker-b", "candidate", None, 10, None, cand),
             ("worker-b", "candidate", "pass", 130, 125, cand)):
         job = await site.db.jobs.enqueue_job(repo="app", commit_sha="c" * 40, command="pytest -q", timeout_s=60,
@@ -119,7 +120,8 @@ async def test_the_timeline_packs_runs_into_worker_slots(site: Site, db: Databas
     assert re.findall(r'data-worker="([^"]+)" data-slot="(\d)"', html) == [("worker-a", "1"), ("worker-a", "2"),
                                                                            ("worker-b", "1")]
     assert 'id="run-count">4<' in html
-    assert re.findall(r"busy (\d+)%", html) == ["42", "17", "17"]  # 20 + 5, 10 and 10 minutes of the hour
+    assert re.findall(r"busy (\d+)%", html) == ["58", "17", "17"]  # 30 + 5, 10 and 10 minutes of the hour
+    assert 'id="fitted"' not in html  # a run began before the window: the drawing is the whole hour
     assert len(RUN.findall((await site.get("/ui/timeline", span="day")).text)) == 5
 
 
@@ -135,6 +137,18 @@ def test_lanes_never_overlap_and_reuse_a_free_slot() -> None:
     assert [(lane.worker, lane.slot, [r["id"] for r in lane.runs]) for lane in rows] == [
         ("v", 1, [4]), ("w", 1, [1, 3, 5]), ("w", 2, [2])]
     assert rows[1].busy(t, t + timedelta(seconds=30)) == 24 / 30
+
+
+def test_a_burst_of_runs_fills_the_timeline() -> None:
+    until = datetime(2026, 12, 2, 10, tzinfo=UTC)
+    since = until - timedelta(hours=1)
+    burst = [{"started_at": until - timedelta(seconds=s)} for s in (95, 60, 30)]
+    start = timeline.fit(burst, since, until)
+    assert start == until - timedelta(seconds=100)  # a twentieth of what is drawn before the first run
+    assert timeline.fit([*burst, {"started_at": since - timedelta(minutes=1)}], since, until) == since
+    assert timeline.fit([{"started_at": since + timedelta(minutes=1)}], since, until) == since  # no room for a margin
+    assert timeline.fit([], since, until) == since
+    assert "10:00:00" in timeline.svg(timeline.lanes([]), start, until)  # seconds on a short drawing's clock
 
 
 def test_the_window_is_aligned_and_the_axis_is_round() -> None:

@@ -7,7 +7,7 @@ idle workers show as empty stretches and a low share.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -43,6 +43,17 @@ def lanes(runs: list[dict[str, Any]]) -> list[Lane]:
     return [lane for worker in sorted(by_worker) for lane in by_worker[worker]]
 
 
+def fit(runs: list[dict[str, Any]], since: datetime, until: datetime) -> datetime:
+    """Where the drawing starts: the window's start, or, when every run in it started later, just before the first
+    of them (a margin of a twentieth of what is drawn), so that a burst of short runs fills the width instead of a
+    few pixels at its end. The idle time before the first run is then off the drawing, and the busy shares are of
+    the drawn time."""
+    first = min((r["started_at"] for r in runs), default=since)
+    if first <= since:
+        return since
+    return max(since, first - (until - first) / 19)
+
+
 def _href(r: dict[str, Any]) -> str:
     return f"/ui/candidates/{r['candidate_id']}/log" if r["candidate_id"] else f"/ui/jobs/{r['id']}/log"
 
@@ -55,12 +66,13 @@ def svg(rows: list[Lane], since: datetime, until: datetime) -> Markup:
         return LABEL + plot * max(0.0, min(1.0, (t - since).total_seconds() / span))
 
     height = LANE * max(1, len(rows)) + 24
+    clock = "%H:%M:%S" if until - since < timedelta(minutes=10) else "%H:%M"
     out = [f'<svg class="timeline" id="timeline" viewBox="0 0 {WIDTH} {height}" role="img" '
            f'aria-label="verify runs per worker slot" data-lanes="{len(rows)}">']
     for i in range(5):
         t = since + (until - since) * i / 4
         out.append(f'<line class="grid" x1="{x(t):.1f}" y1="0" x2="{x(t):.1f}" y2="{height - 18}"/>'
-                   f'<text class="tick" x="{x(t):.1f}" y="{height - 6}" text-anchor="middle">{t:%H:%M}</text>')
+                   f'<text class="tick" x="{x(t):.1f}" y="{height - 6}" text-anchor="middle">{t:{clock}}</text>')
     for n, lane in enumerate(rows):
         y = n * LANE
         out.append(f'<g class="lane" data-worker="{escape(lane.worker)}" data-slot="{lane.slot}">'

@@ -1,0 +1,311 @@
+"""The charts and the run timeline in headless Chromium, against a real ``mergebot serve`` that has just done a
+speculative run with failures, so that every series has something to draw.
+
+The server runs a speculation window of 3 with 3 verifier workers, unsandboxed (the check reads flag files
+outside the checkout). Its check is the project's pytest suite, plus: a commit holding ``flaky.txt`` fails the
+first time any such commit is checked; one holding a ``slow-*.txt`` file waits until the test lets it go. The
+fleet then, in order:
+  1. pushes a change onto a main that is broken: its run and the retry fail, main's base check fails too
+     (a pre-existing failure), it is parked and main turns red; a fix lands, then the parked change;
+  2. pushes four changes at once: one good, one flaky (fails, passes on the retry), one that breaks the
+     suite (rejected), one good; the window speculates on all of them;
+  3. pushes two slow changes that the window verifies at once, pauses landing while they run, and pushes one
+     more, which waits.
+With that frozen, every bar and point of every chart is read back from the browser and compared with what a
+computation of its own, in this file, makes of the rows in the database; the timeline has a bar per run, in
+lanes that never overlap, each linking to its candidate's log.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mergebot.auth import Role
+from mergebot.db.connect import open_pool
+from mergebot.db.database import Database
+from mergebot.landing.repos import add_repo, repos_root
+from mergebot.settings import Settings
+from tests.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers
+from tests.conftest import SERVERS, fresh_database
+from tests.pg import Server
+from tests.test_browser import CHROMIUM, login, shot
+from tests.test_browser import browser as browser  # the fixture, shared with the other browser tests
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+
+if CHROMIUM.exists():
+    from playwright.async_api import Browser
+
+FIVE_MINUTES = timedelta(minutes=5)
+
+
+@dataclass
+class Speculated:
+    fleet: Fleet
+    shots: Path
+    candidates: dict[str, int]  # what each push was for -> its candidate id
+
+    @property
+    def url(self) -> str:
+        return self.fleet.bot.url
+
+    @property
+    def tokens(self) -> dict[str, str]:
+        return self.fleet.tokens
+
+
+def the_check(flags: Path) -> str:
+    flaky = f"test -e flaky.txt && ! test -e {flags}/flaky-seen && {{ touch {flags}/flaky-seen; exit 1; }}"
+    slow = f'while test -n "$(ls slow-*.txt 2>/dev/null)" && ! test -e {flags}/go; do sleep 0.1; done'
+    return f"{flaky}; {slow}; {check_command()}"
+
+
+@pytest.fixture(scope="module")
+async def speculated(servers: dict[str, Server], tmp_path_factory: pytest.TempPathFactory
+                     ) -> AsyncIterator[Speculated]:
+    tmp = tmp_path_factory.mktemp("speculated")
+    shots = Path(os.environ.get("MERGEBOT_SCREENSHOTS") or tmp / "shots").resolve()
+    shots.mkdir(parents=True, exist_ok=True)
+    flags = tmp / "flags"
+    flags.mkdir()
+    with fresh_database(servers, SERVERS[0]) as url:
+        settings = Settings(database_url=url, data_dir=tmp / "data")
+        pool = await open_pool(url, settings, statement_timeout_ms=30_000)
+        db = Database(pool, lease_seconds=600)
+        tokens = {}
+        for name, role in (("rita", Role.REVIEWER), ("ann", Role.AGENT), ("bob", Role.AGENT), ("cat", Role.AGENT),
+                           ("dan", Role.AGENT)):
+            _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+        src = make_project(tmp / "src")
+        (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+        git(["commit", "-qam", "a bug on main"], src)
+        await add_repo(db, repos_root(settings.data_dir), name="demo", source=str(src),
+                       verifier_command=the_check(flags), verifier_timeout_s=120)
+        bot = BotProcess(url, settings.data_dir, MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3",
+                         MERGEBOT_VERIFIER_SANDBOX="none").start()
+        fleet = Fleet(bot, db, tokens, tmp / "work")
+        try:
+            yield Speculated(fleet, shots, await _speculate(fleet))
+        finally:
+            (flags / "go").touch()
+            stop_keepers(tmp / "work")
+            bot.stop()
+            await pool.close()
+
+
+async def _speculate(fleet: Fleet) -> dict[str, int]:
+    db, pushed = fleet.db, {}
+
+    async def push(who: str, phase: str, what: str, files: dict[str, str]) -> None:
+        await db.subtasks.create_subtask(actor_id=None, title=what)
+        claim, wt = fleet.start(who, f"{who}-{phase}")
+        commit(wt, files)
+        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        pushed[what] = (await until_one(db, claim.subtask_id))
+
+    # 1. a failure main already has, then its fix
+    await push("ann", "a", "docs", {"docs.txt": "docs\n"})
+    await settle(fleet, lambda: _red(db))
+    await push("bob", "a", "the fix", {"calc.py": "def add(a, b):\n    return a + b\n"})
+    await settle(fleet, lambda: _statuses(db, pushed, {"docs": "landed", "the fix": "landed"}))
+    # 2. four at once into the window
+    await db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
+    for who, what, files in (("ann", "one", {"one.txt": "1\n"}), ("cat", "flaky", {"flaky.txt": "f\n"}),
+                             ("bob", "breaks", {"calc.py": "def add(a, b):\n    return a + b + 1\n"}),
+                             ("dan", "four", {"four.txt": "4\n"})):
+        await push(who, "b", what, files)
+    await db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await settle(fleet, lambda: _statuses(db, pushed, {"one": "landed", "flaky": "landed", "breaks": "rejected",
+                                                       "four": "landed"}))
+    # 3. two slow ones verified at once; landing paused while they run; one more waits
+    await db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
+    await push("ann", "c", "slow one", {"slow-1.txt": "1\n"})
+    await push("cat", "c", "slow two", {"slow-2.txt": "2\n"})
+    await db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await settle(fleet, lambda: _running(db, 2))
+    await db.landing.set_paused(repo="demo", paused=True, reason="frozen for the charts")
+    await push("dan", "c", "waits", {"five.txt": "5\n"})
+    await settle(fleet, lambda: _running(db, 2, queued=0))
+    return pushed
+
+
+async def until_one(db: Database, subtask_id: int) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        cands = [c for c in await db.landing.candidates(repo="demo") if c["subtask_id"] == subtask_id]
+        if cands:
+            return int(cands[-1]["id"])
+        time.sleep(0.1)
+    raise AssertionError(f"no candidate for subtask {subtask_id}")
+
+
+async def settle(fleet: Fleet, done: Any, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await done():
+            return
+        time.sleep(0.2)
+    raise AssertionError("the fleet never got there:\n" + fleet.bot.log.read_text()[-4000:])
+
+
+async def _red(db: Database) -> bool:
+    return (await db.landing.get_repo("demo")).red_since is not None
+
+
+async def _statuses(db: Database, pushed: dict[str, int], want: dict[str, str]) -> bool:
+    for what, status in want.items():
+        if (await db.landing.get_candidate(pushed[what])).status != status:
+            return False
+    return await _running(db, 0, queued=0)
+
+
+async def _running(db: Database, running: int, queued: int | None = None) -> bool:
+    async with db.pool.connection() as conn:
+        row = await (await conn.execute("SELECT count(*) FILTER (WHERE status = 'running'), count(*) FILTER "
+                                        "(WHERE status = 'queued') FROM verify_jobs")).fetchone()
+    assert row is not None
+    return row[0] == running and (queued is None or row[1] == queued)
+
+
+async def _rows(db: Database, sql: str) -> list[dict[str, Any]]:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(sql)
+        names = [d.name for d in cur.description or []]
+        return [dict(zip(names, r, strict=True)) for r in await cur.fetchall()]
+
+
+def percentile(values: list[float], p: float) -> float:
+    """PostgreSQL's percentile_cont: linear between the two nearest ranks."""
+    v = sorted(values)
+    pos = p * (len(v) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def expected(starts: list[datetime], landed: list[dict[str, Any]], cands: list[dict[str, Any]],
+             jobs: list[dict[str, Any]]) -> dict[str, dict[tuple[str, datetime], float]]:
+    """chart -> {(series, bucket start): value}, worked out here from the rows (not by the page's query)."""
+    out: dict[str, dict[tuple[str, datetime], float]] = {k: {} for k in
+                                                          ("landings", "wait", "depth", "failures", "runs", "window")}
+    never = datetime.max.replace(tzinfo=starts[0].tzinfo)
+    for t in starts:
+        stop = t + FIVE_MINUTES
+
+        def inside(when: datetime | None, t: datetime = t, stop: datetime = stop) -> bool:
+            return when is not None and t <= when < stop
+
+        here = [r for r in landed if inside(r["landed_at"])]
+        waits = [(r["landed_at"] - c["queued_at"]).total_seconds() for r in here for c in
+                 [max((c for c in cands if (c["subtask_id"], c["claim_version"], c["status"]) ==
+                       (r["subtask_id"], r["claim_version"], "landed")), key=lambda c: c["id"])]]
+        if here:
+            out["landings"][("landed", t)] = 12.0 * len(here)
+            out["wait"][("p50", t)] = percentile(waits, 0.5)
+            out["wait"][("p95", t)] = percentile(waits, 0.95)
+        out["depth"][("waiting", t)] = sum(
+            1 for c in cands if c["queued_at"] <= stop and (c["finished_at"] or never) > stop
+            and (c["started_at"] is None or c["started_at"] > stop) and c["status"] != "parked")
+        out["depth"][("in-flight", t)] = sum(
+            1 for c in cands if c["started_at"] is not None and c["started_at"] <= stop
+            and (c["finished_at"] or never) > stop)
+        ended = [j for j in jobs if inside(j["finished_at"]) and j["started_at"] is not None]
+        for series, n in (
+                ("failed", sum(j["purpose"] in ("candidate", "retry") and j["outcome"] in ("fail", "timeout")
+                               for j in ended)),
+                ("flaky", sum(j["purpose"] == "retry" and j["outcome"] == "pass" for j in ended)),
+                ("pre-existing", sum(j["purpose"] == "base" and j["outcome"] in ("fail", "timeout") for j in ended))):
+            if n:
+                out["failures"][(series, t)] = float(n)
+        if here:
+            out["runs"][("runs", t)] = len(ended) / len(here)
+        widths = [j["window_width"] for j in jobs if inside(j["created_at"]) and j["window_width"] is not None]
+        if widths:
+            out["window"][("width", t)] = float(max(widths))
+    return out
+
+
+async def test_every_chart_draws_the_speculative_run_with_failures(browser: Browser, speculated: Speculated) -> None:
+    db = speculated.fleet.db
+    page = await login(browser, speculated, "rita", "/ui/charts")
+    await page.goto(speculated.url + "/ui/charts?span=hour")
+    drawn = await page.evaluate("""Array.from(document.querySelectorAll('svg.chart')).flatMap(svg =>
+        Array.from(svg.querySelectorAll('rect.bar, circle.point')).map(m => [svg.id.slice(6),
+            m.getAttribute('class').split(' ')[1], m.dataset.t, Number(m.dataset.v),
+            m.getBoundingClientRect().height]))""")
+    landed = await _rows(db, "SELECT subtask_id, claim_version, landed_at FROM landed")
+    cands = await _rows(db, "SELECT id, subtask_id, claim_version, status::text AS status, queued_at, started_at, "
+                            "finished_at FROM candidates")
+    jobs = await _rows(db, "SELECT purpose, outcome, created_at, started_at, finished_at, window_width "
+                           "FROM verify_jobs")
+    starts = sorted({datetime.fromisoformat(t) for key, series, t, _, _ in drawn if key == "depth"})
+    assert len(starts) == 12 and all(b - a == FIVE_MINUTES for a, b in itertools.pairwise(starts))
+    want = expected(starts, landed, cands, jobs)
+    got: dict[str, dict[tuple[str, datetime], float]] = {k: {} for k in want}
+    for key, series, t, v, height in drawn:
+        got[key][(series, datetime.fromisoformat(t))] = v
+        if key in ("landings", "failures"):
+            assert height > 0  # drawn, not just present
+    for key in want:
+        assert got[key].keys() == want[key].keys(), key
+        for mark, v in want[key].items():
+            assert math.isclose(got[key][mark], v, rel_tol=1e-5), (key, mark, got[key][mark], v)
+    # every series has something to show: the run had failures, a flaky pass, a pre-existing failure, a queue
+    for key, series in (("landings", "landed"), ("wait", "p50"), ("wait", "p95"), ("depth", "waiting"),
+                        ("depth", "in-flight"), ("failures", "failed"), ("failures", "flaky"),
+                        ("failures", "pre-existing"), ("runs", "runs"), ("window", "width")):
+        assert any(v > 0 for (s, _), v in got[key].items() if s == series), (key, series)
+    assert max(got["window"].values()) == 3  # the window was full
+    assert int(await page.inner_text("#total-landings")) == len(landed) == 5  # docs, the fix, one, flaky, four
+    await shot(page, speculated, "charts")
+    await page.context.close()
+
+
+RUN_BAR = "svg#timeline rect.run"
+
+
+async def test_the_timeline_shows_the_speculation_at_work(browser: Browser, speculated: Speculated) -> None:
+    """A bar per run a worker started, by purpose and outcome; a worker's bars never overlap in its lane; the
+    two slow runs, verified at once, are still running; a bar links to its candidate's log."""
+    db = speculated.fleet.db
+    page = await login(browser, speculated, "rita", "/ui/timeline")
+    await page.goto(speculated.url + "/ui/timeline?span=10min")
+    assert await page.locator("#fitted").count() == 1  # the whole run took a minute or two: drawn from its start
+    jobs = {j["id"]: j for j in await _rows(
+        db, "SELECT id, purpose, status::text AS status, outcome, worker_name, started_at, "
+            "coalesce(finished_at, now()) AS finished_at FROM verify_jobs WHERE started_at IS NOT NULL")}
+    bars = await page.evaluate(f"""Array.from(document.querySelectorAll('{RUN_BAR}')).map(b => [
+        Number(b.dataset.job), b.getAttribute('class'), b.closest('g.lane').dataset.worker,
+        b.closest('g.lane').dataset.slot])""")
+    assert sorted(b[0] for b in bars) == sorted(jobs) and int(await page.inner_text("#run-count")) == len(jobs)
+    for job, css, worker, _ in bars:
+        j = jobs[job]
+        assert f"purpose-{j['purpose']}" in css and f"outcome-{j['outcome'] or j['status']}" in css
+        assert worker == j["worker_name"]
+    assert {"candidate", "retry", "base"} <= {j["purpose"] for j in jobs.values()}
+    assert sum(j["status"] == "running" for j in jobs.values()) == 2
+    lanes: dict[tuple[str, str], list[tuple[datetime, datetime]]] = {}
+    for job, _, worker, slot in bars:
+        lanes.setdefault((worker, slot), []).append((jobs[job]["started_at"], jobs[job]["finished_at"]))
+    for spans in lanes.values():  # a lane's runs never overlap in time
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    assert len({w for w, _ in lanes}) == 3  # the three workers all ran something
+    await shot(page, speculated, "timeline")
+    flaky = speculated.candidates["flaky"]
+    # a click on the bar of the flaky candidate's passing retry opens that candidate's log
+    await page.locator(f"svg#timeline a[href$='/ui/candidates/{flaky}/log']:has(rect.purpose-retry.outcome-pass)"
+                       ).click()
+    await page.wait_for_url(re.compile(rf"/ui/candidates/{flaky}/log$"))
+    assert "1 passed" in await page.inner_text("main")
+    await page.context.close()
