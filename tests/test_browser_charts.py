@@ -48,6 +48,11 @@ if CHROMIUM.exists():
     from playwright.async_api import Browser
 
 FIVE_MINUTES = timedelta(minutes=5)
+# every bar and point of the charts a selector picks: [chart, series, bucket, value, drawn height]
+MARKS = """(sel => Array.from(document.querySelectorAll(sel)).flatMap(svg =>
+    Array.from(svg.querySelectorAll('rect.bar, circle.point')).map(m => [svg.id.slice(6),
+        m.getAttribute('class').split(' ')[1], m.dataset.t, Number(m.dataset.v),
+        m.getBoundingClientRect().height])))"""
 
 
 @dataclass
@@ -239,10 +244,7 @@ async def test_every_chart_draws_the_speculative_run_with_failures(browser: Brow
     db = speculated.fleet.db
     page = await login(browser, speculated, "rita", "/ui/charts")
     await page.goto(speculated.url + "/ui/charts?span=hour")
-    drawn = await page.evaluate("""Array.from(document.querySelectorAll('svg.chart')).flatMap(svg =>
-        Array.from(svg.querySelectorAll('rect.bar, circle.point')).map(m => [svg.id.slice(6),
-            m.getAttribute('class').split(' ')[1], m.dataset.t, Number(m.dataset.v),
-            m.getBoundingClientRect().height]))""")
+    drawn = await page.evaluate(f"{MARKS}('svg.chart')")
     landed = await _rows(db, "SELECT subtask_id, claim_version, landed_at FROM landed")
     cands = await _rows(db, "SELECT id, subtask_id, claim_version, status::text AS status, queued_at, started_at, "
                             "finished_at FROM candidates")
@@ -268,6 +270,14 @@ async def test_every_chart_draws_the_speculative_run_with_failures(browser: Brow
     assert max(got["window"].values()) == 3  # the window was full
     assert int(await page.inner_text("#total-landings")) == len(landed) == 5  # docs, the fix, one, flaky, four
     await shot(page, speculated, "charts")
+    # the queue page draws the last hour's depth, landings and failures: the same marks
+    await page.goto(speculated.url + "/ui/queue")
+    await page.wait_for_selector("#live-status.on", timeout=10_000)
+    on_queue = await page.evaluate(f"""{MARKS}('#queue-trend svg.chart')""")
+    assert {(k, s, t, v) for k, s, t, v, _ in on_queue} == {
+        (k, s, t, v) for k, s, t, v, _ in drawn if k in ("depth", "landings", "failures")}
+    await page.locator("#queue-trend").scroll_into_view_if_needed()
+    await shot(page, speculated, "queue-trend")
     await page.context.close()
 
 

@@ -81,6 +81,14 @@ async def test_every_mark_is_what_the_database_holds(site: Site, db: Database) -
     assert sorted(marks(html, "runs")) == [("circle", "runs", bucket[5], 2), ("circle", "runs", bucket[10], 2)]
     assert sorted(marks(html, "window")) == [("circle", "width", bucket[5], 2), ("circle", "width", bucket[10], 4)]
 
+    # the queue page draws the last hour's depth, landings and failures the same way, and updates them live
+    for path in ("/ui/queue", "/ui/queue/live"):
+        queue = (await site.get(path)).text
+        assert [k for k in ("depth", "landings", "failures", "wait", "runs", "window")
+                if f'id="chart-{k}"' in queue] == ["depth", "landings", "failures"]
+        for k in ("depth", "landings", "failures"):
+            assert marks(queue, k) == marks(html, k), (path, k)
+
     # another window, a repository filter, and bad input told plainly
     assert len(marks((await site.get("/ui/charts", span="week")).text, "depth")) == 2 * 28
     assert marks((await site.get("/ui/charts", span="hour", repo="app")).text, "landings")

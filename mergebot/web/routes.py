@@ -25,6 +25,7 @@ from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
 from mergebot.landing import told, verdicts
 from mergebot.landing.repos import hold
+from mergebot.web import charts as drawn
 from mergebot.web import diffstat, graph, live, present, render, session
 from mergebot.web.deps import Site, Visitor, Who
 from mergebot.web.session import Viewer
@@ -36,6 +37,7 @@ TREE_DEPTH, TREE_MAX_DEPTH = 3, 5
 GLANCE_CHILDREN = 50  # children with a progress bar on a subtask's page
 BLOCKING_NODES, BLOCKING_HOPS = 60, 6  # the blocking graph's bound
 MAX_FORM_BYTES = 16 * 1024  # our forms hold a token, a CSRF token and a path
+QUEUE_CHARTS = ("depth", "landings", "failures")  # the last hour's, on the queue page (the rest on /ui/charts)
 
 
 async def _form(request: Request) -> dict[str, str] | None:
@@ -190,10 +192,14 @@ async def job_log(job_id: str, request: Request, who: Who, site: Site) -> Respon
 
 async def _queue_context(site: Site) -> dict[str, Any]:
     reader = site.db.pages
+    since, until, step = drawn.window("hour", datetime.now(UTC))
+    rows = await reader.chart_buckets(since=since, until=until, step=step, repo=None)
+    starts = [r["start"] for r in rows]
     return {"repos": await reader.queue_repos(), "active": await reader.queue_active(),
             "waiting": await reader.queue_waiting(PAGE), "parked": await reader.queue_parked(),
             "rejected": await reader.queue_rejected(), "refusals": await reader.push_refusals(),
-            "landed": await reader.recently_landed(), "limit": PAGE}
+            "landed": await reader.recently_landed(), "limit": PAGE,
+            "trend": [(c, drawn.svg(c, starts)) for c in drawn.charts(rows, step) if c.key in QUEUE_CHARTS]}
 
 
 @router.get("/ui/queue")
