@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -318,4 +318,36 @@ async def test_the_timeline_shows_the_speculation_at_work(browser: Browser, spec
                        ).click()
     await page.wait_for_url(re.compile(rf"/ui/candidates/{flaky}/log$"))
     assert "1 passed" in await page.inner_text("main")
+    await page.context.close()
+
+
+async def test_what_the_speculative_run_cost_adds_up(browser: Browser, speculated: Speculated) -> None:
+    """``/api/v1/cost`` over the run: its total is every finished run's wall time (the cancelled ones included),
+    the charges add up to it, what the rejected change cost is thrown away, and the flaky change's landing is
+    charged its deciding run plus every other run of its push; its landed record says so in Chromium."""
+    db, fleet = speculated.fleet.db, speculated.fleet
+    runs = await _rows(db, "SELECT j.id, c.subtask_id, extract(epoch FROM j.finished_at - j.started_at)::float8 AS s "
+                           "FROM verify_jobs j LEFT JOIN candidates c ON c.id = j.candidate_id "
+                           "WHERE j.started_at IS NOT NULL AND j.finished_at IS NOT NULL")
+    landed = {r["subtask_id"]: r for r in await _rows(db, "SELECT id, subtask_id, run_id FROM landed")}
+    out = fleet.client("rita").get("/api/v1/cost", since=(datetime.now(UTC) - timedelta(hours=1)).isoformat())
+    total = sum(r["s"] for r in runs)
+    assert out["runs"] == len(runs) and math.isclose(out["total_seconds"], total, abs_tol=0.01)
+    assert math.isclose(out["charged_to_landings_seconds"] + out["thrown_away_seconds"] + out["other_seconds"],
+                        out["total_seconds"], abs_tol=0.01)
+    breaks = (await db.landing.get_candidate(speculated.candidates["breaks"])).subtask_id
+    assert math.isclose(out["thrown_away_seconds"], sum(r["s"] for r in runs if r["subtask_id"] == breaks),
+                        abs_tol=0.01) and out["thrown_away_seconds"] > 0
+    flaky = (await db.landing.get_candidate(speculated.candidates["flaky"])).subtask_id
+    row = landed[flaky]
+    cost = next(c for c in out["landings"] if c["landed_id"] == row["id"])
+    mine = [r for r in runs if r["subtask_id"] == flaky]
+    assert cost["runs"] >= len(mine) >= 3  # its failed first run, the passing retry, the run that landed it
+    deciding = next(r["s"] for r in mine if r["id"] == row["run_id"])
+    assert math.isclose(cost["seconds"]["landing_run"], deciding, abs_tol=0.01)
+    assert math.isclose(cost["seconds"]["rework"], sum(r["s"] for r in mine) - deciding, abs_tol=0.01)
+    assert cost["pushes"] == 1 and cost["rejections"] == {}
+    page = await login(browser, speculated, "rita", f"/ui/landed/{row['id']}")
+    text = await page.inner_text("#cost")
+    assert f"in {cost['runs']} runs" in text and "1 push" in text, text
     await page.context.close()
