@@ -55,6 +55,7 @@ import httpx
 
 from bench import harness
 from bench.measure import nearest
+from bench.rows import add_repo, day_of_landings
 from mergebot.api import create_app
 from mergebot.db.database import Database
 from mergebot.settings import Settings
@@ -91,63 +92,12 @@ async def load(store: Database) -> dict[str, Any]:
     deepest = max(big, key=lambda n: int(n.title.split()[0][1:]))
     parent_of_deepest = made_big[str(deepest.parent)]
     assert by_key[deepest.key].title.startswith(f"L{SEEDS_DEPTH} ")
+    await add_repo(store)
     await day_of_landings(store)
+    async with store.pool.connection() as conn:
+        await conn.execute("ANALYZE")
     return {"token": reviewer.token, "big_root": made_big[big[0].key], "small_root": made_small[small[0].key],
             "bottom": parent_of_deepest, "leaf": made_big[deepest.key]}
-
-
-DAY_LANDINGS = 1900  # about the seeds' rate (80 an hour) for a day
-DAY_REWORK = 600  # candidates that failed (their run, its retry and main's base check) before the landing one
-
-
-async def day_of_landings(store: Database) -> None:
-    """A day of the landing path's rows, written directly (the bench measures reads): ``DAY_LANDINGS`` landed
-    rows on as many of the big tree's subtasks, each with its candidate and its passing run, and ``DAY_REWORK``
-    rejected candidates before them, each with a failed run, a failed retry and a passing base check."""
-    async with store.pool.connection() as conn:
-        await conn.execute("INSERT INTO repos (name, verifier_command, root_sha) VALUES ('bench', 'pytest', %s)",
-                           ("a" * 40,))
-        await conn.execute("""
-            WITH s AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM subtasks ORDER BY id LIMIT %(n)s),
-            c AS (
-                INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, status, queued_at,
-                                        started_at, finished_at)
-                SELECT 'bench', s.id, 1, (SELECT min(id) FROM agents), lpad(to_hex(s.n), 40, '0'), 'refs/heads/b',
-                       'landed', now() - interval '1 day' + s.n * interval '45 s',
-                       now() - interval '1 day' + s.n * interval '45 s' + interval '20 s',
-                       now() - interval '1 day' + s.n * interval '45 s' + interval '50 s'
-                FROM s RETURNING id, subtask_id, sha, started_at, finished_at
-            ), j AS (
-                INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, status, outcome,
-                                         started_at, finished_at, worker_name)
-                SELECT 'bench', c.sha, 'pytest', 60, 'candidate', c.id, 'done', 'pass', c.started_at, c.finished_at,
-                       'worker-' || (c.id %% 4)
-                FROM c RETURNING id, candidate_id
-            )
-            INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
-                                merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
-                                main_sha, landed_at, run_id)
-            SELECT c.subtask_id, 1, (SELECT min(id) FROM agents), 'bench', 'refs/heads/main', c.sha, c.sha, c.sha,
-                   c.sha, 'pytest', 'pass', 30000, repeat('d', 64), c.sha, c.finished_at, j.id
-            FROM c JOIN j ON j.candidate_id = c.id""", {"n": DAY_LANDINGS})
-        await conn.execute("""
-            WITH c AS (
-                INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, status, reason,
-                                        queued_at, started_at, finished_at)
-                SELECT 'bench', l.subtask_id, 1, l.owner_id, lpad(to_hex(100000 + l.id), 40, '0'), 'refs/heads/b',
-                       'rejected', 'check failed', l.landed_at - interval '10 min', l.landed_at - interval '9 min',
-                       l.landed_at - interval '7 min'
-                FROM landed l WHERE l.repo = 'bench' ORDER BY l.id LIMIT %(n)s
-                RETURNING id, sha, started_at, finished_at
-            )
-            INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, status, outcome,
-                                     started_at, finished_at, worker_name)
-            SELECT 'bench', c.sha, 'pytest', 60, p.purpose, c.id, 'done', p.outcome,
-                   c.started_at + p.k * interval '40 s', c.started_at + p.k * interval '40 s' + interval '30 s',
-                   'worker-' || ((c.id + p.k) %% 4)
-            FROM c, (VALUES ('candidate', 'fail', 0), ('retry', 'fail', 1), ('base', 'pass', 2)) p(purpose, outcome, k)
-            """, {"n": DAY_REWORK})
-        await conn.execute("ANALYZE")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -103,3 +103,12 @@ async def test_every_second_of_a_window_is_charged_once(db: Database) -> None:
     assert a.pushes_per_landing == 2.0 and b.seconds_per_landing == 18.5
     out = costs.as_json()
     assert out["total_seconds"] == 75.0 and [c["landed_id"] for c in out["landings"]] == [l1.id, l2.id, l3.id]
+    # /metrics counts the same charges over all time, grouped in the database (the earlier 50 s run included)
+    snap = await db.views.metrics_snapshot([1.0])
+    counted = {(r["charge"], r["agent"]): r["seconds"] for r in snap.of("metric_verifier_seconds")}
+    ever = await db.views.cost(since=datetime.min.replace(tzinfo=UTC), until=datetime.max.replace(tzinfo=UTC))
+    by_charge: dict[tuple[str, str], float] = {}
+    for r in ever["runs"]:
+        by_charge[(r["charge"], r["agent"] or "")] = by_charge.get((r["charge"], r["agent"] or ""), 0.0) + r["seconds"]
+    assert counted.keys() == by_charge.keys() and all(abs(counted[k] - v) < 1e-9 for k, v in by_charge.items())
+    assert sum(counted.values()) == 125.0 and counted[("landing_run", "agent1")] == 30.0  # the batch's run, whole

@@ -83,10 +83,11 @@ def _granted_tables() -> set[str]:
 
 
 def test_every_table_is_listed_in_the_grants(db_url: str) -> None:
-    """A new table gets no access by accident: it must be listed in grants.sql (and this test says which)."""
+    """A new table (or view) gets no access by accident: it must be listed in grants.sql (and this test says which)."""
     with psycopg.connect(db_url) as conn:
         tables = {r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+            "UNION SELECT viewname FROM pg_views WHERE schemaname = 'public'")}
     assert tables, "no tables found"
     assert tables - _granted_tables() == set(), "tables missing from mergebot/db/grants.sql"
     assert _granted_tables() - tables == set(), "grants.sql names tables that do not exist"

@@ -110,11 +110,8 @@ def _charges(snap: Snapshot) -> Metric:
     main's checks, runs thrown away, and other; and the same per agent for the first three and thrown away."""
     m = CounterMetricFamily("mergebot_verifier_seconds", "Verifier seconds by charge (landing_run, rework, "
                             "main_check, thrown_away, other) and agent.", labels=["charge", "agent"])
-    seconds: dict[tuple[str, str], float] = defaultdict(float)
-    for r in snap.of("view_cost_runs"):
-        seconds[(r["charge"], r["agent"] or "")] += float(r["seconds"])
-    for (charge, agent), value in sorted(seconds.items()):
-        m.add_metric([charge, agent], value)
+    for r in sorted(snap.of("metric_verifier_seconds"), key=lambda r: (r["charge"], r["agent"])):
+        m.add_metric([r["charge"], r["agent"]], float(r["seconds"]))
     return m
 
 

@@ -8,8 +8,8 @@ REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role};
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM {role};
 GRANT USAGE ON SCHEMA public TO {role};
 
--- Read-only: the migration log and the legal subtask transitions.
-GRANT SELECT ON schema_migrations, subtask_transitions TO {role};
+-- Read-only: the migration log, the legal subtask transitions, and where each verify run's seconds are charged.
+GRANT SELECT ON schema_migrations, subtask_transitions, run_charges TO {role};
 
 -- The audit log is append-only: rows come from triggers and from the store, and are never changed.
 GRANT SELECT, INSERT ON events TO {role};

@@ -93,3 +93,14 @@ SELECT forge, event,
        count(*) AS n
 FROM webhook_deliveries
 GROUP BY 1, 2, 3;
+
+-- name: metric_verifier_seconds
+-- Verifier seconds by charge and agent, all time (``run_charges``; a batch's run split among its members): the
+-- landing's owner for the charges to a landing, else the agent who pushed the candidate. Grouped here, so the
+-- counter reads a few rows however long the history.
+SELECT ch.charge, coalesce(la.name, pa.name, '') AS agent, sum(ch.share)::float8 AS seconds
+FROM (SELECT r.*, r.seconds / count(*) OVER (PARTITION BY r.run_id) AS share FROM run_charges r) ch
+LEFT JOIN landed l ON l.id = ch.landed_id
+LEFT JOIN agents la ON la.id = l.owner_id
+LEFT JOIN agents pa ON pa.id = ch.pusher_id
+GROUP BY 1, 2;

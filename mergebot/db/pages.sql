@@ -366,8 +366,9 @@ ORDER BY s.id LIMIT %(limit)s;
 -- name: page_chart_buckets
 -- The charts page (``mergebot.web.charts``): one row per bucket of ``step`` from ``since`` to ``until``, every
 -- bucket present (zeros included), read from the rows the landing path writes:
---   landings, wait_p50_s, wait_p95_s - landed rows in the bucket; the wait is its landing candidate's push
---                                      (queued_at) to landed_at;
+--   landings                        - landed rows in the bucket;
+--   wait_p50_s, wait_p95_s          - push to landed of the candidates that landed in the bucket (queued_at to
+--                                      finished_at);
 --   runs, failures, flaky, pre_existing - verify runs that ended in the bucket (a worker had started them):
 --                                      all of them; candidate and retry runs that failed or timed out; retries
 --                                      that passed (a flaky pass); main's base checks that failed (a failure
@@ -376,24 +377,25 @@ ORDER BY s.id LIMIT %(limit)s;
 --                                      are not waiting), and started and not yet finished;
 --   window_width                    - the widest speculation window a candidate run was queued with in the
 --                                      bucket (NULL when the window queued none).
+-- Every part reads only the window's rows, through an index (migration 0015), so a long history costs nothing;
+-- the queue depth is a sweep over the candidates' start and end times, not a count per bucket.
 WITH buckets AS (
-    SELECT t AS start, t + %(step)s::interval AS stop
-    FROM generate_series(%(since)s::timestamptz, %(until)s::timestamptz - %(step)s::interval, %(step)s::interval) t
-), lands AS (
-    SELECT date_bin(%(step)s::interval, l.landed_at, %(since)s::timestamptz) AS start,
-           extract(epoch FROM l.landed_at - c.queued_at)::float8 AS wait_s
-    FROM landed l
-    LEFT JOIN LATERAL (
-        SELECT c.queued_at FROM candidates c
-        WHERE c.subtask_id = l.subtask_id AND c.claim_version = l.claim_version AND c.status = 'landed'
-        ORDER BY c.id DESC LIMIT 1
-    ) c ON true
-    WHERE l.landed_at >= %(since)s AND l.landed_at < %(until)s AND (%(repo)s::text IS NULL OR l.repo = %(repo)s::text)
+    SELECT t AS start, t + %(step)s::interval AS stop, (n - 1)::int AS k
+    FROM generate_series(%(since)s::timestamptz, %(until)s::timestamptz - %(step)s::interval, %(step)s::interval)
+         WITH ORDINALITY AS g(t, n)
 ), land_buckets AS (
-    SELECT start, count(*) AS landings,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY wait_s) AS wait_p50_s,
-           percentile_cont(0.95) WITHIN GROUP (ORDER BY wait_s) AS wait_p95_s
-    FROM lands GROUP BY start
+    SELECT date_bin(%(step)s::interval, l.landed_at, %(since)s::timestamptz) AS start, count(*) AS landings
+    FROM landed l
+    WHERE l.landed_at >= %(since)s AND l.landed_at < %(until)s AND (%(repo)s::text IS NULL OR l.repo = %(repo)s::text)
+    GROUP BY 1
+), wait_buckets AS (
+    SELECT date_bin(%(step)s::interval, c.finished_at, %(since)s::timestamptz) AS start,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM c.finished_at - c.queued_at)) AS wait_p50_s,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM c.finished_at - c.queued_at)) AS wait_p95_s
+    FROM candidates c
+    WHERE c.status = 'landed' AND c.finished_at >= %(since)s AND c.finished_at < %(until)s
+      AND (%(repo)s::text IS NULL OR c.repo = %(repo)s::text)
+    GROUP BY 1
 ), run_buckets AS (
     SELECT date_bin(%(step)s::interval, j.finished_at, %(since)s::timestamptz) AS start, count(*) AS runs,
            count(*) FILTER (WHERE j.purpose IN ('candidate', 'retry') AND j.outcome IN ('fail', 'timeout'))
@@ -411,24 +413,41 @@ WITH buckets AS (
     WHERE j.window_width IS NOT NULL AND j.created_at >= %(since)s AND j.created_at < %(until)s
       AND (%(repo)s::text IS NULL OR j.repo = %(repo)s::text)
     GROUP BY 1
-), cands AS (
-    SELECT c.queued_at, c.started_at, coalesce(c.finished_at, 'infinity') AS finished_at, c.status
+), spans AS (
+    -- each candidate's time waiting and time in flight, as [a, b) (not finished: open-ended)
+    SELECT s.a, s.b, s.waiting
     FROM candidates c
+    CROSS JOIN LATERAL (VALUES
+        (c.queued_at, least(coalesce(c.started_at, 'infinity'), coalesce(c.finished_at, 'infinity')), true),
+        (c.started_at, coalesce(c.finished_at, 'infinity'), false)) AS s(a, b, waiting)
     WHERE c.queued_at < %(until)s AND (c.finished_at IS NULL OR c.finished_at >= %(since)s)
       AND (%(repo)s::text IS NULL OR c.repo = %(repo)s::text)
-    LIMIT 100000
+      AND s.a IS NOT NULL AND s.a < s.b AND NOT (s.waiting AND c.status = 'parked')
+), edges AS (
+    -- a span counts at every bucket end in [a, b): +1 from the first bucket end at or after a, -1 from the first
+    -- at or after b (an end after the window's is not in it)
+    SELECT greatest(0, ceil(extract(epoch FROM e.t - %(since)s::timestamptz)
+                            / extract(epoch FROM %(step)s::interval)) - 1)::int AS k,
+           s.waiting, e.d
+    FROM spans s CROSS JOIN LATERAL (VALUES (s.a, 1), (s.b, -1)) AS e(t, d)
+    WHERE e.t <= %(until)s
+), depth AS (
+    SELECT k, coalesce(sum(d) FILTER (WHERE waiting), 0) AS waiting, coalesce(sum(d) FILTER (WHERE NOT waiting), 0)
+           AS in_flight
+    FROM edges GROUP BY k
 )
-SELECT b.start, coalesce(l.landings, 0) AS landings, l.wait_p50_s, l.wait_p95_s,
+SELECT b.start, coalesce(l.landings, 0) AS landings, w.wait_p50_s, w.wait_p95_s,
        coalesce(r.runs, 0) AS runs, coalesce(r.failures, 0) AS failures, coalesce(r.flaky, 0) AS flaky,
        coalesce(r.pre_existing, 0) AS pre_existing,
-       (SELECT count(*) FROM cands c WHERE c.queued_at <= b.stop AND c.finished_at > b.stop
-            AND (c.started_at IS NULL OR c.started_at > b.stop) AND c.status <> 'parked') AS waiting,
-       (SELECT count(*) FROM cands c WHERE c.started_at <= b.stop AND c.finished_at > b.stop) AS in_flight,
-       w.window_width
+       (sum(coalesce(d.waiting, 0)) OVER (ORDER BY b.k))::bigint AS waiting,
+       (sum(coalesce(d.in_flight, 0)) OVER (ORDER BY b.k))::bigint AS in_flight,
+       ww.window_width
 FROM buckets b
 LEFT JOIN land_buckets l ON l.start = b.start
-LEFT JOIN width_buckets w ON w.start = b.start
+LEFT JOIN wait_buckets w ON w.start = b.start
+LEFT JOIN width_buckets ww ON ww.start = b.start
 LEFT JOIN run_buckets r ON r.start = b.start
+LEFT JOIN depth d ON d.k = b.k
 ORDER BY b.start;
 
 -- name: page_timeline_runs

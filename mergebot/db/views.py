@@ -21,7 +21,8 @@ from mergebot.models import Landed
 
 STATUSES = ("blocked", "ready", "running", "submitted", "landed", "failed", "cancelled")
 METRIC_QUERIES = ("metric_subtasks", "metric_holders", "metric_landings", "metric_queue_depth", "metric_events",
-                  "metric_verify_runs", "metric_verify_buckets", "metric_verify_expiries", "metric_webhook_deliveries")
+                  "metric_verify_runs", "metric_verify_buckets", "metric_verify_expiries", "metric_webhook_deliveries",
+                  "metric_verifier_seconds")
 
 
 @dataclass
@@ -99,6 +100,4 @@ class ViewStore:
             await tx.all("metric_snapshot")
             for name in METRIC_QUERIES:
                 rows[name] = await tx.all(name, bounds=bounds)
-            rows["view_cost_runs"] = await tx.all("view_cost_runs", since=datetime.min.replace(tzinfo=UTC),
-                                                  until=datetime.max.replace(tzinfo=UTC), repo=None)
         return Snapshot(rows, time.perf_counter() - started)

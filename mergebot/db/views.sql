@@ -148,46 +148,19 @@ LEFT JOIN rollup r ON r.top = p.id
 ORDER BY p.path;
 
 -- name: view_cost_runs
--- What each verify run that finished in the window cost, and where it is charged (``mergebot.cost``): one row per
--- run, or per member of the batch a run landed (each with its share of the run's seconds). Charges:
---   main_check  - a landing's post-land check or a red main's bisection (the run names the landed row);
---   landing_run - the run that passed on the commit main moved to (a batch's run is split among its members);
---   rework      - any other run of a candidate whose subtask landed (failed, retried, superseded, cancelled
---                 runs on the way): charged to that subtask's standing landing;
---   thrown_away - a run of a candidate whose subtask has not landed: charged to nobody's landing;
---   other       - runs of no candidate and no landing (manual checks).
--- Seconds are the run's wall time from its start by a worker to its end; a run cancelled before any worker
--- took it cost nothing. Every run's seconds are counted once, so the charges add up to the window's total.
-WITH runs AS (
-    SELECT j.id, j.repo, j.purpose, j.status::text AS status, j.candidate_id, j.landed_id,
-           greatest(0, extract(epoch FROM j.finished_at - j.started_at))::float8 AS seconds
-    FROM verify_jobs j
-    WHERE j.finished_at >= %(since)s AND j.finished_at < %(until)s AND j.started_at IS NOT NULL
-      AND (%(repo)s::text IS NULL OR j.repo = %(repo)s::text)
-), charged AS (
-    SELECT r.id AS run_id, r.repo, r.purpose, r.status, r.seconds, c.owner_id AS pusher_id,
-           coalesce(ml.id, rl.id, sl.id) AS landed_id,
-           CASE WHEN ml.id IS NOT NULL THEN 'main_check' WHEN rl.id IS NOT NULL THEN 'landing_run'
-                WHEN sl.id IS NOT NULL THEN 'rework' WHEN c.id IS NOT NULL THEN 'thrown_away'
-                ELSE 'other' END AS charge
-    FROM runs r
-    LEFT JOIN landed ml ON ml.id = r.landed_id
-    LEFT JOIN candidates c ON c.id = r.candidate_id
-    LEFT JOIN landed rl ON r.landed_id IS NULL AND rl.run_id = r.id
-    LEFT JOIN LATERAL (
-        SELECT l.id FROM landed l
-        WHERE c.id IS NOT NULL AND l.subtask_id = c.subtask_id AND l.kind = 'land'
-          AND NOT EXISTS (SELECT 1 FROM landed rv WHERE rv.reverts = l.id)
-        ORDER BY l.id DESC LIMIT 1
-    ) sl ON r.landed_id IS NULL AND rl.id IS NULL
-)
+-- What each verify run that finished in the window cost, and where it is charged (``mergebot.cost``; the charges
+-- are the view ``run_charges``, migration 0015): one row per run, or per member of the batch a run landed, each
+-- with its share of the run's seconds. Seconds are the run's wall time from its start by a worker to its end; a
+-- run cancelled before any worker took it cost nothing. Every run's seconds are counted once, so the charges add
+-- up to the window's total.
 SELECT ch.run_id, ch.repo, ch.purpose, ch.status, ch.charge, ch.landed_id,
        ch.seconds / count(*) OVER (PARTITION BY ch.run_id) AS seconds,
        coalesce(la.name, pa.name) AS agent, l.subtask_id
-FROM charged ch
+FROM run_charges ch
 LEFT JOIN landed l ON l.id = ch.landed_id
 LEFT JOIN agents la ON la.id = l.owner_id
 LEFT JOIN agents pa ON pa.id = ch.pusher_id
+WHERE ch.finished_at >= %(since)s AND ch.finished_at < %(until)s AND (%(repo)s::text IS NULL OR ch.repo = %(repo)s::text)
 ORDER BY ch.run_id
 LIMIT 200000;
 

@@ -1,0 +1,192 @@
+"""The trends on a long history: the charts, the run timeline, the queue page, the cost of a day and the
+/metrics counters, with a quarter of landings behind them, with and without the indexes of migration 0015.
+
+What is measured, in one process against one PostgreSQL server (a fresh database):
+
+* The app is ``create_app(settings)`` (no queue, no recovery loop), driven in-process through httpx's ASGI
+  transport with a reviewer's cookie (pages) or token (API, /metrics): each figure is the whole server side of
+  a request.
+* The history: ``--days`` days (90 by default) of the landing path's rows, written directly
+  (``bench/rows.py``): each day 1,900 landings with their candidates and passing runs, and 600 rejected
+  candidates with three runs each. 90 days are 171,000 landings, 225,000 candidates and 333,000 runs.
+* Each view is timed in rounds that alternate between the schema without the indexes of migration 0015
+  (``INDEXES`` below: runs and candidates by when they finished, a landing's candidate, the run a landing
+  names, a subtask's standing landing; dropped, then ANALYZE) and with them (created again, then ANALYZE). Printed:
+  each view's median and p95 per variant, the ratio without / with, and the target (100 ms on the server).
+* /metrics' verifier seconds: the grouped query it reads now (``metric_verifier_seconds``) against the read it
+  replaced, every run of the history fetched as its own charged row (``view_cost_runs`` over all time),
+  which also stopped at 200,000 rows, and so under-counted any history longer than that.
+
+Run from the repository root::
+
+    python bench/history.py                # 90 days, 30 requests per view and variant, 2 rounds
+    python bench/history.py --days 30 --repeat 10
+
+This prints figures; it asserts nothing about timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+import httpx
+
+from bench import harness
+from bench.measure import nearest
+from bench.rows import add_repo, day_of_landings
+from mergebot.api import create_app
+from mergebot.db.database import Database
+from mergebot.settings import Settings
+from mergebot.web.sample import SEEDS_NODES, seeds_tree
+from mergebot.web.session import COOKIE
+
+INDEXES = {  # migration 0015's, by name
+    "verify_jobs_finished": "CREATE INDEX verify_jobs_finished ON verify_jobs (finished_at)",
+    "verify_jobs_width": "CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS NOT NULL",
+    "candidates_finished": "CREATE INDEX candidates_finished ON candidates (finished_at)",
+    "candidates_landed": "CREATE INDEX candidates_landed ON candidates (subtask_id, claim_version) "
+                         "WHERE status = 'landed'",
+    "landed_run": "CREATE INDEX landed_run ON landed (run_id) WHERE run_id IS NOT NULL",
+    "landed_standing": "CREATE INDEX landed_standing ON landed (subtask_id, id DESC) WHERE kind = 'land'",
+}
+VIEWS: list[tuple[str, str, dict[str, Any]]] = [
+    ("charts: last hour", "/ui/charts", {"span": "hour"}),
+    ("charts: last day", "/ui/charts", {"span": "day"}),
+    ("charts: last week", "/ui/charts", {"span": "week"}),
+    ("timeline: last hour", "/ui/timeline", {"span": "hour"}),
+    ("timeline: last day (latest 1,000 runs)", "/ui/timeline", {"span": "day"}),
+    ("queue page (with the last hour's charts)", "/ui/queue", {}),
+    ("cost of the last day (API)", "/api/v1/cost", {"since": "day"}),
+    ("/metrics", "/metrics", {}),
+]
+
+
+async def timed(fn: Any, repeat: int, warmup: int = 3) -> list[float]:
+    for _ in range(warmup):
+        await fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        await fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return times
+
+
+async def load(store: Database, days: int) -> str:
+    await harness.add_tree(store, seeds_tree(SEEDS_NODES, 10, prefix="big"), by=None)
+    reviewer = await harness.add_agent(store, "rita", "reviewer")
+    await add_repo(store)
+    for ago in range(days):
+        await day_of_landings(store, ago=ago, version=ago + 1)
+    async with store.pool.connection() as conn:
+        await conn.execute("ANALYZE")
+    return reviewer.token
+
+
+async def set_indexes(server: harness.PgServer, url: str, present: bool) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:  # as the schema's owner
+        for name, create in INDEXES.items():
+            conn.execute(create.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS") if present
+                         else f"DROP INDEX IF EXISTS {name}")
+        conn.execute("ANALYZE verify_jobs, candidates, landed")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with harness.scratch("mb-bench-history-") as tmp, harness.PgServer(tmp, prefix="mb_bench_hist") as server:
+        data = tmp / "data"
+        data.mkdir()
+        kind, version = server.kind, server.show("server_version")["server_version"]
+        url = server.create_db("history")
+        settings = Settings(database_url=url, data_dir=data, statement_timeout_ms=60_000)
+        app = create_app(settings, run_recovery=False, run_queue=False)
+        async with app.router.lifespan_context(app):
+            store = harness.app_store(app)
+            t0 = time.perf_counter()
+            token = await load(store, args.days)
+            load_s = time.perf_counter() - t0
+            async with store.pool.connection() as conn:
+                sizes = await (await conn.execute(
+                    "SELECT (SELECT count(*) FROM landed), (SELECT count(*) FROM candidates), "
+                    "(SELECT count(*) FROM verify_jobs)")).fetchone()
+            assert sizes is not None
+            figures: dict[str, dict[str, list[float]]] = {label: {"without": [], "with": []} for label, _, _ in VIEWS}
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://bench", cookies={COOKIE: token},
+                                         headers={"Authorization": f"Bearer {token}"}) as client:
+                for _ in range(args.rounds):
+                    for variant in ("without", "with"):
+                        await set_indexes(server, url, variant == "with")
+                        for label, path, params in VIEWS:
+                            query = {k: (datetime.now(UTC) - timedelta(days=1)).isoformat() if v == "day" else v
+                                     for k, v in params.items()}
+
+                            async def get(path: str = path, query: dict[str, Any] = query) -> None:
+                                r = await client.get(path, params=query)
+                                assert r.status_code == 200, (path, r.status_code, r.text[:300])
+
+                            figures[label][variant] += await timed(get, args.repeat)
+            metrics = await compare_metrics(store, args.repeat)
+    return {"server": kind, "version": version,
+            "machine": harness.machine(), "load": harness.load_average(), "days": args.days,
+            "rows": {"landed": sizes[0], "candidates": sizes[1], "runs": sizes[2]}, "setup_seconds": load_s,
+            "views": figures, "metrics": metrics, "repeat": args.repeat, "rounds": args.rounds}
+
+
+async def compare_metrics(store: Database, repeat: int) -> dict[str, Any]:
+    """The grouped counter query against the per-run read it replaced (both over all time)."""
+    async def grouped() -> list[Any]:
+        return await store.views.sql.all("metric_verifier_seconds")
+
+    async def per_run() -> list[Any]:
+        return await store.views.sql.all("view_cost_runs", since=datetime.min.replace(tzinfo=UTC),
+                                         until=datetime.max.replace(tzinfo=UTC), repo=None)
+
+    n = max(3, repeat // 5)
+    rows, counted = await per_run(), await grouped()
+    return {"grouped_ms": await timed(grouped, n, warmup=1), "per_run_ms": await timed(per_run, n, warmup=1),
+            "per_run_rows": len(rows), "per_run_seconds": sum(r["seconds"] for r in rows),
+            "grouped_seconds": sum(r["seconds"] for r in counted)}
+
+
+def report(out: dict[str, Any]) -> None:
+    r = out["rows"]
+    print(f"mergebot history bench · {out['server']} {out['version']} · {out['machine']} · load {out['load']} · "
+          f"{out['days']} days: {r['landed']:,} landings, {r['candidates']:,} candidates, {r['runs']:,} runs "
+          f"(setup {out['setup_seconds']:.0f} s) · {out['repeat']} requests x {out['rounds']} rounds per variant")
+    print()
+    print(f"{'view':44} {'without: median':>15} {'p95':>7} {'with: median':>12} {'p95':>7} {'x faster':>8}  target")
+    for label, f in out["views"].items():
+        a, b = statistics.median(f["without"]), statistics.median(f["with"])
+        pa, pb = nearest(f["without"], 0.95), nearest(f["with"], 0.95)
+        print(f"{label:44} {a:>15.1f} {pa:>7.1f} {b:>12.1f} {pb:>7.1f} {a / b:>8.1f}  "
+              f"{'met' if pb < 100 else 'MISSED'} (p95 under 100 ms, with the indexes)")
+    m = out["metrics"]
+    g, p = statistics.median(m["grouped_ms"]), statistics.median(m["per_run_ms"])
+    print()
+    print(f"/metrics verifier seconds: grouped in SQL {g:.0f} ms; the per-run read it replaced {p:.0f} ms "
+          f"({p / g:.1f}x), which returned {m['per_run_rows']:,} of {r['runs']:,} runs' rows and counted "
+          f"{m['per_run_seconds']:,.0f} s of the {m['grouped_seconds']:,.0f} s there are")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--days", type=int, default=90, help="days of history (1,900 landings a day)")
+    parser.add_argument("--repeat", type=int, default=30, help="requests per view, variant and round")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds, each without then with the indexes")
+    report(asyncio.run(run(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()
