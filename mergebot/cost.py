@@ -62,14 +62,16 @@ class Costs:
     def charged_to_landings(self) -> float:
         return sum(c.total for c in self.landings.values())
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self, *, landings: int | None = None) -> dict[str, Any]:
+        """Totals and agents in full; the ``landings`` costliest landings (all when None), costliest first."""
+        costliest = sorted(self.landings.values(), key=lambda c: (-c.total, c.landed_id))[:landings]
         return {
             "total_seconds": round(self.total, 3), "runs": self.runs,
             "charged_to_landings_seconds": round(self.charged_to_landings, 3),
             "thrown_away_seconds": round(self.thrown_away, 3), "other_seconds": round(self.other, 3),
+            "landings_total": len(self.landings),
             "landings": [{**asdict(c), "total_seconds": round(c.total, 3),
-                          "seconds": {k: round(v, 3) for k, v in c.seconds.items()}}
-                         for c in sorted(self.landings.values(), key=lambda c: c.landed_id)],
+                          "seconds": {k: round(v, 3) for k, v in c.seconds.items()}} for c in costliest],
             "agents": [{**asdict(a), "seconds": round(a.seconds, 3), "thrown_away": round(a.thrown_away, 3),
                         "pushes_per_landing": a.pushes_per_landing,
                         "seconds_per_landing": a.seconds_per_landing}

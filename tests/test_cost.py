@@ -103,6 +103,9 @@ async def test_every_second_of_a_window_is_charged_once(db: Database) -> None:
     assert a.pushes_per_landing == 2.0 and b.seconds_per_landing == 18.5
     out = costs.as_json()
     assert out["total_seconds"] == 75.0 and [c["landed_id"] for c in out["landings"]] == [l1.id, l2.id, l3.id]
+    top = costs.as_json(landings=1)  # the costliest only (35 s), the totals still of all three
+    assert [c["landed_id"] for c in top["landings"]] == [l1.id] and top["landings_total"] == 3
+    assert top["charged_to_landings_seconds"] == 65.0
     # /metrics counts the same charges over all time, grouped in the database (the earlier 50 s run included)
     snap = await db.views.metrics_snapshot([1.0])
     counted = {(r["charge"], r["agent"]): r["seconds"] for r in snap.of("metric_verifier_seconds")}

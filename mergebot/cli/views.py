@@ -89,7 +89,7 @@ def cmd_landed(args: argparse.Namespace) -> None:
 def cmd_cost(args: argparse.Namespace) -> None:
     """What landings and agents cost over a window: verifier seconds, pushes per landing, rejections by kind."""
     out = client_from(args).get("/api/v1/cost", since=args.since.isoformat() if args.since else None,
-                                repo=args.repo)
+                                repo=args.repo, limit=args.limit)
     if args.json:
         emit(args, out)
         return
@@ -103,9 +103,9 @@ def cmd_cost(args: argparse.Namespace) -> None:
           f"{out['thrown_away_seconds']:.0f}, other {out['other_seconds']:.0f}")
     emit(args, out, agents, ("agent", "landings", "pushes", "pushes_per_landing", "rejections", "seconds",
                              "per_landing", "thrown_away"))
-    landings = sorted(out["landings"], key=lambda c: -c["total_seconds"])[:args.limit]
+    landings = out["landings"]  # the costliest first
     if landings:
-        print("\ncostliest landings:")
+        print(f"\ncostliest landings ({len(landings)} of {out['landings_total']}):")
         emit(args, out, [{**c, **{k: f"{v:.0f}" for k, v in c["seconds"].items()},
                           "total": f"{c['total_seconds']:.0f}"} for c in landings],
              ("landed_id", "subtask_id", "agent", "total", "landing_run", "rework", "main_check", "runs", "pushes"))

@@ -415,26 +415,27 @@ WITH buckets AS (
     GROUP BY 1
 ), spans AS (
     -- each candidate's time waiting and time in flight, as [a, b) (not finished: open-ended)
-    SELECT s.a, s.b, s.waiting
+    SELECT c.queued_at AS a, least(coalesce(c.started_at, 'infinity'), coalesce(c.finished_at, 'infinity')) AS b,
+           c.status <> 'parked' AS waiting, c.started_at, c.finished_at
     FROM candidates c
-    CROSS JOIN LATERAL (VALUES
-        (c.queued_at, least(coalesce(c.started_at, 'infinity'), coalesce(c.finished_at, 'infinity')), true),
-        (c.started_at, coalesce(c.finished_at, 'infinity'), false)) AS s(a, b, waiting)
     WHERE c.queued_at < %(until)s AND (c.finished_at IS NULL OR c.finished_at >= %(since)s)
       AND (%(repo)s::text IS NULL OR c.repo = %(repo)s::text)
-      AND s.a IS NOT NULL AND s.a < s.b AND NOT (s.waiting AND c.status = 'parked')
 ), edges AS (
     -- a span counts at every bucket end in [a, b): +1 from the first bucket end at or after a, -1 from the first
-    -- at or after b (an end after the window's is not in it)
-    SELECT greatest(0, ceil(extract(epoch FROM e.t - %(since)s::timestamptz)
-                            / extract(epoch FROM %(step)s::interval)) - 1)::int AS k,
-           s.waiting, e.d
-    FROM spans s CROSS JOIN LATERAL (VALUES (s.a, 1), (s.b, -1)) AS e(t, d)
+    -- at or after b (an end after the window's is not in it). The first bucket end at or after t is the end of
+    -- the bucket holding the instant just before t.
+    SELECT greatest(%(since)s::timestamptz,
+                    date_bin(%(step)s::interval, e.t - interval '1 microsecond', %(since)s::timestamptz)) AS start,
+           e.waiting, e.d
+    FROM (SELECT a AS t, 1 AS d, true AS waiting FROM spans WHERE waiting AND a < b
+          UNION ALL SELECT b, -1, true FROM spans WHERE waiting AND a < b
+          UNION ALL SELECT started_at, 1, false FROM spans WHERE started_at < coalesce(finished_at, 'infinity')
+          UNION ALL SELECT finished_at, -1, false FROM spans WHERE started_at < finished_at) e
     WHERE e.t <= %(until)s
 ), depth AS (
-    SELECT k, coalesce(sum(d) FILTER (WHERE waiting), 0) AS waiting, coalesce(sum(d) FILTER (WHERE NOT waiting), 0)
-           AS in_flight
-    FROM edges GROUP BY k
+    SELECT start, coalesce(sum(d) FILTER (WHERE waiting), 0) AS waiting,
+           coalesce(sum(d) FILTER (WHERE NOT waiting), 0) AS in_flight
+    FROM edges GROUP BY start
 )
 SELECT b.start, coalesce(l.landings, 0) AS landings, w.wait_p50_s, w.wait_p95_s,
        coalesce(r.runs, 0) AS runs, coalesce(r.failures, 0) AS failures, coalesce(r.flaky, 0) AS flaky,
@@ -447,7 +448,7 @@ LEFT JOIN land_buckets l ON l.start = b.start
 LEFT JOIN wait_buckets w ON w.start = b.start
 LEFT JOIN width_buckets ww ON ww.start = b.start
 LEFT JOIN run_buckets r ON r.start = b.start
-LEFT JOIN depth d ON d.k = b.k
+LEFT JOIN depth d ON d.start = b.start
 ORDER BY b.start;
 
 -- name: page_timeline_runs

@@ -617,9 +617,8 @@ ALTER TABLE verify_jobs ADD COLUMN window_width integer CHECK (window_width >= 1
 CREATE INDEX verify_jobs_finished ON verify_jobs (finished_at);
 CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS NOT NULL;
 CREATE INDEX candidates_finished ON candidates (finished_at);
--- A landing's own candidate (its push, for the charts' push-to-landed wait), the run a landing names, and a
--- subtask's standing landing (the latest, for the cost's rework): looked up once per landing or run read.
-CREATE INDEX candidates_landed ON candidates (subtask_id, claim_version) WHERE status = 'landed';
+-- The run a landing names, and a subtask's standing landing (its latest, which the cost charges rework to):
+-- looked up once per run read.
 CREATE INDEX landed_run ON landed (run_id) WHERE run_id IS NOT NULL;
 CREATE INDEX landed_standing ON landed (subtask_id, id DESC) WHERE kind = 'land';
 -- Where each run's seconds are charged, in one place: the cost of a window (``view_cost_runs``) and the all-time

@@ -39,15 +39,16 @@ def _utc(t: datetime | None) -> datetime | None:
 
 @api.get("/cost", summary="What landings and agents cost in verifier seconds, pushes and rejections, over a window")
 async def cost(agent: Reader, db: DbDep, since: datetime | None = None, until: datetime | None = None,
-               repo: str | None = None) -> dict[str, Any]:
+               repo: str | None = None, limit: Annotated[int, Query(ge=0, le=1000)] = 100) -> dict[str, Any]:
     """Every run that finished in the window is charged once: to a landing (its deciding run, its share of a
     batch's run, the runs on the way there, main's checks after it), as thrown away (pushes of subtasks that have
-    not landed), or as other (manual checks); the charges add up to ``total_seconds``. Default: the last day."""
+    not landed), or as other (manual checks); the charges add up to ``total_seconds``. Default: the last day.
+    ``landings`` lists the ``limit`` costliest landings of ``landings_total`` (the totals count them all)."""
     end = _utc(until) or datetime.now(UTC)
     start = _utc(since) or end - timedelta(days=1)
     rows = await db.views.cost(since=start, until=end, repo=repo)
     return {"since": start.isoformat(), "until": end.isoformat(), "repo": repo,
-            **costs.add_up(rows["runs"], rows["pushes"], rows["landed"]).as_json()}
+            **costs.add_up(rows["runs"], rows["pushes"], rows["landed"]).as_json(landings=limit)}
 
 
 @api.get("/queue", summary="The merge queue: what is verified now, what waits, the window, recent refusals")
