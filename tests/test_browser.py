@@ -4,8 +4,9 @@ HTTP and the real verifier, and the seeds' 2,418-subtask tree (10 levels) loaded
 
 A reviewer logs in, watches the queue update by itself while a push lands, opens the landed record and
 follows it to its log, and walks the tree. Screenshots of every page are written to ``$MERGEBOT_SCREENSHOTS``
-(``MERGEBOT_SCREENSHOTS=docs/screenshots pytest tests/test_browser.py`` refreshes the README's), else to a
-temporary directory.
+(``MERGEBOT_SCREENSHOTS=docs/screenshots pytest tests/test_browser.py tests/test_browser_charts.py`` refreshes
+the README's; the charts, the timeline and the queue's last hour come from the speculative run of
+``test_browser_charts.py``), else to a temporary directory.
 """
 
 from __future__ import annotations
