@@ -170,7 +170,7 @@ class Scenes:
 
         self.show("", "-- scene 1: a conflict --")
         _, ann_wt = self.claim("ann")
-        _, bob_wt = self.claim("bob")
+        _, bob_wt = self.claim("bob", keep=True)  # he waits for ann's landing before he pushes: longer than a lease
         self.write_op(ann_wt, "add")
         self.write_op(bob_wt, "sub")
         self.land("ann", ann_wt)
