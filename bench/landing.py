@@ -313,7 +313,7 @@ def instrumented(queue: Timed, steps: Steps) -> Iterator[None]:
 def start_worker(store: Database, root: Path, data_dir: Path, url: str, queue: Timed) -> asyncio.Task[Any]:
     """One verifier worker in this process, built by the same function ``mergebot serve`` uses."""
     settings = Settings()
-    [worker] = worker_mod.local_workers(store.jobs, root, data_dir, url, count=1, sandbox=settings.verifier_sandbox,
+    [worker] = worker_mod.local_workers(store.jobs, root, data_dir, url, count=1, sandbox=settings.sandbox_mode,
                                         heartbeat_every=settings.job_lease_seconds / 3, wake_on=queue.ctx.on_job)
     return asyncio.create_task(worker.run(), name="bench-verifier-worker")
 

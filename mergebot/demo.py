@@ -40,6 +40,7 @@ from mergebot.db.database import Database, open_database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
 from mergebot.table import render_table
+from verifier.sandbox import bwrap_problem
 
 LEASE = 3.0  # seconds: short, so a lapse and a kept claim both show within the demo
 THINK = 3.5 * LEASE  # the long thinker's quiet spell
@@ -107,6 +108,12 @@ def run_demo(data_dir: Path | None = None) -> None:
         atexit.register(shutil.rmtree, data_dir, True)
     settings = Settings(data_dir=data_dir, port=free_port(), lease_seconds=LEASE, recovery_grace_seconds=1,
                         recovery_interval_seconds=0.5)
+    if settings.sandbox_mode == "bwrap" and (problem := bwrap_problem(settings.bwrap)) is not None:
+        # A real server refuses every check without its sandbox; the demo's own scenes run their small test suite
+        # without one instead, and say so, so that a first try works before bubblewrap is installed.
+        settings.sandbox = "none"
+        print(f"sandbox: none for the demo's own checks ({problem}); a real server refuses checks without it, "
+              "unless MERGEBOT_SANDBOX=none")
     print(f"data directory: {data_dir} ({'kept' if keep else 'removed at the end'}; embedded PostgreSQL unless "
           "MERGEBOT_DATABASE_URL is set)")
     src = data_dir / "seed-project"

@@ -112,6 +112,8 @@ class Landing:
     main_sha: str | None = None  # a batch: the commit main moved to (its last member's merge); None = merged_sha
     batch_size: int = 1
     verifier_cache: dict[str, Any] | None = None  # the cache generation the deciding run read (verifier.cache)
+    verifier_sandbox: str | None = None  # the deciding run's sandbox: bwrap or none
+    verifier_limits: str | None = None  # how its limits were enforced: "cpu=cgroup memory=cgroup disk=tmpfs ..."
 
 
 @dataclass(kw_only=True)
@@ -166,6 +168,9 @@ class Repo(FromRow):
     setup_command: str | None = None  # run before the check in the same checkout
     setup_network: bool = False  # the setup may use the network, on commits already on main only
     post_land_command: str | None = None  # the check on main after a landing (and its bisection); None: verifier's
+    sandbox_paths: list[str] = field(default_factory=list)  # more read-only paths in the check's view
+    disk_limit_mb: int = 2048  # what one run may write in all (its overlay, /tmp and /dev/shm)
+    memory_limit_mb: int = 4096  # the memory one run may use (resident in all; address space per process)
 
     @property
     def main_check(self) -> str:
@@ -217,6 +222,7 @@ class Verdict:
     candidate is not final: it lands once main is green again). ``next``: the command to run. ``branch``: the exact
     ref to push to next while the claim holds (``refs/heads/subtasks/<id>/v<version>``), else None. ``hunks``: a
     conflict's regions per path; ``failing_tests``: a failed check's tests (from its JUnit report, or pytest's log).
+    ``sandbox`` and ``limits``: how the deciding run was confined, when a run decided it.
     """
 
     kind: str
@@ -236,6 +242,8 @@ class Verdict:
     log_tail: str = ""
     outside_footprint: list[str] = field(default_factory=list)  # changed paths outside the subtask's footprint
     twin: dict[str, Any] | None = None  # a duplicate's other subtask: subtask_id, owner, status, sha, landed_sha
+    sandbox: str | None = None  # the deciding run's sandbox (bwrap, or none: it ran with the whole machine in view)
+    limits: str | None = None  # how its limits were enforced ("cpu=cgroup memory=cgroup disk=tmpfs pids=cgroup")
 
 
 @dataclass(frozen=True)
@@ -341,6 +349,7 @@ class Job(FromRow):
     created_at: datetime | None = None
     finished_at: datetime | None = None
     cache: dict[str, Any] | None = None  # the run's cache request: paths, key_files, write (verifier.cache)
+    sandbox: dict[str, Any] | None = None  # the run's sandbox: paths (read-only in its view), disk_limit_mb
 
 
 @dataclass

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MERGEBOT_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="MERGEBOT_", extra="ignore", populate_by_name=True)
 
     # Where the embedded PostgreSQL and repositories live. Ignored for the database when database_url is set.
     data_dir: Path = Path(".mergebot")
@@ -47,7 +47,13 @@ class Settings(BaseSettings):
     # with both runs as evidence. False trusts the first failure (a deterministic check), which saves a run per
     # failure; a run that could not judge at all (outcome "error") is still tried twice.
     retry_failed_checks: bool = True
-    verifier_sandbox: str = Field(default="auto", pattern="^(auto|bwrap|none)$")
+    # How checks are confined: "bwrap" (bubblewrap; when it is not usable, checks are refused, saying how to
+    # install it) or "none" (the whole machine in view: only an operator who means it sets MERGEBOT_SANDBOX=none).
+    # "auto", the old default, is "bwrap". MERGEBOT_VERIFIER_SANDBOX is the old name.
+    sandbox: str = Field(default="bwrap", pattern="^(auto|bwrap|none)$",
+                         validation_alias=AliasChoices("MERGEBOT_SANDBOX", "MERGEBOT_VERIFIER_SANDBOX", "sandbox"))
+    # The bubblewrap program (a name on PATH or a path).
+    bwrap: str = "bwrap"
     job_lease_seconds: float = Field(default=30.0, gt=0)
 
     # Git over HTTP: at most this many git processes at once, the rest wait in order with pushes first
@@ -58,3 +64,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1 << 20, gt=0)
     pool_min_size: int = Field(default=2, ge=1)
     pool_max_size: int = Field(default=20, ge=1)
+
+    @property
+    def sandbox_mode(self) -> str:
+        """What the verifier is asked for: ``none`` only when the operator said so, else ``bwrap``."""
+        return "none" if self.sandbox == "none" else "bwrap"

@@ -14,7 +14,7 @@ from mergebot.landing import verdict
 from mergebot.landing.verdict import Runs, next_step
 from verifier.runner import Result
 
-OUTCOMES = ("pass", "fail", "timeout", "error")
+OUTCOMES = ("pass", "fail", "timeout", "error", "disk_limit", "memory_limit")
 
 
 def run(outcome: str, tree: str = "t" * 40, sha: str = "m" * 40) -> Result:
@@ -48,6 +48,12 @@ def walk(first: str, retry: str | None, base: str | None, *, retry_failures: boo
     ("fail", "fail", "pass", ["retry", "base", "reject:check_failed"]),
     ("timeout", "timeout", "pass", ["retry", "base", "reject:check_timeout"]),
     ("fail", "error", None, ["retry", "reject:verifier_error"]),
+    # a limit is the candidate's failure: never retried, compared with main, its own kind
+    ("disk_limit", None, "pass", ["base", "reject:disk_limit"]),
+    ("memory_limit", None, "pass", ["base", "reject:memory_limit"]),
+    ("disk_limit", None, "disk_limit", ["base", "park:disk_limit"]),
+    ("memory_limit", None, "fail", ["base", "park:memory_limit"]),
+    ("fail", "disk_limit", "pass", ["retry", "base", "reject:check_failed"]),
     ("error", "error", None, ["retry", "reject:verifier_error"]),
     ("error", "fail", "pass", ["retry", "base", "reject:check_failed"]),
     ("fail", "fail", "fail", ["retry", "base", "park:fail"]),
@@ -110,4 +116,13 @@ def test_every_walk_ends_in_a_decision_within_three_runs(first: str, retry: str,
     if steps[-1].startswith("land"):
         assert "pass" in (first, retry)  # nothing lands without a passing run
     if steps[-1].startswith("park"):
-        assert base in ("fail", "timeout")  # parked only when main itself fails
+        assert base in verdict.FAILED  # parked only when main itself fails (a limit on main is a failure)
+
+
+def test_a_limit_on_main_turns_it_red() -> None:
+    """A post-land check that reaches its disk or memory limit is a failure of main like any other."""
+    for outcome in verdict.LIMITS:
+        assert not run(outcome).passed
+        assert verdict.main_change(passed=run(outcome).passed, red=False) == "red"
+        assert verdict.failure_kind(outcome) == outcome
+    assert verdict.failure_kind("timeout") == "check_timeout" and verdict.failure_kind("fail") == "check_failed"

@@ -18,11 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from mergebot import agent
 from mergebot.db.locks import SessionLocks
 from mergebot.landing.verdicts import KINDS
 from tests.bot import Fleet, check_command, commit, git, until
+from verifier import limits
+from verifier import sandbox as sb
+
+SANDBOXED = pytest.mark.skipif(not sb.bwrap_usable(), reason=f"the bwrap sandbox is not usable: {sb.bwrap_problem()}")
 
 
 def candidate(fleet: Fleet, who: str, cand_id: int) -> dict[str, Any]:
@@ -177,6 +182,38 @@ async def test_a_check_past_its_time_limit(make_fleet: Callable[..., Any]) -> No
     v = push(fleet, "ann", wt)["verdict"]
     assert (v["kind"], v["final"], v["branch"]) == ("check_timeout", True, f"refs/heads/{claim.branch}"), v
     assert "finish in time" in v["next"]
+
+
+@SANDBOXED
+async def test_a_check_that_writes_or_holds_too_much_reaches_its_limit(make_fleet: Callable[..., Any]) -> None:
+    """The repository's disk and memory limits, each reached by a candidate's own test: a verdict of its own kind,
+    final, never retried (the server retries failures here, and the run count says it did not)."""
+    fleet: Fleet = await make_fleet(check_command(), repo={"disk_limit_mb": 16, "memory_limit_mb": 256})
+    hogs = {"disk": "def test_writes():\n    open('/tmp/big', 'wb').write(b'0' * (64 << 20))\n",
+            "memory": ("import os, time\n\ndef test_holds():\n    for _ in range(4):\n        if os.fork() == 0:\n"
+                       "            b = bytearray(150 << 20)\n            for i in range(0, len(b), 4096):\n"
+                       "                b[i] = 1\n            time.sleep(30)\n            os._exit(0)\n"
+                       "    time.sleep(30)\n")}
+    got: dict[str, tuple[dict[str, Any], str, list[str]]] = {}
+    for what, who in (("disk", "ann"), ("memory", "bob")):
+        await fleet.db.subtasks.create_subtask(actor_id=None, title=f"too much {what}")
+        claim, wt = fleet.start(who)
+        commit(wt, {f"tests/test_{what}.py": hogs[what]})
+        out = push(fleet, who, wt)
+        runs = fleet.client(who).get("/api/v1/verify-jobs", candidate=out["id"])["jobs"]
+        got[what] = (out["verdict"], f"refs/heads/{claim.branch}", [r["purpose"] for r in runs])
+    v, branch, purposes = got["disk"]
+    assert (v["kind"], v["final"], v["branch"]) == ("disk_limit", True, branch), v
+    assert "reached its disk limit (16 MiB" in v["message"] and "write less" in v["next"], v
+    assert v["sandbox"] == "bwrap" and "disk=tmpfs" in v["limits"] and "candidate" in purposes, v
+    assert "retry" not in purposes, purposes  # the server retries failures, but never a limit
+    v, branch, purposes = got["memory"]
+    if limits.machine().has("memory"):
+        assert (v["kind"], v["final"], v["branch"]) == ("memory_limit", True, branch), v
+        assert "reached its memory limit (256 MiB" in v["message"] and "use less memory" in v["next"], v
+        assert "memory=cgroup" in v["limits"] and "retry" not in purposes, (v, purposes)
+    else:  # no resident limit here: each process alone fits its address space, so the suite passes
+        assert v["kind"] == "landed", v
 
 
 async def test_a_check_that_cannot_judge_is_a_verifier_error(make_fleet: Callable[..., Any]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -152,8 +153,10 @@ def test_unknown_commit_is_an_error(repo: Repo, slot: Path) -> None:
 def test_sandbox_is_recorded(repo: Repo, slot: Path) -> None:
     sha = repo.commit({"a.txt": b"a"})
     assert run_check(repo.path, sha, "true", 10, slot=slot, sandbox="none").sandbox == "none"
-    auto = run_check(repo.path, sha, "true", 10, slot=slot)
+    auto = run_check(repo.path, sha, "true", 10, slot=slot, sandbox="auto")
     assert auto.passed and auto.sandbox == ("bwrap" if sb.bwrap_usable() else "none")
+    default = run_check(repo.path, sha, "true", 10, slot=slot)  # bwrap, or refused: never silently without it
+    assert default.sandbox == "bwrap" and default.passed == sb.bwrap_usable()
     with pytest.raises(ValueError):
         run_check(repo.path, sha, "true", 10, slot=slot, sandbox="docker")
 
@@ -330,8 +333,9 @@ def test_writes_outside_the_checkout_do_not_land(var_tmp: Path, tmp_path: Path) 
                f"test ! -e {secret} && echo private-tmp")
     result = check(repo, sha, command, slot=slot, sandbox="bwrap")
     assert result.outcome == "pass", result.log_head
-    for target in refused:
-        assert f"refused {target} Read-only file system" in result.log_head, result.log_head
+    for target in refused:  # outside the view: it does not exist, or (on the way to the checkout) is read-only
+        assert re.search(f"refused {re.escape(str(target))} (Read-only file system|No such file or directory)",
+                         result.log_head), result.log_head
         assert target == slot / "git" / "config" or not target.exists(), target
     assert (slot / "git" / "config").read_bytes() == config_before
     assert f"wrote {private}" in result.log_head and not private.exists()
@@ -340,20 +344,26 @@ def test_writes_outside_the_checkout_do_not_land(var_tmp: Path, tmp_path: Path) 
 
 @BWRAP
 def test_hidden_directories_are_empty_and_read_only(var_tmp: Path, tmp_path: Path) -> None:
-    """Like the bot's data directory: the database, the repositories, and the slots too, all hidden."""
-    data = var_tmp / "data"
-    repo = Repo(data / "repos" / "src.git")
+    """A private directory inside one the view binds (a toolchain directory that also holds the bot's data) is
+    covered: empty and read-only. Without ``hide`` the same directory is visible, so the test can tell."""
+    tools = var_tmp / "tools"
+    data = tools / "data"
+    repo = Repo(var_tmp / "src.git")
     (data / "pg").mkdir(parents=True)
     (data / "pg" / "secret.txt").write_text("bot data")
+    (tools / "bin").mkdir()
     (tmp_path / "sock").mkdir()  # under /tmp: the private /tmp covers it already
     sha = repo.commit({"probe.py": WRITE_PROBE.encode()})
-    command = f"ls -A {data}/pg; cat {data}/pg/secret.txt; ls {data}/repos; {PY} probe.py {data}/pg/x in-checkout"
-    hidden = [data / "pg", data / "repos", tmp_path / "sock", var_tmp / "missing"]
-    seen = run_check(repo.path, sha, command, 60, slot=data / "slots" / "0", sandbox="bwrap", hide=hidden)
+    command = f"ls -A {data}/pg; cat {data}/pg/secret.txt; ls {tools}; {PY} probe.py {data}/pg/x in-checkout"
+    hidden = [data, tmp_path / "sock", var_tmp / "missing"]
+    seen = run_check(repo.path, sha, command, 60, slot=var_tmp / "slot", sandbox="bwrap", hide=hidden,
+                     sandbox_paths=[str(tools)])
     assert seen.outcome == "pass", seen.log_head
-    assert "bot data" not in seen.log_head and "src.git" not in seen.log_head, seen.log_head
-    assert f"refused {data}/pg/x Read-only file system" in seen.log_head and "wrote in-checkout" in seen.log_head
-    plain = run_check(repo.path, sha, f"cat {data}/pg/secret.txt", 60, slot=data / "slots" / "0", sandbox="bwrap")
+    assert "bot data" not in seen.log_head and "bin" in seen.log_head, seen.log_head
+    assert f"refused {data}/pg/x No such file or directory" in seen.log_head, seen.log_head
+    assert "wrote in-checkout" in seen.log_head
+    plain = run_check(repo.path, sha, f"cat {data}/pg/secret.txt", 60, slot=var_tmp / "slot", sandbox="bwrap",
+                      sandbox_paths=[str(tools)])
     assert plain.log_head == "bot data"
 
 

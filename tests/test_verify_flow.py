@@ -217,3 +217,50 @@ async def test_a_push_git_finished_unannounced_lands_instead_of_the_older_candid
     assert landed.candidate_sha == newer
     older = await fleet.db.landing.get_candidate(first["id"])
     assert older.status == "superseded" and "newer push" in (older.reason or "")
+
+
+async def _queue_page(fleet: Fleet, who: str) -> str:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=fleet.bot.url, timeout=30) as web:
+        r = await web.post("/login", data={"token": fleet.tokens[who], "next": "/ui/queue"},
+                           headers={"Origin": fleet.bot.url})
+        assert r.status_code == 303, r.text
+        return (await web.get("/ui/queue")).text
+
+
+async def test_without_bubblewrap_every_check_is_refused_and_says_how_to_install_it(
+        make_fleet: Callable[..., object]) -> None:
+    """Fail closed: the server's bubblewrap is missing (MERGEBOT_BWRAP names a program that does not exist), so
+    the candidate's check never runs; the verdict says why and how, the queue page and the log say so once."""
+    fleet: Fleet = await make_fleet(check_command(), MERGEBOT_BWRAP="/nonexistent/bwrap")  # type: ignore[operator]
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
+    main = fleet.main()
+    _, wt = fleet.start("ann")
+    commit(wt, {"x.txt": "x\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+    v = result["verdict"]
+    assert (result["status"], v["kind"]) == ("rejected", "verifier_error"), result
+    assert "bubblewrap" in v["message"] and "apt-get install -y bubblewrap" in v["log_tail"], v
+    assert "MERGEBOT_SANDBOX=none" in v["log_tail"] and v["next"] == "`mergebot submit --again`"
+    assert fleet.main() == main  # nothing was judged, so nothing landed
+    page = await _queue_page(fleet, "root")
+    assert 'id="sandbox-warning"' in page and "checks refused" in page and "/nonexistent/bwrap" in page
+    said = [line for line in fleet.bot.log.read_text().splitlines() if "every check is refused" in line]
+    assert len(said) == 1, said  # said once, at start
+
+
+async def test_with_sandbox_none_checks_run_and_every_record_says_so(make_fleet: Callable[..., object]) -> None:
+    fleet: Fleet = await make_fleet(check_command(), MERGEBOT_SANDBOX="none")  # type: ignore[operator]
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"x.txt": "x\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+    assert result["status"] == "landed" and result["verdict"]["sandbox"] == "none", result
+    landed = fleet.client("ann").landed(subtask=sub.id)
+    assert [r["verifier_sandbox"] for r in landed] == ["none"], landed
+    assert "disk=poll" in landed[0]["verifier_limits"], landed  # no sandbox: the disk limit is polled
+    page = await _queue_page(fleet, "root")
+    assert 'id="sandbox-warning"' in page and "sandbox: none" in page
+    said = [line for line in fleet.bot.log.read_text().splitlines() if "MERGEBOT_SANDBOX=none" in line]
+    assert len(said) == 1, said

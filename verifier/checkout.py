@@ -9,7 +9,8 @@ means a temporary slot, created fresh and deleted after the run. Inside it::
     git/         the slot's git directory: a non-bare repository whose work tree is tree/ and whose object
                  store borrows from the repository's (objects/info/alternates), so no object is copied
     tree/        the checkout: exactly the commit's tree and nothing else (no .git in it)
-    run/         scratch of the current run: upper/ and work/ (the overlay), tmp/ (the check's /tmp)
+    run/         scratch of the current run, a filesystem of its own (``verifier.disk``): upper/ and work/ (the
+                 overlay), tmp/ (the check's /tmp), shm/ (its /dev/shm)
 
 The rules:
 
@@ -62,6 +63,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import CheckoutStrategy, DeltaStatus, FileMode, RepositoryInitFlag
 
+from verifier.disk import RunFs, sweep
 from verifier.sandbox import Overlay
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,16 @@ def objects_dir(repo: pygit2.Repository) -> Path:
     if common.is_file():
         gitdir = (gitdir / common.read_text().strip()).resolve()
     return (gitdir / "objects").resolve()
+
+
+@dataclass(frozen=True)
+class RunDirs:
+    """One run's scratch (all on ``fs`` when it has one)."""
+
+    tmp: Path
+    shm: Path
+    overlay: Overlay | None
+    fs: RunFs | None
 
 
 class Slot:
@@ -217,17 +229,51 @@ class Slot:
 
     # -- one run -----------------------------------------------------------------------------------------
 
-    def run_dirs(self, *, overlay: bool) -> tuple[Path, Overlay | None]:
-        """Fresh scratch for one run: the check's temporary directory (with a home in it) and the overlay."""
+    def run_dirs(self, *, overlay: bool, disk_limit: int | None = None) -> RunDirs:
+        """Fresh scratch for one run, on a filesystem of its own when ``disk_limit`` is given
+        (``verifier.disk``): the check's temporary directory (with a home in it), its ``/dev/shm`` and the
+        overlay. Without the overlay the check writes into tree/ itself, so a polled limit measures tree/ too."""
+        self._drop_run_dir()
+        self.run_dir.mkdir(parents=True)
+        fs = None
+        if disk_limit is not None:
+            fs = RunFs.make(self.run_dir, disk_limit, mount=overlay)
+            if not overlay:
+                fs.watch(self.tree_dir)
+        try:
+            tmp = self.run_dir / "tmp"
+            (tmp / "home").mkdir(parents=True)
+            shm = self.run_dir / "shm"
+            shm.mkdir(mode=0o1777)
+            layers = None
+            if overlay:
+                layers = Overlay(self.run_dir / "upper", self.run_dir / "work")
+                layers.upper.mkdir()
+                layers.work.mkdir()
+        except BaseException:
+            if fs is not None:
+                fs.close()
+            raise
+        return RunDirs(tmp, shm, layers, fs)
+
+    def _drop_run_dir(self) -> None:
+        """Remove run/, unmounting first whatever a run left mounted there (a runner that died mid-run)."""
+        sweep(self.run_dir)
         _remove(self.run_dir)
-        tmp = self.run_dir / "tmp"
-        (tmp / "home").mkdir(parents=True)
-        if not overlay:
-            return tmp, None
-        layers = Overlay(self.run_dir / "upper", self.run_dir / "work")
-        layers.upper.mkdir()
-        layers.work.mkdir()
-        return tmp, layers
+
+    def give_to(self, uid: int, dirs: RunDirs) -> None:
+        """Make tree/ and the run's writable directories ``uid``'s (a check that runs as its own uid, where no pids
+        control group can be made): files in tree/ it may then write through the overlay, as root could; what it
+        changes is still only in the upper layer. Ownership is not part of a tree, so the tree checks ignore it."""
+        # Everything under tree/, not tree/ itself: libgit2 refuses a work tree someone else owns, and the
+        # check's view of the checkout's root is the upper layer's root, which is the uid's.
+        for folder, subdirs, files in os.walk(self.tree_dir):
+            for name in [*subdirs, *files]:
+                path = os.path.join(folder, name)
+                if os.lstat(path).st_uid != uid:
+                    os.lchown(path, uid, uid)
+        for d in (dirs.tmp, dirs.tmp / "home", dirs.shm, *((dirs.overlay.upper,) if dirs.overlay else ())):
+            os.chown(d, uid, uid)
 
     def changed_in_overlay(self, tree_sha: str, upper: Path) -> list[str]:
         """The tracked paths the check changed, read from the overlay's upper layer."""
@@ -242,8 +288,10 @@ class Slot:
             _remove(self.tree_dir / rel)
         return bad
 
-    def end_run(self, *, clean: bool) -> None:
-        _remove(self.run_dir)
+    def end_run(self, *, clean: bool, fs: RunFs | None = None) -> None:
+        if fs is not None:
+            fs.close()
+        self._drop_run_dir()
         self.mark(clean=clean)
 
 

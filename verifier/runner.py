@@ -1,6 +1,6 @@
 """Run a repository's check on one exact commit and return the evidence.
 
-``run_check(repo_path, commit_sha, command, timeout, *, slot=None, sandbox="auto", ...)`` is the whole
+``run_check(repo_path, commit_sha, command, timeout, *, slot=None, sandbox="bwrap", ...)`` is the whole
 verifier step, in this order:
 
 1. **Materialize** the commit's tree in a checkout the verifier owns: the caller's ``slot`` directory (reused
@@ -9,20 +9,27 @@ verifier step, in this order:
    (``verifier.checkout`` has the layout and the rules).
 2. **Check the tree before the run**: the checkout must be exactly the commit's tree (and nothing else) or
    the result is an ``error`` and the command never runs.
-3. **Run** ``/bin/sh -c command`` in the checkout, sandboxed by bubblewrap (``sandbox="bwrap"``, or
-   ``"auto"`` when bwrap is usable here) or plainly (``"none"``), always with a wall-clock ``timeout``, a
-   process limit ``max_procs``, an address-space limit ``memory_mb`` and a scrubbed environment: only
-   ``PASS_ENV`` passes, plus ``HOME`` and ``TMPDIR`` in the run's private temporary directory and
-   ``CI=true``; the bot's own settings (``MERGEBOT_*``), tokens and database URLs never reach a check
-   (``verifier.sandbox`` has what each sandbox enforces).
+3. **Run** ``/bin/sh -c command`` in the checkout, sandboxed by bubblewrap (``sandbox="bwrap"``: when it is not
+   usable here the run is refused as an ``error`` that says how to install it; ``"auto"`` falls back to no
+   sandbox, for tools and benchmarks) or plainly (``"none"``, only when the operator says so), always with a
+   wall-clock ``timeout``, a process limit ``max_procs``, memory limits ``memory_mb``, a disk limit
+   ``disk_limit_mb`` on everything it writes, a CPU weight below the server's and a scrubbed environment: only
+   ``PASS_ENV`` passes (with the interpreter's own directory first on ``PATH``, so ``python`` is the verifier's),
+   plus ``HOME`` and ``TMPDIR`` in the run's private temporary directory and ``CI=true``; the bot's own settings
+   (``MERGEBOT_*``), tokens and database URLs never reach a check (``verifier.sandbox`` has what each sandbox
+   enforces, ``verifier.view`` what a sandboxed check sees, ``verifier.limits`` and ``verifier.disk`` how the
+   limits are enforced).
 4. **Check the tree after the run**: if the check changed a tracked file (content, type, executable bit,
    deletion), the outcome is ``error`` with "the check modified tracked files: ..." at the top of the log,
    never a pass, and the slot is recreated before its next use. Files the check creates are normal (build
    output, ``__pycache__``, ``.pytest_cache``) and are thrown away before the next run.
 5. **Record**: the outcome (``pass`` for exit 0, ``fail`` otherwise — 128+N for death by signal N —,
-   ``timeout``, or ``error`` when the verifier could not vouch for the run), the log's head (16 KiB) and
-   tail (48 KiB) with its full size and SHA-256 (the size and digest cover the check's own output, even when
-   the verifier puts a note in front of the head), the duration of the whole step, and the sandbox used.
+   ``timeout``, ``disk_limit`` or ``memory_limit`` when the run reached that limit and was ended for it, or
+   ``error`` when the verifier could not vouch for the run), the log's head (16 KiB) and tail (48 KiB) with its
+   full size and SHA-256 (the size and digest cover the check's own output, even when the verifier puts a note
+   in front of the head), the duration of the whole step, the sandbox used and how each limit was enforced
+   (``limits``). Every secret named in ``secrets`` is masked in all of it (``verifier.mask``), the digest taken
+   over the masked output.
 
 The result is about the tree it names and no other: ``tree_sha`` is the tree the checkout was proven to be.
 """
@@ -30,9 +37,11 @@ The result is about the tree it names and no other: ``tree_sha`` is the tree the
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -44,9 +53,13 @@ import pygit2
 from pygit2.enums import CheckoutStrategy
 
 from verifier import cache as caches
+from verifier import limits as limits_
 from verifier import reports
 from verifier import sandbox as sb
+from verifier import view as views
 from verifier.checkout import CheckoutError, Slot
+from verifier.disk import RunFs
+from verifier.mask import Masker
 
 LOG_HEAD = sb.LOG_HEAD
 LOG_TAIL = sb.LOG_TAIL
@@ -54,6 +67,10 @@ LOG_TAIL = sb.LOG_TAIL
 PASS_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHASHSEED")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SANDBOXES = ("auto", "bwrap", "none")
+OUTCOMES = ("pass", "fail", "timeout", "error", "disk_limit", "memory_limit")
+DISK_LIMIT_MB = 2048  # what a run may write in all, by default (``repo add/set --disk-limit``)
+MEMORY_MB = 4096  # the memory a run may use, by default (``repo add/set --memory-limit``)
+EXCERPT_WIDTH = 100  # characters per line of a result's excerpt (15 lines of it fit a subtask's 2,000-character reason)
 
 
 @dataclass
@@ -73,6 +90,9 @@ class Result:
     failing_tests_from: str = ""  # "junit" (a report the check left), "log" (pytest's summary) or "" (none named)
     cache: dict[str, Any] | None = None  # what the run did with the repository's caches (``verifier.cache.Use``)
     setup: dict[str, Any] | None = None  # the setup step before the check: command, exit code, time, network
+    limits: dict[str, Any] | None = None  # how it was limited: ``enforced`` ("cpu=cgroup memory=... disk=...
+    # pids=..."), the bounds (timeout_s, memory_mb, max_procs, disk_limit_mb), the peaks, and for a polled disk
+    # limit the bound polling gives (disk_note)
 
     @property
     def passed(self) -> bool:
@@ -87,36 +107,71 @@ class Result:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
-    def excerpt(self, lines: int = 15) -> str:
+    def masked(self, mask: Masker) -> Result:
+        """This result with every secret masked in everything it says; the edges of the log's head and tail
+        also lose any piece of one (a worker that did not know a secret may have cut it in two)."""
+        data = mask.json(self.as_json())
+        assert isinstance(data, dict)
+        if self.log_tail or self.log_size > len(self.log_head.encode()):
+            data["log_head"] = mask.cut(data["log_head"], head=True)
+        if self.log_tail:
+            data["log_tail"] = mask.cut(data["log_tail"], tail=True)
+        return Result.from_json(data)
+
+    def excerpt(self, lines: int = 15, width: int = EXCERPT_WIDTH) -> str:
+        """The log's last ``lines`` lines, each cut to ``width`` characters (a check may print one huge line; the
+        whole log stays in ``log_head`` and ``log_tail``)."""
         tail = (self.log_tail or self.log_head).rstrip().splitlines()
-        return "\n".join(tail[-lines:])
+        return "\n".join(line if len(line) <= width else line[:width - 1] + "…" for line in tail[-lines:])
+
+
+@dataclass(frozen=True)
+class Box:
+    """How one run is confined: the sandbox, what its view adds or hides, its limits and the secrets its log
+    must never show."""
+
+    mode: str  # bwrap or none
+    limits: sb.Limits
+    hide: tuple[Path | str, ...] = ()
+    paths: tuple[str, ...] = ()  # the repository's sandbox paths (read-only in the view)
+    disk_limit_mb: int | None = DISK_LIMIT_MB
+    mask: Masker | None = None
+    bwrap: str = sb.BWRAP
 
 
 def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *, slot: Path | None = None,
-              sandbox: str = "auto", memory_mb: int = 4096, max_procs: int = 512,
+              sandbox: str = "bwrap", memory_mb: int = MEMORY_MB, max_procs: int = 512,
               hide: Sequence[Path | str] = (), stop: sb.Stop | None = None,
-              cache: caches.Request | None = None, setup: Setup | None = None) -> Result:
+              cache: caches.Request | None = None, setup: Setup | None = None,
+              sandbox_paths: Sequence[str] = (), disk_limit_mb: int | None = DISK_LIMIT_MB,
+              secrets: Sequence[str] = (), bwrap: str = sb.BWRAP) -> Result:
     """Materialize ``commit_sha``, run ``command`` on exactly its tree under limits, and return the evidence.
 
-    ``hide``: directories to replace with an empty read-only tmpfs inside the bwrap sandbox (e.g. the bot's
-    data directory); ignored without bwrap. ``stop``: set from another thread to kill the check (its outcome
-    is then ``error``, saying so: a stopped run is no verdict). ``cache``: the repository's caches, read-only
-    (and, for a commit on main that passes, written as the next generation): ``verifier.cache``. ``setup``: a
-    command run first in the same checkout (installing dependencies, building), with the network only when the
-    caller allows it (a commit on main); if it fails, the check does not run and the run fails, saying so.
+    ``sandbox``: ``bwrap`` (the default; if it is not usable here, the result is an ``error`` saying how to
+    install it: the verifier fails closed), ``none`` (no isolation, only limits) or ``auto`` (bwrap when usable,
+    else none: for benchmarks and tools, never for candidates). ``hide``: directories covered with an empty
+    read-only tmpfs wherever they fall inside the sandbox's view (e.g. the bot's data directory).
+    ``sandbox_paths``: more paths the check may read (``verifier.view``). ``disk_limit_mb``: what the run may
+    write in all (``verifier.disk``; None: unbounded). ``secrets``: values masked in everything the result holds
+    (``verifier.mask``). ``stop``: set from another thread to kill the check (its outcome is then ``error``,
+    saying so: a stopped run is no verdict). ``cache``: the repository's caches, read-only (and, for a commit
+    on main that passes, written as the next generation): ``verifier.cache``. ``setup``: a command run first in
+    the same checkout (installing dependencies, building), with the network only when the caller allows it (a
+    commit on main); if it fails, the check does not run and the run fails, saying so.
     """
     start = time.monotonic()
     if sandbox not in SANDBOXES:
         raise ValueError(f"sandbox must be one of {', '.join(SANDBOXES)}, not {sandbox!r}")
+    mask = Masker(secrets) if secrets else None
     mode = "none" if sandbox == "none" else "bwrap"
     if mode == "bwrap":
-        problem = sb.bwrap_problem()
+        problem = sb.bwrap_problem(bwrap)
         if problem is not None:
             if sandbox == "bwrap":
-                return _error(commit_sha, "", command, start, f"the bwrap sandbox is not usable here: {problem}",
-                              "bwrap")
+                return _error(commit_sha, "", command, start, say_unsandboxed(problem), "bwrap")
             mode = "none"
-    limits = sb.Limits(timeout=timeout, memory_mb=memory_mb, max_procs=max_procs)
+    box = Box(mode, sb.Limits(timeout=timeout, memory_mb=memory_mb, max_procs=max_procs), tuple(hide),
+              tuple(sandbox_paths), disk_limit_mb, mask, bwrap)
     temp = Path(tempfile.mkdtemp(prefix="mb-verify-")) if slot is None else None
     try:
         owned = Slot(temp / "slot" if temp is not None else Path(slot or "."))
@@ -128,11 +183,54 @@ def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *,
             if stop is not None and stop.is_set():
                 return _error(commit_sha, prepared.tree_sha, command, start, STOPPED, mode)
             use = _cache_use(repo_path, commit_sha, cache, mode)
-            return _check(owned, prepared.tree_sha, commit_sha, command, limits, mode, hide, start, stop,
-                          cache if use is not None and use.generation != -1 else None, use, setup)
+            result = _check(owned, prepared.tree_sha, commit_sha, command, box, start, stop,
+                            cache if use is not None and use.generation != -1 else None, use, setup)
+            return result.masked(mask) if mask else result
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+
+
+def explain(*, sandbox: str = "bwrap", timeout: float = 600, memory_mb: int = MEMORY_MB, max_procs: int = 512,
+            sandbox_paths: Sequence[str] = (), disk_limit_mb: int | None = DISK_LIMIT_MB,
+            hide: Sequence[Path | str] = (), slot: Path | None = None, bwrap: str = sb.BWRAP) -> dict[str, Any]:
+    """What a check run here with these settings would see and how each limit would be enforced, without running
+    anything (``mergebot verify --explain-sandbox``): ``text`` for people, the rest for machines."""
+    problem = sb.bwrap_problem(bwrap) if sandbox != "none" else None
+    mode = "none" if sandbox == "none" or (sandbox == "auto" and problem) else "bwrap"
+    root = Path(slot or Path(tempfile.gettempdir()) / "mergebot-slot").absolute()
+    disk = "none" if disk_limit_mb is None else ("tmpfs" if mode == "bwrap" and os.geteuid() == 0 else "poll")
+    enforced = limits_.enforced(disk=disk, sandboxed=mode == "bwrap")
+    lines = [f"sandbox: {mode}" + (f" (REFUSED: {problem})" if mode == "bwrap" and problem else ""),
+             f"limits: {enforced}",
+             f"  time {timeout:g} s; memory {memory_mb} MiB ({'resident and ' if enforced.memory == 'cgroup' else ''}"
+             f"address space); processes {max_procs}" + ("" if enforced.pids == "cgroup" else " (not enforced)") +
+             (f"; disk {disk_limit_mb} MiB written in all (the checkout's changes, /tmp, /dev/shm)"
+              if disk_limit_mb is not None else "; disk unbounded") +
+             f"; CPU {'at the least weight of a control group' if enforced.cpu == 'cgroup' else 'at SCHED_IDLE'}"]
+    if disk == "poll":
+        lines.append(f"  {RunFs(root / 'run', (disk_limit_mb or 0) << 20, 'poll').note}")
+    view = None
+    if mode == "bwrap":
+        view = views.build(checkout=root / "tree", tmp=root / "run" / "tmp", shm=root / "run" / "shm",
+                           extra=sandbox_paths, hide=hide)
+        lines.append(view.explain())
+    else:
+        lines.append("what a check sees: everything the verifier can read (no sandbox: MERGEBOT_SANDBOX=none)")
+    machine = limits_.machine()
+    if machine.problems:
+        lines.append("control groups: " + "; ".join(machine.problems))
+    return {"sandbox": mode, "problem": problem, "enforced": str(enforced), "disk_limit_mb": disk_limit_mb,
+            "memory_mb": memory_mb, "max_procs": max_procs, "timeout_s": timeout,
+            "view": [dataclasses.asdict(m) for m in view.mounts] if view else None,
+            "left_out": [list(x) for x in view.left_out] if view else [], "text": "\n".join(lines)}
+
+
+def say_unsandboxed(problem: str) -> str:
+    """Why a check was refused without its sandbox, and what the operator does about it."""
+    return (f"refused: checks run only in the bubblewrap sandbox, and it is not usable on this verifier: {problem}. "
+            f"The operator can {sb.INSTALL}, or set MERGEBOT_SANDBOX=none to run checks with the whole machine "
+            "in view (not for code an agent wrote)")
 
 
 def _cache_use(repo_path: Path, commit_sha: str, req: caches.Request | None, mode: str) -> caches.Use | None:
@@ -162,35 +260,42 @@ class Setup:
     network: bool = False  # the host's network for the setup (given only for a commit already on main)
 
 
-def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.Limits, mode: str,
-           hide: Sequence[Path | str], start: float, stop: sb.Stop | None = None,
-           cache: caches.Request | None = None, use: caches.Use | None = None, setup: Setup | None = None) -> Result:
+def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, box: Box, start: float,
+           stop: sb.Stop | None = None, cache: caches.Request | None = None, use: caches.Use | None = None,
+           setup: Setup | None = None) -> Result:
     clean = False  # until the after-run check says otherwise, the slot is not trusted
     lower = None
     if cache is not None and use is not None and use.generation is not None:
         found = caches.newest(cache.root, use.key, use.generation)
         lower = found[1] if found is not None and found[0] == use.generation else None
+    fs = None
+    mode = box.mode
     try:
-        tmp, overlay = slot.run_dirs(overlay=mode == "bwrap")
+        dirs = slot.run_dirs(overlay=mode == "bwrap",
+                             disk_limit=box.disk_limit_mb << 20 if box.disk_limit_mb is not None else None)
+        tmp, overlay, fs = dirs.tmp, dirs.overlay, dirs.fs
+        uid = run_as(slot, mode)
+        if uid is not None:
+            slot.give_to(uid, dirs)
         if overlay is not None and lower is not None:
             overlay = dataclasses.replace(overlay, lower=lower)
         env = check_env(Path(sb.SANDBOX_TMP) if overlay is not None else tmp)
         began = time.time()
         setup_info, failed_setup = None, None
+        run = functools.partial(_run, checkout=slot.tree_dir, tmp=tmp, env=env, box=box, overlay=overlay,
+                                stop=stop, shm=dirs.shm, runfs=fs, uid=uid)
         if setup is not None:
             s0 = time.monotonic()
             network = setup.network and overlay is not None
-            s_out = _run(setup.command, checkout=slot.tree_dir, tmp=tmp, env=env, limits=limits, overlay=overlay,
-                         hide=hide, stop=stop, network=network)
+            s_out = run(setup.command, network=network)
             setup_info = {"command": setup.command, "exit_code": s_out.exit_code, "timed_out": s_out.timed_out,
                           "duration_ms": _ms(s0), "network": network}
-            if not s_out.started or s_out.stopped or s_out.timed_out or s_out.exit_code != 0:
+            if not s_out.started or s_out.stopped or s_out.timed_out or s_out.limit or s_out.exit_code != 0:
                 failed_setup = s_out
             elif overlay is not None:  # the check mounts the same upper layer again: a fresh work dir for it
                 shutil.rmtree(overlay.work)  # (a "volatile" overlay's work dir refuses a second mount)
                 overlay.work.mkdir()
-        out = failed_setup or _run(command, checkout=slot.tree_dir, tmp=tmp, env=env, limits=limits,
-                                   overlay=overlay, hide=hide, stop=stop)
+        out = failed_setup or run(command)
         junit = None
         if failed_setup is None and out.started and out.exit_code not in (0, None):  # the reports die with the run
             written = reports.candidate_reports(overlay.upper) if overlay is not None else [
@@ -203,7 +308,7 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
                    else slot.changed_in_place(tree_sha))
         clean = not changed
         if (cache is not None and use is not None and cache.write and overlay is not None and not changed
-                and not out.stopped and not out.timed_out and out.exit_code == 0):
+                and not out.stopped and not out.timed_out and not out.limit and out.exit_code == 0):
             try:  # a commit on main that passed: what it left at the cache paths is the next generation
                 wrote = caches.harvest(overlay.upper, lower, cache.paths, cache.root, use.key, commit_sha)
                 use = dataclasses.replace(use, wrote=wrote)
@@ -213,7 +318,7 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
         return _error(commit_sha, tree_sha, command, start, f"the check could not be run or verified: {e}", mode)
     finally:
         try:
-            slot.end_run(clean=clean)
+            slot.end_run(clean=clean, fs=fs)
         except OSError:
             slot.mark(clean=False)
     head = bytes(out.log.head).decode("utf-8", "replace")
@@ -225,6 +330,9 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
     elif out.stopped:
         outcome = "error"
         head = f"{STOPPED}\n--- the check's output until then ---\n" + head
+    elif out.limit:
+        outcome = out.limit
+        head = f"{_say_limit(out.limit, box, fs)}\n--- the check's output until then ---\n" + head
     elif failed_setup is not None:
         outcome = "timeout" if out.timed_out else "fail"
         how = "timed out" if out.timed_out else f"exit {out.exit_code}"
@@ -240,24 +348,59 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, limits: sb.
     return Result(commit_sha, tree_sha, command, outcome, out.exit_code, _ms(start), head, tail, out.log.size,
                   out.log.digest, mode, failing if outcome == "fail" else [],
                   source if outcome == "fail" and failing else "", use.as_json() if use is not None else None,
-                  setup_info)
+                  setup_info, _limits_record(out, box, fs))
 
 
-def _run(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], limits: sb.Limits,
-         overlay: sb.Overlay | None, hide: Sequence[Path | str], stop: sb.Stop | None = None,
-         network: bool = False) -> sb.Outcome:
+def run_as(slot: Slot, mode: str) -> int | None:
+    """The unprivileged uid a sandboxed check runs as where this machine gives no pids control group (so that
+    ``RLIMIT_NPROC`` holds), else None (root without capabilities, inside its groups)."""
+    if mode != "bwrap" or os.geteuid() != 0 or limits_.machine().has("pids") or not os.path.exists(sb.SETPRIV):
+        return None
+    return limits_.run_uid(str(slot.root))
+
+
+def _say_limit(limit: str, box: Box, fs: RunFs | None) -> str:
+    if limit == "disk_limit":
+        return (f"the check reached its disk limit: it wrote {box.disk_limit_mb} MiB (its checkout's changes, /tmp "
+                "and /dev/shm together) and was ended")
+    return (f"the check reached its memory limit: the kernel killed a process of it for using more than "
+            f"{box.limits.memory_mb} MiB resident, and the run was ended")
+
+
+def _limits_record(out: sb.Outcome, box: Box, fs: RunFs | None) -> dict[str, Any]:
+    """How the run was limited (``limits`` on the result): what was enforced and how, the bounds and the peaks."""
+    record: dict[str, Any] = {"enforced": str(out.enforced), "timeout_s": box.limits.timeout,
+                              "memory_mb": box.limits.memory_mb, "max_procs": box.limits.max_procs,
+                              "disk_limit_mb": box.disk_limit_mb}
+    if fs is not None:
+        record["disk_peak_bytes"] = fs.peak
+        if fs.kind != "tmpfs":
+            record["disk_note"] = fs.note
+    if out.memory_peak is not None:
+        record["memory_peak_bytes"] = out.memory_peak
+    return record
+
+
+def _run(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], box: Box, overlay: sb.Overlay | None,
+         stop: sb.Stop | None = None, network: bool = False, shm: Path | None = None,
+         runfs: RunFs | None = None, uid: int | None = None) -> sb.Outcome:
     """The command itself (its own function so that benchmarks can time it)."""
-    return sb.run_command(command, checkout=checkout, tmp=tmp, env=env, limits=limits, overlay=overlay, hide=hide,
-                          stop=stop, network=network)
+    return sb.run_command(command, checkout=checkout, tmp=tmp, env=env, limits=box.limits, overlay=overlay,
+                          hide=box.hide, stop=stop, network=network, extra=box.paths, shm=shm, runfs=runfs,
+                          mask=box.mask, bwrap=box.bwrap, uid=uid)
 
 
 STOPPED = "stopped: the run was cancelled (its result is no longer wanted), so this is no verdict"
 
 
 def check_env(tmp: Path) -> dict[str, str]:
-    """The whole environment of a check: ``PASS_ENV`` and a home and temporary directory of its own."""
+    """The whole environment of a check: ``PASS_ENV`` (``PATH`` with the interpreter's directory first) and a home
+    and temporary directory of its own."""
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.setdefault("PATH", DEFAULT_PATH)
+    own = os.path.dirname(sys.executable)  # `python` in a check is the verifier's own interpreter
+    if own:
+        env["PATH"] = os.pathsep.join([own, *(p for p in env["PATH"].split(os.pathsep) if p != own)])
     env.update(HOME=str(tmp / "home"), TMPDIR=str(tmp), CI="true", PYTHONDONTWRITEBYTECODE="1")
     return env
 

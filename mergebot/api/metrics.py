@@ -14,8 +14,9 @@ The metrics (counters end in ``_total``):
   mergebot_landings_total{repo,result}        landed rows, by repository and verifier result (pass, flaky)
   mergebot_refusals_total{stage,reason}       pushes refused at push time (stage "push", the rule's code),
                                               candidates rejected by the queue (stage "landing": conflict,
-                                              check_failed, check_timeout, verifier_error, nothing_to_land,
-                                              other), forge pushes ignored and deliveries refused ("webhook")
+                                              check_failed, check_timeout, disk_limit, memory_limit,
+                                              verifier_error, nothing_to_land, other), forge pushes ignored
+                                              and deliveries refused ("webhook")
   mergebot_lease_expiries_total{lease,outcome} subtask leases the recovery loop took back (outcome ready or
                                               failed) and verify job leases that lapsed (lease "verify_job")
   mergebot_verify_runs_total{purpose,outcome} finished verify jobs

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 from mergebot.api.metrics import Exporter
@@ -27,9 +28,12 @@ from mergebot.landing.queue import LandingQueue
 from mergebot.landing.repos import repos_root
 from mergebot.models import Agent
 from mergebot.recovery import recovery_loop
+from mergebot.secrets import secret_values
 from mergebot.settings import Settings
 from mergebot.verify.worker import local_workers
 from mergebot.web.live import LiveQueue
+from verifier.mask import Masker
+from verifier.sandbox import bwrap_problem
 
 log = logging.getLogger("mergebot.api")
 
@@ -53,6 +57,21 @@ class Services:
         self._queue: LandingQueue | None = None
         self._webhooks: WebhookHandler | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self._urls: list[str] = [settings.database_url]  # every database URL this server connects with
+        # What the sandbox of this server's checks is, for the pages and /healthz: "bwrap", "none" (the operator
+        # said so) or "refused" (bwrap is not usable here, so every check is refused until it is installed).
+        self.sandbox = settings.sandbox_mode
+        self.sandbox_problem: str | None = None
+
+    async def secrets(self) -> list[str]:
+        """The values no stored or sent text may show (``mergebot.secrets``): this server's environment, the
+        variables each repository names, the database URLs' passwords."""
+        named = {n for r in await self.db.landing.list_repos() for n in (r.webhook_secret_env, r.forge_token_env)
+                 if n}
+        return secret_values(os.environ, named=named, urls=self._urls)
+
+    async def masker(self) -> Masker:
+        return Masker(await self.secrets())
 
     @property
     def db(self) -> Database:
@@ -79,6 +98,7 @@ class Services:
         settings = self.settings
         url = await asyncio.to_thread(prepare, settings)
         self.app_db = app_db = await asyncio.to_thread(app_connection, url, settings.database_app_role)
+        self._urls = list(dict.fromkeys([settings.database_url, url, app_db.url]))
         log.info("request handling connects to the database as %s (%s)", app_db.role or "the owner", app_db.how)
         pool = await open_pool(app_db.url, settings, statement_timeout_ms=settings.statement_timeout_ms,
                                options=app_db.options)
@@ -87,7 +107,8 @@ class Services:
         await db.waiter.start()
         queue = LandingQueue(db, self.root, speculation=settings.speculation_window, batch=settings.batch_size,
                              post_land_rerun=settings.post_land_rerun, retry_failures=settings.retry_failed_checks)
-        sender = StatusSender(db, public_url=settings.public_url or f"http://{settings.host}:{settings.port}")
+        sender = StatusSender(db, public_url=settings.public_url or f"http://{settings.host}:{settings.port}",
+                              masker=self.masker)
 
         def poke() -> None:
             queue.poke()
@@ -98,14 +119,28 @@ class Services:
         if run_queue:
             self._tasks.append(asyncio.create_task(queue.run(), name="mergebot-queue"))
             self._tasks.append(asyncio.create_task(sender.run(), name="mergebot-forge-statuses"))
+            if settings.verifier_workers:
+                await asyncio.to_thread(self._say_sandbox)
             workers = local_workers(db.jobs, self.root, settings.data_dir, url, count=settings.verifier_workers,
-                                    sandbox=settings.verifier_sandbox, heartbeat_every=settings.job_lease_seconds / 3,
-                                    wake_on=queue.on_job)
+                                    sandbox=settings.sandbox_mode, heartbeat_every=settings.job_lease_seconds / 3,
+                                    wake_on=queue.on_job, secrets=self.secrets, bwrap=settings.bwrap)
             for i, worker in enumerate(workers):
                 self._tasks.append(asyncio.create_task(worker.run(), name=f"mergebot-verifier-{i}"))
         if run_recovery:
             self._tasks.append(asyncio.create_task(recovery_loop(
                 db, interval=settings.recovery_interval_seconds, grace=settings.recovery_grace_seconds)))
+
+    def _say_sandbox(self) -> None:
+        """One line at start when checks are not sandboxed: the operator's choice, or bubblewrap is missing."""
+        if self.settings.sandbox_mode == "none":
+            log.warning("MERGEBOT_SANDBOX=none: checks run WITHOUT a sandbox, with the whole machine in view; every "
+                        "verdict and landed record says sandbox: none")
+            return
+        self.sandbox_problem = bwrap_problem(self.settings.bwrap)
+        if self.sandbox_problem is not None:
+            self.sandbox = "refused"
+            log.warning("every check is refused until the sandbox works: %s (or set MERGEBOT_SANDBOX=none to run "
+                        "checks with the whole machine in view)", self.sandbox_problem)
 
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []

@@ -159,7 +159,9 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
                               max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes, forge=forge,
                               footprint_refuse=args.footprint_refuse, cache_paths=args.cache or [],
                               cache_key=args.cache_key or [], setup_command=args.setup,
-                              setup_network=args.setup_network, post_land_command=args.post_land)
+                              setup_network=args.setup_network, post_land_command=args.post_land,
+                              sandbox_paths=args.sandbox_path or [], disk_limit_mb=args.disk_limit,
+                              memory_limit_mb=args.memory_limit)
 
     repo = with_db(settings, go)
     emit(args, asdict(repo))
@@ -172,7 +174,9 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
         "verifier_command": args.verifier, "verifier_timeout_s": args.timeout, "protected_paths": args.protect,
         "cache_paths": [] if args.no_cache else args.cache, "cache_key": [] if args.no_cache else args.cache_key,
         "setup_command": args.setup, "clear_setup": args.no_setup, "setup_network": args.setup_network,
-        "footprint_refuse": args.footprint_refuse, "post_land_command": args.post_land}
+        "footprint_refuse": args.footprint_refuse, "post_land_command": args.post_land,
+        "sandbox_paths": [] if args.no_sandbox_path else args.sandbox_path, "disk_limit_mb": args.disk_limit,
+        "memory_limit_mb": args.memory_limit}
     if all(v is None or v is False for v in rules.values()):
         raise SystemExit("mergebot repo set: give at least one rule to change (see --help)")
     repo = with_db(settings_from(args), lambda db: set_rules(db, args.name, **rules))
@@ -181,7 +185,9 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
 
 def cmd_verifier_worker(args: argparse.Namespace) -> None:
     """Run verifier workers against a bot over HTTP: jobs through the API, commits through git."""
-    from mergebot.verify.worker import HttpRepos, HttpSource, Servers, Worker, worker_name
+    from mergebot.secrets import secret_values
+    from mergebot.verify.worker import HttpRepos, HttpSource, Servers, Worker, sweep_slots, worker_name
+    from verifier.sandbox import bwrap_problem
 
     token = args.token or os.environ.get("MERGEBOT_TOKEN")
     if not token:
@@ -189,15 +195,27 @@ def cmd_verifier_worker(args: argparse.Namespace) -> None:
     server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
     work = Path(args.work_dir).resolve()
     print(f"verifier worker: {args.slots} slot(s) against {server}, work dir {work}", file=sys.stderr)
+    if args.sandbox == "none":
+        print("verifier worker: MERGEBOT_SANDBOX=none: checks run WITHOUT a sandbox, with the whole machine in view",
+              file=sys.stderr)
+    elif (problem := bwrap_problem(os.environ.get("MERGEBOT_BWRAP") or "bwrap")) is not None:
+        print(f"verifier worker: every check is refused until the sandbox works: {problem}", file=sys.stderr)
 
     servers = Servers(server.split(","), token)  # several replicas: --server URL1,URL2
     with contextlib.suppress(ApiError):  # a wrong URL is told now; once running, an outage is waited out
         servers.call(lambda c: c.get("/healthz"))
 
     async def run() -> None:
+        own = secret_values(os.environ)  # this machine's: the server masks its own again when the result arrives
+
+        async def secrets() -> list[str]:
+            return own
+
+        sweep_slots(work / "slots")
         workers = [Worker(HttpSource(servers, worker_name(i)), HttpRepos(servers, token, work / "mirrors"),
-                          work / "slots" / f"{os.getpid()}-{i}", sandbox=args.sandbox,
-                          heartbeat_every=args.heartbeat) for i in range(args.slots)]
+                          work / "slots" / f"{os.getpid()}-{i}", sandbox="none" if args.sandbox == "none" else "bwrap",
+                          heartbeat_every=args.heartbeat, hide=[work], secrets=secrets,
+                          bwrap=os.environ.get("MERGEBOT_BWRAP") or "bwrap") for i in range(args.slots)]
         if args.once:
             await asyncio.gather(*(w.run_one() for w in workers))
             return
@@ -211,14 +229,33 @@ def cmd_verify(args: argparse.Namespace) -> None:
     """Re-run a repository's check on one commit by hand, exactly as the verifier does, and print the record."""
     from mergebot.git import repo as git
     from mergebot.landing.repos import repos_root
-    from mergebot.verify.worker import HttpRepos, cache_root
-    from verifier.runner import run_check
+    from mergebot.secrets import secret_values
+    from mergebot.verify.worker import HttpRepos, cache_root, private_paths
+    from verifier.runner import DISK_LIMIT_MB, MEMORY_MB, explain, run_check
 
     settings = settings_from(args)
     c = client_from(args)
     repo = next((r for r in c.get("/api/v1/repos")["repos"] if r["name"] == args.repo), None)
     if repo is None:
         raise SystemExit(f"mergebot verify: no repository named {args.repo!r}")
+    sandbox_paths = list(repo.get("sandbox_paths") or [])
+    disk_limit = int(repo.get("disk_limit_mb") or DISK_LIMIT_MB)
+    memory = int(repo.get("memory_limit_mb") or MEMORY_MB)
+    if args.explain_sandbox:
+        seen = explain(sandbox=args.sandbox, timeout=float(args.timeout or repo["verifier_timeout_s"]),
+                       memory_mb=memory, sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit,
+                       hide=private_paths(settings.data_dir, settings.database_url),
+                       slot=settings.data_dir.resolve() / "slots" / f"{os.getpid()}-0", bwrap=settings.bwrap)
+        if args.json:
+            emit(args, seen)
+        else:
+            print(f"repository {args.repo}: the check `{args.command or repo['verifier_command']}`")
+            print(seen["text"])
+        return
+    if not args.sha:
+        raise SystemExit("mergebot verify: give the commit to check (or --explain-sandbox)")
+    secrets = secret_values(os.environ, named=[n for n in (repo.get("webhook_secret_env"), repo.get("forge_token_env"))
+                                               if n], urls=[settings.database_url])
     local = git.bare_path(repos_root(settings.data_dir), args.repo)
     token = args.token or os.environ.get("MERGEBOT_TOKEN") or ""
     server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
@@ -240,7 +277,9 @@ def cmd_verify(args: argparse.Namespace) -> None:
         path = local if local.exists() else HttpRepos(server, token, Path(tmp)).path_for(args.repo, args.sha)
         result = run_check(path, args.sha, args.command or repo["verifier_command"],
                            float(args.timeout or repo["verifier_timeout_s"]), sandbox=args.sandbox, cache=cache,
-                           setup=setup)
+                           setup=setup, sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit, memory_mb=memory,
+                           secrets=secrets,
+                           hide=private_paths(settings.data_dir, settings.database_url), bwrap=settings.bwrap)
     data = result.as_json()
     if args.json:
         emit(args, data)
@@ -248,6 +287,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
         for k in ("commit_sha", "tree_sha", "command", "outcome", "exit_code", "duration_ms", "sandbox", "log_size",
                   "log_digest"):
             print(f"{k:>12}: {data[k]}")
+        if data.get("limits"):
+            print(f"{'limits':>12}: {data['limits'].get('enforced')}")
         if data.get("cache"):
             print(f"{'cache':>12}: {data['cache']['note']}")
         print("\n" + result.excerpt(40))

@@ -107,6 +107,9 @@ def cmd_push(args: argparse.Namespace) -> None:
               .rstrip(), file=sys.stderr)
         if verdict.get("next"):
             print(f"next: {verdict['next']}", file=sys.stderr)
+    if not args.json and (result.get("verdict") or {}).get("sandbox") == "none":
+        print("sandbox: none (the check ran without isolation: the operator set MERGEBOT_SANDBOX=none)",
+              file=sys.stderr)
     if result["status"] != "landed":
         raise SystemExit(5)
 

@@ -7,6 +7,8 @@ common flags (``--json``, ``--data-dir``, ``--server``, ``--token``), whether it
 from __future__ import annotations
 
 import argparse
+import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +57,14 @@ from mergebot.cli.agent import (
 from mergebot.cli.views import cmd_cost, cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
 from mergebot.client import DEFAULT_URL
 
+
+def disk_size(text: str) -> int:
+    """A size in MiB: ``2048``, ``512M``, ``4G`` (or ``4GiB``)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([MG])?(?:i?B)?\s*", text, re.IGNORECASE)
+    if m is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size: give MiB (2048), or 512M, 4G")
+    n = int(m.group(1))
+    return n * 1024 if (m.group(2) or "M").upper() == "G" else n
 
 def _watch_flag(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--watch", nargs="?", const=2.0, type=float, metavar="SECONDS",
@@ -142,6 +152,15 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--post-land-check", dest="post_land", metavar="COMMAND", help="the check run on main after "
                     "each landing, and to find the culprit when main turns red (default: --verifier; e.g. the full "
                     "suite while --verifier runs the quick one)")
+    sp.add_argument("--sandbox-path", action="append", metavar="PATH", dest="sandbox_path",
+                    help="a directory or file the check may read, read-only (repeatable): a toolchain outside the "
+                    "usual places, e.g. a pyenv version or a node install (`mergebot verify --explain-sandbox`)")
+    sp.add_argument("--disk-limit", type=disk_size, default=2048, dest="disk_limit", metavar="SIZE",
+                    help="what one run may write in all: its checkout's changes, /tmp, /dev/shm (MiB, or 512M, "
+                    "4G; default 2G)")
+    sp.add_argument("--memory-limit", type=disk_size, default=4096, dest="memory_limit", metavar="SIZE",
+                    help="the memory one run may use: resident in all, and address space per process (MiB, or 4G; "
+                    "default 4G)")
     sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")
     sp.add_argument("--max-file-bytes", type=int, default=10 << 20, dest="max_file_bytes")
     sp.add_argument("--github", nargs=1, metavar="OWNER/REPO", help="a GitHub repository: webhooks in, statuses "
@@ -172,6 +191,14 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                     help="whether a push outside its footprint is refused")
     sp.add_argument("--post-land-check", dest="post_land", metavar="COMMAND",
                     help="the check run on main after each landing ('' : the --verifier again)")
+    sp.add_argument("--sandbox-path", action="append", metavar="PATH", dest="sandbox_path",
+                    help="the paths the check may read besides the toolchain (replaces them; repeatable)")
+    sp.add_argument("--no-sandbox-path", action="store_true", dest="no_sandbox_path",
+                    help="no sandbox paths any more")
+    sp.add_argument("--disk-limit", type=disk_size, dest="disk_limit", metavar="SIZE",
+                    help="what one run may write in all (MiB, or 512M, 4G)")
+    sp.add_argument("--memory-limit", type=disk_size, dest="memory_limit", metavar="SIZE",
+                    help="the memory one run may use (MiB, or 4G)")
     sp.set_defaults(fn=cmd_repo_set)
     sp = repo.add_parser("list", parents=[common], help="list repositories")
     sp.set_defaults(fn=cmd_repo_list)
@@ -187,16 +214,22 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                              "(a verifier token)")
     sp.add_argument("--slots", type=int, default=1, help="jobs run at once, each with its own reused checkout")
     sp.add_argument("--work-dir", default=".mergebot-verifier", dest="work_dir")
-    sp.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
+    sp.add_argument("--sandbox", default=os.environ.get("MERGEBOT_SANDBOX") or "bwrap",
+                    choices=["auto", "bwrap", "none"], help="bwrap (default: checks are refused without it) or none "
+                    "(the whole machine in view; $MERGEBOT_SANDBOX)")
     sp.add_argument("--heartbeat", type=float, default=10.0, help="seconds between lease renewals")
     sp.add_argument("--once", action="store_true", help="run at most one job per slot, then exit")
     sp.set_defaults(fn=cmd_verifier_worker)
     sp = add("verify", cmd_verify, "run a repository's check on one commit by hand and print the record")
-    sp.add_argument("sha")
+    sp.add_argument("sha", nargs="?", help="the commit (not needed with --explain-sandbox)")
     sp.add_argument("--repo", required=True)
     sp.add_argument("--command", help="default: the repository's configured check")
     sp.add_argument("--timeout", type=int)
-    sp.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
+    sp.add_argument("--sandbox", default=os.environ.get("MERGEBOT_SANDBOX") or "bwrap",
+                    choices=["auto", "bwrap", "none"])
+    sp.add_argument("--explain-sandbox", action="store_true", dest="explain_sandbox",
+                    help="print what the repository's check sees of this machine and how each limit is enforced; "
+                    "run nothing")
     sp.add_argument("--cache", action="store_true", help="with the repository's cache, read-only: for a landed commit "
                     "the generation its deciding run read, else the newest; without it the run is cold")
     add("reconcile", cmd_reconcile, "make main and the landed records agree, and report what does not (admin)")

@@ -31,10 +31,12 @@ class JobStore:
 
     async def enqueue_job(self, *, repo: str, commit_sha: str, command: str, timeout_s: int, purpose: str,
                           candidate_id: int | None = None, landed_id: int | None = None,
-                          cache: dict[str, Any] | None = None, window_width: int | None = None) -> Job:
+                          cache: dict[str, Any] | None = None, window_width: int | None = None,
+                          sandbox: dict[str, Any] | None = None) -> Job:
         row = await self.sql.one("job_insert", repo=repo, commit_sha=commit_sha, command=command, timeout_s=timeout_s,
                                  purpose=purpose, candidate_id=candidate_id, landed_id=landed_id,
-                                 cache=Jsonb(cache) if cache is not None else None, window_width=window_width)
+                                 cache=Jsonb(cache) if cache is not None else None, window_width=window_width,
+                                 sandbox=Jsonb(sandbox) if sandbox is not None else None)
         assert row is not None
         return Job.from_row(row)
 

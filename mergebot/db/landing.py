@@ -41,7 +41,9 @@ class LandingStore:
                           root_sha: str, forge: dict[str, str] | None = None,
                           footprint_refuse: bool = False, cache_paths: list[str] | None = None,
                           cache_key: list[str] | None = None, setup_command: str | None = None,
-                          setup_network: bool = False, post_land_command: str | None = None) -> Repo:
+                          setup_network: bool = False, post_land_command: str | None = None,
+                          sandbox_paths: list[str] | None = None, disk_limit_mb: int = 2048,
+                          memory_limit_mb: int = 4096) -> Repo:
         f = forge or {}
         row = await self.sql.one("repo_create", name=name, target_branch=target_branch,
                                  verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
@@ -52,7 +54,8 @@ class LandingStore:
                                  forge_token_env=f.get("forge_token_env"), footprint_refuse=footprint_refuse,
                                  cache_paths=cache_paths or [], cache_key=cache_key or [],
                                  setup_command=setup_command, setup_network=setup_network,
-                                 post_land_command=post_land_command)
+                                 post_land_command=post_land_command, sandbox_paths=sandbox_paths or [],
+                                 disk_limit_mb=disk_limit_mb, memory_limit_mb=memory_limit_mb)
         assert row is not None
         await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)
@@ -60,7 +63,8 @@ class LandingStore:
     async def update_repo(self, name: str, *, actor_id: int | None = None, **rules: Any) -> Repo:
         """Change the given landing rules of a repository (``repo_update``; a rule not given stays)."""
         names = ("verifier_command", "verifier_timeout_s", "protected_paths", "cache_paths", "cache_key",
-                 "setup_command", "setup_network", "footprint_refuse", "post_land_command")
+                 "setup_command", "setup_network", "footprint_refuse", "post_land_command", "sandbox_paths",
+                 "disk_limit_mb", "memory_limit_mb")
         unknown = set(rules) - set(names) - {"clear_setup"}
         assert not unknown, unknown
         row = await self.sql.one("repo_update", name=name, clear_setup=bool(rules.get("clear_setup")),
@@ -234,7 +238,8 @@ class LandingStore:
                     target_ref=intent.target_ref, candidate_sha=m.candidate_sha, base_sha=m.base_sha,
                     merged_sha=m.merged_sha, tree_sha=m.tree_sha, verifier_command=v["command"],
                     verifier_result=e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
-                    main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"))
+                    main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"),
+                    verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"))
                 try:
                     async with tx.savepoint():  # one member's refusal undoes only it
                         row, freed = await self._land_in(tx, landing, actor_id=None, candidate_id=m.candidate_id,
@@ -269,7 +274,8 @@ class LandingStore:
             verifier_command=landing.verifier_command, verifier_result=landing.verifier_result,
             duration_ms=landing.duration_ms, log_digest=landing.log_digest, actor_id=actor_id,
             main_sha=landing.main_sha, batch_size=landing.batch_size, intent_id=intent_id, candidate_id=candidate_id,
-            verifier_cache=Jsonb(landing.verifier_cache) if landing.verifier_cache is not None else None)
+            verifier_cache=Jsonb(landing.verifier_cache) if landing.verifier_cache is not None else None,
+            verifier_sandbox=landing.verifier_sandbox, verifier_limits=landing.verifier_limits)
         if row is None:
             raise ClaimSuperseded(
                 f"subtask {landing.subtask_id} is no longer submitted at claim version "

@@ -12,7 +12,8 @@ FROM repos ORDER BY name LIMIT 200;
 -- name: page_landed
 SELECT l.id, l.subtask_id, l.claim_version, l.repo, l.target_ref, l.candidate_sha, l.base_sha, l.merged_sha,
        l.tree_sha, l.verifier_command, l.verifier_result, l.duration_ms, l.log_digest, l.main_status, l.landed_at,
-       a.name AS owner, s.title, c.id AS candidate_id, c.verifier ->> 'sandbox' AS sandbox
+       a.name AS owner, s.title, c.id AS candidate_id,
+       coalesce(l.verifier_sandbox, c.verifier ->> 'sandbox') AS sandbox, l.verifier_limits AS limits
 FROM landed l
 JOIN agents a ON a.id = l.owner_id
 JOIN subtasks s ON s.id = l.subtask_id
@@ -34,7 +35,7 @@ LIMIT %(limit)s;
 -- name: page_landed_one
 SELECT l.*, a.name AS owner, s.title, s.status AS subtask_status, s.created_at AS subtask_created_at,
        c.id AS candidate_id,
-       c.verifier ->> 'sandbox' AS sandbox, c.verifier ->> 'exit_code' AS exit_code,
+       coalesce(l.verifier_sandbox, c.verifier ->> 'sandbox') AS sandbox, c.verifier ->> 'exit_code' AS exit_code,
        (c.verifier ->> 'log_size')::bigint AS log_size, c.ref,
        (SELECT j.id FROM verify_jobs j WHERE j.landed_id = l.id ORDER BY j.id DESC LIMIT 1) AS post_land_job_id,
        (SELECT r.id FROM landed r WHERE r.reverts = l.id) AS reverted_by
@@ -398,10 +399,11 @@ WITH buckets AS (
     GROUP BY 1
 ), run_buckets AS (
     SELECT date_bin(%(step)s::interval, j.finished_at, %(since)s::timestamptz) AS start, count(*) AS runs,
-           count(*) FILTER (WHERE j.purpose IN ('candidate', 'retry') AND j.outcome IN ('fail', 'timeout'))
-               AS failures,
+           count(*) FILTER (WHERE j.purpose IN ('candidate', 'retry')
+                              AND j.outcome IN ('fail', 'timeout', 'disk_limit', 'memory_limit')) AS failures,
            count(*) FILTER (WHERE j.purpose = 'retry' AND j.outcome = 'pass') AS flaky,
-           count(*) FILTER (WHERE j.purpose = 'base' AND j.outcome IN ('fail', 'timeout')) AS pre_existing
+           count(*) FILTER (WHERE j.purpose = 'base'
+                              AND j.outcome IN ('fail', 'timeout', 'disk_limit', 'memory_limit')) AS pre_existing
     FROM verify_jobs j
     WHERE j.finished_at >= %(since)s AND j.finished_at < %(until)s AND j.started_at IS NOT NULL
       AND (%(repo)s::text IS NULL OR j.repo = %(repo)s::text)

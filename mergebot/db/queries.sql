@@ -288,7 +288,7 @@ RETURNING t.id, t.status, t.claim_version, t.previous_owner_id;
 -- The landing path refused the candidate (conflict, failed check): back to running for the same owner and
 -- claim version, with a fresh lease and the reason.
 UPDATE subtasks
-SET status = 'running', status_reason = %(reason)s, heartbeat_at = now(),
+SET status = 'running', status_reason = left(%(reason)s, 2000), heartbeat_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s), updated_by = %(actor_id)s
 WHERE id = %(id)s AND claim_version = %(claim_version)s AND status = 'submitted'
   AND (%(sha)s::text IS NULL OR candidate_sha = %(sha)s::text)  -- a newer push is not bounced for an old one
@@ -308,7 +308,8 @@ WITH land AS (
 )
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
                     merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
-                    main_sha, batch_size, verifier_cache, batch_id, run_id, kind, reverts)
+                    main_sha, batch_size, verifier_cache, batch_id, run_id, kind, reverts, verifier_sandbox,
+                    verifier_limits)
 SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
        %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s,
@@ -317,7 +318,8 @@ SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(c
        (SELECT j.id FROM verify_jobs j
         WHERE j.candidate_id = i.candidate_id AND j.commit_sha = i.new_sha AND j.status = 'done'
           AND j.outcome = 'pass' ORDER BY j.id DESC LIMIT 1),
-       CASE WHEN c.reverts IS NULL THEN 'land' ELSE 'revert' END, c.reverts
+       CASE WHEN c.reverts IS NULL THEN 'land' ELSE 'revert' END, c.reverts, %(verifier_sandbox)s,
+       %(verifier_limits)s
 FROM land LEFT JOIN landing_intents i ON i.id = %(intent_id)s::bigint
           LEFT JOIN candidates c ON c.id = %(candidate_id)s::bigint
 RETURNING *;
@@ -473,11 +475,12 @@ LIMIT %(limit)s;
 INSERT INTO repos (name, target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
                    max_file_bytes, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
                    forge_token_env, footprint_refuse, cache_paths, cache_key, setup_command, setup_network,
-                   post_land_command)
+                   post_land_command, sandbox_paths, disk_limit_mb, memory_limit_mb)
 VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s,
         %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s,
         %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s, %(footprint_refuse)s, %(cache_paths)s,
-        %(cache_key)s, %(setup_command)s, %(setup_network)s, %(post_land_command)s)
+        %(cache_key)s, %(setup_command)s, %(setup_network)s, %(post_land_command)s, %(sandbox_paths)s,
+        %(disk_limit_mb)s, %(memory_limit_mb)s)
 RETURNING *;
 
 -- name: repo_update
@@ -492,7 +495,10 @@ UPDATE repos SET
     setup_network = coalesce(%(setup_network)s, setup_network),
     footprint_refuse = coalesce(%(footprint_refuse)s, footprint_refuse),
     post_land_command = CASE WHEN %(post_land_command)s = '' THEN NULL
-                             ELSE coalesce(%(post_land_command)s, post_land_command) END
+                             ELSE coalesce(%(post_land_command)s, post_land_command) END,
+    sandbox_paths = coalesce(%(sandbox_paths)s::text[], sandbox_paths),
+    disk_limit_mb = coalesce(%(disk_limit_mb)s::integer, disk_limit_mb),
+    memory_limit_mb = coalesce(%(memory_limit_mb)s::integer, memory_limit_mb)
 WHERE name = %(name)s
 RETURNING *;
 
@@ -684,9 +690,9 @@ ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: job_insert
 INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id, cache,
-                         window_width)
+                         window_width, sandbox)
 VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(candidate_id)s, %(landed_id)s,
-        %(cache)s, %(window_width)s)
+        %(cache)s, %(window_width)s, %(sandbox)s)
 RETURNING *;
 
 -- name: job_claim

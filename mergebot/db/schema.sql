@@ -648,3 +648,12 @@ LEFT JOIN LATERAL (
     ORDER BY l.id DESC LIMIT 1
 ) sl ON j.landed_id IS NULL AND rl.id IS NULL
 WHERE j.started_at IS NOT NULL AND j.finished_at IS NOT NULL;
+
+-- 0016: the sandbox of a repository's checks, and how the deciding run was confined.
+ALTER TABLE repos ADD COLUMN sandbox_paths text[] NOT NULL DEFAULT '{}' CHECK (cardinality(sandbox_paths) <= 50);
+ALTER TABLE repos ADD COLUMN disk_limit_mb integer NOT NULL DEFAULT 2048 CHECK (disk_limit_mb BETWEEN 16 AND 1048576);
+ALTER TABLE repos ADD COLUMN memory_limit_mb integer NOT NULL DEFAULT 4096
+    CHECK (memory_limit_mb BETWEEN 64 AND 1048576);
+ALTER TABLE verify_jobs ADD COLUMN sandbox jsonb;
+ALTER TABLE landed ADD COLUMN verifier_sandbox text;
+ALTER TABLE landed ADD COLUMN verifier_limits text;

@@ -3,7 +3,8 @@
 Each status is sent through the forge's client (``mergebot.forge.client``) with a short in-place retry; if that
 fails it goes back to the outbox with an exponential backoff (durable across restarts) and is given up after
 ``MAX_ATTEMPTS``, or at once when the forge says the request itself is wrong. Posting a status is idempotent on
-every forge (the latest status per context wins), so a repeat after a crash is harmless.
+every forge (the latest status per context wins), so a repeat after a crash is harmless. Every text sent is
+masked first (``masker``: the server's secrets, ``mergebot.secrets``), whatever made it.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from mergebot.db.database import Database
 from mergebot.forge.client import ForgeCallError, ForgeClient, StatusPost, client_for, post_with_retry
 from mergebot.models import Repo, StatusRow
+from verifier.mask import Masker
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 12
@@ -35,8 +37,11 @@ def target_url(public_url: str, row: StatusRow) -> str | None:
 
 class StatusSender:
     def __init__(self, db: Database, *, public_url: str = "", poll_seconds: float = 0.5,
-                 make_client: Callable[[Repo], ForgeClient] | None = None) -> None:
+                 make_client: Callable[[Repo], ForgeClient] | None = None,
+                 masker: Callable[[], Awaitable[Masker]] | None = None) -> None:
         self.db = db
+        self.masker = masker
+        self._mask = Masker()
         self.public_url = public_url
         self.poll = poll_seconds
         self.make_client = make_client or _client
@@ -62,6 +67,8 @@ class StatusSender:
         if not rows:
             return 0
         repos = {r.name: r for r in await self.db.landing.forge_repos(("github", "gitea", "forgejo"))}
+        if self.masker is not None:
+            self._mask = await self.masker()
         for row in rows:
             await self.send(repos.get(row.repo), row)
         return len(rows)
@@ -70,7 +77,7 @@ class StatusSender:
         if repo is None or not repo.forge_repo:
             await self.db.forge.status_failed(row.id, error="not a forge repository", delay_s=0, give_up=True)
             return
-        post = StatusPost(sha=row.sha, state=row.state, description=row.description,
+        post = StatusPost(sha=row.sha, state=row.state, description=self._mask.text(row.description),
                           target_url=target_url(self.public_url, row))
         try:
             client = self.make_client(repo)

@@ -25,7 +25,7 @@ import logging
 
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
-from mergebot.landing import runs
+from mergebot.landing import runs, verdict
 from mergebot.landing.land import Context, crash_point, target_for
 from mergebot.models import Landed, Repo
 from verifier.runner import Result
@@ -79,7 +79,7 @@ async def _mend(ctx: Context, repo: Repo, red: Landed, sha: str, failed: Result)
         probe = suspects[mid]
         got = await runs.check(ctx, repo, probe.merged_sha, "bisect", landed_id=probe.id, command=repo.main_check)
         probes.append((probe.merged_sha, got.outcome))
-        if got.outcome not in ("pass", "fail"):
+        if got.outcome not in ("pass", "fail", *verdict.LIMITS):  # a timeout or an error proves nothing
             return say.mend_inconclusive(probe.merged_sha, got.outcome)
         await db.landing.set_main_status(landed_id=probe.id, status=got.outcome)
         if got.passed:

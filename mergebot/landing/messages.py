@@ -203,7 +203,8 @@ class Rejection:
     ``kind``: ``conflict`` (``paths`` conflict with the target branch), ``nothing_to_land`` (already on it),
     ``verifier_error`` (the verifier could not run the check, twice: no verdict on the change),
     ``check_failed`` or ``check_timeout`` (``run`` is the deciding run; ``retried`` says whether a retry on
-    the same commit ruled flakiness out)."""
+    the same commit ruled flakiness out), ``disk_limit`` or ``memory_limit`` (the run reached that limit of the
+    repository's sandbox and was ended; never retried)."""
 
     kind: str
     target_branch: str
@@ -216,7 +217,16 @@ class Rejection:
     hunks: tuple[dict[str, object], ...] = ()  # a conflict's regions (``mergebot.git.repo.conflict_hunks``)
 
 
+REASON_MAX = 2000  # a subtask's reason holds at most this much (the schema's bound): the whole log is elsewhere
+
+
 def rejection(r: Rejection) -> str:
+    """The sentence a rejected candidate's owner reads, at most ``REASON_MAX`` characters."""
+    text = _rejection(r)
+    return text if len(text) <= REASON_MAX else text[:REASON_MAX - 1] + "…"
+
+
+def _rejection(r: Rejection) -> str:
     if r.kind == "conflict":
         return (f"conflicts with {r.target_branch} in: {_shown(r.paths, 10)}. Fetch {r.target_branch}, merge or "
                 "rebase onto it, resolve, and push again.")
@@ -230,6 +240,14 @@ def rejection(r: Rejection) -> str:
     if r.kind == "verifier_error":
         return (f"the verifier could not run the check on {_short(r.merged_sha)} (twice): {r.run.excerpt(5)}\n"
                 "This is not a verdict on your change; push again, or ask an operator to look at the verifier.")
+    if r.kind in ("disk_limit", "memory_limit"):
+        limits = r.run.limits or {}
+        what = (f"its disk limit ({limits.get('disk_limit_mb', '?')} MiB written in all: the checkout's changes, /tmp "
+                "and /dev/shm)" if r.kind == "disk_limit" else
+                f"its memory limit ({limits.get('memory_mb', '?')} MiB resident: the kernel killed a process of it)")
+        return (f"the check `{r.command or r.run.command}` reached {what} on the merged commit "
+                f"{_short(r.merged_sha)} and was ended. A limit is the change's failure, never retried:\n"
+                f"{r.run.excerpt()}")
     once = "" if r.retried else (" (judged on this one run: this server does not retry failed checks, "
                                  "MERGEBOT_RETRY_FAILED_CHECKS=0)")
     command = r.command or r.run.command

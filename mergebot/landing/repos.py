@@ -18,6 +18,8 @@ from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.models import Agent, Repo
 from verifier import cache as caches
+from verifier import view as views
+from verifier.runner import DISK_LIMIT_MB, MEMORY_MB
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 FORGE_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9._-]{1,100}$")
@@ -66,7 +68,8 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
                    forge: dict[str, str] | None = None, footprint_refuse: bool = False,
                    cache_paths: list[str] | None = None, cache_key: list[str] | None = None,
                    setup_command: str | None = None, setup_network: bool = False,
-                   post_land_command: str | None = None) -> Repo:
+                   post_land_command: str | None = None, sandbox_paths: list[str] | None = None,
+                   disk_limit_mb: int = DISK_LIMIT_MB, memory_limit_mb: int = MEMORY_MB) -> Repo:
     """Create (or import from ``source``, a path or URL) the bare repository and record its configuration.
 
     With ``forge`` (see ``forge_settings``) the repository is a mirror of the forge's, cloned from it.
@@ -74,6 +77,7 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
     if not NAME.fullmatch(name):  # fullmatch: "$" would let a trailing newline through
         raise Invalid("a repository name is letters, digits, '-' and '_' (at most 64)", field="name")
     _check_paths(cache=cache_paths, cache_key=cache_key)
+    sandbox_paths = check_sandbox(sandbox_paths, disk_limit_mb, memory_limit_mb)
     path = git.bare_path(root, name)
     if path.exists():
         raise Conflict(f"repository {name!r} already exists at {path}", field="name")
@@ -96,7 +100,9 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
                                             footprint_refuse=footprint_refuse, cache_paths=cache_paths or [],
                                             cache_key=cache_key or [], setup_command=setup_command or None,
                                             setup_network=setup_network,
-                                            post_land_command=post_land_command or None)
+                                            post_land_command=post_land_command or None,
+                                            sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit_mb,
+                                            memory_limit_mb=memory_limit_mb)
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
@@ -106,7 +112,34 @@ async def set_rules(db: Database, name: str, **rules: Any) -> Repo:
     """Change a repository's landing rules (``mergebot repo set``): only the ones given, each checked as
     ``add_repo`` checks it. Returns the repository as it is now."""
     _check_paths(cache_paths=rules.get("cache_paths"), cache_key=rules.get("cache_key"))
+    if any(rules.get(k) is not None for k in ("sandbox_paths", "disk_limit_mb", "memory_limit_mb")):
+        paths = check_sandbox(rules.get("sandbox_paths"), rules.get("disk_limit_mb") or DISK_LIMIT_MB,
+                              rules.get("memory_limit_mb") or MEMORY_MB)
+        if rules.get("sandbox_paths") is not None:
+            rules["sandbox_paths"] = paths
     return await db.landing.update_repo(name, **rules)
+
+
+def check_sandbox(paths: list[str] | None, disk_limit_mb: int, memory_limit_mb: int = MEMORY_MB) -> list[str]:
+    """A repository's sandbox paths (absolute, normalized; never ``/``, ``/root``, ``/home`` or a whole home
+    directory: bind what it holds instead), its disk limit (16 MiB to 1 TiB) and memory limit (64 MiB to 1 TiB).
+    Returns the paths normalized."""
+    out = []
+    for p in paths or []:
+        norm = os.path.normpath(str(p))
+        if not os.path.isabs(norm) or "\0" in norm or len(norm) > 4000:
+            raise Invalid(f"sandbox path {p!r} is not an absolute path", field="sandbox_paths")
+        if views.too_wide(norm):
+            raise Invalid(f"sandbox path {p!r} would show a whole home directory or more to every check: give the "
+                          "directories inside it that the check needs", field="sandbox_paths")
+        out.append(norm)
+    if len(out) > 50:
+        raise Invalid("at most 50 sandbox paths", field="sandbox_paths")
+    if not 16 <= int(disk_limit_mb) <= 1 << 20:
+        raise Invalid("the disk limit is between 16 MiB and 1 TiB", field="disk_limit_mb")
+    if not 64 <= int(memory_limit_mb) <= 1 << 20:
+        raise Invalid("the memory limit is between 64 MiB and 1 TiB", field="memory_limit_mb")
+    return list(dict.fromkeys(out))
 
 
 def _check_paths(**lists: list[str] | None) -> None:

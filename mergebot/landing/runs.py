@@ -44,6 +44,12 @@ def cache_request(repo: Repo, purpose: str) -> dict[str, object] | None:
             "setup": repo.setup_command, "setup_network": repo.setup_network and on_main}
 
 
+def sandbox_request(repo: Repo) -> dict[str, object]:
+    """The repository's sandbox for a run: the paths its view adds (read-only), what the run may write and the
+    memory it may use."""
+    return {"paths": list(repo.sandbox_paths), "disk_limit_mb": repo.disk_limit_mb, "memory_mb": repo.memory_limit_mb}
+
+
 async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
                       landed_id: int | None = None, command: str | None = None,
                       window_width: int | None = None) -> int:
@@ -52,7 +58,8 @@ async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candi
     job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=command or repo.verifier_command,
                                         timeout_s=repo.verifier_timeout_s, purpose=purpose,
                                         candidate_id=candidate_id, landed_id=landed_id,
-                                        cache=cache_request(repo, purpose), window_width=window_width)
+                                        cache=cache_request(repo, purpose), window_width=window_width,
+                                        sandbox=sandbox_request(repo))
     for wake in ctx.on_job:
         wake.set()
     return job.id

@@ -3,12 +3,14 @@
 A candidate's check runs on its exact merged commit. After each run, ``next_step`` says what follows:
   1. the run passed: land (``pass``);
   2. it failed, timed out or errored, and a retry is due (always after an error; after a failure or a timeout
-     unless the server trusts first failures, MERGEBOT_RETRY_FAILED_CHECKS=0): run it again on the same commit;
+     unless the server trusts first failures, MERGEBOT_RETRY_FAILED_CHECKS=0): run it again on the same commit.
+     A run that reached its disk or memory limit (``disk_limit``, ``memory_limit``) is never retried: the
+     candidate made it use that much, which a second run would not change, and a pass after it is no flake;
   3. the retry passed: land (``flaky``: failed once, passed on the same commit, not the candidate's fault);
      the retry errored too: reject as ``verifier_error`` (no verdict on the change);
   4. a failure stands: compare with main (``base``). Main failing too (fail or timeout; an error on main proves
      nothing about main) means the failure is pre-existing: park the candidate and mark main red. Otherwise it
-     is the candidate's: reject as ``check_failed`` or ``check_timeout``.
+     is the candidate's: reject as ``check_failed``, ``check_timeout``, ``disk_limit`` or ``memory_limit``.
 A run whose tree is not the merged commit's tree is no evidence for it: it counts as an ``error``
 (``tree_checked``). Where the base's result comes from (``base_source``): main already known red (no run), main
 being the merged commit itself (the first run), main known green (a pass of this command on it), else a run.
@@ -26,7 +28,9 @@ from typing import Literal
 from verifier.runner import Result
 
 Action = Literal["land", "retry", "base", "reject", "park"]
-FAILED = frozenset({"fail", "timeout"})
+LIMITS = frozenset({"disk_limit", "memory_limit"})  # the run reached a limit: the candidate's failure, not retried
+FAILED = frozenset({"fail", "timeout"}) | LIMITS  # what a failing check's outcome is (a verdict on the tree)
+RETRIED = frozenset({"fail", "timeout"})
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class Runs:
 class Step:
     action: Action
     outcome: str = ""  # land: "pass" or "flaky"
-    kind: str = ""  # reject: "check_failed", "check_timeout" or "verifier_error"
+    kind: str = ""  # reject: "check_failed", "check_timeout", "disk_limit", "memory_limit" or "verifier_error"
     deciding: Result | None = None  # the run the decision rests on (land, reject, park)
 
 
@@ -54,7 +58,7 @@ def tree_checked(result: Result, merged_tree: str | None) -> Result:
 
 
 def retry_due(first: Result, *, retry_failures: bool) -> bool:
-    return first.outcome == "error" or (retry_failures and first.outcome in FAILED)
+    return first.outcome == "error" or (retry_failures and first.outcome in RETRIED)
 
 
 def next_step(runs: Runs, *, retry_failures: bool) -> Step:
@@ -72,7 +76,14 @@ def next_step(runs: Runs, *, retry_failures: bool) -> Step:
         return Step("base")
     if runs.base.outcome in FAILED:
         return Step("park", deciding=first)
-    return Step("reject", kind="check_timeout" if first.outcome == "timeout" else "check_failed", deciding=first)
+    return Step("reject", kind=failure_kind(first.outcome), deciding=first)
+
+
+def failure_kind(outcome: str) -> str:
+    """The verdict's kind for a check that failed on the candidate with this outcome."""
+    if outcome in LIMITS:
+        return outcome
+    return "check_timeout" if outcome == "timeout" else "check_failed"
 
 
 BaseSource = Literal["known_red", "same_commit", "lookup"]

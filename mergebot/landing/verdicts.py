@@ -53,6 +53,13 @@ KINDS: dict[str, Kind] = {
                          "fix it, commit, `mergebot submit`"),
     "check_timeout": Kind(True, "the check ran past its time limit on the merged commit",
                           "make it finish in time (a hang, a slow test), commit, `mergebot submit`"),
+    "disk_limit": Kind(True, "the check wrote more than the repository's disk limit on the merged commit (its "
+                       "checkout's changes, /tmp and /dev/shm together) and was ended; never retried",
+                       "write less (a test that leaves large files, a build into the checkout, a runaway log), "
+                       "commit, `mergebot submit`"),
+    "memory_limit": Kind(True, "the check used more resident memory than the repository's limit on the merged "
+                         "commit: the kernel killed a process of it, and the run was ended; never retried",
+                         "use less memory (a leak, a test that loads too much at once), commit, `mergebot submit`"),
     "flaky_then_failed": Kind(True, "it failed once and passed on a retry (flaky), then failed again when it was "
                               "verified on the newer {target}", "fix it, commit, `mergebot submit`; if the test is "
                               "flaky, `mergebot submit --again`"),
@@ -118,6 +125,9 @@ def kind_for(status: str, reason: str | None, verdict: dict[str, Any] | None) ->
     reason = reason or ""
     if reason.startswith("the check ") and " gave timeout" in reason:
         return "check_timeout"
+    for limit in ("disk limit", "memory limit"):
+        if reason.startswith("the check ") and f" reached its {limit}" in reason:
+            return limit.replace(" ", "_")
     return next((k for prefix, k in _REASON_KINDS if reason.startswith(prefix)), "check_failed")
 
 
@@ -147,7 +157,8 @@ def for_candidate(cand: Candidate, sub: Now | None, target_branch: str) -> Verdi
                     paths=list(facts.get("paths") or []), hunks=list(facts.get("hunks") or []),
                     failing_tests=list(facts.get("failing_tests") or run.get("failing_tests") or []),
                     outside_footprint=list(cand.outside_footprint or []),
-                    log_tail=(run.get("log_tail") or run.get("log_head") or "")[-4000:] if kind in _WITH_LOG else "")
+                    log_tail=(run.get("log_tail") or run.get("log_head") or "")[-4000:] if kind in _WITH_LOG else "",
+                    sandbox=run.get("sandbox") or None, limits=(run.get("limits") or {}).get("enforced"))
 
 
 def for_refusal(code: str, message: str, subtask_id: int | None, claim_version: int | None, sha: str | None,
@@ -159,7 +170,8 @@ def for_refusal(code: str, message: str, subtask_id: int | None, claim_version: 
                     twin=twin)
 
 
-_WITH_LOG = frozenset({"check_failed", "check_timeout", "flaky_then_failed", "verifier_error", "pre_existing"})
+_WITH_LOG = frozenset({"check_failed", "check_timeout", "disk_limit", "memory_limit", "flaky_then_failed",
+                       "verifier_error", "pre_existing"})
 
 
 def _verdict(kind: str, message: str, sub: Now | None, subtask_id: int | None, claim_version: int | None,

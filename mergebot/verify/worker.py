@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -30,29 +30,61 @@ from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.git import repo as git
 from mergebot.models import Job
 from verifier import cache as caches
-from verifier.runner import Result, Setup, run_check
-from verifier.sandbox import Stop
+from verifier import disk
+from verifier.runner import DISK_LIMIT_MB, MEMORY_MB, Result, Setup, run_check
+from verifier.sandbox import BWRAP, Stop
 
 log = logging.getLogger(__name__)
 
 
 def private_paths(data_dir: Path, database_url: str) -> list[Path]:
-    """What a check must never see: the embedded database and its socket, and the bot's repositories."""
-    paths = [data_dir / "pg", data_dir / "repos"]
-    host = psycopg_host(database_url)
-    if host and host.startswith("/"):
-        paths.append(Path(host))
+    """What a check must never see, wherever it falls inside the sandbox's view: the bot's data directory (the
+    embedded database, the repositories, the other slots and caches) and the database's socket directories."""
+    paths = [data_dir]
+    for host in psycopg_hosts(database_url):
+        if host.startswith("/"):
+            paths.append(Path(host))
     return [p.resolve() for p in paths]
 
 
-def psycopg_host(url: str) -> str | None:
+def psycopg_hosts(url: str) -> list[str]:
+    """The hosts of a libpq URL or keyword string (several in a multi-host one: ``host=a,b``)."""
     from psycopg.conninfo import conninfo_to_dict
 
     try:
         host = conninfo_to_dict(url).get("host")
     except Exception:
-        return None
-    return str(host) if host else None
+        return []
+    return [h for h in str(host).split(",") if h] if host else []
+
+
+def psycopg_host(url: str) -> str | None:
+    hosts = psycopg_hosts(url)
+    return hosts[0] if hosts else None
+
+
+def sweep_slots(slots: Path) -> None:
+    """Unmount the run filesystems that slots of dead processes on this machine left mounted (a slot is named
+    ``<pid>-<n>``; a mount is always this machine's, so a live pid elsewhere on shared storage is never touched)."""
+    if not slots.is_dir():
+        return
+    for slot in slots.iterdir():
+        try:
+            pid = int(slot.name.split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            disk.sweep(slot)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def worker_name(slot: int = 0) -> str:
@@ -198,12 +230,18 @@ def cache_root(slots: Path, repo: str) -> Path:
     return slots / "caches" / repo
 
 
+Secrets = Callable[[], Awaitable[Sequence[str]]]
+
+
 class Worker:
-    def __init__(self, source: JobSource, repos: RepoAccess, slot: Path, *, sandbox: str = "auto",
-                 poll: float = 0.5, heartbeat_every: float = 10.0, hide: Sequence[Path] = ()) -> None:
+    def __init__(self, source: JobSource, repos: RepoAccess, slot: Path, *, sandbox: str = "bwrap",
+                 poll: float = 0.5, heartbeat_every: float = 10.0, hide: Sequence[Path] = (),
+                 secrets: Secrets | None = None, bwrap: str = BWRAP) -> None:
         self.source, self.repos, self.slot = source, repos, slot
         self.sandbox, self.poll, self.heartbeat_every = sandbox, poll, heartbeat_every
-        self.hide = list(hide)  # never visible to a check: the database, its socket, the bot's repositories
+        self.bwrap = bwrap
+        self.hide = list(hide)  # never visible to a check: the data directory, the database's socket
+        self.secrets = secrets  # what a run's log must never show (mergebot.secrets), asked for before each run
         self.wake = asyncio.Event()  # set when a job is queued in this process: no need to wait for the poll
         # A check holds its thread for its whole run: its own thread, so that inside `mergebot serve` the
         # default pool (6 threads on 2 cores) stays free for the queue's merges and the pushes' inspections.
@@ -214,13 +252,19 @@ class Worker:
         job = await self.source.claim()
         if job is None:
             return None
+        secrets: Sequence[str] = ()
+        if self.secrets is not None:
+            try:
+                secrets = await self.secrets()
+            except (MergebotError, psycopg.Error, OSError) as e:  # the server masks the result again anyway
+                log.warning("cannot read the secrets to mask for job %s: %s", job.id, e)
         stop = Stop()
         # The run stops at once when its job is cancelled (a speculation cut, a newer push) or its claim is lost
         # (a refused heartbeat): the worker is free for a run that can still land.
         beat = asyncio.create_task(self._heartbeat(job, stop))
         watch = asyncio.create_task(self._watch(job, stop))
         try:
-            result = await asyncio.get_running_loop().run_in_executor(self._thread, self._run, job, stop)
+            result = await asyncio.get_running_loop().run_in_executor(self._thread, self._run, job, stop, secrets)
         finally:
             for task in (beat, watch):
                 task.cancel()
@@ -235,16 +279,21 @@ class Worker:
             log.info("result of job %s discarded: %s", job.id, e.message)
         return job
 
-    def _run(self, job: Job, stop: Stop) -> Result:
+    def _run(self, job: Job, stop: Stop, secrets: Sequence[str] = ()) -> Result:
         try:
             path = self.repos.path_for(job.repo, job.commit_sha)
         except (subprocess.SubprocessError, OSError) as e:
             return Result(job.commit_sha, "", job.command, "error", None, 0, f"could not fetch the commit: {e}", "",
                           0, "", "none")
+        box = job.sandbox or {}
         return run_check(path, job.commit_sha, job.command, float(job.timeout_s), slot=self.slot,
                          sandbox=self.sandbox, hide=self.hide, stop=stop, cache=self._cache(job),
                          setup=Setup(str(setup), bool((job.cache or {}).get("setup_network")))
-                         if (setup := (job.cache or {}).get("setup")) else None)
+                         if (setup := (job.cache or {}).get("setup")) else None,
+                         sandbox_paths=[str(p) for p in box.get("paths") or [] if isinstance(p, str)],
+                         disk_limit_mb=int(box.get("disk_limit_mb") or DISK_LIMIT_MB),
+                         memory_mb=int(box.get("memory_mb") or MEMORY_MB), secrets=secrets,
+                         bwrap=self.bwrap)
 
     def _cache(self, job: Job) -> caches.Request | None:
         """The job's cache request, on this worker's disk: one line of generations per repository, shared by
@@ -290,14 +339,17 @@ class Worker:
 
 
 def local_workers(jobs: JobStore, root: Path, data_dir: Path, database_url: str, *, count: int, sandbox: str,
-                  heartbeat_every: float, wake_on: list[asyncio.Event]) -> list[Worker]:
+                  heartbeat_every: float, wake_on: list[asyncio.Event], secrets: Secrets | None = None,
+                  bwrap: str = BWRAP) -> list[Worker]:
     """The verifier workers that run inside ``mergebot serve``: the bot's repositories read directly, one
     reused checkout slot each, the private paths hidden, woken by the queue (``wake_on``) when it enqueues."""
     workers = []
+    slots = data_dir.resolve() / "slots"
+    sweep_slots(slots)
     for i in range(count):
-        worker = Worker(LocalSource(jobs, worker_name(i)), LocalRepos(root),
-                        data_dir.resolve() / "slots" / f"{os.getpid()}-{i}", sandbox=sandbox,
-                        heartbeat_every=heartbeat_every, hide=private_paths(data_dir, database_url))
+        worker = Worker(LocalSource(jobs, worker_name(i)), LocalRepos(root), slots / f"{os.getpid()}-{i}",
+                        sandbox=sandbox, heartbeat_every=heartbeat_every, hide=private_paths(data_dir, database_url),
+                        secrets=secrets, bwrap=bwrap)
         wake_on.append(worker.wake)
         workers.append(worker)
     return workers

@@ -30,6 +30,8 @@ class SiteServices(Protocol):
     settings: Settings
     root: Path
     live_queue: LiveQueue
+    sandbox: str  # how this server's checks are confined: bwrap, none (the operator's choice) or refused
+    sandbox_problem: str | None  # why the sandbox is not usable here (refused)
 
     @property
     def db(self) -> Database: ...

@@ -21,7 +21,7 @@ STATUSES = ("blocked", "ready", "running", "submitted", "landed", "failed", "can
 CANDIDATE_STATUSES = ("queued", "verifying", "landing", "landed", "rejected", "superseded", "cancelled", "parked")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 GREEN = frozenset({"pass", "flaky", "landed"})
-RED = frozenset({"fail", "timeout", "error", "rejected", "failed"})
+RED = frozenset({"fail", "timeout", "error", "rejected", "failed", "disk_limit", "memory_limit"})
 
 
 # -- small formatters (Jinja filters) ---------------------------------------------------------------------

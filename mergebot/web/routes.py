@@ -206,7 +206,8 @@ async def _queue_context(site: Site) -> dict[str, Any]:
 async def queue(request: Request, who: Who, site: Site) -> Response:
     fingerprint = await site.db.pages.queue_fingerprint()
     return render.html(request, "queue.html", who, window=site.settings.speculation_window,
-                       fingerprint=fingerprint, **await _queue_context(site))
+                       fingerprint=fingerprint, sandbox=site.sandbox, sandbox_problem=site.sandbox_problem,
+                       **await _queue_context(site))
 
 
 @router.get("/ui/queue/live")

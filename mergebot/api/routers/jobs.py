@@ -7,9 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mergebot.api.deps import DbDep, Reader, require
+from mergebot.api.deps import DbDep, Reader, ServicesDep, require
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.models import Agent, record
+from verifier.runner import OUTCOMES, Result
 
 router = APIRouter(prefix="/api/v1/verify-jobs", tags=["verifier"], responses=ERROR_RESPONSES)
 Verifier = Annotated[Agent, Depends(require("verify"))]
@@ -43,12 +44,22 @@ async def heartbeat(job_id: int, body: FenceIn, agent: Verifier, db: DbDep) -> d
 
 
 @router.post("/{job_id}/result", summary="Report the result; 409 if the claim was lost")
-async def result(job_id: int, body: ResultIn, agent: Verifier, db: DbDep) -> dict[str, Any]:
+async def result(job_id: int, body: ResultIn, agent: Verifier, db: DbDep, services: ServicesDep) -> dict[str, Any]:
     outcome = str(body.result.get("outcome", "error"))
-    if outcome not in ("pass", "fail", "timeout", "error"):
+    if outcome not in OUTCOMES:
         outcome = "error"
+    # A worker on another machine masked what it knew; the server's own secrets are masked here, before anything
+    # stores the result (and so before any verdict, page or status can show it).
+    data = body.result
+    masker = await services.masker()
+    if masker:
+        try:
+            data = Result.from_json({**data, "outcome": outcome}).masked(masker).as_json()
+        except TypeError:  # not a whole result: mask whatever it holds
+            masked = masker.json(data)
+            data = masked if isinstance(masked, dict) else {}
     job = await db.jobs.finish_job(job_id=job_id, worker_id=agent.id, claim_version=body.claim_version,
-                                   outcome=outcome, result=body.result)
+                                   outcome=outcome, result=data)
     return {"job": record(job)}
 
 
