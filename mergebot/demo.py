@@ -64,6 +64,9 @@ TREE: list[dict[str, Any]] = [
     ]},
 ]
 NAMES = ("ann", "bob", "cy", "zed")
+# What a reward-hacking agent tries in scene 2: make the failing test go away instead of fixing the code.
+SKIP_MUL = ("import pytest\n\n\ndef pytest_collection_modifyitems(items):\n    for item in items:\n"
+            "        if 'mul' in item.nodeid:\n            item.add_marker(pytest.mark.skip)\n")
 
 
 def free_port() -> int:
@@ -188,7 +191,15 @@ class Scenes:
         self.write_op(cy_wt, "mul", buggy=True)
         verdict = self.land("cy", cy_wt)
         if verdict["kind"] in ("check_failed", "flaky_then_failed"):
-            self.show("cy", f"the failing test: {', '.join(verdict['failing_tests']) or '(not named)'}; fixing it")
+            self.show("cy", f"the failing test: {', '.join(verdict['failing_tests']) or '(not named)'}; a shortcut "
+                      "first: a conftest.py that skips it")
+            (cy_wt / "tests" / "conftest.py").write_text(SKIP_MUL)
+            _git(["add", "-A"], cy_wt)
+            _git(["commit", "-qm", "Skip the mul test"], cy_wt)
+            self.submit("cy", cy_wt)  # refused at push time: what decides how the tests run is main's
+            _git(["rm", "-q", "tests/conftest.py"], cy_wt)
+            _git(["commit", "-qm", "No shortcut"], cy_wt)
+            self.show("cy", "took the conftest out; fixing mul for real")
             self.write_op(cy_wt, "mul", changes=False)
             self.land("cy", cy_wt)
 

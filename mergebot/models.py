@@ -82,6 +82,10 @@ class Subtask(FromRow):
     finished_at: datetime | None = None
     depends_on: list[int] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)  # its footprint: the paths (globs) it is expected to touch
+    allow_test_removal: bool = False  # a lead allowed it to delete tests (never its owner)
+    allow_check_changes: bool = False  # a lead allowed it to change what configures the check
+    acceptance_probe: int | None = None  # the run of its acceptance tests on main when they were attached
+    allow_behaviour_change: bool = False  # a lead marked it as changing behaviour (edits of tests are expected)
 
 
 @dataclass
@@ -114,6 +118,7 @@ class Landing:
     verifier_cache: dict[str, Any] | None = None  # the cache generation the deciding run read (verifier.cache)
     verifier_sandbox: str | None = None  # the deciding run's sandbox: bwrap or none
     verifier_limits: str | None = None  # how its limits were enforced: "cpu=cgroup memory=cgroup disk=tmpfs ..."
+    tests_changed: list[str] | None = None  # the existing test functions its change edits
 
 
 @dataclass(kw_only=True)
@@ -125,6 +130,7 @@ class Landed(Landing, FromRow):
     landed_at: datetime
     owner: str | None = None
     run_id: int | None = None  # the verifier run that passed on main_sha (None: landed without the queue)
+    acceptance: list[str] | None = None  # the acceptance tests it carried (paths)
     batch_id: int | None = None  # the landing it was part of, shared by a batch's members (its intent's id)
     kind: str = "land"  # or "revert": the bot's revert of the landing ``reverts``, which broke main
     reverts: int | None = None
@@ -140,6 +146,7 @@ class Owner:
     claim_version: int
     landing: bool = False  # a candidate of this subtask is being landed right now
     paths: list[str] = field(default_factory=list)  # its footprint
+    allow_check_changes: bool = False  # a lead allowed it to change what configures the check
 
 
 @dataclass
@@ -171,6 +178,10 @@ class Repo(FromRow):
     sandbox_paths: list[str] = field(default_factory=list)  # more read-only paths in the check's view
     disk_limit_mb: int = 2048  # what one run may write in all (its overlay, /tmp and /dev/shm)
     memory_limit_mb: int = 4096  # the memory one run may use (resident in all; address space per process)
+    report: str = "pytest"  # where its tests' outcomes come from: our pytest plugin, or "junit:PATH"
+    check_config: list[str] = field(default_factory=lambda: ["conftest.py", "pytest.ini", "tox.ini", "noxfile.py"])
+    held_out_command: str = 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"'  # runs the held-out checks
+    old_tests: str = "flag"  # a candidate that edits existing tests: flagged, or refused (tests_changed)
 
     @property
     def main_check(self) -> str:
@@ -244,6 +255,7 @@ class Verdict:
     twin: dict[str, Any] | None = None  # a duplicate's other subtask: subtask_id, owner, status, sha, landed_sha
     sandbox: str | None = None  # the deciding run's sandbox (bwrap, or none: it ran with the whole machine in view)
     limits: str | None = None  # how its limits were enforced ("cpu=cgroup memory=cgroup disk=tmpfs pids=cgroup")
+    tests: dict[str, Any] | None = None  # its tests' counts and their comparison with main's (weakened, removed)
 
 
 @dataclass(frozen=True)
@@ -350,6 +362,7 @@ class Job(FromRow):
     finished_at: datetime | None = None
     cache: dict[str, Any] | None = None  # the run's cache request: paths, key_files, write (verifier.cache)
     sandbox: dict[str, Any] | None = None  # the run's sandbox: paths (read-only in its view), disk_limit_mb
+    tree_sha: str | None = None  # the tree the run was proven to be (set when it finishes)
 
 
 @dataclass

@@ -108,3 +108,25 @@ def test_summary_lists_every_reason() -> None:
     assert r1 and r2
     text = summary([r1, r2])
     assert text.startswith("Mergebot refused this push:") and "refs/heads/main" in text and "refs/heads/x" in text
+
+
+def test_what_configures_the_check_is_read_from_the_change() -> None:
+    """Rule 7 alone: the globs (a name in any folder, a path), the pytest sections of setup.cfg and pyproject.toml
+    compared parsed, the files the command names, and the verifier's own plugin's name."""
+    from mergebot.landing.checks import check_config_paths, command_files, is_ours, pytest_sections
+
+    globs = ["conftest.py", "pytest.ini", "ci/*.sh"]
+    changed = ["src/conftest.py", "pytest.ini", "ci/check.sh", "ci/notes.md", "README.md", "setup.cfg",
+               "pyproject.toml", "sub/pyproject.toml", "Makefile"]
+    texts = {"setup.cfg": ("[metadata]\nname = x\n", "[metadata]\nname = y\n"),  # no pytest section changed
+             "pyproject.toml": ("[tool.pytest.ini_options]\naddopts = '-q'\n",
+                                "[tool.pytest.ini_options]\naddopts = '-x'\n"),
+             "sub/pyproject.toml": (None, "[project]\nname = 'sub'\n")}
+    named = [p for p in command_files("make check && sh ./ci/run.sh tests") if p in changed]
+    assert named == ["Makefile"]
+    assert check_config_paths(changed, globs, named, texts) == ["src/conftest.py", "pytest.ini", "ci/check.sh",
+                                                               "pyproject.toml", "Makefile"]
+    assert pytest_sections("setup.cfg", "[tool:pytest]\naddopts = -x\n") == '{"tool:pytest": {"addopts": "-x"}}'
+    assert pytest_sections("pyproject.toml", "[tool.pytest\n") == "unreadable"
+    assert pytest_sections("pyproject.toml", None) is None
+    assert is_ours("mergebot_outcomes.py") and is_ours("x/mergebot_outcomes/__init__.py") and not is_ours("out.py")

@@ -43,6 +43,9 @@ async def test_the_demo_plays_every_scene_for_real(e2e_db: Database, e2e_db_url:
     failed = verdicts[ids["mul"]]
     assert failed.kind == "check_failed" and failed.failing_tests == ["tests/test_mul.py::test_mul"], failed
     assert landed[ids["mul"]].owner == "cy"
+    # ... and between the two, a tampering: a conftest.py that skips the failing test, refused at push time
+    tampered = [e for e in await db.subtasks.events(subtask_id=ids["mul"], limit=200) if e["kind"] == "push_refused"]
+    assert [(e["actor"], e["detail"]["code"]) for e in tampered] == [("cy", "check_config")], tampered
     # 3. a silent agent: zed's lease on mod lapsed, and its late push was refused as stale
     mod = ids["mod"]
     events = await db.subtasks.events(subtask_id=mod, limit=200)

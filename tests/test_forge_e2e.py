@@ -141,7 +141,7 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     statuses = f.wait_status(sha, final)
     assert statuses[-1].state == "success", statuses
     assert statuses[0].state == "pending" and statuses[-1].context == "mergebot"
-    assert "/api/v1/candidates/" in (statuses[-1].target_url or "")
+    assert "/ui/candidates/" in (statuses[-1].target_url or "")  # the candidate's page
 
     landed = (await f.db.landing.landed(subtask_id=sub.id))[0]
     assert f.forge_main() == landed.merged_sha and landed.base_sha == before

@@ -11,7 +11,7 @@ show it). Then, one push each:
     TCP port on the host's loopback, and writes a hook into the bare repository. The same script run outside the
     sandbox finds the secrets, so their absence inside means something;
   * **hog, time**: leaves a daemon behind, forks 2,000 times, allocates 8 GiB, sleeps past the timeout;
-  * **hog, disk**: writes 3 GiB; **hog, memory**: four processes touch 1.5 GiB each;
+  * **hog, disk**: writes 3 GiB; **hog, memory**: four processes touch 400 MiB each (the repository allows 768);
   * **good**: a plain change, which lands.
 
 Asserted: no secret and no planted file from outside the view in the API, the MCP tools or the pages; the
@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,12 +42,14 @@ import httpx
 import pytest
 
 from mergebot import agent
+from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.verify.worker import psycopg_hosts
 from tests.bot import BotProcess, Fleet, commit, make_project, stop_keepers
 from tests.test_mcp import call, mcp_session
+from tests.test_security import _routes as routes_of
 from verifier import disk, limits
 from verifier import sandbox as sb
 
@@ -56,6 +59,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not sb.bwrap_usable(),
 TIMEOUT_S = 15  # the repository's check timeout: the time hog sleeps past it
 GRACE_S = 10
 DISK_LIMIT_MB = 256
+MEMORY_LIMIT_MB = 768  # four processes of 400 MiB each are past it together, while each fits its address space
 AGENTS = ("snoop", "hogtime", "hogdisk", "hogmem", "good")
 
 SNOOP = r'''
@@ -172,7 +176,7 @@ import os, time
 def test_hog_memory():
     for _ in range(4):
         if os.fork() == 0:
-            b = bytearray(1536 << 20)
+            b = bytearray(400 << 20)
             for i in range(0, len(b), 4096):
                 b[i] = 1
             time.sleep(1000)
@@ -255,7 +259,8 @@ async def drill(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
     _, tokens["lead"] = await e2e_db.agents.add_agent(name="lead", role=Role.LEAD)
     await add_repo(e2e_db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
                    verifier_command=f"{sys.executable} -m pytest -q -p no:cacheprovider tests",
-                   verifier_timeout_s=TIMEOUT_S, sandbox_paths=[str(leakdir)], disk_limit_mb=DISK_LIMIT_MB)
+                   verifier_timeout_s=TIMEOUT_S, sandbox_paths=[str(leakdir)], disk_limit_mb=DISK_LIMIT_MB,
+                   memory_limit_mb=MEMORY_LIMIT_MB)
     for name in AGENTS:
         await e2e_db.subtasks.create_subtask(actor_id=None, title=f"{name}'s change")
     bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=secrets["forge_token"],
@@ -301,38 +306,54 @@ def own_groups(server_pid: int) -> list[Path]:
             for d in base.glob(f"{limits.PREFIX}{server_pid}-*")]
 
 
-async def readable_by_an_agent(d: Drill, who: str, cands: list[int], subtasks: list[int]) -> dict[str, str]:
-    """Everything the agent ``who`` can read about the drill: the API, the MCP tools, the pages."""
-    c = d.fleet.client(who)
+async def readable_by_an_agent(fleet: Fleet, who: str, cands: list[int], subtasks: list[int]) -> dict[str, str]:
+    """Everything the agent ``who`` can read: the API, the MCP tools, the pages (with the candidates and subtasks
+    named, and every verify job's log)."""
+    c = fleet.client(who)
     seen: dict[str, str] = {}
-    for path, params in (("/api/v1/landed", {}), ("/api/v1/queue", {}), ("/api/v1/summary", {}),
-                         ("/api/v1/tree", {}), ("/api/v1/candidates", {"limit": 200}),
-                         ("/api/v1/verify-jobs", {"limit": 200}), ("/api/v1/notes", {}), ("/api/v1/cost", {}),
-                         ("/api/v1/findings", {}), ("/api/v1/repos", {})):
-        seen[path] = json.dumps(c.get(path, **params))
-    seen["/metrics"] = httpx.get(f"{d.fleet.bot.url}/metrics",
-                                 headers={"Authorization": f"Bearer {d.fleet.tokens[who]}"}).text
-    for sid in subtasks:
-        seen[f"/api/v1/subtasks/{sid}"] = json.dumps(c.get(f"/api/v1/subtasks/{sid}"))
-        seen[f"/api/v1/subtasks/{sid}/events"] = json.dumps(c.get(f"/api/v1/subtasks/{sid}/events"))
     jobs = c.get("/api/v1/verify-jobs", limit=200)["jobs"]
+    landed = [r["id"] for r in c.get("/api/v1/landed", limit=200)["landed"]]
+    # every GET route of the app, read from the app itself (so a new route is searched too), with every id named
+    fill = {"subtask_id": subtasks, "cand_id": cands, "job_id": [j["id"] for j in jobs], "landed_id": landed}
+    headers = {"Authorization": f"Bearer {fleet.tokens[who]}"}
+    with httpx.Client(base_url=fleet.bot.url, timeout=30, headers=headers) as api:
+        for method, path, _ in routes_of(create_app()):
+            if method != "GET" or path.startswith(("/ui", "/docs", "/redoc")):
+                continue
+            names = re.findall(r"{(\w+)}", path)
+            if any(n not in fill for n in names):
+                continue  # a route keyed by something else (a repository's git, a static file)
+            for ids in ([{}] if not names else [{names[0]: i} for i in fill[names[0]]]):
+                url = path.format(**ids)
+                got = api.get(url, params={"limit": 200} if not names else None)
+                seen[url] = got.text
+    assert "/api/v1/landed" in seen and "/metrics" in seen and f"/api/v1/candidates/{cands[0]}" in seen, sorted(seen)
     for cid in cands:
         seen[f"/api/v1/candidates/{cid}"] = json.dumps(c.get(f"/api/v1/candidates/{cid}"))
-    async with mcp_session(d.fleet, who) as session:
+    async with mcp_session(fleet, who) as session:
         for sid in subtasks:
             seen[f"mcp verdict {sid}"] = json.dumps(await call(session, "verdict", subtask_id=sid))
         seen["mcp read_board"] = json.dumps(await call(session, "read_board"))
-    base = d.fleet.bot.url
+        guide = await session.read_resource("mergebot://guide")  # type: ignore[arg-type]
+        seen["mcp guide"] = "".join(getattr(c, "text", "") for c in guide.contents)
+    base = fleet.bot.url
     async with httpx.AsyncClient(base_url=base, timeout=30) as web:
-        r = await web.post("/login", data={"token": d.fleet.tokens[who], "next": "/ui/queue"},
+        r = await web.post("/login", data={"token": fleet.tokens[who], "next": "/ui/queue"},
                            headers={"Origin": base})
         assert r.status_code == 303, r.text
-        pages = ["/ui/queue", "/ui/landed", "/ui/subtasks", "/ui/board", "/ui/charts", "/ui/timeline"]
-        pages += [f"/ui/candidates/{cid}/log" for cid in cands] + [f"/ui/subtasks/{sid}" for sid in subtasks]
-        pages += [f"/ui/jobs/{j['id']}/log" for j in jobs]
+        pages = []  # every page of the app, with every id named (the static files and the live streams aside)
+        for method, path, _ in routes_of(create_app()):
+            names = re.findall(r"{(\w+)}", path)
+            if method != "GET" or not path.startswith("/ui") or path.endswith("/events") or \
+                    any(n not in fill for n in names):
+                continue
+            pages += [path] if not names else [path.format(**{names[0]: i}) for i in fill[names[0]]]
+        held = {f"/ui/jobs/{j['id']}/log" for j in jobs if j["purpose"] == "held_out"}
+        assert "/ui/queue" in pages and f"/ui/candidates/{cands[0]}" in pages, pages
         for page in pages:
             got = await web.get(page)
-            assert got.status_code == 200, (page, got.status_code)
+            # a held-out run's log is refused; so are an admin's pages to an agent, and their text is searched too
+            assert got.status_code in ((403,) if page in held else (200, 403)), (page, got.status_code)
             seen[page] = got.text
     return seen
 
@@ -403,7 +424,7 @@ async def test_a_hostile_candidate_reaches_no_secret_and_no_limit_holds_it_back(
     # nothing an agent can read holds a secret or a planted file's name
     subtasks = [v["subtask_id"] for v in verdicts.values()]
     cands = [v["id"] for v in verdicts.values()]
-    seen = await readable_by_an_agent(d, "snoop", cands, subtasks)
+    seen = await readable_by_an_agent(d.fleet, "snoop", cands, subtasks)
     leaks = {(where, key) for where, text in seen.items() for key, value in d.secrets.items() if value in text}
     # (the snoop was told where to look, so its source names the directories, never the planted files' paths)
     leaks |= {(where, str(p)) for where, text in seen.items() for p in d.planted if str(p) in text}

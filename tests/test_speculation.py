@@ -248,6 +248,16 @@ async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fle
     assert await fleet.db.landing.pending_intents("demo") == []
 
 
+async def main_has_outcomes(fleet: Fleet) -> None:
+    """A run of the check on main before the window opens, so the first candidate's tests have their baseline at
+    once (without it, that candidate waits for a ``baseline`` run, and the one worker is free when it lands)."""
+    repo = await fleet.db.landing.get_repo("demo")
+    job = await fleet.db.jobs.enqueue_job(repo="demo", commit_sha=fleet.main(), command=repo.verifier_command,
+                                          timeout_s=60, purpose="manual")
+    done = await fleet.db.jobs.wait_job(job.id, timeout=90)
+    assert done.status == "done" and (done.result or {}).get("tests", {}).get("source") == "pytest", done
+
+
 async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet) -> None:
     """Three landings in a row with one worker: candidate runs go first, so the first head's post-land check is
     still queued when the second lands; it is cancelled and its row says ``superseded``. Main's newest head is
@@ -255,6 +265,7 @@ async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet
     that run.)"""
     fleet.bot.stop()
     fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="1", MERGEBOT_POST_LAND_RERUN="1")
+    await main_has_outcomes(fleet)
     _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
     await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")

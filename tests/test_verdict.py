@@ -14,7 +14,7 @@ from mergebot.landing import verdict
 from mergebot.landing.verdict import Runs, next_step
 from verifier.runner import Result
 
-OUTCOMES = ("pass", "fail", "timeout", "error", "disk_limit", "memory_limit")
+OUTCOMES = ("pass", "fail", "timeout", "error", "disk_limit", "memory_limit", "tests_weakened", "no_report")
 
 
 def run(outcome: str, tree: str = "t" * 40, sha: str = "m" * 40) -> Result:
@@ -54,6 +54,10 @@ def walk(first: str, retry: str | None, base: str | None, *, retry_failures: boo
     ("disk_limit", None, "disk_limit", ["base", "park:disk_limit"]),
     ("memory_limit", None, "fail", ["base", "park:memory_limit"]),
     ("fail", "disk_limit", "pass", ["retry", "base", "reject:check_failed"]),
+    # a run that exited 0 but whose tests did not hold up to main's: rejected at once, never retried or compared
+    ("tests_weakened", None, None, ["reject:tests_weakened"]),
+    ("no_report", None, None, ["reject:no_report"]),
+    ("fail", "tests_weakened", None, ["retry", "reject:tests_weakened"]),
     ("error", "error", None, ["retry", "reject:verifier_error"]),
     ("error", "fail", "pass", ["retry", "base", "reject:check_failed"]),
     ("fail", "fail", "fail", ["retry", "base", "park:fail"]),

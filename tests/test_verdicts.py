@@ -4,7 +4,8 @@ Each test makes its verdict happen through a real push (or the API call that sta
 server and repository, and checks the fields an agent acts on: ``kind``, ``final``, ``next`` and ``branch`` (the
 exact ref to push to while the claim holds, else none), with ``paths``, ``hunks`` and ``failing_tests`` where
 the kind has them. ``tests/test_agents.py`` covers the kinds it already needs (conflict, check_failed,
-pre_existing, landed, unchanged and the push rules); ``test_every_kind_is_produced_by_some_test`` checks that
+pre_existing, landed, unchanged and the push rules), ``tests/test_judged.py`` the ones a run's tests decide
+(tests_weakened, no_report); ``test_every_kind_is_produced_by_some_test`` checks that
 together they cover ``KINDS``.
 """
 
@@ -312,7 +313,7 @@ async def test_a_push_outside_its_footprint_is_flagged_or_refused(make_fleet: Ca
 def test_every_kind_is_produced_by_some_test() -> None:
     """The kinds the verdict tests produce and check as records, read from their assertions: all of KINDS."""
     here = Path(__file__).parent
-    text = (here / "test_verdicts.py").read_text() + (here / "test_agents.py").read_text()
+    text = "".join((here / name).read_text() for name in ("test_verdicts.py", "test_agents.py", "test_judged.py"))
     checked = set(re.findall(r'\("(\w+)", (?:\[|True|False)', text)) | set(re.findall(r'\["kind"\] == "(\w+)"', text))
     missing = sorted(set(KINDS) - checked)
     assert missing == [], f"no test produces these verdict kinds: {missing}"

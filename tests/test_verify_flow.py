@@ -116,8 +116,11 @@ async def test_post_land_status_comes_from_the_run_that_landed_main_s_exact_head
     landed = (await fleet.db.landing.landed(subtask_id=sub.id))[0]
     assert landed.main_sha == fleet.main() and landed.verifier_result == "pass"
     jobs = await fleet.db.jobs.jobs()
-    assert [j["purpose"] for j in jobs] == ["candidate"]  # no second run on the same commit
-    assert jobs[0]["commit_sha"] == fleet.main() and jobs[0]["outcome"] == "pass"
+    # one run on main's new head (no second one), and the imported main's baseline: its tests' outcomes
+    assert sorted(j["purpose"] for j in jobs) == ["baseline", "candidate"]
+    on_head = [j for j in jobs if j["commit_sha"] == fleet.main()]
+    assert [(j["purpose"], j["outcome"]) for j in on_head] == [("candidate", "pass")]
+    assert [j["commit_sha"] for j in jobs if j["purpose"] == "baseline"] == [landed.base_sha]
 
 
 async def test_post_land_check_runs_again_when_asked(make_fleet: Callable[..., object]) -> None:

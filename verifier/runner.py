@@ -54,6 +54,7 @@ from pygit2.enums import CheckoutStrategy
 
 from verifier import cache as caches
 from verifier import limits as limits_
+from verifier import outcomes as outcomes_
 from verifier import reports
 from verifier import sandbox as sb
 from verifier import view as views
@@ -70,6 +71,7 @@ SANDBOXES = ("auto", "bwrap", "none")
 OUTCOMES = ("pass", "fail", "timeout", "error", "disk_limit", "memory_limit")
 DISK_LIMIT_MB = 2048  # what a run may write in all, by default (``repo add/set --disk-limit``)
 MEMORY_MB = 4096  # the memory a run may use, by default (``repo add/set --memory-limit``)
+HELD_OUT_ENV = "VERIFIER_HELD_OUT"  # where a held-out run's checks are, for its command
 EXCERPT_WIDTH = 100  # characters per line of a result's excerpt (15 lines of it fit a subtask's 2,000-character reason)
 
 
@@ -93,6 +95,7 @@ class Result:
     limits: dict[str, Any] | None = None  # how it was limited: ``enforced`` ("cpu=cgroup memory=... disk=...
     # pids=..."), the bounds (timeout_s, memory_mb, max_procs, disk_limit_mb), the peaks, and for a polled disk
     # limit the bound polling gives (disk_note)
+    tests: dict[str, Any] | None = None  # each test's outcome (``verifier.outcomes``): source, counts, packed
 
     @property
     def passed(self) -> bool:
@@ -137,6 +140,8 @@ class Box:
     disk_limit_mb: int | None = DISK_LIMIT_MB
     mask: Masker | None = None
     bwrap: str = sb.BWRAP
+    report: str = "pytest"  # where its tests' outcomes come from: our pytest plugin, or "junit:PATH"
+    held_out: Path | None = None  # held-out checks, read-only at /held-out ($VERIFIER_HELD_OUT)
 
 
 def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *, slot: Path | None = None,
@@ -144,7 +149,8 @@ def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *,
               hide: Sequence[Path | str] = (), stop: sb.Stop | None = None,
               cache: caches.Request | None = None, setup: Setup | None = None,
               sandbox_paths: Sequence[str] = (), disk_limit_mb: int | None = DISK_LIMIT_MB,
-              secrets: Sequence[str] = (), bwrap: str = sb.BWRAP) -> Result:
+              secrets: Sequence[str] = (), bwrap: str = sb.BWRAP, report: str = "pytest",
+              held_out: Path | None = None) -> Result:
     """Materialize ``commit_sha``, run ``command`` on exactly its tree under limits, and return the evidence.
 
     ``sandbox``: ``bwrap`` (the default; if it is not usable here, the result is an ``error`` saying how to
@@ -171,7 +177,7 @@ def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *,
                 return _error(commit_sha, "", command, start, say_unsandboxed(problem), "bwrap")
             mode = "none"
     box = Box(mode, sb.Limits(timeout=timeout, memory_mb=memory_mb, max_procs=max_procs), tuple(hide),
-              tuple(sandbox_paths), disk_limit_mb, mask, bwrap)
+              tuple(sandbox_paths), disk_limit_mb, mask, bwrap, report, held_out)
     temp = Path(tempfile.mkdtemp(prefix="mb-verify-")) if slot is None else None
     try:
         owned = Slot(temp / "slot" if temp is not None else Path(slot or "."))
@@ -280,6 +286,8 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, box: Box, s
         if overlay is not None and lower is not None:
             overlay = dataclasses.replace(overlay, lower=lower)
         env = check_env(Path(sb.SANDBOX_TMP) if overlay is not None else tmp)
+        if box.held_out is not None:
+            env[HELD_OUT_ENV] = views.HELD_OUT if overlay is not None else str(box.held_out)
         began = time.time()
         setup_info, failed_setup = None, None
         run = functools.partial(_run, checkout=slot.tree_dir, tmp=tmp, env=env, box=box, overlay=overlay,
@@ -295,7 +303,9 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, box: Box, s
             elif overlay is not None:  # the check mounts the same upper layer again: a fresh work dir for it
                 shutil.rmtree(overlay.work)  # (a "volatile" overlay's work dir refuses a second mount)
                 overlay.work.mkdir()
-        out = failed_setup or run(command)
+        collected = outcomes_.Collector()
+        out = failed_setup or run(command, collect=collected if box.report == "pytest" else None)
+        tests = _tests(box, collected, overlay, slot) if failed_setup is None and out.started else None
         junit = None
         if failed_setup is None and out.started and out.exit_code not in (0, None):  # the reports die with the run
             written = reports.candidate_reports(overlay.upper) if overlay is not None else [
@@ -348,7 +358,7 @@ def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, box: Box, s
     return Result(commit_sha, tree_sha, command, outcome, out.exit_code, _ms(start), head, tail, out.log.size,
                   out.log.digest, mode, failing if outcome == "fail" else [],
                   source if outcome == "fail" and failing else "", use.as_json() if use is not None else None,
-                  setup_info, _limits_record(out, box, fs))
+                  setup_info, _limits_record(out, box, fs), tests)
 
 
 def run_as(slot: Slot, mode: str) -> int | None:
@@ -367,6 +377,20 @@ def _say_limit(limit: str, box: Box, fs: RunFs | None) -> str:
             f"{box.limits.memory_mb} MiB resident, and the run was ended")
 
 
+def _tests(box: Box, collected: outcomes_.Collector, overlay: sb.Overlay | None, slot: Slot) -> dict[str, Any]:
+    """The run's per-test outcomes: what the plugin streamed, or the JUnit report the check left (in the overlay's
+    upper layer: what it wrote; without the sandbox, in the checkout)."""
+    if box.report == "pytest":
+        return collected.outcomes(slot.tree_dir).record()
+    path = outcomes_.junit_path(box.report)
+    if path is None:
+        return outcomes_.Outcomes(problem=f"the report {box.report!r} is not junit:PATH inside the checkout").record()
+    where = (overlay.upper if overlay is not None else slot.tree_dir) / path
+    if not where.exists():
+        return outcomes_.Outcomes(problem=f"the check left no report at {path}").record()
+    return outcomes_.from_junit(where).record()
+
+
 def _limits_record(out: sb.Outcome, box: Box, fs: RunFs | None) -> dict[str, Any]:
     """How the run was limited (``limits`` on the result): what was enforced and how, the bounds and the peaks."""
     record: dict[str, Any] = {"enforced": str(out.enforced), "timeout_s": box.limits.timeout,
@@ -383,11 +407,14 @@ def _limits_record(out: sb.Outcome, box: Box, fs: RunFs | None) -> dict[str, Any
 
 def _run(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], box: Box, overlay: sb.Overlay | None,
          stop: sb.Stop | None = None, network: bool = False, shm: Path | None = None,
-         runfs: RunFs | None = None, uid: int | None = None) -> sb.Outcome:
-    """The command itself (its own function so that benchmarks can time it)."""
+         runfs: RunFs | None = None, uid: int | None = None,
+         collect: outcomes_.Collector | None = None) -> sb.Outcome:
+    """The command itself (its own function so that benchmarks can time it). The plugin's directory is part of the
+    view, read-only, so that a pytest inside the sandbox can load it."""
     return sb.run_command(command, checkout=checkout, tmp=tmp, env=env, limits=box.limits, overlay=overlay,
-                          hide=box.hide, stop=stop, network=network, extra=box.paths, shm=shm, runfs=runfs,
-                          mask=box.mask, bwrap=box.bwrap, uid=uid)
+                          hide=box.hide, stop=stop, network=network, extra=(*box.paths, str(outcomes_.PLUGIN_DIR)),
+                          shm=shm, runfs=runfs, mask=box.mask, bwrap=box.bwrap, uid=uid, collect=collect,
+                          held_out=box.held_out)
 
 
 STOPPED = "stopped: the run was cancelled (its result is no longer wanted), so this is no verdict"

@@ -88,6 +88,8 @@ from verifier import limits as cg
 from verifier import view as views
 from verifier.disk import RunFs
 from verifier.mask import Masker
+from verifier.outcomes import Collector
+from verifier.outcomes import env as outcome_env
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +294,7 @@ def run_command(command: str, *, checkout: Path, tmp: Path, env: dict[str, str],
                 overlay: Overlay | None, hide: Sequence[Path | str] = (), stop: Stop | None = None,
                 network: bool = False, extra: Sequence[str] = (), shm: Path | None = None, runfs: RunFs | None = None,
                 mask: Masker | None = None, toolchain: Sequence[str] | None = None, bwrap: str = BWRAP,
-                uid: int | None = None) -> Outcome:
+                uid: int | None = None, collect: Collector | None = None, held_out: Path | None = None) -> Outcome:
     """Run ``command`` in ``checkout``: under bwrap when ``overlay`` is given, else plainly. ``stop``, once set,
     kills it (the outcome says ``stopped``). ``network``: keep the host's network (only a repository's setup
     step, on a commit already on main, is ever given it). ``extra``: the repository's sandbox paths; ``hide``:
@@ -300,11 +302,16 @@ def run_command(command: str, *, checkout: Path, tmp: Path, env: dict[str, str],
     ``verifier.view.toolchain_dirs()``). ``shm``: the run's ``/dev/shm``; ``runfs``: the run's filesystem,
     watched for its limit; ``mask``: the secrets to mask in the log; ``uid``: the unprivileged uid the sandboxed
     check runs as (``verifier.limits.run_uid``, where no pids group can be made): its processes are limited by
-    ``RLIMIT_NPROC`` and killed by uid at the end."""
+    ``RLIMIT_NPROC`` and killed by uid at the end. ``collect``: what our pytest plugin streams on its own pipe
+    (``verifier.outcomes``) is fed to it while the check runs."""
     status_r, status_w = os.pipe() if overlay is not None else (-1, -1)
+    report_r, report_w = os.pipe() if collect is not None else (-1, -1)
+    if collect is not None:
+        env = {**env, **outcome_env(report_w)}
     try:
         if overlay is not None:
-            view = views.build(checkout=checkout, tmp=tmp, shm=shm, toolchain=toolchain, extra=extra, hide=hide)
+            view = views.build(checkout=checkout, tmp=tmp, shm=shm, toolchain=toolchain, extra=extra, hide=hide,
+                               held_out=held_out)
             argv = bwrap_argv(command, view=view, overlay=overlay, status_fd=status_w, network=network, bwrap=bwrap,
                               uid=uid)
             cwd = str(tmp)
@@ -312,7 +319,7 @@ def run_command(command: str, *, checkout: Path, tmp: Path, env: dict[str, str],
             argv = ["/bin/sh", "-c", GATE, "verifier-gate", "/bin/sh", "-c", command]
             cwd = str(checkout)
     except BaseException:
-        for fd in (status_r, status_w):
+        for fd in (status_r, status_w, report_r, report_w):
             if fd >= 0:
                 os.close(fd)
         raise
@@ -320,8 +327,11 @@ def run_command(command: str, *, checkout: Path, tmp: Path, env: dict[str, str],
         return _supervise(argv, cwd=cwd, env=env, limits=limits,
                           status=(status_r, status_w) if overlay is not None else None,
                           tasks=limits.max_procs + (SANDBOX_TASKS if overlay is not None else 0), stop=stop,
-                          runfs=runfs, mask=mask, uid=uid if overlay is not None else None)
+                          runfs=runfs, mask=mask, uid=uid if overlay is not None else None,
+                          report=(report_r, report_w, collect) if collect is not None else None)
     finally:
+        if report_r >= 0:
+            os.close(report_r)
         # Only the read end: _supervise owns the write end and closes it exactly once. Closing a descriptor
         # twice is not harmless here: checks run in threads of the server, and in between the number can be
         # reused by one of its sockets (a client connection, a database connection), which the second close
@@ -343,7 +353,8 @@ def _group(tasks: int, limits: Limits, runfs: RunFs | None) -> cg.RunGroup | Non
 
 def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits,
                status: tuple[int, int] | None, tasks: int, stop: Stop | None = None, runfs: RunFs | None = None,
-               mask: Masker | None = None, uid: int | None = None) -> Outcome:
+               mask: Masker | None = None, uid: int | None = None,
+               report: tuple[int, int, Collector] | None = None) -> Outcome:
     out = Outcome(exit_code=None, timed_out=False, started=False, log=LogCapture(mask))
     group = _group(tasks, limits, runfs)
     if group is not None and "pids" in group.dirs:
@@ -352,7 +363,8 @@ def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                pass_fds=(status[1],) if status else ())
+                                pass_fds=tuple(fd for fd in (status[1] if status else -1, report[1] if report else -1)
+                                               if fd >= 0))
     except OSError as e:
         if group:
             group.remove()
@@ -361,6 +373,8 @@ def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits
     finally:
         if status:
             os.close(status[1])  # the child has its copy (or there is no child): ours is closed, once
+        if report:
+            os.close(report[1])
     assert proc.stdin is not None and proc.stdout is not None
     try:
         try:
@@ -380,7 +394,8 @@ def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits
             _kill(proc, group, uid)
             proc.wait()
             return out
-        code = _pump(proc, proc.stdout.fileno(), limits.timeout, group, out, stop, runfs, uid)
+        code = _pump(proc, proc.stdout.fileno(), limits.timeout, group, out, stop, runfs, uid,
+                     (report[0], report[2]) if report else None)
     finally:
         _kill(proc, group, uid)
         with contextlib.suppress(OSError):
@@ -398,20 +413,22 @@ def _supervise(argv: list[str], *, cwd: str, env: dict[str, str], limits: Limits
         if not out.limit and runfs is not None and _full_at_end(runfs):
             out.limit = "disk_limit"
         out.log.end()
+        if report:
+            _drain(report[0], report[2])
     if status is None:
         out.started = True  # the gate was opened; nothing else stands between it and the command
         out.exit_code = None if out.timed_out or out.stopped else _shell_code(code)
         return out
-    report = _read_all(status[0])
+    said_by_bwrap = _read_all(status[0])
     # bwrap reports the command's exit code only when the command ran: not when setting up the sandbox failed.
-    out.started = out.timed_out or out.stopped or bool(out.limit) or '"exit-code"' in report
+    out.started = out.timed_out or out.stopped or bool(out.limit) or '"exit-code"' in said_by_bwrap
     if not out.started:
         said = bytes(out.log.head).decode("utf-8", "replace").strip()[-500:] or "no output"
         out.setup_error = f"the sandbox could not be set up (exit {code}): {said}"
         out.exit_code = None
         return out
     if not (out.timed_out or out.stopped):
-        out.exit_code = _bwrap_exit(report, code)
+        out.exit_code = _bwrap_exit(said_by_bwrap, code)
     return out
 
 
@@ -431,7 +448,8 @@ def _full_at_end(runfs: RunFs) -> bool:
 
 
 def _pump(proc: subprocess.Popen[bytes], fd: int, timeout: float, group: cg.RunGroup | None, out: Outcome,
-          stop: Stop | None = None, runfs: RunFs | None = None, uid: int | None = None) -> int:
+          stop: Stop | None = None, runfs: RunFs | None = None, uid: int | None = None,
+          report: tuple[int, Collector] | None = None) -> int:
     """Stream the log until the command is done (or the deadline, or ``stop``, or a limit it reached); returns
     the wrapper's exit status."""
     with contextlib.suppress(OSError, AttributeError):
@@ -445,6 +463,9 @@ def _pump(proc: subprocess.Popen[bytes], fd: int, timeout: float, group: cg.RunG
         poller.register(pidfd, select.POLLIN)
     if stop is not None and stop.fd >= 0:
         poller.register(stop.fd, select.POLLIN)
+    if report is not None:
+        os.set_blocking(report[0], False)
+        poller.register(report[0], select.POLLIN | select.POLLHUP)
     deadline = time.monotonic() + timeout
     watching = runfs is not None or (group is not None and "memory" in group.dirs)
     next_watch = time.monotonic() + WATCH_SECONDS
@@ -484,6 +505,9 @@ def _pump(proc: subprocess.Popen[bytes], fd: int, timeout: float, group: cg.RunG
                 elif ready == pidfd:
                     poller.unregister(pidfd)
                     exited = True
+                elif report is not None and ready == report[0]:
+                    if not _read_some(report[0], report[1]):
+                        poller.unregister(report[0])
                 elif stop is not None and ready == stop.fd:
                     poller.unregister(stop.fd)
                     if drain_until is None:
@@ -504,6 +528,33 @@ def _pump(proc: subprocess.Popen[bytes], fd: int, timeout: float, group: cg.RunG
     finally:
         if pidfd >= 0:
             os.close(pidfd)
+
+
+def _read_some(fd: int, into: Collector) -> bool:
+    """Read what the plugin's pipe holds now; False at its end (every writer closed it)."""
+    try:
+        chunk = os.read(fd, 1 << 20)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    if not chunk:
+        return False
+    into.feed(chunk)
+    return True
+
+
+def _drain(fd: int, into: Collector) -> None:
+    """What is left in the plugin's pipe once the run is over (its writers are dead: nothing more comes)."""
+    os.set_blocking(fd, False)
+    for _ in range(10_000):
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except OSError:
+            return
+        if not chunk:
+            return
+        into.feed(chunk)
 
 
 def _reached(group: cg.RunGroup | None, runfs: RunFs | None) -> str:

@@ -17,6 +17,7 @@ The view (``build``), in the order bubblewrap mounts it:
   ``/home`` or a home directory itself) is left out, and the view says so;
 - **the repository's own paths** (``repo add/set --sandbox-path``), read-only, each exactly (a path that does not
   exist is left out, and the view says so);
+- a held-out run's checks at ``/held-out``, read-only (never inside the checkout);
 - **the checkout**, writable through its overlay (``verifier.sandbox``);
 - paths given as ``hide`` (the bot's data directory, the database's socket directory) that fall inside any of
   the above are covered with an empty read-only tmpfs, and every Unix socket listening under a bound directory
@@ -59,6 +60,7 @@ ETC = (
 NEVER = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "ssl/private", "security/opasswd",
          "pki/tls/private")
 SANDBOX_TMP = "/tmp"  # noqa: S108 - inside the sandbox: the run's own directory
+HELD_OUT = "/held-out"  # inside the sandbox: a held-out run's checks, read-only beside the checkout
 TOO_WIDE = ("/", "/root", "/home")
 
 
@@ -161,7 +163,8 @@ def too_wide(path: str, root: str = "/") -> bool:
 
 def build(*, checkout: Path | str, tmp: Path | str, shm: Path | str | None = None,
           toolchain: Sequence[str] | None = None, extra: Sequence[str] = (), hide: Sequence[Path | str] = (),
-          etc: str = "/etc", root: str = "/", sockets: Sequence[str] | None = None) -> View:
+          etc: str = "/etc", root: str = "/", sockets: Sequence[str] | None = None,
+          held_out: Path | str | None = None) -> View:
     """The view of one run. ``toolchain``: directories to bind (default ``toolchain_dirs()``); ``extra``: the
     repository's sandbox paths; ``hide``: private paths to cover wherever they fall inside; ``sockets``: the
     listening Unix sockets to cover (default: read from ``/proc/net/unix``). ``etc`` and ``root`` are where the
@@ -220,6 +223,8 @@ def build(*, checkout: Path | str, tmp: Path | str, shm: Path | str | None = Non
                 inside = dest.rstrip("/") + sock[len(src.rstrip("/")):]
                 if not under(inside, covered):
                     add(Mount("mask", inside, why="a listening socket"))
+    if held_out is not None:
+        add(Mount("ro", HELD_OUT, str(held_out), "held-out checks"))
     add(Mount("rw", str(checkout), str(checkout), "the checkout (its overlay)"))
     return view
 

@@ -91,6 +91,26 @@ class ReasonIn(Body):
     reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
 
+class AcceptanceFile(Body):
+    path: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+    text: Annotated[str, StringConstraints(max_length=1 << 20)]
+
+
+class AcceptanceIn(Body):
+    """A subtask's acceptance tests (replacing any it had), and the repository to check them on main in."""
+
+    repo: Name
+    files: Annotated[list[AcceptanceFile], Field(max_length=50)]
+
+
+class AllowIn(Body):
+    """What a lead or admin allows a subtask (a field not given stays as it is)."""
+
+    test_removal: bool | None = None
+    check_changes: bool | None = None
+    behaviour_change: bool | None = None
+
+
 class WaitIn(Body):
     ids: Annotated[list[Id], Field(min_length=1, max_length=1000)]
     timeout: Annotated[float, Field(ge=0, le=60)] = 30.0

@@ -161,7 +161,8 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
                               cache_key=args.cache_key or [], setup_command=args.setup,
                               setup_network=args.setup_network, post_land_command=args.post_land,
                               sandbox_paths=args.sandbox_path or [], disk_limit_mb=args.disk_limit,
-                              memory_limit_mb=args.memory_limit)
+                              memory_limit_mb=args.memory_limit, report=args.report,
+                              check_config=args.check_config)
 
     repo = with_db(settings, go)
     emit(args, asdict(repo))
@@ -176,11 +177,22 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
         "setup_command": args.setup, "clear_setup": args.no_setup, "setup_network": args.setup_network,
         "footprint_refuse": args.footprint_refuse, "post_land_command": args.post_land,
         "sandbox_paths": [] if args.no_sandbox_path else args.sandbox_path, "disk_limit_mb": args.disk_limit,
-        "memory_limit_mb": args.memory_limit}
-    if all(v is None or v is False for v in rules.values()):
+        "memory_limit_mb": args.memory_limit, "report": args.report, "check_config": args.check_config,
+        "held_out_command": args.held_out_command, "old_tests": args.old_tests}
+    held = None
+    if args.held_out:
+        from mergebot.landing.repos import read_held_out
+
+        held = read_held_out(Path(args.held_out))
+    elif args.no_held_out:
+        held = []
+    if all(v is None or v is False for v in rules.values()) and held is None:
         raise SystemExit("mergebot repo set: give at least one rule to change (see --help)")
-    repo = with_db(settings_from(args), lambda db: set_rules(db, args.name, **rules))
-    emit(args, asdict(repo))
+    repo = with_db(settings_from(args), lambda db: set_rules(db, args.name, held_out=held, **rules))
+    out = asdict(repo)
+    if held is not None:
+        out["held_out_files"] = len(held)
+    emit(args, out)
 
 
 def cmd_verifier_worker(args: argparse.Namespace) -> None:

@@ -130,21 +130,68 @@ def cmd_repo_hold(args: argparse.Namespace) -> None:
     emit(args, out["repo"])
 
 
+def _accept_files(specs: list[Any], base: Path) -> list[dict[str, str]]:
+    """``LOCAL_FILE:REPO_PATH`` (or ``{file, path}`` in a tree file) as the API's acceptance files; a local path is
+    read relative to ``base``."""
+    out = []
+    for spec in specs:
+        if isinstance(spec, dict):
+            local, target = str(spec.get("file", "")), str(spec.get("path", ""))
+        else:
+            local, _, target = str(spec).partition(":")
+        if not local or not target:
+            raise SystemExit(f"mergebot create: an acceptance test is LOCAL_FILE:REPO_PATH, not {spec!r}")
+        try:
+            text = (base / local).read_text("utf-8")
+        except OSError as e:
+            raise SystemExit(f"mergebot create: cannot read the acceptance test {local}: {e.strerror}") from e
+        out.append({"path": target, "text": text})
+    return out
+
+
+def _attach(c: Any, args: argparse.Namespace, subtask_id: int, files: list[dict[str, str]]) -> dict[str, Any]:
+    repo = args.repo
+    if not repo:
+        repos = c.get("/api/v1/repos")["repos"]
+        if len(repos) != 1:
+            raise SystemExit("mergebot create: name the repository the acceptance tests are for (--repo)")
+        repo = repos[0]["name"]
+    out: dict[str, Any] = c.put(f"/api/v1/subtasks/{subtask_id}/acceptance", {"repo": repo, "files": files})
+    return out
+
+
+def _pop_accept(items: Any, found: dict[str, list[Any]]) -> None:
+    """Take the ``accept:`` entries out of a tree's nodes (the batch API does not take them), by node key."""
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict):
+            if "accept" in item:
+                found[str(item.get("key"))] = list(item.pop("accept") or [])
+            _pop_accept(item.get("children"), found)
+
+
 def cmd_create(args: argparse.Namespace) -> None:
     c = client_from(args)
     if args.file:
-        from mergebot.tree import parse_tree_text
+        from mergebot.tree import parse_tree
 
         path = Path(args.file)
         text = path.read_text("utf-8")
-        parse_tree_text(text, path.name)  # refuse locally first, with the field named
         import yaml
 
-        data = json.loads(text) if path.name.endswith(".json") else yaml.safe_load(text)
+        try:
+            data = json.loads(text) if path.name.endswith(".json") else yaml.safe_load(text)
+        except (ValueError, yaml.YAMLError) as e:
+            raise SystemExit(f"mergebot create: {path.name}: not valid YAML/JSON: {e}") from e
         if isinstance(data, dict) and "subtasks" in data:
             data = data["subtasks"]
+        accept: dict[str, list[Any]] = {}
+        _pop_accept(data, accept)
+        parse_tree(data)  # refuse locally first, with the field named
+        by_key = {key: _accept_files(specs, path.parent) for key, specs in accept.items()}
         out = c.post("/api/v1/subtasks/batch", {"subtasks": data, "key_prefix": args.key or path.stem,
                                                 "allow_duplicate": args.allow_duplicate})
+        for key, attached in by_key.items():
+            out["subtasks"][key]["acceptance"] = _attach(c, args, out["subtasks"][key]["id"], attached)
         rows = [{"key": k, **v} for k, v in out["subtasks"].items()]
         emit(args, out, rows, ("key", "id", "status"))
         return
@@ -154,8 +201,11 @@ def cmd_create(args: argparse.Namespace) -> None:
             "depends_on": args.depends_on or [], "idempotency_key": args.key, "group": args.group,
             "parent_id": args.parent, "max_attempts": args.max_attempts, "paths": args.paths,
             "allow_duplicate": args.allow_duplicate or None}
+    files = _accept_files(args.accept or [], Path.cwd())
     out = c.post("/api/v1/subtasks", {k: v for k, v in body.items() if v is not None})
     s = out["subtask"]
+    if files:
+        out["acceptance"] = _attach(c, args, s["id"], files)
     emit(args, out, [s], ("id", "status", "title", "priority", "depends_on"))
 
 
@@ -257,10 +307,22 @@ def cmd_show(args: argparse.Namespace) -> None:
         return
     for k in ("id", "title", "status", "owner", "claim_version", "attempts", "max_attempts", "priority",
               "group_name", "parent_id", "depends_on", "lease_expires_at", "candidate_sha", "status_reason",
-              "previous_owner"):
+              "previous_owner", "acceptance"):
         print(f"{k:>16}: {_cell(s.get(k))}")
     print()
     print(render_table(events, ("at", "actor", "from_status", "to_status", "claim_version", "detail")))
+
+
+def cmd_allow(args: argparse.Namespace) -> None:
+    """A lead or admin allows a subtask what its owner may not decide for itself."""
+    if args.test_removal is None and args.check_changes is None and args.behaviour_change is None:
+        raise SystemExit("mergebot allow: say what to allow (--test-removal, --check-changes, --behaviour-change; "
+                         "--no-... takes it back)")
+    out = client_from(args).post(f"/api/v1/subtasks/{args.id}/allow", {
+        "test_removal": args.test_removal, "check_changes": args.check_changes,
+        "behaviour_change": args.behaviour_change})
+    emit(args, {k: out["subtask"][k] for k in ("id", "title", "status", "allow_test_removal", "allow_check_changes",
+                                               "allow_behaviour_change")})
 
 
 def cmd_wait(args: argparse.Namespace) -> None:

@@ -31,6 +31,7 @@ from mergebot.cli.admin import (
     cmd_verify,
 )
 from mergebot.cli.agent import (
+    cmd_allow,
     cmd_announce,
     cmd_announcements,
     cmd_assign,
@@ -161,6 +162,14 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--memory-limit", type=disk_size, default=4096, dest="memory_limit", metavar="SIZE",
                     help="the memory one run may use: resident in all, and address space per process (MiB, or 4G; "
                     "default 4G)")
+    sp.add_argument("--report", default="pytest", metavar="pytest|junit:PATH",
+                    help="where the check's tests report each outcome: our pytest plugin (default; any pytest the "
+                    "check runs loads it), or a JUnit XML file the check leaves at PATH (other runners)")
+    sp.add_argument("--check-config", action="append", metavar="GLOB", dest="check_config",
+                    help="a file that configures the check, which a push may change only when a lead allowed it "
+                    "(repeatable; replaces the default conftest.py, pytest.ini, tox.ini, noxfile.py; a glob without "
+                    "'/' matches in any folder; setup.cfg's and pyproject.toml's pytest sections and the files the "
+                    "command names always count)")
     sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")
     sp.add_argument("--max-file-bytes", type=int, default=10 << 20, dest="max_file_bytes")
     sp.add_argument("--github", nargs=1, metavar="OWNER/REPO", help="a GitHub repository: webhooks in, statuses "
@@ -199,6 +208,20 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                     help="what one run may write in all (MiB, or 512M, 4G)")
     sp.add_argument("--memory-limit", type=disk_size, dest="memory_limit", metavar="SIZE",
                     help="the memory one run may use (MiB, or 4G)")
+    sp.add_argument("--report", metavar="pytest|junit:PATH", help="where the check's tests report their outcomes")
+    sp.add_argument("--check-config", action="append", metavar="GLOB", dest="check_config",
+                    help="the files that configure the check (replaces them; repeatable)")
+    sp.add_argument("--held-out", metavar="DIR", dest="held_out",
+                    help="held-out checks: the tests in DIR, stored by the bot, never shown to an agent, run on every "
+                    "candidate that passed its check (replaces them)")
+    sp.add_argument("--no-held-out", action="store_true", dest="no_held_out", help="no held-out checks any more")
+    sp.add_argument("--old-tests", choices=["flag", "refuse", "run"], dest="old_tests",
+                    help="a candidate that edits existing test functions: flagged on its verdict and landed record "
+                    "(default), refused (tests_changed), or run: main's version of each edited test file runs "
+                    "against its code and must pass; refuse and run spare a subtask marked as changing behaviour")
+    sp.add_argument("--held-out-command", dest="held_out_command", metavar="COMMAND",
+                    help="how the held-out checks run (default: python -m pytest -q -p no:cacheprovider "
+                    "\"$VERIFIER_HELD_OUT\"; $VERIFIER_HELD_OUT is their read-only directory)")
     sp.set_defaults(fn=cmd_repo_set)
     sp = repo.add_parser("list", parents=[common], help="list repositories")
     sp.set_defaults(fn=cmd_repo_list)
@@ -280,6 +303,10 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--paths", nargs="*", metavar="GLOB", help="its footprint: the paths it is expected to touch")
     sp.add_argument("--allow-duplicate", action="store_true", dest="allow_duplicate",
                     help="create it even if it nearly matches an open subtask (it is distinct work)")
+    sp.add_argument("--accept", action="append", metavar="LOCAL_FILE:REPO_PATH",
+                    help="an acceptance test (lead or admin; repeatable; `accept:` in a tree file): written into "
+                    "every merge of the subtask at REPO_PATH, it must pass, and it runs once on main now")
+    sp.add_argument("--repo", help="the repository the acceptance tests are for (when there is more than one)")
     sp = add("claim", cmd_claim, "claim the best ready subtask (optionally completing the current one)")
     sp.add_argument("--complete", type=int, metavar="ID", help="submit this subtask first, fenced")
     sp.add_argument("--version", type=int, help="claim version of --complete")
@@ -351,6 +378,15 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--root", type=int, metavar="ID", help="start at this subtask (default: every root)")
     sp.add_argument("--depth", type=int, default=3, help="levels below the root to show (default 3)")
     sp.add_argument("--limit", type=int, default=500, help="at most this many nodes (default 500, up to 5000)")
+    sp = add("allow", cmd_allow, "allow a subtask what its owner may not decide (lead or admin): --test-removal lets "
+             "its change delete tests that pass on main, --check-changes lets it change the check's configuration")
+    sp.add_argument("id", type=int)
+    sp.add_argument("--test-removal", action=argparse.BooleanOptionalAction, dest="test_removal")
+    sp.add_argument("--check-changes", action=argparse.BooleanOptionalAction, dest="check_changes",
+                    help="let its change touch what configures the check (conftest.py, pytest.ini, ...)")
+    sp.add_argument("--behaviour-change", action=argparse.BooleanOptionalAction, dest="behaviour_change",
+                    help="mark it as changing behaviour: its edits of existing tests are expected (--old-tests refuse "
+                    "lets them land)")
     sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled")
     sp.add_argument("ids", type=int, nargs="+")
     sp.add_argument("--timeout", type=float, default=3600.0)

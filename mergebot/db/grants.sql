@@ -24,8 +24,8 @@ GRANT SELECT, INSERT, UPDATE ON
     landing_intents, reconcile_findings, verify_jobs, webhook_deliveries, forge_statuses
 TO {role};
 
--- Linking a forge login can be undone.
-GRANT SELECT, INSERT, UPDATE, DELETE ON forge_links TO {role};
+-- Linking a forge login can be undone, a subtask's acceptance tests and a repository's held-out checks replaced.
+GRANT SELECT, INSERT, UPDATE, DELETE ON forge_links, acceptance_tests, held_out_files TO {role};
 
 -- Identity columns draw from their sequences.
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};

@@ -67,6 +67,15 @@ class JobStore:
             raise await self._superseded(job_id, claim_version)
         return Job.from_row(row)
 
+    async def held_out_files(self, *, job_id: int, worker_id: int | None,
+                             claim_version: int) -> list[tuple[str, bytes]]:
+        """The held-out checks for a held-out job, to the worker that holds it now (fenced): no one else reads
+        them."""
+        rows = await self.sql.all("job_held_out", id=job_id, worker_id=worker_id, claim_version=claim_version)
+        if not rows:
+            raise await self._superseded(job_id, claim_version)
+        return [(r["path"], bytes(r["content"])) for r in rows]
+
     async def recover_jobs(self, *, grace_seconds: float) -> list[Row]:
         return await self.sql.all("job_recover_expired", grace_seconds=grace_seconds)
 
@@ -81,6 +90,11 @@ class JobStore:
 
     async def jobs(self, *, status: str | None = None, candidate_id: int | None = None, limit: int = 100) -> list[Row]:
         return await self.sql.all("job_list", status=status, candidate_id=candidate_id, limit=limit)
+
+    async def baseline(self, *, repo: str, tree_sha: str, command: str) -> Job | None:
+        """The run of ``command`` on ``tree_sha`` whose outcomes are main's baseline (``job_baseline``)."""
+        row = await self.sql.one("job_baseline", repo=repo, tree_sha=tree_sha, command=command)
+        return Job.from_row(row) if row else None
 
     async def passed_on(self, *, repo: str, sha: str, command: str) -> bool:
         return await self.sql.one("job_passed_on", repo=repo, sha=sha, command=command) is not None

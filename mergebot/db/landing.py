@@ -43,7 +43,8 @@ class LandingStore:
                           cache_key: list[str] | None = None, setup_command: str | None = None,
                           setup_network: bool = False, post_land_command: str | None = None,
                           sandbox_paths: list[str] | None = None, disk_limit_mb: int = 2048,
-                          memory_limit_mb: int = 4096) -> Repo:
+                          memory_limit_mb: int = 4096, report: str = "pytest",
+                          check_config: list[str] | None = None) -> Repo:
         f = forge or {}
         row = await self.sql.one("repo_create", name=name, target_branch=target_branch,
                                  verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
@@ -55,7 +56,8 @@ class LandingStore:
                                  cache_paths=cache_paths or [], cache_key=cache_key or [],
                                  setup_command=setup_command, setup_network=setup_network,
                                  post_land_command=post_land_command, sandbox_paths=sandbox_paths or [],
-                                 disk_limit_mb=disk_limit_mb, memory_limit_mb=memory_limit_mb)
+                                 disk_limit_mb=disk_limit_mb, memory_limit_mb=memory_limit_mb, report=report,
+                                 check_config=check_config)
         assert row is not None
         await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)
@@ -64,7 +66,7 @@ class LandingStore:
         """Change the given landing rules of a repository (``repo_update``; a rule not given stays)."""
         names = ("verifier_command", "verifier_timeout_s", "protected_paths", "cache_paths", "cache_key",
                  "setup_command", "setup_network", "footprint_refuse", "post_land_command", "sandbox_paths",
-                 "disk_limit_mb", "memory_limit_mb")
+                 "disk_limit_mb", "memory_limit_mb", "report", "check_config", "held_out_command", "old_tests")
         unknown = set(rules) - set(names) - {"clear_setup"}
         assert not unknown, unknown
         row = await self.sql.one("repo_update", name=name, clear_setup=bool(rules.get("clear_setup")),
@@ -74,6 +76,22 @@ class LandingStore:
         await insert_event(self.sql, actor_id=actor_id, kind="repo_updated",
                            detail={"repo": name, "rules": sorted(k for k, v in rules.items() if v is not None)})
         return Repo.from_row(row)
+
+    async def set_held_out(self, repo: str, files: list[tuple[str, bytes]], *, actor_id: int | None = None) -> None:
+        """Replace a repository's held-out checks (never shown to an agent: only verifier workers read them)."""
+        async with self.sql.tx() as tx:
+            await tx.all("held_out_clear", repo=repo)
+            for path, content in files:
+                await tx.all("held_out_insert", repo=repo, path=path, content=content)
+            await insert_event(tx, actor_id=actor_id, kind="held_out_set", detail={"repo": repo, "files": len(files)})
+
+    async def held_out(self, repo: str) -> list[tuple[str, bytes]]:
+        """The held-out checks' files, for a verifier worker's run (never for an agent)."""
+        return [(r["path"], bytes(r["content"])) for r in await self.sql.all("held_out_get", repo=repo)]
+
+    async def held_out_count(self, repo: str) -> int:
+        row = await self.sql.one("held_out_count", repo=repo)
+        return int(row["n"]) if row else 0
 
     async def get_repo(self, name: str) -> Repo:
         row = await self.sql.one("repo_get", name=name)
@@ -239,7 +257,8 @@ class LandingStore:
                     merged_sha=m.merged_sha, tree_sha=m.tree_sha, verifier_command=v["command"],
                     verifier_result=e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
                     main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"),
-                    verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"))
+                    verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"),
+                    tests_changed=list(((v.get("tests") or {}).get("comparison") or {}).get("changed") or []) or None)
                 try:
                     async with tx.savepoint():  # one member's refusal undoes only it
                         row, freed = await self._land_in(tx, landing, actor_id=None, candidate_id=m.candidate_id,
@@ -275,7 +294,8 @@ class LandingStore:
             duration_ms=landing.duration_ms, log_digest=landing.log_digest, actor_id=actor_id,
             main_sha=landing.main_sha, batch_size=landing.batch_size, intent_id=intent_id, candidate_id=candidate_id,
             verifier_cache=Jsonb(landing.verifier_cache) if landing.verifier_cache is not None else None,
-            verifier_sandbox=landing.verifier_sandbox, verifier_limits=landing.verifier_limits)
+            verifier_sandbox=landing.verifier_sandbox, verifier_limits=landing.verifier_limits,
+            tests_changed=landing.tests_changed)
         if row is None:
             raise ClaimSuperseded(
                 f"subtask {landing.subtask_id} is no longer submitted at claim version "

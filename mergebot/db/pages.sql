@@ -34,7 +34,7 @@ LIMIT %(limit)s;
 
 -- name: page_landed_one
 SELECT l.*, a.name AS owner, s.title, s.status AS subtask_status, s.created_at AS subtask_created_at,
-       c.id AS candidate_id,
+       c.id AS candidate_id, c.verifier -> 'tests' AS tests,
        coalesce(l.verifier_sandbox, c.verifier ->> 'sandbox') AS sandbox, c.verifier ->> 'exit_code' AS exit_code,
        (c.verifier ->> 'log_size')::bigint AS log_size, c.ref,
        (SELECT j.id FROM verify_jobs j WHERE j.landed_id = l.id ORDER BY j.id DESC LIMIT 1) AS post_land_job_id,

@@ -309,7 +309,7 @@ WITH land AS (
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
                     merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
                     main_sha, batch_size, verifier_cache, batch_id, run_id, kind, reverts, verifier_sandbox,
-                    verifier_limits)
+                    verifier_limits, acceptance, tests_changed)
 SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
        %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s,
@@ -319,7 +319,9 @@ SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(c
         WHERE j.candidate_id = i.candidate_id AND j.commit_sha = i.new_sha AND j.status = 'done'
           AND j.outcome = 'pass' ORDER BY j.id DESC LIMIT 1),
        CASE WHEN c.reverts IS NULL THEN 'land' ELSE 'revert' END, c.reverts, %(verifier_sandbox)s,
-       %(verifier_limits)s
+       %(verifier_limits)s,
+       (SELECT array_agg(a.path ORDER BY a.path) FROM acceptance_tests a WHERE a.subtask_id = land.id),
+       %(tests_changed)s::text[]
 FROM land LEFT JOIN landing_intents i ON i.id = %(intent_id)s::bigint
           LEFT JOIN candidates c ON c.id = %(candidate_id)s::bigint
 RETURNING *;
@@ -384,6 +386,44 @@ WHERE s.id = ANY(%(ids)s::bigint[]) AND s.status = 'blocked'
       WHERE d.subtask_id = s.id AND x.status <> 'landed'
   )
 RETURNING s.id;
+
+-- name: subtask_allow
+-- A lead's or admin's permission on a subtask (NULL leaves it as it is).
+UPDATE subtasks SET allow_test_removal = coalesce(%(test_removal)s, allow_test_removal),
+    allow_check_changes = coalesce(%(check_changes)s, allow_check_changes),
+    allow_behaviour_change = coalesce(%(behaviour_change)s, allow_behaviour_change), updated_by = %(actor_id)s
+WHERE id = %(id)s
+RETURNING *;
+
+-- name: held_out_clear
+DELETE FROM held_out_files WHERE repo = %(repo)s;
+
+-- name: held_out_insert
+INSERT INTO held_out_files (repo, path, content) VALUES (%(repo)s, %(path)s, %(content)s);
+
+-- name: held_out_get
+SELECT path, content FROM held_out_files WHERE repo = %(repo)s ORDER BY path;
+
+-- name: held_out_count
+SELECT count(*) AS n FROM held_out_files WHERE repo = %(repo)s;
+
+-- name: acceptance_clear
+DELETE FROM acceptance_tests WHERE subtask_id = %(subtask_id)s;
+
+-- name: acceptance_insert
+INSERT INTO acceptance_tests (subtask_id, path, content, added_by)
+VALUES (%(subtask_id)s, %(path)s, %(content)s, %(actor_id)s);
+
+-- name: acceptance_get
+SELECT path, content FROM acceptance_tests WHERE subtask_id = %(subtask_id)s ORDER BY path;
+
+-- name: acceptance_paths
+SELECT subtask_id, array_agg(path ORDER BY path) AS paths FROM acceptance_tests
+WHERE subtask_id = ANY(%(ids)s::bigint[]) GROUP BY subtask_id;
+
+-- name: acceptance_probe_set
+UPDATE subtasks SET acceptance_probe = %(job_id)s, updated_by = %(actor_id)s WHERE id = %(subtask_id)s
+RETURNING id;
 
 -- name: subtask_cancel
 UPDATE subtasks
@@ -475,12 +515,13 @@ LIMIT %(limit)s;
 INSERT INTO repos (name, target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
                    max_file_bytes, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
                    forge_token_env, footprint_refuse, cache_paths, cache_key, setup_command, setup_network,
-                   post_land_command, sandbox_paths, disk_limit_mb, memory_limit_mb)
+                   post_land_command, sandbox_paths, disk_limit_mb, memory_limit_mb, report, check_config)
 VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s,
         %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s,
         %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s, %(footprint_refuse)s, %(cache_paths)s,
         %(cache_key)s, %(setup_command)s, %(setup_network)s, %(post_land_command)s, %(sandbox_paths)s,
-        %(disk_limit_mb)s, %(memory_limit_mb)s)
+        %(disk_limit_mb)s, %(memory_limit_mb)s, %(report)s,
+        coalesce(%(check_config)s::text[], '{conftest.py,pytest.ini,tox.ini,noxfile.py}'))
 RETURNING *;
 
 -- name: repo_update
@@ -498,7 +539,11 @@ UPDATE repos SET
                              ELSE coalesce(%(post_land_command)s, post_land_command) END,
     sandbox_paths = coalesce(%(sandbox_paths)s::text[], sandbox_paths),
     disk_limit_mb = coalesce(%(disk_limit_mb)s::integer, disk_limit_mb),
-    memory_limit_mb = coalesce(%(memory_limit_mb)s::integer, memory_limit_mb)
+    memory_limit_mb = coalesce(%(memory_limit_mb)s::integer, memory_limit_mb),
+    report = coalesce(%(report)s::text, report),
+    check_config = coalesce(%(check_config)s::text[], check_config),
+    held_out_command = coalesce(%(held_out_command)s::text, held_out_command),
+    old_tests = coalesce(%(old_tests)s::text, old_tests)
 WHERE name = %(name)s
 RETURNING *;
 
@@ -509,7 +554,7 @@ SELECT * FROM repos WHERE name = %(name)s;
 SELECT * FROM repos ORDER BY name;
 
 -- name: subtask_owner_facts
-SELECT s.id AS subtask_id, s.status::text AS status, s.owner_id, s.claim_version, s.paths,
+SELECT s.id AS subtask_id, s.status::text AS status, s.owner_id, s.claim_version, s.paths, s.allow_check_changes,
        EXISTS (SELECT 1 FROM candidates c WHERE c.subtask_id = s.id AND c.status = 'landing') AS landing
 FROM subtasks s WHERE s.id = ANY(%(ids)s::bigint[]);
 
@@ -702,7 +747,8 @@ RETURNING *;
 WITH pick AS (
     SELECT id FROM verify_jobs WHERE status = 'queued'
     ORDER BY CASE purpose WHEN 'candidate' THEN 0 WHEN 'retry' THEN 1 WHEN 'base' THEN 1 WHEN 'bisect' THEN 1
-                          ELSE 2 END, id
+                          WHEN 'baseline' THEN 1 WHEN 'acceptance' THEN 1 WHEN 'held_out' THEN 0
+                          WHEN 'old_tests' THEN 0 ELSE 2 END, id
     LIMIT 1 FOR UPDATE SKIP LOCKED
 )
 UPDATE verify_jobs j
@@ -721,7 +767,9 @@ RETURNING id;
 -- name: job_finish
 -- Only the holder of the current claim may report; each job finishes once.
 UPDATE verify_jobs
-SET status = 'done', outcome = %(outcome)s, result = %(result)s, finished_at = now(), lease_expires_at = NULL
+SET status = 'done', outcome = %(outcome)s, result = %(result)s, finished_at = now(), lease_expires_at = NULL,
+    tree_sha = CASE WHEN %(result)s::jsonb ->> 'tree_sha' ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'
+                    THEN %(result)s::jsonb ->> 'tree_sha' END
 WHERE id = %(id)s AND worker_id IS NOT DISTINCT FROM %(worker_id)s::bigint AND claim_version = %(claim_version)s
   AND status = 'running'
 RETURNING *;
@@ -766,6 +814,22 @@ SELECT id FROM verify_jobs
 WHERE repo = %(repo)s AND commit_sha = %(sha)s AND command = %(command)s AND status = 'done'
   AND outcome IN ('pass', 'flaky')
 LIMIT 1;
+
+-- name: job_baseline
+-- The outcomes of this check on this tree: the newest finished run that has them, a run that ran to its end (pass
+-- or fail) before one cut short. NULL result when none has them (the caller then runs one, purpose baseline).
+SELECT * FROM verify_jobs
+WHERE repo = %(repo)s AND tree_sha = %(tree_sha)s AND command = %(command)s AND status = 'done'
+  AND purpose NOT IN ('held_out', 'acceptance', 'old_tests')
+ORDER BY coalesce(result -> 'tests' ->> 'source', '') <> '' DESC, outcome IN ('pass', 'fail') DESC, id DESC
+LIMIT 1;
+
+-- name: job_held_out
+-- A held-out run's checks, for the worker holding it under this claim (nobody else: not even another verifier).
+SELECT h.path, h.content FROM verify_jobs j JOIN held_out_files h ON h.repo = j.repo
+WHERE j.id = %(id)s AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s::bigint AND j.claim_version = %(claim_version)s
+  AND j.status = 'running' AND j.purpose = 'held_out'
+ORDER BY h.path;
 
 -- name: job_many
 SELECT * FROM verify_jobs WHERE id = ANY(%(ids)s::bigint[]);

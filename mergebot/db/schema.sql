@@ -657,3 +657,55 @@ ALTER TABLE repos ADD COLUMN memory_limit_mb integer NOT NULL DEFAULT 4096
 ALTER TABLE verify_jobs ADD COLUMN sandbox jsonb;
 ALTER TABLE landed ADD COLUMN verifier_sandbox text;
 ALTER TABLE landed ADD COLUMN verifier_limits text;
+
+-- 0017: per-test outcomes; a run's tree; baselines; a repository's report; what a subtask is allowed.
+ALTER TABLE verify_jobs ADD COLUMN tree_sha text CHECK (tree_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$');
+CREATE INDEX verify_jobs_tree ON verify_jobs (repo, tree_sha) WHERE tree_sha IS NOT NULL;
+ALTER TABLE verify_jobs DROP CONSTRAINT verify_jobs_purpose_check;
+ALTER TABLE verify_jobs ADD CONSTRAINT verify_jobs_purpose_check
+    CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect', 'baseline'));
+ALTER TABLE repos ADD COLUMN report text NOT NULL DEFAULT 'pytest'
+    CHECK (report = 'pytest' OR report ~ '^junit:[^/].{0,998}$');
+ALTER TABLE subtasks ADD COLUMN allow_test_removal boolean NOT NULL DEFAULT false;
+ALTER TABLE subtasks ADD COLUMN allow_check_changes boolean NOT NULL DEFAULT false;
+ALTER TABLE subtasks ADD COLUMN allow_behaviour_change boolean NOT NULL DEFAULT false;
+ALTER TABLE repos ADD COLUMN old_tests text NOT NULL DEFAULT 'flag' CHECK (old_tests IN ('flag', 'refuse', 'run'));
+ALTER TABLE landed ADD COLUMN tests_changed text[];
+ALTER TABLE repos ADD COLUMN check_config text[] NOT NULL
+    DEFAULT '{conftest.py,pytest.ini,tox.ini,noxfile.py}' CHECK (cardinality(check_config) <= 100);
+
+-- Acceptance tests a lead attaches to a subtask (FAIL_TO_PASS): written into its merged commit at their paths
+-- before the run, over whatever the candidate has there, so the tested tree is the landed tree.
+CREATE TABLE acceptance_tests (
+    subtask_id  bigint NOT NULL REFERENCES subtasks (id),
+    path        text NOT NULL CHECK (length(path) BETWEEN 1 AND 1000 AND path !~ '^/' AND path !~ '(^|/)\.\.?(/|$)'
+                                     AND path !~ '(^|/)\.git(/|$)'),
+    content     bytea NOT NULL CHECK (octet_length(content) <= 1048576),
+    added_by    bigint REFERENCES agents (id),
+    added_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (subtask_id, path)
+);
+-- The run of a subtask's acceptance tests on main when they were attached: if they pass there, they test nothing new.
+ALTER TABLE subtasks ADD COLUMN acceptance_probe bigint REFERENCES verify_jobs (id);
+ALTER TABLE verify_jobs DROP CONSTRAINT verify_jobs_purpose_check;
+ALTER TABLE verify_jobs ADD CONSTRAINT verify_jobs_purpose_check
+    CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect', 'baseline', 'acceptance'));
+-- The acceptance tests a landing carried, by path.
+ALTER TABLE landed ADD COLUMN acceptance text[];
+
+-- Held-out checks: a repository's tests that are never in the repository and never shown to an agent. A candidate
+-- that passed its check runs them next, as a run of their own (purpose held_out), mounted read-only beside its
+-- checkout; agents learn pass or fail and the failing test ids only.
+CREATE TABLE held_out_files (
+    repo        text NOT NULL REFERENCES repos (name),
+    path        text NOT NULL CHECK (length(path) BETWEEN 1 AND 1000 AND path !~ '^/' AND path !~ '(^|/)\.\.?(/|$)'),
+    content     bytea NOT NULL CHECK (octet_length(content) <= 1048576),
+    PRIMARY KEY (repo, path)
+);
+ALTER TABLE repos ADD COLUMN held_out_command text NOT NULL
+    DEFAULT 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"'
+    CHECK (length(held_out_command) BETWEEN 1 AND 4000);
+ALTER TABLE verify_jobs DROP CONSTRAINT verify_jobs_purpose_check;
+ALTER TABLE verify_jobs ADD CONSTRAINT verify_jobs_purpose_check
+    CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect', 'baseline', 'acceptance',
+                       'held_out', 'old_tests'));

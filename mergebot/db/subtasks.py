@@ -285,6 +285,44 @@ class SubtaskStore:
             raise InvalidTransition(f"subtask {subtask_id} is {sub.status} and cannot be cancelled")
         return Subtask.from_row(row)
 
+    async def allow(self, *, subtask_id: int, actor_id: int | None, test_removal: bool | None = None,
+                    check_changes: bool | None = None, behaviour_change: bool | None = None) -> Subtask:
+        """A lead's or admin's permission on a subtask (the API checks the role; the owner never has it)."""
+        async with self.sql.tx() as tx:
+            row = await tx.one("subtask_allow", id=subtask_id, actor_id=actor_id, test_removal=test_removal,
+                               check_changes=check_changes, behaviour_change=behaviour_change)
+            if row is None:
+                raise NotFound(f"no subtask {subtask_id}", field="subtask_id")
+            await insert_event(tx, actor_id=actor_id, kind="allowed", subtask_id=subtask_id,
+                               detail={"test_removal": row["allow_test_removal"],
+                                       "check_changes": row["allow_check_changes"],
+                                       "behaviour_change": row["allow_behaviour_change"]})
+        return await self.get_subtask(subtask_id)
+
+    async def set_acceptance(self, *, subtask_id: int, files: Sequence[tuple[str, bytes]],
+                             actor_id: int | None) -> None:
+        """Replace a subtask's acceptance tests (path, content) in one transaction."""
+        async with self.sql.tx() as tx:
+            if await tx.one("subtask_get", id=subtask_id) is None:
+                raise NotFound(f"no subtask {subtask_id}", field="subtask_id")
+            await tx.all("acceptance_clear", subtask_id=subtask_id)
+            for path, content in files:
+                await tx.all("acceptance_insert", subtask_id=subtask_id, path=path, content=content,
+                             actor_id=actor_id)
+            await insert_event(tx, actor_id=actor_id, kind="acceptance_set", subtask_id=subtask_id,
+                               detail={"paths": [p for p, _ in files]})
+
+    async def acceptance(self, subtask_id: int) -> list[tuple[str, bytes]]:
+        """A subtask's acceptance tests: (path, content), by path."""
+        return [(r["path"], bytes(r["content"])) for r in await self.sql.all("acceptance_get", subtask_id=subtask_id)]
+
+    async def acceptance_paths(self, ids: Sequence[int]) -> dict[int, list[str]]:
+        rows = await self.sql.all("acceptance_paths", ids=list(ids)) if ids else []
+        return {r["subtask_id"]: list(r["paths"]) for r in rows}
+
+    async def set_acceptance_probe(self, *, subtask_id: int, job_id: int, actor_id: int | None) -> None:
+        await self.sql.all("acceptance_probe_set", subtask_id=subtask_id, job_id=job_id, actor_id=actor_id)
+
     async def retry(self, *, subtask_id: int, reason: str, actor_id: int | None) -> Subtask:
         row = await self.sql.one("subtask_retry", id=subtask_id, reason=reason, actor_id=actor_id)
         if row is None:

@@ -32,7 +32,7 @@ def backoff(attempts: int) -> float:
 def target_url(public_url: str, row: StatusRow) -> str | None:
     if not public_url or row.candidate_id is None:
         return None
-    return f"{public_url.rstrip('/')}/api/v1/candidates/{row.candidate_id}"
+    return f"{public_url.rstrip('/')}/ui/candidates/{row.candidate_id}"
 
 
 class StatusSender:

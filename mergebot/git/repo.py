@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,6 +148,38 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str,
     bot = bot_signature()
     sha = repo.create_commit(None, bot, bot, message, tree, [pygit2.Oid(hex=base), cand.id])
     return Merge("merge", str(sha), str(tree))
+
+
+def tree_with_files(repo: pygit2.Repository, tree: str, files: Sequence[tuple[str, bytes]]) -> pygit2.Oid:
+    """``tree`` with ``files`` written at their paths (regular files), as a new tree in ``repo``."""
+    index = pygit2.Index()
+    index.read_tree(repo[tree].peel(pygit2.Tree))
+    for path, data in files:
+        index.add(pygit2.IndexEntry(path, repo.create_blob(data), pygit2.enums.FileMode.BLOB))
+    return index.write_tree(repo)
+
+
+def commit_with_files(repo: pygit2.Repository, base: str, files: Sequence[tuple[str, bytes]], message: str) -> str:
+    """A commit on ``base`` (written, on no ref) whose tree is ``base``'s with ``files`` written into it."""
+    tree = tree_with_files(repo, str(repo[base].peel(pygit2.Commit).tree_id), files)
+    bot = bot_signature()
+    return str(repo.create_commit(None, bot, bot, message, tree, [pygit2.Oid(hex=base)]))
+
+
+def with_files(repo: pygit2.Repository, base: str, merge: Merge, files: Sequence[tuple[str, bytes]],
+               message: str) -> Merge:
+    """``merge`` (a merge or fast-forward onto ``base``) with ``files`` written at their paths over whatever it has
+    there: a commit of its own with ``base`` and the candidate as parents (a fast-forward becomes a merge). The
+    same merge when its tree already holds exactly those files."""
+    assert merge.sha is not None and merge.tree is not None
+    new_tree = tree_with_files(repo, merge.tree, files)
+    if str(new_tree) == merge.tree:
+        return merge
+    head = repo[merge.sha].peel(pygit2.Commit)
+    candidate = head.parents[-1].id if merge.kind == "merge" else head.id
+    bot = bot_signature()
+    sha = repo.create_commit(None, bot, bot, message, new_tree, [pygit2.Oid(hex=base), candidate])
+    return Merge("merge", str(sha), str(new_tree))
 
 
 def revert_onto(repo: pygit2.Repository, head: str, base: str, landed: str, message: str, ref: str) -> str | None:
@@ -339,6 +372,19 @@ def patch_id(repo: pygit2.Repository, main: str, candidate: str) -> str | None:
     if not binary:
         return text
     return hashlib.sha256("\n".join([text, *binary]).encode()).hexdigest()
+
+
+def text_at(repo: pygit2.Repository, commit: str, path: str, limit: int = 2 << 20) -> str | None:
+    """A file's text at a commit (UTF-8, replacing what does not decode); None when it is not a file there, or is
+    over ``limit`` bytes."""
+    try:
+        obj = repo[commit].peel(pygit2.Commit).tree[path]
+    except KeyError:
+        return None
+    if obj.type_str != "blob":
+        return None
+    blob = repo[obj.id].peel(pygit2.Blob)
+    return None if blob.size > limit else blob.data.decode("utf-8", "replace")
 
 
 def own_paths(repo: pygit2.Repository, main: str, candidate: str) -> list[str]:

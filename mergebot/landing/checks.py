@@ -18,13 +18,26 @@ Rules, in the order they are checked:
      it, every changed path must be in the footprint (otherwise that is only a warning on the verdict).
   6. It may not be a change another subtask already made: the same patch id as another subtask's landed or
      live candidate is a duplicate (a re-push of one's own change is not).
+  7. What decides how the tests run is main's (``check_config``): a push may not add, change or delete a file
+     matching the repository's check-config globs (by default any ``conftest.py``, ``pytest.ini``, ``tox.ini``,
+     ``noxfile.py``; a glob without ``/`` matches the name in any folder), the pytest sections of a
+     ``setup.cfg`` (``[tool:pytest]``, ``[pytest]``) or a ``pyproject.toml`` (``[tool.pytest*]``: the parsed
+     sections are compared, not the files), or a file of main's that the check's command names (a script, a
+     ``Makefile`` for ``make``), unless a lead allowed its subtask to change the check. The verifier's own pytest
+     plugin's name (``mergebot_outcomes``) is refused even then: a module of that name in the checkout would speak
+     for it.
 """
 
 from __future__ import annotations
 
+import configparser
 import fnmatch
+import json
+import posixpath
 import re
-from collections.abc import Sequence
+import shlex
+import tomllib
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from mergebot.landing import messages as say
@@ -112,6 +125,7 @@ class Content:
     push_bytes: int
     already_on_target: bool
     patch_id: str | None = None  # the change as one id (``git.patch_id``)
+    check_config: Sequence[str] = ()  # the changed paths that configure the check (``check_config_paths``)
 
 
 @dataclass(frozen=True)
@@ -121,6 +135,7 @@ class Limits:
     max_push_bytes: int
     max_commits: int = 1000
     footprint_refuse: bool = False  # a change outside its subtask's footprint is refused, not only flagged
+    check_config_allowed: bool = False  # a lead allowed the subtask to change what configures the check
 
 
 def is_protected(path: str, patterns: Sequence[str]) -> bool:
@@ -163,10 +178,111 @@ def judge_content(update: RefUpdate, target_branch: str, content: Content, limit
     touched = [p for p in content.changed_paths if is_protected(p, limits.protected_paths)]
     if touched:
         return Refusal(ref, "protected_path", say.protected_paths(ref, touched), tuple(touched[:100]))
+    ours = [p for p in content.check_config if is_ours(p)]
+    config = ours or ([] if limits.check_config_allowed else list(content.check_config))
+    if config:
+        return Refusal(ref, "check_config", say.check_config(ref, config, target_branch,
+                                                                   allowed=limits.check_config_allowed),
+                       tuple(config[:100]))
     outside = outside_footprint(content.changed_paths, footprint) if limits.footprint_refuse else []
     if outside:
         return Refusal(ref, "outside_footprint", say.outside_footprint(ref, outside, footprint), tuple(outside[:100]))
     return None
+
+
+PLUGIN_NAME = "mergebot_outcomes"  # verifier/pytest_plugin's module: no checkout may hold one of that name
+SECTIONED = ("setup.cfg", "pyproject.toml")  # their pytest sections configure the check, the rest does not
+
+
+def is_ours(path: str) -> bool:
+    """A path that would shadow the verifier's own pytest plugin."""
+    parts = path.split("/")
+    return parts[-1] in (f"{PLUGIN_NAME}.py", PLUGIN_NAME) or PLUGIN_NAME in parts[:-1]
+
+
+def matches_glob(path: str, globs: Sequence[str]) -> bool:
+    """A glob without ``/`` matches the file's name in any folder; one with ``/`` matches the whole path."""
+    name = posixpath.basename(path)
+    return any(fnmatch.fnmatchcase(path if "/" in g else name, g) for g in globs)
+
+
+INTERPRETERS = ("sh", "bash", "dash", "zsh", "python", "python3", "node", "ruby", "perl")
+MAKES = ("make", "gmake")
+
+
+def command_files(command: str) -> list[str]:
+    """The repository files a check's command runs: each command's program when it is a path (``./ci/check.sh``),
+    the script an interpreter is given (``sh ci/check.sh``, ``python tools/check.py``; not ``python -m``), and a
+    make's makefiles (``-f FILE``, or ``Makefile``). Whether each is a file of the repository is for the caller to
+    see. Data a command merely reads (``grep x calc.py``) does not configure it."""
+    try:
+        lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        words = list(lex)
+    except ValueError:
+        words = command.split()
+    segments: list[list[str]] = [[]]
+    for w in words:
+        if w and set(w) <= set("&|;()"):
+            segments.append([])
+        else:
+            segments[-1].append(w)
+    out: list[str] = []
+    for seg in segments:
+        seg = [w for w in seg if "=" not in w.split("/")[0] or w.startswith(("-", "."))]  # FOO=1 cmd: the command
+        while seg and seg[0] in ("!", "exec", "env", "time", "nice", "timeout"):
+            seg = seg[1:] if seg[0] != "timeout" else seg[2:]
+        if not seg:
+            continue
+        prog, args = seg[0], seg[1:]
+        name = posixpath.basename(prog)
+        if "/" in prog:
+            out.append(prog)
+        if name in MAKES:
+            out += [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-f"] or ["Makefile", "makefile",
+                                                                                  "GNUmakefile"]
+        elif name in INTERPRETERS or name.startswith("python3."):
+            script = next((a for a in args if not a.startswith("-")), None)
+            if script is not None and "-m" not in args[:args.index(script)] and "-c" not in args[:args.index(script)]:
+                out.append(script)
+    norm = [posixpath.normpath(p) for p in out if not p.startswith(("/", "$", "~"))]
+    return list(dict.fromkeys(p for p in norm if not p.startswith("..") and p != "."))
+
+
+def pytest_sections(path: str, text: str | None) -> str | None:
+    """The pytest configuration a ``setup.cfg`` or ``pyproject.toml`` holds, canonical (sorted JSON); None when it
+    holds none; ``"unreadable"`` when the file does not parse (which then counts as a change)."""
+    if text is None:
+        return None
+    try:
+        if posixpath.basename(path) == "pyproject.toml":
+            tool = tomllib.loads(text).get("tool", {})
+            found: dict[str, object] = {k: v for k, v in tool.items() if k.startswith("pytest")} \
+                if isinstance(tool, dict) else {}
+        else:
+            parser = configparser.RawConfigParser()
+            parser.read_string(text)
+            found = {s: dict(parser.items(s)) for s in parser.sections() if s in ("tool:pytest", "pytest")}
+    except (tomllib.TOMLDecodeError, configparser.Error, ValueError):
+        return "unreadable"
+    return json.dumps(found, sort_keys=True, default=str) if found else None
+
+
+def check_config_paths(changed: Sequence[str], globs: Sequence[str], named: Collection[str],
+                       texts: Mapping[str, tuple[str | None, str | None]]) -> list[str]:
+    """The changed paths that configure the check (rule 7). ``named``: the files of main's tree that the check's
+    command names (``command_files``, kept where main has them); ``texts``: for each changed ``setup.cfg`` and
+    ``pyproject.toml``, its text on main and in the push (None where the file does not exist)."""
+    named = set(named)
+    out = []
+    for path in changed:
+        if is_ours(path) or matches_glob(path, globs) or path in named:
+            out.append(path)
+        elif posixpath.basename(path) in SECTIONED:
+            old, new = texts.get(path, (None, None))
+            if pytest_sections(path, old) != pytest_sections(path, new):
+                out.append(path)
+    return out
 
 
 def judge_twin(update: RefUpdate, subtask_id: int, twin: Twin | None) -> Refusal | None:

@@ -194,9 +194,20 @@ async def take(db: Database, repo: Repo, exclude: list[int] | None = None) -> Ca
 
 
 async def merge_onto(db: Database, target: Target, cand: Candidate, base: str) -> git.Merge:
+    """The candidate merged onto ``base`` in memory; with its subtask's acceptance tests written into the merge
+    at their paths, over whatever the candidate has there (so the commit that is verified, and lands, has them)."""
     title = (await db.subtasks.get_subtask(cand.subtask_id)).title
     message = say.merge_message(cand.subtask_id, cand.claim_version, title, cand.sha, cand.id)
-    return await asyncio.to_thread(lambda: git.merge_onto(git.open_repo(target.path), base, cand.sha, message))
+    accept = await db.subtasks.acceptance(cand.subtask_id)
+
+    def merged() -> git.Merge:
+        bare = git.open_repo(target.path)
+        merge = git.merge_onto(bare, base, cand.sha, message)
+        if accept and merge.kind in ("merge", "fast-forward"):
+            merge = git.with_files(bare, base, merge, accept, say.with_acceptance(message, [p for p, _ in accept]))
+        return merge
+
+    return await asyncio.to_thread(merged)
 
 
 async def merge_with_paths(db: Database, target: Target, cand: Candidate,
@@ -219,6 +230,8 @@ async def reject(db: Database, cand: Candidate, r: say.Rejection, *, base_sha: s
     with contextlib.suppress(ClaimSuperseded):  # the subtask moved on (reclaimed, newer push): nothing to hand
         await db.subtasks.reject(handle=Handle(cand.subtask_id, cand.claim_version), reason=reason, sha=cand.sha)
     failing = list(r.run.failing_tests) if r.run is not None else []
+    if r.kind == "held_out_failed" and r.run is not None:  # the held-out run's failing ids, and nothing else of it
+        failing = list(((r.run.tests or {}).get("held_out") or {}).get("failing") or [])
     await db.landing.finish_candidate(cand.id, "rejected", reason, base_sha=base_sha, merged_sha=r.merged_sha,
                                       verifier=verifier, verdict=verdicts.recorded(
                                           r.kind, paths=list(r.paths[:100]), hunks=[dict(h) for h in r.hunks],
@@ -251,8 +264,17 @@ async def reject_unmergeable(db: Database, target: Target, repo: Repo, cand: Can
 
 
 def verdict_json(run: Result, outcome: str, runs: dict[str, Any]) -> dict[str, Any]:
-    """What a candidate's ``verifier`` shows: the deciding run, with the verdict as its outcome, and the runs."""
-    return {**run.as_json(), "outcome": outcome, **({"runs": runs} if runs else {})}
+    """What a candidate's ``verifier`` shows: the deciding run, with the verdict as its outcome, and the runs. Each
+    run's per-test outcomes stay with its job (``tests.packed``): here only their counts and the comparison."""
+    return {**_unpacked(run.as_json()), "outcome": outcome,
+            **({"runs": {k: _unpacked(v) if isinstance(v, dict) else v for k, v in runs.items()}} if runs else {})}
+
+
+def _unpacked(run: dict[str, Any]) -> dict[str, Any]:
+    tests = run.get("tests")
+    if isinstance(tests, dict) and "packed" in tests:
+        return {**run, "tests": {k: v for k, v in tests.items() if k != "packed"}}
+    return run
 
 
 async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: git.Merge, run: Result,

@@ -100,6 +100,15 @@ def foreign_commit(ref: str, sha: str, other: int, target_branch: str) -> str:
             f"other agents' unlanded branches; rebase onto {target_branch}.")
 
 
+def check_config(ref: str, paths: list[str], target_branch: str, *, allowed: bool) -> str:
+    if allowed:  # only the verifier's own plugin's name is refused on an allowed subtask
+        return (f"refused {ref}: {_shown(paths, 10)} would shadow the verifier's own pytest plugin "
+                "(mergebot_outcomes): no change may add a module of that name.")
+    return (f"refused {ref}: it changes what decides how the check runs ({_shown(paths, 10)}). The check runs as "
+            f"{target_branch} configures it: take those changes out (`git restore --source origin/{target_branch} -- "
+            "PATH`), or ask a lead to allow this subtask to change the check (`mergebot allow ID --check-changes`).")
+
+
 def protected_paths(ref: str, paths: Sequence[str]) -> str:
     return (f"{ref}: changes protected paths ({_shown(paths, 5)}). These are configured by the repository's "
             "operator and cannot be changed by an agent's push.")
@@ -240,6 +249,49 @@ def _rejection(r: Rejection) -> str:
     if r.kind == "verifier_error":
         return (f"the verifier could not run the check on {_short(r.merged_sha)} (twice): {r.run.excerpt(5)}\n"
                 "This is not a verdict on your change; push again, or ask an operator to look at the verifier.")
+    if r.kind == "tests_weakened":
+        comparison = ((r.run.tests or {}).get("comparison") or {})
+        changes = comparison.get("weakened") or []
+        count = int(comparison.get("weakened_count") or len(changes))
+        shown = "; ".join(f"{c['id']} ({c['was']} on {r.target_branch}, {c['now']} now)" for c in changes[:8])
+        more = f"; and {count - 8} more" if count > 8 else ""
+        tests = f"{count} test{'s' if count != 1 else ''}"
+        return (f"the check `{r.command or r.run.command}` exited 0 on the merged commit {_short(r.merged_sha)}, but "
+                f"{tests} that pass on {r.target_branch} do not pass now: {shown}{more}. "
+                "A change may not weaken the tests that judge it: make them pass as they are (a lead can allow "
+                "a subtask to remove tests).")
+    if r.kind == "acceptance_failed":
+        failed = (((r.run.tests or {}).get("comparison") or {}).get("acceptance") or {}).get("failed") or []
+        shown = "; ".join(f"{c['id']} ({c['now']})" for c in failed[:8])
+        return (f"the check `{r.command or r.run.command}` exited 0 on the merged commit {_short(r.merged_sha)}, but "
+                f"the subtask's acceptance tests did not all pass: {shown}. They are the subtask's contract: they "
+                "run as attached, whatever the branch has at their paths.")
+    if r.kind == "tests_changed":
+        comparison = ((r.run.tests or {}).get("comparison") or {})
+        changed = list(comparison.get("changed") or [])
+        if comparison.get("old_tests"):
+            failing = comparison["old_tests"].get("failing") or []
+            return (f"the check `{r.command or r.run.command}` passed on the merged commit {_short(r.merged_sha)}, "
+                    f"but the change edits existing tests ({', '.join(changed[:8])}), and main's version of them "
+                    f"fails against the change's code ({', '.join(failing[:8]) or 'the run failed'}): the edit "
+                    "changed what the tests check, not only how.")
+        return (f"the check `{r.command or r.run.command}` passed on the merged commit {_short(r.merged_sha)}, but the "
+                f"change edits {len(changed)} existing test{'s' if len(changed) != 1 else ''} "
+                f"({', '.join(changed[:8])}{', ...' if len(changed) > 8 else ''}), which this repository refuses: "
+                "a test that changes with the code no longer checks it.")
+    if r.kind == "held_out_failed":
+        held = ((r.run.tests or {}).get("held_out") or {})
+        failing = list(held.get("failing") or [])
+        count = int(held.get("failing_count") or len(failing))
+        return (f"the check `{r.command or r.run.command}` passed on the merged commit {_short(r.merged_sha)}, but "
+                f"the repository's held-out checks did not: {count} failed ({', '.join(failing[:8]) or 'see below'}"
+                f"{', ...' if count > 8 else ''}). Held-out checks are not shown; make the change do what the "
+                "subtask asks.")
+    if r.kind == "no_report":
+        problem = ((r.run.tests or {}).get("problem") or "no outcomes")
+        return (f"the check `{r.command or r.run.command}` exited 0 on the merged commit {_short(r.merged_sha)}, but "
+                f"its tests reported nothing ({problem}), where {r.target_branch}'s report every test. A run whose "
+                f"report was stopped proves nothing:\n{r.run.excerpt(8)}")
     if r.kind in ("disk_limit", "memory_limit"):
         limits = r.run.limits or {}
         what = (f"its disk limit ({limits.get('disk_limit_mb', '?')} MiB written in all: the checkout's changes, /tmp "
@@ -396,6 +448,38 @@ def fence_status(status: str) -> str:
 
 def merge_message(subtask_id: int, claim_version: int, title: str, sha: str, cand_id: int) -> str:
     return f"Land subtask {subtask_id} v{claim_version}: {title}\n\nCandidate: {sha}\nMergebot-Candidate: {cand_id}\n"
+
+
+def with_acceptance(message: str, paths: Sequence[str]) -> str:
+    """A merge's message when the subtask's acceptance tests were written into it."""
+    return message + "".join(f"Mergebot-Acceptance: {p}\n" for p in paths)
+
+
+def old_tests_commit(files: Sequence[str]) -> str:
+    return "Main's version of the edited tests\n\n" + "".join(f"Mergebot-Old-Test: {f}\n" for f in files)
+
+
+def held_out_log_hidden(outcome: str) -> str:
+    return (f"This run of the repository's held-out checks gave {outcome}. Its log is for reviewers and admins only: "
+            "held-out checks are never shown to the agents they judge.")
+
+
+def acceptance_probe(subtask_id: int, title: str) -> str:
+    return f"Acceptance tests of subtask {subtask_id} on main: {title}\n\nMergebot-Acceptance-Probe: {subtask_id}\n"
+
+
+def acceptance_tests_new(failing: int) -> str:
+    return (f"the acceptance tests fail on main ({failing} test{'s' if failing != 1 else ''} or files that do not "
+            "pass there): they test what the subtask must change")
+
+
+def acceptance_tests_nothing_new(main: str) -> str:
+    return (f"the acceptance tests already pass on main (run on {_short(main)} with them written in): they test "
+            "nothing new. Attach tests that fail until the subtask is done")
+
+
+def acceptance_probe_unknown() -> str:
+    return "the acceptance tests' run on main reported no test outcomes (not a pytest suite?): it cannot tell"
 
 
 def landing_reflog(subtask_id: int, claim_version: int, cand_id: int) -> str:

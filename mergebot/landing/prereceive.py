@@ -12,10 +12,11 @@ on a rejected push). At post-receive the refs have moved and each accepted subta
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,11 +29,14 @@ from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.landing import verdicts
 from mergebot.landing.checks import (
+    SECTIONED,
     Content,
     Limits,
     RefUpdate,
     Refusal,
     Twin,
+    check_config_paths,
+    command_files,
     judge_content,
     judge_ref,
     judge_twin,
@@ -149,9 +153,18 @@ def _foreign(repo: pygit2.Repository, others: list[tuple[int, str]], main: str, 
     return []
 
 
+def _has(tree: pygit2.Tree, path: str) -> bool:
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True
+
+
 def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: RefUpdate, subtask_id: int,
-            limits: Limits, others: list[tuple[int, str]]) -> Content:
-    """Facts about what ``update.new`` brings relative to the target branch (blocking: run in a thread)."""
+            limits: Limits, others: list[tuple[int, str]], check: tuple[Sequence[str], str] = ((), "")) -> Content:
+    """Facts about what ``update.new`` brings relative to the target branch (blocking: run in a thread).
+    ``check``: the repository's check-config globs and its check's command (rule 7)."""
     repo = git.open_repo(repo_path, quarantine)
     main = git.head_of(repo, target_ref)
     assert main is not None
@@ -162,8 +175,14 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
     base = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=update.new))
     new_tree = str(repo[update.new].peel(pygit2.Commit).tree_id)
     old_tree = str(repo[base].peel(pygit2.Commit).tree_id) if base else None
+    changed = git.changed_paths(repo, old_tree, new_tree) if ids else []
+    texts = {p: (git.text_at(repo, main, p), git.text_at(repo, update.new, p))
+             for p in changed if p.rsplit("/", 1)[-1] in SECTIONED}
+    main_tree = repo[main].peel(pygit2.Commit).tree
+    named = [p for p in command_files(check[1]) if p in changed and _has(main_tree, p)]
     return Content(
-        changed_paths=git.changed_paths(repo, old_tree, new_tree) if ids else [],
+        changed_paths=changed,
+        check_config=check_config_paths(changed, check[0], named, texts),
         commit_count=len(commits),
         roots=[str(c.id) for c in commits if not c.parent_ids],
         foreign=foreign,
@@ -193,9 +212,11 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
                 live = await db.landing.owner_facts(list(tips)) if tips else {}
                 others = [(sid, tip) for sid, ts in tips.items() for tip in ts
                           if sid in live and live[sid].status in ("running", "submitted")]
-            content = await asyncio.to_thread(inspect, repo_path, q, repo.target_ref, u, parsed[0], limits, others)
+            content = await asyncio.to_thread(inspect, repo_path, q, repo.target_ref, u, parsed[0], limits, others,
+                                              (repo.check_config, repo.verifier_command))
             row_now = facts.get(parsed[0])
-            refusal = judge_content(u, repo.target_branch, content, limits, row_now.paths if row_now else ())
+            allowed = dataclasses.replace(limits, check_config_allowed=bool(row_now and row_now.allow_check_changes))
+            refusal = judge_content(u, repo.target_branch, content, allowed, row_now.paths if row_now else ())
             if refusal is None and content.patch_id is not None:
                 row = await db.landing.twin(repo=repo.name, patch_id=content.patch_id, subtask_id=parsed[0])
                 refusal = judge_twin(u, parsed[0], Twin(**row) if row else None)

@@ -18,6 +18,7 @@ from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.models import Agent, Repo
 from verifier import cache as caches
+from verifier import outcomes as outcome_files
 from verifier import view as views
 from verifier.runner import DISK_LIMIT_MB, MEMORY_MB
 
@@ -69,7 +70,8 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
                    cache_paths: list[str] | None = None, cache_key: list[str] | None = None,
                    setup_command: str | None = None, setup_network: bool = False,
                    post_land_command: str | None = None, sandbox_paths: list[str] | None = None,
-                   disk_limit_mb: int = DISK_LIMIT_MB, memory_limit_mb: int = MEMORY_MB) -> Repo:
+                   disk_limit_mb: int = DISK_LIMIT_MB, memory_limit_mb: int = MEMORY_MB,
+                   report: str = "pytest", check_config: list[str] | None = None) -> Repo:
     """Create (or import from ``source``, a path or URL) the bare repository and record its configuration.
 
     With ``forge`` (see ``forge_settings``) the repository is a mirror of the forge's, cloned from it.
@@ -78,6 +80,7 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
         raise Invalid("a repository name is letters, digits, '-' and '_' (at most 64)", field="name")
     _check_paths(cache=cache_paths, cache_key=cache_key)
     sandbox_paths = check_sandbox(sandbox_paths, disk_limit_mb, memory_limit_mb)
+    check_report(report)
     path = git.bare_path(root, name)
     if path.exists():
         raise Conflict(f"repository {name!r} already exists at {path}", field="name")
@@ -102,22 +105,72 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
                                             setup_network=setup_network,
                                             post_land_command=post_land_command or None,
                                             sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit_mb,
-                                            memory_limit_mb=memory_limit_mb)
+                                            memory_limit_mb=memory_limit_mb, report=report,
+                                            check_config=check_globs(check_config))
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
 
 
-async def set_rules(db: Database, name: str, **rules: Any) -> Repo:
+async def set_rules(db: Database, name: str, *, held_out: list[tuple[str, bytes]] | None = None,
+                    **rules: Any) -> Repo:
     """Change a repository's landing rules (``mergebot repo set``): only the ones given, each checked as
-    ``add_repo`` checks it. Returns the repository as it is now."""
+    ``add_repo`` checks it; ``held_out`` replaces its held-out checks (``[]``: none any more). Returns the
+    repository as it is now."""
+    if held_out is not None:
+        await db.landing.get_repo(name)
+        await db.landing.set_held_out(name, held_out)
     _check_paths(cache_paths=rules.get("cache_paths"), cache_key=rules.get("cache_key"))
     if any(rules.get(k) is not None for k in ("sandbox_paths", "disk_limit_mb", "memory_limit_mb")):
         paths = check_sandbox(rules.get("sandbox_paths"), rules.get("disk_limit_mb") or DISK_LIMIT_MB,
                               rules.get("memory_limit_mb") or MEMORY_MB)
         if rules.get("sandbox_paths") is not None:
             rules["sandbox_paths"] = paths
+    if rules.get("report") is not None:
+        check_report(rules["report"])
+    if rules.get("check_config") is not None:
+        rules["check_config"] = check_globs(rules["check_config"])
     return await db.landing.update_repo(name, **rules)
+
+
+HELD_OUT_MAX_FILES = 500
+HELD_OUT_MAX_BYTES = 1 << 20
+
+
+def read_held_out(folder: Path) -> list[tuple[str, bytes]]:
+    """The files of a held-out checks directory (``repo set --held-out DIR``), by path relative to it; caches and
+    byte code are left out."""
+    if not folder.is_dir():
+        raise Invalid(f"--held-out {folder} is not a directory", field="held_out")
+    out = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_dir() or "__pycache__" in rel.split("/") or rel.endswith(".pyc") or rel.startswith("."):
+            continue
+        data = path.read_bytes()
+        if len(data) > HELD_OUT_MAX_BYTES:
+            raise Invalid(f"held-out file {rel} is over {HELD_OUT_MAX_BYTES >> 20} MiB", field="held_out")
+        out.append((rel, data))
+    if not out or len(out) > HELD_OUT_MAX_FILES:
+        raise Invalid(f"--held-out {folder} holds {len(out)} files: give 1 to {HELD_OUT_MAX_FILES}", field="held_out")
+    return out
+
+
+def check_globs(globs: list[str] | None) -> list[str] | None:
+    """The globs of the files that configure a repository's check (None: the default list)."""
+    if globs is None:
+        return None
+    out = [g.strip() for g in globs if g.strip()]
+    for g in out:
+        if g.startswith("/") or ".." in g.split("/") or len(g) > 500:
+            raise Invalid(f"--check-config {g!r} is not a glob inside the repository", field="check_config")
+    return out
+
+
+def check_report(report: str) -> None:
+    """Where a repository's tests report: ``pytest`` (our plugin) or ``junit:PATH`` inside the checkout."""
+    if report != "pytest" and outcome_files.junit_path(report) is None:
+        raise Invalid(f"--report is pytest or junit:PATH (a path inside the checkout), not {report!r}", field="report")
 
 
 def check_sandbox(paths: list[str] | None, disk_limit_mb: int, memory_limit_mb: int = MEMORY_MB) -> list[str]:

@@ -30,7 +30,7 @@ def run_limit(ctx: Context, repo: Repo) -> float:
     return repo.verifier_timeout_s * 3 + ctx.slack
 
 
-WRITES_CACHE = frozenset({"base", "post_land"})  # runs on commits already on main: only they write a generation
+WRITES_CACHE = frozenset({"base", "post_land", "baseline"})  # runs on commits already on main: they write a generation
 
 
 def cache_request(repo: Repo, purpose: str) -> dict[str, object] | None:
@@ -47,7 +47,8 @@ def cache_request(repo: Repo, purpose: str) -> dict[str, object] | None:
 def sandbox_request(repo: Repo) -> dict[str, object]:
     """The repository's sandbox for a run: the paths its view adds (read-only), what the run may write and the
     memory it may use."""
-    return {"paths": list(repo.sandbox_paths), "disk_limit_mb": repo.disk_limit_mb, "memory_mb": repo.memory_limit_mb}
+    return {"paths": list(repo.sandbox_paths), "disk_limit_mb": repo.disk_limit_mb, "memory_mb": repo.memory_limit_mb,
+            "report": repo.report}
 
 
 async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,

@@ -4,7 +4,8 @@
               waits on (same owner, claim version and sha), else it is superseded (``land.take``);
   2. merge  — onto the current main, in memory; a conflict rejects it with the paths and the subtask goes
               back to running for the same owner;
-  3. verify — the repository's check on the exact merged commit, run by a verifier worker, then retried, and
+  3. verify — the repository's check on the exact merged commit, run by a verifier worker, its tests held to
+              main's (``mergebot.landing.compare``), then retried, and
               compared with main as ``mergebot.landing.verdict`` decides: landed (pass or flaky), rejected
               (the failure is the candidate's), or parked (the failure is main's: main turns red);
   4. land   — the intent, main moved by compare-and-swap (or a guarded push to the forge), the landed row
@@ -18,9 +19,9 @@ import logging
 from typing import Any
 
 from mergebot.git import repo as git
+from mergebot.landing import compare, heldout, postland, runs, verdict, verdicts
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
-from mergebot.landing import postland, runs, verdict, verdicts
 from mergebot.landing.land import Context, Target
 from mergebot.models import Candidate, Repo
 from verifier.runner import Result
@@ -38,6 +39,7 @@ async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
     merged = await merge(ctx, repo, target, cand, main)
     if merged is None:
         return cand
+    await compare.prefetch(ctx, repo, main)
     passed = await verify(ctx, repo, cand, merged, main)
     if passed is None:
         return cand
@@ -62,9 +64,12 @@ async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, ma
     took; None when the candidate was rejected or parked. ``first``: a run already made on this commit (the
     speculation window's)."""
     assert merge.sha is not None
+    members = [compare.Member(cand, main, merge.sha)]
     if first is None:
         first = await runs.check(ctx, repo, merge.sha, "candidate", candidate_id=cand.id,
                                  window_width=1)  # the serial queue: a window of one
+        first = await compare.judge(ctx, repo, verdict.tree_checked(first, merge.tree), main=main, members=members)
+        first = await heldout.judge(ctx, repo, first, candidate_id=cand.id)
     state = verdict.Runs(verdict.tree_checked(first, merge.tree))
     record: dict[str, Any] = {}
     while True:
@@ -76,6 +81,8 @@ async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, ma
         if step.action == "retry":
             retry = verdict.tree_checked(await runs.check(ctx, repo, merge.sha, "retry", candidate_id=cand.id),
                                          merge.tree)
+            retry = await compare.judge(ctx, repo, retry, main=main, members=members)
+            retry = await heldout.judge(ctx, repo, retry, candidate_id=cand.id)
             state = verdict.Runs(state.first, retry=retry)
             record["retry"] = retry.as_json()
         elif step.action == "base":

@@ -29,4 +29,5 @@ async def subtask_record(db: Database, sub: Subtask) -> dict[str, Any]:
     latest = Candidate.from_row(rows[0]) if rows else None
     out["candidate_id"] = latest.id if latest else None
     out["verdict"] = record(await candidate_verdict(db, latest, sub)) if latest else None
+    out["acceptance"] = (await db.subtasks.acceptance_paths([sub.id])).get(sub.id, [])  # its contract, by path
     return out

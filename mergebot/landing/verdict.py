@@ -6,6 +6,8 @@ A candidate's check runs on its exact merged commit. After each run, ``next_step
      unless the server trusts first failures, MERGEBOT_RETRY_FAILED_CHECKS=0): run it again on the same commit.
      A run that reached its disk or memory limit (``disk_limit``, ``memory_limit``) is never retried: the
      candidate made it use that much, which a second run would not change, and a pass after it is no flake;
+     nor is a run that exited 0 but whose tests did not hold up to main's (``tests_weakened``, ``no_report``:
+     ``mergebot.landing.compare``): it is rejected with that kind at once;
   3. the retry passed: land (``flaky``: failed once, passed on the same commit, not the candidate's fault);
      the retry errored too: reject as ``verifier_error`` (no verdict on the change);
   4. a failure stands: compare with main (``base``). Main failing too (fail or timeout; an error on main proves
@@ -29,6 +31,8 @@ from verifier.runner import Result
 
 Action = Literal["land", "retry", "base", "reject", "park"]
 LIMITS = frozenset({"disk_limit", "memory_limit"})  # the run reached a limit: the candidate's failure, not retried
+# it exited 0, but its tests do not hold up to main's, the subtask's acceptance tests or the held-out checks failed
+JUDGED = frozenset({"tests_weakened", "no_report", "acceptance_failed", "held_out_failed", "tests_changed"})
 FAILED = frozenset({"fail", "timeout"}) | LIMITS  # what a failing check's outcome is (a verdict on the tree)
 RETRIED = frozenset({"fail", "timeout"})
 
@@ -65,6 +69,8 @@ def next_step(runs: Runs, *, retry_failures: bool) -> Step:
     first = runs.first
     if first.passed:
         return Step("land", "pass", deciding=first)
+    if first.outcome in JUDGED:  # decided by the comparison with main's tests: nothing to retry or blame on main
+        return Step("reject", kind=first.outcome, deciding=first)
     if retry_due(first, retry_failures=retry_failures):
         if runs.retry is None:
             return Step("retry")
@@ -72,6 +78,8 @@ def next_step(runs: Runs, *, retry_failures: bool) -> Step:
             return Step("land", "flaky", deciding=runs.retry)
         if runs.retry.outcome == "error":
             return Step("reject", kind="verifier_error", deciding=runs.retry)
+        if runs.retry.outcome in JUDGED:  # the retry ran to a pass of the exit code, but weakened the tests
+            return Step("reject", kind=runs.retry.outcome, deciding=runs.retry)
     if runs.base is None:
         return Step("base")
     if runs.base.outcome in FAILED:

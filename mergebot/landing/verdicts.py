@@ -60,6 +60,31 @@ KINDS: dict[str, Kind] = {
     "memory_limit": Kind(True, "the check used more resident memory than the repository's limit on the merged "
                          "commit: the kernel killed a process of it, and the run was ended; never retried",
                          "use less memory (a leak, a test that loads too much at once), commit, `mergebot submit`"),
+    "tests_weakened": Kind(True, "the check exited 0 on the merged commit, but tests that pass on {target} do not "
+                           "pass now (failed, skipped, xfailed, deselected, missing or deleted: tests.weakened names "
+                           "each and what it became)",
+                           "make those tests pass again without changing them (`git diff origin/{target} -- "
+                           "'*test*'` shows what you changed), commit, `mergebot submit`; if a test must go, ask a "
+                           "lead: `mergebot allow {sid} --test-removal`"),
+    "no_report": Kind(True, "the check exited 0 on the merged commit, but reported no test outcome at all, where "
+                      "{target}'s tests do: something stopped pytest from reporting (an exit before the tests ran, "
+                      "a disabled plugin, a report that was not written)",
+                      "let the suite run and report as it does on {target} (do not exit early, disable plugins or "
+                      "move the report), commit, `mergebot submit`"),
+    "acceptance_failed": Kind(True, "the check exited 0 on the merged commit, but the subtask's acceptance tests "
+                              "did not all pass (tests.comparison.acceptance names each; a file none of whose tests "
+                              "ran counts too)", "make the acceptance tests pass as they are (`mergebot show {sid}` "
+                              "names them, GET /api/v1/subtasks/{sid}/acceptance gives them; they are written into "
+                              "every merge, whatever your branch has at their paths), commit, `mergebot submit`"),
+    "tests_changed": Kind(True, "the change edits existing tests (tests.comparison.changed names them), and the "
+                          "repository refuses that unless a lead marked the subtask as changing behaviour",
+                          "keep the existing tests as they are and add new ones (`git diff origin/{target} -- "
+                          "'*test*'`), commit, `mergebot submit`; if the behaviour they test must change, ask a "
+                          "lead: `mergebot allow {sid} --behaviour-change`"),
+    "held_out_failed": Kind(True, "the check passed on the merged commit, but the repository's held-out checks "
+                            "failed (failing_tests names them; held-out checks are never shown: only whether they "
+                            "pass, and which failed)", "make the change do what the subtask asks, not only what its "
+                            "visible tests check (a hard-coded answer fails them), commit, `mergebot submit`"),
     "flaky_then_failed": Kind(True, "it failed once and passed on a retry (flaky), then failed again when it was "
                               "verified on the newer {target}", "fix it, commit, `mergebot submit`; if the test is "
                               "flaky, `mergebot submit --again`"),
@@ -85,6 +110,11 @@ KINDS: dict[str, Kind] = {
     "history_anomaly": Kind(True, "the pushed history is not a change on {target} (an unrelated root, too many "
                             "commits, or other agents' unlanded commits)",
                             "`git fetch origin {target} && git rebase origin/{target}`, `mergebot submit`"),
+    "check_config": Kind(True, "the change touches what decides how the check runs (paths lists them: conftest.py, "
+                         "pytest.ini, the check's own script...): the check runs as {target} configures it",
+                         "take those changes out (`git restore --source origin/{target} -- PATH`), commit, `mergebot "
+                         "submit`; if the subtask must change the check, ask a lead: `mergebot allow {sid} "
+                         "--check-changes`"),
     "protected_path": Kind(True, "the change touches paths the operator protects (paths lists them)",
                            "take those changes out (`git restore --source origin/{target} -- PATH`), commit, "
                            "`mergebot submit`"),
@@ -158,7 +188,16 @@ def for_candidate(cand: Candidate, sub: Now | None, target_branch: str) -> Verdi
                     failing_tests=list(facts.get("failing_tests") or run.get("failing_tests") or []),
                     outside_footprint=list(cand.outside_footprint or []),
                     log_tail=(run.get("log_tail") or run.get("log_head") or "")[-4000:] if kind in _WITH_LOG else "",
-                    sandbox=run.get("sandbox") or None, limits=(run.get("limits") or {}).get("enforced"))
+                    sandbox=run.get("sandbox") or None, limits=(run.get("limits") or {}).get("enforced"),
+                    tests=tests_facts(run))
+
+
+def tests_facts(run: dict[str, Any]) -> dict[str, Any] | None:
+    """What a run's tests came to: the counts and, when they were held to main's, the comparison."""
+    tests = run.get("tests")
+    if not isinstance(tests, dict) or (not tests.get("source") and not tests.get("comparison")):
+        return None
+    return {k: tests[k] for k in ("source", "counts", "total", "problem", "comparison", "held_out") if k in tests}
 
 
 def for_refusal(code: str, message: str, subtask_id: int | None, claim_version: int | None, sha: str | None,
@@ -171,7 +210,7 @@ def for_refusal(code: str, message: str, subtask_id: int | None, claim_version: 
 
 
 _WITH_LOG = frozenset({"check_failed", "check_timeout", "disk_limit", "memory_limit", "flaky_then_failed",
-                       "verifier_error", "pre_existing"})
+                       "verifier_error", "pre_existing", "tests_weakened", "no_report", "acceptance_failed"})
 
 
 def _verdict(kind: str, message: str, sub: Now | None, subtask_id: int | None, claim_version: int | None,

@@ -30,9 +30,9 @@ from pathlib import Path
 import pygit2
 
 from mergebot.git import repo as git
+from mergebot.landing import compare, heldout, planner, postland, runs, serial, verdict, verdicts
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
-from mergebot.landing import planner, postland, runs, serial, verdict, verdicts
 from mergebot.landing.land import Context, Slot, Target
 from mergebot.models import Candidate, Repo
 from verifier.runner import Result
@@ -52,6 +52,8 @@ class Speculation:
     valid: bool = True
     started: float = 0.0  # when its run was queued (event-loop time)
     paths: frozenset[str] = frozenset()  # what the candidate changes on top of its base
+    held_job_id: int | None = None  # its passing run's held-out run, while it runs (``mergebot.landing.heldout``)
+    held_for: Result | None = None  # that passing run, until the held-out run's verdict joins it
 
     @property
     def checkpoint(self) -> bool:
@@ -138,7 +140,7 @@ class Speculator:
         if not window.slots:
             return False
         await self._collect(repo, window)
-        pending = [s.job_id for s in window.slots if s.job_id is not None and s.result is None]
+        pending = [s.held_job_id or s.job_id for s in window.slots if s.job_id is not None and s.result is None]
         free = max(0 if pending else 1, window.width - len(pending))  # runs to spare for a bisection
         decision = planner.decide([s.plan() for s in window.slots], free=free)
         if decision.action == "wait":
@@ -231,7 +233,7 @@ class Speculator:
         assert slot.merge.sha is not None
         slot.job_id = await runs.start_check(self.ctx, repo, slot.merge.sha, "candidate", candidate_id=slot.cand.id,
                                              window_width=window.width)
-        slot.result = None
+        slot.result = slot.held_for = slot.held_job_id = None
         slot.started = asyncio.get_running_loop().time()
 
     async def merge(self, target: Target, cand: Candidate, base: str) -> tuple[git.Merge, frozenset[str]]:
@@ -273,6 +275,8 @@ class Speculator:
                 skip.add(cand.id)
                 continue
             slot = Speculation(cand, base, merge, paths=paths)
+            if not window.slots:
+                await compare.prefetch(self.ctx, repo, base)
             window.slots.append(slot)
             unchecked = len(window.slots) - max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
             if unchecked >= size:
@@ -371,13 +375,26 @@ class Speculator:
         db = self.ctx.db
         now = asyncio.get_running_loop().time()
         limit = runs.run_limit(self.ctx, repo)
-        jobs = await db.jobs.get_jobs([s.job_id for s in window.slots if s.job_id is not None and s.result is None])
+        jobs = await db.jobs.get_jobs([s.held_job_id or s.job_id for s in window.slots
+                                       if s.job_id is not None and s.result is None])
         fence_of = await landing.fences(db, [s.cand for s in window.slots if s.valid])
-        for slot in window.slots:
-            if slot.job_id is not None and slot.result is None:
+        for i, slot in enumerate(window.slots):
+            if slot.held_job_id is not None and slot.result is None and slot.held_for is not None:
+                held = jobs[slot.held_job_id]
+                if held.status in ("done", "cancelled") or now - slot.started > limit:
+                    slot.result = heldout.combine(slot.held_for, runs.result_of(repo, slot.merge.sha or "", held))
+                    slot.held_job_id = slot.held_for = None
+            elif slot.job_id is not None and slot.result is None:
                 job = jobs[slot.job_id]
                 if job.status == "done" and job.result:
-                    slot.result = verdict.tree_checked(Result.from_json(job.result), slot.merge.tree)
+                    got = verdict.tree_checked(Result.from_json(job.result), slot.merge.tree)
+                    members = [compare.Member(s.cand, s.base, s.merge.sha or "") for s in window.slots[:i + 1]]
+                    got = await compare.judge(self.ctx, repo, got, main=window.slots[0].base, members=members)
+                    slot.held_job_id = await heldout.start(self.ctx, repo, got, candidate_id=slot.cand.id)
+                    if slot.held_job_id is None:
+                        slot.result = got
+                    else:
+                        slot.held_for = got
                 elif job.status == "cancelled":
                     slot.valid = False
                 elif now - slot.started > limit:

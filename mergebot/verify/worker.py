@@ -14,6 +14,7 @@ import base64
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import subprocess
 from collections.abc import Awaitable, Callable, Sequence
@@ -99,6 +100,9 @@ class JobSource(Protocol):
         """Returns once the job is cancelled (main moved on, a newer push) or no longer this claim's: its run
         should stop at once."""
 
+    async def held_out(self, job: Job) -> list[tuple[str, bytes]]:
+        """A held-out run's checks (path, content): only for a job of purpose ``held_out`` this worker holds."""
+
 
 class RepoAccess(Protocol):
     def path_for(self, repo: str, sha: str) -> Path: ...
@@ -121,6 +125,10 @@ class LocalSource:
         await self.jobs.finish_job(job_id=job.id, worker_id=self.worker_id,
                                    claim_version=job.claim_version, outcome=result.outcome,
                                    result=result.as_json())
+
+    async def held_out(self, job: Job) -> list[tuple[str, bytes]]:
+        return await self.jobs.held_out_files(job_id=job.id, worker_id=self.worker_id,
+                                              claim_version=job.claim_version)
 
     async def cancelled(self, job: Job) -> None:
         # The job's row announces its cancellation (the verify_jobs_notify trigger); in `mergebot serve` the
@@ -183,6 +191,11 @@ class HttpSource:
     async def finish(self, job: Job, result: Result) -> None:
         await self._post(f"/api/v1/verify-jobs/{job.id}/result",
                          {"claim_version": job.claim_version, "result": result.as_json()})
+
+    async def held_out(self, job: Job) -> list[tuple[str, bytes]]:
+        got = await asyncio.to_thread(self.servers.call, lambda c: c.get(
+            f"/api/v1/verify-jobs/{job.id}/held-out", claim_version=job.claim_version))
+        return [(f["path"], base64.b64decode(f["content"])) for f in got["files"]]
 
     async def cancelled(self, job: Job) -> None:
         # Over HTTP a cancellation shows as a refused heartbeat (409), which stops the run too.
@@ -258,13 +271,20 @@ class Worker:
                 secrets = await self.secrets()
             except (MergebotError, psycopg.Error, OSError) as e:  # the server masks the result again anyway
                 log.warning("cannot read the secrets to mask for job %s: %s", job.id, e)
+        held: list[tuple[str, bytes]] | None = None
+        if job.purpose == "held_out":
+            try:
+                held = await self.source.held_out(job)
+            except (MergebotError, psycopg.Error, ApiError, httpx.HTTPError) as e:
+                log.warning("cannot read the held-out checks for job %s: %s", job.id, e)
+                held = []
         stop = Stop()
         # The run stops at once when its job is cancelled (a speculation cut, a newer push) or its claim is lost
         # (a refused heartbeat): the worker is free for a run that can still land.
         beat = asyncio.create_task(self._heartbeat(job, stop))
         watch = asyncio.create_task(self._watch(job, stop))
         try:
-            result = await asyncio.get_running_loop().run_in_executor(self._thread, self._run, job, stop, secrets)
+            result = await asyncio.get_running_loop().run_in_executor(self._thread, self._run, job, stop, secrets, held)
         finally:
             for task in (beat, watch):
                 task.cancel()
@@ -279,12 +299,30 @@ class Worker:
             log.info("result of job %s discarded: %s", job.id, e.message)
         return job
 
-    def _run(self, job: Job, stop: Stop, secrets: Sequence[str] = ()) -> Result:
+    def _run(self, job: Job, stop: Stop, secrets: Sequence[str] = (),
+             held: list[tuple[str, bytes]] | None = None) -> Result:
         try:
             path = self.repos.path_for(job.repo, job.commit_sha)
         except (subprocess.SubprocessError, OSError) as e:
             return Result(job.commit_sha, "", job.command, "error", None, 0, f"could not fetch the commit: {e}", "",
                           0, "", "none")
+        if held is None:
+            return self._check(job, path, stop, secrets, None)
+        where = self.slot.parent / f"{self.slot.name}.held-out"  # beside the slot, never inside its checkout
+        shutil.rmtree(where, ignore_errors=True)
+        try:
+            if not held:
+                return Result(job.commit_sha, "", job.command, "error", None, 0, "no held-out checks could be read",
+                              "", 0, "", "none")
+            for rel, content in held:
+                target = where / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+            return self._check(job, path, stop, secrets, where)
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+
+    def _check(self, job: Job, path: Path, stop: Stop, secrets: Sequence[str], held_out: Path | None) -> Result:
         box = job.sandbox or {}
         return run_check(path, job.commit_sha, job.command, float(job.timeout_s), slot=self.slot,
                          sandbox=self.sandbox, hide=self.hide, stop=stop, cache=self._cache(job),
@@ -293,6 +331,7 @@ class Worker:
                          sandbox_paths=[str(p) for p in box.get("paths") or [] if isinstance(p, str)],
                          disk_limit_mb=int(box.get("disk_limit_mb") or DISK_LIMIT_MB),
                          memory_mb=int(box.get("memory_mb") or MEMORY_MB), secrets=secrets,
+                         report=str(box.get("report") or "pytest"), held_out=held_out,
                          bwrap=self.bwrap)
 
     def _cache(self, job: Job) -> caches.Request | None:

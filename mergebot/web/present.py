@@ -290,6 +290,40 @@ def log_views(verifier: Mapping[str, Any] | None, label: str = "run") -> list[Lo
     return views
 
 
+@dataclass(frozen=True)
+class TestsView:
+    """A run's tests as a candidate's or landing's page shows them: its counts and what they came to against
+    main's (``mergebot.landing.compare``), its acceptance tests and held-out checks."""
+
+    source: str
+    counts: dict[str, int]
+    passed_before: int | None
+    passed_now: int | None
+    weakened: list[dict[str, str]]
+    removed: list[str]
+    added: int
+    changed: list[str]
+    acceptance: dict[str, Any] | None
+    held_out: dict[str, Any] | None
+    problem: str
+
+
+def tests_view(verifier: Mapping[str, Any] | None) -> TestsView | None:
+    """The test comparison of a verifier record (a candidate's deciding run), or None when it has none."""
+    tests = (verifier or {}).get("tests")
+    if not isinstance(tests, Mapping):
+        return None
+    comparison = tests.get("comparison") if isinstance(tests.get("comparison"), Mapping) else {}
+    assert isinstance(comparison, Mapping)
+    return TestsView(source=str(tests.get("source") or ""), counts=dict(tests.get("counts") or {}),
+                     passed_before=comparison.get("passed_before") if comparison else None,
+                     passed_now=comparison.get("passed_now") if comparison else None,
+                     weakened=list(comparison.get("weakened") or []), removed=list(comparison.get("removed") or []),
+                     added=int(comparison.get("added_count") or 0), changed=list(comparison.get("changed") or []),
+                     acceptance=comparison.get("acceptance"), held_out=tests.get("held_out"),
+                     problem=str(tests.get("problem") or ""))
+
+
 # -- the queue --------------------------------------------------------------------------------------------
 
 

@@ -23,7 +23,8 @@ from mergebot import cost as costs
 from mergebot.db.base import Row
 from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
-from mergebot.landing import told, verdicts
+from mergebot.landing import heldout, told, verdicts
+from mergebot.landing import messages as say
 from mergebot.landing.repos import hold
 from mergebot.web import charts as drawn
 from mergebot.web import diffstat, graph, live, present, render, session
@@ -156,7 +157,22 @@ async def landed_one(landed_id: str, request: Request, who: Who, site: Site) -> 
     window = await site.db.views.cost(since=row["subtask_created_at"], until=datetime.now(UTC), repo=row["repo"])
     cost = costs.add_up(window["runs"], window["pushes"], window["landed"]).landings.get(row["id"])
     return render.html(request, "landed_one.html", who, r=row, diff=(await _diffs(site.root, [row]))[row["id"]],
-                       cost=cost)
+                       cost=cost, tests=present.tests_view({"tests": row["tests"]}) if row["tests"] else None)
+
+
+@router.get("/ui/candidates/{cand_id}")
+async def candidate_page(cand_id: str, request: Request, who: Who, site: Site) -> Response:
+    """One candidate: its verdict, the test comparison, its log, and for a reviewer the held-out runs' logs."""
+    c = await _find(cand_id, site.db.pages.candidate)
+    if c is None:
+        return _not_found(request, who, f"Candidate {cand_id[:20]!r}")
+    verdict = await told.candidate_verdict(site.db, await site.db.landing.get_candidate(c["id"]))
+    crumbs = [("/ui/queue", "Queue")] + ([("/ui/landed", "Landed"), (f"/ui/landed/{c['landed_id']}",
+                                                                       f"#{c['landed_id']}")] if c["landed_id"] else [])
+    held = [j for j in await site.db.jobs.jobs(candidate_id=c["id"], limit=50) if j["purpose"] == "held_out"] \
+        if who.role.value in heldout.SEES_LOGS else []
+    return render.html(request, "candidate.html", who, c=c, v=verdict, crumbs=crumbs, held_logs=held,
+                       tests=present.tests_view(c["verifier"]))
 
 
 @router.get("/ui/candidates/{cand_id}/log")
@@ -179,6 +195,8 @@ async def job_log(job_id: str, request: Request, who: Who, site: Site) -> Respon
     j = await _find(job_id, site.db.pages.job)
     if j is None:
         return _not_found(request, who, f"Verify job {job_id[:20]!r}")
+    if j["purpose"] == "held_out" and who.role.value not in heldout.SEES_LOGS:  # reviewers and admins only
+        return render.message(request, who, 403, "Held-out checks", say.held_out_log_hidden(j["outcome"] or "none"))
     crumbs = [("/ui/landed", "Landed")] + ([(f"/ui/landed/{j['landed_id']}", f"#{j['landed_id']}")]
                                            if j["landed_id"] else [])
     facts = [("Purpose", j["purpose"]), ("Repository", j["repo"]), ("Commit", j["commit_sha"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -9,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mergebot.api.deps import DbDep, Reader, ServicesDep, require
 from mergebot.api.errors import ERROR_RESPONSES
+from mergebot.landing import heldout
 from mergebot.models import Agent, record
 from verifier.runner import OUTCOMES, Result
 
@@ -63,8 +65,17 @@ async def result(job_id: int, body: ResultIn, agent: Verifier, db: DbDep, servic
     return {"job": record(job)}
 
 
+@router.get("/{job_id}/held-out", summary="A held-out run's checks, to the verifier holding it (fenced)",
+            include_in_schema=True)
+async def held_out(job_id: int, agent: Verifier, db: DbDep,
+                   claim_version: Annotated[int, Query(ge=1)]) -> dict[str, Any]:
+    files = await db.jobs.held_out_files(job_id=job_id, worker_id=agent.id, claim_version=claim_version)
+    return {"files": [{"path": p, "content": base64.b64encode(c).decode()} for p, c in files]}
+
+
 @router.get("", summary="Verify jobs, newest first")
 async def list_jobs(agent: Reader, db: DbDep,
                     status: Annotated[str | None, Query(pattern="^(queued|running|done|cancelled)$")] = None,
                     candidate: int | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
-    return {"jobs": await db.jobs.jobs(status=status, candidate_id=candidate, limit=limit)}
+    rows = await db.jobs.jobs(status=status, candidate_id=candidate, limit=limit)
+    return {"jobs": [heldout.for_viewer(dict(r), agent.role) for r in rows]}

@@ -9,6 +9,8 @@ from fastapi import APIRouter, Query, Response, status
 from mergebot.api.deps import Claimer, Creator, DbDep, Manager, Noter, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import (
+    AcceptanceIn,
+    AllowIn,
     ClaimIn,
     FenceIn,
     ForecastIn,
@@ -24,8 +26,8 @@ from mergebot.api.schemas import (
 from mergebot.auth import Role
 from mergebot.errors import Duplicate, Invalid
 from mergebot.git import repo as git
+from mergebot.landing import acceptance, prereceive, told
 from mergebot.landing import messages as say
-from mergebot.landing import prereceive, told
 from mergebot.landing.forecast import forecast as forecast_of
 from mergebot.models import Handle, Subtask, record
 from mergebot.tree import parse_tree
@@ -191,6 +193,35 @@ async def notes(subtask_id: int, agent: Reader, db: DbDep,
 @router.post("/{subtask_id}/cancel", summary="Cancel a subtask (lead or admin)")
 async def cancel(subtask_id: int, body: ReasonIn, agent: Manager, db: DbDep) -> dict[str, Any]:
     return {"subtask": record(await db.subtasks.cancel(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
+
+
+@router.post("/{subtask_id}/allow", summary="Allow a subtask what its owner may not decide: to remove tests, to "
+             "change what configures the check (lead or admin)")
+async def allow(subtask_id: int, body: AllowIn, agent: Manager, db: DbDep) -> dict[str, Any]:
+    return {"subtask": record(await db.subtasks.allow(subtask_id=subtask_id, actor_id=agent.id,
+                                                      test_removal=body.test_removal,
+                                                      check_changes=body.check_changes,
+                                                      behaviour_change=body.behaviour_change))}
+
+
+@router.put("/{subtask_id}/acceptance", summary="Attach acceptance tests, replacing any (lead or admin): written into "
+            "every merge of the subtask's candidates, they must pass; they run once on main now (the probe)")
+async def set_acceptance(subtask_id: int, body: AcceptanceIn, agent: Manager, db: DbDep,
+                         services: ServicesDep) -> dict[str, Any]:
+    repo = await db.landing.get_repo(body.repo)
+    job = await acceptance.attach(db, repo, git.bare_path(services.root, repo.name), subtask_id=subtask_id,
+                                  files=[(f.path, f.text.encode()) for f in body.files], actor_id=agent.id)
+    return {"paths": sorted(f.path for f in body.files), "probe_job": job}
+
+
+@router.get("/{subtask_id}/acceptance", summary="The subtask's acceptance tests (its contract) and what their run on "
+            "main said")
+async def get_acceptance(subtask_id: int, agent: Reader, db: DbDep) -> dict[str, Any]:
+    sub = await db.subtasks.get_subtask(subtask_id)
+    files = await db.subtasks.acceptance(subtask_id)
+    job = await db.jobs.get_job(sub.acceptance_probe) if sub.acceptance_probe else None
+    return {"files": [{"path": p, "text": c.decode("utf-8", "replace")} for p, c in files],
+            "probe": acceptance.probe(job, [p for p, _ in files])}
 
 
 @router.post("/{subtask_id}/retry", summary="Give a failed subtask another round (lead or admin)")
