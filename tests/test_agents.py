@@ -198,7 +198,7 @@ async def test_a_claim_waits_for_work_instead_of_polling(fleet: Fleet) -> None:
 
 async def test_submit_again_requeues_the_tip_once(make_fleet: Callable[..., Any], tmp_path: Path) -> None:
     flag = tmp_path / "flaky-once"
-    fleet: Fleet = await make_fleet(f"test -e {flag} || {{ touch {flag}; exit 1; }}",
+    fleet: Fleet = await make_fleet(f"test ! -e x.txt || test -e {flag} || {{ touch {flag}; exit 1; }}",
                                     MERGEBOT_VERIFIER_SANDBOX="none", MERGEBOT_RETRY_FAILED_CHECKS="0")
     sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="flaky")
     claim, wt = fleet.start("ann")

@@ -171,6 +171,28 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     assert f.forge_main() == landed.merged_sha
 
 
+async def test_a_landing_that_edits_a_test_names_it_on_the_forge(forge_fleet: ForgeFleet) -> None:
+    """A change that edits an existing test lands under ``--old-tests flag`` (the default), and the commit status a
+    person reads on the pull request names the test, as the landed record does."""
+    f = forge_fleet
+    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="a stricter test")
+    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
+    assert claim is not None and claim.id == sub.id
+    wt = f.clone("ann")
+    sha = commit(wt, {"tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n"
+                                            "    assert add(2, 2) == 4 and add(1, 2) == 3\n"})
+    branch = f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
+    git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
+    r = f.deliver(branch, ZERO, sha, "ann-gh")
+    assert r.status_code == 202, r.text
+    statuses = f.wait_status(sha, final)
+    assert statuses[-1].state == "success", statuses
+    landed = (await f.db.landing.landed(subtask_id=sub.id))[0]
+    assert landed.tests_changed == ["tests/test_calc.py::test_add"]
+    assert (statuses[-1].description or "") == (f"landed as {landed.merged_sha[:12]}; "
+                                                  "edits existing tests: tests/test_calc.py::test_add")
+
+
 async def test_a_form_encoded_delivery_lands_like_its_json_twin(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
     sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="multiply")

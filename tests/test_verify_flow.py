@@ -20,9 +20,10 @@ from tests.bot import Fleet, check_command, commit, git, until
 
 async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object], tmp_path: Path) -> None:
     flag = tmp_path / "flaky-once"
-    # Fails the first time it runs, passes after: a flaky check, not the candidate's fault.
-    fleet: Fleet = await make_fleet(f"test -e {flag} || {{ touch {flag}; exit 1; }}",  # type: ignore[operator]
-                                    MERGEBOT_VERIFIER_SANDBOX="none")
+    # Fails the first time it runs on the candidate, passes after: a flaky check, not the candidate's fault. (Only
+    # the candidate has x.txt: main's baseline run, which may run first, must not take the one failure.)
+    once = f"test ! -e x.txt || test -e {flag} || {{ touch {flag}; exit 1; }}"
+    fleet: Fleet = await make_fleet(once, MERGEBOT_VERIFIER_SANDBOX="none")  # type: ignore[operator]
     sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
     _, wt = fleet.start("ann")
     commit(wt, {"x.txt": "x\n"})
@@ -46,8 +47,9 @@ async def test_without_retries_the_first_failure_is_the_verdict(make_fleet: Call
                                                                  tmp_path: Path) -> None:
     """MERGEBOT_RETRY_FAILED_CHECKS=0: the same once-failing check rejects, after one run on the candidate."""
     flag = tmp_path / "flaky-once"
-    fleet: Fleet = await make_fleet(f"test -e {flag} || {{ touch {flag}; exit 1; }}",  # type: ignore[operator]
-                                    MERGEBOT_VERIFIER_SANDBOX="none", MERGEBOT_RETRY_FAILED_CHECKS="0")
+    once = f"test ! -e x.txt || test -e {flag} || {{ touch {flag}; exit 1; }}"  # only the candidate has x.txt
+    fleet: Fleet = await make_fleet(once, MERGEBOT_VERIFIER_SANDBOX="none",  # type: ignore[operator]
+                                    MERGEBOT_RETRY_FAILED_CHECKS="0")
     await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
     _, wt = fleet.start("ann")
     commit(wt, {"x.txt": "x\n"})
@@ -82,7 +84,7 @@ async def test_without_retries_a_run_that_could_not_judge_is_still_tried_again(
     """An "error" (here: the first run rewrites a tracked file) is no verdict on the change: it runs again."""
     flag = tmp_path / "broke-once"
     fleet: Fleet = await make_fleet(  # type: ignore[operator]
-        f"test -e {flag} || {{ touch {flag}; echo changed > calc.py; }}",
+        f"test ! -e x.txt || test -e {flag} || {{ touch {flag}; echo changed > calc.py; }}",
         MERGEBOT_VERIFIER_SANDBOX="none", MERGEBOT_RETRY_FAILED_CHECKS="0")
     sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
     _, wt = fleet.start("ann")

@@ -64,3 +64,40 @@ ALTER TABLE verify_jobs DROP CONSTRAINT verify_jobs_purpose_check;
 ALTER TABLE verify_jobs ADD CONSTRAINT verify_jobs_purpose_check
     CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect', 'baseline', 'acceptance',
                        'held_out', 'old_tests'));
+
+-- A forge's commit status for a landing names the existing tests its change edits (tests_changed), so a person
+-- reading the pull request sees them without opening the landed record.
+CREATE OR REPLACE FUNCTION candidates_forge_status() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    st text;
+    msg text;
+    edited text;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.status IS NOT DISTINCT FROM OLD.status THEN
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM repos r WHERE r.name = NEW.repo AND r.forge IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
+    CASE NEW.status
+        WHEN 'queued' THEN st := 'pending'; msg := 'queued for landing';
+        WHEN 'verifying' THEN st := 'pending'; msg := 'verifying the merged commit';
+        WHEN 'landing' THEN st := 'pending'; msg := 'verified; landing';
+        WHEN 'landed' THEN st := 'success'; msg := 'landed as ' || left(coalesce(NEW.merged_sha, ''), 12);
+            SELECT string_agg(t, ', ') INTO edited
+            FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(NEW.verifier #> '{tests,comparison,changed}') = 'array'
+                                                THEN NEW.verifier #> '{tests,comparison,changed}' END) AS t;
+            IF edited IS NOT NULL THEN
+                msg := msg || '; edits existing tests: ' || edited;
+            END IF;
+        WHEN 'rejected' THEN st := 'failure';
+            msg := '[' || coalesce(NEW.verdict->>'kind', 'rejected') || '] ' || coalesce(NEW.reason, 'rejected');
+        WHEN 'parked' THEN st := 'pending';
+            msg := '[pre_existing] ' || coalesce(NEW.reason, 'parked: the target branch is red');
+        ELSE st := 'error'; msg := NEW.status::text || ': ' || coalesce(NEW.reason, '');
+    END CASE;
+    INSERT INTO forge_statuses (repo, sha, state, description, candidate_id)
+    VALUES (NEW.repo, NEW.sha, st, left(msg, 2000), NEW.id);
+    PERFORM pg_notify('mergebot_forge', NEW.repo);
+    RETURN NULL;
+END $$;
