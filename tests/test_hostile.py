@@ -334,6 +334,13 @@ async def readable_by_an_agent(fleet: Fleet, who: str, cands: list[int], subtask
         for sid in subtasks:
             seen[f"mcp verdict {sid}"] = json.dumps(await call(session, "verdict", subtask_id=sid))
         seen["mcp read_board"] = json.dumps(await call(session, "read_board"))
+        seen["mcp ready_work"] = json.dumps(await call(session, "ready_work"))
+        # the other tools act (claim, push, renew, release, write a note): what they answer is what these read
+        tools = {t.name for t in (await session.list_tools()).tools}
+        assert tools == {"verdict", "read_board", "ready_work", "claim_and_start", "submit_and_wait", "heartbeat",
+                         "release", "note", "handoff"}, tools  # a new tool that reads must be read here too
+        prompt = await session.get_prompt("work_a_subtask", {"repo": "demo", "dir": "wt"})
+        seen["mcp prompt"] = json.dumps([m.model_dump(mode="json") for m in prompt.messages])
         guide = await session.read_resource("mergebot://guide")  # type: ignore[arg-type]
         seen["mcp guide"] = "".join(getattr(c, "text", "") for c in guide.contents)
     base = fleet.bot.url
