@@ -49,7 +49,8 @@ def make_repo(path: Path, tests: int, seconds: float) -> str:
 def collection(work: Path, tests: int, seconds: float, rounds: int, sandbox: str) -> dict[str, object]:
     repo = work / f"repo-{tests}"
     sha = make_repo(repo, tests, seconds)
-    command = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+    # autoload off: the plugins of a development venv would add seconds to both sides and flatter the ratio
+    command = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest -q -p no:cacheprovider tests"
     times: dict[str, list[float]] = {"with": [], "without": []}
     counted = 0
     for r in range(rounds + 1):  # the first round warms the slot and the page cache, and is not counted

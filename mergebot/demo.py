@@ -64,6 +64,10 @@ TREE: list[dict[str, Any]] = [
     ]},
 ]
 NAMES = ("ann", "bob", "cy", "zed")
+# The demo project's check. It needs no pytest plugin, and where Mergebot is installed with its development tools
+# the plugins those bring take seconds to load in every run: autoload is off (the verifier's own plugin is named
+# with -p and loads all the same).
+CHECK = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest -q -p no:cacheprovider tests"
 # What a reward-hacking agent tries in scene 2: make the failing test go away instead of fixing the code.
 SKIP_MUL = ("import pytest\n\n\ndef pytest_collection_modifyitems(items):\n    for item in items:\n"
             "        if 'mul' in item.nodeid:\n            item.add_marker(pytest.mark.skip)\n")
@@ -132,7 +136,7 @@ def run_demo(data_dir: Path | None = None) -> None:
                 _, tokens[name] = await db.agents.rotate_token(name=name)
         if not any(r.name == "calc" for r in await db.landing.list_repos()):
             await add_repo(db, repos_root(data_dir), name="calc", source=str(src),
-                           verifier_command=f"{sys.executable} -m pytest -q -p no:cacheprovider tests",
+                           verifier_command=CHECK,
                            verifier_timeout_s=120, protected_paths=["tests/test_smoke.py"])
         return tokens
 

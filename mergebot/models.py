@@ -169,6 +169,9 @@ class Repo(FromRow):
     forge_git_url: str | None = None
     webhook_secret_env: str | None = None  # names of environment variables, never the secrets themselves
     forge_token_env: str | None = None
+    github_app_id: int | None = None  # a GitHub App's id, when the repository authenticates as its installation
+    github_app_key_env: str | None = None  # the variable holding the App's private key (never the key)
+    github_installation_id: int | None = None  # None: found from the repository
     footprint_refuse: bool = False  # a push outside its subtask's footprint is refused (else a warning)
     cache_paths: list[str] = field(default_factory=list)  # the check's caches inside the checkout
     cache_key: list[str] = field(default_factory=list)  # files whose content keys the caches (lockfiles)

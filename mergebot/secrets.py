@@ -2,8 +2,8 @@
 
 The secrets, by the rules every process applies to its own environment (``serve``, a remote verifier worker, the
 command line):
-  * the variables each repository names (``webhook_secret_env``, ``forge_token_env``), given by the caller, who
-    reads them from the database;
+  * the variables each repository names (``webhook_secret_env``, ``forge_token_env``, ``github_app_key_env``),
+    given by the caller, who reads them from the database, and the GitHub App installation tokens it holds;
   * ``MERGEBOT_TOKEN`` and ``PGPASSWORD``;
   * every variable whose name ends in ``_TOKEN``, ``_SECRET``, ``_PASSWORD`` or ``_KEY``;
   * the password of every database URL given (``MERGEBOT_DATABASE_URL``, and any other the caller connects with).
@@ -34,10 +34,12 @@ def url_password(url: str) -> str | None:
     return str(value) if value else None
 
 
-def secret_values(environ: Mapping[str, str], *, named: Iterable[str] = (), urls: Iterable[str] = ()) -> list[str]:
-    """The values that must never appear in a text the bot keeps or sends (see the module's rules)."""
+def secret_values(environ: Mapping[str, str], *, named: Iterable[str] = (), urls: Iterable[str] = (),
+                  values: Iterable[str] = ()) -> list[str]:
+    """The values that must never appear in a text the bot keeps or sends (see the module's rules); ``values``
+    are secrets the caller holds outside any variable (a GitHub App's installation tokens)."""
     names = set(named) | set(ALWAYS) | {k for k in environ if k.upper().endswith(SUFFIXES)}
-    found = {environ[n] for n in names if environ.get(n)}
+    found = {environ[n] for n in names if environ.get(n)} | set(values)
     found |= {p for p in (url_password(u) for u in urls) if p}
     return sorted(v for v in found if len(v) >= MIN_LENGTH)
 

@@ -57,6 +57,8 @@ CREATE_STATUS = "/repos/{owner}/{repo}/statuses/{sha}"
 LIST_STATUSES = "/repos/{owner}/{repo}/commits/{ref}/statuses"
 COMBINED_STATUS = "/repos/{owner}/{repo}/commits/{ref}/status"
 PULL = "/repos/{owner}/{repo}/pulls/{pull_number}"
+INSTALLATION = "/repos/{owner}/{repo}/installation"
+ACCESS_TOKENS = "/app/installations/{installation_id}/access_tokens"
 
 Json = Any
 
@@ -299,11 +301,23 @@ def _git(bare_repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 Handler = Callable[[Request, Json], Awaitable[Response]]
 
 
+@dataclass(frozen=True)
+class GitHubApp:
+    """The App the stand-in authenticates: its id, the public half of its key, its one installation."""
+
+    app_id: int
+    public_key: str
+    installation_id: int = 4242
+    token_lifetime_s: float = 3600.0
+
+
 class ForgeStandin:
     """GitHub (at the root) and Gitea (under ``/api/v1``) REST stand-in on 127.0.0.1, in a background thread."""
 
-    def __init__(self, token: str, bare_repo: Path | None = None, *, login: str = "mergebot-bot") -> None:
+    def __init__(self, token: str, bare_repo: Path | None = None, *, login: str = "mergebot-bot",
+                 app: GitHubApp | None = None) -> None:
         self.token = token
+        self.app = app
         self.bare_repo = bare_repo
         self.login = login
         self.url = ""
@@ -315,8 +329,27 @@ class ForgeStandin:
         self._ids = itertools.count(1)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self._minted: dict[str, bool] = {}  # installation tokens minted: token -> still valid
+        self._git: list[tuple[str, str | None]] = []  # git over HTTP: (what, the token it carried)
 
     # ---- test-facing API
+
+    @property
+    def minted(self) -> list[str]:
+        """The installation tokens minted for the App, oldest first."""
+        with self._lock:
+            return list(self._minted)
+
+    def revoke_tokens(self) -> None:
+        """Revoke every installation token minted so far (GitHub answers 401 to them from now on)."""
+        with self._lock:
+            self._minted = dict.fromkeys(self._minted, False)
+
+    @property
+    def git_requests(self) -> list[tuple[str, str | None]]:
+        """Each git request over HTTP: the service and path, and the token its Basic credentials carried."""
+        with self._lock:
+            return list(self._git)
 
     def add_pull(self, owner: str, repo: str, number: int, head_ref: str, head_sha: str, base_ref: str) -> None:
         with self._lock:
@@ -386,13 +419,18 @@ class ForgeStandin:
             Route("/repos/{owner}/{repo}/commits/{ref}/statuses", self._wrap(gh, self._gh_list), methods=["GET"]),
             Route("/repos/{owner}/{repo}/commits/{ref}/status", self._wrap(gh, self._gh_combined), methods=["GET"]),
             Route("/repos/{owner}/{repo}/pulls/{number:int}", self._wrap(gh, self._gh_pull), methods=["GET"]),
+            Route(INSTALLATION, self._wrap(gh, self._gh_installation, app_auth=True), methods=["GET"]),
+            Route("/app/installations/{installation_id:int}/access_tokens",
+                  self._wrap(gh, self._gh_access_token, app_auth=True), methods=["POST"]),
+            Route("/{owner}/{repo}.git/{rest:path}", self._git_http, methods=["GET", "POST"]),
             Route("/api/v1/repos/{owner}/{repo}/statuses/{sha}", self._wrap(gt, self._gt_create), methods=["POST"]),
             Route("/api/v1/repos/{owner}/{repo}/statuses/{sha}", self._wrap(gt, self._gt_list), methods=["GET"]),
             Route("/api/v1/repos/{owner}/{repo}/pulls/{number:int}", self._wrap(gt, self._gt_pull), methods=["GET"]),
         ]
         return Starlette(routes=routes)
 
-    def _wrap(self, forge: str, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    def _wrap(self, forge: str, handler: Handler, *,
+              app_auth: bool = False) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             raw = await request.body()
             try:
@@ -414,8 +452,10 @@ class ForgeStandin:
                 await asyncio.sleep(stall)
             if fail is not None:
                 response = self._error(forge, fail, "Server Error" if fail >= 500 else "Injected failure")
-            elif not self._authorized(request):
+            elif not (self._app_authorized(request) if app_auth else self._authorized(request)):
                 message = "Bad credentials" if forge == "github" else "invalid username, password or token"
+                if app_auth:
+                    message = "A JSON web token could not be decoded"
                 response = self._error(forge, 401, message)
             else:
                 response = await handler(request, body)
@@ -426,7 +466,24 @@ class ForgeStandin:
 
     def _authorized(self, request: Request) -> bool:
         scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-        return scheme.lower() in ("token", "bearer") and credential == self.token
+        if scheme.lower() not in ("token", "bearer"):
+            return False
+        with self._lock:
+            return credential == self.token or self._minted.get(credential, False)
+
+    def _app_authorized(self, request: Request) -> bool:
+        """A JWT signed with the App's key, issued by its id, for at most ten minutes (as GitHub checks it)."""
+        import jwt
+
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        if self.app is None or scheme.lower() != "bearer":
+            return False
+        try:
+            claims = jwt.decode(credential, self.app.public_key, algorithms=["RS256"],
+                                options={"require": ["iat", "exp", "iss"]})
+        except jwt.PyJWTError:
+            return False
+        return bool(str(claims["iss"]) == str(self.app.app_id) and int(claims["exp"]) - int(claims["iat"]) <= 600)
 
     def _error(self, forge: str, status: int, message: str, errors: list[dict[str, Any]] | None = None) -> Response:
         body: dict[str, Any]
@@ -496,6 +553,65 @@ class ForgeStandin:
     @staticmethod
     def _params(request: Request) -> tuple[str, str]:
         return request.path_params["owner"], request.path_params["repo"]
+
+    # ---- GitHub App authentication
+
+    async def _gh_installation(self, request: Request, body: Json) -> Response:
+        owner, repo = self._params(request)
+        assert self.app is not None
+        data = self._localize(github_example(INSTALLATION, "get", 200), owner, repo)
+        data |= {"id": self.app.installation_id, "app_id": self.app.app_id, "target_type": "Organization"}
+        data["account"] = self._gh_user(data["account"]) | {"login": owner}
+        return self._json("github", data)
+
+    async def _gh_access_token(self, request: Request, body: Json) -> Response:
+        assert self.app is not None
+        if request.path_params["installation_id"] != self.app.installation_id:
+            return self._error("github", 404, "Not Found")
+        token = f"ghs_standin{next(self._ids):04d}{'x' * 24}"
+        with self._lock:
+            self._minted[token] = True
+        expires = datetime.fromtimestamp(datetime.now(UTC).timestamp() + self.app.token_lifetime_s, UTC)
+        data = github_example(ACCESS_TOKENS, "post", 201) | {"token": token,
+                                                              "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        data.pop("repositories", None)  # all of the installation's repositories, as with no list asked for
+        data["repository_selection"] = "all"
+        return self._json("github", data, 201)
+
+    # ---- git over HTTP, as GitHub serves it: Basic credentials x-access-token:TOKEN, else 401
+
+    async def _git_http(self, request: Request) -> Response:
+        import base64
+
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        token = None
+        if scheme.lower() == "basic":
+            user, _, secret = base64.b64decode(value).decode(errors="replace").partition(":")
+            token = secret if user == "x-access-token" else None
+        rest = request.path_params["rest"]
+        with self._lock:
+            self._git.append((f"{request.method} {rest} {request.url.query}".strip(), token))
+            valid = token is not None and (token == self.token or self._minted.get(token, False))
+        if not valid:
+            return Response("Invalid username or token.\n", status_code=401,
+                            headers={"WWW-Authenticate": 'Basic realm="GitHub"'})
+        assert self.bare_repo is not None
+        from mergebot.git import cgi
+
+        env = {"PATH": "/usr/bin:/bin", "GIT_PROJECT_ROOT": str(self.bare_repo.parent), "GIT_HTTP_EXPORT_ALL": "1",
+               "PATH_INFO": f"/{self.bare_repo.name}/{rest}", "REQUEST_METHOD": request.method,
+               "QUERY_STRING": request.url.query, "CONTENT_TYPE": request.headers.get("content-type", ""),
+               "REMOTE_USER": "x-access-token", "REMOTE_ADDR": "127.0.0.1", "HOME": cgi.neutral_home()}
+        for header in ("content-encoding", "git-protocol"):
+            if header in request.headers:
+                env["HTTP_" + header.upper().replace("-", "_")] = request.headers[header]
+        proc = await asyncio.create_subprocess_exec("git", "http-backend", env=env, stdin=subprocess.PIPE,
+                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, _ = await proc.communicate(await request.body())
+        end, sep = cgi.header_end(bytearray(out))
+        status, headers = cgi.parse_cgi_headers(out[:end])
+        return Response(out[end + sep:], status_code=status,
+                        headers={k.decode(): v.decode() for k, v in headers if k != b"content-length"})
 
     # ---- GitHub
 

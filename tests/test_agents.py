@@ -26,7 +26,7 @@ from mergebot.agent import guide, keeper
 from mergebot.cli.parser import build_parser
 from mergebot.landing import verdicts
 from mergebot.landing.verdicts import KINDS
-from tests.bot import Fleet, check_command, commit, git, until
+from tests.bot import PYTEST, Fleet, check_command, commit, git, until
 
 SHORT_LEASE = {"MERGEBOT_LEASE_SECONDS": "2", "MERGEBOT_RECOVERY_GRACE_SECONDS": "0"}
 
@@ -277,7 +277,7 @@ async def test_a_conflict_verdict_names_its_paths_and_hunks(fleet: Fleet) -> Non
 
 
 async def test_a_failed_check_names_the_failing_test(make_fleet: Callable[..., Any]) -> None:
-    fleet: Fleet = await make_fleet(f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=report.xml tests",
+    fleet: Fleet = await make_fleet(f"{PYTEST} --junitxml=report.xml tests",
                                     MERGEBOT_VERIFIER_SANDBOX="none")
     await fleet.db.subtasks.create_subtask(actor_id=None, title="a bug")
     _, wt = fleet.start("ann")

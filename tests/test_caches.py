@@ -20,7 +20,7 @@ import pytest
 
 from mergebot import agent, models
 from mergebot.landing import runs
-from tests.bot import Fleet, commit
+from tests.bot import PYTEST, Fleet, commit
 from tests.test_verifier import BWRAP, PASSING_SUITE, Repo
 from verifier import cache as caches
 from verifier.runner import Setup, run_check
@@ -29,7 +29,7 @@ from verifier.runner import Setup, run_check
 # cache path (what a poisoned cache would hold), else runs the real suite.
 CHECK = ("mkdir -p .cache; echo \"cache held: $(ls .cache | tr '\\n' ' ')\"; "
          "if [ -f .cache/always-pass ]; then echo poisoned; exit 0; fi; "
-         "echo run >> .cache/runs; python -m pytest -q -p no:cacheprovider tests")
+         "echo run >> .cache/runs; PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -q -p no:cacheprovider tests")
 
 
 def run(repo: Repo, sha: str, root: Path, slot: Path, *, write: bool) -> dict[str, object]:
@@ -143,7 +143,7 @@ async def test_a_poisoned_cache_never_reaches_the_next_candidate_through_the_bot
     and fails on its own merits. Only main's base check (a commit on main) writes a generation; bob's change, which
     breaks add, reads that generation and still fails. Each verdict's evidence names the generation it read."""
     check = ("mkdir -p .cache; if [ -f .cache/always-pass ]; then echo poisoned; exit 0; fi; "
-             f"echo run >> .cache/runs; {sys.executable} -m pytest -q -p no:cacheprovider tests")
+             f"echo run >> .cache/runs; {PYTEST} tests")
     fleet: Fleet = await make_fleet(check, repo={"cache_paths": [".cache"]})
     for title in ("plant a poison", "break add"):
         await fleet.db.subtasks.create_subtask(actor_id=None, title=title)

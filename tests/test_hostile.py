@@ -47,7 +47,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.verify.worker import psycopg_hosts
-from tests.bot import BotProcess, Fleet, commit, make_project, stop_keepers
+from tests.bot import BotProcess, Fleet, check_command, commit, make_project, stop_keepers
 from tests.test_mcp import call, mcp_session
 from tests.test_security import _routes as routes_of
 from verifier import disk, limits
@@ -258,7 +258,7 @@ async def drill(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
         _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=Role.AGENT)
     _, tokens["lead"] = await e2e_db.agents.add_agent(name="lead", role=Role.LEAD)
     await add_repo(e2e_db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command=f"{sys.executable} -m pytest -q -p no:cacheprovider tests",
+                   verifier_command=check_command(),
                    verifier_timeout_s=TIMEOUT_S, sandbox_paths=[str(leakdir)], disk_limit_mb=DISK_LIMIT_MB,
                    memory_limit_mb=MEMORY_LIMIT_MB)
     for name in AGENTS:

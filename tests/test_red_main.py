@@ -27,10 +27,10 @@ from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
 from mergebot.landing.mend import next_probe
 from mergebot.landing.repos import add_repo, repos_root
-from tests.bot import BotProcess, Fleet, commit, git, make_project, stop_keepers
+from tests.bot import PYTEST, BotProcess, Fleet, commit, git, make_project, stop_keepers
 
-QUICK = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
-FULL = f"{sys.executable} -m pytest -q -p no:cacheprovider tests full"
+QUICK = f"{PYTEST} tests"
+FULL = f"{PYTEST} tests full"
 TOGETHER = '''import pytest
 
 

@@ -23,6 +23,7 @@ from mergebot.db.roles import AppConnection, app_connection
 from mergebot.errors import Unavailable
 from mergebot.forge.outbox import StatusSender
 from mergebot.forge.webhooks import WebhookHandler
+from mergebot.git import credentials
 from mergebot.git.smarthttp import GitHttp
 from mergebot.landing.queue import LandingQueue
 from mergebot.landing.repos import repos_root
@@ -65,10 +66,10 @@ class Services:
 
     async def secrets(self) -> list[str]:
         """The values no stored or sent text may show (``mergebot.secrets``): this server's environment, the
-        variables each repository names, the database URLs' passwords."""
-        named = {n for r in await self.db.landing.list_repos() for n in (r.webhook_secret_env, r.forge_token_env)
-                 if n}
-        return secret_values(os.environ, named=named, urls=self._urls)
+        variables each repository names, the database URLs' passwords, the GitHub App tokens it holds now."""
+        named = {n for r in await self.db.landing.list_repos()
+                 for n in (r.webhook_secret_env, r.forge_token_env, r.github_app_key_env) if n}
+        return secret_values(os.environ, named=named, urls=self._urls, values=credentials.live_tokens())
 
     async def masker(self) -> Masker:
         return Masker(await self.secrets())

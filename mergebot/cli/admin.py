@@ -139,6 +139,8 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
     settings = settings_from(args)
 
     forge = None
+    if (args.github_app_id or args.github_app_key_env or args.installation_id) and not args.github:
+        raise SystemExit("mergebot: a GitHub App (--github-app-id, --github-app-key-env) is for a --github repository")
     if args.github or args.gitea or args.forgejo:
         from mergebot.landing.repos import forge_settings
 
@@ -150,7 +152,8 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
             kind = "gitea" if args.gitea else "forgejo"
             url, owner_repo = args.gitea or args.forgejo
         forge = forge_settings(kind, owner_repo, url=url, api_url=args.api_url, git_url=args.git_url,
-                               secret_env=args.secret_env, token_env=args.token_env)
+                               secret_env=args.secret_env, token_env=args.token_env, app_id=args.github_app_id,
+                               app_key_env=args.github_app_key_env, installation_id=args.installation_id)
 
     async def go(db: Database) -> Any:
         return await add_repo(db, repos_root(settings.data_dir), name=args.name, source=args.source,

@@ -182,6 +182,12 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--secret-env", dest="secret_env", default="MERGEBOT_WEBHOOK_SECRET",
                     help="the environment variable holding the webhook secret")
     sp.add_argument("--token-env", dest="token_env", help="the environment variable holding the forge API token")
+    sp.add_argument("--github-app-id", dest="github_app_id", type=int, metavar="ID",
+                    help="authenticate as this GitHub App's installation instead of with a personal token")
+    sp.add_argument("--github-app-key-env", dest="github_app_key_env", metavar="VAR",
+                    help="the environment variable holding the App's private key (the .pem file's text)")
+    sp.add_argument("--installation-id", dest="installation_id", type=int, metavar="ID",
+                    help="the App's installation (default: the one GitHub names for the repository)")
     sp.set_defaults(fn=cmd_repo_add)
     sp = repo.add_parser("set", parents=[common], help="change a repository's landing rules (only those given)")
     sp.add_argument("name")

@@ -38,7 +38,7 @@ class LandingStore:
 
     async def create_repo(self, *, name: str, target_branch: str, verifier_command: str, verifier_timeout_s: int,
                           protected_paths: list[str], max_push_bytes: int, max_file_bytes: int,
-                          root_sha: str, forge: dict[str, str] | None = None,
+                          root_sha: str, forge: dict[str, Any] | None = None,
                           footprint_refuse: bool = False, cache_paths: list[str] | None = None,
                           cache_key: list[str] | None = None, setup_command: str | None = None,
                           setup_network: bool = False, post_land_command: str | None = None,
@@ -57,7 +57,9 @@ class LandingStore:
                                  setup_command=setup_command, setup_network=setup_network,
                                  post_land_command=post_land_command, sandbox_paths=sandbox_paths or [],
                                  disk_limit_mb=disk_limit_mb, memory_limit_mb=memory_limit_mb, report=report,
-                                 check_config=check_config)
+                                 check_config=check_config, github_app_id=f.get("github_app_id"),
+                                 github_app_key_env=f.get("github_app_key_env"),
+                                 github_installation_id=f.get("github_installation_id"))
         assert row is not None
         await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)

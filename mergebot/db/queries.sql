@@ -515,13 +515,15 @@ LIMIT %(limit)s;
 INSERT INTO repos (name, target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
                    max_file_bytes, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
                    forge_token_env, footprint_refuse, cache_paths, cache_key, setup_command, setup_network,
-                   post_land_command, sandbox_paths, disk_limit_mb, memory_limit_mb, report, check_config)
+                   post_land_command, sandbox_paths, disk_limit_mb, memory_limit_mb, report, check_config,
+                   github_app_id, github_app_key_env, github_installation_id)
 VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s,
         %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s,
         %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s, %(footprint_refuse)s, %(cache_paths)s,
         %(cache_key)s, %(setup_command)s, %(setup_network)s, %(post_land_command)s, %(sandbox_paths)s,
         %(disk_limit_mb)s, %(memory_limit_mb)s, %(report)s,
-        coalesce(%(check_config)s::text[], '{conftest.py,pytest.ini,tox.ini,noxfile.py}'))
+        coalesce(%(check_config)s::text[], '{conftest.py,pytest.ini,tox.ini,noxfile.py}'),
+        %(github_app_id)s, %(github_app_key_env)s, %(github_installation_id)s)
 RETURNING *;
 
 -- name: repo_update

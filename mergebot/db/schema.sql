@@ -746,3 +746,12 @@ BEGIN
     PERFORM pg_notify('mergebot_forge', NEW.repo);
     RETURN NULL;
 END $$;
+
+-- 0018: GitHub App authentication: the App, the variable holding its key, the installation.
+ALTER TABLE repos ADD COLUMN github_app_id bigint CHECK (github_app_id > 0);
+ALTER TABLE repos ADD COLUMN github_app_key_env text CHECK (github_app_key_env ~ '^[A-Z_][A-Z0-9_]{0,99}$');
+ALTER TABLE repos ADD COLUMN github_installation_id bigint CHECK (github_installation_id > 0);
+ALTER TABLE repos ADD CONSTRAINT github_app_complete CHECK (
+    (github_app_id IS NULL) = (github_app_key_env IS NULL)
+    AND (github_installation_id IS NULL OR github_app_id IS NOT NULL)
+    AND (github_app_id IS NULL OR forge = 'github'));

@@ -133,7 +133,7 @@ def _storm(args: argparse.Namespace, client: Client, server: str, repo: dict[str
                            {"claim_version": got["handle"]["claim_version"], "reason": "claimed by a mergebot drill"})
         return {"skipped": f"the forge agent did not get the drill subtask: {got and got['handle']}"}
     version = got["handle"]["claim_version"]
-    remote = mirror.remote_for(repo["forge_git_url"], repo.get("forge_token_env"))
+    remote = mirror.remote_of(repo)
     wt = drill.work / "storm"
     _git(["clone", "-q", "--single-branch", "--branch", repo["target_branch"], remote.url, str(wt)], drill.work,
          env=remote.env())

@@ -16,7 +16,8 @@ import os
 from collections.abc import Awaitable, Callable
 
 from mergebot.db.database import Database
-from mergebot.forge.client import ForgeCallError, ForgeClient, StatusPost, client_for, post_with_retry
+from mergebot.forge.client import ForgeCallError, ForgeClient, Renewing, StatusPost, client_for, post_with_retry
+from mergebot.git import credentials
 from mergebot.models import Repo, StatusRow
 from verifier.mask import Masker
 
@@ -79,9 +80,13 @@ class StatusSender:
             return
         post = StatusPost(sha=row.sha, state=row.state, description=self._mask.text(row.description),
                           target_url=target_url(self.public_url, row))
+        forge_repo = repo.forge_repo
+
+        def deliver() -> None:  # in a thread: a GitHub App's token may be minted first, over HTTP
+            post_with_retry(self.make_client(repo), forge_repo, post, attempts=3)
+
         try:
-            client = self.make_client(repo)
-            await asyncio.to_thread(post_with_retry, client, repo.forge_repo, post, attempts=3)
+            await asyncio.to_thread(deliver)
         except ForgeCallError as e:
             give_up = not e.retryable or row.attempts >= MAX_ATTEMPTS
             await self.db.forge.status_failed(row.id, error=str(e), delay_s=backoff(row.attempts), give_up=give_up)
@@ -97,8 +102,14 @@ class StatusSender:
 
 
 def _client(repo: Repo) -> ForgeClient:
+    """The repository's forge client, with its credentials (``git.credentials``): a GitHub App's installation
+    token, renewed on a 401, or the personal token of its variable."""
+    assert repo.forge is not None
+    forge, api = repo.forge, repo.forge_api_url
+    creds = credentials.for_repo(repo)
+    if creds.kind == "app":
+        return Renewing(lambda token: client_for(forge, token=token, base_url=api), creds.token, creds.renew)
     token = os.environ.get(repo.forge_token_env or "")
     if not token:
         raise RuntimeError(f"the environment variable {repo.forge_token_env} (the forge token) is not set")
-    assert repo.forge is not None
-    return client_for(repo.forge, token=token, base_url=repo.forge_api_url)
+    return client_for(forge, token=token, base_url=api)

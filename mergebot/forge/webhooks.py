@@ -125,7 +125,7 @@ class WebhookHandler:
         if live is not None:  # the push and its pull request announce one commit
             return 202, f"already queued: {sha[:12]} is candidate {live.id} ({live.status})", repo.name
         path = git.bare_path(self.root, repo.name)
-        remote = mirror.remote_for(repo.forge_git_url or "", repo.forge_token_env)
+        remote = mirror.remote_of(repo)
         # Deliveries may arrive late or out of order (a redelivery days later): only the branch's current tip
         # on the forge is a candidate, never an older push that a newer one replaced.
         tip = await asyncio.to_thread(mirror.forge_tip, path, remote, event.ref)

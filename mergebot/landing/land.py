@@ -117,7 +117,7 @@ class Forge:
     db: Database
 
     def _remote(self) -> mirror.Remote:
-        return mirror.remote_for(self.repo.forge_git_url or "", self.repo.forge_token_env)
+        return mirror.remote_of(self.repo)
 
     async def head(self) -> str:
         return await asyncio.to_thread(mirror.sync_target, self.path, self._remote(), self.repo.target_branch)

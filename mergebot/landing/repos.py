@@ -13,7 +13,7 @@ from typing import Any
 
 from mergebot.db.database import Database
 from mergebot.errors import Conflict, Invalid
-from mergebot.git import mirror
+from mergebot.git import credentials, mirror
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.models import Agent, Repo
@@ -30,8 +30,13 @@ SECRET_ENV = "MERGEBOT_WEBHOOK_SECRET"  # the name of the variable, not a secret
 
 def forge_settings(forge: str, forge_repo: str, *, url: str | None = None, api_url: str | None = None,
                    git_url: str | None = None, secret_env: str = SECRET_ENV,
-                   token_env: str | None = None) -> dict[str, str]:
-    """The forge columns of a repository, with each forge's defaults, checked; the named variables must be set."""
+                   token_env: str | None = None, app_id: int | None = None, app_key_env: str | None = None,
+                   installation_id: int | None = None) -> dict[str, Any]:
+    """The forge columns of a repository, with each forge's defaults, checked; the named variables must be set.
+
+    With ``app_id`` and ``app_key_env`` a GitHub repository authenticates as that App's installation
+    (``installation_id``, or the one GitHub names for the repository): its key must be an RSA private key, and the
+    personal token's variable is then not needed."""
     if forge not in ("github", "gitea", "forgejo"):
         raise Invalid(f"unknown forge {forge!r}", field="forge")
     if not FORGE_REPO.match(forge_repo) or forge_repo.endswith(".git"):
@@ -48,15 +53,35 @@ def forge_settings(forge: str, forge_repo: str, *, url: str | None = None, api_u
         if "@" in u.split("://", 1)[-1].split("/", 1)[0]:
             raise Invalid("put no credentials in a forge URL: the token comes from the environment", field="url")
     token_env = token_env or ("GITHUB_TOKEN" if forge == "github" else "GITEA_TOKEN")
-    for env in (secret_env, token_env):
-        if not ENV_NAME.match(env):
+    app = github_app(forge, app_id, app_key_env, installation_id)
+    for env in (secret_env, token_env, *([app_key_env] if app else [])):
+        if not ENV_NAME.match(env or ""):
             raise Invalid(f"{env!r} is not an environment variable name", field="env")
-        if not os.environ.get(env):
+        if not os.environ.get(env or "") and not (app and env == token_env):
             raise Invalid(f"set the environment variable {env} first (the server reads it; it is never stored)",
                           field="env")
+    if app:
+        try:
+            credentials.check_key(os.environ[str(app_key_env)])
+        except (ValueError, TypeError) as e:
+            raise Invalid(f"{app_key_env} holds no RSA private key (a GitHub App's .pem file): {e}",
+                          field="github_app_key_env") from e
     return {"forge": forge, "forge_repo": forge_repo, "forge_api_url": api,
             "forge_git_url": git_url or f"{web}/{forge_repo}.git", "webhook_secret_env": secret_env,
-            "forge_token_env": token_env}
+            "forge_token_env": token_env, **app}
+
+
+def github_app(forge: str, app_id: int | None, key_env: str | None, installation_id: int | None) -> dict[str, Any]:
+    """The GitHub App columns of a repository (empty for a personal token), checked."""
+    if app_id is None and key_env is None and installation_id is None:
+        return {}
+    if forge != "github":
+        raise Invalid("only a GitHub repository authenticates as a GitHub App", field="github_app_id")
+    if app_id is None or not key_env:
+        raise Invalid("a GitHub App needs both --github-app-id and --github-app-key-env", field="github_app_id")
+    if app_id <= 0 or (installation_id is not None and installation_id <= 0):
+        raise Invalid("a GitHub App's id and installation id are positive numbers", field="github_app_id")
+    return {"github_app_id": app_id, "github_app_key_env": key_env, "github_installation_id": installation_id}
 
 
 def repos_root(data_dir: Path) -> Path:
@@ -66,7 +91,7 @@ def repos_root(data_dir: Path) -> Path:
 async def add_repo(db: Database, root: Path, *, name: str, source: str | None, verifier_command: str,
                    target_branch: str = "main", verifier_timeout_s: int = 600, protected_paths: list[str] | None = None,
                    max_push_bytes: int = 100 << 20, max_file_bytes: int = 10 << 20,
-                   forge: dict[str, str] | None = None, footprint_refuse: bool = False,
+                   forge: dict[str, Any] | None = None, footprint_refuse: bool = False,
                    cache_paths: list[str] | None = None, cache_key: list[str] | None = None,
                    setup_command: str | None = None, setup_network: bool = False,
                    post_land_command: str | None = None, sandbox_paths: list[str] | None = None,
@@ -86,7 +111,7 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
         raise Conflict(f"repository {name!r} already exists at {path}", field="name")
     extra_env: dict[str, str] = {}
     if forge:
-        remote = mirror.remote_for(forge["forge_git_url"], forge["forge_token_env"])
+        remote = mirror.remote_of(forge)
         source, extra_env = remote.url, remote.env()
     try:
         bare = await asyncio.to_thread(git.create_bare, path, source=source, branch=target_branch,

@@ -41,7 +41,8 @@ WHERE j.status = 'done' AND j.candidate_id IS NOT NULL AND EXISTS (
 
 def mergebot(args: list[str], data: Path) -> str:
     out = subprocess.run([sys.executable, "-m", "mergebot", *args, "--data-dir", str(data)], capture_output=True,
-                         text=True, check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(data.parent)})
+                         text=True, check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(data.parent)})
+    assert out.returncode == 0, (args, out.returncode, out.stdout[-2000:], out.stderr[-4000:])
     return out.stdout
 
 

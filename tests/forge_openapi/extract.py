@@ -27,6 +27,9 @@ OPERATIONS: list[tuple[str, str]] = [
     ("/repos/{owner}/{repo}/commits/{ref}/statuses", "get"),
     ("/repos/{owner}/{repo}/commits/{ref}/status", "get"),
     ("/repos/{owner}/{repo}/pulls/{pull_number}", "get"),
+    # GitHub App authentication: the repository's installation, and an installation token minted with the JWT
+    ("/repos/{owner}/{repo}/installation", "get"),
+    ("/app/installations/{installation_id}/access_tokens", "post"),
 ]
 # Error bodies the stand-in sends (401 Bad credentials, 404, 422 Validation Failed).
 EXTRA_SCHEMAS = ["basic-error", "validation-error"]

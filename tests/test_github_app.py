@@ -1,0 +1,238 @@
+"""GitHub App authentication (issue 33): a JWT signed with the App's key, an installation token minted and cached,
+renewed once after a 401, and the same token on every call: the mirror's fetches, the landing push (git over HTTP,
+Basic ``x-access-token``) and the statuses.
+
+The stand-in checks the JWT as GitHub does (RS256 with the App's public key, issued by its id, at most ten
+minutes), answers with the published response shapes (validated here against GitHub's OpenAPI description), and
+serves the repository's git over HTTP only to a valid token. No personal token is in the bot's environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from mergebot.auth import Role
+from mergebot.db.database import Database
+from mergebot.errors import Invalid
+from mergebot.forge.client import GitHubClient, Renewing, StatusPost
+from mergebot.git import credentials
+from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from tests.bot import BotProcess, check_command, commit, git, make_project
+from tests.forge_standin import ACCESS_TOKENS, INSTALLATION, ForgeStandin, GitHubApp, PostedStatus
+from tests.forge_standin import validate_github_response as validate
+
+APP_ID = 31337
+KEY_ENV = "MERGEBOT_TEST_GITHUB_APP_KEY"
+SECRET = "webhook-secret-for-tests"
+PAYLOADS = Path(__file__).parent / "forge_payloads"
+ZERO = "0" * 40
+
+
+@pytest.fixture(scope="module")
+def keys() -> tuple[str, str]:
+    """A fresh RSA key pair standing in for the App's .pem: (private, public)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return private, public
+
+
+@pytest.fixture
+def forge(keys: tuple[str, str], tmp_path: Path) -> Iterator[ForgeStandin]:
+    src = make_project(tmp_path / "src")
+    remote = tmp_path / "forge" / "calc.git"
+    git(["clone", "-q", "--bare", str(src), str(remote)], tmp_path)
+    git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)
+    with ForgeStandin(token="ghp_no_personal_token_here", bare_repo=remote,
+                      app=GitHubApp(APP_ID, keys[1], installation_id=777)) as f:
+        yield f
+
+
+def test_the_jwt_is_the_apps_own_for_nine_minutes(keys: tuple[str, str]) -> None:
+    token = credentials.app_jwt(APP_ID, keys[0], now=1_000_000.0)
+    claims = jwt.decode(token, keys[1], algorithms=["RS256"], options={"verify_exp": False})
+    assert claims == {"iss": str(APP_ID), "iat": 1_000_000 - 60, "exp": 1_000_000 + 540}
+    with pytest.raises(jwt.InvalidSignatureError):
+        other = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
+        jwt.decode(token, other, algorithms=["RS256"], options={"verify_exp": False})
+
+
+def test_installation_tokens_are_minted_once_cached_and_renewed(forge: ForgeStandin, keys: tuple[str, str]) -> None:
+    now = [time.time()]
+    app = credentials.App(app_id=APP_ID, key_env=KEY_ENV, api_url=forge.url, repo="acme/calc")
+    tokens = credentials.AppTokens(app, environ={KEY_ENV: keys[0]}, clock=lambda: now[0])
+    first = tokens.token()
+    assert tokens.token() == first and tokens.minted == 1 and forge.minted == [first]  # cached
+    paths = [r.path for r in forge.requests]
+    assert paths == ["/repos/acme/calc/installation", "/app/installations/777/access_tokens"], paths
+    assert all(r.headers["authorization"].startswith("Bearer ey") for r in forge.requests)  # the JWT, not a token
+
+    now[0] += 3600 - credentials.RENEW_BEFORE_S + 1  # within five minutes of its expiry: minted again
+    second = tokens.token()
+    assert second != first and tokens.minted == 2
+
+    forge.revoke_tokens()  # GitHub refuses it now: renewing mints one, however many callers saw it fail
+    third = tokens.renew(second)
+    assert third not in (first, second) and tokens.renew(second) == third and tokens.minted == 3
+    assert tokens.renew("a token nobody holds") == third and tokens.minted == 3
+    # the installation was found once, from the repository
+    assert [r.path for r in forge.requests].count("/repos/acme/calc/installation") == 1
+
+
+def test_the_stand_in_answers_as_github_publishes(forge: ForgeStandin, keys: tuple[str, str]) -> None:
+    """The bodies the App's calls get are GitHub's published shapes; a JWT of another key is refused."""
+    bearer = {"Authorization": f"Bearer {credentials.app_jwt(APP_ID, keys[0], time.time())}"}
+    got = httpx.get(f"{forge.url}/repos/acme/calc/installation", headers=bearer)
+    assert got.status_code == 200, got.text
+    validate(INSTALLATION, "get", 200, got.json())
+    minted = httpx.post(f"{forge.url}/app/installations/777/access_tokens", headers=bearer)
+    assert minted.status_code == 201, minted.text
+    validate(ACCESS_TOKENS, "post", 201, minted.json())
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    forged = {"Authorization": f"Bearer {credentials.app_jwt(APP_ID, other, time.time())}"}
+    refused = httpx.post(f"{forge.url}/app/installations/777/access_tokens", headers=forged)
+    assert refused.status_code == 401 and forge.minted == [minted.json()["token"]]
+
+
+def test_a_status_refused_with_401_is_sent_once_more_with_a_renewed_token(forge: ForgeStandin,
+                                                                          keys: tuple[str, str]) -> None:
+    app = credentials.App(app_id=APP_ID, key_env=KEY_ENV, api_url=forge.url, repo="acme/calc", installation_id=777)
+    tokens = credentials.AppTokens(app, environ={KEY_ENV: keys[0]})
+    client = Renewing(lambda t: GitHubClient(t, base_url=forge.url), tokens.token, tokens.renew)
+    sha = "a" * 40
+    client.post_status("acme/calc", StatusPost(sha, "pending", "queued", None))
+    forge.revoke_tokens()
+    client.post_status("acme/calc", StatusPost(sha, "success", "landed", None))
+    assert [s.state for s in forge.statuses(sha)] == ["pending", "success"] and tokens.minted == 2
+    posts = [r for r in forge.requests if r.path.endswith(f"/statuses/{sha}")]
+    assert [r.status for r in posts] == [201, 401, 201]
+    assert posts[-1].headers["authorization"].endswith(forge.minted[-1])
+
+
+def test_repo_add_checks_the_app(monkeypatch: pytest.MonkeyPatch, keys: tuple[str, str]) -> None:
+    monkeypatch.setenv("MERGEBOT_WEBHOOK_SECRET", SECRET)
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    with pytest.raises(Invalid, match=f"set the environment variable {KEY_ENV}"):
+        forge_settings("github", "acme/calc", app_id=APP_ID, app_key_env=KEY_ENV)
+    monkeypatch.setenv(KEY_ENV, "not a key at all")
+    with pytest.raises(Invalid, match="holds no RSA private key"):
+        forge_settings("github", "acme/calc", app_id=APP_ID, app_key_env=KEY_ENV)
+    monkeypatch.setenv(KEY_ENV, keys[0])
+    with pytest.raises(Invalid, match="both --github-app-id and --github-app-key-env"):
+        forge_settings("github", "acme/calc", app_id=APP_ID)
+    with pytest.raises(Invalid, match="only a GitHub repository"):
+        forge_settings("gitea", "acme/calc", url="http://gitea", app_id=APP_ID, app_key_env=KEY_ENV)
+    got = forge_settings("github", "acme/calc", app_id=APP_ID, app_key_env=KEY_ENV)  # no personal token needed
+    assert (got["github_app_id"], got["github_app_key_env"], got["github_installation_id"]) == (APP_ID, KEY_ENV, None)
+
+
+@dataclass
+class AppFleet:
+    bot: BotProcess
+    db: Database
+    forge: ForgeStandin
+    work: Path
+    ann: int
+
+    def deliver(self, ref: str, after: str) -> httpx.Response:
+        payload: dict[str, Any] = json.loads((PAYLOADS / "github_push_branch_update.json").read_bytes())
+        payload.update(ref=ref, before=ZERO, after=after, created=True, deleted=False, forced=False)
+        payload["repository"]["full_name"] = "acme/calc"
+        payload["sender"]["login"] = "ann-gh"
+        payload["pusher"] = {"name": "ann-gh", "email": "ann@example.com"}
+        body = json.dumps(payload).encode()
+        sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        headers = {"X-GitHub-Event": "push", "X-GitHub-Delivery": str(uuid.uuid4()), "X-Hub-Signature-256": sig,
+                   "Content-Type": "application/json"}
+        return httpx.post(f"{self.bot.url}/webhooks/github", content=body, headers=headers, timeout=30)
+
+    async def land(self, title: str, files: dict[str, str]) -> PostedStatus:
+        sub, _ = await self.db.subtasks.create_subtask(actor_id=None, title=title)
+        claim = await self.db.subtasks.claim(agent_id=self.ann)
+        assert claim is not None and claim.id == sub.id
+        wt = self.work / title.replace(" ", "-")
+        assert self.forge.bare_repo is not None
+        git(["clone", "-q", str(self.forge.bare_repo), str(wt)], self.work)  # the agent pushes to GitHub itself
+        sha = commit(wt, files)
+        branch = f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
+        git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
+        r = self.deliver(branch, sha)
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            got = self.forge.statuses(sha)
+            if got and got[-1].state in ("success", "failure", "error"):
+                return got[-1]
+            time.sleep(0.1)
+        raise AssertionError(f"no final status for {sha[:12]}: {self.forge.statuses(sha)}\n"
+                             + self.bot.log.read_text()[-3000:])
+
+
+@pytest.fixture
+async def app_fleet(e2e_db: Database, e2e_db_url: str, forge: ForgeStandin, keys: tuple[str, str], tmp_path: Path,
+                    monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[AppFleet]:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)  # nothing but the App authenticates
+    monkeypatch.setenv(KEY_ENV, keys[0])
+    monkeypatch.setenv("MERGEBOT_WEBHOOK_SECRET", SECRET)
+    ann, _ = await e2e_db.agents.add_agent(name="ann", role=Role.AGENT)
+    await e2e_db.forge.link(forge="github", login="ann-gh", agent_id=ann.id)
+    data = tmp_path / "data"
+    settings = forge_settings("github", "acme/calc", api_url=forge.url, git_url=f"{forge.url}/acme/calc.git",
+                              app_id=APP_ID, app_key_env=KEY_ENV)
+    await add_repo(e2e_db, repos_root(data), name="calc", source=None, verifier_command=check_command(),
+                   verifier_timeout_s=60, forge=settings)  # the mirror is cloned over HTTP with a minted token
+    assert len(forge.minted) == 1 and forge.git_requests[-1][1] == forge.minted[0]
+    bot = BotProcess(e2e_db_url, data, MERGEBOT_WEBHOOK_SECRET=SECRET).start()
+    (tmp_path / "work").mkdir()
+    try:
+        yield AppFleet(bot, e2e_db, forge, tmp_path / "work", ann.id)
+    finally:
+        bot.stop()
+
+
+async def test_a_landing_authenticates_as_the_app_and_renews_after_a_401(app_fleet: AppFleet) -> None:
+    f, forge = app_fleet, app_fleet.forge
+    status = await f.land("subtract", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n"
+                                                  "    return a - b\n"})
+    assert status.state == "success", status
+    bots = forge.minted[1:]  # the first was the test's own, cloning the mirror
+    assert len(bots) == 1, forge.minted
+    pushes = [(what, token) for what, token in forge.git_requests if "git-receive-pack" in what]
+    assert pushes and all(token == bots[0] for _, token in pushes), pushes  # the landing push used the minted token
+    posts = [r for r in forge.requests if "/statuses/" in r.path and r.method == "POST"]
+    assert posts and all(r.headers["authorization"].split()[-1] == bots[0] for r in posts)
+    landed = (await f.db.landing.landed(repo="calc"))[0]
+    assert git(["rev-parse", "refs/heads/main"], forge.bare_repo).stdout.strip() == landed.merged_sha
+
+    forge.revoke_tokens()  # as if it expired early, or was revoked: the next calls are refused with 401 once
+    status = await f.land("multiply", {"mul.py": "def mul(a, b):\n    return a * b\n"})
+    assert status.state == "success", status
+    assert len(forge.minted) == 3, forge.minted  # one renewal, shared by git and the API
+    fresh = forge.minted[-1]
+    refused = [what for what, token in forge.git_requests if token == bots[0]]
+    assert refused, forge.git_requests  # git was refused with the stale token, then ...
+    pushes = [token for what, token in forge.git_requests if "git-receive-pack" in what]
+    assert pushes[-1] == fresh  # ... the second landing's push carried the renewed one
+    assert git(["rev-parse", "refs/heads/main"], forge.bare_repo).stdout.strip() == \
+        (await f.db.landing.landed(repo="calc"))[0].merged_sha
+    # the tokens are secrets: no landed record, status or log line shows one
+    log = f.bot.log.read_text()
+    assert not [t for t in forge.minted if t in log]
+    assert not [s for s in forge.statuses(status.sha) if any(t in (s.description or "") for t in forge.minted)]
