@@ -93,7 +93,9 @@ def test_families_render_a_snapshot() -> None:
     assert value(s, "mergebot_verify_duration_seconds_count", purpose="candidate") == 3
     assert value(s, "mergebot_verify_duration_seconds_sum", purpose="candidate") == 107.5
     assert value(s, "mergebot_queue_depth", repo="demo", status="queued") == 7
-    assert value(s, "mergebot_webhook_deliveries_total", forge="github", event="push", outcome="accepted") == 9
+    assert value(s, "mergebot_webhook_deliveries_total", forge="github", event="push") == 9
+    assert value(s, "mergebot_webhook_deliveries_by_outcome", forge="github", event="push", outcome="accepted") == 9
+    assert value(s, "mergebot_verifier_seconds_total", purpose="candidate", outcome="fail") == 100.0
     assert value(s, "mergebot_scrape_seconds") == 0.25
 
 
@@ -192,7 +194,9 @@ def test_claims_lease_expiries_verify_runs_and_deliveries_move_the_numbers(scrap
     assert value(after, "mergebot_verify_runs_total", purpose="candidate", outcome="pass") == 1
     assert value(after, "mergebot_verify_duration_seconds_count", purpose="candidate") == 1
     assert value(after, "mergebot_verify_duration_seconds_bucket", purpose="candidate", le="1.0") == 1
-    assert value(after, "mergebot_webhook_deliveries_total", forge="github", event="push", outcome="accepted") == 1
+    assert value(after, "mergebot_webhook_deliveries_total", forge="github", event="push") == 1
+    assert value(after, "mergebot_webhook_deliveries_by_outcome", forge="github", event="push",
+                 outcome="accepted") == 1
     assert value(after, "mergebot_queue_depth", repo="demo", status="queued") == 0
     assert value(after, "mergebot_subtasks", status="ready") == 1
 

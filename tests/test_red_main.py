@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -28,6 +29,7 @@ from mergebot.drill.invariants import Push
 from mergebot.landing.mend import next_probe
 from mergebot.landing.repos import add_repo, repos_root
 from tests.bot import PYTEST, BotProcess, Fleet, commit, git, make_project, stop_keepers
+from tests.test_metrics import Samples, parse
 
 QUICK = f"{PYTEST} tests"
 FULL = f"{PYTEST} tests full"
@@ -74,6 +76,39 @@ async def until(pred: object, what: str, fleet: Fleet, timeout: float = 120) -> 
         time.sleep(0.2)
 
 
+class Counters:
+    """/metrics scraped at each step of a story, with the cost view's charges beside: every counter must only go
+    up, while the charges may move both ways (a run re-charged to rework when its subtask lands, a landing's runs
+    to thrown away by a revert): which is why no counter is a charge."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.scrapes: list[tuple[str, Samples, dict[tuple[str, str], float]]] = []
+
+    async def scrape(self, step: str) -> None:
+        got = httpx.get(f"{self.fleet.bot.url}/metrics", timeout=30,
+                        headers={"Authorization": f"Bearer {self.fleet.tokens['root']}"})
+        assert got.status_code == 200, got.text
+        counted = {k: v for k, v in parse(got.text).items() if k[0].endswith(("_total", "_bucket", "_count", "_sum"))}
+        charges: dict[tuple[str, str], float] = {}
+        window = await self.fleet.db.views.cost(since=datetime.min.replace(tzinfo=UTC),
+                                                until=datetime.max.replace(tzinfo=UTC))
+        for r in window["runs"]:
+            key = (str(r["charge"]), str(r["agent"] or ""))
+            charges[key] = charges.get(key, 0.0) + float(r["seconds"])
+        self.scrapes.append((step, counted, charges))
+
+    def falls(self) -> tuple[list[str], list[str]]:
+        """The counter samples that went down between two scrapes, and the charges that did."""
+        counters, charges = [], []
+        for (a, before, was), (b, after, now) in zip(self.scrapes, self.scrapes[1:], strict=False):
+            counters += [f"{k} {v} -> {after.get(k)} ({a} -> {b})" for k, v in before.items()
+                         if after.get(k, -1.0) < v]
+            charges += [f"{k} {v:.2f} -> {now.get(k, 0.0):.2f} ({a} -> {b})" for k, v in was.items()
+                        if now.get(k, 0.0) < v - 1e-9]
+        return counters, charges
+
+
 def land(fleet: Fleet, who: str, name: str, files: dict[str, str]) -> tuple[Push, Path]:
     claim, wt = fleet.start(who, name)
     sha = commit(wt, files)
@@ -91,11 +126,14 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
     async def landed(sid: int) -> bool:
         return (await status(sid)).status == "landed"
 
+    metrics = Counters(f)
     pushes = [land(f, "ann", "ann-a", {"a.py": "VALUE = 1\n"})[0]]
     await until(lambda: landed(a_sub.id), "a landed", f)
+    await metrics.scrape("a landed")
     push_b, wt_b = land(f, "bob", "bob-b", {"b.py": "VALUE = 2\n"})  # passes the quick suite; with a, not the full
     pushes.append(push_b)
     await until(lambda: landed(b_sub.id), "b landed", f)
+    await metrics.scrape("b landed")
     pushes.append(land(f, "ann", "ann-c", {"c.py": "VALUE = 0\n"})[0])  # lands while main is red: it passes
 
     async def reverted() -> bool:
@@ -106,6 +144,7 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
     async def green() -> bool:
         return (await db.landing.get_repo("demo")).red_since is None
     await until(green, "main green again", f)
+    await metrics.scrape("b reverted")
 
     rows = {r.subtask_id: r for r in await db.landing.landed(repo="demo") if r.kind == "land"}
     revert = next(r for r in await db.landing.landed(repo="demo") if r.kind == "revert")
@@ -114,7 +153,9 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
     bare = f.bare()
     head = bare[f.main()]
     assert "b.py" not in head.tree and "a.py" in head.tree and "c.py" in head.tree  # the rest stays
-    message = bare[revert.merged_sha].message
+    # the revert commit names the landing it reverts (when c landed first, the revert was merged onto it: the
+    # landed commit is then the merge, and the revert commit its second parent)
+    message = bare[revert.candidate_sha].message
     assert f"Mergebot-Reverts-Landed: {rows[b_sub.id].id}" in message
     assert bare.descendant_of(f.main(), revert.merged_sha) or f.main() == revert.merged_sha
 
@@ -146,13 +187,27 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
         **os.environ, "GIT_AUTHOR_NAME": "Bob", "GIT_AUTHOR_EMAIL": "bob@example.com", "GIT_COMMITTER_NAME": "Bob",
         "GIT_COMMITTER_EMAIL": "bob@example.com"})
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    fixed = commit(wt_b, {"b.py": "VALUE = 1\n"}, "b, small enough with a")
+    # a first try that fails its check: its run is thrown away until the subtask lands, then it is rework
+    broken = commit(wt_b, {"calc.py": "def add(a, b):\n    return a - b\n"}, "b, a wrong turn")
+    git(["push", "-q", "origin", f"HEAD:refs/heads/subtasks/{b_sub.id}/v2"], wt_b)
+    pushes.append(Push("bob", b_sub.id, 2, broken, "accepted"))
+
+    async def refused() -> bool:
+        return any(c["sha"] == broken and c["status"] == "rejected" for c in await db.landing.candidates(repo="demo"))
+    await until(refused, "b's wrong turn refused", f)
+    await metrics.scrape("b's wrong turn refused")
+    fixed = commit(wt_b, {"b.py": "VALUE = 1\n", "calc.py": "def add(a, b):\n    return a + b\n"},
+                   "b, small enough with a")
     git(["push", "-q", "origin", f"HEAD:refs/heads/subtasks/{b_sub.id}/v2"], wt_b)
     pushes.append(Push("bob", b_sub.id, 2, fixed, "accepted"))
     await until(lambda: landed(b_sub.id), "b landed again", f)
     again = [r for r in await db.landing.landed(repo="demo") if r.subtask_id == b_sub.id]
     assert sorted(r.claim_version for r in again) == [1, 2]
     await until(green, "main green after the fix", f)
+    await metrics.scrape("b landed again")
+    fell, recharged = metrics.falls()
+    assert fell == [], fell  # every counter only went up, across the revert and the re-charge ...
+    assert recharged, metrics.scrapes  # ... while the charges moved down somewhere: the story re-charged runs
 
     violations = stable_check(f.client("root"), f.bot.url, f.tokens["root"], "demo", f.work / "check", pushes,
                               attempts=3)

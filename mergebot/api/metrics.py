@@ -8,6 +8,10 @@ Rules of this module:
     several apps in one process do not share state.
   * A scrape reads everything in one read-only transaction (one consistent snapshot), then renders it; the
     rendering (``families``) is pure and tested on its own.
+  * A counter only counts what is fixed once it happened (a run's seconds by purpose and outcome, a delivery
+    received, a lease lost), so it never goes down: Prometheus reads a fall as a restart. What is worked out
+    again later (verifier seconds re-charged to rework when a subtask lands, or to thrown away by a revert) is
+    ``mergebot cost`` and ``/api/v1/cost``, never a counter here; a state that changes is a gauge.
 
 The metrics (counters end in ``_total``):
   mergebot_claims_total                       claims ever made (the sum of every subtask's claim_version)
@@ -20,8 +24,11 @@ The metrics (counters end in ``_total``):
   mergebot_lease_expiries_total{lease,outcome} subtask leases the recovery loop took back (outcome ready or
                                               failed) and verify job leases that lapsed (lease "verify_job")
   mergebot_verify_runs_total{purpose,outcome} finished verify jobs
+  mergebot_verifier_seconds_total{purpose,outcome}  their wall time, claim to result
   mergebot_verify_duration_seconds{purpose}   histogram of verify jobs' wall time, claim to result
-  mergebot_webhook_deliveries_total{forge,event,outcome}  signed deliveries by latest outcome
+  mergebot_webhook_deliveries_total{forge,event}  signed deliveries received
+  mergebot_webhook_deliveries_by_outcome{forge,event,outcome}  the same by latest outcome (gauge: a failed
+                                              delivery that is redelivered and processed moves to accepted)
   mergebot_queue_depth{repo,status}           candidates queued, verifying, landing or parked (gauge)
   mergebot_subtasks{status}                   subtasks by status (gauge)
   mergebot_agents_holding_claims              agents that own at least one subtask (gauge)
@@ -54,7 +61,7 @@ BUCKETS: tuple[float, ...] = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600
 def families(snap: Snapshot) -> list[Metric]:
     """Turn a snapshot into metric families. Pure."""
     return [*_subtasks(snap), _landings(snap), _refusals(snap), _leases(snap), *_verify(snap),
-            _deliveries(snap), _queue(snap), _charges(snap),
+            *_deliveries(snap), _queue(snap), _seconds(snap),
             GaugeMetricFamily("mergebot_scrape_seconds", "Time the database reads of this scrape took.",
                               value=snap.seconds)]
 
@@ -106,13 +113,13 @@ def _leases(snap: Snapshot) -> Metric:
     return m
 
 
-def _charges(snap: Snapshot) -> Metric:
-    """Verifier seconds by what they were charged to (``mergebot.cost``): landings' runs, the rework on the way,
-    main's checks, runs thrown away, and other; and the same per agent for the first three and thrown away."""
-    m = CounterMetricFamily("mergebot_verifier_seconds", "Verifier seconds by charge (landing_run, rework, "
-                            "main_check, thrown_away, other) and agent.", labels=["charge", "agent"])
-    for r in sorted(snap.of("metric_verifier_seconds"), key=lambda r: (r["charge"], r["agent"])):
-        m.add_metric([r["charge"], r["agent"]], float(r["seconds"]))
+def _seconds(snap: Snapshot) -> Metric:
+    """Verifier seconds by the run's purpose and outcome, fixed when each run ends. (What they were charged to,
+    which changes when a subtask lands or a landing is reverted, is ``mergebot cost``'s.)"""
+    m = CounterMetricFamily("mergebot_verifier_seconds", "Verifier wall time (claim to result) of finished verify "
+                            "jobs, by purpose and outcome.", labels=["purpose", "outcome"])
+    for r in sorted(snap.of("metric_verify_runs"), key=lambda r: (r["purpose"], r["outcome"])):
+        m.add_metric([r["purpose"], r["outcome"]], float(r["seconds"]))
     return m
 
 
@@ -137,13 +144,20 @@ def _verify(snap: Snapshot) -> Iterator[Metric]:
     yield hist
 
 
-def _deliveries(snap: Snapshot) -> Metric:
-    m = CounterMetricFamily("mergebot_webhook_deliveries", "Signed forge webhook deliveries by forge, event and "
-                            "latest outcome (accepted, refused, failed, processing).",
-                            labels=["forge", "event", "outcome"])
+def _deliveries(snap: Snapshot) -> Iterator[Metric]:
+    received = CounterMetricFamily("mergebot_webhook_deliveries", "Signed forge webhook deliveries received, by "
+                                   "forge and event.", labels=["forge", "event"])
+    outcomes = GaugeMetricFamily("mergebot_webhook_deliveries_by_outcome", "Signed forge webhook deliveries by "
+                                 "their latest outcome (accepted, refused, failed, processing).",
+                                 labels=["forge", "event", "outcome"])
+    total: dict[tuple[str, str], int] = defaultdict(int)
     for r in snap.of("metric_webhook_deliveries"):
-        m.add_metric([r["forge"], r["event"], r["outcome"]], r["n"])
-    return m
+        outcomes.add_metric([r["forge"], r["event"], r["outcome"]], r["n"])
+        total[(r["forge"], r["event"])] += int(r["n"])
+    for (forge, event), n in sorted(total.items()):
+        received.add_metric([forge, event], n)
+    yield received
+    yield outcomes
 
 
 def _queue(snap: Snapshot) -> Metric:

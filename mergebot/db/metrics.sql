@@ -71,15 +71,8 @@ CROSS JOIN unnest(%(bounds)s::float8[]) AS b(le)
 GROUP BY r.purpose, b.le;
 
 -- name: metric_verify_expiries
--- Verify job leases that expired, from the jobs themselves: each claim but the last of a job ended in a lost
--- lease, and so did the last one when the job is queued again or recovery gave up on it. (A job cancelled while
--- queued after an expiry is counted one short.)
-SELECT coalesce(sum(CASE
-           WHEN status = 'queued' THEN attempts
-           WHEN status = 'done' AND result->>'error' = 'every worker that took this job lost its lease' THEN attempts
-           ELSE greatest(attempts - 1, 0)
-       END), 0)::bigint AS n
-FROM verify_jobs;
+-- Verify job leases that expired, counted on each job as recovery takes them back (``job_recover_expired``).
+SELECT coalesce(sum(leases_lost), 0)::bigint AS n FROM verify_jobs;
 
 -- name: metric_webhook_deliveries
 -- Signed webhook deliveries by forge, event and latest outcome (a failed delivery that is redelivered and
@@ -93,14 +86,3 @@ SELECT forge, event,
        count(*) AS n
 FROM webhook_deliveries
 GROUP BY 1, 2, 3;
-
--- name: metric_verifier_seconds
--- Verifier seconds by charge and agent, all time (``run_charges``; a batch's run split among its members): the
--- landing's owner for the charges to a landing, else the agent who pushed the candidate. Grouped here, so the
--- counter reads a few rows however long the history.
-SELECT ch.charge, coalesce(la.name, pa.name, '') AS agent, sum(ch.share)::float8 AS seconds
-FROM (SELECT r.*, r.seconds / count(*) OVER (PARTITION BY r.run_id) AS share FROM run_charges r) ch
-LEFT JOIN landed l ON l.id = ch.landed_id
-LEFT JOIN agents la ON la.id = l.owner_id
-LEFT JOIN agents pa ON pa.id = ch.pusher_id
-GROUP BY 1, 2;

@@ -788,7 +788,8 @@ SET status = CASE WHEN expired.obsolete THEN 'cancelled'
     result = CASE WHEN NOT expired.obsolete AND j.attempts >= j.max_attempts
                   THEN jsonb_build_object('error', 'every worker that took this job lost its lease') END,
     finished_at = CASE WHEN expired.obsolete OR j.attempts >= j.max_attempts THEN now() END,
-    lease_expires_at = NULL
+    lease_expires_at = NULL,
+    leases_lost = j.leases_lost + 1
 FROM (
     SELECT e.id, e.candidate_id IS NOT NULL AND (
                NOT EXISTS (SELECT 1 FROM candidates c

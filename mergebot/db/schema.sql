@@ -755,3 +755,6 @@ ALTER TABLE repos ADD CONSTRAINT github_app_complete CHECK (
     (github_app_id IS NULL) = (github_app_key_env IS NULL)
     AND (github_installation_id IS NULL OR github_app_id IS NOT NULL)
     AND (github_app_id IS NULL OR forge = 'github'));
+
+-- 0019: each verify job's lost leases, counted as they are lost (a counter that never goes down).
+ALTER TABLE verify_jobs ADD COLUMN leases_lost integer NOT NULL DEFAULT 0 CHECK (leases_lost >= 0);
