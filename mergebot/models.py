@@ -385,6 +385,21 @@ class StatusRow(FromRow):
 
 
 @dataclass
+class CheckRunRow(FromRow):
+    """A candidate's check run in the forge outbox: GitHub's id once created, and how far it was sent."""
+
+    candidate_id: int
+    repo: str
+    head_sha: str
+    check_run_id: int | None = None
+    version: int = 1
+    sent_version: int = 0
+    attempts: int = 0
+    last_error: str | None = None
+    given_up_at: datetime | None = None
+
+
+@dataclass
 class DeliveryRow(FromRow):
     """A forge webhook delivery, by its id."""
 

@@ -59,6 +59,8 @@ COMBINED_STATUS = "/repos/{owner}/{repo}/commits/{ref}/status"
 PULL = "/repos/{owner}/{repo}/pulls/{pull_number}"
 INSTALLATION = "/repos/{owner}/{repo}/installation"
 ACCESS_TOKENS = "/app/installations/{installation_id}/access_tokens"
+CHECK_RUNS = "/repos/{owner}/{repo}/check-runs"
+CHECK_RUN = "/repos/{owner}/{repo}/check-runs/{check_run_id}"
 
 Json = Any
 
@@ -331,6 +333,7 @@ class ForgeStandin:
         self._thread: threading.Thread | None = None
         self._minted: dict[str, bool] = {}  # installation tokens minted: token -> still valid
         self._git: list[tuple[str, str | None]] = []  # git over HTTP: (what, the token it carried)
+        self._check_runs: dict[int, list[dict[str, Any]]] = {}  # id -> every body it was sent (created first)
 
     # ---- test-facing API
 
@@ -344,6 +347,12 @@ class ForgeStandin:
         """Revoke every installation token minted so far (GitHub answers 401 to them from now on)."""
         with self._lock:
             self._minted = dict.fromkeys(self._minted, False)
+
+    def check_runs(self, head_sha: str | None = None) -> dict[int, list[dict[str, Any]]]:
+        """Check runs by id (of ``head_sha``, if given): every body each was sent, the create first."""
+        with self._lock:
+            return {i: list(b) for i, b in self._check_runs.items()
+                    if head_sha is None or b[0].get("head_sha") == head_sha}
 
     @property
     def git_requests(self) -> list[tuple[str, str | None]]:
@@ -422,6 +431,9 @@ class ForgeStandin:
             Route(INSTALLATION, self._wrap(gh, self._gh_installation, app_auth=True), methods=["GET"]),
             Route("/app/installations/{installation_id:int}/access_tokens",
                   self._wrap(gh, self._gh_access_token, app_auth=True), methods=["POST"]),
+            Route(CHECK_RUNS, self._wrap(gh, self._gh_create_check_run), methods=["POST"]),
+            Route("/repos/{owner}/{repo}/check-runs/{check_run_id:int}", self._wrap(gh, self._gh_update_check_run),
+                  methods=["PATCH"]),
             Route("/{owner}/{repo}.git/{rest:path}", self._git_http, methods=["GET", "POST"]),
             Route("/api/v1/repos/{owner}/{repo}/statuses/{sha}", self._wrap(gt, self._gt_create), methods=["POST"]),
             Route("/api/v1/repos/{owner}/{repo}/statuses/{sha}", self._wrap(gt, self._gt_list), methods=["GET"]),
@@ -577,6 +589,68 @@ class ForgeStandin:
         data.pop("repositories", None)  # all of the installation's repositories, as with no list asked for
         data["repository_selection"] = "all"
         return self._json("github", data, 201)
+
+    # ---- check runs: an App's installation token only, bodies as GitHub's description has them
+
+    def _check_run_refused(self, request: Request, body: Json, path: str, method: str) -> Response | None:
+        credential = request.headers.get("authorization", "").partition(" ")[2]
+        with self._lock:
+            app_token = self._minted.get(credential, False)
+        if not app_token:
+            return self._error("github", 403, "You must authenticate via a GitHub App.")
+        if not isinstance(body, dict):
+            return self._error("github", 400, "Problems parsing JSON")
+        problem = jsonschema.exceptions.best_match(
+            github_validator(_github_request_schema(path, method)).iter_errors(body))
+        if problem is not None:
+            return self._error("github", 422, f"Invalid request.\n\n{problem.message}")
+        return None
+
+    def _check_run_body(self, owner: str, repo: str, check_run_id: int) -> dict[str, Any]:
+        sent = self._check_runs[check_run_id]
+        merged: dict[str, Any] = {}
+        for b in sent:  # an update changes what it names, as GitHub's does
+            merged |= {k: v for k, v in b.items() if k != "output"}
+            if "output" in b:
+                merged["output"] = b["output"]
+        data = self._localize(github_example(CHECK_RUNS, "post", 201), owner, repo)
+        output = merged.get("output") or {}
+        data |= {"id": check_run_id, "head_sha": sent[0]["head_sha"], "name": merged.get("name", data["name"]),
+                 "status": merged.get("status", "queued"), "conclusion": merged.get("conclusion"),
+                 "external_id": merged.get("external_id", ""), "details_url": merged.get("details_url"),
+                 "started_at": data.get("started_at"),
+                 "completed_at": _now() if merged.get("status") == "completed" else None}
+        data["output"] = data["output"] | {"title": output.get("title"), "summary": output.get("summary"),
+                                           "text": output.get("text"),
+                                           "annotations_count": len(output.get("annotations") or [])}
+        return data
+
+    async def _gh_create_check_run(self, request: Request, body: Json) -> Response:
+        owner, repo = self._params(request)
+        refused = self._check_run_refused(request, body, CHECK_RUNS, "post")
+        if refused is not None:
+            return refused
+        if self.bare_repo is not None and _git(self.bare_repo, "cat-file", "-e", f"{body['head_sha']}^{{commit}}"
+                                               ).returncode != 0:
+            return self._error("github", 422, "No commit found for SHA: " + str(body["head_sha"]))
+        with self._lock:
+            check_run_id = next(self._ids)
+            self._check_runs[check_run_id] = [body]
+            data = self._check_run_body(owner, repo, check_run_id)
+        return self._json("github", data, 201)
+
+    async def _gh_update_check_run(self, request: Request, body: Json) -> Response:
+        owner, repo = self._params(request)
+        check_run_id = request.path_params["check_run_id"]
+        refused = self._check_run_refused(request, body, CHECK_RUN, "patch")
+        if refused is not None:
+            return refused
+        with self._lock:
+            if check_run_id not in self._check_runs:
+                return self._error("github", 404, "Not Found")
+            self._check_runs[check_run_id].append(body)
+            data = self._check_run_body(owner, repo, check_run_id)
+        return self._json("github", data)
 
     # ---- git over HTTP, as GitHub serves it: Basic credentials x-access-token:TOKEN, else 401
 

@@ -149,31 +149,37 @@ class AppFleet:
     db: Database
     forge: ForgeStandin
     work: Path
-    ann: int
+    agents: dict[str, int]
 
-    def deliver(self, ref: str, after: str) -> httpx.Response:
+    def deliver(self, ref: str, after: str, sender: str = "ann-gh") -> httpx.Response:
         payload: dict[str, Any] = json.loads((PAYLOADS / "github_push_branch_update.json").read_bytes())
         payload.update(ref=ref, before=ZERO, after=after, created=True, deleted=False, forced=False)
         payload["repository"]["full_name"] = "acme/calc"
-        payload["sender"]["login"] = "ann-gh"
-        payload["pusher"] = {"name": "ann-gh", "email": "ann@example.com"}
+        payload["sender"]["login"] = sender
+        payload["pusher"] = {"name": sender, "email": f"{sender}@example.com"}
         body = json.dumps(payload).encode()
         sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
         headers = {"X-GitHub-Event": "push", "X-GitHub-Delivery": str(uuid.uuid4()), "X-Hub-Signature-256": sig,
                    "Content-Type": "application/json"}
         return httpx.post(f"{self.bot.url}/webhooks/github", content=body, headers=headers, timeout=30)
 
-    async def land(self, title: str, files: dict[str, str]) -> PostedStatus:
+    async def prepare(self, title: str, files: dict[str, str], who: str = "ann") -> tuple[str, str]:
+        """A subtask claimed by ``who``, a clone of the forge's main, ``files`` committed: (sha, branch)."""
         sub, _ = await self.db.subtasks.create_subtask(actor_id=None, title=title)
-        claim = await self.db.subtasks.claim(agent_id=self.ann)
+        claim = await self.db.subtasks.claim(agent_id=self.agents[who])
         assert claim is not None and claim.id == sub.id
         wt = self.work / title.replace(" ", "-")
         assert self.forge.bare_repo is not None
         git(["clone", "-q", str(self.forge.bare_repo), str(wt)], self.work)  # the agent pushes to GitHub itself
-        sha = commit(wt, files)
-        branch = f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
+        return commit(wt, files), f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
+
+    async def land(self, title: str, files: dict[str, str]) -> PostedStatus:
+        sha, branch = await self.prepare(title, files)
+        return self.push(sha, branch, self.work / title.replace(" ", "-"))
+
+    def push(self, sha: str, branch: str, wt: Path, sender: str = "ann-gh") -> PostedStatus:
         git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
-        r = self.deliver(branch, sha)
+        r = self.deliver(branch, sha, sender)
         assert r.status_code == 202, r.text
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -191,8 +197,11 @@ async def app_fleet(e2e_db: Database, e2e_db_url: str, forge: ForgeStandin, keys
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)  # nothing but the App authenticates
     monkeypatch.setenv(KEY_ENV, keys[0])
     monkeypatch.setenv("MERGEBOT_WEBHOOK_SECRET", SECRET)
-    ann, _ = await e2e_db.agents.add_agent(name="ann", role=Role.AGENT)
-    await e2e_db.forge.link(forge="github", login="ann-gh", agent_id=ann.id)
+    agents = {}
+    for name in ("ann", "bob"):
+        a, _ = await e2e_db.agents.add_agent(name=name, role=Role.AGENT)
+        await e2e_db.forge.link(forge="github", login=f"{name}-gh", agent_id=a.id)
+        agents[name] = a.id
     data = tmp_path / "data"
     settings = forge_settings("github", "acme/calc", api_url=forge.url, git_url=f"{forge.url}/acme/calc.git",
                               app_id=APP_ID, app_key_env=KEY_ENV)
@@ -202,7 +211,7 @@ async def app_fleet(e2e_db: Database, e2e_db_url: str, forge: ForgeStandin, keys
     bot = BotProcess(e2e_db_url, data, MERGEBOT_WEBHOOK_SECRET=SECRET).start()
     (tmp_path / "work").mkdir()
     try:
-        yield AppFleet(bot, e2e_db, forge, tmp_path / "work", ann.id)
+        yield AppFleet(bot, e2e_db, forge, tmp_path / "work", agents)
     finally:
         bot.stop()
 
@@ -236,3 +245,56 @@ async def test_a_landing_authenticates_as_the_app_and_renews_after_a_401(app_fle
     log = f.bot.log.read_text()
     assert not [t for t in forge.minted if t in log]
     assert not [s for s in forge.statuses(status.sha) if any(t in (s.description or "") for t in forge.minted)]
+
+
+def final_check_run(forge: ForgeStandin, sha: str, timeout: float = 60) -> list[dict[str, Any]]:
+    """The bodies the one check run of ``sha`` was sent, once it is completed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = forge.check_runs(sha)
+        if runs and next(iter(runs.values()))[-1].get("status") == "completed":
+            assert len(runs) == 1, runs  # one check run per candidate, updated, never a second
+            return next(iter(runs.values()))
+        time.sleep(0.1)
+    raise AssertionError(f"no completed check run for {sha[:12]}: {forge.check_runs(sha)}")
+
+
+async def test_a_pull_request_s_check_run_follows_its_candidate(app_fleet: AppFleet) -> None:
+    """The check run on the pull request's head commit: created as the candidate is queued, moved to in_progress
+    and completed, titled with the verdict's line, linked to the candidate's page; a failing test is annotated at
+    its file and line with the next step in the summary, and a conflict at each region."""
+    f, forge = app_fleet, app_fleet.forge
+    status = await f.land("subtract", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n"
+                                                  "    return a - b\n"})
+    assert status.state == "success"
+    sent = final_check_run(forge, status.sha)
+    assert sent[0]["head_sha"] == status.sha and sent[0]["name"] == "mergebot"
+    order = ["queued", "in_progress", "completed"]
+    seen = [b["status"] for b in sent]
+    assert seen == sorted(seen, key=order.index) and seen[-1] == "completed", seen  # it only moves forward
+    landed = (await f.db.landing.landed(repo="calc"))[0]
+    [cand] = [c for c in await f.db.landing.candidates(repo="calc") if c["sha"] == status.sha]
+    last = sent[-1]
+    assert last["conclusion"] == "success" and last["external_id"] == str(cand["id"])
+    assert last["details_url"].endswith(f"/ui/candidates/{cand['id']}")
+    assert last["output"]["title"] == f"landed as {landed.merged_sha[:12]}: it is on main", last["output"]
+    assert "**landed**" in last["output"]["summary"] and "**Cost:** 1 verifier run" in last["output"]["summary"]
+
+    # a failing test: failure, annotated at the test's file and line, the next step in the summary
+    status = await f.land("break add", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    assert status.state == "failure"
+    last = final_check_run(forge, status.sha)[-1]
+    assert last["conclusion"] == "failure" and "check_failed" in last["output"]["summary"]
+    assert "**Next:**" in last["output"]["summary"] and "assert" in last["output"].get("text", "")
+    [note] = [a for a in last["output"]["annotations"] if a["title"] == "failing test"]
+    assert (note["path"], note["start_line"], note["annotation_level"]) == ("tests/test_calc.py", 4, "failure"), note
+
+    # a conflict: each region annotated where it starts
+    ann_sha, ann_branch = await f.prepare("ann notes", {"notes.txt": "line 1\nANN\nline 3\n"})
+    bob_sha, bob_branch = await f.prepare("bob notes", {"notes.txt": "line 1\nBOB\nline 3\n"}, who="bob")
+    assert f.push(ann_sha, ann_branch, f.work / "ann-notes").state == "success"
+    assert f.push(bob_sha, bob_branch, f.work / "bob-notes", sender="bob-gh").state == "failure"
+    last = final_check_run(forge, bob_sha)[-1]
+    assert last["conclusion"] == "failure" and "conflict" in last["output"]["summary"]
+    [note] = last["output"]["annotations"]
+    assert (note["path"], note["start_line"], note["title"]) == ("notes.txt", 2, "conflict"), note

@@ -12,7 +12,7 @@ Rules:
 from __future__ import annotations
 
 from mergebot.db.base import Row, Sql, insert_event
-from mergebot.models import Agent, DeliveryRow, StatusRow
+from mergebot.models import Agent, CheckRunRow, DeliveryRow, StatusRow
 
 GITHUB_FAMILY = ("github",)
 GITEA_FAMILY = ("gitea", "forgejo")
@@ -87,6 +87,21 @@ class ForgeStore:
 
     async def status_failed(self, status_id: int, *, error: str, delay_s: float, give_up: bool) -> None:
         await self.sql.all("forge_status_failed", id=status_id, error=error[:2000], delay_s=delay_s, give_up=give_up)
+
+    # -- the check run outbox (GitHub Apps) -------------------------------------------------------------------
+
+    async def take_check_runs(self, limit: int = 20) -> list[CheckRunRow]:
+        return [CheckRunRow.from_row(r) for r in await self.sql.all("check_runs_take", limit=limit)]
+
+    async def check_run_sent(self, candidate_id: int, *, version: int, check_run_id: int) -> None:
+        await self.sql.all("check_run_sent", candidate_id=candidate_id, version=version, check_run_id=check_run_id)
+
+    async def check_run_failed(self, candidate_id: int, *, error: str, delay_s: float, give_up: bool) -> None:
+        await self.sql.all("check_run_failed", candidate_id=candidate_id, error=error[:2000], delay_s=delay_s,
+                           give_up=give_up)
+
+    async def check_runs(self, *, repo: str) -> list[CheckRunRow]:
+        return [CheckRunRow.from_row(r) for r in await self.sql.all("check_runs_of", repo=repo)]
 
     async def outbox(self, *, repo: str, sha: str | None = None) -> list[StatusRow]:
         return [StatusRow.from_row(r) for r in await self.sql.all("forge_status_list", repo=repo, sha=sha)]

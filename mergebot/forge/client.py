@@ -16,7 +16,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
@@ -144,6 +144,24 @@ class GitHubClient:
         except (GithubException, requests.RequestException) as exc:
             raise self._mapped(exc, f"reading pull request {repo}#{number}") from exc
 
+    def check_run(self, repo: str, check_run_id: int | None, body: dict[str, Any]) -> int:
+        """Create a check run (``check_run_id`` None: POST) or update one (PATCH); returns its id. Only a GitHub
+        App's installation token may (a personal token gets 403)."""
+        import requests
+        from github.GithubException import GithubException
+
+        owner, name = _split_repo(repo)
+        base = f"/repos/{_q(owner)}/{_q(name)}/check-runs"
+        try:
+            if check_run_id is None:
+                _, data = self._gh.requester.requestJsonAndCheck("POST", base, input=body)
+            else:
+                _, data = self._gh.requester.requestJsonAndCheck("PATCH", f"{base}/{check_run_id}", input=body)
+        except (GithubException, requests.RequestException) as exc:
+            raise self._mapped(exc, f"{'creating' if check_run_id is None else 'updating'} a check run on "
+                                    f"{repo}@{body.get('head_sha', check_run_id)}") from exc
+        return int(data["id"]) if isinstance(data, dict) and "id" in data else int(check_run_id or 0)
+
     @staticmethod
     def _mapped(exc: GithubException | requests.RequestException, doing: str) -> ForgeCallError:
         from github.GithubException import GithubException, RateLimitExceededException
@@ -252,6 +270,18 @@ class Renewing:
             if not self._again(exc):
                 raise
             return self._client.pull_merged(repo, number)
+
+    def check_run(self, repo: str, check_run_id: int | None, body: dict[str, Any]) -> int:
+        client = self._client
+        if not isinstance(client, GitHubClient):
+            raise ForgeCallError("check runs are GitHub's", retryable=False)
+        try:
+            return client.check_run(repo, check_run_id, body)
+        except ForgeCallError as exc:
+            if not self._again(exc):
+                raise
+            assert isinstance(self._client, GitHubClient)
+            return self._client.check_run(repo, check_run_id, body)
 
 
 def _q(part: str) -> str:

@@ -1,4 +1,7 @@
-"""Commit statuses out: the server sends the forge status outbox, newest status per commit, with retries.
+"""Commit statuses and check runs out: the server sends the forge outbox, newest state first, with retries.
+
+Check runs (``forge_check_runs``, a GitHub App's repositories only) are sent as their candidate is at the time
+of sending (``forge.checkrun`` words them): the moves of a candidate between two sends go out as one update.
 
 Each status is sent through the forge's client (``mergebot.forge.client``) with a short in-place retry; if that
 fails it goes back to the outbox with an exponential backoff (durable across restarts) and is given up after
@@ -14,11 +17,15 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from mergebot.db.database import Database
+from mergebot.forge import checkrun
 from mergebot.forge.client import ForgeCallError, ForgeClient, Renewing, StatusPost, client_for, post_with_retry
 from mergebot.git import credentials
-from mergebot.models import Repo, StatusRow
+from mergebot.landing import told
+from mergebot.models import CheckRunRow, Repo, StatusRow
+from verifier import outcomes as outcome_files
 from verifier.mask import Masker
 
 log = logging.getLogger(__name__)
@@ -30,10 +37,11 @@ def backoff(attempts: int) -> float:
     return float(min(MAX_DELAY_S, 2 ** min(attempts, 20)))
 
 
-def target_url(public_url: str, row: StatusRow) -> str | None:
-    if not public_url or row.candidate_id is None:
+def target_url(public_url: str, candidate_id: int | None) -> str | None:
+    """The candidate's page, where statuses and check runs link."""
+    if not public_url or candidate_id is None:
         return None
-    return f"{public_url.rstrip('/')}/ui/candidates/{row.candidate_id}"
+    return f"{public_url.rstrip('/')}/ui/candidates/{candidate_id}"
 
 
 class StatusSender:
@@ -65,21 +73,70 @@ class StatusSender:
 
     async def send_due(self) -> int:
         rows = await self.db.forge.take_statuses()
-        if not rows:
+        runs = await self.db.forge.take_check_runs()
+        if not rows and not runs:
             return 0
         repos = {r.name: r for r in await self.db.landing.forge_repos(("github", "gitea", "forgejo"))}
         if self.masker is not None:
             self._mask = await self.masker()
         for row in rows:
             await self.send(repos.get(row.repo), row)
-        return len(rows)
+        for run in runs:
+            await self.send_check_run(repos.get(run.repo), run)
+        return len(rows) + len(runs)
+
+    async def send_check_run(self, repo: Repo | None, row: CheckRunRow) -> None:
+        """Create or update a candidate's check run, as the candidate is now."""
+        if repo is None or not repo.forge_repo or not repo.github_app_id:
+            await self.db.forge.check_run_failed(row.candidate_id, error="not a GitHub App's repository", delay_s=0,
+                                                 give_up=True)
+            return
+        cand = await self.db.landing.get_candidate(row.candidate_id)
+        verdict = await told.candidate_verdict(self.db, cand)
+        jobs = await self.db.jobs.jobs(candidate_id=cand.id)
+        lines: dict[str, int] = {}  # where each failing test is: its runs' outcomes hold it (newest last)
+        for j in sorted(jobs, key=lambda j: int(j["id"])):
+            if j.get("purpose") != "held_out":  # a held-out test's place is not an agent's to see
+                lines |= outcome_files.unpack((j.get("result") or {}).get("tests")).lines
+        seconds = sum((j["finished_at"] - j["started_at"]).total_seconds() for j in jobs
+                      if j.get("started_at") and j.get("finished_at"))
+        masked = replace(verdict, message=self._mask.text(verdict.message),
+                         failing_tests=[self._mask.text(t) for t in verdict.failing_tests])
+        body = checkrun.body(status=cand.status, verdict=masked, head_sha=row.head_sha,
+                             details_url=target_url(self.public_url, cand.id),
+                             log_tail=self._mask.text(verdict.log_tail), lines=lines, runs=len(jobs),
+                             seconds=seconds, create=row.check_run_id is None)
+        forge_repo, version, existing = repo.forge_repo, row.version, row.check_run_id
+
+        def deliver() -> int:
+            client = self.make_client(repo)
+            check_run = getattr(client, "check_run", None)
+            if check_run is None:
+                raise ForgeCallError("this client posts no check runs", retryable=False)
+            return int(check_run(forge_repo, existing, body))
+
+        try:
+            made = await asyncio.to_thread(deliver)
+        except ForgeCallError as e:
+            give_up = not e.retryable or row.attempts >= MAX_ATTEMPTS
+            await self.db.forge.check_run_failed(row.candidate_id, error=str(e), give_up=give_up,
+                                                 delay_s=max(backoff(row.attempts), e.retry_after or 0.0))
+            log.warning("check run for candidate %s on %s failed (%s): %s", row.candidate_id, repo.name,
+                        "given up" if give_up else "will retry", e)
+            return
+        except Exception as e:  # a missing key, GitHub unreachable for the token: keep retrying slowly
+            await self.db.forge.check_run_failed(row.candidate_id, error=f"{type(e).__name__}: {e}",
+                                                 delay_s=backoff(row.attempts), give_up=row.attempts >= MAX_ATTEMPTS)
+            log.warning("check run for candidate %s on %s could not be sent: %s", row.candidate_id, repo.name, e)
+            return
+        await self.db.forge.check_run_sent(row.candidate_id, version=version, check_run_id=made)
 
     async def send(self, repo: Repo | None, row: StatusRow) -> None:
         if repo is None or not repo.forge_repo:
             await self.db.forge.status_failed(row.id, error="not a forge repository", delay_s=0, give_up=True)
             return
         post = StatusPost(sha=row.sha, state=row.state, description=self._mask.text(row.description),
-                          target_url=target_url(self.public_url, row))
+                          target_url=target_url(self.public_url, row.candidate_id))
         forge_repo = repo.forge_repo
 
         def deliver() -> None:  # in a thread: a GitHub App's token may be minted first, over HTTP

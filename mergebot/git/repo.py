@@ -199,34 +199,36 @@ def revert_onto(repo: pygit2.Repository, head: str, base: str, landed: str, mess
 def conflict_hunks(repo: pygit2.Repository, base: str, candidate: str, *, max_files: int = 10, max_hunks: int = 3,
                    max_lines: int = 30) -> list[dict[str, object]]:
     """The conflicting regions of a merge, as an agent needs them to resolve it: per path (at most ``max_files``),
-    the first ``max_hunks`` regions between git's conflict markers, each cut at ``max_lines`` lines. A path that
-    conflicts as a whole (deleted on one side, binary) has no hunks, only its path."""
+    the first ``max_hunks`` regions between git's conflict markers, each cut at ``max_lines`` lines, and the line
+    of the merged file each starts at (``lines``: where a forge annotates it). A path that conflicts as a whole
+    (deleted on one side, binary) has no hunks, only its path."""
     index = repo.merge_commits(base, candidate)
     out: list[dict[str, object]] = []
     for ancestor, ours, theirs in list(index.conflicts or [])[:max_files]:
         path = next(e.path for e in (ours, theirs, ancestor) if e is not None)
-        hunks: list[str] = []
+        hunks: list[tuple[int, str]] = []
         if ours is not None and theirs is not None:
             with contextlib.suppress(pygit2.GitError, UnicodeDecodeError, ValueError):
                 text = repo.merge_file_from_index(ancestor, ours, theirs).contents
                 hunks = _marked_regions(text, max_hunks, max_lines)
-        out.append({"path": path, "hunks": hunks,
+        out.append({"path": path, "hunks": [h for _, h in hunks], "lines": [n for n, _ in hunks],
                     "deleted": "ours" if ours is None else "theirs" if theirs is None else None})
     return out
 
 
-def _marked_regions(text: str, most: int, max_lines: int) -> list[str]:
-    regions: list[str] = []
+def _marked_regions(text: str, most: int, max_lines: int) -> list[tuple[int, str]]:
+    regions: list[tuple[int, str]] = []
     current: list[str] | None = None
-    for line in text.splitlines():
+    start = 0
+    for number, line in enumerate(text.splitlines(), 1):
         if line.startswith("<<<<<<<"):
-            current = [line]
+            current, start = [line], number
         elif current is not None:
             current.append(line)
             if line.startswith(">>>>>>>"):
                 if len(current) > max_lines:
                     current = [*current[:max_lines - 1], f"... ({len(current) - max_lines + 1} more lines)", line]
-                regions.append("\n".join(current))
+                regions.append((start, "\n".join(current)))
                 current = None
                 if len(regions) >= most:
                     break

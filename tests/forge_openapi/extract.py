@@ -30,6 +30,9 @@ OPERATIONS: list[tuple[str, str]] = [
     # GitHub App authentication: the repository's installation, and an installation token minted with the JWT
     ("/repos/{owner}/{repo}/installation", "get"),
     ("/app/installations/{installation_id}/access_tokens", "post"),
+    # check runs (an App's only): created on a pull request's head commit, then updated as the verdict moves
+    ("/repos/{owner}/{repo}/check-runs", "post"),
+    ("/repos/{owner}/{repo}/check-runs/{check_run_id}", "patch"),
 ]
 # Error bodies the stand-in sends (401 Bad credentials, 404, 422 Validation Failed).
 EXTRA_SCHEMAS = ["basic-error", "validation-error"]
