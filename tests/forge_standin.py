@@ -29,6 +29,7 @@ import json
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -261,6 +262,7 @@ class RecordedRequest:
     headers: dict[str, str]  # lower-case names
     json: Json
     status: int | None = None  # the status the stand-in answered with
+    at: float = 0.0  # when it came (time.time())
 
 
 @dataclass(frozen=True)
@@ -290,6 +292,7 @@ class _Pull:
 class _Faults:
     fail: list[int] = field(default_factory=list)  # statuses for the next requests
     stall: list[float] = field(default_factory=list)  # seconds to wait before answering the next requests
+    limited: list[float] = field(default_factory=list)  # the next requests: GitHub's rate limit, reset in N s
 
 
 def _now() -> str:
@@ -379,6 +382,12 @@ class ForgeStandin:
         with self._lock:
             self._faults.fail.extend([status] * n)
 
+    def rate_limit_next(self, n: int, reset_in: float) -> None:
+        """Answer the next ``n`` GitHub requests as GitHub does past a rate limit: 403, ``X-RateLimit-Remaining: 0``
+        and ``X-RateLimit-Reset`` (epoch seconds) ``reset_in`` from now."""
+        with self._lock:
+            self._faults.limited.extend([time.time() + reset_in] * n)
+
     def stall_next(self, n: int, seconds: float) -> None:
         """Wait ``seconds`` before answering each of the next ``n`` requests (to provoke client timeouts)."""
         with self._lock:
@@ -455,11 +464,21 @@ class ForgeStandin:
                 query=request.url.query,
                 headers={k.lower(): v for k, v in request.headers.items()},
                 json=body,
+                at=time.time(),
             )
             with self._lock:
                 self._requests.append(record)
                 stall = self._faults.stall.pop(0) if self._faults.stall else 0.0
                 fail = self._faults.fail.pop(0) if self._faults.fail else None
+                limited = self._faults.limited.pop(0) if forge == "github" and self._faults.limited else None
+            if limited is not None:
+                body_out = {"message": "API rate limit exceeded for installation ID 777.",
+                            "documentation_url": f"{GITHUB_DOCS}/overview/rate-limits-for-the-rest-api"}
+                record.status = 403
+                reset = str(int(limited) + 1)  # whole seconds, as GitHub sends them: never before the moment
+                return JSONResponse(body_out, status_code=403, headers={
+                    "X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset,
+                    "X-RateLimit-Resource": "core"})
             if stall:
                 await asyncio.sleep(stall)
             if fail is not None:

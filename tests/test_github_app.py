@@ -14,7 +14,7 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,6 +150,13 @@ class AppFleet:
     forge: ForgeStandin
     work: Path
     agents: dict[str, int]
+    root: str  # an admin's token
+
+    def page(self, path: str) -> str:
+        with httpx.Client(base_url=self.bot.url, timeout=30) as web:
+            r = web.post("/login", data={"token": self.root, "next": path}, headers={"Origin": self.bot.url})
+            assert r.status_code == 303, r.text
+            return web.get(path).text
 
     def deliver(self, ref: str, after: str, sender: str = "ann-gh") -> httpx.Response:
         payload: dict[str, Any] = json.loads((PAYLOADS / "github_push_branch_update.json").read_bytes())
@@ -177,11 +184,16 @@ class AppFleet:
         sha, branch = await self.prepare(title, files)
         return self.push(sha, branch, self.work / title.replace(" ", "-"))
 
-    def push(self, sha: str, branch: str, wt: Path, sender: str = "ann-gh") -> PostedStatus:
+    def push(self, sha: str, branch: str, wt: Path, sender: str = "ann-gh", *,
+             meanwhile: Callable[[], bool] | None = None) -> PostedStatus:
+        """Push and announce; the final status (``meanwhile`` is asked until it says True, while waiting)."""
         git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
         r = self.deliver(branch, sha, sender)
         assert r.status_code == 202, r.text
         deadline = time.monotonic() + 90
+        while meanwhile is not None and not meanwhile():
+            assert time.monotonic() < deadline, "what was asked for meanwhile never came"
+            time.sleep(0.2)
         while time.monotonic() < deadline:
             got = self.forge.statuses(sha)
             if got and got[-1].state in ("success", "failure", "error"):
@@ -202,6 +214,7 @@ async def app_fleet(e2e_db: Database, e2e_db_url: str, forge: ForgeStandin, keys
         a, _ = await e2e_db.agents.add_agent(name=name, role=Role.AGENT)
         await e2e_db.forge.link(forge="github", login=f"{name}-gh", agent_id=a.id)
         agents[name] = a.id
+    _, root = await e2e_db.agents.add_agent(name="root", role=Role.ADMIN)
     data = tmp_path / "data"
     settings = forge_settings("github", "acme/calc", api_url=forge.url, git_url=f"{forge.url}/acme/calc.git",
                               app_id=APP_ID, app_key_env=KEY_ENV)
@@ -211,7 +224,7 @@ async def app_fleet(e2e_db: Database, e2e_db_url: str, forge: ForgeStandin, keys
     bot = BotProcess(e2e_db_url, data, MERGEBOT_WEBHOOK_SECRET=SECRET).start()
     (tmp_path / "work").mkdir()
     try:
-        yield AppFleet(bot, e2e_db, forge, tmp_path / "work", agents)
+        yield AppFleet(bot, e2e_db, forge, tmp_path / "work", agents, root)
     finally:
         bot.stop()
 
@@ -298,3 +311,39 @@ async def test_a_pull_request_s_check_run_follows_its_candidate(app_fleet: AppFl
     assert last["conclusion"] == "failure" and "conflict" in last["output"]["summary"]
     [note] = last["output"]["annotations"]
     assert (note["path"], note["start_line"], note["title"]) == ("notes.txt", 2, "conflict"), note
+
+
+async def test_a_rate_limit_holds_the_outbox_until_it_resets_and_the_newest_state_goes_out(
+        app_fleet: AppFleet) -> None:
+    """A 403 past GitHub's rate limit (``X-RateLimit-Reset``): nothing more goes to GitHub until the reset, the
+    landing itself is not held up, and then only the newest state of each status and check run is sent."""
+    f, forge = app_fleet, app_fleet.forge
+    assert (await f.land("warm up", {"w.txt": "w\n"})).state == "success"  # the token is minted: calls only now
+    before = len(forge.requests)
+    forge.rate_limit_next(1, reset_in=8.0)
+    sha, branch = await f.prepare("subtract", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n"
+                                                         "    return a - b\n"})
+    shown: list[str] = []
+
+    def outbox_shown() -> bool:  # the queue page says what waits, and why, while the limit holds
+        page = f.page("/ui/queue")
+        cell = page.split('id="outbox-calc">', 1)[-1].split("</td>", 1)[0]
+        shown.append(cell)
+        return "rate limit" in cell and "the oldest for" in cell
+
+    status = f.push(sha, branch, f.work / "subtract", meanwhile=outbox_shown)
+    assert status.state == "success"
+    assert f.page("/ui/queue").split('id="outbox-calc">', 1)[-1].startswith("none"), shown[-1]
+    calls = forge.requests[before:]
+    [limited] = [r for r in calls if r.status == 403]
+    reset = int(limited.at + 8.0) + 1  # as the stand-in stamped it, in whole seconds
+    landed = next(r for r in await f.db.landing.landed(repo="calc") if r.candidate_sha == sha)
+    assert landed.landed_at.timestamp() < reset  # the landing did not wait for GitHub
+    api = [r for r in calls if "/statuses/" in r.path or "/check-runs" in r.path]
+    held = [(r.method, r.path, round(r.at - limited.at, 2)) for r in api if limited.at < r.at < reset - 0.2]
+    assert held == [], held  # nothing was sent to GitHub while its limit was spent
+    after = [r for r in api if r.at >= reset - 0.2 and r.method == "POST" and r.path.endswith(f"/statuses/{sha}")]
+    assert [r.json["state"] for r in after] == ["success"], after  # the pending ones before it were dropped
+    last = final_check_run(forge, sha)[-1]
+    assert last["conclusion"] == "success"
+

@@ -69,11 +69,26 @@ FROM verify_jobs j WHERE j.id = %(id)s;
 -- The queue: what is being verified, what waits, what was refused. Partial indexes make the counts cheap.
 
 -- name: page_queue_repos
+-- With, for a forge repository, its outbox: the statuses and check runs waiting to be sent (a newer status of the
+-- same commit replaces an older one, which is not counted), how long the oldest has waited, the last error.
 SELECT r.name, r.target_branch, r.paused, r.paused_reason, r.red_since, r.forge,
        (SELECT count(*) FROM candidates c WHERE c.repo = r.name AND c.status = 'queued') AS queued,
        (SELECT count(*) FROM candidates c WHERE c.repo = r.name AND c.status IN ('verifying', 'landing'))
-           AS in_flight
-FROM repos r ORDER BY r.name LIMIT 200;
+           AS in_flight,
+       o.waiting AS outbox_waiting, extract(epoch FROM now() - o.oldest)::float8 AS outbox_oldest_s,
+       o.last_error AS outbox_error
+FROM repos r
+LEFT JOIN LATERAL (
+    SELECT count(*) AS waiting, min(w.since) AS oldest,
+           (array_agg(w.last_error ORDER BY w.since DESC) FILTER (WHERE w.last_error IS NOT NULL))[1] AS last_error
+    FROM (SELECT f.created_at AS since, f.last_error FROM forge_statuses f
+          WHERE f.repo = r.name AND f.sent_at IS NULL AND f.given_up_at IS NULL
+            AND NOT EXISTS (SELECT 1 FROM forge_statuses n WHERE n.repo = f.repo AND n.sha = f.sha AND n.id > f.id)
+          UNION ALL
+          SELECT k.updated_at, k.last_error FROM forge_check_runs k
+          WHERE k.repo = r.name AND k.sent_version < k.version AND k.given_up_at IS NULL) w
+) o ON r.forge IS NOT NULL
+ORDER BY r.name LIMIT 200;
 
 -- name: page_queue_active
 -- In flight (verifying or landing), with the verify job that runs now, if any.

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # PyGithub (and requests) load on first use: a server without
 STATES = ("pending", "success", "failure", "error")
 GITHUB_DESCRIPTION_LIMIT = 140  # characters; GitHub answers 422 beyond it
 MAX_RETRY_AFTER = 60.0  # seconds: the longest a forge's Retry-After is honoured by post_with_retry
+IN_PLACE_WAIT = 5.0  # seconds: a longer wait (a rate limit's reset) is the outbox's, which sends other work meanwhile
 
 
 class ForgeCallError(Exception):
@@ -63,6 +64,19 @@ class ForgeClient(Protocol):
 
 def _retryable_status(status: int) -> bool:
     return status >= 500 or status in (408, 429)
+
+
+def _rate_limit_reset(headers: object) -> float | None:
+    """Seconds until GitHub's rate limit resets, when the answer says it is spent (``X-RateLimit-Remaining: 0``)."""
+    if not isinstance(headers, dict | httpx.Headers):
+        return None
+    low = {str(k).lower(): v for k, v in headers.items()}
+    if str(low.get("x-ratelimit-remaining", "")).strip() != "0":
+        return None
+    try:
+        return max(0.0, float(low["x-ratelimit-reset"]) - time.time())
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _retry_after(headers: object) -> float | None:
@@ -170,11 +184,15 @@ class GitHubClient:
             # Secondary rate limits come back as 403 with a rate-limit message: PyGithub singles those out.
             retryable = isinstance(exc, RateLimitExceededException) or _retryable_status(exc.status)
             message = exc.message or (exc.data.get("message") if isinstance(exc.data, dict) else None)
+            wait = _retry_after(exc.headers)
+            reset = _rate_limit_reset(exc.headers) if exc.status in (403, 429) else None
+            if reset is not None:  # the primary rate limit: nothing goes through before it resets
+                retryable, wait = True, max(wait or 0.0, reset)
             return ForgeCallError(
                 f"GitHub {exc.status} while {doing}: {message or exc}",
                 retryable=retryable,
                 status=exc.status,
-                retry_after=_retry_after(exc.headers),
+                retry_after=wait,
             )
         # requests' errors: connection refused or reset, timeouts.
         return ForgeCallError(f"GitHub unreachable while {doing}: {exc}", retryable=True)
@@ -313,7 +331,9 @@ def post_with_retry(
 
     Safe because statuses are idempotent. Waits grow exponentially with "equal jitter" (between half and all of
     ``base_delay * 2**n``, so each wait is at least as long as the one before), or longer when the forge sent a
-    Retry-After (capped at a minute). A non-retryable error is raised at once; otherwise the last error is.
+    Retry-After (capped at a minute). A non-retryable error is raised at once, and so is one that asks to wait
+    longer than ``IN_PLACE_WAIT`` (a rate limit's reset: the outbox waits for it instead, sending nothing to that
+    forge meanwhile); otherwise the last error is.
     """
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
@@ -322,7 +342,7 @@ def post_with_retry(
             client.post_status(repo, post)
             return
         except ForgeCallError as exc:
-            if not exc.retryable or attempt == attempts - 1:
+            if not exc.retryable or attempt == attempts - 1 or (exc.retry_after or 0.0) > IN_PLACE_WAIT:
                 raise
             ceiling = base_delay * 2**attempt
             delay = ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - jitter, not crypto

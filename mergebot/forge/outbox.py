@@ -21,7 +21,15 @@ from dataclasses import replace
 
 from mergebot.db.database import Database
 from mergebot.forge import checkrun
-from mergebot.forge.client import ForgeCallError, ForgeClient, Renewing, StatusPost, client_for, post_with_retry
+from mergebot.forge.client import (
+    IN_PLACE_WAIT,
+    ForgeCallError,
+    ForgeClient,
+    Renewing,
+    StatusPost,
+    client_for,
+    post_with_retry,
+)
 from mergebot.git import credentials
 from mergebot.landing import told
 from mergebot.models import CheckRunRow, Repo, StatusRow
@@ -35,6 +43,10 @@ MAX_DELAY_S = 600.0
 
 def backoff(attempts: int) -> float:
     return float(min(MAX_DELAY_S, 2 ** min(attempts, 20)))
+
+
+def held(wait: float) -> str:
+    return f"held: the forge's rate limit resets in {wait:.0f} s"
 
 
 def target_url(public_url: str, candidate_id: int | None) -> str | None:
@@ -55,6 +67,7 @@ class StatusSender:
         self.poll = poll_seconds
         self.make_client = make_client or _client
         self._wake = asyncio.Event()
+        self._held: dict[str, float] = {}  # repository -> when (loop time) its forge's rate limit resets
 
     def poke(self) -> None:
         self._wake.set()
@@ -85,11 +98,23 @@ class StatusSender:
             await self.send_check_run(repos.get(run.repo), run)
         return len(rows) + len(runs)
 
+    def _hold(self, repo: str, e: ForgeCallError) -> None:
+        """A rate limit (a wait longer than the client waits in place): nothing goes to that forge until it resets."""
+        if e.retry_after and e.retry_after > IN_PLACE_WAIT:
+            self._held[repo] = asyncio.get_running_loop().time() + e.retry_after
+
+    def held_for(self, repo: str) -> float:
+        """Seconds until the repository's forge takes calls again (0: now)."""
+        return max(0.0, self._held.get(repo, 0.0) - asyncio.get_running_loop().time())
+
     async def send_check_run(self, repo: Repo | None, row: CheckRunRow) -> None:
         """Create or update a candidate's check run, as the candidate is now."""
         if repo is None or not repo.forge_repo or not repo.github_app_id:
             await self.db.forge.check_run_failed(row.candidate_id, error="not a GitHub App's repository", delay_s=0,
                                                  give_up=True)
+            return
+        if wait := self.held_for(repo.name):
+            await self.db.forge.check_run_failed(row.candidate_id, error=held(wait), delay_s=wait, give_up=False)
             return
         cand = await self.db.landing.get_candidate(row.candidate_id)
         verdict = await told.candidate_verdict(self.db, cand)
@@ -118,6 +143,7 @@ class StatusSender:
         try:
             made = await asyncio.to_thread(deliver)
         except ForgeCallError as e:
+            self._hold(repo.name, e)
             give_up = not e.retryable or row.attempts >= MAX_ATTEMPTS
             await self.db.forge.check_run_failed(row.candidate_id, error=str(e), give_up=give_up,
                                                  delay_s=max(backoff(row.attempts), e.retry_after or 0.0))
@@ -135,6 +161,9 @@ class StatusSender:
         if repo is None or not repo.forge_repo:
             await self.db.forge.status_failed(row.id, error="not a forge repository", delay_s=0, give_up=True)
             return
+        if wait := self.held_for(repo.name):
+            await self.db.forge.status_failed(row.id, error=held(wait), delay_s=wait, give_up=False)
+            return
         post = StatusPost(sha=row.sha, state=row.state, description=self._mask.text(row.description),
                           target_url=target_url(self.public_url, row.candidate_id))
         forge_repo = repo.forge_repo
@@ -145,8 +174,10 @@ class StatusSender:
         try:
             await asyncio.to_thread(deliver)
         except ForgeCallError as e:
+            self._hold(repo.name, e)
             give_up = not e.retryable or row.attempts >= MAX_ATTEMPTS
-            await self.db.forge.status_failed(row.id, error=str(e), delay_s=backoff(row.attempts), give_up=give_up)
+            await self.db.forge.status_failed(row.id, error=str(e), give_up=give_up,
+                                              delay_s=max(backoff(row.attempts), e.retry_after or 0.0))
             log.warning("status %s for %s on %s failed (%s): %s", row.state, row.sha[:12], repo.name,
                         "given up" if give_up else "will retry", e)
             return
