@@ -60,14 +60,23 @@ WHERE status = 'done' AND started_at IS NOT NULL AND finished_at IS NOT NULL
 GROUP BY purpose, coalesce(outcome, 'none');
 
 -- name: metric_verify_buckets
--- The same runs as cumulative histogram buckets: for each upper bound (seconds), how many took at most that.
-SELECT r.purpose, b.le, count(*) FILTER (WHERE r.seconds <= b.le) AS n
-FROM (
-    SELECT purpose, extract(epoch FROM finished_at - started_at)::float8 AS seconds
+-- The same runs as cumulative histogram buckets: for each upper bound (seconds), how many took at most that. One
+-- pass over the runs: each is counted by how many bounds lie below it (width_bucket, a binary search, on the
+-- negated bounds so that a run of exactly a bound's length falls in that bound's bucket, as Prometheus's "le"
+-- says), and only those few groups are summed per bound.
+WITH bounds AS (SELECT le, i FROM unnest(%(bounds)s::float8[]) WITH ORDINALITY AS u(le, i)),
+runs AS (
+    SELECT purpose,
+           (SELECT count(*) FROM bounds)
+           - width_bucket(-extract(epoch FROM finished_at - started_at)::float8,
+                          (SELECT array_agg(-le ORDER BY le DESC) FROM bounds)) AS below,
+           count(*) AS n
     FROM verify_jobs
     WHERE status = 'done' AND started_at IS NOT NULL AND finished_at IS NOT NULL
-) r
-CROSS JOIN unnest(%(bounds)s::float8[]) AS b(le)
+    GROUP BY 1, 2
+)
+SELECT r.purpose, b.le, coalesce(sum(r.n) FILTER (WHERE r.below < b.i), 0)::bigint AS n
+FROM runs r CROSS JOIN bounds b
 GROUP BY r.purpose, b.le;
 
 -- name: metric_verify_expiries
