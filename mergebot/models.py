@@ -400,6 +400,22 @@ class CheckRunRow(FromRow):
 
 
 @dataclass
+class PullRow(FromRow):
+    """A pull request the bot heard of, with its one living comment once posted, and how far it was sent."""
+
+    repo: str
+    number: int
+    head_ref: str
+    comment_id: int | None = None
+    version: int = 1
+    sent_version: int = 0
+    sent_digest: str | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    given_up_at: datetime | None = None
+
+
+@dataclass
 class DeliveryRow(FromRow):
     """A forge webhook delivery, by its id."""
 

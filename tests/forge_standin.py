@@ -62,6 +62,8 @@ INSTALLATION = "/repos/{owner}/{repo}/installation"
 ACCESS_TOKENS = "/app/installations/{installation_id}/access_tokens"
 CHECK_RUNS = "/repos/{owner}/{repo}/check-runs"
 CHECK_RUN = "/repos/{owner}/{repo}/check-runs/{check_run_id}"
+ISSUE_COMMENTS = "/repos/{owner}/{repo}/issues/{issue_number}/comments"
+ISSUE_COMMENT = "/repos/{owner}/{repo}/issues/comments/{comment_id}"
 
 Json = Any
 
@@ -337,6 +339,7 @@ class ForgeStandin:
         self._minted: dict[str, bool] = {}  # installation tokens minted: token -> still valid
         self._git: list[tuple[str, str | None]] = []  # git over HTTP: (what, the token it carried)
         self._check_runs: dict[int, list[dict[str, Any]]] = {}  # id -> every body it was sent (created first)
+        self._comments: dict[int, dict[str, Any]] = {}  # id -> forge, owner, repo, number, body, edits
 
     # ---- test-facing API
 
@@ -350,6 +353,11 @@ class ForgeStandin:
         """Revoke every installation token minted so far (GitHub answers 401 to them from now on)."""
         with self._lock:
             self._minted = dict.fromkeys(self._minted, False)
+
+    def comments(self, number: int) -> list[dict[str, Any]]:
+        """The comments on pull request ``number`` (either forge), oldest first: body and how often edited."""
+        with self._lock:
+            return [dict(c, id=i) for i, c in self._comments.items() if c["number"] == number]
 
     def check_runs(self, head_sha: str | None = None) -> dict[int, list[dict[str, Any]]]:
         """Check runs by id (of ``head_sha``, if given): every body each was sent, the create first."""
@@ -443,6 +451,18 @@ class ForgeStandin:
             Route(CHECK_RUNS, self._wrap(gh, self._gh_create_check_run), methods=["POST"]),
             Route("/repos/{owner}/{repo}/check-runs/{check_run_id:int}", self._wrap(gh, self._gh_update_check_run),
                   methods=["PATCH"]),
+            Route("/repos/{owner}/{repo}/issues/{number:int}/comments", self._wrap(gh, self._list_comments),
+                  methods=["GET"]),
+            Route("/repos/{owner}/{repo}/issues/{number:int}/comments", self._wrap(gh, self._create_comment),
+                  methods=["POST"]),
+            Route("/repos/{owner}/{repo}/issues/comments/{comment_id:int}", self._wrap(gh, self._edit_comment),
+                  methods=["PATCH"]),
+            Route("/api/v1/repos/{owner}/{repo}/issues/{number:int}/comments", self._wrap(gt, self._list_comments),
+                  methods=["GET"]),
+            Route("/api/v1/repos/{owner}/{repo}/issues/{number:int}/comments", self._wrap(gt, self._create_comment),
+                  methods=["POST"]),
+            Route("/api/v1/repos/{owner}/{repo}/issues/comments/{comment_id:int}",
+                  self._wrap(gt, self._edit_comment), methods=["PATCH"]),
             Route("/{owner}/{repo}.git/{rest:path}", self._git_http, methods=["GET", "POST"]),
             Route("/api/v1/repos/{owner}/{repo}/statuses/{sha}", self._wrap(gt, self._gt_create), methods=["POST"]),
             Route("/api/v1/repos/{owner}/{repo}/statuses/{sha}", self._wrap(gt, self._gt_list), methods=["GET"]),
@@ -670,6 +690,74 @@ class ForgeStandin:
             self._check_runs[check_run_id].append(body)
             data = self._check_run_body(owner, repo, check_run_id)
         return self._json("github", data)
+
+    # ---- issue comments (a pull request is an issue on both forges)
+
+    @staticmethod
+    def _forge_of(request: Request) -> str:
+        return "gitea" if request.url.path.startswith("/api/v1/") else "github"
+
+    def _comment_body(self, forge: str, owner: str, repo: str, comment_id: int) -> dict[str, Any]:
+        c = self._comments[comment_id]
+        if forge == "github":
+            data: dict[str, Any] = self._localize(github_example(ISSUE_COMMENTS, "post", 201), owner, repo)
+            data |= {"id": comment_id, "node_id": f"IC_standin{comment_id}", "body": c["body"],
+                     "url": f"{self.url}/repos/{owner}/{repo}/issues/comments/{comment_id}",
+                     "issue_url": f"{self.url}/repos/{owner}/{repo}/issues/{c['number']}",
+                     "created_at": c["created_at"], "updated_at": _now()}
+            if "user" in data:
+                data["user"] = self._gh_user(data["user"])
+            return data
+        return {"id": comment_id, "body": c["body"], "user": self._gt_user(), "html_url": "",
+                "issue_url": f"{self.url}/api/v1/repos/{owner}/{repo}/issues/{c['number']}",
+                "created_at": c["created_at"], "updated_at": _now()}
+
+    def _comment_refused(self, forge: str, path: str, method: str, body: Json) -> Response | None:
+        if not isinstance(body, dict) or not isinstance(body.get("body"), str):
+            return self._error(forge, 422, "body is required")
+        if forge == "github":
+            problem = jsonschema.exceptions.best_match(
+                github_validator(_github_request_schema(path, method)).iter_errors(body))
+            if problem is not None:
+                return self._error("github", 422, f"Invalid request.\n\n{problem.message}")
+        return None
+
+    async def _list_comments(self, request: Request, body: Json) -> Response:
+        owner, repo = self._params(request)
+        forge, number = self._forge_of(request), request.path_params["number"]
+        page = int(request.query_params.get("page", "1"))
+        per = int(request.query_params.get("per_page", "30" if forge == "github" else "50"))
+        with self._lock:
+            ids = [i for i, c in self._comments.items() if c["number"] == number and c["forge"] == forge]
+            shown = [self._comment_body(forge, owner, repo, i) for i in ids[(page - 1) * per: page * per]]
+        return self._json(forge, shown)
+
+    async def _create_comment(self, request: Request, body: Json) -> Response:
+        owner, repo = self._params(request)
+        forge, number = self._forge_of(request), request.path_params["number"]
+        refused = self._comment_refused(forge, ISSUE_COMMENTS, "post", body)
+        if refused is not None:
+            return refused
+        with self._lock:
+            comment_id = next(self._ids)
+            self._comments[comment_id] = {"forge": forge, "owner": owner, "repo": repo, "number": number,
+                                          "body": body["body"], "edits": 0, "created_at": _now()}
+            data = self._comment_body(forge, owner, repo, comment_id)
+        return self._json(forge, data, 201)
+
+    async def _edit_comment(self, request: Request, body: Json) -> Response:
+        owner, repo = self._params(request)
+        forge, comment_id = self._forge_of(request), request.path_params["comment_id"]
+        refused = self._comment_refused(forge, ISSUE_COMMENT, "patch", body)
+        if refused is not None:
+            return refused
+        with self._lock:
+            if comment_id not in self._comments:
+                return self._error(forge, 404, "Not Found")
+            self._comments[comment_id]["body"] = body["body"]
+            self._comments[comment_id]["edits"] += 1
+            data = self._comment_body(forge, owner, repo, comment_id)
+        return self._json(forge, data)
 
     # ---- git over HTTP, as GitHub serves it: Basic credentials x-access-token:TOKEN, else 401
 

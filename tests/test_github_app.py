@@ -347,3 +347,63 @@ async def test_a_rate_limit_holds_the_outbox_until_it_resets_and_the_newest_stat
     last = final_check_run(forge, sha)[-1]
     assert last["conclusion"] == "success"
 
+
+
+def pull_event(f: AppFleet, number: int, branch: str, sha: str, action: str, sender: str = "ann-gh") -> None:
+    """A signed ``pull_request`` delivery for pull request ``number`` from ``branch`` at ``sha`` into main."""
+    pr: dict[str, Any] = json.loads((PAYLOADS / "github_pull_request_synchronize.json").read_bytes())
+    pr["action"], pr["number"], pr["pull_request"]["number"] = action, number, number
+    pr["pull_request"]["head"].update(ref=branch.removeprefix("refs/heads/"), sha=sha)
+    pr["pull_request"]["base"]["ref"] = "main"
+    pr["pull_request"]["head"]["repo"]["full_name"] = pr["pull_request"]["base"]["repo"]["full_name"] = "acme/calc"
+    pr["repository"]["full_name"] = "acme/calc"
+    pr["sender"]["login"] = sender
+    body = json.dumps(pr).encode()
+    sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    r = httpx.post(f"{f.bot.url}/webhooks/github", content=body, timeout=30,
+                   headers={"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": str(uuid.uuid4()),
+                            "X-Hub-Signature-256": sig, "Content-Type": "application/json"})
+    assert r.status_code == 202, r.text
+
+
+def the_comment(forge: ForgeStandin, number: int, says: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = forge.comments(number)
+        if found and says in found[-1]["body"]:
+            assert len(found) == 1, found  # one comment, edited: never a second
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no comment on #{number} saying {says!r}: {forge.comments(number)}")
+
+
+async def test_one_living_comment_per_pull_request_across_pushes_and_a_restart(app_fleet: AppFleet) -> None:
+    """A pull request's first candidate is rejected, the bot restarts (and, as if it crashed between posting the
+    comment and recording its id, has forgotten which comment is its), and the second candidate lands: one comment
+    all along, edited from the rejection with its next step to "landed" with the landed record's link, the earlier
+    candidate folded into one line."""
+    f, forge = app_fleet, app_fleet.forge
+    broken, branch = await f.prepare("subtract", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    wt = f.work / "subtract"
+    git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
+    forge.add_pull("acme", "calc", 7, branch.removeprefix("refs/heads/"), broken, "main")
+    pull_event(f, 7, branch, broken, "opened")  # the pull request announces the push: one candidate
+    first = the_comment(forge, 7, "**Rejected** (`check_failed`)")
+    assert "<!-- mergebot:acme/calc#7 -->" in first["body"] and "**Next:**" in first["body"]
+    assert "tests/test_calc.py::test_add" in first["body"]
+
+    f.bot.stop()
+    async with f.db.pool.connection() as conn:  # the id is lost: the marker must find the comment again
+        await conn.execute("UPDATE forge_pulls SET comment_id = NULL, sent_digest = NULL")
+    f.bot.start()
+    fixed = commit(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"})
+    git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
+    pull_event(f, 7, branch, fixed, "synchronize")
+    final = the_comment(forge, 7, "**Landed** on `main`")
+    landed = next(r for r in await f.db.landing.landed(repo="calc") if r.candidate_sha == fixed)
+    assert f"/ui/landed/{landed.id})" in final["body"] and landed.merged_sha[:12] in final["body"]
+    cands = {c["sha"]: c["id"] for c in await f.db.landing.candidates(repo="calc")}
+    assert f"candidate {cands[broken]} `{broken[:12]}`: rejected (`check_failed`)" in final["body"]
+    assert final["edits"] >= 1 and len(forge.comments(7)) == 1
+    pull = next(p for p in await f.db.forge.pulls(repo="calc") if p.number == 7)
+    assert pull.comment_id == final["id"]

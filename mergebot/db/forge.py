@@ -12,7 +12,7 @@ Rules:
 from __future__ import annotations
 
 from mergebot.db.base import Row, Sql, insert_event
-from mergebot.models import Agent, CheckRunRow, DeliveryRow, StatusRow
+from mergebot.models import Agent, Candidate, CheckRunRow, DeliveryRow, PullRow, StatusRow
 
 GITHUB_FAMILY = ("github",)
 GITEA_FAMILY = ("gitea", "forgejo")
@@ -99,6 +99,30 @@ class ForgeStore:
     async def check_run_failed(self, candidate_id: int, *, error: str, delay_s: float, give_up: bool) -> None:
         await self.sql.all("check_run_failed", candidate_id=candidate_id, error=error[:2000], delay_s=delay_s,
                            give_up=give_up)
+
+    # -- the pull requests' living comments ---------------------------------------------------------------------
+
+    async def pull_seen(self, *, repo: str, number: int, head_ref: str) -> PullRow:
+        row = await self.sql.one("pull_seen", repo=repo, number=number, head_ref=head_ref)
+        assert row is not None
+        return PullRow.from_row(row)
+
+    async def take_pulls(self, limit: int = 20) -> list[PullRow]:
+        return [PullRow.from_row(r) for r in await self.sql.all("pulls_take", limit=limit)]
+
+    async def pull_comment_sent(self, pull: PullRow, *, version: int, comment_id: int | None, digest: str) -> None:
+        await self.sql.all("pull_comment_sent", repo=pull.repo, number=pull.number, version=version,
+                           comment_id=comment_id, digest=digest)
+
+    async def pull_comment_failed(self, pull: PullRow, *, error: str, delay_s: float, give_up: bool) -> None:
+        await self.sql.all("pull_comment_failed", repo=pull.repo, number=pull.number, error=error[:2000],
+                           delay_s=delay_s, give_up=give_up)
+
+    async def pulls(self, *, repo: str) -> list[PullRow]:
+        return [PullRow.from_row(r) for r in await self.sql.all("pulls_of", repo=repo)]
+
+    async def candidates_on(self, *, repo: str, ref: str) -> list[Candidate]:
+        return [Candidate.from_row(r) for r in await self.sql.all("candidates_on_ref", repo=repo, ref=ref)]
 
     async def check_runs(self, *, repo: str) -> list[CheckRunRow]:
         return [CheckRunRow.from_row(r) for r in await self.sql.all("check_runs_of", repo=repo)]

@@ -21,7 +21,8 @@ GRANT UPDATE (main_status) ON landed TO {role};
 -- Rows that change state through their life (no DELETE: nothing here is ever removed by the bot).
 GRANT SELECT, INSERT, UPDATE ON
     agents, groups, assignments, subtasks, subtask_deps, notes, announcements, repos, candidates,
-    landing_intents, reconcile_findings, verify_jobs, webhook_deliveries, forge_statuses, forge_check_runs
+    landing_intents, reconcile_findings, verify_jobs, webhook_deliveries, forge_statuses, forge_check_runs,
+    forge_pulls
 TO {role};
 
 -- Linking a forge login can be undone, a subtask's acceptance tests and a repository's held-out checks replaced.

@@ -984,6 +984,45 @@ SET last_error = %(error)s, next_at = now() + make_interval(secs => %(delay_s)s)
     given_up_at = CASE WHEN %(give_up)s THEN now() END, updated_at = now()
 WHERE candidate_id = %(candidate_id)s;
 
+-- name: pull_seen
+-- A pull request's event: remember it (its head branch may have moved to another subtask branch) and have its
+-- comment brought up to date.
+INSERT INTO forge_pulls (repo, number, head_ref) VALUES (%(repo)s, %(number)s, %(head_ref)s)
+ON CONFLICT (repo, number) DO UPDATE
+    SET head_ref = EXCLUDED.head_ref, version = forge_pulls.version + 1, next_at = now(), given_up_at = NULL,
+        attempts = 0, updated_at = now()
+RETURNING *;
+
+-- name: pulls_take
+-- Pull requests whose comment is behind, leased for a minute.
+UPDATE forge_pulls f SET next_at = now() + interval '60 seconds', attempts = f.attempts + 1
+WHERE (f.repo, f.number) IN (
+    SELECT repo, number FROM forge_pulls
+    WHERE sent_version < version AND given_up_at IS NULL AND next_at <= now()
+    ORDER BY next_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING f.*;
+
+-- name: pull_comment_sent
+UPDATE forge_pulls
+SET sent_version = greatest(sent_version, %(version)s), comment_id = coalesce(comment_id, %(comment_id)s),
+    sent_digest = %(digest)s, attempts = 0, last_error = NULL, next_at = now(), updated_at = now()
+WHERE repo = %(repo)s AND number = %(number)s;
+
+-- name: pull_comment_failed
+UPDATE forge_pulls
+SET last_error = %(error)s, next_at = now() + make_interval(secs => %(delay_s)s),
+    given_up_at = CASE WHEN %(give_up)s THEN now() END, updated_at = now()
+WHERE repo = %(repo)s AND number = %(number)s;
+
+-- name: pulls_of
+SELECT * FROM forge_pulls WHERE repo = %(repo)s ORDER BY number;
+
+-- name: candidates_on_ref
+-- A pull request's candidates (its head branch's), oldest first.
+SELECT * FROM candidates WHERE repo = %(repo)s AND ref = %(ref)s ORDER BY id LIMIT 50;
+
 -- name: check_runs_of
 SELECT * FROM forge_check_runs WHERE repo = %(repo)s ORDER BY candidate_id;
 

@@ -176,6 +176,35 @@ class GitHubClient:
                                     f"{repo}@{body.get('head_sha', check_run_id)}") from exc
         return int(data["id"]) if isinstance(data, dict) and "id" in data else int(check_run_id or 0)
 
+    def comment(self, repo: str, number: int, comment_id: int | None, body: str, marker: str) -> int:
+        """Edit the pull request's comment ``comment_id``; with none, the one that carries ``marker`` (found among
+        the first 1,000 comments), else post it. Returns its id."""
+        import requests
+        from github.GithubException import GithubException
+
+        owner, name = _split_repo(repo)
+        base = f"/repos/{_q(owner)}/{_q(name)}/issues"
+        doing = f"writing the comment on {repo}#{number}"
+        try:
+            if comment_id is None:
+                for page in range(1, 11):
+                    _, found = self._gh.requester.requestJsonAndCheck(
+                        "GET", f"{base}/{number}/comments", parameters={"per_page": 100, "page": page})
+                    mine = [c for c in found or [] if isinstance(c, dict) and marker in str(c.get("body") or "")]
+                    if mine:
+                        comment_id = int(mine[0]["id"])
+                        break
+                    if not found or len(found) < 100:
+                        break
+            if comment_id is None:
+                _, made = self._gh.requester.requestJsonAndCheck("POST", f"{base}/{number}/comments",
+                                                                 input={"body": body})
+                return int(made["id"])
+            self._gh.requester.requestJsonAndCheck("PATCH", f"{base}/comments/{comment_id}", input={"body": body})
+            return comment_id
+        except (GithubException, requests.RequestException) as exc:
+            raise self._mapped(exc, doing) from exc
+
     @staticmethod
     def _mapped(exc: GithubException | requests.RequestException, doing: str) -> ForgeCallError:
         from github.GithubException import GithubException, RateLimitExceededException
@@ -231,6 +260,20 @@ class GiteaClient:
             message = f"Gitea sent no JSON while {doing}"
             raise ForgeCallError(message, retryable=True, status=response.status_code) from exc
         return isinstance(data, dict) and data.get("merged") is True
+
+    def comment(self, repo: str, number: int, comment_id: int | None, body: str, marker: str) -> int:
+        """As ``GitHubClient.comment``, through Gitea's issue comments (a pull request is an issue there too)."""
+        owner, name = _split_repo(repo)
+        base = f"/repos/{_q(owner)}/{_q(name)}/issues"
+        doing = f"writing the comment on {repo}#{number}"
+        if comment_id is None:
+            found = self._call("GET", f"{base}/{number}/comments", None, doing).json()
+            mine = [c for c in found or [] if isinstance(c, dict) and marker in str(c.get("body") or "")]
+            comment_id = int(mine[0]["id"]) if mine else None
+        if comment_id is None:
+            return int(self._call("POST", f"{base}/{number}/comments", {"body": body}, doing).json()["id"])
+        self._call("PATCH", f"{base}/comments/{comment_id}", {"body": body}, doing)
+        return comment_id
 
     def _call(self, method: str, path: str, body: dict[str, str] | None, doing: str) -> httpx.Response:
         try:
@@ -288,6 +331,16 @@ class Renewing:
             if not self._again(exc):
                 raise
             return self._client.pull_merged(repo, number)
+
+    def comment(self, repo: str, number: int, comment_id: int | None, body: str, marker: str) -> int:
+        client: Any = self._client
+        try:
+            return int(client.comment(repo, number, comment_id, body, marker))
+        except ForgeCallError as exc:
+            if not self._again(exc):
+                raise
+            retry: Any = self._client
+            return int(retry.comment(repo, number, comment_id, body, marker))
 
     def check_run(self, repo: str, check_run_id: int | None, body: dict[str, Any]) -> int:
         client = self._client

@@ -2,6 +2,8 @@
 
 Check runs (``forge_check_runs``, a GitHub App's repositories only) are sent as their candidate is at the time
 of sending (``forge.checkrun`` words them): the moves of a candidate between two sends go out as one update.
+So is each pull request's one living comment (``forge_pulls``, ``forge.comment`` words it), on GitHub, Gitea and
+Forgejo alike.
 
 Each status is sent through the forge's client (``mergebot.forge.client``) with a short in-place retry; if that
 fails it goes back to the outbox with an exponential backoff (durable across restarts) and is given up after
@@ -14,13 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 from mergebot.db.database import Database
-from mergebot.forge import checkrun
+from mergebot.forge import checkrun, comment
 from mergebot.forge.client import (
     IN_PLACE_WAIT,
     ForgeCallError,
@@ -31,8 +35,8 @@ from mergebot.forge.client import (
     post_with_retry,
 )
 from mergebot.git import credentials
-from mergebot.landing import told
-from mergebot.models import CheckRunRow, Repo, StatusRow
+from mergebot.landing import told, verdicts
+from mergebot.models import Candidate, CheckRunRow, PullRow, Repo, StatusRow
 from verifier import outcomes as outcome_files
 from verifier.mask import Masker
 
@@ -87,7 +91,8 @@ class StatusSender:
     async def send_due(self) -> int:
         rows = await self.db.forge.take_statuses()
         runs = await self.db.forge.take_check_runs()
-        if not rows and not runs:
+        pulls = await self.db.forge.take_pulls()
+        if not rows and not runs and not pulls:
             return 0
         repos = {r.name: r for r in await self.db.landing.forge_repos(("github", "gitea", "forgejo"))}
         if self.masker is not None:
@@ -96,7 +101,76 @@ class StatusSender:
             await self.send(repos.get(row.repo), row)
         for run in runs:
             await self.send_check_run(repos.get(run.repo), run)
-        return len(rows) + len(runs)
+        for pull in pulls:
+            await self.send_comment(repos.get(pull.repo), pull)
+        return len(rows) + len(runs) + len(pulls)
+
+    async def send_comment(self, repo: Repo | None, pull: PullRow) -> None:
+        """Bring a pull request's one comment up to its newest candidate (posted once, then edited)."""
+        if repo is None or not repo.forge_repo:
+            await self.db.forge.pull_comment_failed(pull, error="not a forge repository", delay_s=0, give_up=True)
+            return
+        if wait := self.held_for(repo.name):
+            await self.db.forge.pull_comment_failed(pull, error=held(wait), delay_s=wait, give_up=False)
+            return
+        cands = await self.db.forge.candidates_on(repo=repo.name, ref=pull.head_ref)
+        if not cands:  # the pull request came before any push of it: nothing to say yet
+            await self.db.forge.pull_comment_sent(pull, version=pull.version, comment_id=pull.comment_id,
+                                                  digest=pull.sent_digest or "")
+            return
+        text = self._mask.text(await self._comment_text(repo, pull, cands))
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if pull.comment_id and digest == pull.sent_digest:  # nothing it says has changed: no edit
+            await self.db.forge.pull_comment_sent(pull, version=pull.version, comment_id=pull.comment_id,
+                                                  digest=digest)
+            return
+        forge_repo, mark = repo.forge_repo, comment.marker(repo.forge_repo, pull.number)
+
+        def deliver() -> int:
+            client: Any = self.make_client(repo)
+            if not hasattr(client, "comment"):
+                raise ForgeCallError("this client writes no comments", retryable=False)
+            return int(client.comment(forge_repo, pull.number, pull.comment_id or None, text, mark))
+
+        try:
+            made = await asyncio.to_thread(deliver)
+        except ForgeCallError as e:
+            self._hold(repo.name, e)
+            give_up = not e.retryable or pull.attempts >= MAX_ATTEMPTS
+            await self.db.forge.pull_comment_failed(pull, error=str(e), give_up=give_up,
+                                                    delay_s=max(backoff(pull.attempts), e.retry_after or 0.0))
+            log.warning("the comment on %s#%s failed (%s): %s", repo.name, pull.number,
+                        "given up" if give_up else "will retry", e)
+            return
+        except Exception as e:  # a missing token or key, a forge that answered nonsense: retry slowly
+            await self.db.forge.pull_comment_failed(pull, error=f"{type(e).__name__}: {e}",
+                                                    delay_s=backoff(pull.attempts),
+                                                    give_up=pull.attempts >= MAX_ATTEMPTS)
+            log.warning("the comment on %s#%s could not be written: %s", repo.name, pull.number, e)
+            return
+        await self.db.forge.pull_comment_sent(pull, version=pull.version, comment_id=made, digest=digest)
+
+    async def _comment_text(self, repo: Repo, pull: PullRow, cands: list[Candidate]) -> str:
+        newest = cands[-1]
+        verdict = await told.candidate_verdict(self.db, newest)
+        position: int | None = None
+        ahead: tuple[int, ...] = ()
+        if newest.status == "queued":
+            waiting = [w for w in await self.db.pages.queue_waiting(500)
+                       if w["repo"] == repo.name and w["status"] == "queued"]
+            ids = [int(w["id"]) for w in waiting]
+            if newest.id in ids:
+                position, ahead = ids.index(newest.id) + 1, tuple(ids[: ids.index(newest.id)])
+        landed_url = None
+        if newest.status == "landed" and self.public_url:
+            rows = await self.db.landing.landed(subtask_id=newest.subtask_id)
+            row = next((r for r in rows if r.candidate_sha == newest.sha), None)
+            landed_url = f"{self.public_url.rstrip('/')}/ui/landed/{row.id}" if row else None
+        earlier = tuple(comment.Earlier(c.id, c.sha, c.status, verdicts.kind_of(c)) for c in cands[:-1])
+        assert repo.forge_repo is not None
+        return comment.body(forge_repo=repo.forge_repo, number=pull.number, status=newest.status, verdict=verdict,
+                            target=repo.target_branch, position=position, ahead=ahead, landed_url=landed_url,
+                            details_url=target_url(self.public_url, newest.id), earlier=earlier)
 
     def _hold(self, repo: str, e: ForgeCallError) -> None:
         """A rate limit (a wait longer than the client waits in place): nothing goes to that forge until it resets."""

@@ -104,6 +104,9 @@ class WebhookHandler:
                      and r.forge_repo.lower() == event.repository.lower()), None)
         if repo is None:
             return 202, f"ignored: {event.repository!r} is not a repository this secret belongs to", None
+        if event.event == "pull_request" and event.pr_number and event.ref and parse_subtask_ref(event.ref) \
+                and event.base_ref == repo.target_ref:  # its one living comment follows its candidates from now on
+            await self.db.forge.pull_seen(repo=repo.name, number=event.pr_number, head_ref=event.ref)
         if not event.candidate:
             return 202, f"ignored: {_why_not(event)}", repo.name
         assert event.ref is not None and event.head_sha is not None

@@ -33,6 +33,10 @@ OPERATIONS: list[tuple[str, str]] = [
     # check runs (an App's only): created on a pull request's head commit, then updated as the verdict moves
     ("/repos/{owner}/{repo}/check-runs", "post"),
     ("/repos/{owner}/{repo}/check-runs/{check_run_id}", "patch"),
+    # the one living comment on a pull request: found by its marker, posted once, then edited
+    ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "get"),
+    ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "post"),
+    ("/repos/{owner}/{repo}/issues/comments/{comment_id}", "patch"),
 ]
 # Error bodies the stand-in sends (401 Bad credentials, 404, 422 Validation Failed).
 EXTRA_SCHEMAS = ["basic-error", "validation-error"]
