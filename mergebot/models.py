@@ -410,6 +410,8 @@ class PullRow(FromRow):
     version: int = 1
     sent_version: int = 0
     sent_digest: str | None = None
+    answer: str | None = None  # to the last command given on the pull request
+    full_verdict: bool = False  # "@mergebot why" was asked: the comment shows the whole verdict
     attempts: int = 0
     last_error: str | None = None
     given_up_at: datetime | None = None

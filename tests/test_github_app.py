@@ -407,3 +407,54 @@ async def test_one_living_comment_per_pull_request_across_pushes_and_a_restart(a
     assert final["edits"] >= 1 and len(forge.comments(7)) == 1
     pull = next(p for p in await f.db.forge.pulls(repo="calc") if p.number == 7)
     assert pull.comment_id == final["id"]
+
+
+def comment_event(f: AppFleet, number: int, text: str, sender: str, delivery: str | None = None) -> httpx.Response:
+    """A signed ``issue_comment`` delivery: ``sender`` wrote ``text`` on pull request ``number``."""
+    payload = {"action": "created", "repository": {"full_name": "acme/calc", "name": "calc"},
+               "issue": {"number": number, "pull_request": {"url": f"{f.forge.url}/repos/acme/calc/pulls/{number}"}},
+               "comment": {"id": 9000 + number, "body": text, "user": {"login": sender}},
+               "sender": {"login": sender, "id": 1}}
+    body = json.dumps(payload).encode()
+    sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return httpx.post(f"{f.bot.url}/webhooks/github", content=body, timeout=30,
+                      headers={"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+                               "X-Hub-Signature-256": sig, "Content-Type": "application/json"})
+
+
+async def test_commands_in_comments_are_answered_and_only_the_allowed_change_anything(app_fleet: AppFleet) -> None:
+    f, forge = app_fleet, app_fleet.forge
+    lead, _ = await f.db.agents.add_agent(name="lee", role=Role.LEAD)
+    await f.db.forge.link(forge="github", login="lee-gh", agent_id=lead.id)
+    broken, branch = await f.prepare("break add", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    git(["push", "-q", "origin", f"HEAD:{branch}"], f.work / "break-add")
+    pull_event(f, 8, branch, broken, "opened")
+    the_comment(forge, 8, "**Rejected** (`check_failed`)")
+    sid = int(branch.split("/")[3])
+
+    async def candidates() -> list[dict[str, Any]]:
+        return [c for c in await f.db.landing.candidates(repo="calc") if c["sha"] == broken]
+
+    # a stranger's retry and an owner's priority are refused in the comment, and change nothing
+    assert comment_event(f, 8, "@mergebot retry", "eve-gh").status_code == 202
+    the_comment(forge, 8, "@eve-gh `@mergebot retry` refused: 'eve-gh' is not linked to a Mergebot agent")
+    assert comment_event(f, 8, "thanks!\n@mergebot priority 5", "ann-gh").status_code == 202
+    the_comment(forge, 8, "`@mergebot priority` is for leads and admins only")
+    assert len(await candidates()) == 1 and (await f.db.subtasks.get_subtask(sid)).priority == 0
+
+    # the owner's retry verifies the same commit again, once however often the delivery comes
+    delivery = str(uuid.uuid4())
+    assert comment_event(f, 8, "@mergebot retry", "ann-gh", delivery).status_code == 202
+    assert comment_event(f, 8, "@mergebot retry", "ann-gh", delivery).json()["duplicate"] is True
+    again = the_comment(forge, 8, "`@mergebot retry`: candidate")
+    assert len(await candidates()) == 2 and f"verifies `{broken[:12]}` again" in again["body"]
+    the_comment(forge, 8, "**Rejected** (`check_failed`)")  # the second run's verdict, in the same comment
+
+    # why, from anyone: the whole verdict with the log's tail; a lead's priority moves the subtask
+    assert comment_event(f, 8, "@mergebot why", "eve-gh").status_code == 202
+    why = the_comment(forge, 8, "The whole verdict")
+    assert "Log (its tail)" in why["body"] and "assert" in why["body"]
+    assert comment_event(f, 8, "@mergebot priority 5", "lee-gh").status_code == 202
+    the_comment(forge, 8, "has priority 5 now")
+    assert (await f.db.subtasks.get_subtask(sid)).priority == 5
+    assert len(forge.comments(8)) == 1

@@ -107,6 +107,30 @@ class ForgeStore:
         assert row is not None
         return PullRow.from_row(row)
 
+    async def pull(self, *, repo: str, number: int) -> PullRow | None:
+        row = await self.sql.one("pull_get", repo=repo, number=number)
+        return PullRow.from_row(row) if row else None
+
+    async def pull_answer(self, *, repo: str, number: int, answer: str, full: bool = False) -> None:
+        await self.sql.all("pull_answer", repo=repo, number=number, answer=answer[:2000], full=full)
+
+    async def set_priority(self, *, subtask_id: int, priority: int, actor_id: int | None) -> int:
+        """A subtask's priority, and its waiting candidates'; how many candidates it moved."""
+        async with self.sql.tx() as tx:
+            moved = await tx.all("subtask_set_priority", id=subtask_id, priority=priority)
+            await insert_event(tx, actor_id=actor_id, kind="priority_set", subtask_id=subtask_id,
+                               detail={"priority": priority, "candidates": len(moved)})
+        return len(moved)
+
+    async def withdraw(self, *, candidate_id: int, reason: str, actor_id: int | None) -> bool:
+        """Take a waiting candidate out of the queue; False when it is past waiting (verified, landing, done)."""
+        async with self.sql.tx() as tx:
+            row = await tx.one("candidate_withdraw", id=candidate_id, reason=reason)
+            if row is not None:
+                await insert_event(tx, actor_id=actor_id, kind="candidate_withdrawn", subtask_id=row["subtask_id"],
+                                   detail={"candidate": candidate_id})
+        return row is not None
+
     async def take_pulls(self, limit: int = 20) -> list[PullRow]:
         return [PullRow.from_row(r) for r in await self.sql.all("pulls_take", limit=limit)]
 

@@ -993,6 +993,30 @@ ON CONFLICT (repo, number) DO UPDATE
         attempts = 0, updated_at = now()
 RETURNING *;
 
+-- name: pull_get
+SELECT * FROM forge_pulls WHERE repo = %(repo)s AND number = %(number)s;
+
+-- name: pull_answer
+-- A command given on the pull request was answered: the comment says so (and, for "why", shows the whole verdict).
+UPDATE forge_pulls
+SET answer = %(answer)s, full_verdict = full_verdict OR %(full)s, version = version + 1, next_at = now(),
+    given_up_at = NULL, attempts = 0, updated_at = now()
+WHERE repo = %(repo)s AND number = %(number)s
+RETURNING *;
+
+-- name: subtask_set_priority
+-- A lead's or admin's priority for a subtask, and for its candidates that still wait: the queue takes higher first.
+WITH s AS (UPDATE subtasks SET priority = %(priority)s WHERE id = %(id)s RETURNING id)
+UPDATE candidates c SET priority = %(priority)s
+WHERE c.subtask_id IN (SELECT id FROM s) AND c.status IN ('queued', 'parked')
+RETURNING c.id;
+
+-- name: candidate_withdraw
+-- Its owner takes a waiting candidate out of the queue (one being verified or landing is past that).
+UPDATE candidates SET status = 'cancelled', reason = %(reason)s, finished_at = now()
+WHERE id = %(id)s AND status IN ('queued', 'parked')
+RETURNING *;
+
 -- name: pulls_take
 -- Pull requests whose comment is behind, leased for a minute.
 UPDATE forge_pulls f SET next_at = now() + interval '60 seconds', attempts = f.attempts + 1

@@ -804,6 +804,8 @@ CREATE TABLE forge_pulls (
     version       integer NOT NULL DEFAULT 1,
     sent_version  integer NOT NULL DEFAULT 0,
     sent_digest   text,
+    answer        text CHECK (length(answer) <= 2000),
+    full_verdict  boolean NOT NULL DEFAULT false,
     next_at       timestamptz NOT NULL DEFAULT now(),
     attempts      integer NOT NULL DEFAULT 0,
     last_error    text,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mergebot.forge import checkrun
 from mergebot.models import Verdict
 
 MAX_EARLIER = 20
@@ -34,14 +35,27 @@ class Earlier:
 
 def body(*, forge_repo: str, number: int, status: str, verdict: Verdict, target: str,
          position: int | None = None, ahead: tuple[int, ...] = (), landed_url: str | None = None,
-         details_url: str | None = None, earlier: tuple[Earlier, ...] = ()) -> str:
-    """The comment's text for the newest candidate (``status`` its status, ``verdict`` its verdict)."""
+         details_url: str | None = None, earlier: tuple[Earlier, ...] = (), answer: str | None = None,
+         full: bool = False) -> str:
+    """The comment's text for the newest candidate (``status`` its status, ``verdict`` its verdict); ``answer``:
+    to the last command given on the pull request; ``full`` (asked with ``@mergebot why``): the whole verdict,
+    its log's tail and test comparison included."""
     cand = f"candidate {verdict.candidate_id}"
     if details_url:
         cand = f"[{cand}]({details_url})"
     head = f"`{(verdict.sha or '')[:12]}`"
     lines = [marker(forge_repo, number), f"**Mergebot** · {cand} · {head}", ""]
     lines += _state(status, verdict, target, position, ahead, landed_url)
+    if full:
+        lines += ["", "<details open><summary>The whole verdict</summary>", ""]
+        lines += [f"- kind: `{verdict.kind}` (final: {'yes' if verdict.final else 'no'})", f"- next: {verdict.next}"]
+        if verdict.tests:
+            lines += ["", checkrun.comparison(verdict.tests)]
+        if verdict.log_tail:
+            lines += ["", "Log (its tail):", "", "```", verdict.log_tail[-6000:], "```"]
+        lines += ["", "</details>"]
+    if answer:
+        lines += ["", f"> {answer}"]
     if earlier:
         lines += ["", "<details><summary>Earlier candidates of this pull request</summary>", ""]
         for e in earlier[-MAX_EARLIER:]:

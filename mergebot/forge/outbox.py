@@ -170,7 +170,8 @@ class StatusSender:
         assert repo.forge_repo is not None
         return comment.body(forge_repo=repo.forge_repo, number=pull.number, status=newest.status, verdict=verdict,
                             target=repo.target_branch, position=position, ahead=ahead, landed_url=landed_url,
-                            details_url=target_url(self.public_url, newest.id), earlier=earlier)
+                            details_url=target_url(self.public_url, newest.id), earlier=earlier,
+                            answer=pull.answer, full=pull.full_verdict)
 
     def _hold(self, repo: str, e: ForgeCallError) -> None:
         """A rate limit (a wait longer than the client waits in place): nothing goes to that forge until it resets."""

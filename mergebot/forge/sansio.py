@@ -658,6 +658,42 @@ def _other(delivery: Delivery) -> ForgeEvent:
     )
 
 
+@dataclass(frozen=True)
+class PullComment:
+    """A comment written on a pull request (an ``issue_comment`` event on GitHub and Gitea alike): where, by whom,
+    and its text, which may hold a command for the bot (``mergebot.forge.commands``)."""
+
+    forge: str
+    repository: str
+    number: int
+    comment_id: int
+    body: str
+    sender: str | None
+
+
+def to_pull_comment(delivery: Delivery) -> PullComment | None:
+    """A new comment on a pull request; None for any other issue comment (on an issue, edited, deleted). A
+    malformed payload is a 400."""
+    payload = delivery.payload
+    if delivery.event != "issue_comment" or payload.get("action") != "created":
+        return None
+    repository = _repository(payload)
+    issue = _obj(payload, "issue", "issue")
+    if not (issue.get("pull_request") or payload.get("is_pull") is True):
+        return None  # GitHub marks a pull request's issue with pull_request; Gitea says is_pull
+    number = issue.get("number")
+    if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
+        raise _bad("issue.number", "must be a positive integer")
+    comment = _obj(payload, "comment", "comment")
+    comment_id = comment.get("id")
+    if not isinstance(comment_id, int) or isinstance(comment_id, bool):
+        raise _bad("comment.id", "must be an integer")
+    body = comment.get("body")
+    if not isinstance(body, str):
+        raise _bad("comment.body", "must be a string")
+    return PullComment(delivery.forge, repository, number, comment_id, body[:10_000], _sender(payload))
+
+
 def to_event(delivery: Delivery) -> ForgeEvent:
     """Normalise a delivery; a malformed push/pull_request/delete payload is a 400."""
     if delivery.event == "push":

@@ -27,7 +27,8 @@ from pathlib import Path
 from mergebot.db.database import Database
 from mergebot.db.forge import GITEA_FAMILY, GITHUB_FAMILY
 from mergebot.errors import ClaimSuperseded
-from mergebot.forge.sansio import Delivery, ForgeEvent, WebhookError, parse_delivery, to_event
+from mergebot.forge import answer
+from mergebot.forge.sansio import Delivery, ForgeEvent, WebhookError, parse_delivery, to_event, to_pull_comment
 from mergebot.git import mirror
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
@@ -97,6 +98,8 @@ class WebhookHandler:
         return Answer(status, {"outcome": outcome} if status < 400 else {"error": outcome})
 
     async def _process(self, delivery: Delivery, signed_by: list[Repo]) -> tuple[int, str, str | None]:
+        if delivery.event == "issue_comment":
+            return await self._comment(delivery, signed_by)
         event = to_event(delivery)
         if event.event == "ping":
             return 200, "pong", None
@@ -156,6 +159,18 @@ class WebhookHandler:
             await asyncio.to_thread(mirror.drop_incoming, path, tag)
         self.poke()
         return 202, f"queued as candidate {cands[0].id}", repo.name  # (or already queued by a twin delivery)
+
+    async def _comment(self, delivery: Delivery, signed_by: list[Repo]) -> tuple[int, str, str | None]:
+        """A comment on a pull request: a command for the bot is carried out and answered in its comment."""
+        note = to_pull_comment(delivery)
+        if note is None:
+            return 202, "ignored: not a new comment on a pull request", None
+        repo = next((r for r in signed_by if r.forge_repo and r.forge_repo.lower() == note.repository.lower()), None)
+        if repo is None:
+            return 202, f"ignored: {note.repository!r} is not a repository this secret belongs to", None
+        outcome = await answer.carry_out(self.db, self.root, repo, note)
+        self.poke()
+        return 202, outcome, repo.name
 
 
 def _why_not(event: ForgeEvent) -> str:

@@ -2,6 +2,8 @@
 -- each with the id of its one comment once posted. Every change of a candidate on the pull request's head branch
 -- bumps ``version``; the sender edits the comment to the newest state when ``sent_version`` is behind (changes
 -- between two sends go out as one edit), and not at all when the text would not change (``sent_digest``).
+-- ``answer`` is the comment's answer to the last command given on the pull request (``@mergebot why`` also sets
+-- ``full_verdict``: the comment then shows the whole verdict, its log's tail and test comparison included).
 CREATE TABLE forge_pulls (
     repo          text NOT NULL REFERENCES repos (name),
     number        integer NOT NULL CHECK (number > 0),
@@ -10,6 +12,8 @@ CREATE TABLE forge_pulls (
     version       integer NOT NULL DEFAULT 1,
     sent_version  integer NOT NULL DEFAULT 0,
     sent_digest   text,
+    answer        text CHECK (length(answer) <= 2000),
+    full_verdict  boolean NOT NULL DEFAULT false,
     next_at       timestamptz NOT NULL DEFAULT now(),
     attempts      integer NOT NULL DEFAULT 0,
     last_error    text,

@@ -1,0 +1,84 @@
+"""Carrying out a command written in a pull request's comment, and answering it in the pull request's one living
+comment (``forge.commands`` says who may give which; this module does it, through the same steps as the API).
+
+A command changes nothing unless it is allowed; either way the answer goes into the comment (never a reply of its
+own). A delivery is handled once (the webhook's delivery id), and each step is idempotent: ``retry`` of a commit
+already queued is that candidate, ``cancel`` of a candidate no longer waiting says so, ``priority`` sets a value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mergebot.db.database import Database
+from mergebot.errors import MergebotError
+from mergebot.forge import commands
+from mergebot.forge.sansio import PullComment
+from mergebot.landing import messages as say
+from mergebot.landing import prereceive
+from mergebot.landing.checks import parse_subtask_ref
+from mergebot.models import Agent, Repo
+
+
+async def carry_out(db: Database, root: Path, repo: Repo, note: PullComment) -> str:
+    """The outcome of a pull request comment, for the delivery's record; the answer, if any, is in the comment."""
+    cmd = commands.parse(note.body)
+    if cmd is None:
+        return "ignored: the comment holds no command"
+    pull = await db.forge.pull(repo=repo.name, number=note.number)
+    parsed = parse_subtask_ref(pull.head_ref) if pull else None
+    if pull is None or parsed is None:
+        return f"ignored: pull request #{note.number} is not one the bot follows (no subtask branch seen for it)"
+    subtask_id, _ = parsed
+    forge = repo.forge or note.forge
+    agent = await db.forge.agent_for(forge=forge, login=note.sender or "") if note.sender else None
+    sub = await db.subtasks.get_subtask(subtask_id)
+    owner = agent is not None and sub.owner_id == agent.id
+    why = commands.refusal(cmd, login=note.sender, forge=forge, role=str(agent.role) if agent else None,
+                           owner=owner)
+    full = False
+    if why is None:
+        assert cmd.name == "why" or agent is not None
+        try:
+            what, full = await _do(db, root, repo, cmd, sub.id, agent, owner=owner, ref=pull.head_ref,
+                                   login=note.sender)
+            answer = say.command_done(note.sender, cmd.name, what)
+        except MergebotError as e:
+            answer = say.command_refused(note.sender, cmd.name, e.message)
+    else:
+        answer = say.command_refused(note.sender, cmd.name, why)
+    await db.forge.pull_answer(repo=repo.name, number=note.number, answer=answer, full=full)
+    return answer
+
+
+async def _do(db: Database, root: Path, repo: Repo, cmd: commands.Command, subtask_id: int, agent: Agent | None,
+              *, owner: bool, ref: str, login: str | None) -> tuple[str, bool]:
+    if cmd.name == "why":
+        return "the whole verdict is below.", True
+    assert agent is not None
+    sub = await db.subtasks.get_subtask(subtask_id)
+    reason = f"@mergebot {cmd.name} by {login} on the pull request"
+    if cmd.name == "retry":
+        if owner:
+            cand = await prereceive.submit_again(db, root, agent, subtask_id, sub.claim_version)
+            return f"candidate {cand.id} verifies `{cand.sha[:12]}` again.", False
+        if sub.status != "failed":
+            raise MergebotError(f"subtask {subtask_id} is {sub.status}: a lead's retry revives a failed subtask; "
+                                "its owner verifies its commit again with `@mergebot retry`.")
+        await db.subtasks.retry(subtask_id=subtask_id, reason=reason, actor_id=agent.id)
+        return f"subtask {subtask_id} is ready for another round.", False
+    if cmd.name == "cancel":
+        if owner:
+            cands = await db.forge.candidates_on(repo=repo.name, ref=ref)
+            newest = cands[-1] if cands else None
+            if newest is None or not await db.forge.withdraw(candidate_id=newest.id, reason=reason,
+                                                             actor_id=agent.id):
+                state = f"candidate {newest.id} is {newest.status}" if newest else "no candidate waits"
+                raise MergebotError(f"{state}: only a waiting candidate can be withdrawn.")
+            return f"candidate {newest.id} is out of the queue.", False
+        await db.subtasks.cancel(subtask_id=subtask_id, reason=reason, actor_id=agent.id)
+        return f"subtask {subtask_id} is cancelled.", False
+    assert cmd.name == "priority" and cmd.priority is not None
+    moved = await db.forge.set_priority(subtask_id=subtask_id, priority=cmd.priority, actor_id=agent.id)
+    return (f"subtask {subtask_id} has priority {cmd.priority} now ({moved} waiting candidate"
+            f"{'s' if moved != 1 else ''} moved).", False)
