@@ -202,27 +202,30 @@ def test_claims_lease_expiries_verify_runs_and_deliveries_move_the_numbers(scrap
 
 
 def test_a_run_of_exactly_a_bound_s_length_is_in_that_bound_s_bucket(scraper: Scraper) -> None:
-    """The histogram is read in one pass (``width_bucket``); each bucket still counts the runs that took at most
-    its bound, a run of exactly 1 s or 2.5 s included, as Prometheus's ``le`` says."""
+    """Each finished run is counted once, when it ends, in its (purpose, outcome, bucket) total; each bucket is
+    the runs that took at most its bound, a run of exactly 1 s or 2.5 s included, as Prometheus's ``le`` says. The
+    database's bounds are the exporter's."""
     s = scraper
     lengths = [0.2, 1.0, 1.000001, 2.5, 3.0, 4000.0]  # timestamps are to the microsecond
-    for seconds in lengths:
-        job = s.run(s.db.jobs.enqueue_job, repo="demo", commit_sha="b" * 40, command="true", timeout_s=60,
-                    purpose="manual")
-        claimed = s.run(s.db.jobs.claim_job, worker_id=None, worker_name="w")
-        s.run(s.db.jobs.finish_job, job_id=job.id, worker_id=None, claim_version=claimed.claim_version,
-              outcome="pass", result={"outcome": "pass"})
 
-        async def stretch(job_id: int = job.id, seconds: float = seconds) -> None:
-            async with s.db.pool.connection() as conn:
-                await conn.execute("UPDATE verify_jobs SET finished_at = started_at + make_interval(secs => %s) "
-                                   "WHERE id = %s", (seconds, job_id))
-        s.run(stretch)
+    async def runs() -> list[float]:
+        async with s.db.pool.connection() as conn:
+            for seconds in lengths:  # as a worker's result finishes a run: status, start and end at once
+                await conn.execute(
+                    "INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, status, outcome, "
+                    "started_at, finished_at) VALUES ('demo', %s, 'true', 60, 'manual', 'done', 'pass', now(), "
+                    "now() + make_interval(secs => %s))", ("c" * 40, seconds))
+            cur = await conn.execute("SELECT metric_bounds()")
+            row = await cur.fetchone()
+            assert row is not None
+            return list(row[0])
+    assert s.run(runs) == list(BUCKETS)
     got = s.scrape()
     for le in BUCKETS:
         assert value(got, "mergebot_verify_duration_seconds_bucket", purpose="manual", le=str(le)) == \
             sum(1 for x in lengths if x <= le), le
     assert value(got, "mergebot_verify_duration_seconds_count", purpose="manual") == len(lengths)
+    assert abs(value(got, "mergebot_verifier_seconds_total", purpose="manual", outcome="pass") - sum(lengths)) < 1e-3
 
 
 # -- end to end: a real landing, a real push refusal, a real conflict ---------------------------------------------

@@ -1,9 +1,10 @@
 """Prometheus metrics, read from the database when Prometheus scrapes ``/metrics``.
 
 Rules of this module:
-  * Nothing on the write path is instrumented. Every number is derived at scrape time from durable rows
-    (``mergebot/db/metrics.sql``): counters survive restarts, agree across replicas, and cannot drift from what
-    the database says happened.
+  * Nothing in the Python write path is instrumented. Every number is read at scrape time from the database
+    (``mergebot/db/metrics.sql``): from durable rows, and, for what grows with the history (runs, landings,
+    lost leases), from totals its triggers keep as each happens. Counters survive restarts, agree across
+    replicas, and cannot drift from what the database says happened.
   * Each app has its own ``CollectorRegistry`` (``exporter_for(app)``), never the global one, so tests and
     several apps in one process do not share state.
   * A scrape reads everything in one read-only transaction (one consistent snapshot), then renders it; the

@@ -22,7 +22,7 @@ GRANT UPDATE (main_status) ON landed TO {role};
 GRANT SELECT, INSERT, UPDATE ON
     agents, groups, assignments, subtasks, subtask_deps, notes, announcements, repos, candidates,
     landing_intents, reconcile_findings, verify_jobs, webhook_deliveries, forge_statuses, forge_check_runs,
-    forge_pulls
+    forge_pulls, metric_run_totals, metric_landing_totals, metric_totals
 TO {role};
 
 -- Linking a forge login can be undone, a subtask's acceptance tests and a repository's held-out checks replaced.

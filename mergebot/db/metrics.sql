@@ -1,9 +1,9 @@
 -- What /metrics reads from the database at scrape time. Named queries, as in queries.sql.
--- Counters are derived from durable rows (subtasks, landed, events, candidates, verify_jobs, webhook_deliveries),
--- so they survive restarts, agree across replicas and need no instrumentation on the write path. Each query is
--- one pass over a table that stays small (subtasks, landed, candidates, verify jobs: one row per unit of work)
--- except metric_events, one sequential pass over events filtered to the few kinds counted here (milliseconds at
--- the seeds' tens of thousands of events).
+-- The counters of what grows with the history (verify runs and their histogram, landings, lost leases) are read
+-- from totals the write path keeps (migration 0022's triggers: each finished run, landed row and lost lease adds
+-- itself once), so a scrape reads a few rows however long the history; the rest are one pass over a table that
+-- stays small (subtasks, the live candidates, deliveries) or over the few event kinds counted here. All of it is
+-- in the database, so it survives restarts and agrees across replicas.
 
 -- name: metric_snapshot
 -- The first statement of a scrape's transaction: every query after it reads the same snapshot.
@@ -22,9 +22,8 @@ GROUP BY st.status;
 SELECT count(DISTINCT owner_id) AS agents FROM subtasks WHERE owner_id IS NOT NULL;
 
 -- name: metric_landings
-SELECT repo, verifier_result AS result, count(*) AS n
-FROM landed
-GROUP BY repo, verifier_result;
+-- Landed rows by repository and verifier result, as counted when each was written (``landed_metric``).
+SELECT repo, result, landings AS n FROM metric_landing_totals;
 
 -- name: metric_queue_depth
 -- Every repository and live candidate status, zero included (a gauge that disappears reads as "no data").
@@ -52,36 +51,24 @@ FROM (
 GROUP BY x.kind, x.reason;
 
 -- name: metric_verify_runs
--- Finished verify jobs by purpose and outcome, with their total wall time (claim to result).
-SELECT purpose, coalesce(outcome, 'none') AS outcome, count(*) AS n,
-       coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)::float8 AS seconds
-FROM verify_jobs
-WHERE status = 'done' AND started_at IS NOT NULL AND finished_at IS NOT NULL
-GROUP BY purpose, coalesce(outcome, 'none');
+-- Finished verify jobs by purpose and outcome, with their total wall time (claim to result), as counted when each
+-- finished (``verify_jobs_metric``).
+SELECT purpose, outcome, sum(runs)::bigint AS n, sum(seconds)::float8 AS seconds
+FROM metric_run_totals
+GROUP BY purpose, outcome;
 
 -- name: metric_verify_buckets
--- The same runs as cumulative histogram buckets: for each upper bound (seconds), how many took at most that. One
--- pass over the runs: each is counted by how many bounds lie below it (width_bucket, a binary search, on the
--- negated bounds so that a run of exactly a bound's length falls in that bound's bucket, as Prometheus's "le"
--- says), and only those few groups are summed per bound.
-WITH bounds AS (SELECT le, i FROM unnest(%(bounds)s::float8[]) WITH ORDINALITY AS u(le, i)),
-runs AS (
-    SELECT purpose,
-           (SELECT count(*) FROM bounds)
-           - width_bucket(-extract(epoch FROM finished_at - started_at)::float8,
-                          (SELECT array_agg(-le ORDER BY le DESC) FROM bounds)) AS below,
-           count(*) AS n
-    FROM verify_jobs
-    WHERE status = 'done' AND started_at IS NOT NULL AND finished_at IS NOT NULL
-    GROUP BY 1, 2
-)
-SELECT r.purpose, b.le, coalesce(sum(r.n) FILTER (WHERE r.below < b.i), 0)::bigint AS n
-FROM runs r CROSS JOIN bounds b
-GROUP BY r.purpose, b.le;
+-- The same runs as cumulative histogram buckets: for each upper bound (seconds), how many took at most that. Each
+-- run was counted with how many bounds lie below its length (``metric_below``), so a bound's bucket sums the
+-- totals with fewer bounds below than its own place.
+SELECT t.purpose, b.le, coalesce(sum(t.runs) FILTER (WHERE t.below < b.i), 0)::bigint AS n
+FROM metric_run_totals t
+CROSS JOIN unnest(%(bounds)s::float8[]) WITH ORDINALITY AS b(le, i)
+GROUP BY t.purpose, b.le;
 
 -- name: metric_verify_expiries
--- Verify job leases that expired, counted on each job as recovery takes them back (``job_recover_expired``).
-SELECT coalesce(sum(leases_lost), 0)::bigint AS n FROM verify_jobs;
+-- Verify job leases that expired, counted as recovery takes each back (``job_recover_expired``, ``leases_lost``).
+SELECT coalesce((SELECT n FROM metric_totals WHERE name = 'verify_leases_lost'), 0)::bigint AS n;
 
 -- name: metric_webhook_deliveries
 -- Signed webhook deliveries by forge, event and latest outcome (a failed delivery that is redelivered and
