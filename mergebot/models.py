@@ -386,9 +386,12 @@ class StatusRow(FromRow):
 
 @dataclass
 class CheckRunRow(FromRow):
-    """A candidate's check run in the forge outbox: GitHub's id once created, and how far it was sent."""
+    """A check run in the forge outbox (a candidate's, or main's new commit's): GitHub's id once created, and how
+    far it was sent."""
 
-    candidate_id: int
+    id: int
+    kind: str  # "candidate": a pull request's head commit; "main": main's new commit after a landing
+    candidate_id: int | None
     repo: str
     head_sha: str
     check_run_id: int | None = None

@@ -260,11 +260,12 @@ async def test_a_landing_authenticates_as_the_app_and_renews_after_a_401(app_fle
     assert not [s for s in forge.statuses(status.sha) if any(t in (s.description or "") for t in forge.minted)]
 
 
-def final_check_run(forge: ForgeStandin, sha: str, timeout: float = 60) -> list[dict[str, Any]]:
-    """The bodies the one check run of ``sha`` was sent, once it is completed."""
+def final_check_run(forge: ForgeStandin, sha: str, timeout: float = 60, name: str = "mergebot"
+                    ) -> list[dict[str, Any]]:
+    """The bodies the one check run ``name`` of ``sha`` was sent, once it is completed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        runs = forge.check_runs(sha)
+        runs = {i: b for i, b in forge.check_runs(sha).items() if b[0]["name"] == name}
         if runs and next(iter(runs.values()))[-1].get("status") == "completed":
             assert len(runs) == 1, runs  # one check run per candidate, updated, never a second
             return next(iter(runs.values()))
@@ -292,6 +293,10 @@ async def test_a_pull_request_s_check_run_follows_its_candidate(app_fleet: AppFl
     assert last["details_url"].endswith(f"/ui/candidates/{cand['id']}")
     assert last["output"]["title"] == f"landed as {landed.merged_sha[:12]}: it is on main", last["output"]
     assert "**landed**" in last["output"]["summary"] and "**Cost:** 1 verifier run" in last["output"]["summary"]
+    # main's new commit gets one of its own, completed as main's check on it went
+    on_main = final_check_run(forge, landed.merged_sha, name="mergebot (main)")[-1]
+    assert on_main["conclusion"] == "success" and on_main["output"]["title"] == "main passes its check here"
+    assert on_main["details_url"].endswith(f"/ui/landed/{landed.id}")
 
     # a failing test: failure, annotated at the test's file and line, the next step in the summary
     status = await f.land("break add", {"calc.py": "def add(a, b):\n    return a - b\n"})

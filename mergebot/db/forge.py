@@ -93,12 +93,11 @@ class ForgeStore:
     async def take_check_runs(self, limit: int = 20) -> list[CheckRunRow]:
         return [CheckRunRow.from_row(r) for r in await self.sql.all("check_runs_take", limit=limit)]
 
-    async def check_run_sent(self, candidate_id: int, *, version: int, check_run_id: int) -> None:
-        await self.sql.all("check_run_sent", candidate_id=candidate_id, version=version, check_run_id=check_run_id)
+    async def check_run_sent(self, row_id: int, *, version: int, check_run_id: int) -> None:
+        await self.sql.all("check_run_sent", id=row_id, version=version, check_run_id=check_run_id)
 
-    async def check_run_failed(self, candidate_id: int, *, error: str, delay_s: float, give_up: bool) -> None:
-        await self.sql.all("check_run_failed", candidate_id=candidate_id, error=error[:2000], delay_s=delay_s,
-                           give_up=give_up)
+    async def check_run_failed(self, row_id: int, *, error: str, delay_s: float, give_up: bool) -> None:
+        await self.sql.all("check_run_failed", id=row_id, error=error[:2000], delay_s=delay_s, give_up=give_up)
 
     # -- the pull requests' living comments ---------------------------------------------------------------------
 

@@ -963,8 +963,8 @@ WHERE id = %(id)s;
 -- Check runs whose candidate moved since they were last sent, leased for a minute. Each is sent as its candidate
 -- is now, so the moves between two sends go out as one update.
 UPDATE forge_check_runs f SET next_at = now() + interval '60 seconds', attempts = f.attempts + 1
-WHERE f.candidate_id IN (
-    SELECT candidate_id FROM forge_check_runs
+WHERE f.id IN (
+    SELECT id FROM forge_check_runs
     WHERE sent_version < version AND given_up_at IS NULL AND next_at <= now()
     ORDER BY next_at
     LIMIT %(limit)s
@@ -976,13 +976,13 @@ RETURNING f.*;
 UPDATE forge_check_runs
 SET sent_version = greatest(sent_version, %(version)s), check_run_id = coalesce(check_run_id, %(check_run_id)s),
     attempts = 0, last_error = NULL, next_at = now(), updated_at = now()
-WHERE candidate_id = %(candidate_id)s;
+WHERE id = %(id)s;
 
 -- name: check_run_failed
 UPDATE forge_check_runs
 SET last_error = %(error)s, next_at = now() + make_interval(secs => %(delay_s)s),
     given_up_at = CASE WHEN %(give_up)s THEN now() END, updated_at = now()
-WHERE candidate_id = %(candidate_id)s;
+WHERE id = %(id)s;
 
 -- name: pull_seen
 -- A pull request's event: remember it (its head branch may have moved to another subtask branch) and have its
@@ -1048,7 +1048,7 @@ SELECT * FROM forge_pulls WHERE repo = %(repo)s ORDER BY number;
 SELECT * FROM candidates WHERE repo = %(repo)s AND ref = %(ref)s ORDER BY id LIMIT 50;
 
 -- name: check_runs_of
-SELECT * FROM forge_check_runs WHERE repo = %(repo)s ORDER BY candidate_id;
+SELECT * FROM forge_check_runs WHERE repo = %(repo)s ORDER BY id;
 
 -- name: forge_status_list
 SELECT * FROM forge_statuses WHERE repo = %(repo)s AND (%(sha)s::text IS NULL OR sha = %(sha)s)

@@ -761,7 +761,9 @@ ALTER TABLE verify_jobs ADD COLUMN leases_lost integer NOT NULL DEFAULT 0 CHECK 
 
 -- 0020: check runs on GitHub, one per candidate, kept as it moves (an outbox row per candidate).
 CREATE TABLE forge_check_runs (
-    candidate_id  bigint PRIMARY KEY REFERENCES candidates (id),
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    kind          text NOT NULL DEFAULT 'candidate' CHECK (kind IN ('candidate', 'main')),
+    candidate_id  bigint UNIQUE REFERENCES candidates (id),
     repo          text NOT NULL REFERENCES repos (name),
     head_sha      text NOT NULL CHECK (head_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
     check_run_id  bigint,
@@ -771,8 +773,10 @@ CREATE TABLE forge_check_runs (
     attempts      integer NOT NULL DEFAULT 0,
     last_error    text,
     given_up_at   timestamptz,
-    updated_at    timestamptz NOT NULL DEFAULT now()
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    CHECK ((kind = 'candidate') = (candidate_id IS NOT NULL))
 );
+CREATE UNIQUE INDEX forge_check_runs_main ON forge_check_runs (repo, head_sha) WHERE kind = 'main';
 CREATE INDEX forge_check_runs_due ON forge_check_runs (next_at) WHERE sent_version < version AND given_up_at IS NULL;
 
 CREATE FUNCTION candidates_check_run() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -794,6 +798,27 @@ END $$;
 
 CREATE TRIGGER candidates_check_run AFTER INSERT OR UPDATE OF status ON candidates
     FOR EACH ROW EXECUTE FUNCTION candidates_check_run();
+
+-- main's new commit after a landing gets a check run of its own, kept as main's check on it goes (main_status).
+CREATE FUNCTION landed_check_run() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.main_status IS NOT DISTINCT FROM OLD.main_status THEN
+        RETURN NULL;
+    END IF;
+    IF NEW.main_sha IS NULL OR NOT EXISTS (SELECT 1 FROM repos r WHERE r.name = NEW.repo AND r.forge = 'github'
+                                                                   AND r.github_app_id IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO forge_check_runs (kind, repo, head_sha) VALUES ('main', NEW.repo, NEW.main_sha)
+    ON CONFLICT (repo, head_sha) WHERE kind = 'main' DO UPDATE
+        SET version = forge_check_runs.version + 1, next_at = now(), given_up_at = NULL, attempts = 0,
+            updated_at = now();
+    PERFORM pg_notify('mergebot_forge', NEW.repo);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER landed_check_run AFTER INSERT OR UPDATE OF main_status ON landed
+    FOR EACH ROW EXECUTE FUNCTION landed_check_run();
 
 -- 0021: the pull requests the bot heard of, each with its one living comment (an outbox row per pull request).
 CREATE TABLE forge_pulls (

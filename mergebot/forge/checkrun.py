@@ -53,6 +53,36 @@ def body(*, status: str, verdict: Verdict, head_sha: str, details_url: str | Non
     return out
 
 
+MAIN_NAME = "mergebot (main)"
+MAIN_CONCLUSION = {"pass": "success", "flaky": "success", "superseded": "neutral"}
+
+
+def main_body(*, status: str, head_sha: str, target: str, subtasks: list[int], details_url: str | None,
+              create: bool) -> dict[str, Any]:
+    """The check run on main's new commit after a landing, as main's check on it goes (the landed rows'
+    ``main_status``): in progress while pending, then success (passed, or passed on a second run), failure (any
+    failing outcome: main is red, and the bot mends it), or neutral (main moved on before it was checked)."""
+    landed = ", ".join(f"#{s}" for s in subtasks) or "?"
+    out: dict[str, Any] = {"name": MAIN_NAME, "external_id": f"main:{head_sha}"}
+    if create:
+        out["head_sha"] = head_sha
+    if details_url:
+        out["details_url"] = details_url
+    if status == "pending":
+        out["status"] = "in_progress"
+        title = f"main's check runs on the commit that landed subtask {landed}"
+    else:
+        out["status"], out["conclusion"] = "completed", MAIN_CONCLUSION.get(status, "failure")
+        title = {"pass": f"{target} passes its check here",
+                 "flaky": f"{target} passed its check here on a second run (flaky)",
+                 "superseded": f"{target} moved on before its check ran here: a later commit's check covers it",
+                 }.get(status, f"{target} fails its check here ({status}): the bot finds the culprit and reverts it")
+    out["output"] = {"title": title[:TITLE_CHARS],
+                     "summary": f"**{target}** after the landing of subtask {landed}: its check on this commit is "
+                                f"**{status}**."}
+    return out
+
+
 def title(verdict: Verdict) -> str:
     if verdict.kind == "landed" and verdict.merged_sha:
         return f"landed as {verdict.merged_sha[:12]}: {verdict.message}"[:TITLE_CHARS]

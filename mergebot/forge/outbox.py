@@ -183,29 +183,15 @@ class StatusSender:
         return max(0.0, self._held.get(repo, 0.0) - asyncio.get_running_loop().time())
 
     async def send_check_run(self, repo: Repo | None, row: CheckRunRow) -> None:
-        """Create or update a candidate's check run, as the candidate is now."""
+        """Create or update a check run as what it follows is now: a candidate, or main's check on its new commit."""
         if repo is None or not repo.forge_repo or not repo.github_app_id:
-            await self.db.forge.check_run_failed(row.candidate_id, error="not a GitHub App's repository", delay_s=0,
+            await self.db.forge.check_run_failed(row.id, error="not a GitHub App's repository", delay_s=0,
                                                  give_up=True)
             return
         if wait := self.held_for(repo.name):
-            await self.db.forge.check_run_failed(row.candidate_id, error=held(wait), delay_s=wait, give_up=False)
+            await self.db.forge.check_run_failed(row.id, error=held(wait), delay_s=wait, give_up=False)
             return
-        cand = await self.db.landing.get_candidate(row.candidate_id)
-        verdict = await told.candidate_verdict(self.db, cand)
-        jobs = await self.db.jobs.jobs(candidate_id=cand.id)
-        lines: dict[str, int] = {}  # where each failing test is: its runs' outcomes hold it (newest last)
-        for j in sorted(jobs, key=lambda j: int(j["id"])):
-            if j.get("purpose") != "held_out":  # a held-out test's place is not an agent's to see
-                lines |= outcome_files.unpack((j.get("result") or {}).get("tests")).lines
-        seconds = sum((j["finished_at"] - j["started_at"]).total_seconds() for j in jobs
-                      if j.get("started_at") and j.get("finished_at"))
-        masked = replace(verdict, message=self._mask.text(verdict.message),
-                         failing_tests=[self._mask.text(t) for t in verdict.failing_tests])
-        body = checkrun.body(status=cand.status, verdict=masked, head_sha=row.head_sha,
-                             details_url=target_url(self.public_url, cand.id),
-                             log_tail=self._mask.text(verdict.log_tail), lines=lines, runs=len(jobs),
-                             seconds=seconds, create=row.check_run_id is None)
+        body = await (self._candidate_check(row) if row.kind == "candidate" else self._main_check(repo, row))
         forge_repo, version, existing = repo.forge_repo, row.version, row.check_run_id
 
         def deliver() -> int:
@@ -220,17 +206,43 @@ class StatusSender:
         except ForgeCallError as e:
             self._hold(repo.name, e)
             give_up = not e.retryable or row.attempts >= MAX_ATTEMPTS
-            await self.db.forge.check_run_failed(row.candidate_id, error=str(e), give_up=give_up,
+            await self.db.forge.check_run_failed(row.id, error=str(e), give_up=give_up,
                                                  delay_s=max(backoff(row.attempts), e.retry_after or 0.0))
-            log.warning("check run for candidate %s on %s failed (%s): %s", row.candidate_id, repo.name,
+            log.warning("check run on %s@%s failed (%s): %s", repo.name, row.head_sha[:12],
                         "given up" if give_up else "will retry", e)
             return
         except Exception as e:  # a missing key, GitHub unreachable for the token: keep retrying slowly
-            await self.db.forge.check_run_failed(row.candidate_id, error=f"{type(e).__name__}: {e}",
+            await self.db.forge.check_run_failed(row.id, error=f"{type(e).__name__}: {e}",
                                                  delay_s=backoff(row.attempts), give_up=row.attempts >= MAX_ATTEMPTS)
-            log.warning("check run for candidate %s on %s could not be sent: %s", row.candidate_id, repo.name, e)
+            log.warning("check run on %s@%s could not be sent: %s", repo.name, row.head_sha[:12], e)
             return
-        await self.db.forge.check_run_sent(row.candidate_id, version=version, check_run_id=made)
+        await self.db.forge.check_run_sent(row.id, version=version, check_run_id=made)
+
+    async def _candidate_check(self, row: CheckRunRow) -> dict[str, Any]:
+        assert row.candidate_id is not None
+        cand = await self.db.landing.get_candidate(row.candidate_id)
+        verdict = await told.candidate_verdict(self.db, cand)
+        jobs = await self.db.jobs.jobs(candidate_id=cand.id)
+        lines: dict[str, int] = {}  # where each failing test is: its runs' outcomes hold it (newest last)
+        for j in sorted(jobs, key=lambda j: int(j["id"])):
+            if j.get("purpose") != "held_out":  # a held-out test's place is not an agent's to see
+                lines |= outcome_files.unpack((j.get("result") or {}).get("tests")).lines
+        seconds = sum((j["finished_at"] - j["started_at"]).total_seconds() for j in jobs
+                      if j.get("started_at") and j.get("finished_at"))
+        masked = replace(verdict, message=self._mask.text(verdict.message),
+                         failing_tests=[self._mask.text(t) for t in verdict.failing_tests])
+        return checkrun.body(status=cand.status, verdict=masked, head_sha=row.head_sha,
+                             details_url=target_url(self.public_url, cand.id),
+                             log_tail=self._mask.text(verdict.log_tail), lines=lines, runs=len(jobs),
+                             seconds=seconds, create=row.check_run_id is None)
+
+    async def _main_check(self, repo: Repo, row: CheckRunRow) -> dict[str, Any]:
+        landed = [r for r in await self.db.landing.landed(repo=repo.name, limit=200) if r.main_sha == row.head_sha]
+        status = landed[0].main_status if landed else "pending"
+        subtasks = sorted(r.subtask_id for r in landed)
+        url = f"{self.public_url.rstrip('/')}/ui/landed/{landed[0].id}" if landed and self.public_url else None
+        return checkrun.main_body(status=status, head_sha=row.head_sha, target=repo.target_branch,
+                                  subtasks=subtasks, details_url=url, create=row.check_run_id is None)
 
     async def send(self, repo: Repo | None, row: StatusRow) -> None:
         if repo is None or not repo.forge_repo:
