@@ -4,7 +4,9 @@ GitHub responses are built from the documented examples in ``tests/forge_openapi
 from GitHub's published OpenAPI description, see ``tests/forge_openapi/extract.py``) with the relevant fields
 filled in, so their shapes are GitHub's; :func:`validate_github_response` checks a body against the published
 response schema. Gitea has no such package here: :data:`GITEA_SCHEMAS` is a small hand-kept JSON Schema of the
-Gitea swagger definitions used (``CommitStatus``, ``User``, ``PullRequest``, ``APIError``).
+Gitea swagger definitions used (``CommitStatus``, ``User``, ``PullRequest``, ``APIError``, ``Comment``, and
+``IssueCommentOption`` for the bot's comment requests, which are validated against it). No registry package this
+machine reaches (PyPI, npm, Debian) carries Gitea's swagger, so these stay hand-written.
 
 A pull request registered with :meth:`ForgeStandin.add_pull` is reported merged (GitHub: ``state`` "closed",
 ``merged`` true) as soon as its head commit is an ancestor of, or equal to, the tip of its base branch in the
@@ -238,6 +240,21 @@ GITEA_SCHEMAS: dict[str, dict[str, Any]] = {
         },
     },
     "APIError": {"type": "object", "properties": {"message": {"type": "string"}, "url": {"type": "string"}}},
+    # The bot's requests for the pull request's comment: CreateIssueCommentOption and EditIssueCommentOption (both
+    # just "body", required), and the Comment they answer with.
+    "IssueCommentOption": {"type": "object", "properties": {"body": {"type": "string"}}},
+    "Comment": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "body": {"type": "string"},
+            "user": _GITEA_USER,
+            "html_url": {"type": "string"},
+            "issue_url": {"type": "string"},
+            "created_at": {"type": "string"},
+            "updated_at": {"type": "string"},
+        },
+    },
 }
 
 
@@ -720,6 +737,11 @@ class ForgeStandin:
                 github_validator(_github_request_schema(path, method)).iter_errors(body))
             if problem is not None:
                 return self._error("github", 422, f"Invalid request.\n\n{problem.message}")
+        else:
+            try:
+                validate_gitea("IssueCommentOption", body)
+            except jsonschema.ValidationError as e:
+                return self._error("gitea", 422, e.message)
         return None
 
     async def _list_comments(self, request: Request, body: Json) -> Response:

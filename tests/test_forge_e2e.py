@@ -389,6 +389,60 @@ async def test_a_gitea_repository_lands_through_the_gitea_endpoint(forge_fleet: 
     assert f.forge_main(remote) == landed.merged_sha
 
 
+async def test_a_gitea_pull_request_has_one_living_comment_that_answers_commands(forge_fleet: ForgeFleet) -> None:
+    """Gitea and Forgejo have no Checks API: the pull request's one comment goes through their issue comments,
+    and a command in a comment is answered there."""
+    f = forge_fleet
+    remote = f.remote.with_name("gitea-calc.git")
+    git(["clone", "-q", "--bare", str(f.remote), str(remote)], f.work)
+    git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)
+    await add_repo(f.db, repos_root(f.bot.data_dir), name="gcalc", source=None, verifier_command=check_command(),
+                   verifier_timeout_s=60,
+                   forge=forge_settings("gitea", "acme/gcalc", url=f.forge.url, git_url=str(remote)))
+    await f.db.forge.link(forge="gitea", login="ann", agent_id=f.agents["ann"])
+    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="gitea work")
+    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
+    assert claim is not None
+    wt = f.work / "gitea-ann"
+    git(["clone", "-q", str(remote), str(wt)], f.work)
+    sha = commit(wt, {"calc.py": "def add(a, b):\n    return a - b\n"})
+    ref = f"subtasks/{sub.id}/v1"
+    git(["push", "-q", "origin", f"HEAD:refs/heads/{ref}"], wt)
+
+    def gitea(event: str, payload: dict[str, Any]) -> httpx.Response:
+        body = json.dumps(payload).encode()
+        return httpx.post(f"{f.bot.url}/webhooks/gitea", content=body, timeout=30, headers={
+            "X-Gitea-Event": event, "X-Gitea-Delivery": str(uuid.uuid4()),
+            "X-Gitea-Signature": hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()})
+
+    pr: dict[str, Any] = json.loads((PAYLOADS / "gitea_pull_request_opened.json").read_bytes())
+    pr["number"] = pr["pull_request"]["number"] = 3
+    pr["pull_request"]["head"].update(ref=ref, sha=sha, label=ref)
+    pr["pull_request"]["base"]["ref"] = "main"
+    pr["pull_request"]["head"]["repo"]["full_name"] = pr["pull_request"]["base"]["repo"]["full_name"] = "acme/gcalc"
+    pr["repository"]["full_name"] = "acme/gcalc"
+    pr["sender"]["login"] = "ann"
+    assert gitea("pull_request", pr).status_code == 202
+
+    def comment_says(text: str) -> dict[str, Any]:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            got = f.forge.comments(3)
+            if got and text in got[-1]["body"]:
+                assert len(got) == 1 and got[0]["forge"] == "gitea", got
+                return got[0]
+            time.sleep(0.1)
+        raise AssertionError(f"no comment saying {text!r}: {f.forge.comments(3)}")
+
+    first = comment_says("**Rejected** (`check_failed`)")
+    assert "<!-- mergebot:acme/gcalc#3 -->" in first["body"]
+    note = {"action": "created", "is_pull": True, "repository": pr["repository"], "sender": {"login": "ann"},
+            "issue": {"number": 3, "pull_request": {"merged": False}},
+            "comment": {"id": 77, "body": "@mergebot why", "user": {"login": "ann"}}}
+    assert gitea("issue_comment", note).status_code == 202
+    assert "Log (its tail)" in comment_says("`@mergebot why`: the whole verdict is below.")["body"]
+
+
 async def test_cli_adds_a_github_repository_and_links_a_login(e2e_db: Database, e2e_db_url: str,
                                                               tmp_path: Path) -> None:
     src = make_project(tmp_path / "src")
