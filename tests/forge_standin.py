@@ -6,7 +6,9 @@ filled in, so their shapes are GitHub's; :func:`validate_github_response` checks
 response schema. Gitea has no such package here: :data:`GITEA_SCHEMAS` is a small hand-kept JSON Schema of the
 Gitea swagger definitions used (``CommitStatus``, ``User``, ``PullRequest``, ``APIError``, ``Comment``, and
 ``IssueCommentOption`` for the bot's comment requests, which are validated against it). No registry package this
-machine reaches (PyPI, npm, Debian) carries Gitea's swagger, so these stay hand-written.
+machine reaches (PyPI, npm, Debian) carries Gitea's swagger itself, so these stay hand-written; npm's
+``gitea-js`` 1.23.0 carries TypeScript types generated from it, and its ``CreateIssueCommentOption`` and
+``EditIssueCommentOption`` (``body: string``, required) are what ``IssueCommentOption`` says.
 
 A pull request registered with :meth:`ForgeStandin.add_pull` is reported merged (GitHub: ``state`` "closed",
 ``merged`` true) as soon as its head commit is an ancestor of, or equal to, the tip of its base branch in the
