@@ -69,8 +69,9 @@ FROM verify_jobs j WHERE j.id = %(id)s;
 -- The queue: what is being verified, what waits, what was refused. Partial indexes make the counts cheap.
 
 -- name: page_queue_repos
--- With, for a forge repository, its outbox: the statuses and check runs waiting to be sent (a newer status of the
--- same commit replaces an older one, which is not counted), how long the oldest has waited, the last error.
+-- With, for a forge repository, its outbox: the statuses, check runs and pull request comments waiting to be sent
+-- (a newer status of the same commit replaces an older one, which is not counted), how long the oldest has waited,
+-- the last error.
 SELECT r.name, r.target_branch, r.paused, r.paused_reason, r.red_since, r.forge,
        (SELECT count(*) FROM candidates c WHERE c.repo = r.name AND c.status = 'queued') AS queued,
        (SELECT count(*) FROM candidates c WHERE c.repo = r.name AND c.status IN ('verifying', 'landing'))
@@ -86,7 +87,10 @@ LEFT JOIN LATERAL (
             AND NOT EXISTS (SELECT 1 FROM forge_statuses n WHERE n.repo = f.repo AND n.sha = f.sha AND n.id > f.id)
           UNION ALL
           SELECT k.updated_at, k.last_error FROM forge_check_runs k
-          WHERE k.repo = r.name AND k.sent_version < k.version AND k.given_up_at IS NULL) w
+          WHERE k.repo = r.name AND k.sent_version < k.version AND k.given_up_at IS NULL
+          UNION ALL
+          SELECT u.updated_at, u.last_error FROM forge_pulls u
+          WHERE u.repo = r.name AND u.sent_version < u.version AND u.given_up_at IS NULL) w
 ) o ON r.forge IS NOT NULL
 ORDER BY r.name LIMIT 200;
 
