@@ -409,11 +409,13 @@ class ForgeStandin:
         with self._lock:
             self._faults.fail.extend([status] * n)
 
-    def rate_limit_next(self, n: int, reset_in: float) -> None:
+    def rate_limit_next(self, n: int, reset_in: float) -> int:
         """Answer the next ``n`` GitHub requests as GitHub does past a rate limit: 403, ``X-RateLimit-Remaining: 0``
-        and ``X-RateLimit-Reset`` (epoch seconds) ``reset_in`` from now."""
+        and ``X-RateLimit-Reset``, the whole second (epoch) at least ``reset_in`` from now, which is returned."""
+        reset = int(time.time() + reset_in) + 1
         with self._lock:
-            self._faults.limited.extend([time.time() + reset_in] * n)
+            self._faults.limited.extend([float(reset)] * n)
+        return reset
 
     def stall_next(self, n: int, seconds: float) -> None:
         """Wait ``seconds`` before answering each of the next ``n`` requests (to provoke client timeouts)."""
@@ -514,7 +516,7 @@ class ForgeStandin:
                 body_out = {"message": "API rate limit exceeded for installation ID 777.",
                             "documentation_url": f"{GITHUB_DOCS}/overview/rate-limits-for-the-rest-api"}
                 record.status = 403
-                reset = str(int(limited) + 1)  # whole seconds, as GitHub sends them: never before the moment
+                reset = str(int(limited))  # whole seconds, as GitHub sends them
                 return JSONResponse(body_out, status_code=403, headers={
                     "X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset,
                     "X-RateLimit-Resource": "core"})

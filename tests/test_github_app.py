@@ -325,7 +325,7 @@ async def test_a_rate_limit_holds_the_outbox_until_it_resets_and_the_newest_stat
     f, forge = app_fleet, app_fleet.forge
     assert (await f.land("warm up", {"w.txt": "w\n"})).state == "success"  # the token is minted: calls only now
     before = len(forge.requests)
-    forge.rate_limit_next(1, reset_in=8.0)
+    reset = forge.rate_limit_next(1, reset_in=8.0)
     sha, branch = await f.prepare("subtract", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n"
                                                          "    return a - b\n"})
     shown: list[str] = []
@@ -341,7 +341,6 @@ async def test_a_rate_limit_holds_the_outbox_until_it_resets_and_the_newest_stat
     assert f.page("/ui/queue").split('id="outbox-calc">', 1)[-1].startswith("none"), shown[-1]
     calls = forge.requests[before:]
     [limited] = [r for r in calls if r.status == 403]
-    reset = int(limited.at + 8.0) + 1  # as the stand-in stamped it, in whole seconds
     landed = next(r for r in await f.db.landing.landed(repo="calc") if r.candidate_sha == sha)
     assert landed.landed_at.timestamp() < reset  # the landing did not wait for GitHub
     api = [r for r in calls if "/statuses/" in r.path or "/check-runs" in r.path]
