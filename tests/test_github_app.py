@@ -28,7 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
-from mergebot.forge.client import GitHubClient, Renewing, StatusPost
+from mergebot.forge.client import GitHubClient, StatusPost
+from mergebot.forge.renewing import Renewing
 from mergebot.git import credentials
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
 from tests.bot import BotProcess, check_command, commit, git, make_project

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from mergebot.db.database import Database
 from mergebot.forge import checkrun, comment
@@ -29,11 +30,11 @@ from mergebot.forge.client import (
     IN_PLACE_WAIT,
     ForgeCallError,
     ForgeClient,
-    Renewing,
     StatusPost,
     client_for,
     post_with_retry,
 )
+from mergebot.forge.renewing import Renewing
 from mergebot.git import credentials
 from mergebot.landing import told, verdicts
 from mergebot.models import Candidate, CheckRunRow, PullRow, Repo, StatusRow
@@ -41,6 +42,7 @@ from verifier import outcomes as outcome_files
 from verifier.mask import Masker
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 MAX_ATTEMPTS = 12
 MAX_DELAY_S = 600.0
 
@@ -132,23 +134,10 @@ class StatusSender:
                 raise ForgeCallError("this client writes no comments", retryable=False)
             return int(client.comment(forge_repo, pull.number, pull.comment_id or None, text, mark))
 
-        try:
-            made = await asyncio.to_thread(deliver)
-        except ForgeCallError as e:
-            self._hold(repo.name, e)
-            give_up = not e.retryable or pull.attempts >= MAX_ATTEMPTS
-            await self.db.forge.pull_comment_failed(pull, error=str(e), give_up=give_up,
-                                                    delay_s=max(backoff(pull.attempts), e.retry_after or 0.0))
-            log.warning("the comment on %s#%s failed (%s): %s", repo.name, pull.number,
-                        "given up" if give_up else "will retry", e)
-            return
-        except Exception as e:  # a missing token or key, a forge that answered nonsense: retry slowly
-            await self.db.forge.pull_comment_failed(pull, error=f"{type(e).__name__}: {e}",
-                                                    delay_s=backoff(pull.attempts),
-                                                    give_up=pull.attempts >= MAX_ATTEMPTS)
-            log.warning("the comment on %s#%s could not be written: %s", repo.name, pull.number, e)
-            return
-        await self.db.forge.pull_comment_sent(pull, version=pull.version, comment_id=made, digest=digest)
+        ok, made = await self._deliver(repo, f"the comment on #{pull.number}", pull.attempts, deliver,
+                                       functools.partial(self.db.forge.pull_comment_failed, pull))
+        if ok:
+            await self.db.forge.pull_comment_sent(pull, version=pull.version, comment_id=made, digest=digest)
 
     async def _comment_text(self, repo: Repo, pull: PullRow, cands: list[Candidate]) -> str:
         newest = cands[-1]
@@ -172,6 +161,22 @@ class StatusSender:
                             target=repo.target_branch, position=position, ahead=ahead, landed_url=landed_url,
                             details_url=target_url(self.public_url, newest.id), earlier=earlier,
                             answer=pull.answer, full=pull.full_verdict)
+
+    async def _deliver(self, repo: Repo, what: str, attempts: int, call: Callable[[], T],
+                       failed: Callable[..., Awaitable[None]]) -> tuple[bool, T | None]:
+        """Make one forge call in a thread (a GitHub App's token may be minted first, over HTTP): (True, its
+        answer), or (False, None) with the failure recorded through ``failed`` (retry later, or give up)."""
+        try:
+            return True, await asyncio.to_thread(call)
+        except ForgeCallError as e:
+            self._hold(repo.name, e)
+            give_up = not e.retryable or attempts >= MAX_ATTEMPTS
+            await failed(error=str(e), give_up=give_up, delay_s=max(backoff(attempts), e.retry_after or 0.0))
+            log.warning("%s on %s failed (%s): %s", what, repo.name, "given up" if give_up else "will retry", e)
+        except Exception as e:  # a missing token or key, a bad URL: an operator must act; keep retrying slowly
+            await failed(error=f"{type(e).__name__}: {e}", delay_s=backoff(attempts), give_up=attempts >= MAX_ATTEMPTS)
+            log.warning("%s on %s could not be sent: %s", what, repo.name, e)
+        return False, None
 
     def _hold(self, repo: str, e: ForgeCallError) -> None:
         """A rate limit (a wait longer than the client waits in place): nothing goes to that forge until it resets."""
@@ -201,22 +206,10 @@ class StatusSender:
                 raise ForgeCallError("this client posts no check runs", retryable=False)
             return int(check_run(forge_repo, existing, body))
 
-        try:
-            made = await asyncio.to_thread(deliver)
-        except ForgeCallError as e:
-            self._hold(repo.name, e)
-            give_up = not e.retryable or row.attempts >= MAX_ATTEMPTS
-            await self.db.forge.check_run_failed(row.id, error=str(e), give_up=give_up,
-                                                 delay_s=max(backoff(row.attempts), e.retry_after or 0.0))
-            log.warning("check run on %s@%s failed (%s): %s", repo.name, row.head_sha[:12],
-                        "given up" if give_up else "will retry", e)
-            return
-        except Exception as e:  # a missing key, GitHub unreachable for the token: keep retrying slowly
-            await self.db.forge.check_run_failed(row.id, error=f"{type(e).__name__}: {e}",
-                                                 delay_s=backoff(row.attempts), give_up=row.attempts >= MAX_ATTEMPTS)
-            log.warning("check run on %s@%s could not be sent: %s", repo.name, row.head_sha[:12], e)
-            return
-        await self.db.forge.check_run_sent(row.id, version=version, check_run_id=made)
+        ok, made = await self._deliver(repo, f"the check run on {row.head_sha[:12]}", row.attempts, deliver,
+                                       functools.partial(self.db.forge.check_run_failed, row.id))
+        if ok and made is not None:
+            await self.db.forge.check_run_sent(row.id, version=version, check_run_id=made)
 
     async def _candidate_check(self, row: CheckRunRow) -> dict[str, Any]:
         assert row.candidate_id is not None
@@ -255,25 +248,13 @@ class StatusSender:
                           target_url=target_url(self.public_url, row.candidate_id))
         forge_repo = repo.forge_repo
 
-        def deliver() -> None:  # in a thread: a GitHub App's token may be minted first, over HTTP
+        def deliver() -> None:
             post_with_retry(self.make_client(repo), forge_repo, post, attempts=3)
 
-        try:
-            await asyncio.to_thread(deliver)
-        except ForgeCallError as e:
-            self._hold(repo.name, e)
-            give_up = not e.retryable or row.attempts >= MAX_ATTEMPTS
-            await self.db.forge.status_failed(row.id, error=str(e), give_up=give_up,
-                                              delay_s=max(backoff(row.attempts), e.retry_after or 0.0))
-            log.warning("status %s for %s on %s failed (%s): %s", row.state, row.sha[:12], repo.name,
-                        "given up" if give_up else "will retry", e)
-            return
-        except Exception as e:  # a missing token, a bad URL: an operator must act; keep retrying slowly
-            await self.db.forge.status_failed(row.id, error=f"{type(e).__name__}: {e}", delay_s=backoff(row.attempts),
-                                              give_up=row.attempts >= MAX_ATTEMPTS)
-            log.warning("status for %s on %s could not be sent: %s", row.sha[:12], repo.name, e)
-            return
-        await self.db.forge.status_sent(row.id)
+        ok, _ = await self._deliver(repo, f"status {row.state} for {row.sha[:12]}", row.attempts, deliver,
+                                    functools.partial(self.db.forge.status_failed, row.id))
+        if ok:
+            await self.db.forge.status_sent(row.id)
 
 
 def _client(repo: Repo) -> ForgeClient:
