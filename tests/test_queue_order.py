@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pygit2
@@ -190,3 +191,34 @@ async def test_a_conflict_with_main_is_rejected_while_the_window_is_full(e2e_db:
     await spec.cut(window, 0, "re-planned")
     taken = await db.landing.next_candidate("demo")
     assert taken is not None and taken.status == "verifying" and taken.reason is None
+
+
+async def test_a_verdict_reached_while_a_candidate_is_merged_ends_its_wait(e2e_db: Database, tmp_path: Path) -> None:
+    """A candidate touching what a failed candidate (judged apart) touches waits for that verdict. When the verdict
+    arrives while the candidate is being merged, it must not be deferred on the strength of the wait that just
+    ended: nothing would ever plan it again (seen on CI: a lanes drill stuck for two minutes)."""
+    db = e2e_db
+    root, bare, main = await _demo_repo(db, tmp_path)
+    cand, _ = await _queued_work(db, bare, main, "bob")
+    spec = Speculator(Context(db, root), width=2)
+    repo = await db.landing.get_repo("demo")
+    window = Window(width=2)
+    judging = asyncio.get_running_loop().create_future()
+    window.aside[999] = (judging, frozenset({"bob.txt"}))  # type: ignore[assignment]
+    real = spec.merge
+
+    async def verdict_meanwhile(*args: object) -> object:
+        merged = await real(*args)  # type: ignore[arg-type]
+        window.judged(999)  # what the candidate judged apart does when its verdict is in
+        return merged
+
+    spec.merge = verdict_meanwhile  # type: ignore[assignment,method-assign]
+    await spec.fill(repo, window, target_for(spec.ctx, repo), main)
+    assert [s.cand.id for s in window.slots] == [cand.id] and window.deferred == set()
+    judging.cancel()
+    # and one deferred with nothing left ahead of it is planned again by the next fill
+    await spec.cut(window, 0, "test: re-plan")
+    window.deferred.add(cand.id)
+    spec.merge = real  # type: ignore[method-assign]
+    await spec.fill(repo, window, target_for(spec.ctx, repo), main)
+    assert [s.cand.id for s in window.slots] == [cand.id]

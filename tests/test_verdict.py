@@ -130,3 +130,22 @@ def test_a_limit_on_main_turns_it_red() -> None:
         assert verdict.main_change(passed=run(outcome).passed, red=False) == "red"
         assert verdict.failure_kind(outcome) == outcome
     assert verdict.failure_kind("timeout") == "check_timeout" and verdict.failure_kind("fail") == "check_failed"
+
+
+@pytest.mark.parametrize(("kind", "said"), [
+    ("check_failed", "gave fail (exit 1)"), ("check_timeout", "gave fail (exit 1)"),
+    ("flaky_then_failed", "now gave fail"), ("tests_weakened", "do not pass on the merged commit"),
+    ("acceptance_failed", "acceptance tests did not all pass"),
+    ("held_out_failed", "held-out checks failed"), ("no_report", "reported nothing"),
+    ("disk_limit", "reached its disk limit")])
+def test_a_rejection_says_what_happened_before_the_check_command(kind: str, said: str) -> None:
+    """A forge's status holds 140 characters of ``[kind] reason``: with a check under a long path (CI's checkout
+    sits deeper than a laptop's), the command came first and the verdict was cut off. It comes after now."""
+    from mergebot.forge.client import truncate_description
+    from mergebot.landing import messages
+
+    long = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 /a/very/deep/checkout/of/the/bot/.venv/bin/python3 -m pytest -q tests"
+    text = messages.rejection(messages.Rejection(kind, "main", "c" * 40, command=long, run=run("fail"),
+                                                 merged_sha="d" * 40))
+    status = truncate_description(f"[{kind}] {text}")
+    assert said in status and long not in status and f"`{long}`" in text, text

@@ -243,9 +243,9 @@ def _rejection(r: Rejection) -> str:
         return f"nothing to land: {_short(r.sha)} is already on {r.target_branch}."
     assert r.run is not None
     if r.kind == "flaky_then_failed":
-        return (f"the check `{r.command or r.run.command}` failed once and passed on a retry (flaky), and now gave "
-                f"{r.run.outcome} (exit {r.run.exit_code}) on the merged commit {_short(r.merged_sha)} with the "
-                f"newer {r.target_branch}:\n{r.run.excerpt()}")
+        return (f"the check failed once and passed on a retry (flaky), and now gave {r.run.outcome} (exit "
+                f"{r.run.exit_code}) on the merged commit {_short(r.merged_sha)} with the newer {r.target_branch}"
+                f"{_ran(r)}:\n{r.run.excerpt()}")
     if r.kind == "verifier_error":
         return (f"the verifier could not run the check on {_short(r.merged_sha)} (twice): {r.run.excerpt(5)}\n"
                 "This is not a verdict on your change; push again, or ask an operator to look at the verifier.")
@@ -256,55 +256,59 @@ def _rejection(r: Rejection) -> str:
         shown = "; ".join(f"{c['id']} ({c['was']} on {r.target_branch}, {c['now']} now)" for c in changes[:8])
         more = f"; and {count - 8} more" if count > 8 else ""
         tests = f"{count} test{'s' if count != 1 else ''}"
-        return (f"the check `{r.command or r.run.command}` exited 0 on the merged commit {_short(r.merged_sha)}, but "
-                f"{tests} that pass on {r.target_branch} do not pass now: {shown}{more}. "
+        return (f"{tests} that pass on {r.target_branch} do not pass on the merged commit {_short(r.merged_sha)}, "
+                f"though the check exited 0{_ran(r)}: {shown}{more}. "
                 "A change may not weaken the tests that judge it: make them pass as they are (a lead can allow "
                 "a subtask to remove tests).")
     if r.kind == "acceptance_failed":
         failed = (((r.run.tests or {}).get("comparison") or {}).get("acceptance") or {}).get("failed") or []
         shown = "; ".join(f"{c['id']} ({c['now']})" for c in failed[:8])
-        return (f"the check `{r.command or r.run.command}` exited 0 on the merged commit {_short(r.merged_sha)}, but "
-                f"the subtask's acceptance tests did not all pass: {shown}. They are the subtask's contract: they "
+        return (f"the subtask's acceptance tests did not all pass on the merged commit {_short(r.merged_sha)}, "
+                f"though the check exited 0{_ran(r)}: {shown}. They are the subtask's contract: they "
                 "run as attached, whatever the branch has at their paths.")
     if r.kind == "tests_changed":
         comparison = ((r.run.tests or {}).get("comparison") or {})
         changed = list(comparison.get("changed") or [])
         if comparison.get("old_tests"):
             failing = comparison["old_tests"].get("failing") or []
-            return (f"the check `{r.command or r.run.command}` passed on the merged commit {_short(r.merged_sha)}, "
+            return (f"the check passed on the merged commit {_short(r.merged_sha)}{_ran(r)}, "
                     f"but the change edits existing tests ({', '.join(changed[:8])}), and main's version of them "
                     f"fails against the change's code ({', '.join(failing[:8]) or 'the run failed'}): the edit "
                     "changed what the tests check, not only how.")
-        return (f"the check `{r.command or r.run.command}` passed on the merged commit {_short(r.merged_sha)}, but the "
-                f"change edits {len(changed)} existing test{'s' if len(changed) != 1 else ''} "
+        return (f"the check passed on the merged commit {_short(r.merged_sha)}{_ran(r)}, but the change edits "
+                f"{len(changed)} existing test{'s' if len(changed) != 1 else ''} "
                 f"({', '.join(changed[:8])}{', ...' if len(changed) > 8 else ''}), which this repository refuses: "
                 "a test that changes with the code no longer checks it.")
     if r.kind == "held_out_failed":
         held = ((r.run.tests or {}).get("held_out") or {})
         failing = list(held.get("failing") or [])
         count = int(held.get("failing_count") or len(failing))
-        return (f"the check `{r.command or r.run.command}` passed on the merged commit {_short(r.merged_sha)}, but "
-                f"the repository's held-out checks did not: {count} failed ({', '.join(failing[:8]) or 'see below'}"
+        return (f"the repository's held-out checks failed on the merged commit {_short(r.merged_sha)}, though the "
+                f"check passed{_ran(r)}: {count} failed ({', '.join(failing[:8]) or 'see below'}"
                 f"{', ...' if count > 8 else ''}). Held-out checks are not shown; make the change do what the "
                 "subtask asks.")
     if r.kind == "no_report":
         problem = ((r.run.tests or {}).get("problem") or "no outcomes")
-        return (f"the check `{r.command or r.run.command}` exited 0 on the merged commit {_short(r.merged_sha)}, but "
-                f"its tests reported nothing ({problem}), where {r.target_branch}'s report every test. A run whose "
+        return (f"the tests reported nothing on the merged commit {_short(r.merged_sha)} ({problem}), though the "
+                f"check exited 0{_ran(r)}, where {r.target_branch}'s report every test. A run whose "
                 f"report was stopped proves nothing:\n{r.run.excerpt(8)}")
     if r.kind in ("disk_limit", "memory_limit"):
         limits = r.run.limits or {}
         what = (f"its disk limit ({limits.get('disk_limit_mb', '?')} MiB written in all: the checkout's changes, /tmp "
                 "and /dev/shm)" if r.kind == "disk_limit" else
                 f"its memory limit ({limits.get('memory_mb', '?')} MiB resident: the kernel killed a process of it)")
-        return (f"the check `{r.command or r.run.command}` reached {what} on the merged commit "
-                f"{_short(r.merged_sha)} and was ended. A limit is the change's failure, never retried:\n"
-                f"{r.run.excerpt()}")
+        return (f"the check reached {what} on the merged commit {_short(r.merged_sha)} and was ended{_ran(r)}. "
+                f"A limit is the change's failure, never retried:\n{r.run.excerpt()}")
     once = "" if r.retried else (" (judged on this one run: this server does not retry failed checks, "
                                  "MERGEBOT_RETRY_FAILED_CHECKS=0)")
-    command = r.command or r.run.command
-    return (f"the check `{command}` gave {r.run.outcome} (exit {r.run.exit_code}) on the merged commit "
-            f"{_short(r.merged_sha)}{once}:\n{r.run.excerpt()}")
+    return (f"the check gave {r.run.outcome} (exit {r.run.exit_code}) on the merged commit {_short(r.merged_sha)}"
+            f"{once}{_ran(r)}:\n{r.run.excerpt()}")
+
+
+def _ran(r: Rejection) -> str:
+    """The command, after what it gave: a forge's 140-character status keeps the verdict, not a long path."""
+    assert r.run is not None
+    return f" (the check: `{r.command or r.run.command}`)"
 
 
 def parked(target_branch: str, main: str) -> str:

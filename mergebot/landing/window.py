@@ -87,6 +87,11 @@ class Window:
         assert tip is not None
         return tip
 
+    def judged(self, cand_id: int) -> None:
+        """A candidate judged apart has its verdict: what waited for it (or for anything) is planned again."""
+        self.aside.pop(cand_id, None)
+        self.deferred.clear()
+
     def drop(self) -> None:
         """Forget the window (reconcile, lost leadership): its candidates are requeued by the reconciler."""
         for task, _ in self.aside.values():
@@ -224,8 +229,7 @@ class Speculator:
         except Exception:  # never lost: the reconciler requeues a candidate left mid-verification
             log.exception("judging candidate %s apart failed", slot.cand.id)
         finally:
-            window.aside.pop(slot.cand.id, None)
-            window.deferred.clear()
+            window.judged(slot.cand.id)
             self.ctx.poke()
 
     async def _checkpoint(self, repo: Repo, window: Window, slot: Speculation) -> None:
@@ -249,8 +253,9 @@ class Speculator:
         db = self.ctx.db
         # the widest window: one halved by failures would make batches look cheap when failures are frequent
         size = planner.batch_size(window.fail_rate, self.batch, self.width)
+        if not window.slots and not window.aside:  # nothing ahead to wait for: a deferral has nothing to end it
+            window.deferred.clear()
         skip = set(window.deferred) | set(window.aside)
-        blocked = frozenset().union(*(paths for _, paths in window.aside.values()))
         while not window.failing() and sum(s.checkpoint for s in window.slots) < window.width:
             staged, window.staged = window.staged, None
             cand = staged.cand if staged is not None else await landing.take(db, repo, exclude=sorted(skip))
@@ -266,7 +271,8 @@ class Speculator:
                 merge, paths = staged.merge, staged.paths
             else:
                 merge, paths = await self.merge(target, cand, base)
-            if paths & blocked:
+            # read now, not before the awaits above: a verdict reached meanwhile has already ended its wait
+            if paths & frozenset().union(*(judged for _, judged in window.aside.values())):
                 await self._defer(window, cand, say.WAITS_FOR_SAME_PATHS)
                 skip.add(cand.id)
                 continue
@@ -323,9 +329,10 @@ class Speculator:
 
     async def _defer(self, window: Window, cand: Candidate, why: str) -> None:
         """Back to the queue, re-planned after the slots ahead of it (``deferred`` is cleared when one lands or is
-        cut)."""
-        await self.ctx.db.landing.finish_candidate(cand.id, "queued", why)
+        cut). Added before the write: a verdict or landing that clears ``deferred`` during it must clear this one too,
+        or nothing would ever take it again."""
         window.deferred.add(cand.id)
+        await self.ctx.db.landing.finish_candidate(cand.id, "queued", why)
         log.info("deferred candidate %s of subtask %s: %s", cand.id, cand.subtask_id, why,
                  extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": "deferred"})
 
