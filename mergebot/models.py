@@ -119,6 +119,7 @@ class Landing:
     verifier_sandbox: str | None = None  # the deciding run's sandbox: bwrap or none
     verifier_limits: str | None = None  # how its limits were enforced: "cpu=cgroup memory=cgroup disk=tmpfs ..."
     tests_changed: list[str] | None = None  # the existing test functions its change edits
+    policy: str | None = None  # how the queue landed it: serial, speculative, batched, risk-aware, left-out
 
 
 @dataclass(kw_only=True)
@@ -185,6 +186,7 @@ class Repo(FromRow):
     check_config: list[str] = field(default_factory=lambda: ["conftest.py", "pytest.ini", "tox.ini", "noxfile.py"])
     held_out_command: str = 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"'  # runs the held-out checks
     old_tests: str = "flag"  # a candidate that edits existing tests: flagged, or refused (tests_changed)
+    risk_aware: bool = True  # the queue orders and batches by each candidate's failure estimate
 
     @property
     def main_check(self) -> str:
@@ -219,6 +221,9 @@ class Candidate(FromRow):
     outside_footprint: list[str] | None = None  # paths it changes outside its subtask's footprint (a warning)
     patch_id: str | None = None  # its change as one id (``git.patch_id``): the same change elsewhere is a duplicate
     reverts: int | None = None  # the bot's revert of this landed row's change (a red main mending itself)
+    failure_risk: float | None = None  # its estimated probability of failing its check (``landing.risk``)
+    risk_facts: dict[str, Any] | None = None  # what that estimate rests on, term by term
+    passed_over: int = 0  # how often a safer candidate went before it (a risk-aware queue)
     queued_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -296,10 +301,11 @@ class Evidence:
     verifier: dict[str, Any]
     outcome: str
     batch: tuple[Member, ...] = ()
+    policy: str | None = None  # how the queue landed it (``Landing.policy``)
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("subtask_id", "claim_version", "owner_id", "candidate_sha",
-                                             "merge_kind", "verifier", "outcome")}
+                                             "merge_kind", "verifier", "outcome", "policy")}
         if self.batch:
             out["batch"] = [record(m) for m in self.batch]
         return out
@@ -311,7 +317,7 @@ class Evidence:
         return cls(subtask_id=data["subtask_id"], claim_version=data["claim_version"], owner_id=data["owner_id"],
                    candidate_sha=data["candidate_sha"], merge_kind=data.get("merge_kind", "merge"),
                    verifier=data["verifier"], outcome=data.get("outcome") or data["verifier"]["outcome"],
-                   batch=batch)
+                   batch=batch, policy=data.get("policy"))
 
 
 @dataclass

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     # Batching: up to this many candidates verified together by one run, bisected on failure; the size used
     # adapts to the measured failure rate (1: every candidate gets its own run).
     batch_size: int = Field(default=1, ge=1, le=64)
+    # A risk-aware queue takes the safer of two equal candidates first (``repo set --risk``); one passed over
+    # this many times goes next, so none starves behind safer work.
+    risk_max_passes: int = Field(default=4, ge=0, le=1000)
     # The post-land check on main's new head reuses the run that landed it when main moved to exactly that
     # commit and it passed (the same command on the same tree); true runs it again anyway (flakiness only).
     post_land_rerun: bool = False

@@ -16,6 +16,7 @@ from mergebot.landing.planner import (
     expected_landings_per_run,
     next_width,
     observe_failure,
+    pass_threshold,
     window_floor,
 )
 
@@ -159,11 +160,16 @@ def test_batches_only_pay_while_failures_are_rare() -> None:
 OUTCOMES = st.sampled_from([None, "pass", "flaky", "fail", "timeout", "error"])
 
 
-@given(st.lists(st.tuples(OUTCOMES, st.booleans(), st.booleans()), max_size=8))
-def test_only_verified_valid_prefixes_ever_land(raw: list[tuple[str | None, bool, bool]]) -> None:
-    slots = [Slot(i, outcome if checkpoint else None, valid, checkpoint)
-             for i, (outcome, valid, checkpoint) in enumerate(raw)]
-    d = decide(slots)
+RISKS = st.sampled_from([0.0, 0.01, 0.03, 0.1, 0.3, 0.9])
+
+
+@given(st.lists(st.tuples(OUTCOMES, st.booleans(), st.booleans(), RISKS, st.booleans()), max_size=8),
+       st.integers(0, 6))
+def test_only_verified_valid_prefixes_ever_land(raw: list[tuple[str | None, bool, bool, float, bool]],
+                                                free: int) -> None:
+    slots = [Slot(i, outcome if checkpoint else None, valid, checkpoint, risk, left and checkpoint)
+             for i, (outcome, valid, checkpoint, risk, left) in enumerate(raw)]
+    d = decide(slots, free=free)
     if d.action == "land":
         # main moves to slot d.index's merge: its own run passed, and nothing ahead of it failed or left
         assert slots[d.index].passed and all(s.valid for s in slots)
@@ -175,9 +181,60 @@ def test_only_verified_valid_prefixes_ever_land(raw: list[tuple[str | None, bool
     if d.action == "judge_head":
         assert slots[0].failed and len(slots) == 1
     if d.action == "checkpoint":
-        assert not slots[d.index].checkpoint
-    if d.action == "wait":
-        assert any(s.checkpoint and s.outcome is None for s in slots) or not slots
+        assert not slots[d.index].checkpoint and len(d.more) < max(free, 1)
+    if d.action == "leave_out":  # the failing stretch's riskiest slot, and a run for the rest
+        failed = len(slots) - 1
+        assert slots[failed].failed and not slots[failed].left_out and free >= 1
+        lo = max((i for i in range(failed) if slots[i].checkpoint), default=-1)
+        assert lo < d.index <= failed and slots[d.index].risk == max(s.risk for s in slots[lo + 1:])
+        assert len(d.more) <= free - 1 and all(lo < i < failed - 1 for i in d.more)
+    if d.action == "wait":  # for a run, or for a free worker: never idle while a failure could be split
+        assert any(s.checkpoint and s.outcome is None for s in slots) or not slots or (
+            free == 0 and any(s.failed for s in slots))
+
+
+def test_the_likeliest_culprit_is_left_out_and_the_rest_runs_without_it() -> None:
+    batch = [Slot(1, checkpoint=False, risk=0.03), Slot(2, checkpoint=False, risk=0.3),
+             Slot(3, checkpoint=False, risk=0.03), Slot(4, "fail", risk=0.03)]
+    assert decide(batch, free=1) == Decision("leave_out", 1)
+    assert decide(batch, free=3) == Decision("leave_out", 1)  # it carries most of the mass: no bisection too
+    # the executor moved it behind the rest (1, 3, 4 with a run on 4), keeping the failed run as its outcome
+    moved = [Slot(1, checkpoint=False, risk=0.03), Slot(3, checkpoint=False, risk=0.03), Slot(4, risk=0.03),
+             Slot(2, "fail", risk=0.3, left_out=True)]
+    assert decide(moved, free=3) == Decision("wait")  # never left out twice, nor bisected ahead of the rest's run
+    moved[2] = Slot(4, "pass", risk=0.03)
+    assert decide(moved) == Decision("land", 2)  # the rest lands at once
+    assert decide(moved[3:]) == Decision("judge_head")  # and the suspect is judged on the commit that failed
+    moved[2] = Slot(4, "fail", risk=0.03)
+    assert decide(moved) == Decision("cut", 3)  # the culprit was elsewhere: the suspect goes back to the queue
+    # the estimates do not tell the culprit apart: a bisection as before
+    even = [Slot(i, checkpoint=False, risk=0.1) for i in range(3)] + [Slot(3, "fail", risk=0.1)]
+    assert decide(even, free=1) == Decision("checkpoint", 1)
+    unknown = [Slot(i, checkpoint=False) for i in range(3)] + [Slot(3, "fail")]
+    assert decide(unknown, free=1) == Decision("checkpoint", 1)
+    assert decide(batch, free=0) == Decision("wait")
+
+
+def test_a_suspect_with_less_than_half_the_mass_is_left_out_next_to_a_bisection_of_the_rest() -> None:
+    batch = [Slot(i, checkpoint=False, risk=0.1) for i in range(5)] + [Slot(5, "fail", risk=0.15)]
+    # the suspect is the failing slot itself: the rest is 0..4, with a run on 4 and the bisection in 0..3
+    assert decide(batch, free=1) == Decision("leave_out", 5)
+    assert decide(batch, free=2) == Decision("leave_out", 5, (1,))
+    assert decide(batch, free=3) == Decision("leave_out", 5, (1, 2))
+
+
+def test_a_bisection_splits_the_failure_mass_not_the_count() -> None:
+    slots = [Slot(0, checkpoint=False, risk=0.3), Slot(1, checkpoint=False, risk=0.01),
+             Slot(2, checkpoint=False, risk=0.01), Slot(3, checkpoint=False, risk=0.01), Slot(4, "fail", risk=0.01)]
+    assert bisection(slots, 4, 1) == (0,)  # is it the risky one? (by count: the middle, 1)
+    assert bisection([Slot(s.candidate_id, s.outcome, checkpoint=s.checkpoint) for s in slots], 4, 1) == (1,)
+
+
+def test_a_batch_must_stay_likely_to_pass() -> None:
+    assert pass_threshold(0.1, 1) == 0.9  # no batches: one candidate's own chance
+    assert pass_threshold(0.5, 8) == 0.75  # never a batch expected to fail more than one time in four
+    assert pass_threshold(0.01, 8, 4) == 0.99 ** 8
+    assert 0.75 <= pass_threshold(0.1, 8, 4) < 0.9
 
 
 @given(st.integers(1, 64), st.booleans(), st.integers(1, 64))

@@ -222,3 +222,47 @@ async def test_a_verdict_reached_while_a_candidate_is_merged_ends_its_wait(e2e_d
     spec.merge = real  # type: ignore[method-assign]
     await spec.fill(repo, window, target_for(spec.ctx, repo), main)
     assert [s.cand.id for s in window.slots] == [cand.id]
+
+
+async def test_a_risk_aware_queue_takes_the_safer_first_but_passes_none_over_more_than_k_times(
+        e2e_db: Database, tmp_path: Path) -> None:
+    """Equal priority and nothing unblocked: the least likely to fail goes first, unless an older one has been
+    passed over K times already; a repository with ``risk_aware`` off keeps arrival order."""
+    db = e2e_db
+    await add_repo(db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
+                   verifier_command="true")
+    risks = [0.9, 0.5, 0.05, 0.04, 0.03, 0.02, 0.01]  # arrival order: the riskiest first
+    ids = []
+    for i, p in enumerate(risks):
+        agent, _ = await db.agents.add_agent(name=f"a{i}", role=Role.AGENT)
+        await db.subtasks.create_subtask(actor_id=None, title=f"s{i}")
+        sub = await db.subtasks.claim(agent_id=agent.id)
+        assert sub is not None
+        cand = await db.landing.enqueue(superseded="a newer push", repo="demo", subtask_id=sub.id,
+                                        claim_version=sub.claim_version, owner_id=agent.id, sha=f"{sub.id:040x}",
+                                        ref=f"refs/heads/subtasks/{sub.id}/v{sub.claim_version}",
+                                        risk=(p, {"p": p}))
+        ids.append(cand.id)
+    order = []
+    while (cand := await db.landing.next_candidate("demo", max_passes=2)) is not None:
+        order.append(cand.id)
+    # safest first, until the older ones have been passed over twice: then they go, the oldest first
+    assert order == [ids[6], ids[5], *ids[:5]], (order, ids)
+    async with db.pool.connection() as conn:
+        rows = await (await conn.execute("SELECT max(passed_over) FROM candidates WHERE repo = 'demo'")).fetchall()
+    assert rows[0][0] == 2
+    async with db.pool.connection() as conn:  # with a bound that is never reached: safest first throughout
+        await conn.execute("UPDATE candidates SET status = 'queued', passed_over = 0 WHERE repo = 'demo'")
+    order = []
+    while (cand := await db.landing.next_candidate("demo", max_passes=100)) is not None:
+        order.append(cand.id)
+    assert order == ids[::-1]
+
+    # the same queue with the estimate off: arrival order
+    async with db.pool.connection() as conn:
+        await conn.execute("UPDATE candidates SET status = 'queued', passed_over = 0 WHERE repo = 'demo'")
+        await conn.execute("UPDATE repos SET risk_aware = false WHERE name = 'demo'")
+    order = []
+    while (cand := await db.landing.next_candidate("demo", max_passes=2)) is not None:
+        order.append(cand.id)
+    assert order == ids

@@ -156,7 +156,7 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
                                app_key_env=args.github_app_key_env, installation_id=args.installation_id)
 
     async def go(db: Database) -> Any:
-        return await add_repo(db, repos_root(settings.data_dir), name=args.name, source=args.source,
+        repo = await add_repo(db, repos_root(settings.data_dir), name=args.name, source=args.source,
                               verifier_command=args.verifier, target_branch=args.target,
                               verifier_timeout_s=args.timeout, protected_paths=args.protect or [],
                               max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes, forge=forge,
@@ -166,6 +166,11 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
                               sandbox_paths=args.sandbox_path or [], disk_limit_mb=args.disk_limit,
                               memory_limit_mb=args.memory_limit, report=args.report,
                               check_config=args.check_config)
+        if args.risk == "off":  # on is the table's default
+            from mergebot.landing.repos import set_rules
+
+            repo = await set_rules(db, args.name, risk_aware=False)
+        return repo
 
     repo = with_db(settings, go)
     emit(args, asdict(repo))
@@ -181,7 +186,8 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
         "footprint_refuse": args.footprint_refuse, "post_land_command": args.post_land,
         "sandbox_paths": [] if args.no_sandbox_path else args.sandbox_path, "disk_limit_mb": args.disk_limit,
         "memory_limit_mb": args.memory_limit, "report": args.report, "check_config": args.check_config,
-        "held_out_command": args.held_out_command, "old_tests": args.old_tests}
+        "held_out_command": args.held_out_command, "old_tests": args.old_tests,
+        "risk_aware": None if args.risk is None else args.risk == "on"}
     held = None
     if args.held_out:
         from mergebot.landing.repos import read_held_out

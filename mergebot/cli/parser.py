@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +23,6 @@ from mergebot.cli.admin import (
     cmd_drill,
     cmd_init,
     cmd_recover,
-    cmd_repo_add,
-    cmd_repo_set,
     cmd_serve,
     cmd_verifier_worker,
     cmd_verify,
@@ -47,25 +44,16 @@ from mergebot.cli.agent import (
     cmd_notes,
     cmd_reconcile,
     cmd_release,
-    cmd_repo_hold,
-    cmd_repo_list,
     cmd_show,
     cmd_start,
     cmd_stop,
     cmd_submit,
     cmd_wait,
 )
+from mergebot.cli.repoparser import add_repo_commands
 from mergebot.cli.views import cmd_cost, cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
 from mergebot.client import DEFAULT_URL
 
-
-def disk_size(text: str) -> int:
-    """A size in MiB: ``2048``, ``512M``, ``4G`` (or ``4GiB``)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([MG])?(?:i?B)?\s*", text, re.IGNORECASE)
-    if m is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size: give MiB (2048), or 512M, 4G")
-    n = int(m.group(1))
-    return n * 1024 if (m.group(2) or "M").upper() == "G" else n
 
 def _watch_flag(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--watch", nargs="?", const=2.0, type=float, metavar="SECONDS",
@@ -130,112 +118,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_agent_link)
     add("recover", cmd_recover, "hand back subtasks whose lease expired (the server does this on its own)")
 
-    repo = sub.add_parser("repo", help="managed repositories").add_subparsers(
-        dest="repo_command", required=True, metavar="ACTION")
-    sp = repo.add_parser("add", parents=[common], help="create or import a bare repository with its landing rules")
-    sp.add_argument("name")
-    sp.add_argument("--from", dest="source", help="import from a path or URL (default: a new, empty repository)")
-    sp.add_argument("--verifier", required=True, help="the check run on every merged commit, e.g. 'python -m pytest'")
-    sp.add_argument("--timeout", type=int, default=600, help="the check's time limit in seconds")
-    sp.add_argument("--target", default="main", help="the branch Mergebot lands into")
-    sp.add_argument("--protect", action="append", help="a path pattern agents may not change (repeatable; "
-                    "'dir/' protects a folder)")
-    sp.add_argument("--cache", action="append", metavar="PATH", help="a cache path inside the checkout the check "
-                    "keeps warm (repeatable: .venv, .mypy_cache); written only by runs on main, read-only to others")
-    sp.add_argument("--cache-key", action="append", metavar="FILE", dest="cache_key",
-                    help="a file whose content keys the caches (repeatable: a lockfile); a change starts afresh")
-    sp.add_argument("--setup", metavar="COMMAND", help="run before the check in the same checkout (installing "
-                    "dependencies into a --cache path, building); offline unless --setup-network")
-    sp.add_argument("--setup-network", action="store_true", dest="setup_network",
-                    help="let the setup use the network, on commits already on main only (never a candidate's)")
-    sp.add_argument("--footprint-refuse", action="store_true", dest="footprint_refuse",
-                    help="refuse a push that changes paths outside its subtask's footprint (else: a warning)")
-    sp.add_argument("--post-land-check", dest="post_land", metavar="COMMAND", help="the check run on main after "
-                    "each landing, and to find the culprit when main turns red (default: --verifier; e.g. the full "
-                    "suite while --verifier runs the quick one)")
-    sp.add_argument("--sandbox-path", action="append", metavar="PATH", dest="sandbox_path",
-                    help="a directory or file the check may read, read-only (repeatable): a toolchain outside the "
-                    "usual places, e.g. a pyenv version or a node install (`mergebot verify --explain-sandbox`)")
-    sp.add_argument("--disk-limit", type=disk_size, default=2048, dest="disk_limit", metavar="SIZE",
-                    help="what one run may write in all: its checkout's changes, /tmp, /dev/shm (MiB, or 512M, "
-                    "4G; default 2G)")
-    sp.add_argument("--memory-limit", type=disk_size, default=4096, dest="memory_limit", metavar="SIZE",
-                    help="the memory one run may use: resident in all, and address space per process (MiB, or 4G; "
-                    "default 4G)")
-    sp.add_argument("--report", default="pytest", metavar="pytest|junit:PATH",
-                    help="where the check's tests report each outcome: our pytest plugin (default; any pytest the "
-                    "check runs loads it), or a JUnit XML file the check leaves at PATH (other runners)")
-    sp.add_argument("--check-config", action="append", metavar="GLOB", dest="check_config",
-                    help="a file that configures the check, which a push may change only when a lead allowed it "
-                    "(repeatable; replaces the default conftest.py, pytest.ini, tox.ini, noxfile.py; a glob without "
-                    "'/' matches in any folder; setup.cfg's and pyproject.toml's pytest sections and the files the "
-                    "command names always count)")
-    sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")
-    sp.add_argument("--max-file-bytes", type=int, default=10 << 20, dest="max_file_bytes")
-    sp.add_argument("--github", nargs=1, metavar="OWNER/REPO", help="a GitHub repository: webhooks in, statuses "
-                    "and merges out (token from $GITHUB_TOKEN, webhook secret from $MERGEBOT_WEBHOOK_SECRET)")
-    sp.add_argument("--gitea", nargs=2, metavar=("URL", "OWNER/REPO"), help="a Gitea repository ($GITEA_TOKEN)")
-    sp.add_argument("--forgejo", nargs=2, metavar=("URL", "OWNER/REPO"), help="a Forgejo repository ($GITEA_TOKEN)")
-    sp.add_argument("--forge-url", dest="forge_url", help="GitHub Enterprise's URL (default https://github.com)")
-    sp.add_argument("--api-url", dest="api_url", help="the forge's API URL, if not the default for the forge")
-    sp.add_argument("--git-url", dest="git_url", help="where to fetch and push, if not URL/OWNER/REPO.git")
-    sp.add_argument("--secret-env", dest="secret_env", default="MERGEBOT_WEBHOOK_SECRET",
-                    help="the environment variable holding the webhook secret")
-    sp.add_argument("--token-env", dest="token_env", help="the environment variable holding the forge API token")
-    sp.add_argument("--github-app-id", dest="github_app_id", type=int, metavar="ID",
-                    help="authenticate as this GitHub App's installation instead of with a personal token")
-    sp.add_argument("--github-app-key-env", dest="github_app_key_env", metavar="VAR",
-                    help="the environment variable holding the App's private key (the .pem file's text)")
-    sp.add_argument("--installation-id", dest="installation_id", type=int, metavar="ID",
-                    help="the App's installation (default: the one GitHub names for the repository)")
-    sp.set_defaults(fn=cmd_repo_add)
-    sp = repo.add_parser("set", parents=[common], help="change a repository's landing rules (only those given)")
-    sp.add_argument("name")
-    sp.add_argument("--verifier", help="the check run on every merged commit")
-    sp.add_argument("--timeout", type=int, help="the check's time limit in seconds")
-    sp.add_argument("--protect", action="append", help="the protected path patterns (replaces them; repeatable)")
-    sp.add_argument("--cache", action="append", metavar="PATH", help="the cache paths (replaces them; repeatable)")
-    sp.add_argument("--cache-key", action="append", metavar="FILE", dest="cache_key",
-                    help="the files keying the caches (replaces them; repeatable)")
-    sp.add_argument("--no-cache", action="store_true", dest="no_cache", help="no caches any more")
-    sp.add_argument("--setup", metavar="COMMAND", help="the setup step run before the check")
-    sp.add_argument("--no-setup", action="store_true", dest="no_setup", help="no setup step any more")
-    sp.add_argument("--setup-network", action=argparse.BooleanOptionalAction, dest="setup_network",
-                    help="whether the setup may use the network (commits on main only)")
-    sp.add_argument("--footprint-refuse", action=argparse.BooleanOptionalAction, dest="footprint_refuse",
-                    help="whether a push outside its footprint is refused")
-    sp.add_argument("--post-land-check", dest="post_land", metavar="COMMAND",
-                    help="the check run on main after each landing ('' : the --verifier again)")
-    sp.add_argument("--sandbox-path", action="append", metavar="PATH", dest="sandbox_path",
-                    help="the paths the check may read besides the toolchain (replaces them; repeatable)")
-    sp.add_argument("--no-sandbox-path", action="store_true", dest="no_sandbox_path",
-                    help="no sandbox paths any more")
-    sp.add_argument("--disk-limit", type=disk_size, dest="disk_limit", metavar="SIZE",
-                    help="what one run may write in all (MiB, or 512M, 4G)")
-    sp.add_argument("--memory-limit", type=disk_size, dest="memory_limit", metavar="SIZE",
-                    help="the memory one run may use (MiB, or 4G)")
-    sp.add_argument("--report", metavar="pytest|junit:PATH", help="where the check's tests report their outcomes")
-    sp.add_argument("--check-config", action="append", metavar="GLOB", dest="check_config",
-                    help="the files that configure the check (replaces them; repeatable)")
-    sp.add_argument("--held-out", metavar="DIR", dest="held_out",
-                    help="held-out checks: the tests in DIR, stored by the bot, never shown to an agent, run on every "
-                    "candidate that passed its check (replaces them)")
-    sp.add_argument("--no-held-out", action="store_true", dest="no_held_out", help="no held-out checks any more")
-    sp.add_argument("--old-tests", choices=["flag", "refuse", "run"], dest="old_tests",
-                    help="a candidate that edits existing test functions: flagged on its verdict and landed record "
-                    "(default), refused (tests_changed), or run: main's version of each edited test file runs "
-                    "against its code and must pass; refuse and run spare a subtask marked as changing behaviour")
-    sp.add_argument("--held-out-command", dest="held_out_command", metavar="COMMAND",
-                    help="how the held-out checks run (default: python -m pytest -q -p no:cacheprovider "
-                    "\"$VERIFIER_HELD_OUT\"; $VERIFIER_HELD_OUT is their read-only directory)")
-    sp.set_defaults(fn=cmd_repo_set)
-    sp = repo.add_parser("list", parents=[common], help="list repositories")
-    sp.set_defaults(fn=cmd_repo_list)
-    for action, text in (("pause", "hold landing on a repository (admin)"),
-                         ("resume", "resume landing; parked candidates go back to the queue (admin)")):
-        sp = repo.add_parser(action, parents=[common], help=text)
-        sp.add_argument("name")
-        sp.set_defaults(fn=cmd_repo_hold)
+    add_repo_commands(sub, common)
 
     verifier = sub.add_parser("verifier", help="verifier workers").add_subparsers(
         dest="verifier_command", required=True, metavar="ACTION")

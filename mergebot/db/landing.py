@@ -68,7 +68,8 @@ class LandingStore:
         """Change the given landing rules of a repository (``repo_update``; a rule not given stays)."""
         names = ("verifier_command", "verifier_timeout_s", "protected_paths", "cache_paths", "cache_key",
                  "setup_command", "setup_network", "footprint_refuse", "post_land_command", "sandbox_paths",
-                 "disk_limit_mb", "memory_limit_mb", "report", "check_config", "held_out_command", "old_tests")
+                 "disk_limit_mb", "memory_limit_mb", "report", "check_config", "held_out_command", "old_tests",
+                 "risk_aware")
         unknown = set(rules) - set(names) - {"clear_setup"}
         assert not unknown, unknown
         row = await self.sql.one("repo_update", name=name, clear_setup=bool(rules.get("clear_setup")),
@@ -113,6 +114,14 @@ class LandingStore:
         rows = await self.sql.all("subtask_owner_facts", ids=ids)
         return {r["subtask_id"]: Owner(**r) for r in rows}
 
+    async def risk_facts(self, *, repo: str, owner_id: int, subtask_id: int, paths: list[str],
+                         own: tuple[str, ...]) -> Row:
+        """What a push's failure estimate rests on (``mergebot.landing.risk.Facts``), before it is queued."""
+        row = await self.sql.one("candidate_risk_facts", repo=repo, owner_id=owner_id, subtask_id=subtask_id,
+                                 paths=paths[:1000], own=list(own))
+        assert row is not None
+        return row
+
     async def touching(self, *, repo: str, subtask_id: int, paths: list[str]) -> list[Row]:
         """Other subtasks' live candidates that change any of ``paths`` (``shared``: which)."""
         if not paths:
@@ -125,7 +134,8 @@ class LandingStore:
 
     async def enqueue(self, *, repo: str, subtask_id: int, claim_version: int, owner_id: int, sha: str, ref: str,
                       superseded: str, patch_id: str | None = None,
-                      outside_footprint: list[str] | None = None, paths: list[str] | None = None) -> Candidate:
+                      outside_footprint: list[str] | None = None, paths: list[str] | None = None,
+                      risk: tuple[float, dict[str, Any]] | None = None) -> Candidate:
         """An accepted push: submit the subtask (fenced), supersede its older queued candidates (with the reason
         ``superseded``), queue this one.
 
@@ -144,7 +154,8 @@ class LandingStore:
             await tx.all("candidates_supersede", subtask_id=subtask_id, reason=superseded)
             row = await tx.one("candidate_insert", repo=repo, subtask_id=subtask_id, sha=sha, ref=ref,
                                patch_id=patch_id, outside_footprint=outside_footprint,
-                               paths=paths[:1000] if paths is not None else None)
+                               paths=paths[:1000] if paths is not None else None,
+                               failure_risk=risk[0] if risk else None, risk_facts=Jsonb(risk[1]) if risk else None)
             await insert_event(tx, actor_id=owner_id, kind="push_accepted", subtask_id=subtask_id,
                                claim_version=claim_version, detail={"repo": repo, "ref": ref, "sha": sha})
         assert row is not None
@@ -166,8 +177,9 @@ class LandingStore:
 
     # -- the queue ---------------------------------------------------------------------------------------
 
-    async def next_candidate(self, repo: str, exclude: list[int] | None = None) -> Candidate | None:
-        row = await self.sql.one("candidate_next", repo=repo, exclude=exclude or [])
+    async def next_candidate(self, repo: str, exclude: list[int] | None = None, *,
+                             max_passes: int = 4) -> Candidate | None:
+        row = await self.sql.one("candidate_next", repo=repo, exclude=exclude or [], max_passes=max_passes)
         return Candidate.from_row(row) if row else None
 
     async def waiting_candidates(self, repo: str, exclude: list[int], limit: int) -> list[Candidate]:
@@ -260,7 +272,8 @@ class LandingStore:
                     verifier_result=e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
                     main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"),
                     verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"),
-                    tests_changed=list(((v.get("tests") or {}).get("comparison") or {}).get("changed") or []) or None)
+                    tests_changed=list(((v.get("tests") or {}).get("comparison") or {}).get("changed") or []) or None,
+                    policy=e.policy)
                 try:
                     async with tx.savepoint():  # one member's refusal undoes only it
                         row, freed = await self._land_in(tx, landing, actor_id=None, candidate_id=m.candidate_id,
@@ -297,7 +310,7 @@ class LandingStore:
             main_sha=landing.main_sha, batch_size=landing.batch_size, intent_id=intent_id, candidate_id=candidate_id,
             verifier_cache=Jsonb(landing.verifier_cache) if landing.verifier_cache is not None else None,
             verifier_sandbox=landing.verifier_sandbox, verifier_limits=landing.verifier_limits,
-            tests_changed=landing.tests_changed)
+            tests_changed=landing.tests_changed, policy=landing.policy)
         if row is None:
             raise ClaimSuperseded(
                 f"subtask {landing.subtask_id} is no longer submitted at claim version "

@@ -309,7 +309,7 @@ WITH land AS (
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
                     merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
                     main_sha, batch_size, verifier_cache, batch_id, run_id, kind, reverts, verifier_sandbox,
-                    verifier_limits, acceptance, tests_changed)
+                    verifier_limits, acceptance, tests_changed, policy)
 SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
        %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s,
@@ -321,7 +321,7 @@ SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(c
        CASE WHEN c.reverts IS NULL THEN 'land' ELSE 'revert' END, c.reverts, %(verifier_sandbox)s,
        %(verifier_limits)s,
        (SELECT array_agg(a.path ORDER BY a.path) FROM acceptance_tests a WHERE a.subtask_id = land.id),
-       %(tests_changed)s::text[]
+       %(tests_changed)s::text[], %(policy)s
 FROM land LEFT JOIN landing_intents i ON i.id = %(intent_id)s::bigint
           LEFT JOIN candidates c ON c.id = %(candidate_id)s::bigint
 RETURNING *;
@@ -545,7 +545,8 @@ UPDATE repos SET
     report = coalesce(%(report)s::text, report),
     check_config = coalesce(%(check_config)s::text[], check_config),
     held_out_command = coalesce(%(held_out_command)s::text, held_out_command),
-    old_tests = coalesce(%(old_tests)s::text, old_tests)
+    old_tests = coalesce(%(old_tests)s::text, old_tests),
+    risk_aware = coalesce(%(risk_aware)s::boolean, risk_aware)
 WHERE name = %(name)s
 RETURNING *;
 
@@ -593,9 +594,9 @@ RETURNING id;
 
 -- name: candidate_insert
 INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority, patch_id, outside_footprint,
-                        paths)
+                        paths, failure_risk, risk_facts)
 SELECT %(repo)s, s.id, s.claim_version, s.owner_id, %(sha)s, %(ref)s, s.priority, %(patch_id)s,
-       %(outside_footprint)s::text[], %(paths)s::text[]
+       %(outside_footprint)s::text[], %(paths)s::text[], %(failure_risk)s, %(risk_facts)s::jsonb
 FROM subtasks s WHERE s.id = %(subtask_id)s
 RETURNING *;
 
@@ -624,20 +625,32 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
                   WHERE c.subtask_id = t.subtask_id AND c.claim_version = t.claim_version AND c.sha = t.sha);
 
 -- name: candidate_next
--- The queue leader takes the next candidate: highest priority, then the one whose landing unblocks the most
--- subtasks (its blocked dependents), then arrival. ``exclude``: candidates the window re-plans later (lanes).
--- A waiting reason ("waits for the candidates ahead of it") ends here: the candidate is being verified now.
-UPDATE candidates c SET status = 'verifying', started_at = now(), reason = NULL
-WHERE c.id = (
-    SELECT q.id FROM candidates q
+-- The queue leader takes the next candidate: highest priority; then one that safer candidates have passed over
+-- ``max_passes`` times (the oldest such first, so none is passed over more than that); then the one whose landing
+-- unblocks the most subtasks (its blocked dependents); then, where the repository's queue is risk-aware, the one
+-- least likely to fail its check (``failure_risk``; unknown counts as the middle); then arrival. Every older queued
+-- candidate of the same priority it goes before counts one more pass. ``exclude``: candidates the window re-plans
+-- later (lanes). A waiting reason ("waits for the candidates ahead of it") ends here: it is being verified now.
+WITH pick AS (
+    SELECT q.id, q.priority FROM candidates q JOIN repos r ON r.name = q.repo
     WHERE q.repo = %(repo)s AND q.status = 'queued' AND NOT (q.id = ANY(%(exclude)s::bigint[]))
     ORDER BY q.priority DESC,
+             q.passed_over >= %(max_passes)s DESC,
+             CASE WHEN q.passed_over >= %(max_passes)s THEN q.id END,
              (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
               WHERE d.depends_on_id = q.subtask_id AND b.status = 'blocked') DESC,
+             CASE WHEN r.risk_aware THEN coalesce(q.failure_risk, 0.5) END,
              q.id
     LIMIT 1
     FOR UPDATE OF q SKIP LOCKED
+), passed AS (
+    UPDATE candidates o SET passed_over = o.passed_over + 1
+    FROM pick
+    WHERE o.repo = %(repo)s AND o.status = 'queued' AND o.id < pick.id AND o.priority = pick.priority
+      AND NOT (o.id = ANY(%(exclude)s::bigint[]))
 )
+UPDATE candidates c SET status = 'verifying', started_at = now(), reason = NULL
+FROM pick WHERE c.id = pick.id
 RETURNING c.*;
 
 -- name: candidates_waiting
@@ -1074,3 +1087,33 @@ SELECT pg_try_advisory_lock(7243502, hashtext(%(repo)s)) AS locked;
 -- name: listen_ready
 -- A subtask became ready (payload: its id, migration 0009): claims waiting for work try again.
 LISTEN mergebot_ready;
+
+-- name: candidate_risk_facts
+-- What a push's failure estimate rests on (``mergebot.landing.risk.Facts``), read before it is queued: the agent's
+-- last 50 and the repository's last 300 candidates that ran their check to a verdict (landed, or rejected for a
+-- failure of their own: ``own`` names those kinds), the repository's last 500 of them that touch any of ``paths``,
+-- and the subtask's earlier pushes with whether the newest of them failed its check.
+WITH judged AS (
+    SELECT c.id, c.owner_id, c.paths, c.status = 'rejected' AS failed
+    FROM candidates c
+    WHERE c.repo = %(repo)s AND c.status IN ('landed', 'rejected')
+      AND (c.status = 'landed' OR c.verdict->>'kind' = ANY(%(own)s::text[]))
+), agent AS (
+    SELECT failed FROM judged WHERE owner_id = %(owner_id)s ORDER BY id DESC LIMIT 50
+), repo AS (
+    SELECT failed FROM judged ORDER BY id DESC LIMIT 300
+), near AS (
+    SELECT failed, paths FROM judged ORDER BY id DESC LIMIT 500
+), pushes AS (
+    SELECT c.status, c.verdict->>'kind' AS kind FROM candidates c WHERE c.subtask_id = %(subtask_id)s
+    ORDER BY c.id DESC
+)
+SELECT (SELECT count(*) FROM agent) AS agent_finished,
+       (SELECT count(*) FILTER (WHERE failed) FROM agent) AS agent_failed,
+       (SELECT count(*) FROM repo) AS repo_finished,
+       (SELECT count(*) FILTER (WHERE failed) FROM repo) AS repo_failed,
+       (SELECT count(*) FROM pushes) + 1 AS attempt,
+       coalesce((SELECT p.status = 'rejected' AND p.kind = ANY(%(own)s::text[]) FROM pushes p LIMIT 1), false)
+           AS after_failure,
+       (SELECT count(*) FROM near WHERE near.paths && %(paths)s::text[]) AS path_finished,
+       (SELECT count(*) FILTER (WHERE failed) FROM near WHERE near.paths && %(paths)s::text[]) AS path_failed;

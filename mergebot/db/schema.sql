@@ -925,3 +925,13 @@ SELECT repo, verifier_result, count(*) FROM landed GROUP BY 1, 2;
 INSERT INTO metric_totals (name, n) SELECT 'verify_leases_lost', coalesce(sum(leases_lost), 0) FROM verify_jobs;
 
 CREATE INDEX candidates_live ON candidates (repo, status) WHERE status IN ('queued', 'verifying', 'landing', 'parked');
+
+-- 0023: each candidate's failure risk, how often it was passed over, a repository's risk switch, the landing policy.
+ALTER TABLE candidates ADD COLUMN failure_risk real CHECK (failure_risk BETWEEN 0 AND 1);
+ALTER TABLE candidates ADD COLUMN risk_facts jsonb;
+ALTER TABLE candidates ADD COLUMN passed_over integer NOT NULL DEFAULT 0 CHECK (passed_over >= 0);
+ALTER TABLE repos ADD COLUMN risk_aware boolean NOT NULL DEFAULT true;
+ALTER TABLE landed ADD COLUMN policy text CHECK (length(policy) <= 100);
+-- The recent finished candidates of a repository, newest first: the risk facts read the last few hundred.
+CREATE INDEX candidates_finished_recent ON candidates (repo, id DESC) WHERE status IN ('landed', 'rejected');
+CREATE INDEX candidates_owner_finished ON candidates (owner_id, repo, id DESC) WHERE status IN ('landed', 'rejected');

@@ -350,6 +350,10 @@ def first_reached(repo: pygit2.Repository, tips: list[str], hide: list[str], wan
 def changed_paths(repo: pygit2.Repository, old_tree: str | None, new_tree: str) -> list[str]:
     new = repo[new_tree].peel(pygit2.Tree)
     diff = repo[old_tree].peel(pygit2.Tree).diff_to_tree(new) if old_tree else new.diff_to_tree(swap=True)
+    return _delta_paths(diff)
+
+
+def _delta_paths(diff: pygit2.Diff) -> list[str]:
     paths = set()
     for d in diff.deltas:
         paths.add(d.new_file.path)
@@ -394,6 +398,15 @@ def own_paths(repo: pygit2.Repository, main: str, candidate: str) -> list[str]:
     fork = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=candidate))
     tree = str(repo[candidate].peel(pygit2.Commit).tree_id)
     return changed_paths(repo, str(repo[fork].peel(pygit2.Commit).tree_id) if fork else None, tree)
+
+
+def own_change(repo: pygit2.Repository, main: str, candidate: str) -> tuple[list[str], int]:
+    """``own_paths``, and the lines the change adds and removes there (its size, for the failure estimate)."""
+    fork = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=candidate))
+    new = repo[candidate].peel(pygit2.Commit).tree
+    diff = repo[fork].peel(pygit2.Commit).tree.diff_to_tree(new) if fork else new.diff_to_tree(swap=True)
+    stats = diff.stats
+    return _delta_paths(diff), stats.insertions + stats.deletions
 
 
 def commit_paths(repo: pygit2.Repository, old: str, new: str) -> list[str]:

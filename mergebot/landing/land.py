@@ -56,6 +56,7 @@ class Context:
     slack: float = 600.0  # beyond three check timeouts, how long a run may take before it counts as lost
     retry_failures: bool = True  # a failing check runs once more on the same commit (flakiness)
     post_land_rerun: bool = False  # run the post-land check even on a commit a run passed on
+    max_passes: int = 4  # a risk-aware queue passes a candidate over at most this many times (``candidate_next``)
     on_job: list[asyncio.Event] = field(default_factory=list)  # in-process workers' wake-up calls
     post_land: set[asyncio.Task[None]] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # the queue's own: something changed
@@ -181,10 +182,11 @@ async def fenced(db: Database, cand: Candidate) -> str | None:
     return (await fences(db, [cand]))[cand.id]
 
 
-async def take(db: Database, repo: Repo, exclude: list[int] | None = None) -> Candidate | None:
+async def take(ctx: Context, repo: Repo, exclude: list[int] | None = None) -> Candidate | None:
     """The next candidate that still holds its fence; the ones that do not are superseded on the way."""
+    db = ctx.db
     while True:
-        cand = await db.landing.next_candidate(repo.name, exclude)
+        cand = await db.landing.next_candidate(repo.name, exclude, max_passes=ctx.max_passes)
         if cand is None:
             return None
         why = await fenced(db, cand)
@@ -278,8 +280,9 @@ def _unpacked(run: dict[str, Any]) -> dict[str, Any]:
 
 
 async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: git.Merge, run: Result,
-               outcome: str, runs: dict[str, Any]) -> Landed | None:
-    """Land one verified candidate; the landed row, or None when it did not land (superseded, main moved)."""
+               outcome: str, runs: dict[str, Any], policy: str = "serial") -> Landed | None:
+    """Land one verified candidate; the landed row, or None when it did not land (superseded, main moved).
+    ``policy``: how the queue got it here, for the landed record (``mergebot.landing.window.policy``)."""
     assert merge.sha is not None and merge.tree is not None
     verdict = verdict_json(run, outcome, runs)
     why = await fenced(ctx.db, cand)  # a newer push during verification wins
@@ -289,7 +292,8 @@ async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: 
         await ctx.db.landing.finish_candidate(cand.id, "superseded", why, base_sha=main, merged_sha=merge.sha,
                                               verifier=verdict)
         return None
-    evidence = Evidence(cand.subtask_id, cand.claim_version, cand.owner_id, cand.sha, merge.kind, verdict, outcome)
+    evidence = Evidence(cand.subtask_id, cand.claim_version, cand.owner_id, cand.sha, merge.kind, verdict, outcome,
+                        policy=policy)
     intent = await ctx.db.landing.begin_landing(cand=cand, target_ref=target.repo.target_ref, old_sha=main,
                                                 new_sha=merge.sha, tree_sha=merge.tree, evidence=evidence,
                                                 verdict=verdict)
@@ -309,7 +313,8 @@ class Slot:
     merge: git.Merge
 
 
-async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: str, run: Result) -> Landed | None:
+async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: str, run: Result,
+                     policy: str) -> Landed | None:
     """Land several candidates verified together: one intent, one move of main to the last one's merge (the
     commit the run passed on), and one landed row per candidate naming its own merge commit on main's
     first-parent chain, the commit main moved to and the run that covered it. All of them or none: the verified
@@ -330,7 +335,7 @@ async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: s
     members = tuple(Member(s.cand.id, s.cand.subtask_id, s.cand.claim_version, s.cand.owner_id, s.cand.sha, s.base,
                            s.merge.sha or "", s.merge.tree or "", s.merge.kind) for s in unit)
     evidence = Evidence(last.cand.subtask_id, last.cand.claim_version, last.cand.owner_id, last.cand.sha,
-                        last.merge.kind, verdict_json(run, "pass", {}), "pass", members)
+                        last.merge.kind, verdict_json(run, "pass", {}), "pass", members, policy)
     intent = await ctx.db.landing.begin_landing(cand=last.cand, target_ref=target.repo.target_ref, old_sha=main,
                                                 new_sha=last.merge.sha, tree_sha=last.merge.tree, evidence=evidence,
                                                 verdict=verdict_json(run, "pass", {}))

@@ -11,9 +11,16 @@ The rules, in order (``decide``):
      move of main to exactly the commit that run passed on (a later pass covers an earlier pending run);
   3. everything behind a failing checkpoint is cut: it was built on a commit that will not land;
   4. a failing head unit is judged alone when it holds one candidate, else bisected (bors): new checkpoints
-     inside it, as many as there are free verifier workers, spread evenly (one free worker: its middle), so a
-     batch of B with B-1 free workers finds its culprit in one run's time instead of log2(B) runs one after
-     another; a checkpoint that passes inside it lands its prefix at once (rule 2);
+     inside it, as many as there are free verifier workers, spread evenly by the candidates' estimated failure
+     probability (``risk``; by count when none is known), so a batch of B with B-1 free workers finds its culprit
+     in one run's time instead of log2(B) runs one after another; a checkpoint that passes inside it lands its
+     prefix at once (rule 2);
+  4a. but when the estimates tell its likeliest culprit apart, the suspect is left out first (Zuul re-speculates
+     so after a failure): it moves behind the rest of its failed stretch, which gets a checkpoint of its own, and
+     keeps the failed run as its outcome (``left_out``). The rest lands at once if it passes; the suspect is then
+     the failing head, judged alone on the very commit that failed. Free workers beyond that one run bisect the
+     rest next to it, when the suspect carries less than half the stretch's failure mass. A left-out suspect
+     waits for the run ahead of it, and is never left out twice (without that run, its stretch is bisected);
   5. otherwise wait. A tail without a checkpoint gets one (the executor never leaves slots uncovered).
 The window adapts like Zuul's: one wider after a landing, halved after a failure, never below the floor. The
 floor follows the measured failure rate p: the deepest slot k whose run is still more likely to land than to be
@@ -28,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 PASSING = frozenset({"pass", "flaky"})
+MIN_PASS = 0.75  # a batch expected to fail more than one time in four is not formed (see ``pass_threshold``)
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,8 @@ class Slot:
     outcome: str | None = None  # a checkpoint's run: None while pending; "pass", "flaky", "fail", "timeout", "error"
     valid: bool = True  # False once its candidate was superseded, reclaimed or withdrawn
     checkpoint: bool = True  # a verifier run covers this slot (and the unchecked slots ahead of it)
+    risk: float = 0.0  # its estimated failure probability (``mergebot.landing.risk``); 0 when unknown
+    left_out: bool = False  # a suspect moved behind the rest of its failed stretch: that stretch's run is its outcome
 
     @property
     def failed(self) -> bool:
@@ -48,9 +58,11 @@ class Slot:
 
 @dataclass(frozen=True)
 class Decision:
-    action: str  # "land", "judge_head", "cut", "checkpoint", "wait"
-    index: int = 0  # "land": slots up to here; "cut": from here on; "checkpoint": run the check on this slot
-    more: tuple[int, ...] = ()  # "checkpoint" while bisecting: run it on these slots too, at once
+    action: str  # "land", "judge_head", "cut", "checkpoint", "leave_out", "wait"
+    index: int = 0  # "land": slots up to here; "cut": from here on; "checkpoint": run the check on this slot;
+    # "leave_out": the suspect, moved behind the rest of the failed stretch (which gets a checkpoint at its end)
+    more: tuple[int, ...] = ()  # "checkpoint" while bisecting: these slots too; "leave_out": bisection points in
+    # the rest, counted once the suspect has moved (its slots keep their order)
 
 
 def decide(slots: Sequence[Slot], free: int = 1) -> Decision:
@@ -77,6 +89,11 @@ def decide(slots: Sequence[Slot], free: int = 1) -> Decision:
     if failed == 0:
         return Decision("judge_head")
     if failed is not None:  # the last slot (rule 3 cut what was behind it), with pending runs or none ahead
+        if slots[failed].left_out:  # never left out twice; it waits for the run on the rest, ahead of it
+            if any(s.checkpoint and s.outcome is None for s in slots[:failed]):
+                return Decision("wait")
+        elif (suspect := leave_out(slots, failed, free)) is not None:
+            return suspect
         points = bisection(slots, failed, free)
         return Decision("checkpoint", points[0], points[1:]) if points else Decision("wait")
     if not slots[-1].checkpoint:
@@ -86,16 +103,47 @@ def decide(slots: Sequence[Slot], free: int = 1) -> Decision:
 
 def bisection(slots: Sequence[Slot], failed: int, free: int) -> tuple[int, ...]:
     """Up to ``free`` new checkpoints ahead of the failing one, the culprit's stretch. Each stretch of unchecked
-    slots between the runs ahead of it, first to last, is split into equal parts (one point: its middle)."""
+    slots between the runs ahead of it, first to last, is split into parts of equal failure mass (the slots'
+    ``risk``; equal counts when none is known): one point splits it where the culprit is as likely before as
+    after."""
     bounds = [-1, *(i for i in range(failed) if slots[i].checkpoint), failed]
     points: list[int] = []
     for lo, hi in itertools.pairwise(bounds):
         k = min(max(0, free - len(points)), hi - lo - 1)
+        mass = [slots[i].risk for i in range(lo + 1, hi + 1)]
+        if sum(mass) <= 0 or len(set(mass)) == 1:
+            mass = [1.0] * (hi - lo)
+        total, upto = sum(mass), list(itertools.accumulate(mass))
         for m in range(k):
-            point = lo + max(1, round((hi - lo) * (m + 1) / (k + 1)))
+            goal = total * (m + 1) / (k + 1)  # the first slot whose prefix holds this share of the mass
+            point = lo + 1 + min(range(len(upto) - 1), key=lambda j: (abs(upto[j] - goal), j))
             if lo < point < hi and point not in points:
                 points.append(point)
-    return tuple(points)
+    return tuple(sorted(points))
+
+
+def leave_out(slots: Sequence[Slot], failed: int, free: int) -> Decision | None:
+    """Rule 4a: the failed stretch's likeliest culprit, when the estimates tell it apart (and a worker is free for
+    the rest's run); None to bisect instead."""
+    lo = max((i for i in range(failed) if slots[i].checkpoint), default=-1)
+    stretch = range(lo + 1, failed + 1)
+    risks = [slots[i].risk for i in stretch]
+    if free < 1 or len(stretch) < 2 or max(risks) <= 0 or max(risks) == min(risks):
+        return None
+    suspect = max(stretch, key=lambda i: (slots[i].risk, i))
+    rest = [s for i, s in enumerate(slots) if i != suspect]  # the suspect moved behind the rest
+    rest[failed - 1] = Slot(rest[failed - 1].candidate_id, None, True, True, rest[failed - 1].risk)
+    share = slots[suspect].risk / sum(risks)
+    points = bisection(rest, failed - 1, free - 1) if share < 0.5 else ()
+    return Decision("leave_out", suspect, points)
+
+
+def pass_threshold(failure_rate: float, ceiling: int, width: int = 1) -> float:
+    """The least probability of passing a batch may have (``mergebot.landing.window`` adds candidates to a batch
+    while it stays above): that of the best batch of equal candidates at the measured failure rate
+    (``batch_size``), and never below ``MIN_PASS``. A candidate less likely to pass than this runs alone."""
+    q = 1.0 - failure_rate
+    return max(MIN_PASS, q ** batch_size(failure_rate, ceiling, width))
 
 
 def next_width(width: int, *, passed: bool, floor: int = 1, ceiling: int) -> int:

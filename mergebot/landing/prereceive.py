@@ -26,8 +26,8 @@ import pygit2
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, Forbidden, Invalid, MergebotError
 from mergebot.git import repo as git
+from mergebot.landing import assess, verdicts
 from mergebot.landing import messages as say
-from mergebot.landing import verdicts
 from mergebot.landing.checks import (
     SECTIONED,
     Content,
@@ -243,19 +243,6 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
     return Judgement(True, "", [])
 
 
-def change_of(path: Path, target_ref: str, sha: str) -> tuple[str | None, list[str]]:
-    """The pushed change's patch id against the target branch (``git.patch_id``) and the paths it changes; none
-    if it cannot be read."""
-    try:
-        bare = git.open_repo(path)
-        main = git.head_of(bare, target_ref)
-        if main is None:
-            return None, []
-        return git.patch_id(bare, main, sha), git.own_paths(bare, main, sha)
-    except (pygit2.GitError, KeyError, ValueError):
-        return None, []
-
-
 async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefUpdate],
                       path: Path | None = None) -> list[Candidate]:
     """The post-receive step: each accepted subtask push becomes a queued candidate.
@@ -270,15 +257,17 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
         parsed = parse_subtask_ref(u.ref)
         if parsed is None or u.deletion:
             continue
-        patch, paths = await asyncio.to_thread(change_of, path, repo.target_ref, u.new) if path else (None, [])
+        change = await asyncio.to_thread(assess.change_of, path, repo.target_ref, u.new) if path else assess.Change()
+        paths = list(change.paths)
         facts = await db.landing.owner_facts([parsed[0]])
         footprint = facts[parsed[0]].paths if parsed[0] in facts else []
+        estimate = await assess.estimate(db, repo=repo.name, owner_id=agent.id, subtask_id=parsed[0], change=change)
         try:
             out.append(await db.landing.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
                                                 owner_id=agent.id, sha=u.new, ref=u.ref,
-                                                superseded=say.newer_push(u.new), patch_id=patch,
+                                                superseded=say.newer_push(u.new), patch_id=change.patch_id,
                                                 outside_footprint=outside_footprint(paths, footprint) or None,
-                                                paths=paths if path else None))
+                                                paths=paths if path else None, risk=estimate))
         except ClaimSuperseded as e:
             await db.subtasks.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0],
                                         claim_version=parsed[1],
@@ -345,8 +334,8 @@ async def queue_orphans(db: Database, path: Path, repo: Repo, refs: Collection[s
                 cand = await db.landing.enqueue(repo=repo.name, subtask_id=sid, claim_version=version,
                                                 owner_id=row.owner_id, sha=sha, ref=ref,
                                                 superseded=say.newer_push(sha),
-                                                patch_id=(await asyncio.to_thread(change_of, path, repo.target_ref,
-                                                                                  sha))[0])
+                                                patch_id=(await asyncio.to_thread(assess.change_of, path,
+                                                                                  repo.target_ref, sha)).patch_id)
                 out.append(cand.id)
             except ClaimSuperseded:
                 continue

@@ -42,9 +42,10 @@ log = logging.getLogger(__name__)
 class LandingQueue:
     def __init__(self, db: Database, repos_root: Path, *, poll_seconds: float = 1.0,
                  verify_timeout_slack: float = 600.0, speculation: int = 1, batch: int = 1,
-                 orphan_sweep: float = 5.0, post_land_rerun: bool = False, retry_failures: bool = True) -> None:
+                 orphan_sweep: float = 5.0, post_land_rerun: bool = False, retry_failures: bool = True,
+                 max_passes: int = 4) -> None:
         self.ctx = Context(db, repos_root, poll=poll_seconds, slack=verify_timeout_slack,
-                           retry_failures=retry_failures, post_land_rerun=post_land_rerun)
+                           retry_failures=retry_failures, post_land_rerun=post_land_rerun, max_passes=max_passes)
         self.windowed = speculation > 1 or batch > 1  # else the serial queue
         self.speculator = Speculator(self.ctx, width=speculation, batch=batch)
         self.leadership = Leadership(db.url)

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
     """Take, merge, verify and land the next candidate; the candidate taken (None when none was queued)."""
-    cand = await landing.take(ctx.db, repo)
+    cand = await landing.take(ctx, repo)
     if cand is None:
         return None
     target = landing.target_for(ctx, repo)

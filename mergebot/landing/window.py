@@ -54,13 +54,21 @@ class Speculation:
     paths: frozenset[str] = frozenset()  # what the candidate changes on top of its base
     held_job_id: int | None = None  # its passing run's held-out run, while it runs (``mergebot.landing.heldout``)
     held_for: Result | None = None  # that passing run, until the held-out run's verdict joins it
+    left_out: bool = False  # a failed batch's suspect, moved behind the rest: ``result`` is that batch's run
+    without_suspect: bool = False  # its run is the one on a failed batch without its suspect
 
     @property
     def checkpoint(self) -> bool:
         return self.job_id is not None
 
-    def plan(self) -> planner.Slot:
-        return planner.Slot(self.cand.id, self.result.outcome if self.result else None, self.valid, self.checkpoint)
+    def risk(self, fail_rate: float) -> float:
+        """Its estimated failure probability; the window's measured rate when it has none."""
+        return self.cand.failure_risk if self.cand.failure_risk is not None else fail_rate
+
+    def plan(self, fail_rate: float | None = None) -> planner.Slot:
+        """As the planner sees it; ``fail_rate`` None: without estimates (a queue that is not risk-aware)."""
+        return planner.Slot(self.cand.id, self.result.outcome if self.result else None, self.valid, self.checkpoint,
+                            0.0 if fail_rate is None else self.risk(fail_rate), self.left_out)
 
 
 @dataclass
@@ -116,6 +124,14 @@ def _probe(path: Path, main: str, sha: str) -> tuple[git.Merge, frozenset[str]]:
     return probe, frozenset(git.own_paths(bare, main, sha)) if probe.kind in ("merge", "fast-forward") else frozenset()
 
 
+def policy(repo: Repo, unit: list[Speculation]) -> str:
+    """How the window landed ``unit``, for its landed rows: speculative, with ``batched`` when one run covered
+    several, ``risk-aware`` when the estimates shaped it, ``left-out`` when it is a failed batch's rest."""
+    parts = ["speculative", *(["batched"] if len(unit) > 1 else []), *(["risk-aware"] if repo.risk_aware else []),
+             *(["left-out"] if unit[-1].without_suspect else [])]
+    return "+".join(parts)
+
+
 class Speculator:
     def __init__(self, ctx: Context, *, width: int, batch: int = 1) -> None:
         self.ctx = ctx
@@ -147,7 +163,7 @@ class Speculator:
         await self._collect(repo, window)
         pending = [s.held_job_id or s.job_id for s in window.slots if s.job_id is not None and s.result is None]
         free = max(0 if pending else 1, window.width - len(pending))  # runs to spare for a bisection
-        decision = planner.decide([s.plan() for s in window.slots], free=free)
+        decision = planner.decide(self.plan(repo, window), free=free)
         if decision.action == "wait":
             if not pending:
                 return False
@@ -166,6 +182,10 @@ class Speculator:
             return True
         if decision.action == "land":
             await self._land(repo, window, target, main, decision.index)
+            return True
+        if decision.action == "leave_out":
+            window.width = self._next_width(window, passed=False)
+            await self._leave_out(repo, window, target, main, decision)
             return True
         # judge_head: the head failed alone; everything behind it was built on it. It is judged apart (lanes): the
         # window refills at once without it, and only candidates touching the same paths wait for the verdict.
@@ -194,10 +214,11 @@ class Speculator:
         last = unit[-1]
         assert last.result is not None
         if len(unit) == 1:
-            landed = await landing.land(self.ctx, target, last.cand, main, last.merge, last.result, "pass", {})
+            landed = await landing.land(self.ctx, target, last.cand, main, last.merge, last.result, "pass", {},
+                                        policy(repo, unit))
         else:
             landed = await landing.land_batch(self.ctx, target, [Slot(s.cand, s.base, s.merge) for s in unit], main,
-                                              last.result)
+                                              last.result, policy(repo, unit))
         window.deferred.clear()
         window.width = self._next_width(window, passed=landed is not None)
         if landed is not None:
@@ -206,6 +227,43 @@ class Speculator:
                 window.fail_rate = planner.observe_failure(window.fail_rate, False)
         else:  # superseded at the fence, or main moved: everything behind was built on it
             await self.cut(window, 0, say.AHEAD_DID_NOT_LAND)
+
+    def plan(self, repo: Repo, window: Window) -> list[planner.Slot]:
+        return [s.plan(window.fail_rate if repo.risk_aware else None) for s in window.slots]
+
+    async def _leave_out(self, repo: Repo, window: Window, target: Target, main: str,
+                         decision: planner.Decision) -> None:
+        """Rule 4a of the planner: the failed stretch's suspect moves behind the rest, which gets a run of its own
+        (and, when ``decision.more`` asks, a bisection next to it). The slots built on the suspect are merged again
+        without it; one that needed it waits for it (deferred). The suspect keeps the failed run as its outcome when
+        its merge on the new tail is the tree that failed; otherwise it goes back to the queue after the rest."""
+        failing, at = window.slots[-1], decision.index
+        suspect, behind, window.slots = window.slots[at], window.slots[at + 1:], window.slots[:at]
+        for slot in behind:
+            merge, paths = await self.merge(target, slot.cand, window.tail(main))
+            if merge.kind in ("conflict", "up-to-date"):
+                await self._defer(window, slot.cand, say.WAITS_FOR_AHEAD)
+                continue
+            window.slots.append(Speculation(slot.cand, window.tail(main), merge, paths=paths))
+        if window.slots and not window.slots[-1].checkpoint:
+            window.slots[-1].without_suspect = True
+            await self._checkpoint(repo, window, window.slots[-1])
+        base = window.tail(main)
+        merge, paths = await self.merge(target, suspect.cand, base)
+        assert failing.result is not None
+        if merge.kind in ("conflict", "up-to-date") or merge.tree != failing.result.tree_sha or not window.slots:
+            await self._defer(window, suspect.cand, say.WAITS_FOR_AHEAD)  # retaken when the rest lands or is cut
+        else:
+            window.slots.append(Speculation(suspect.cand, base, merge, job_id=failing.job_id, result=failing.result,
+                                            paths=paths, left_out=True))
+        log.info("left candidate %s of subtask %s out of its failed batch (estimated failure %.2f)", suspect.cand.id,
+                 suspect.cand.subtask_id, suspect.risk(window.fail_rate),
+                 extra={"candidate": suspect.cand.id, "subtask": suspect.cand.subtask_id, "kind": "left_out"})
+        if decision.more:
+            rest = next((i for i, s in enumerate(window.slots) if s.without_suspect and s.result is None), None)
+            if rest is not None:
+                for index in planner.bisection(self.plan(repo, window), rest, len(decision.more)):
+                    await self._checkpoint(repo, window, window.slots[index])
 
     def _next_width(self, window: Window, *, passed: bool) -> int:
         return planner.next_width(window.width, passed=passed, ceiling=self.width,
@@ -253,12 +311,14 @@ class Speculator:
         db = self.ctx.db
         # the widest window: one halved by failures would make batches look cheap when failures are frequent
         size = planner.batch_size(window.fail_rate, self.batch, self.width)
+        # a risk-aware queue batches while the batch stays likely to pass, and runs a likely failure alone
+        least = planner.pass_threshold(window.fail_rate, self.batch, self.width) if repo.risk_aware else None
         if not window.slots and not window.aside:  # nothing ahead to wait for: a deferral has nothing to end it
             window.deferred.clear()
         skip = set(window.deferred) | set(window.aside)
         while not window.failing() and sum(s.checkpoint for s in window.slots) < window.width:
             staged, window.staged = window.staged, None
-            cand = staged.cand if staged is not None else await landing.take(db, repo, exclude=sorted(skip))
+            cand = staged.cand if staged is not None else await landing.take(self.ctx, repo, exclude=sorted(skip))
             if cand is None:
                 break
             if staged is not None:  # taken a while ago: it may have been superseded since
@@ -283,12 +343,33 @@ class Speculator:
             slot = Speculation(cand, base, merge, paths=paths)
             if not window.slots:
                 await compare.prefetch(self.ctx, repo, base)
+            if least is not None and not await self._batch_with(repo, window, slot, least):
+                window.staged = slot  # the batch ahead took the last run: this one starts the next batch
+                break
             window.slots.append(slot)
             unchecked = len(window.slots) - max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
-            if unchecked >= size:
+            if least is not None and 1.0 - slot.risk(window.fail_rate) < least:
+                await self._checkpoint(repo, window, slot)  # a likely failure runs alone
+            elif unchecked >= (size if least is None else self.batch):
                 await self._checkpoint(repo, window, slot)
         if window.slots and not window.slots[-1].checkpoint and not window.failing():
             await self._checkpoint(repo, window, window.slots[-1])  # the queue ran dry: cover the batch as it is
+
+    async def _batch_with(self, repo: Repo, window: Window, slot: Speculation, least: float) -> bool:
+        """Whether ``slot`` may join the batch of unchecked slots at the chain's tail: yes while that batch stays at
+        least ``least`` likely to pass. If not, the batch is closed with a run on its last slot first; False when
+        that run was the window's last (``slot`` then waits for the next fill)."""
+        start = max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
+        batch = window.slots[start:]
+        if not batch:
+            return True
+        passes = 1.0 - slot.risk(window.fail_rate)
+        for other in batch:
+            passes *= 1.0 - other.risk(window.fail_rate)
+        if passes >= least:
+            return True
+        await self._checkpoint(repo, window, batch[-1])
+        return sum(s.checkpoint for s in window.slots) < window.width
 
     async def stage(self, repo: Repo, window: Window, target: Target, main: str) -> None:
         """While the window's runs are busy: take the next candidate and merge it onto the chain's tail, so the
@@ -298,7 +379,7 @@ class Speculator:
         if window.staged is not None or window.failing():
             return
         while True:
-            cand = await landing.take(self.ctx.db, repo, exclude=sorted(set(window.aside) | window.deferred))
+            cand = await landing.take(self.ctx, repo, exclude=sorted(set(window.aside) | window.deferred))
             if cand is None:
                 return
             base = window.tail(main)

@@ -1,0 +1,59 @@
+"""What the bot knows of a push before it is verified: its change (patch id, paths, size) and its failure estimate.
+
+The post-receive step asks here once per accepted push, before the candidate is queued. The patch id finds the
+same change elsewhere (duplicates), the paths feed the forecast and the lanes, and the estimate
+(``mergebot.landing.risk``) is recorded on the candidate, orders the queue and shapes its batches. An estimate
+that cannot be made (the commit is not readable, the database is slow) is never a reason to refuse a push: the
+candidate is queued without one, and the queue treats it as the repository's prior.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pygit2
+
+from mergebot.db.database import Database
+from mergebot.errors import MergebotError
+from mergebot.git import repo as git
+from mergebot.landing import risk
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Change:
+    patch_id: str | None = None  # ``git.patch_id`` against the target branch
+    paths: tuple[str, ...] = ()  # what it changes from where it forked off the target branch
+    lines: int | None = None  # lines it adds and removes there; None when unknown
+
+
+def change_of(path: Path, target_ref: str, sha: str) -> Change:
+    """The pushed change as the target branch sees it; empty when it cannot be read."""
+    try:
+        bare = git.open_repo(path)
+        main = git.head_of(bare, target_ref)
+        if main is None:
+            return Change()
+        paths, lines = git.own_change(bare, main, sha)
+        return Change(git.patch_id(bare, main, sha), tuple(paths), lines)
+    except (pygit2.GitError, KeyError, ValueError):
+        return Change()
+
+
+async def estimate(db: Database, *, repo: str, owner_id: int, subtask_id: int,
+                   change: Change) -> tuple[float, dict[str, Any]] | None:
+    """The push's failure probability and what it rests on, for ``LandingStore.enqueue``; None when unknown."""
+    try:
+        row = await db.landing.risk_facts(repo=repo, owner_id=owner_id, subtask_id=subtask_id,
+                                          paths=list(change.paths), own=risk.OWN_FAILURES)
+    except (psycopg.Error, MergebotError) as e:
+        log.warning("no failure estimate for a push of subtask %s: %s", subtask_id, e)
+        return None
+    facts = replace(risk.Facts(**row), lines=change.lines, files=len(change.paths))
+    got = risk.estimate(facts)
+    return got.p, {**got.as_json(), "facts": {k: v for k, v in vars(facts).items() if v is not None}}

@@ -1,0 +1,122 @@
+"""A risk-aware queue end to end (``mergebot.landing.risk``, the window's batches and rule 4a of the planner):
+a real server, real pushes, the real verifier.
+
+Each push's failure estimate is made from the records when it is queued; the queue takes the safer first,
+batches likely passes together, runs a likely failure alone and, when a batch fails, leaves its likeliest culprit
+out: the rest lands on its own run, and every landed commit is one a run passed on exactly.
+"""
+
+from __future__ import annotations
+
+import pygit2
+
+from mergebot.auth import Role
+from tests.bot import Fleet, commit, git
+from tests.test_judged import candidate_page
+from tests.test_speculation import wait_for
+
+BREAKS = {"calc.py": "def add(a, b):\n    return a - b\n"}
+
+
+async def _pushes(fleet: Fleet, risks: dict[str, float]) -> dict[str, int]:
+    """While the queue is paused: each agent claims, commits a file of its own (``ann`` breaks the suite) and
+    pushes; then each candidate's estimate is set as given, and the queue resumes. The subtask of each agent."""
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a batch")
+    subtask = {}
+    for who in risks:
+        if who not in fleet.tokens:
+            _, fleet.tokens[who] = await fleet.db.agents.add_agent(name=who, role=Role.AGENT)
+        await fleet.db.subtasks.create_subtask(actor_id=None, title=f"{who}'s")
+        claim, wt = fleet.start(who)
+        commit(wt, BREAKS if who == "ann" else {f"{who}.txt": f"{who}\n"})
+        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        subtask[who] = claim.subtask_id
+    async with fleet.db.pool.connection() as conn:
+        for who, p in risks.items():
+            await conn.execute("UPDATE candidates SET failure_risk = %s WHERE subtask_id = %s", (p, subtask[who]))
+    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    return subtask
+
+
+def _covers(bare: pygit2.Repository, sha: str, tip: str) -> bool:
+    return sha == tip or bare.descendant_of(sha, tip)
+
+
+async def test_a_failed_batch_leaves_its_likeliest_culprit_out_and_the_rest_lands_on_its_own_run(
+        fleet: Fleet) -> None:
+    fleet.bot.stop()
+    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="2", MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2",
+                    MERGEBOT_RETRY_FAILED_CHECKS="0")
+    sub = await _pushes(fleet, {"ann": 0.2, "bob": 0.01, "cat": 0.01, "dan": 0.01})
+    safe = [sub[w] for w in ("bob", "cat", "dan")]
+    await wait_for(fleet, safe, {"landed"})
+    await wait_for(fleet, [sub["ann"]], {"running"})
+
+    landed = {r.subtask_id: r for r in await fleet.db.landing.landed(repo="demo")}
+    assert set(landed) == set(safe)
+    rows = [landed[s] for s in safe]
+    # one landing, on the run of the batch without its suspect, recorded as such
+    assert len({r.batch_id for r in rows}) == 1 and len({r.run_id for r in rows}) == 1, rows
+    assert all(r.policy == "speculative+batched+risk-aware+left-out" for r in rows), [r.policy for r in rows]
+    bare = fleet.bare()
+    tips = {w: (await fleet.db.landing.candidates(repo="demo", subtask_id=s))[0]["sha"] for w, s in sub.items()}
+    runs = [j for j in await fleet.db.jobs.jobs(limit=100) if j["purpose"] == "candidate"]
+    # two candidate runs in all: the batch of four (failed) and the three without the suspect (passed); no
+    # bisection of the three was needed, and no run ever covered the suspect without the other three
+    assert len(runs) == 2, runs
+    first, rest = sorted(runs, key=lambda j: j["id"])
+    assert first["outcome"] == "fail" and all(_covers(bare, first["commit_sha"], t) for t in tips.values())
+    assert rest["outcome"] == "pass" and not _covers(bare, rest["commit_sha"], tips["ann"])
+    assert rest["commit_sha"] == rows[0].main_sha
+    # the suspect was judged alone on the very tree that failed, and told
+    cand = (await fleet.db.landing.candidates(repo="demo", subtask_id=sub["ann"]))[0]
+    assert cand["status"] == "rejected" and (cand["verdict"] or {}).get("kind") == "check_failed", cand
+    assert "left candidate" in fleet.bot.log.read_text()
+    assert await fleet.db.landing.pending_intents("demo") == []
+
+
+async def test_a_likely_failure_runs_alone_behind_a_batch_of_likely_passes(fleet: Fleet) -> None:
+    fleet.bot.stop()
+    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="2", MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2",
+                    MERGEBOT_RETRY_FAILED_CHECKS="0")
+    # ann's push came first, but the safer ones go before it; her estimate is below the batches' least chance
+    sub = await _pushes(fleet, {"ann": 0.6, "bob": 0.01, "cat": 0.01, "dan": 0.01})
+    safe = [sub[w] for w in ("bob", "cat", "dan")]
+    await wait_for(fleet, safe, {"landed"})
+    await wait_for(fleet, [sub["ann"]], {"running"})
+    rows = [r for r in await fleet.db.landing.landed(repo="demo")]
+    assert len(rows) == 3 and len({r.run_id for r in rows}) == 1 and {r.batch_size for r in rows} == {3}
+    assert {r.policy for r in rows} == {"speculative+batched+risk-aware"}
+    runs = sorted((j for j in await fleet.db.jobs.jobs(limit=100) if j["purpose"] == "candidate"),
+                  key=lambda j: j["id"])
+    bare = fleet.bare()
+    ann = (await fleet.db.landing.candidates(repo="demo", subtask_id=sub["ann"]))[0]
+    # two runs at once: the batch of three, and ann's alone on top of it
+    assert len(runs) == 2 and runs[0]["outcome"] == "pass" and runs[1]["outcome"] == "fail", runs
+    assert not _covers(bare, runs[0]["commit_sha"], ann["sha"]) and _covers(bare, runs[1]["commit_sha"], ann["sha"])
+    assert runs[1]["created_at"] < runs[0]["finished_at"]
+    assert ann["status"] == "rejected" and ann["passed_over"] >= 1, ann
+
+
+async def test_a_push_after_failures_is_estimated_likelier_to_fail_and_says_why(fleet: Fleet) -> None:
+    """Serial queue: the estimate is made from the records at push time and shown to reviewers."""
+    first = await _pushes(fleet, {"bob": 0.01})
+    await wait_for(fleet, [first["bob"]], {"landed"})
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="ann's")
+    claim, wt = fleet.start("ann")
+    for n in range(3):
+        commit(wt, {"calc.py": f"def add(a, b):\n    return a - b - {n}\n"})
+        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        await wait_for(fleet, [claim.subtask_id], {"running"})
+        cands = await fleet.db.landing.candidates(repo="demo", subtask_id=claim.subtask_id)
+        while cands[0]["status"] != "rejected":
+            await wait_for(fleet, [claim.subtask_id], {"running"})
+            cands = await fleet.db.landing.candidates(repo="demo", subtask_id=claim.subtask_id)
+    estimates = [c["failure_risk"] for c in reversed(cands)]  # oldest first
+    assert estimates[0] < estimates[1] < estimates[2], estimates
+    facts = cands[0]["risk_facts"]
+    assert facts["facts"]["attempt"] == 3 and facts["facts"]["after_failure"] is True, facts
+    assert set(facts["terms"]) >= {"agent", "after_failure", "attempt"}
+    page = await candidate_page(fleet, cands[0]["id"], "rita")
+    assert "Failure estimate" in page and f"{cands[0]['failure_risk']:.0%} likely to fail" in page, page[-3000:]
+    assert "after a failing check +0.70" in page
