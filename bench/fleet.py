@@ -122,6 +122,7 @@ from mergebot import agent
 from mergebot.agent.submit import STOPS
 from mergebot.client import ApiError, Client
 from mergebot.db.database import Database
+from mergebot.landing import risk
 from mergebot.landing.repos import repos_root
 from mergebot.settings import Settings
 
@@ -140,6 +141,29 @@ VERIFY_PURPOSES = ("candidate", "retry", "base")
 
 
 # -- the model, the server's settings, git --------------------------------------------------------------------
+
+
+def agent_mix(text: str) -> list[tuple[float, float]]:
+    """``--agents-mix 0.7:0.03,0.3:0.3``: shares of the fleet and each share's failure rate."""
+    try:
+        mix = [(float(a), float(b)) for a, b in (part.split(":") for part in text.split(",") if part.strip())]
+    except ValueError as e:
+        raise SystemExit(f"--agents-mix takes SHARE:RATE pairs, like 0.7:0.03,0.3:0.3 ({e})") from e
+    if not mix or abs(sum(share for share, _ in mix) - 1.0) > 1e-6:
+        raise SystemExit("--agents-mix: the shares must add up to 1")
+    return mix
+
+
+def agent_rate(args: argparse.Namespace, i: int) -> float:
+    """Agent ``i``'s failure rate: ``--fail-rate``, or its group's under ``--agents-mix`` (groups in order)."""
+    if not args.agents_mix:
+        return float(args.fail_rate)
+    upto = 0.0
+    for share, rate in args.agents_mix:
+        upto += share
+        if i < round(upto * args.agents):
+            return rate
+    return args.agents_mix[-1][1]
 
 
 def window_bound(window: int, p: float, duration: float) -> float:
@@ -179,6 +203,7 @@ class Mode:
     env: dict[str, str]
     window: int | None  # for the model bound; None: no bound printed
     note: str = ""
+    risk: bool = False  # the repository's queue orders and batches by the failure estimates (``repo set --risk``)
 
 
 def modes_for(names: list[str], workers: int, batch: int) -> list[Mode]:
@@ -199,8 +224,11 @@ def modes_for(names: list[str], workers: int, batch: int) -> list[Mode]:
         elif name == "speculative-batched":  # W runs in flight, each covering up to B candidates
             out.append(Mode(name, {"MERGEBOT_BATCH_SIZE": str(batch), "MERGEBOT_SPECULATION_WINDOW": str(workers)},
                             None))
+        elif name == "risk":  # speculative-batched, with batches, order and bisection shaped by the estimates
+            out.append(Mode(name, {"MERGEBOT_BATCH_SIZE": str(batch), "MERGEBOT_SPECULATION_WINDOW": str(workers)},
+                            None, risk=True))
         else:
-            raise SystemExit(f"unknown mode {name!r} (serial, speculative, batched, speculative-batched)")
+            raise SystemExit(f"unknown mode {name!r} (serial, speculative, batched, speculative-batched, risk)")
     return out
 
 
@@ -363,7 +391,7 @@ def work_subtask(client: Client, wt: Path, claim: agent.Claim, *, seed: int, p: 
 
 
 async def setup_landing(url: str, data: Path, source: Path, agents: int, subtasks: int,
-                        command: str, timeout_s: int, depends: int = 0) -> list[str]:
+                        command: str, timeout_s: int, depends: int = 0, risk: bool = False) -> list[str]:
     """Agents, the subtasks (with ``depends`` K, subtask i waits for subtask i-K: K chains) and the repository."""
     async with harness.store_on(url, statement_timeout_ms=60_000) as store:
         tokens = [(await harness.add_agent(store, f"agent-{i:04d}")).token for i in range(agents)]
@@ -374,6 +402,7 @@ async def setup_landing(url: str, data: Path, source: Path, agents: int, subtask
             ids.append(sub.id)
         await harness.add_bench_repo(store, repos_root(data), name=REPO, source=source, command=command,
                                      timeout_s=timeout_s)
+        await store.landing.update_repo(REPO, risk_aware=risk)
         return tokens
 
 
@@ -390,8 +419,15 @@ def collect_landing(url: str) -> dict[str, Any]:
         statuses = dict(conn.execute("SELECT status::text, count(*) FROM subtasks GROUP BY 1").fetchall())
         red = conn.execute("SELECT red_since, paused_reason FROM repos WHERE name = %s", (REPO,)).fetchone()
         findings = conn.execute("SELECT kind, detail::text FROM reconcile_findings LIMIT 5").fetchall()
+        # the estimate against what happened: landed, or rejected for a failure of its own check
+        judged = conn.execute("SELECT failure_risk, status = 'rejected' FROM candidates WHERE repo = %s "
+                              "AND failure_risk IS NOT NULL AND (status = 'landed' OR verdict->>'kind' = ANY(%s))",
+                              (REPO, list(risk.OWN_FAILURES))).fetchall()
+        passed_over = conn.execute("SELECT coalesce(max(passed_over), 0) FROM candidates WHERE repo = %s",
+                                   (REPO,)).fetchone()
     return {"landed": landed, "candidates": cands, "jobs": jobs, "statuses": statuses,
-            "red": red, "findings": findings}
+            "red": red, "findings": findings, "judged": [(float(p), bool(f)) for p, f in judged],
+            "passed_over_max": passed_over[0] if passed_over else 0}
 
 
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
@@ -478,6 +514,7 @@ def landing_figures(mode: Mode, args: argparse.Namespace, t0: float, ended: floa
         "subtask_statuses": db["statuses"], "main_red": db["red"][0] if db["red"] else None,
         "findings": [list(f) for f in db["findings"]], "errors": errors[:20], "error_count": len(errors),
         "refused_pushes": len(refusals), "refusals": refusals[:10],
+        "calibration": risk.calibration(db["judged"]), "passed_over_max": db["passed_over_max"],
         **cpu,
     }
 
@@ -497,7 +534,8 @@ def run_landing_mode(server: harness.PgServer, tmp: Path, mode: Mode, args: argp
     try:
         with server.fresh_db(mode.name, keep=args.keep) as url:
             tokens = asyncio.run(setup_landing(url, data, make_source(base / "source"), args.agents, args.subtasks,
-                                               command, max(60, int(args.duration * 20) + 30), args.depends))
+                                               command, max(60, int(args.duration * 20) + 30), args.depends,
+                                               mode.risk))
             with harness.Serve(url, data, env) as bot:
                 return run_landing_agents(bot, server, url, base, tokens, t_setup, mode, args, idle)
     finally:
@@ -527,7 +565,7 @@ def run_landing_agents(bot: harness.Serve, server: harness.PgServer, url: str, b
     deadline = time.time() + args.max_seconds
     threads = [threading.Thread(target=agent_loop, name=f"agent-{i}", daemon=True,
                                 args=(bot.url, tokens[i], wts[i]),
-                                kwargs={"seed": args.seed, "p": args.fail_rate, "deadline": deadline,
+                                kwargs={"seed": args.seed, "p": agent_rate(args, i), "deadline": deadline,
                                         "max_pushes": 10, "start": start, "stop": stop, "run": runs[i],
                                         "poll": args.poll, "idle": idle})
                for i in range(args.agents)]
@@ -656,6 +694,8 @@ def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f"({args.workers} x 3600 / {r['check_run_s_mean']:.3f} s = {capacity:,.0f} landings/h) at "
               f"{fmt(r['verifier_runs_per_landed'], 2)} runs per landing, {fmt(r['started_runs_per_landed'], 2)} "
               "counting only runs a worker started")
+    if "risk" in by and "speculative" in by:
+        facts.update(print_risk(by["risk"], by["speculative"], facts, args))
     if "speculative-batched" in by and "speculative" in by:
         b, sp = by["speculative-batched"], by["speculative"]
         p95_b, p95_s = b["push_to_landed_s"]["p95"], sp["push_to_landed_s"]["p95"]
@@ -667,6 +707,25 @@ def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f"<= 0.67 ({met(b['verifier_runs_per_landed'] <= 0.67)}), >= 1.5 of capacity ({met(cap >= 1.5)}), "
               f"p95 no worse than speculative ({met(p95_b <= p95_s)})")
     return facts
+
+
+def print_risk(r: dict[str, Any], sp: dict[str, Any], facts: dict[str, Any],
+               args: argparse.Namespace) -> dict[str, Any]:
+    """The risk-aware queue against its targets (issue 34), and its estimate's calibration."""
+    mixed = bool(args.agents_mix)
+    cap_target, runs_target = (1.3, 0.7) if mixed else (1.0, 0.85)
+    cap, runs = facts["risk_vs_capacity"], r["verifier_runs_per_landed"]
+    p95, p95_sp = r["push_to_landed_s"]["p95"], sp["push_to_landed_s"]["p95"]
+    print(f"  risk ({'mixed fleet ' + args.agents_mix_text if mixed else f'uniform p = {args.fail_rate:g}'}): "
+          f"{fmt(cap, 2)} of capacity (target >= {cap_target:g}: {met(cap >= cap_target)}), {fmt(runs, 2)} runs per "
+          f"landing (target <= {runs_target:g}: {met(runs <= runs_target)}), p95 push->landed {fmt(p95, 2)} s against "
+          f"speculative's {fmt(p95_sp, 2)} s ({met(p95 <= p95_sp)}); passed over at most {r['passed_over_max']} "
+          f"times (bound {args.max_passes}: {met(r['passed_over_max'] <= args.max_passes)})")
+    print("  calibration (candidates judged on their own check, by decile of the estimate):")
+    print(f"    {'from p':>7} {'mean p':>7} {'observed':>9} {'n':>5}")
+    for low, mean, observed, n in r["calibration"]:
+        print(f"    {low:7.3f} {mean:7.3f} {observed:9.3f} {n:5d}")
+    return {"risk_meets": {"capacity": cap >= cap_target, "runs": runs <= runs_target, "p95": p95 <= p95_sp}}
 
 
 def print_idle(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
@@ -1276,6 +1335,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--subtasks", type=int, default=300)
     ap.add_argument("--duration", type=float, default=1.0, help="the check's duration D, seconds")
     ap.add_argument("--fail-rate", type=float, default=0.10, help="probability p that a candidate fails")
+    ap.add_argument("--agents-mix", type=agent_mix, default=None, metavar="SHARE:RATE,...",
+                    help="agents that fail at different rates, e.g. 0.7:0.03,0.3:0.3 (70%% fail 3%% of their "
+                    "pushes, 30%% fail 30%%); --fail-rate becomes their mean")
     ap.add_argument("--workers", type=int, default=4, help="verifier workers W in mergebot serve")
     ap.add_argument("--batch", type=int, default=4, help="MERGEBOT_BATCH_SIZE for the batched mode")
     ap.add_argument("--modes", default="serial,speculative", help="serial,speculative[,batched]")
@@ -1312,6 +1374,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error("--idle takes variants like poll:2,wait:60")
     if any(kind not in ("poll", "wait") for kind, _ in args.idle):
         ap.error("--idle variants are poll:SECONDS or wait:SECONDS")
+    args.agents_mix_text = ",".join(f"{a:g}:{b:g}" for a, b in args.agents_mix or [])
+    if args.agents_mix:
+        args.fail_rate = sum(share * rate for share, rate in args.agents_mix)
+    args.max_passes = int(dict(kv.split("=", 1) for kv in args.server_env).get("MERGEBOT_RISK_MAX_PASSES", 4))
     if args.quick:
         given = set(argv if argv is not None else sys.argv[1:])
 

@@ -127,3 +127,23 @@ def add_up(runs: Sequence[Row], pushes: Sequence[Row], landed: Sequence[Row]) ->
         charged.seconds[charge] += seconds
         charged.runs += 1
     return Costs(landings, agents, total, thrown, other, len(counted))
+
+
+STAGES = (("pushed → queued", "pushed_at", "queued_at"), ("queued → merged", "queued_at", "merged_at"),
+          ("merged → run created", "merged_at", "run_created"), ("run created → started", "run_created", "run_started"),
+          ("run", "run_started", "run_finished"), ("run finished → decided", "run_finished", "decided_at"))
+
+
+def stages(row: Row | None) -> list[tuple[str, float]]:
+    """One candidate's stages (``page_candidate_stages``) as (stage, seconds), in order; a stage whose ends are
+    not both known (a candidate never merged, a run not yet finished) is left out. The run's own share that the
+    check took is shown apart (``the check``)."""
+    if row is None:
+        return []
+    out = []
+    for name, start, end in STAGES:
+        if row.get(start) is not None and row.get(end) is not None:
+            out.append((name, (row[end] - row[start]).total_seconds()))
+            if name == "run" and row.get("check_s") is not None:
+                out.append(("the check", float(row["check_s"])))
+    return out

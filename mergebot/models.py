@@ -163,6 +163,7 @@ class Repo(FromRow):
     paused: bool = False
     paused_reason: str | None = None
     red_since: str | None = None  # main's head when its check failed; None while main is green
+    mend_given_up: str | None = None  # main's head when mending it gave up: not tried again until main moves
     created_at: datetime | None = None
     forge: str | None = None  # "github", "gitea" or "forgejo" for a forge repository; None when hosted here
     forge_repo: str | None = None  # "owner/name" on the forge
@@ -279,6 +280,8 @@ class Member:
     merged_sha: str
     tree_sha: str
     merge_kind: str = "merge"
+    outcome: str = ""  # its own verdict when it differs from the landing's: "flaky" (it failed once and passed a
+    # retry before main moved on); "" is the landing's
 
 
 @dataclass(frozen=True)

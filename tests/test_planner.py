@@ -163,12 +163,10 @@ OUTCOMES = st.sampled_from([None, "pass", "flaky", "fail", "timeout", "error"])
 RISKS = st.sampled_from([0.0, 0.01, 0.03, 0.1, 0.3, 0.9])
 
 
-@given(st.lists(st.tuples(OUTCOMES, st.booleans(), st.booleans(), RISKS, st.booleans()), max_size=8),
-       st.integers(0, 6))
-def test_only_verified_valid_prefixes_ever_land(raw: list[tuple[str | None, bool, bool, float, bool]],
-                                                free: int) -> None:
-    slots = [Slot(i, outcome if checkpoint else None, valid, checkpoint, risk, left and checkpoint)
-             for i, (outcome, valid, checkpoint, risk, left) in enumerate(raw)]
+@given(st.lists(st.tuples(OUTCOMES, st.booleans(), st.booleans(), RISKS), max_size=8), st.integers(0, 6))
+def test_only_verified_valid_prefixes_ever_land(raw: list[tuple[str | None, bool, bool, float]], free: int) -> None:
+    slots = [Slot(i, outcome if checkpoint else None, valid, checkpoint, risk)
+             for i, (outcome, valid, checkpoint, risk) in enumerate(raw)]
     d = decide(slots, free=free)
     if d.action == "land":
         # main moves to slot d.index's merge: its own run passed, and nothing ahead of it failed or left
@@ -184,10 +182,10 @@ def test_only_verified_valid_prefixes_ever_land(raw: list[tuple[str | None, bool
         assert not slots[d.index].checkpoint and len(d.more) < max(free, 1)
     if d.action == "leave_out":  # the failing stretch's riskiest slot, and a run for the rest
         failed = len(slots) - 1
-        assert slots[failed].failed and not slots[failed].left_out and free >= 1
         lo = max((i for i in range(failed) if slots[i].checkpoint), default=-1)
+        assert slots[failed].failed and (free >= 1 or lo == failed - 1 >= 0)  # a run for the rest, or one ahead
         assert lo < d.index <= failed and slots[d.index].risk == max(s.risk for s in slots[lo + 1:])
-        assert len(d.more) <= free - 1 and all(lo < i < failed - 1 for i in d.more)
+        assert len(d.more) <= max(0, free - 1) and all(lo < i < failed - 1 for i in d.more)
     if d.action == "wait":  # for a run, or for a free worker: never idle while a failure could be split
         assert any(s.checkpoint and s.outcome is None for s in slots) or not slots or (
             free == 0 and any(s.failed for s in slots))
@@ -198,21 +196,20 @@ def test_the_likeliest_culprit_is_left_out_and_the_rest_runs_without_it() -> Non
              Slot(3, checkpoint=False, risk=0.03), Slot(4, "fail", risk=0.03)]
     assert decide(batch, free=1) == Decision("leave_out", 1)
     assert decide(batch, free=3) == Decision("leave_out", 1)  # it carries most of the mass: no bisection too
-    # the executor moved it behind the rest (1, 3, 4 with a run on 4), keeping the failed run as its outcome
-    moved = [Slot(1, checkpoint=False, risk=0.03), Slot(3, checkpoint=False, risk=0.03), Slot(4, risk=0.03),
-             Slot(2, "fail", risk=0.3, left_out=True)]
-    assert decide(moved, free=3) == Decision("wait")  # never left out twice, nor bisected ahead of the rest's run
-    moved[2] = Slot(4, "pass", risk=0.03)
-    assert decide(moved) == Decision("land", 2)  # the rest lands at once
-    assert decide(moved[3:]) == Decision("judge_head")  # and the suspect is judged on the commit that failed
-    moved[2] = Slot(4, "fail", risk=0.03)
-    assert decide(moved) == Decision("cut", 3)  # the culprit was elsewhere: the suspect goes back to the queue
-    # the estimates do not tell the culprit apart: a bisection as before
+    assert decide(batch, free=0) == Decision("wait")
+    # equal estimates: the last is left out (a batch of two: the same run as a bisection's, and the window fills on)
     even = [Slot(i, checkpoint=False, risk=0.1) for i in range(3)] + [Slot(3, "fail", risk=0.1)]
-    assert decide(even, free=1) == Decision("checkpoint", 1)
+    assert decide(even, free=1) == Decision("leave_out", 3)
+    assert decide(even[2:], free=1) == Decision("leave_out", 1)
+    assert decide(even, free=3) == Decision("leave_out", 3, (0, 1))  # and the rest bisected next to it
+    # no estimates (a queue that is not risk-aware): the plain bisection
     unknown = [Slot(i, checkpoint=False) for i in range(3)] + [Slot(3, "fail")]
     assert decide(unknown, free=1) == Decision("checkpoint", 1)
-    assert decide(batch, free=0) == Decision("wait")
+    # a stretch of one is judged at the head; behind a run still pending it is left out, with no run of its own
+    assert decide([Slot(1, "pass", risk=0.1), Slot(2, "fail", risk=0.5)]) == Decision("land", 0)
+    assert decide([Slot(2, "fail", risk=0.5)]) == Decision("judge_head")
+    assert decide([Slot(1, risk=0.1), Slot(2, "fail", risk=0.5)], free=0) == Decision("leave_out", 1)
+    assert decide([Slot(1), Slot(2, "fail")], free=0) == Decision("wait")  # without estimates: it waits its turn
 
 
 def test_a_suspect_with_less_than_half_the_mass_is_left_out_next_to_a_bisection_of_the_rest() -> None:

@@ -298,3 +298,48 @@ def test_bisection_finds_the_first_red_landing_in_log2_runs() -> None:
                 else:
                     hi = mid
             assert lo == first_red and runs <= max(0, (n - 1).bit_length())
+
+
+async def test_a_mend_that_gave_up_stays_given_up_until_main_moves_or_an_admin_resumes(e2e_db: Database,
+                                                                                        tmp_path: Path) -> None:
+    """Mending never reverts a revert: with the bot's own revert among the red landings it gives up, announced once.
+    A restart (``mend.resume``) does not try again at the same red commit; a new red commit, or an admin's
+    resume, does."""
+    from mergebot.landing import mend
+    from mergebot.landing.land import Context
+    from mergebot.landing.repos import hold
+    from tests.test_views import land as land_directly
+    from verifier.runner import Result
+
+    db = e2e_db
+    root = repos_root(tmp_path / "data")
+    await add_repo(db, root, name="demo", source=str(make_project(tmp_path / "src")), verifier_command="true")
+    ann, _ = await db.agents.add_agent(name="ann", role=Role.AGENT)
+    admin, _ = await db.agents.add_agent(name="root", role=Role.ADMIN)
+    for title in ("landed", "its revert"):
+        await db.subtasks.create_subtask(actor_id=None, title=title)
+        await land_directly(db, ann.id)
+    async with db.pool.connection() as conn:  # as if the second landing were the bot's own revert of the first
+        await conn.execute("UPDATE landed SET kind = 'revert', reverts = (SELECT min(id) FROM landed) "
+                           "WHERE id = (SELECT max(id) FROM landed)")
+    red = (await db.landing.landed(repo="demo"))[0]  # the newest
+    ctx = Context(db, root)
+    failed = Result("r" * 40, "", "true", "fail", 1, 10, "", "", 0, "d" * 64)
+
+    async def gave_up() -> int:
+        return sum("stays red" in a["body"] or "gave up" in a["body"]
+                   for a in await db.subtasks.announcements(limit=50))
+
+    await mend.mend(ctx, await db.landing.get_repo("demo"), red, "r" * 40, failed)
+    assert (await db.landing.get_repo("demo")).mend_given_up == "r" * 40 and await gave_up() == 1
+    await mend.resume(ctx, await db.landing.get_repo("demo"), red, "r" * 40)  # a restart: nothing again
+    assert await gave_up() == 1 and await db.jobs.jobs() == []
+    await mend.resume(ctx, await db.landing.get_repo("demo"), red, "s" * 40)  # main moved: tried again
+    assert await gave_up() == 2 and (await db.landing.get_repo("demo")).mend_given_up == "s" * 40
+    tried: list[str] = []
+
+    async def remend() -> None:
+        tried.append("reconcile")
+
+    repo = await hold(db, "demo", "resume", admin, lambda: None, remend)  # an admin says so
+    assert repo.mend_given_up is None and tried == ["reconcile"]

@@ -37,6 +37,13 @@ def test_each_sign_of_trouble_raises_the_estimate() -> None:
     assert estimate(replace(SEASONED, path_finished=2, path_failed=2)).p == base  # too few to count
 
 
+def test_a_fix_counts_as_the_repository_s_fixes_have_done() -> None:
+    unknown = estimate(replace(SEASONED, after_failure=True)).p
+    guesses = estimate(replace(SEASONED, after_failure=True, fix_finished=40, fix_failed=20)).p
+    sure = estimate(replace(SEASONED, after_failure=True, fix_finished=40, fix_failed=0)).p
+    assert sure < estimate(SEASONED).p < unknown < guesses
+
+
 def test_the_page_sees_what_each_part_added() -> None:
     got = estimate(replace(SEASONED, after_failure=True, attempt=2)).as_json()
     assert set(got["terms"]) == {"agent", "after_failure", "attempt"} and 0 < got["p"] < 1
@@ -45,13 +52,15 @@ def test_the_page_sees_what_each_part_added() -> None:
 @given(agent_finished=st.integers(0, 200), agent_failed=st.integers(0, 200), repo_finished=st.integers(0, 500),
        repo_failed=st.integers(0, 500), attempt=st.integers(1, 50), after=st.booleans(),
        lines=st.one_of(st.none(), st.integers(0, 10**7)), path_finished=st.integers(0, 500),
-       path_failed=st.integers(0, 500))
+       path_failed=st.integers(0, 500), fix_finished=st.integers(0, 300), fix_failed=st.integers(0, 300))
 def test_the_estimate_is_a_probability_and_grows_with_failures(agent_finished: int, agent_failed: int,
                                                                 repo_finished: int, repo_failed: int, attempt: int,
                                                                 after: bool, lines: int | None, path_finished: int,
-                                                                path_failed: int) -> None:
+                                                                path_failed: int, fix_finished: int,
+                                                                fix_failed: int) -> None:
     facts = Facts(agent_finished, min(agent_failed, agent_finished), repo_finished, min(repo_failed, repo_finished),
-                  attempt, after, lines, 0, path_finished, min(path_failed, path_finished))
+                  attempt, after, lines, 0, path_finished, min(path_failed, path_finished), fix_finished,
+                  min(fix_failed, fix_finished))
     p = estimate(facts).p
     assert risk.LOW <= p <= risk.HIGH
     if facts.agent_failed < facts.agent_finished:

@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from mergebot import agent
@@ -269,3 +270,30 @@ async def test_with_sandbox_none_checks_run_and_every_record_says_so(make_fleet:
     assert 'id="sandbox-warning"' in page and "sandbox: none" in page
     said = [line for line in fleet.bot.log.read_text().splitlines() if "MERGEBOT_SANDBOX=none" in line]
     assert len(said) == 1, said
+
+
+async def test_under_speculation_a_flaky_check_lands_as_flaky(make_fleet: Callable[..., object],
+                                                              tmp_path: Path) -> None:
+    """A window of two: the failed run is judged apart, its retry passes, the candidate goes back to the queue and
+    is verified again on the current main; it lands recorded as ``flaky`` with the first two runs as evidence, as
+    on the serial path, and the flaky landings counter counts it."""
+    flag = tmp_path / "flaky-once"
+    once = f"test ! -e x.txt || test -e {flag} || {{ touch {flag}; exit 1; }}"
+    fleet: Fleet = await make_fleet(once, MERGEBOT_VERIFIER_SANDBOX="none",  # type: ignore[operator]
+                                    MERGEBOT_SPECULATION_WINDOW="2", MERGEBOT_VERIFIER_WORKERS="2")
+    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
+    _, wt = fleet.start("ann")
+    commit(wt, {"x.txt": "x\n"})
+    result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+    assert result["status"] == "landed", result
+    landed = (await fleet.db.landing.landed(subtask_id=sub.id))[0]
+    assert landed.verifier_result == "flaky" and landed.policy == "speculative+risk-aware", landed
+    jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
+    assert [(j["purpose"], j["outcome"]) for j in sorted(jobs, key=lambda j: j["id"])] == [
+        ("candidate", "fail"), ("retry", "pass"), ("candidate", "pass")], jobs
+    evidence = (await fleet.db.landing.get_candidate(result["id"])).verifier or {}
+    assert evidence["outcome"] == "flaky" and evidence["runs"]["first"]["outcome"] == "fail", evidence
+    assert evidence["runs"]["retry"]["outcome"] == "pass"
+    metrics = httpx.get(f"{fleet.bot.url}/metrics", headers={"Authorization": f"Bearer {fleet.tokens['ann']}"},
+                        timeout=30).text
+    assert 'mergebot_landings_total{repo="demo",result="flaky"} 1' in metrics, metrics[-2000:]

@@ -263,6 +263,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--since", type=parse_since, help="from: an age (30m, 2h, 3d, 1w) or a date or time "
                     "(default: the last day)")
     sp.add_argument("--limit", type=int, default=10, help="list at most this many of the costliest landings")
+    sp.add_argument("--stages", action="store_true", help="where the landings' time went instead: each stage from "
+                    "the push to the landed row (medians and 95th percentiles)")
     sp = add("tree", cmd_tree, "the task tree: indentation, status, owner, unlanded dependencies, progress below")
     sp.add_argument("--root", type=int, metavar="ID", help="start at this subtask (default: every root)")
     sp.add_argument("--depth", type=int, default=3, help="levels below the root to show (default 3)")

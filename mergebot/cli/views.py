@@ -87,7 +87,18 @@ def cmd_landed(args: argparse.Namespace) -> None:
 
 
 def cmd_cost(args: argparse.Namespace) -> None:
-    """What landings and agents cost over a window: verifier seconds, pushes per landing, rejections by kind."""
+    """What landings and agents cost over a window: verifier seconds, pushes per landing, rejections by kind; with
+    ``--stages``, where the landings' time went instead."""
+    if args.stages:
+        got = client_from(args).get("/api/v1/cost/stages", since=args.since.isoformat() if args.since else None,
+                                    repo=args.repo)
+        if args.json:
+            emit(args, got)
+            return
+        print(f"landings from {_when(got['since'])} to {_when(got['until'])}, seconds per stage:")
+        emit(args, got, [{**s, "p50": f"{s['p50']:.3f}", "p95": f"{s['p95']:.3f}"} for s in got["stages"]],
+             ("stage", "n", "p50", "p95"))
+        return
     out = client_from(args).get("/api/v1/cost", since=args.since.isoformat() if args.since else None,
                                 repo=args.repo, limit=args.limit)
     if args.json:

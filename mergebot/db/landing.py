@@ -135,7 +135,7 @@ class LandingStore:
     async def enqueue(self, *, repo: str, subtask_id: int, claim_version: int, owner_id: int, sha: str, ref: str,
                       superseded: str, patch_id: str | None = None,
                       outside_footprint: list[str] | None = None, paths: list[str] | None = None,
-                      risk: tuple[float, dict[str, Any]] | None = None) -> Candidate:
+                      risk: tuple[float, dict[str, Any]] | None = None, pushed_at: float | None = None) -> Candidate:
         """An accepted push: submit the subtask (fenced), supersede its older queued candidates (with the reason
         ``superseded``), queue this one.
 
@@ -155,7 +155,8 @@ class LandingStore:
             row = await tx.one("candidate_insert", repo=repo, subtask_id=subtask_id, sha=sha, ref=ref,
                                patch_id=patch_id, outside_footprint=outside_footprint,
                                paths=paths[:1000] if paths is not None else None,
-                               failure_risk=risk[0] if risk else None, risk_facts=Jsonb(risk[1]) if risk else None)
+                               failure_risk=risk[0] if risk else None, risk_facts=Jsonb(risk[1]) if risk else None,
+                               pushed_at=pushed_at)
             await insert_event(tx, actor_id=owner_id, kind="push_accepted", subtask_id=subtask_id,
                                claim_version=claim_version, detail={"repo": repo, "ref": ref, "sha": sha})
         assert row is not None
@@ -185,6 +186,9 @@ class LandingStore:
     async def waiting_candidates(self, repo: str, exclude: list[int], limit: int) -> list[Candidate]:
         return [Candidate.from_row(r) for r in await self.sql.all("candidates_waiting", repo=repo, exclude=exclude,
                                                                   limit=limit)]
+
+    async def mark_merged(self, cand_id: int) -> None:
+        await self.sql.all("candidate_merged", id=cand_id)
 
     async def take_candidate(self, cand_id: int) -> Candidate | None:
         """Take one queued candidate out of turn; None when it is no longer queued."""
@@ -269,7 +273,7 @@ class LandingStore:
                     subtask_id=m.subtask_id, claim_version=m.claim_version, owner_id=m.owner_id, repo=intent.repo,
                     target_ref=intent.target_ref, candidate_sha=m.candidate_sha, base_sha=m.base_sha,
                     merged_sha=m.merged_sha, tree_sha=m.tree_sha, verifier_command=v["command"],
-                    verifier_result=e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
+                    verifier_result=m.outcome or e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
                     main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"),
                     verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"),
                     tests_changed=list(((v.get("tests") or {}).get("comparison") or {}).get("changed") or []) or None,
@@ -349,6 +353,10 @@ class LandingStore:
         rows = await self.sql.all("landed_list", repo=repo, subtask_id=subtask_id, owner=owner, before_id=before_id,
                                   limit=limit)
         return [Landed.from_row(r) for r in rows]
+
+    async def mend_given_up(self, repo: str, sha: str | None) -> None:
+        """Record that mending main at ``sha`` gave up (None: it may be tried again)."""
+        await self.sql.all("repo_mend_given_up", name=repo, sha=sha)
 
     async def since_green(self, repo: str, upto: int) -> list[Landed]:
         """The landings since main's check last passed, up to landed row ``upto``, oldest first (at most 64)."""

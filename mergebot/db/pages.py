@@ -42,6 +42,9 @@ class PageStore:
     async def candidate(self, cand_id: int) -> Row | None:
         return await self.sql.one("page_candidate", id=cand_id)
 
+    async def candidate_stages(self, cand_id: int) -> Row | None:
+        return await self.sql.one("page_candidate_stages", id=cand_id)
+
     async def job(self, job_id: int) -> Row | None:
         return await self.sql.one("page_job", id=job_id)
 

@@ -474,10 +474,11 @@ ORDER BY b.start;
 
 -- name: page_timeline_runs
 -- The run timeline (``mergebot.web.timeline``): verify runs a worker had started that overlap the window
--- (running ones end now): the latest ``limit`` to start.
+-- (running ones end now): the latest ``limit`` to start, with when each was asked for and its candidate's stages
+-- before that (pushed, queued, last merged).
 SELECT j.id, j.worker_name, j.purpose, j.status::text AS status, j.outcome, j.candidate_id, j.started_at,
-       coalesce(j.finished_at, now()) AS finished_at
-FROM verify_jobs j
+       coalesce(j.finished_at, now()) AS finished_at, j.created_at, c.pushed_at, c.queued_at, c.merged_at
+FROM verify_jobs j LEFT JOIN candidates c ON c.id = j.candidate_id
 WHERE j.started_at IS NOT NULL AND j.started_at < %(until)s
   AND (j.finished_at >= %(since)s OR (j.finished_at IS NULL AND j.status = 'running'))
   AND (%(repo)s::text IS NULL OR j.repo = %(repo)s::text)
@@ -522,3 +523,19 @@ JOIN subtasks s ON s.id = n.id
 LEFT JOIN subtask_deps d ON d.subtask_id = n.id AND d.depends_on_id IN (SELECT id FROM near)
 GROUP BY n.id, n.hops, s.title, s.status
 ORDER BY n.hops, n.id;
+
+-- name: page_candidate_stages
+-- One candidate's stages (the candidate page): when its push reached the bot, was queued and last merged, and its
+-- deciding run (the run that landed it, else its newest run) created, started and finished, with the check's own
+-- time, and when it landed or was otherwise decided.
+SELECT c.pushed_at, c.queued_at, c.merged_at, j.created_at AS run_created, j.started_at AS run_started,
+       j.finished_at AS run_finished, (j.result->>'duration_ms')::float8 / 1000 AS check_s,
+       coalesce(l.landed_at, c.finished_at) AS decided_at, l.landed_at IS NOT NULL AS landed
+FROM candidates c
+LEFT JOIN landed l ON l.subtask_id = c.subtask_id AND l.claim_version = c.claim_version
+                  AND l.candidate_sha = c.sha AND c.status = 'landed'
+LEFT JOIN LATERAL (SELECT * FROM verify_jobs v
+                   WHERE v.id = l.run_id OR (l.run_id IS NULL AND v.candidate_id = c.id
+                                             AND v.purpose IN ('candidate', 'retry'))
+                   ORDER BY v.id DESC LIMIT 1) j ON true
+WHERE c.id = %(id)s;

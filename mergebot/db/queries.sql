@@ -594,9 +594,10 @@ RETURNING id;
 
 -- name: candidate_insert
 INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority, patch_id, outside_footprint,
-                        paths, failure_risk, risk_facts)
+                        paths, failure_risk, risk_facts, pushed_at)
 SELECT %(repo)s, s.id, s.claim_version, s.owner_id, %(sha)s, %(ref)s, s.priority, %(patch_id)s,
-       %(outside_footprint)s::text[], %(paths)s::text[], %(failure_risk)s, %(risk_facts)s::jsonb
+       %(outside_footprint)s::text[], %(paths)s::text[], %(failure_risk)s, %(risk_facts)s::jsonb,
+       coalesce(to_timestamp(%(pushed_at)s::float8), now())
 FROM subtasks s WHERE s.id = %(subtask_id)s
 RETURNING *;
 
@@ -659,6 +660,9 @@ SELECT c.* FROM candidates c
 WHERE c.repo = %(repo)s AND c.status = 'queued' AND NOT (c.id = ANY(%(exclude)s::bigint[]))
 ORDER BY c.priority DESC, c.id
 LIMIT %(limit)s;
+
+-- name: candidate_merged
+UPDATE candidates SET merged_at = clock_timestamp() WHERE id = %(id)s;
 
 -- name: candidate_take
 -- One queued candidate taken out of turn (it conflicts with main: judged at once); None if it moved meanwhile.
@@ -879,7 +883,13 @@ WHERE repo = (SELECT repo FROM landed WHERE id = %(id)s)
 RETURNING id;
 
 -- name: repo_set_paused
-UPDATE repos SET paused = %(paused)s, paused_reason = %(reason)s WHERE name = %(name)s RETURNING *;
+-- An admin's resume also ends a given-up mend's wait: it is tried again.
+UPDATE repos SET paused = %(paused)s, paused_reason = %(reason)s,
+                 mend_given_up = CASE WHEN %(paused)s THEN mend_given_up END
+WHERE name = %(name)s RETURNING *;
+
+-- name: repo_mend_given_up
+UPDATE repos SET mend_given_up = %(sha)s WHERE name = %(name)s;
 
 -- name: repo_set_red
 UPDATE repos SET red_since = %(sha)s, paused_reason = %(reason)s WHERE name = %(name)s RETURNING *;
@@ -1089,21 +1099,28 @@ SELECT pg_try_advisory_lock(7243502, hashtext(%(repo)s)) AS locked;
 LISTEN mergebot_ready;
 
 -- name: candidate_risk_facts
--- What a push's failure estimate rests on (``mergebot.landing.risk.Facts``), read before it is queued: the agent's
--- last 50 and the repository's last 300 candidates that ran their check to a verdict (landed, or rejected for a
--- failure of their own: ``own`` names those kinds), the repository's last 500 of them that touch any of ``paths``,
--- and the subtask's earlier pushes with whether the newest of them failed its check.
-WITH judged AS (
-    SELECT c.id, c.owner_id, c.paths, c.status = 'rejected' AS failed
-    FROM candidates c
-    WHERE c.repo = %(repo)s AND c.status IN ('landed', 'rejected')
-      AND (c.status = 'landed' OR c.verdict->>'kind' = ANY(%(own)s::text[]))
+-- What a push's failure estimate rests on (``mergebot.landing.risk.Facts``), read before it is queued: among the
+-- repository's last 2,000 candidates, the ones that ran their check to a verdict (landed, or rejected for a failure
+-- of their own: ``own`` names those kinds): the agent's last 50 and the repository's last 300 of them, the last 500
+-- that touch any of ``paths``, and the last 300 that came right after a failure of their own subtask (how often a
+-- fix fails here); and the subtask's earlier pushes with whether the newest of them failed its check.
+WITH recent AS (
+    SELECT c.id, c.owner_id, c.paths, c.status,
+           c.status = 'rejected' AND c.verdict->>'kind' = ANY(%(own)s::text[]) AS failed,
+           c.status = 'landed' OR c.verdict->>'kind' = ANY(%(own)s::text[]) AS judged,
+           coalesce(lag(c.status = 'rejected' AND c.verdict->>'kind' = ANY(%(own)s::text[]))
+                    OVER (PARTITION BY c.subtask_id ORDER BY c.id), false) AS after
+    FROM (SELECT * FROM candidates WHERE repo = %(repo)s ORDER BY id DESC LIMIT 2000) c
+), judged AS (
+    SELECT * FROM recent WHERE judged AND status IN ('landed', 'rejected')
 ), agent AS (
     SELECT failed FROM judged WHERE owner_id = %(owner_id)s ORDER BY id DESC LIMIT 50
 ), repo AS (
     SELECT failed FROM judged ORDER BY id DESC LIMIT 300
 ), near AS (
     SELECT failed, paths FROM judged ORDER BY id DESC LIMIT 500
+), fixes AS (
+    SELECT failed FROM judged WHERE after ORDER BY id DESC LIMIT 300
 ), pushes AS (
     SELECT c.status, c.verdict->>'kind' AS kind FROM candidates c WHERE c.subtask_id = %(subtask_id)s
     ORDER BY c.id DESC
@@ -1116,4 +1133,6 @@ SELECT (SELECT count(*) FROM agent) AS agent_finished,
        coalesce((SELECT p.status = 'rejected' AND p.kind = ANY(%(own)s::text[]) FROM pushes p LIMIT 1), false)
            AS after_failure,
        (SELECT count(*) FROM near WHERE near.paths && %(paths)s::text[]) AS path_finished,
-       (SELECT count(*) FILTER (WHERE failed) FROM near WHERE near.paths && %(paths)s::text[]) AS path_failed;
+       (SELECT count(*) FILTER (WHERE failed) FROM near WHERE near.paths && %(paths)s::text[]) AS path_failed,
+       (SELECT count(*) FROM fixes) AS fix_finished,
+       (SELECT count(*) FILTER (WHERE failed) FROM fixes) AS fix_failed;

@@ -91,6 +91,10 @@ class ViewStore:
         window = {"since": since, "until": until, "repo": repo}
         return {name: await self.sql.all(f"view_cost_{name}", **window) for name in ("runs", "pushes", "landed")}
 
+    async def stages(self, *, since: datetime, until: datetime, repo: str | None = None) -> list[Row]:
+        """Where the landings' time went, stage by stage: medians and 95th percentiles (``view_stages``)."""
+        return await self.sql.all("view_stages", since=since, until=until, repo=repo)
+
     async def metrics_snapshot(self, bounds: list[float]) -> Snapshot:
         """Every metric query in one read-only transaction; ``bounds`` are the duration histogram's buckets."""
         started = time.perf_counter()

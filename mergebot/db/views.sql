@@ -183,3 +183,40 @@ WHERE l.landed_at >= %(since)s AND l.landed_at < %(until)s
   AND (%(repo)s::text IS NULL OR l.repo = %(repo)s::text)
 ORDER BY l.id
 LIMIT 200000;
+
+-- name: view_stages
+-- Where the time of each landing in the window went, stage by stage, as medians and 95th percentiles in seconds
+-- (``mergebot cost --stages``): the push reaching the bot (``pushed_at``) to the candidate queued, queued to its last
+-- merge, merged to its run created, created to a worker claiming it, the worker's setup before the check, the
+-- check itself (its ``duration_ms``), the worker's end after it, and the run's end to the landed row. The run is
+-- the one that landed it (``landed.run_id``, a batch's shared one); reverts and landings without the queue are
+-- left out.
+WITH s AS (
+    SELECT c.pushed_at, c.queued_at, c.merged_at, j.created_at, j.started_at, j.finished_at, l.landed_at,
+           (j.result->>'duration_ms')::float8 / 1000 AS check_s
+    FROM landed l
+    JOIN candidates c ON c.subtask_id = l.subtask_id AND c.claim_version = l.claim_version
+                     AND c.sha = l.candidate_sha AND c.status = 'landed'
+    JOIN verify_jobs j ON j.id = l.run_id
+    WHERE l.landed_at >= %(since)s AND l.landed_at < %(until)s AND l.kind = 'land'
+      AND (%(repo)s::text IS NULL OR l.repo = %(repo)s::text)
+    ORDER BY l.id DESC
+    LIMIT 20000
+)
+SELECT v.ord, v.stage, count(v.seconds) AS n,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY v.seconds) AS p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY v.seconds) AS p95
+FROM s, LATERAL (VALUES
+    (1, 'pushed → queued', extract(epoch FROM s.queued_at - s.pushed_at)),
+    (2, 'queued → merged', extract(epoch FROM s.merged_at - s.queued_at)),
+    (3, 'merged → run created', extract(epoch FROM s.created_at - s.merged_at)),
+    (4, 'run created → started', extract(epoch FROM s.started_at - s.created_at)),
+    (5, 'run setup', extract(epoch FROM s.finished_at - s.started_at) - s.check_s),
+    (6, 'the check', s.check_s),
+    (7, 'run finished → landed', extract(epoch FROM s.landed_at - s.finished_at)),
+    (8, 'pushed → landed', extract(epoch FROM s.landed_at - coalesce(s.pushed_at, s.queued_at))),
+    (9, 'beyond the check', extract(epoch FROM s.landed_at - coalesce(s.pushed_at, s.queued_at)) - s.check_s)
+) AS v(ord, stage, seconds)
+WHERE v.seconds IS NOT NULL
+GROUP BY v.ord, v.stage
+ORDER BY v.ord;

@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +119,7 @@ class WebhookHandler:
         parsed = parse_subtask_ref(event.ref)
         if parsed is None:
             return 202, f"ignored: {event.ref} is not a subtask branch (refs/heads/subtasks/<id>/v<version>)", repo.name
-        sha = event.head_sha
+        sha, arrived = event.head_sha, time.time()  # the delivery's arrival is the push's, for its stages
         forge = repo.forge or delivery.forge  # links follow the repository's forge, not a header
         agent = await self.db.forge.agent_for(forge=forge, login=event.sender or "")
         if agent is None:
@@ -151,7 +152,7 @@ class WebhookHandler:
             await asyncio.to_thread(mirror.set_branch, path, event.ref, sha,
                                     f"mergebot: {delivery.forge} delivery {delivery.delivery_id}")
             try:
-                cands = await accept_push(self.db, repo, agent, [update], path)
+                cands = await accept_push(self.db, repo, agent, [update], path, arrived)
             except ClaimSuperseded as e:  # reclaimed between the judgement and now
                 await self.db.forge.queue_status(repo=repo.name, sha=sha, state="failure", description=e.message)
                 return 202, f"refused: {e.message}", repo.name

@@ -43,8 +43,9 @@ import logging
 import os
 import re
 import secrets
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -72,6 +73,7 @@ class PushSession:
     push_id: str
     repo: str
     agent: Agent
+    started: float = field(default_factory=time.time)  # when the push's request arrived (its candidates' pushed_at)
 
 
 @dataclass

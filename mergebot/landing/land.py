@@ -209,7 +209,9 @@ async def merge_onto(db: Database, target: Target, cand: Candidate, base: str) -
             merge = git.with_files(bare, base, merge, accept, say.with_acceptance(message, [p for p, _ in accept]))
         return merge
 
-    return await asyncio.to_thread(merged)
+    merge = await asyncio.to_thread(merged)
+    await db.landing.mark_merged(cand.id)  # a stage of its own (``candidate_stages``): the latest merge counts
+    return merge
 
 
 async def merge_with_paths(db: Database, target: Target, cand: Candidate,
@@ -268,8 +270,19 @@ async def reject_unmergeable(db: Database, target: Target, repo: Repo, cand: Can
 def verdict_json(run: Result, outcome: str, runs: dict[str, Any]) -> dict[str, Any]:
     """What a candidate's ``verifier`` shows: the deciding run, with the verdict as its outcome, and the runs. Each
     run's per-test outcomes stay with its job (``tests.packed``): here only their counts and the comparison."""
-    return {**_unpacked(run.as_json()), "outcome": outcome,
-            **({"runs": {k: _unpacked(v) if isinstance(v, dict) else v for k, v in runs.items()}} if runs else {})}
+    return {**_unpacked(run.as_json()), "outcome": outcome, **({"runs": runs_json(runs)} if runs else {})}
+
+
+def flaky_runs(cand: Candidate) -> dict[str, Any] | None:
+    """The runs of a candidate that failed once and passed a retry of the same commit before main moved on (the
+    window judged it apart and put it back in the queue): it lands as ``flaky``, with those runs as evidence."""
+    verdict = cand.verdict or {}
+    return dict(verdict.get("flaky_runs") or {}) if verdict.get("was_flaky") else None
+
+
+def runs_json(runs: dict[str, Any]) -> dict[str, Any]:
+    """A verdict's runs as a candidate records them: each run's tests without their packed outcomes."""
+    return {k: _unpacked(v) if isinstance(v, dict) else v for k, v in runs.items()}
 
 
 def _unpacked(run: dict[str, Any]) -> dict[str, Any]:
@@ -333,7 +346,8 @@ async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: s
     last = unit[-1]
     assert last.merge.sha is not None and last.merge.tree is not None
     members = tuple(Member(s.cand.id, s.cand.subtask_id, s.cand.claim_version, s.cand.owner_id, s.cand.sha, s.base,
-                           s.merge.sha or "", s.merge.tree or "", s.merge.kind) for s in unit)
+                           s.merge.sha or "", s.merge.tree or "", s.merge.kind,
+                           "flaky" if flaky_runs(s.cand) is not None else "") for s in unit)
     evidence = Evidence(last.cand.subtask_id, last.cand.claim_version, last.cand.owner_id, last.cand.sha,
                         last.merge.kind, verdict_json(run, "pass", {}), "pass", members, policy)
     intent = await ctx.db.landing.begin_landing(cand=last.cand, target_ref=target.repo.target_ref, old_sha=main,

@@ -15,7 +15,8 @@ Steps (``postland`` calls ``confirm`` and then ``mend`` when a post-land check f
   4. the revert's own post-land check turns main green, which resumes the parked candidates.
 It gives up, leaving main red and parked as before (announced, with the reason), when there is no suspect, when a
 suspect is a revert already (it never reverts twice), when a bisection run cannot judge, or when the revert does
-not apply cleanly any more.
+not apply cleanly any more. A mend that gave up stays given up (``repos.mend_given_up``, main's head then): a
+restart does not run its bisection again, until main moves or an admin resumes the repository.
 """
 
 from __future__ import annotations
@@ -51,7 +52,12 @@ async def confirm(ctx: Context, repo: Repo, landed: Landed, sha: str, failed: Re
 
 
 async def resume(ctx: Context, repo: Repo, red: Landed, sha: str) -> None:
-    """After a restart or a new leader: mend a confirmed red main again unless a revert is queued for it."""
+    """After a restart or a new leader: mend a confirmed red main again unless a revert is queued for it, or mending
+    it at this very commit gave up already."""
+    if repo.mend_given_up == sha:
+        log.info("main of %s is red at %s and mending it gave up before: it stays given up until main moves or an "
+                 "admin resumes the repository", repo.name, sha[:12])
+        return
     suspects = await ctx.db.landing.since_green(repo.name, red.id)
     if await ctx.db.landing.reverts_queued([s.id for s in suspects]):
         return
@@ -63,6 +69,7 @@ async def mend(ctx: Context, repo: Repo, red: Landed, sha: str, failed: Result) 
     """Find the first red landing since main was last green and queue its revert (or announce why not)."""
     why = await _mend(ctx, repo, red, sha, failed)
     if why is not None:
+        await ctx.db.landing.mend_given_up(repo.name, sha)
         log.warning("main of %s stays red at %s: %s", repo.name, sha[:12], why)
         await ctx.db.subtasks.announce(author_id=None, body=say.mend_gave_up(repo.name, repo.target_branch, why))
 

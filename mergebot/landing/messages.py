@@ -407,6 +407,8 @@ AHEAD_FAILED = "a candidate ahead of it failed; re-planned"
 AHEAD_FAILED_OR_WITHDRAWN = "a candidate ahead of it failed or was withdrawn; re-planned"
 AHEAD_DID_NOT_LAND = "the candidate ahead of it did not land; re-planned"
 REPLANNED_AFTER_ERROR = "re-planned after an error"
+REPLANNED_AFTER_FAILURE = ("left out of a failed batch as its likeliest culprit, but the rest of the batch failed "
+                           "too: the culprit may be elsewhere, so it is verified again")
 WAITS_FOR_AHEAD = "waits for the candidates ahead of it"
 WAITS_FOR_SAME_PATHS = "waits for the verdict on a failed candidate that touches the same paths"
 BATCH_WITHDRAWN = "a candidate landing with it was withdrawn; verified again without it"

@@ -15,12 +15,13 @@ The rules, in order (``decide``):
      probability (``risk``; by count when none is known), so a batch of B with B-1 free workers finds its culprit
      in one run's time instead of log2(B) runs one after another; a checkpoint that passes inside it lands its
      prefix at once (rule 2);
-  4a. but when the estimates tell its likeliest culprit apart, the suspect is left out first (Zuul re-speculates
-     so after a failure): it moves behind the rest of its failed stretch, which gets a checkpoint of its own, and
-     keeps the failed run as its outcome (``left_out``). The rest lands at once if it passes; the suspect is then
-     the failing head, judged alone on the very commit that failed. Free workers beyond that one run bisect the
-     rest next to it, when the suspect carries less than half the stretch's failure mass. A left-out suspect
-     waits for the run ahead of it, and is never left out twice (without that run, its stretch is bisected);
+  4a. but when the slots carry estimates (a risk-aware queue), the stretch's likeliest culprit is left out first
+     (Zuul re-speculates so after a failure; on equal estimates, the last): it leaves the chain, and the rest of
+     its stretch gets a checkpoint of its own, so the window goes on filling behind the rest instead of waiting for
+     a bisection. Free workers beyond that one run bisect the rest next to it when the suspect carries less than
+     half the stretch's failure mass. A candidate failing alone behind a run still pending is left out the same
+     way, with that run as its rest (no new run). The executor (``mergebot.landing.window``) keeps the suspect
+     with its failed run: if the rest lands, the suspect sits on the very tree that failed and is judged on it;
   5. otherwise wait. A tail without a checkpoint gets one (the executor never leaves slots uncovered).
 The window adapts like Zuul's: one wider after a landing, halved after a failure, never below the floor. The
 floor follows the measured failure rate p: the deepest slot k whose run is still more likely to land than to be
@@ -45,7 +46,6 @@ class Slot:
     valid: bool = True  # False once its candidate was superseded, reclaimed or withdrawn
     checkpoint: bool = True  # a verifier run covers this slot (and the unchecked slots ahead of it)
     risk: float = 0.0  # its estimated failure probability (``mergebot.landing.risk``); 0 when unknown
-    left_out: bool = False  # a suspect moved behind the rest of its failed stretch: that stretch's run is its outcome
 
     @property
     def failed(self) -> bool:
@@ -60,9 +60,9 @@ class Slot:
 class Decision:
     action: str  # "land", "judge_head", "cut", "checkpoint", "leave_out", "wait"
     index: int = 0  # "land": slots up to here; "cut": from here on; "checkpoint": run the check on this slot;
-    # "leave_out": the suspect, moved behind the rest of the failed stretch (which gets a checkpoint at its end)
+    # "leave_out": the suspect, taken out of the chain (the rest of its stretch gets a checkpoint at its end)
     more: tuple[int, ...] = ()  # "checkpoint" while bisecting: these slots too; "leave_out": bisection points in
-    # the rest, counted once the suspect has moved (its slots keep their order)
+    # the rest, counted once the suspect is out (the other slots keep their order)
 
 
 def decide(slots: Sequence[Slot], free: int = 1) -> Decision:
@@ -89,10 +89,7 @@ def decide(slots: Sequence[Slot], free: int = 1) -> Decision:
     if failed == 0:
         return Decision("judge_head")
     if failed is not None:  # the last slot (rule 3 cut what was behind it), with pending runs or none ahead
-        if slots[failed].left_out:  # never left out twice; it waits for the run on the rest, ahead of it
-            if any(s.checkpoint and s.outcome is None for s in slots[:failed]):
-                return Decision("wait")
-        elif (suspect := leave_out(slots, failed, free)) is not None:
+        if (suspect := leave_out(slots, failed, free)) is not None:
             return suspect
         points = bisection(slots, failed, free)
         return Decision("checkpoint", points[0], points[1:]) if points else Decision("wait")
@@ -123,12 +120,16 @@ def bisection(slots: Sequence[Slot], failed: int, free: int) -> tuple[int, ...]:
 
 
 def leave_out(slots: Sequence[Slot], failed: int, free: int) -> Decision | None:
-    """Rule 4a: the failed stretch's likeliest culprit, when the estimates tell it apart (and a worker is free for
+    """Rule 4a: the failed stretch's likeliest culprit, when the slots carry estimates (and a worker is free for
     the rest's run); None to bisect instead."""
     lo = max((i for i in range(failed) if slots[i].checkpoint), default=-1)
     stretch = range(lo + 1, failed + 1)
     risks = [slots[i].risk for i in stretch]
-    if free < 1 or len(stretch) < 2 or max(risks) <= 0 or max(risks) == min(risks):
+    if max(risks) <= 0:
+        return None
+    if len(stretch) == 1:  # failing alone behind a run still pending: out of the chain, judged once that run lands
+        return Decision("leave_out", failed) if lo >= 0 else None
+    if free < 1:
         return None
     suspect = max(stretch, key=lambda i: (slots[i].risk, i))
     rest = [s for i, s in enumerate(slots) if i != suspect]  # the suspect moved behind the rest

@@ -244,7 +244,7 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
 
 
 async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefUpdate],
-                      path: Path | None = None) -> list[Candidate]:
+                      path: Path | None = None, pushed_at: float | None = None) -> list[Candidate]:
     """The post-receive step: each accepted subtask push becomes a queued candidate.
 
     The claim can change between the pre-receive judgement and here (the previous push landed, the lease was
@@ -267,7 +267,8 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
                                                 owner_id=agent.id, sha=u.new, ref=u.ref,
                                                 superseded=say.newer_push(u.new), patch_id=change.patch_id,
                                                 outside_footprint=outside_footprint(paths, footprint) or None,
-                                                paths=paths if path else None, risk=estimate))
+                                                paths=paths if path else None, risk=estimate,
+                                                pushed_at=pushed_at))
         except ClaimSuperseded as e:
             await db.subtasks.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0],
                                         claim_version=parsed[1],
@@ -278,7 +279,7 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
 
 
 async def answer_post_receive(db: Database, repo: Repo, agent: Agent, updates: list[RefUpdate],
-                              path: Path | None = None) -> tuple[list[Candidate], str]:
+                              path: Path | None = None, pushed_at: float | None = None) -> tuple[list[Candidate], str]:
     """The post-receive answer: each accepted update queued, one at a time, so a claim that changed since the
     pre-receive step refuses only its own ref; that refusal goes back to the pusher as a sentence and a verdict
     line (``claim_superseded``: git took the push, nothing of it lands), as pre-receive refusals do."""
@@ -286,7 +287,7 @@ async def answer_post_receive(db: Database, repo: Repo, agent: Agent, updates: l
     lines: list[str] = []
     for u in updates:
         try:
-            for c in await accept_push(db, repo, agent, [u], path):
+            for c in await accept_push(db, repo, agent, [u], path, pushed_at):
                 queued.append(c)
                 lines.append(say.queued(c.subtask_id, c.claim_version, c.sha, c.id))
                 if c.outside_footprint:

@@ -7,7 +7,7 @@ import asyncio
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -229,14 +229,18 @@ def _check_paths(**lists: list[str] | None) -> None:
                           field=what)
 
 
-async def hold(db: Database, name: str, action: str, by: Agent, poke: Callable[[], None]) -> Repo:
+async def hold(db: Database, name: str, action: str, by: Agent, poke: Callable[[], None],
+               remend: Callable[[], Awaitable[object]] | None = None) -> Repo:
     """An admin pauses or resumes landing on ``name`` (on a resume the queue is poked: parked candidates go back
-    to the queue). Returns the repository as it is now."""
-    await db.landing.get_repo(name)  # NotFound for a repository that does not exist
+    to the queue, and a red main whose mend gave up is mended again through ``remend``, the queue's reconcile).
+    Returns the repository as it is now."""
+    before = await db.landing.get_repo(name)  # NotFound for a repository that does not exist
     if action == "pause":
         await db.landing.set_paused(repo=name, paused=True, reason=f"paused by {by.name}")
     else:
         await db.landing.set_paused(repo=name, paused=False, reason=None)
         await db.subtasks.announce(author_id=by.id, body=say.resumed_by(name, by.name))
         poke()
+        if before.mend_given_up and remend is not None:
+            await remend()
     return await db.landing.get_repo(name)

@@ -10,8 +10,12 @@ The estimate, in log-odds (``estimate``):
   1. the agent's own rate: its failures over its last finished candidates in the repository, smoothed towards
      the repository's recent rate (the prior) with the weight of ``PRIOR_WEIGHT`` candidates, so an agent
      without history starts at the repository's rate and a long record outweighs it;
-  2. plus ``AFTER_FAILURE`` when the subtask's previous candidate failed its check (the fix is a guess until
-     it passed), and ``PER_ATTEMPT`` for each earlier push of the subtask, at most ``ATTEMPTS`` of them;
+  2. when the subtask's previous candidate failed its check, how much likelier (or less likely) a fix fails in this
+     repository than a push at large: the log-odds of the failure rate of its recent fixes (pushes right after a
+     failure of their subtask), smoothed towards ``AFTER_FAILURE`` times the prior with the weight of
+     ``FIX_WEIGHT`` fixes, less the prior's; so a repository where fixes are guesses raises the estimate, one where
+     a fix nearly always passes lowers it. Plus ``PER_ATTEMPT`` for each earlier push of the subtask, at most
+     ``ATTEMPTS`` of them;
   3. plus ``PER_SIZE`` per doubling of the change beyond ``SIZE_FREE`` changed lines (files count as lines when
      the lines are unknown);
   4. plus half the difference between the log-odds of the failure rate of the paths it touches (its recent
@@ -35,7 +39,8 @@ OWN_FAILURES = ("check_failed", "check_timeout", "flaky_then_failed", "disk_limi
                 "tests_changed", "acceptance_failed", "held_out_failed", "no_report")
 DEFAULT_PRIOR = 0.1  # a repository without history
 PRIOR_WEIGHT = 4.0  # candidates' worth of belief in the repository's rate before an agent's own record
-AFTER_FAILURE = 0.7  # log-odds: the subtask's previous candidate failed its check
+AFTER_FAILURE = 2.0  # before a repository has its own record: a fix fails twice as often as a push at large
+FIX_WEIGHT = 5.0  # fixes' worth of belief in that before the repository's own fixes
 PER_ATTEMPT = 0.15  # log-odds per earlier push of the subtask
 ATTEMPTS = 4  # at most this many earlier pushes count
 SIZE_FREE = 200  # changed lines that cost nothing
@@ -59,6 +64,8 @@ class Facts:
     files: int = 0  # files it changes
     path_finished: int = 0  # recent finished candidates touching any of its paths
     path_failed: int = 0
+    fix_finished: int = 0  # the repository's recent fixes: pushes right after a failure of their own subtask
+    fix_failed: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,8 @@ def estimate(facts: Facts) -> Estimate:
     agent = (facts.agent_failed + PRIOR_WEIGHT * base) / (facts.agent_finished + PRIOR_WEIGHT)
     terms = {"agent": logit(agent)}
     if facts.after_failure:
-        terms["after_failure"] = AFTER_FAILURE
+        fixes = (facts.fix_failed + FIX_WEIGHT * min(0.5, AFTER_FAILURE * base)) / (facts.fix_finished + FIX_WEIGHT)
+        terms["after_failure"] = logit(fixes) - logit(base)
     if facts.attempt > 1:
         terms["attempt"] = PER_ATTEMPT * min(facts.attempt - 1, ATTEMPTS)
     size = facts.lines if facts.lines is not None else facts.files

@@ -54,8 +54,7 @@ class Speculation:
     paths: frozenset[str] = frozenset()  # what the candidate changes on top of its base
     held_job_id: int | None = None  # its passing run's held-out run, while it runs (``mergebot.landing.heldout``)
     held_for: Result | None = None  # that passing run, until the held-out run's verdict joins it
-    left_out: bool = False  # a failed batch's suspect, moved behind the rest: ``result`` is that batch's run
-    without_suspect: bool = False  # its run is the one on a failed batch without its suspect
+    without_suspect: bool = False  # its run is the one on a failed batch without its suspect (a leave-out)
 
     @property
     def checkpoint(self) -> bool:
@@ -68,7 +67,19 @@ class Speculation:
     def plan(self, fail_rate: float | None = None) -> planner.Slot:
         """As the planner sees it; ``fail_rate`` None: without estimates (a queue that is not risk-aware)."""
         return planner.Slot(self.cand.id, self.result.outcome if self.result else None, self.valid, self.checkpoint,
-                            0.0 if fail_rate is None else self.risk(fail_rate), self.left_out)
+                            0.0 if fail_rate is None else self.risk(fail_rate))
+
+
+@dataclass
+class Suspect:
+    """A failed batch's likeliest culprit, out of the chain while the rest of its batch is verified without it.
+
+    ``slot`` keeps the failed run (``result``) and the paths; ``rest`` is the candidate whose run covers the rest.
+    When the rest lands, the suspect sits on main exactly as in the failed run (when its merge there is that tree)
+    and is judged on it; when the rest fails or is cut, the culprit may be elsewhere and the suspect is re-planned."""
+
+    slot: Speculation
+    rest: int
 
 
 @dataclass
@@ -78,6 +89,7 @@ class Window:
     fail_rate: float = 0.1  # measured share of candidates that fail their check (sets the batch size)
     deferred: set[int] = field(default_factory=set)  # re-planned after the slots ahead of them (lanes)
     aside: dict[int, tuple[asyncio.Task[None], frozenset[str]]] = field(default_factory=dict)  # judged apart
+    suspects: dict[int, Suspect] = field(default_factory=dict)  # left out of a failed batch (planner rule 4a)
     # The next candidate, taken and merged onto the chain's tail while the runs were busy (``stage``); it has no
     # run until ``fill`` adds it.
     staged: Speculation | None = None
@@ -88,6 +100,11 @@ class Window:
 
     def failing(self) -> bool:
         return any(s.plan().failed for s in self.slots)
+
+    def busy_paths(self) -> frozenset[str]:
+        """What the candidates being judged apart, or left out, change: candidates touching it wait (lanes)."""
+        return frozenset().union(*(paths for _, paths in self.aside.values()),
+                                 *(s.slot.paths for s in self.suspects.values()))
 
     def tail(self, start: str) -> str:
         """Where the next slot is merged: on the last slot's merge, or on ``start`` when the chain is empty."""
@@ -105,6 +122,7 @@ class Window:
         for task, _ in self.aside.values():
             task.cancel()
         self.aside.clear()
+        self.suspects.clear()
         self.slots.clear()
         self.deferred.clear()
         self.staged = None
@@ -161,6 +179,8 @@ class Speculator:
         if not window.slots:
             return False
         await self._collect(repo, window)
+        if window.suspects:  # a suspect whose rest failed, or was cut, goes back to the queue
+            await self._suspects_after(repo, window, target, set(), main)
         pending = [s.held_job_id or s.job_id for s in window.slots if s.job_id is not None and s.result is None]
         free = max(0 if pending else 1, window.width - len(pending))  # runs to spare for a bisection
         decision = planner.decide(self.plan(repo, window), free=free)
@@ -214,8 +234,9 @@ class Speculator:
         last = unit[-1]
         assert last.result is not None
         if len(unit) == 1:
-            landed = await landing.land(self.ctx, target, last.cand, main, last.merge, last.result, "pass", {},
-                                        policy(repo, unit))
+            flaky = landing.flaky_runs(last.cand)  # it failed once and passed a retry before main moved on
+            landed = await landing.land(self.ctx, target, last.cand, main, last.merge, last.result,
+                                        "pass" if flaky is None else "flaky", flaky or {}, policy(repo, unit))
         else:
             landed = await landing.land_batch(self.ctx, target, [Slot(s.cand, s.base, s.merge) for s in unit], main,
                                               last.result, policy(repo, unit))
@@ -225,6 +246,8 @@ class Speculator:
             postland.start(self.ctx, repo, landed)
             for _ in unit:
                 window.fail_rate = planner.observe_failure(window.fail_rate, False)
+            assert last.merge.sha is not None
+            await self._suspects_after(repo, window, target, {s.cand.id for s in unit}, last.merge.sha)
         else:  # superseded at the fence, or main moved: everything behind was built on it
             await self.cut(window, 0, say.AHEAD_DID_NOT_LAND)
 
@@ -233,37 +256,57 @@ class Speculator:
 
     async def _leave_out(self, repo: Repo, window: Window, target: Target, main: str,
                          decision: planner.Decision) -> None:
-        """Rule 4a of the planner: the failed stretch's suspect moves behind the rest, which gets a run of its own
-        (and, when ``decision.more`` asks, a bisection next to it). The slots built on the suspect are merged again
-        without it; one that needed it waits for it (deferred). The suspect keeps the failed run as its outcome when
-        its merge on the new tail is the tree that failed; otherwise it goes back to the queue after the rest."""
+        """Rule 4a of the planner: the failed stretch's suspect leaves the chain (a ``Suspect``), the slots built on
+        it are merged again without it (one that needed it waits for it: deferred) and the rest gets a run of its
+        own (with, when ``decision.more`` asks, a bisection next to it). The window then fills on behind the rest."""
         failing, at = window.slots[-1], decision.index
         suspect, behind, window.slots = window.slots[at], window.slots[at + 1:], window.slots[:at]
+        assert failing.result is not None
         for slot in behind:
-            merge, paths = await self.merge(target, slot.cand, window.tail(main))
+            base = window.tail(main)
+            merge, paths = await self.merge(target, slot.cand, base)
             if merge.kind in ("conflict", "up-to-date"):
                 await self._defer(window, slot.cand, say.WAITS_FOR_AHEAD)
                 continue
-            window.slots.append(Speculation(slot.cand, window.tail(main), merge, paths=paths))
-        if window.slots and not window.slots[-1].checkpoint:
-            window.slots[-1].without_suspect = True
-            await self._checkpoint(repo, window, window.slots[-1])
-        base = window.tail(main)
-        merge, paths = await self.merge(target, suspect.cand, base)
-        assert failing.result is not None
-        if merge.kind in ("conflict", "up-to-date") or merge.tree != failing.result.tree_sha or not window.slots:
-            await self._defer(window, suspect.cand, say.WAITS_FOR_AHEAD)  # retaken when the rest lands or is cut
-        else:
-            window.slots.append(Speculation(suspect.cand, base, merge, job_id=failing.job_id, result=failing.result,
-                                            paths=paths, left_out=True))
+            window.slots.append(Speculation(slot.cand, base, merge, paths=paths))
+        if not window.slots:  # nothing is left ahead of it: it is judged alone, in its turn
+            await self._defer(window, suspect.cand, say.WAITS_FOR_AHEAD)
+            return
+        rest = window.slots[-1]
+        if not rest.checkpoint:  # the rest of its batch, verified without it (else: the run ahead of it, as it is)
+            rest.without_suspect = True
+            await self._checkpoint(repo, window, rest)
+        suspect.result, suspect.job_id = failing.result, failing.job_id
+        window.suspects[suspect.cand.id] = Suspect(suspect, rest.cand.id)
         log.info("left candidate %s of subtask %s out of its failed batch (estimated failure %.2f)", suspect.cand.id,
                  suspect.cand.subtask_id, suspect.risk(window.fail_rate),
                  extra={"candidate": suspect.cand.id, "subtask": suspect.cand.subtask_id, "kind": "left_out"})
         if decision.more:
-            rest = next((i for i, s in enumerate(window.slots) if s.without_suspect and s.result is None), None)
-            if rest is not None:
-                for index in planner.bisection(self.plan(repo, window), rest, len(decision.more)):
-                    await self._checkpoint(repo, window, window.slots[index])
+            end = len(window.slots) - 1
+            for index in planner.bisection(self.plan(repo, window), end, len(decision.more)):
+                await self._checkpoint(repo, window, window.slots[index])
+
+    async def _suspects_after(self, repo: Repo, window: Window, target: Target, landed: set[int],
+                              main: str) -> None:
+        """Each suspect whose rest has landed (``landed``: candidate ids) is judged now: on its failed run when its
+        merge on the new main is the tree that failed, else verified again; one whose rest is no longer in the
+        window (it failed, or was cut) goes back to the queue."""
+        live = {s.cand.id for s in window.slots}
+        for cid, sus in list(window.suspects.items()):
+            if sus.rest in landed:
+                window.suspects.pop(cid)
+                merge, paths = await self.merge(target, sus.slot.cand, main)
+                first = sus.slot.result
+                if merge.kind in ("conflict", "up-to-date") or first is None or merge.tree != first.tree_sha:
+                    await self._defer(window, sus.slot.cand, say.WAITS_FOR_AHEAD)
+                    continue
+                head = Speculation(sus.slot.cand, main, merge, job_id=sus.slot.job_id, result=first, paths=paths)
+                task = asyncio.create_task(self._judge_aside(repo, window, head, main))
+                window.aside[cid] = (task, paths)
+            elif sus.rest not in live or any(s.cand.id == sus.rest and s.plan().failed for s in window.slots):
+                window.suspects.pop(cid)
+                await self.ctx.db.landing.finish_candidate(cid, "queued", say.REPLANNED_AFTER_FAILURE)
+                window.deferred.discard(cid)
 
     def _next_width(self, window: Window, *, passed: bool) -> int:
         return planner.next_width(window.width, passed=passed, ceiling=self.width,
@@ -283,7 +326,8 @@ class Speculator:
                 await self.ctx.db.landing.finish_candidate(
                     slot.cand.id, "queued" if why is None else "superseded",
                     say.flaky_requeued(repo.target_branch) if why is None else why,
-                    verdict=verdicts.recorded("queued", was_flaky=True) if why is None else None)
+                    verdict=verdicts.recorded("queued", was_flaky=True, flaky_runs=landing.runs_json(passed[2]))
+                    if why is None else None)
         except Exception:  # never lost: the reconciler requeues a candidate left mid-verification
             log.exception("judging candidate %s apart failed", slot.cand.id)
         finally:
@@ -315,7 +359,7 @@ class Speculator:
         least = planner.pass_threshold(window.fail_rate, self.batch, self.width) if repo.risk_aware else None
         if not window.slots and not window.aside:  # nothing ahead to wait for: a deferral has nothing to end it
             window.deferred.clear()
-        skip = set(window.deferred) | set(window.aside)
+        skip = set(window.deferred) | set(window.aside) | set(window.suspects)
         while not window.failing() and sum(s.checkpoint for s in window.slots) < window.width:
             staged, window.staged = window.staged, None
             cand = staged.cand if staged is not None else await landing.take(self.ctx, repo, exclude=sorted(skip))
@@ -332,7 +376,7 @@ class Speculator:
             else:
                 merge, paths = await self.merge(target, cand, base)
             # read now, not before the awaits above: a verdict reached meanwhile has already ended its wait
-            if paths & frozenset().union(*(judged for _, judged in window.aside.values())):
+            if paths & window.busy_paths():
                 await self._defer(window, cand, say.WAITS_FOR_SAME_PATHS)
                 skip.add(cand.id)
                 continue
@@ -379,7 +423,8 @@ class Speculator:
         if window.staged is not None or window.failing():
             return
         while True:
-            cand = await landing.take(self.ctx, repo, exclude=sorted(set(window.aside) | window.deferred))
+            cand = await landing.take(self.ctx, repo,
+                                      exclude=sorted(set(window.aside) | window.deferred | set(window.suspects)))
             if cand is None:
                 return
             base = window.tail(main)

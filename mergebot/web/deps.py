@@ -8,7 +8,7 @@ cookie is authenticated again on every request, so a revoked token stops working
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, Request
 from fastapi.responses import Response
@@ -22,6 +22,8 @@ from mergebot.web.session import Viewer
 
 class Queue(Protocol):
     def poke(self) -> None: ...
+
+    async def reconcile_now(self) -> Any: ...
 
 
 class SiteServices(Protocol):

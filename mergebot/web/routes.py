@@ -171,7 +171,8 @@ async def candidate_page(cand_id: str, request: Request, who: Who, site: Site) -
                                                                        f"#{c['landed_id']}")] if c["landed_id"] else [])
     held = [j for j in await site.db.jobs.jobs(candidate_id=c["id"], limit=50) if j["purpose"] == "held_out"] \
         if who.role.value in heldout.SEES_LOGS else []
-    return render.html(request, "candidate.html", who, c=c, v=verdict, crumbs=crumbs, held_logs=held,
+    stages = costs.stages(await site.db.pages.candidate_stages(c["id"]))
+    return render.html(request, "candidate.html", who, c=c, v=verdict, crumbs=crumbs, held_logs=held, stages=stages,
                        tests=present.tests_view(c["verifier"]))
 
 
@@ -262,7 +263,7 @@ async def repo_action(name: str, action: str, request: Request, who: Who, site: 
     if action not in ("pause", "resume"):
         return _not_found(request, who, f"Action {action[:20]!r}")
     try:
-        await hold(site.db, name, action, who.agent, site.queue.poke)
+        await hold(site.db, name, action, who.agent, site.queue.poke, site.queue.reconcile_now)
     except NotFound:
         return _not_found(request, who, f"Repository {name[:64]!r}")
     await site.db.subtasks.log_event(actor_id=who.agent.id, kind=f"repo_{action}d",

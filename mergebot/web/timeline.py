@@ -6,6 +6,7 @@ idle workers show as empty stretches and a low share.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,6 +59,16 @@ def _href(r: dict[str, Any]) -> str:
     return f"/ui/candidates/{r['candidate_id']}/log" if r["candidate_id"] else f"/ui/jobs/{r['id']}/log"
 
 
+def _before(run: dict[str, Any]) -> str:
+    """The stages before a candidate's run started, for its bar's tooltip (``cost.stages``' first ones)."""
+    marks = [("pushed", run.get("pushed_at")), ("queued", run.get("queued_at")), ("merged", run.get("merged_at")),
+             ("run asked for", run.get("created_at")), ("started", run.get("started_at"))]
+    known = [(name, t) for name, t in marks if t is not None]
+    steps = [f"{a} → {b} {(tb - ta).total_seconds():.2f} s" for (a, ta), (b, tb) in itertools.pairwise(known)
+             if tb >= ta]
+    return ("; " + ", ".join(steps)) if len(steps) > 1 else ""
+
+
 def svg(rows: list[Lane], since: datetime, until: datetime) -> Markup:
     plot = WIDTH - LABEL - SHARE
     span = max(1.0, (until - since).total_seconds())
@@ -82,7 +93,11 @@ def svg(rows: list[Lane], since: datetime, until: datetime) -> Markup:
             outcome = r["outcome"] or r["status"]
             seconds = (r["finished_at"] - r["started_at"]).total_seconds()
             tip = (f"run {r['id']} ({r['purpose']}): {outcome}, {seconds:.0f} s from {r['started_at']:%H:%M:%S}"
-                   + (f", candidate {r['candidate_id']}" if r["candidate_id"] else ""))
+                   + (f", candidate {r['candidate_id']}" if r["candidate_id"] else "") + _before(r))
+            if r.get("created_at") and r["created_at"] < r["started_at"]:  # waiting for a worker, drawn faint
+                w0 = x(r["created_at"])
+                out.append(f'<rect class="wait" x="{w0:.1f}" y="{y + LANE // 2 - 1}" width="{max(0.0, x0 - w0):.1f}" '
+                           f'height="2" data-job="{r["id"]}"/>')
             out.append(f'<a href="{_href(r)}"><rect class="run purpose-{escape(r["purpose"])} '
                        f'outcome-{escape(outcome)}" x="{x0:.1f}" y="{y + 3}" width="{max(1.5, x1 - x0):.1f}" '
                        f'height="{LANE - 6}" data-job="{r["id"]}"><title>{escape(tip)}</title></rect></a>')

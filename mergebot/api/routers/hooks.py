@@ -64,7 +64,7 @@ async def _hook(stage: str, request: Request, services: Services) -> PlainTextRe
     repo = await db.landing.get_repo(session.repo)
     if stage == "post-receive":
         _, answer = await answer_post_receive(db, repo, session.agent, updates,
-                                              git.bare_path(services.root, repo.name))
+                                              git.bare_path(services.root, repo.name), session.started)
         services.queue.poke()
         return _answer(answer)
     try:

@@ -54,7 +54,8 @@ async def pause(name: str, agent: Admin, services: ServicesDep) -> dict[str, Any
 
 @router.post("/repos/{name}/resume", summary="Resume landing; parked candidates go back to the queue (admin)")
 async def resume(name: str, agent: Admin, services: ServicesDep) -> dict[str, Any]:
-    return {"repo": record(await hold(services.db, name, "resume", agent, services.queue.poke))}
+    return {"repo": record(await hold(services.db, name, "resume", agent, services.queue.poke,
+                                      services.queue.reconcile_now))}
 
 
 @router.post("/reconcile", summary="Run the reconciler now, between two landings (admin)")

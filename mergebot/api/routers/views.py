@@ -51,6 +51,18 @@ async def cost(agent: Reader, db: DbDep, since: datetime | None = None, until: d
             **costs.add_up(rows["runs"], rows["pushes"], rows["landed"]).as_json(landings=limit)}
 
 
+@api.get("/cost/stages", summary="Where the landings' time went, stage by stage, push to landed (medians, p95)")
+async def stages(agent: Reader, db: DbDep, since: datetime | None = None, until: datetime | None = None,
+                 repo: str | None = None) -> dict[str, Any]:
+    """For the landings in the window (default: the last day): each stage's median and 95th percentile in
+    seconds, from the push reaching the bot to the landed row, and how far beyond the check the whole took."""
+    end = _utc(until) or datetime.now(UTC)
+    start = _utc(since) or end - timedelta(days=1)
+    rows = await db.views.stages(since=start, until=end, repo=repo)
+    return {"since": start.isoformat(), "until": end.isoformat(), "repo": repo,
+            "stages": [{"stage": r["stage"], "n": r["n"], "p50": r["p50"], "p95": r["p95"]} for r in rows]}
+
+
 @api.get("/queue", summary="The merge queue: what is verified now, what waits, the window, recent refusals")
 async def queue(agent: Reader, services: ServicesDep, repo: str | None = None, limit: Limit = 50,
                 refusals: Annotated[int, Query(ge=0, le=200)] = 10) -> dict[str, Any]:
