@@ -343,3 +343,41 @@ async def test_a_mend_that_gave_up_stays_given_up_until_main_moves_or_an_admin_r
 
     repo = await hold(db, "demo", "resume", admin, lambda: None, remend)  # an admin says so
     assert repo.mend_given_up is None and tried == ["reconcile"]
+
+
+async def test_what_builds_on_a_reverted_landing_waits_until_it_lands_again(red_fleet: Fleet) -> None:
+    """d depends on b. b lands and breaks main, d is pushed, b's landing is reverted: d's candidate waits in the queue
+    (its reason and a note from the bot say why) instead of landing on a main without b, until b lands again."""
+    f, db = red_fleet, red_fleet.db
+    a_sub, _ = await db.subtasks.create_subtask(actor_id=None, title="add a")
+    b_sub, _ = await db.subtasks.create_subtask(actor_id=None, title="add b")
+    d_sub, _ = await db.subtasks.create_subtask(actor_id=None, title="build on b", depends_on=[b_sub.id])
+    _, f.tokens["cat"] = await db.agents.add_agent(name="cat", role=Role.AGENT)
+
+    async def status_is(sid: int, want: str) -> bool:
+        return (await db.subtasks.get_subtask(sid)).status == want
+
+    land(f, "ann", "ann-a", {"a.py": "VALUE = 1\n"})
+    await until(lambda: status_is(a_sub.id, "landed"), "a landed", f)
+    _, wt_b = land(f, "bob", "bob-b", {"b.py": "VALUE = 2\n"})  # breaks the full suite with a
+    await until(lambda: status_is(b_sub.id, "landed"), "b landed", f)
+    await until(lambda: status_is(b_sub.id, "running"), "b's landing reverted and b sent back", f)
+    land(f, "cat", "cat-d", {"d.py": "VALUE = 0\n"})  # d stayed released: its push is queued ...
+
+    async def held() -> bool:
+        cands = await db.landing.candidates(repo="demo", subtask_id=d_sub.id)
+        return bool(cands) and cands[0]["status"] == "queued" and "waits: subtask" in (cands[0]["reason"] or "")
+    await until(held, "d's candidate waits for b", f)  # ... and waits
+    notes = await db.subtasks.notes(subtask_id=d_sub.id)
+    assert any(f"subtask {b_sub.id}" in n["body"] and "reverted" in n["body"] for n in notes), notes
+    time.sleep(3)  # main is green again and the queue is idle: d still waits
+    assert (await db.subtasks.get_subtask(d_sub.id)).status == "submitted"
+
+    git(["fetch", "-q", "origin", "main"], wt_b)  # b again, on the main that no longer has it
+    git(["reset", "-q", "--hard", "FETCH_HEAD"], wt_b)
+    fixed = commit(wt_b, {"b.py": "VALUE = 1\n"}, "b, small enough with a")
+    git(["push", "-q", "origin", f"{fixed}:refs/heads/subtasks/{b_sub.id}/v2"], wt_b)
+    await until(lambda: status_is(b_sub.id, "landed"), "b landed again", f)
+    await until(lambda: status_is(d_sub.id, "landed"), "d landed after it", f)
+    rows = [(r.subtask_id, r.id) for r in await db.landing.landed(repo="demo") if r.kind == "land"]
+    assert min(i for s, i in rows if s == d_sub.id) > max(i for s, i in rows if s == b_sub.id)  # d after b's return

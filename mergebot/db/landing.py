@@ -354,6 +354,12 @@ class LandingStore:
                                   limit=limit)
         return [Landed.from_row(r) for r in rows]
 
+    async def get_landed(self, landed_id: int) -> Landed:
+        row = await self.sql.one("landed_get", id=landed_id)
+        if row is None:
+            raise NotFound(f"no landed row {landed_id}", field="id")
+        return Landed.from_row(row)
+
     async def mend_given_up(self, repo: str, sha: str | None) -> None:
         """Record that mending main at ``sha`` gave up (None: it may be tried again)."""
         await self.sql.all("repo_mend_given_up", name=repo, sha=sha)
@@ -361,6 +367,14 @@ class LandingStore:
     async def since_green(self, repo: str, upto: int) -> list[Landed]:
         """The landings since main's check last passed, up to landed row ``upto``, oldest first (at most 64)."""
         return [Landed.from_row(r) for r in await self.sql.all("landed_since_green", repo=repo, upto=upto)]
+
+    async def hold_dependents(self, subtask_id: int, *, bot_id: int, reason: str) -> list[int]:
+        """A landing of ``subtask_id`` was reverted: its dependents that have not landed wait for it to land again,
+        told ``reason`` on their candidates and in a note (``dependents_hold``). Their ids."""
+        return [r["id"] for r in await self.sql.all("dependents_hold", id=subtask_id, bot_id=bot_id, reason=reason)]
+
+    async def unlanded_dependencies(self, subtask_id: int) -> list[int]:
+        return [r["id"] for r in await self.sql.all("subtask_unlanded_dependencies", id=subtask_id)]
 
     async def reverts_queued(self, landed_ids: list[int]) -> bool:
         """Whether the bot has queued a revert of any of these landings."""

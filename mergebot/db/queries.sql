@@ -339,6 +339,30 @@ FROM culprit
 WHERE s.id = culprit.subtask_id AND s.status = 'landed' AND s.claim_version = culprit.claim_version
 RETURNING s.id, s.claim_version, s.owner_id;
 
+-- name: dependents_hold
+-- A reverted subtask's dependents that have not landed: their waiting candidates wait for it to land again
+-- (``candidate_next`` holds them) and say so, and each dependent gets the bot's note saying why (its owner reads
+-- it with its notes). Their subtask ids.
+WITH deps AS (
+    SELECT s.id, s.claim_version FROM subtask_deps d JOIN subtasks s ON s.id = d.subtask_id
+    WHERE d.depends_on_id = %(id)s AND s.status <> 'landed'
+), held AS (
+    UPDATE candidates c SET reason = %(reason)s
+    WHERE c.subtask_id IN (SELECT id FROM deps) AND c.status IN ('queued', 'parked')
+    RETURNING c.id
+), noted AS (
+    INSERT INTO notes (subtask_id, author_id, claim_version, body)
+    SELECT deps.id, %(bot_id)s, deps.claim_version, %(reason)s FROM deps
+    RETURNING subtask_id
+)
+SELECT id FROM deps ORDER BY id;
+
+-- name: subtask_unlanded_dependencies
+-- The dependencies of a subtask that are not landed (a landing reverted since it was released), lowest id first.
+SELECT dep.id FROM subtask_deps d JOIN subtasks dep ON dep.id = d.depends_on_id
+WHERE d.subtask_id = %(id)s AND dep.status <> 'landed'
+ORDER BY dep.id;
+
 -- name: revert_subtask_create
 -- The bot's own subtask for a revert, submitted by the bot at once (no agent can claim it): one per culprit.
 INSERT INTO subtasks (parent_id, title, description, status, priority, owner_id, claim_version, candidate_sha,
@@ -480,6 +504,9 @@ FROM announcements n LEFT JOIN agents a ON a.id = n.author_id
 WHERE n.id > %(after_id)s
 ORDER BY n.id
 LIMIT %(limit)s;
+
+-- name: landed_get
+SELECT l.*, a.name AS owner FROM landed l JOIN agents a ON a.id = l.owner_id WHERE l.id = %(id)s;
 
 -- name: landed_list
 SELECT l.*, a.name AS owner
@@ -631,10 +658,14 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
 -- unblocks the most subtasks (its blocked dependents); then, where the repository's queue is risk-aware, the one
 -- least likely to fail its check (``failure_risk``; unknown counts as the middle); then arrival. Every older queued
 -- candidate of the same priority it goes before counts one more pass. ``exclude``: candidates the window re-plans
--- later (lanes). A waiting reason ("waits for the candidates ahead of it") ends here: it is being verified now.
+-- later (lanes). A candidate whose subtask depends on one that is not landed (a reverted landing) is not taken.
+-- A waiting reason ("waits for the candidates ahead of it") ends here: it is being verified now.
 WITH pick AS (
     SELECT q.id, q.priority FROM candidates q JOIN repos r ON r.name = q.repo
     WHERE q.repo = %(repo)s AND q.status = 'queued' AND NOT (q.id = ANY(%(exclude)s::bigint[]))
+      -- a dependency that is no longer landed (its landing was reverted): wait until it lands again
+      AND NOT EXISTS (SELECT 1 FROM subtask_deps d JOIN subtasks dep ON dep.id = d.depends_on_id
+                      WHERE d.subtask_id = q.subtask_id AND dep.status <> 'landed')
     ORDER BY q.priority DESC,
              q.passed_over >= %(max_passes)s DESC,
              CASE WHEN q.passed_over >= %(max_passes)s THEN q.id END,

@@ -392,5 +392,11 @@ async def _move_and_record(ctx: Context, target: Target, intent: Intent, why: st
         return None
     if released:
         log.info("released %s", released)
+    if landed.kind == "revert" and landed.reverts is not None:  # what was built on the reverted change waits for it
+        culprit = await ctx.db.landing.get_landed(landed.reverts)
+        held = await ctx.db.landing.hold_dependents(culprit.subtask_id, bot_id=await ctx.db.agents.bot_id(),
+                                                    reason=say.dependency_reverted(culprit.subtask_id))
+        if held:
+            log.info("subtasks %s wait for subtask %s to land again", held, culprit.subtask_id)
     crash_point("after_commit")
     return landed

@@ -373,6 +373,12 @@ def mend_found(repo: str, target_branch: str, red_sha: str, subtask_id: int, own
             "of the queue waits only until it lands.")
 
 
+def dependency_reverted(subtask_id: int) -> str:
+    return (f"waits: subtask {subtask_id}, which this subtask depends on, is not landed any more (its landing was "
+            f"reverted because it broke main). Candidates of this subtask are not verified until subtask {subtask_id} "
+            "lands again; keep working, and push as usual.")
+
+
 def mend_gave_up(repo: str, target_branch: str, why: str) -> str:
     return (f"[{repo}] {target_branch} stays red and parked: the bot could not mend it ({why}). Land a fix, or "
             f"`mergebot repo resume {repo}`.")

@@ -263,12 +263,14 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
         footprint = facts[parsed[0]].paths if parsed[0] in facts else []
         estimate = await assess.estimate(db, repo=repo.name, owner_id=agent.id, subtask_id=parsed[0], change=change)
         try:
-            out.append(await db.landing.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
-                                                owner_id=agent.id, sha=u.new, ref=u.ref,
-                                                superseded=say.newer_push(u.new), patch_id=change.patch_id,
-                                                outside_footprint=outside_footprint(paths, footprint) or None,
-                                                paths=paths if path else None, risk=estimate,
-                                                pushed_at=pushed_at))
+            cand = await db.landing.enqueue(repo=repo.name, subtask_id=parsed[0], claim_version=parsed[1],
+                                            owner_id=agent.id, sha=u.new, ref=u.ref,
+                                            superseded=say.newer_push(u.new), patch_id=change.patch_id,
+                                            outside_footprint=outside_footprint(paths, footprint) or None,
+                                            paths=paths if path else None, risk=estimate, pushed_at=pushed_at)
+            if held := await db.landing.unlanded_dependencies(parsed[0]):  # the queue holds it: say why
+                await db.landing.finish_candidate(cand.id, "queued", say.dependency_reverted(held[0]))
+            out.append(cand)
         except ClaimSuperseded as e:
             await db.subtasks.log_event(actor_id=agent.id, kind="push_refused", subtask_id=parsed[0],
                                         claim_version=parsed[1],

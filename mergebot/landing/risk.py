@@ -38,7 +38,7 @@ from typing import Any
 OWN_FAILURES = ("check_failed", "check_timeout", "flaky_then_failed", "disk_limit", "memory_limit", "tests_weakened",
                 "tests_changed", "acceptance_failed", "held_out_failed", "no_report")
 DEFAULT_PRIOR = 0.1  # a repository without history
-PRIOR_WEIGHT = 4.0  # candidates' worth of belief in the repository's rate before an agent's own record
+PRIOR_WEIGHT = 10.0  # candidates' worth of belief in the repository's rate before an agent's own record
 AFTER_FAILURE = 2.0  # before a repository has its own record: a fix fails twice as often as a push at large
 FIX_WEIGHT = 5.0  # fixes' worth of belief in that before the repository's own fixes
 PER_ATTEMPT = 0.15  # log-odds per earlier push of the subtask
