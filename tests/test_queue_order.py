@@ -12,7 +12,8 @@ from mergebot.db.database import Database
 from mergebot.git import repo as git
 from mergebot.landing.land import Context, target_for
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.landing.window import Speculator, Window
+from mergebot.landing.chain import Window
+from mergebot.landing.window import Speculator
 from mergebot.models import Candidate
 from tests.bot import make_project
 

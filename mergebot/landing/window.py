@@ -9,6 +9,10 @@ ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this mo
   * judge — a candidate failing alone is judged apart (retry, main's status: ``serial.verify``) while the window
             refills without it — only candidates touching the same paths wait for that verdict, and a candidate
             that does not apply on top of the slots ahead is re-planned after them (lanes);
+  * leave out — in a risk-aware queue, a failed batch's likeliest culprit leaves the chain (a ``Suspect``) and the
+            rest gets a run of its own while the window fills on behind it; the suspect is judged on its failed run
+            once the rest lands (it then sits on that very tree), or re-planned when the rest fails too. Batches
+            grow while they stay likely to pass (``planner.pass_threshold``), and a likely failure runs alone;
   * wait  — for any run of the window; meanwhile the next candidate is taken and merged onto the chain's tail
             (staged), so the run a result frees starts without waiting for that merge, and the queued candidates
             are tried on main (``sweep``): one that conflicts with main is rejected now, not when its turn comes.
@@ -24,130 +28,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import pygit2
 
 from mergebot.git import repo as git
-from mergebot.landing import compare, heldout, planner, postland, runs, serial, verdict, verdicts
+from mergebot.landing import compare, heldout, planner, postland, runs, serial, sweep, verdict, verdicts
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
+from mergebot.landing.chain import Speculation, Suspect, Window, policy
 from mergebot.landing.land import Context, Slot, Target
 from mergebot.models import Candidate, Repo
 from verifier.runner import Result
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Speculation:
-    """One slot of the window: a candidate merged onto ``base`` (main, or the slot ahead's merge)."""
-
-    cand: Candidate
-    base: str
-    merge: git.Merge
-    job_id: int | None = None  # this slot's own run (a checkpoint); None while a later checkpoint covers it
-    result: Result | None = None
-    valid: bool = True
-    started: float = 0.0  # when its run was queued (event-loop time)
-    paths: frozenset[str] = frozenset()  # what the candidate changes on top of its base
-    held_job_id: int | None = None  # its passing run's held-out run, while it runs (``mergebot.landing.heldout``)
-    held_for: Result | None = None  # that passing run, until the held-out run's verdict joins it
-    without_suspect: bool = False  # its run is the one on a failed batch without its suspect (a leave-out)
-
-    @property
-    def checkpoint(self) -> bool:
-        return self.job_id is not None
-
-    def risk(self, fail_rate: float) -> float:
-        """Its estimated failure probability; the window's measured rate when it has none."""
-        return self.cand.failure_risk if self.cand.failure_risk is not None else fail_rate
-
-    def plan(self, fail_rate: float | None = None) -> planner.Slot:
-        """As the planner sees it; ``fail_rate`` None: without estimates (a queue that is not risk-aware)."""
-        return planner.Slot(self.cand.id, self.result.outcome if self.result else None, self.valid, self.checkpoint,
-                            0.0 if fail_rate is None else self.risk(fail_rate))
-
-
-@dataclass
-class Suspect:
-    """A failed batch's likeliest culprit, out of the chain while the rest of its batch is verified without it.
-
-    ``slot`` keeps the failed run (``result``) and the paths; ``rest`` is the candidate whose run covers the rest.
-    When the rest lands, the suspect sits on main exactly as in the failed run (when its merge there is that tree)
-    and is judged on it; when the rest fails or is cut, the culprit may be elsewhere and the suspect is re-planned."""
-
-    slot: Speculation
-    rest: int
-
-
-@dataclass
-class Window:
-    width: int  # verifier runs in flight at most (Zuul's window)
-    slots: list[Speculation] = field(default_factory=list)
-    fail_rate: float = 0.1  # measured share of candidates that fail their check (sets the batch size)
-    deferred: set[int] = field(default_factory=set)  # re-planned after the slots ahead of them (lanes)
-    aside: dict[int, tuple[asyncio.Task[None], frozenset[str]]] = field(default_factory=dict)  # judged apart
-    suspects: dict[int, Suspect] = field(default_factory=dict)  # left out of a failed batch (planner rule 4a)
-    # The next candidate, taken and merged onto the chain's tail while the runs were busy (``stage``); it has no
-    # run until ``fill`` adds it.
-    staged: Speculation | None = None
-    # Queued candidates known to apply on main ``tried_on``, with the paths each changes (``sweep``): when main
-    # moves, only the ones whose paths main's change touches are tried again.
-    tried: dict[int, frozenset[str]] = field(default_factory=dict)
-    tried_on: str | None = None
-
-    def failing(self) -> bool:
-        return any(s.plan().failed for s in self.slots)
-
-    def busy_paths(self) -> frozenset[str]:
-        """What the candidates being judged apart, or left out, change: candidates touching it wait (lanes)."""
-        return frozenset().union(*(paths for _, paths in self.aside.values()),
-                                 *(s.slot.paths for s in self.suspects.values()))
-
-    def tail(self, start: str) -> str:
-        """Where the next slot is merged: on the last slot's merge, or on ``start`` when the chain is empty."""
-        tip = self.slots[-1].merge.sha if self.slots else start
-        assert tip is not None
-        return tip
-
-    def judged(self, cand_id: int) -> None:
-        """A candidate judged apart has its verdict: what waited for it (or for anything) is planned again."""
-        self.aside.pop(cand_id, None)
-        self.deferred.clear()
-
-    def drop(self) -> None:
-        """Forget the window (reconcile, lost leadership): its candidates are requeued by the reconciler."""
-        for task, _ in self.aside.values():
-            task.cancel()
-        self.aside.clear()
-        self.suspects.clear()
-        self.slots.clear()
-        self.deferred.clear()
-        self.staged = None
-        self.tried.clear()
-        self.tried_on = None
-
-
-SWEEP = 32  # queued candidates tried on main per queue step, at most
-SWEEP_SECONDS = 0.25  # and for about this long: the step goes back to its runs' results after it
-TRIED_MAX = 10_000  # candidates remembered as applying on main; past it the memory starts again
-
-
-def _probe(path: Path, main: str, sha: str) -> tuple[git.Merge, frozenset[str]]:
-    """Whether ``sha`` applies on ``main`` (no commit written), and the paths it changes on its own."""
-    bare = git.open_repo(path)
-    probe = git.merge_onto(bare, main, sha, "", commit=False)
-    return probe, frozenset(git.own_paths(bare, main, sha)) if probe.kind in ("merge", "fast-forward") else frozenset()
-
-
-def policy(repo: Repo, unit: list[Speculation]) -> str:
-    """How the window landed ``unit``, for its landed rows: speculative, with ``batched`` when one run covered
-    several, ``risk-aware`` when the estimates shaped it, ``left-out`` when it is a failed batch's rest."""
-    parts = ["speculative", *(["batched"] if len(unit) > 1 else []), *(["risk-aware"] if repo.risk_aware else []),
-             *(["left-out"] if unit[-1].without_suspect else [])]
-    return "+".join(parts)
 
 
 class Speculator:
@@ -188,7 +79,7 @@ class Speculator:
             if not pending:
                 return False
             await self.stage(repo, window, target, main)
-            await self.sweep(repo, window, target, main)
+            await sweep.sweep(self.ctx.db, repo, window, target, main)
             await self.ctx.db.jobs.wait_any(pending, timeout=self.ctx.poll)
             return True
         if decision.action == "checkpoint":  # a tail left uncovered by a cut, or bisecting a failed batch
@@ -461,47 +352,6 @@ class Speculator:
         await self.ctx.db.landing.finish_candidate(cand.id, "queued", why)
         log.info("deferred candidate %s of subtask %s: %s", cand.id, cand.subtask_id, why,
                  extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": "deferred"})
-
-    async def sweep(self, repo: Repo, window: Window, target: Target, main: str) -> None:
-        """Try queued candidates on main while the runs are busy; reject the ones that conflict with it (or are
-        already on it) now, rather than when their turn comes, many landings later. Each is tried once per main
-        it could conflict with: when main moves, only the ones whose own paths main's change touches are tried
-        again. At most ``SWEEP`` merges a step, all in memory, for about ``SWEEP_SECONDS``."""
-        db = self.ctx.db
-        path = target.path
-        if window.tried_on != main:
-            old, window.tried_on = window.tried_on, main
-            if old is None or len(window.tried) > TRIED_MAX:
-                window.tried = {}
-            else:
-                try:
-                    moved = frozenset(await asyncio.to_thread(
-                        lambda: git.commit_paths(git.open_repo(path), old, main)))
-                except (pygit2.GitError, KeyError, ValueError):
-                    moved = None
-                window.tried = {} if moved is None else {
-                    cid: paths for cid, paths in window.tried.items() if not paths & moved}
-        loop = asyncio.get_running_loop()
-        until = loop.time() + SWEEP_SECONDS
-        for cand in await db.landing.waiting_candidates(repo.name, sorted(window.tried), SWEEP):
-            if loop.time() > until:
-                break
-            try:
-                probe, paths = await asyncio.to_thread(_probe, path, main, cand.sha)
-            except (pygit2.GitError, KeyError, ValueError):  # not here (yet): its turn will tell
-                window.tried[cand.id] = frozenset()
-                continue
-            if probe.kind not in ("conflict", "up-to-date"):
-                window.tried[cand.id] = paths
-                continue
-            taken = await db.landing.take_candidate(cand.id)
-            if taken is None:  # taken or replaced meanwhile
-                continue
-            why = await landing.fenced(db, taken)
-            if why is not None:
-                await db.landing.finish_candidate(taken.id, "superseded", why)
-                continue
-            await landing.reject_unmergeable(db, target, repo, taken, probe, main)
 
     async def _collect(self, repo: Repo, window: Window) -> None:
         """Results that are in, runs that overran, and whether each slot is still wanted."""
