@@ -1,0 +1,64 @@
+"""The evidence's own words: merge and revert commit messages, reflog lines, held-out and acceptance notes.
+
+Part of ``mergebot.landing.messages``: its rules hold here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mergebot.landing.messages.words import _short
+
+# -- the evidence's own words -----------------------------------------------------------------------------------
+
+
+def merge_message(subtask_id: int, claim_version: int, title: str, sha: str, cand_id: int) -> str:
+    return f"Land subtask {subtask_id} v{claim_version}: {title}\n\nCandidate: {sha}\nMergebot-Candidate: {cand_id}\n"
+
+
+def with_acceptance(message: str, paths: Sequence[str]) -> str:
+    """A merge's message when the subtask's acceptance tests were written into it."""
+    return message + "".join(f"Mergebot-Acceptance: {p}\n" for p in paths)
+
+
+def old_tests_commit(files: Sequence[str]) -> str:
+    return "Main's version of the edited tests\n\n" + "".join(f"Mergebot-Old-Test: {f}\n" for f in files)
+
+
+def held_out_log_hidden(outcome: str) -> str:
+    return (f"This run of the repository's held-out checks gave {outcome}. Its log is for reviewers and admins only: "
+            "held-out checks are never shown to the agents they judge.")
+
+
+def acceptance_probe(subtask_id: int, title: str) -> str:
+    return f"Acceptance tests of subtask {subtask_id} on main: {title}\n\nMergebot-Acceptance-Probe: {subtask_id}\n"
+
+
+def acceptance_tests_new(failing: int) -> str:
+    return (f"the acceptance tests fail on main ({failing} test{'s' if failing != 1 else ''} or files that do not "
+            "pass there): they test what the subtask must change")
+
+
+def acceptance_tests_nothing_new(main: str) -> str:
+    return (f"the acceptance tests already pass on main (run on {_short(main)} with them written in): they test "
+            "nothing new. Attach tests that fail until the subtask is done")
+
+
+def acceptance_probe_unknown() -> str:
+    return "the acceptance tests' run on main reported no test outcomes (not a pytest suite?): it cannot tell"
+
+
+def landing_reflog(subtask_id: int, claim_version: int, cand_id: int) -> str:
+    return f"mergebot: land subtask {subtask_id} v{claim_version} (candidate {cand_id})"
+
+
+def batch_reflog(subtask_ids: Sequence[int]) -> str:
+    return f"mergebot: land subtasks {', '.join(str(i) for i in subtask_ids)} (one verified run)"
+
+
+def job_unfinished(job_id: int, status: str | None = None) -> str:
+    return f"verify job {job_id} did not finish" + (f" ({status})" if status else "")
+
+
+LANDING_RUN_COVERS = "the run that landed this commit passed on it"
+KNOWN_GREEN = "not run again: this check already passed on this commit"

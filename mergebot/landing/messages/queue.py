@@ -1,0 +1,263 @@
+"""What the queue tells a candidate's owner and reviewers: rejections, parking, a red main and its mend, re-planning.
+
+Part of ``mergebot.landing.messages``: its rules hold here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mergebot.landing.messages.words import _short, _shown
+from verifier.runner import Result
+
+# -- the queue's verdicts ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why the queue sent a candidate back to its owner.
+
+    ``kind``: ``conflict`` (``paths`` conflict with the target branch), ``nothing_to_land`` (already on it),
+    ``verifier_error`` (the verifier could not run the check, twice: no verdict on the change),
+    ``check_failed`` or ``check_timeout`` (``run`` is the deciding run; ``retried`` says whether a retry on
+    the same commit ruled flakiness out), ``disk_limit`` or ``memory_limit`` (the run reached that limit of the
+    repository's sandbox and was ended; never retried)."""
+
+    kind: str
+    target_branch: str
+    sha: str
+    command: str = ""  # the repository's check
+    merged_sha: str | None = None
+    paths: tuple[str, ...] = ()
+    run: Result | None = None
+    retried: bool = True
+    hunks: tuple[dict[str, object], ...] = ()  # a conflict's regions (``mergebot.git.repo.conflict_hunks``)
+
+
+REASON_MAX = 2000  # a subtask's reason holds at most this much (the schema's bound): the whole log is elsewhere
+
+
+def rejection(r: Rejection) -> str:
+    """The sentence a rejected candidate's owner reads, at most ``REASON_MAX`` characters."""
+    text = _rejection(r)
+    return text if len(text) <= REASON_MAX else text[:REASON_MAX - 1] + "…"
+
+
+def _rejection(r: Rejection) -> str:
+    if r.kind == "conflict":
+        return (f"conflicts with {r.target_branch} in: {_shown(r.paths, 10)}. Fetch {r.target_branch}, merge or "
+                "rebase onto it, resolve, and push again.")
+    if r.kind == "nothing_to_land":
+        return f"nothing to land: {_short(r.sha)} is already on {r.target_branch}."
+    assert r.run is not None
+    if r.kind == "flaky_then_failed":
+        return (f"the check failed once and passed on a retry (flaky), and now gave {r.run.outcome} (exit "
+                f"{r.run.exit_code}) on the merged commit {_short(r.merged_sha)} with the newer {r.target_branch}"
+                f"{_ran(r)}:\n{r.run.excerpt()}")
+    if r.kind == "verifier_error":
+        return (f"the verifier could not run the check on {_short(r.merged_sha)} (twice): {r.run.excerpt(5)}\n"
+                "This is not a verdict on your change; push again, or ask an operator to look at the verifier.")
+    if r.kind == "tests_weakened":
+        comparison = ((r.run.tests or {}).get("comparison") or {})
+        changes = comparison.get("weakened") or []
+        count = int(comparison.get("weakened_count") or len(changes))
+        shown = "; ".join(f"{c['id']} ({c['was']} on {r.target_branch}, {c['now']} now)" for c in changes[:8])
+        more = f"; and {count - 8} more" if count > 8 else ""
+        tests = f"{count} test{'s' if count != 1 else ''}"
+        return (f"{tests} that pass on {r.target_branch} do not pass on the merged commit {_short(r.merged_sha)}, "
+                f"though the check exited 0{_ran(r)}: {shown}{more}. "
+                "A change may not weaken the tests that judge it: make them pass as they are (a lead can allow "
+                "a subtask to remove tests).")
+    if r.kind == "acceptance_failed":
+        failed = (((r.run.tests or {}).get("comparison") or {}).get("acceptance") or {}).get("failed") or []
+        shown = "; ".join(f"{c['id']} ({c['now']})" for c in failed[:8])
+        return (f"the subtask's acceptance tests did not all pass on the merged commit {_short(r.merged_sha)}, "
+                f"though the check exited 0{_ran(r)}: {shown}. They are the subtask's contract: they "
+                "run as attached, whatever the branch has at their paths.")
+    if r.kind == "tests_changed":
+        comparison = ((r.run.tests or {}).get("comparison") or {})
+        changed = list(comparison.get("changed") or [])
+        if comparison.get("old_tests"):
+            failing = comparison["old_tests"].get("failing") or []
+            return (f"the check passed on the merged commit {_short(r.merged_sha)}{_ran(r)}, "
+                    f"but the change edits existing tests ({', '.join(changed[:8])}), and main's version of them "
+                    f"fails against the change's code ({', '.join(failing[:8]) or 'the run failed'}): the edit "
+                    "changed what the tests check, not only how.")
+        return (f"the check passed on the merged commit {_short(r.merged_sha)}{_ran(r)}, but the change edits "
+                f"{len(changed)} existing test{'s' if len(changed) != 1 else ''} "
+                f"({', '.join(changed[:8])}{', ...' if len(changed) > 8 else ''}), which this repository refuses: "
+                "a test that changes with the code no longer checks it.")
+    if r.kind == "held_out_failed":
+        held = ((r.run.tests or {}).get("held_out") or {})
+        failing = list(held.get("failing") or [])
+        count = int(held.get("failing_count") or len(failing))
+        return (f"the repository's held-out checks failed on the merged commit {_short(r.merged_sha)}, though the "
+                f"check passed{_ran(r)}: {count} failed ({', '.join(failing[:8]) or 'see below'}"
+                f"{', ...' if count > 8 else ''}). Held-out checks are not shown; make the change do what the "
+                "subtask asks.")
+    if r.kind == "no_report":
+        problem = ((r.run.tests or {}).get("problem") or "no outcomes")
+        return (f"the tests reported nothing on the merged commit {_short(r.merged_sha)} ({problem}), though the "
+                f"check exited 0{_ran(r)}, where {r.target_branch}'s report every test. A run whose "
+                f"report was stopped proves nothing:\n{r.run.excerpt(8)}")
+    if r.kind in ("disk_limit", "memory_limit"):
+        limits = r.run.limits or {}
+        what = (f"its disk limit ({limits.get('disk_limit_mb', '?')} MiB written in all: the checkout's changes, /tmp "
+                "and /dev/shm)" if r.kind == "disk_limit" else
+                f"its memory limit ({limits.get('memory_mb', '?')} MiB resident: the kernel killed a process of it)")
+        return (f"the check reached {what} on the merged commit {_short(r.merged_sha)} and was ended{_ran(r)}. "
+                f"A limit is the change's failure, never retried:\n{r.run.excerpt()}")
+    once = "" if r.retried else (" (judged on this one run: this server does not retry failed checks, "
+                                 "MERGEBOT_RETRY_FAILED_CHECKS=0)")
+    return (f"the check gave {r.run.outcome} (exit {r.run.exit_code}) on the merged commit {_short(r.merged_sha)}"
+            f"{once}{_ran(r)}:\n{r.run.excerpt()}")
+
+
+def _ran(r: Rejection) -> str:
+    """The command, after what it gave: a forge's 140-character status keeps the verdict, not a long path."""
+    assert r.run is not None
+    return f" (the check: `{r.command or r.run.command}`)"
+
+
+def parked(target_branch: str, main: str) -> str:
+    return (f"{target_branch} is red: the check fails on {_short(main)} too, so this failure is pre-existing, not the "
+            "candidate's. Parked until main is green again.")
+
+
+def flaky_requeued(target_branch: str) -> str:
+    return (f"failed once and passed on a retry of the same commit; verified again on the current {target_branch}")
+
+
+def base_fails(target_branch: str, main: str) -> str:
+    return f"the check fails on {target_branch} itself ({_short(main)})"
+
+
+def post_land_failed(outcome: str) -> str:
+    return f"the post-land check gave {outcome}"
+
+
+def red_main(target_branch: str, sha: str, why: str) -> str:
+    return f"{target_branch} is red at {_short(sha)}: {why}. Landing is paused: only a fix lands."
+
+
+def red_main_announcement(repo: str, reason: str) -> str:
+    return f"[{repo}] {reason} An admin can resume with `mergebot repo resume {repo}`."
+
+
+def flaky_on_main(repo: str, target_branch: str, sha: str, outcome: str) -> str:
+    return (f"[{repo}] the post-land check on {target_branch} at {_short(sha)} gave {outcome}, then passed when run "
+            "again: recorded as flaky on main; nothing reverted, landing goes on.")
+
+
+def revert_title(subtask_id: int, title: str) -> str:
+    return f"Revert subtask {subtask_id}: {title}"[:200]
+
+
+def revert_message(subtask_id: int, title: str, landed_id: int, merged_sha: str, red_sha: str,
+                   failing: list[str]) -> str:
+    tests = f" Failing: {', '.join(failing[:10])}." if failing else ""
+    return (f"Revert subtask {subtask_id}: {title}\n\nMain's check failed at {red_sha}; bisection on the verifier "
+            f"found landing {landed_id} ({merged_sha}) to be the first red commit.{tests}\n\n"
+            f"Mergebot-Reverts-Landed: {landed_id}\nMergebot-Reverts: {merged_sha}\n")
+
+
+def reverted_evidence(subtask_id: int, version: int, target_branch: str, merged_sha: str, red_sha: str,
+                      failing: list[str], probes: list[tuple[str, str]], candidate_sha: str) -> str:
+    """What a reverted subtask's owner is told (its status reason), with the next command."""
+    tests = f" Failing tests: {', '.join(failing[:10])}." if failing else ""
+    runs = "; ".join(f"{_short(sha)} {outcome}" for sha, outcome in probes) or "none needed"
+    nxt = version + 1
+    return (f"Your landing {_short(merged_sha)} turned {target_branch} red (its check failed at {_short(red_sha)}) "
+            f"and was reverted.{tests} Bisection runs: {runs}. The subtask is yours again at claim version {nxt}: "
+            f"`git fetch origin {target_branch} && git checkout -B subtasks/{subtask_id}/v{nxt} origin/{target_branch}"
+            f" && git cherry-pick {candidate_sha}`, fix it so the check passes with what landed since, and push "
+            f"subtasks/{subtask_id}/v{nxt}.")
+
+
+def mend_found(repo: str, target_branch: str, red_sha: str, subtask_id: int, owner: str | None,
+               merged_sha: str) -> str:
+    return (f"[{repo}] {target_branch} is red at {_short(red_sha)}; bisection found subtask {subtask_id}'s landing "
+            f"{_short(merged_sha)} (by {owner or 'unknown'}) to be the culprit. Its revert is queued first; the rest "
+            "of the queue waits only until it lands.")
+
+
+def dependency_reverted(subtask_id: int) -> str:
+    return (f"waits: subtask {subtask_id}, which this subtask depends on, is not landed any more (its landing was "
+            f"reverted because it broke main). Candidates of this subtask are not verified until subtask {subtask_id} "
+            "lands again; keep working, and push as usual.")
+
+
+def mend_gave_up(repo: str, target_branch: str, why: str) -> str:
+    return (f"[{repo}] {target_branch} stays red and parked: the bot could not mend it ({why}). Land a fix, or "
+            f"`mergebot repo resume {repo}`.")
+
+
+MEND_NO_SUSPECTS = "no landing since the last green check to blame"
+MEND_REVERT_RED = "the red commits include a revert the bot made already; it does not revert twice"
+MEND_CONFLICT = "the culprit's revert no longer applies cleanly on main"
+MEND_RESUMED = "main's check failed before a restart; its result is on the landed row's post-land run"
+
+
+def mend_inconclusive(sha: str, outcome: str) -> str:
+    return f"a bisection run on {_short(sha)} could not judge it ({outcome})"
+
+
+def green_again(repo: str, target_branch: str, sha: str) -> str:
+    return f"[{repo}] {target_branch} is green again at {_short(sha)}; landing resumed."
+
+
+def forge_refused(repo: str, why: str, target_branch: str) -> str:
+    return (f"[{repo}] landing paused: {why}. Let the bot push to {target_branch}, then "
+            f"`mergebot repo resume {repo}`.")
+
+
+def resumed_by(repo: str, who: str) -> str:
+    return f"[{repo}] landing resumed by {who}."
+
+
+# Why a candidate was put back in the queue, or waits there.
+RECONCILING = "reconciling; verifying again"
+AHEAD_FAILED = "a candidate ahead of it failed; re-planned"
+AHEAD_FAILED_OR_WITHDRAWN = "a candidate ahead of it failed or was withdrawn; re-planned"
+AHEAD_DID_NOT_LAND = "the candidate ahead of it did not land; re-planned"
+REPLANNED_AFTER_ERROR = "re-planned after an error"
+REPLANNED_AFTER_FAILURE = ("left out of a failed batch as its likeliest culprit, but the rest of the batch failed "
+                           "too: the culprit may be elsewhere, so it is verified again")
+WAITS_FOR_AHEAD = "waits for the candidates ahead of it"
+WAITS_FOR_SAME_PATHS = "waits for the verdict on a failed candidate that touches the same paths"
+BATCH_WITHDRAWN = "a candidate landing with it was withdrawn; verified again without it"
+STOPPED_BEFORE_MAIN_MOVED = "the bot stopped before main moved; verifying again"
+
+
+def red_alone(target_branch: str) -> str:
+    return f"{target_branch} is red; verifying against it alone"
+
+
+def moved_under_speculation(target_branch: str) -> str:
+    return f"{target_branch} moved under the speculation; verifying again"
+
+
+def moved_during_landing(target_branch: str) -> str:
+    return f"{target_branch} moved during landing; retrying"
+
+
+def newer_push(sha: str) -> str:
+    return f"superseded by a newer push ({_short(sha)})"
+
+
+def unannounced_push(subtask_id: int, tip: str, ref: str) -> str:
+    return (f"a newer push of subtask {subtask_id} ({_short(tip)}) reached {ref} without being announced to the queue "
+            "(the bot restarted during it); it is queued instead")
+
+
+# Why a candidate no longer is what its subtask waits on (its fence).
+FENCE_GONE = "the subtask no longer exists"
+FENCE_REPLACED = "a newer push replaced this candidate"
+
+
+def fence_reclaimed(claim_version: int) -> str:
+    return f"the subtask was reclaimed (claim version {claim_version})"
+
+
+def fence_status(status: str) -> str:
+    return f"the subtask is {status}"

@@ -1,0 +1,18 @@
+"""The words every sentence shares: short commit ids, lists cut to length, the subtask branch's pattern.
+
+Part of ``mergebot.landing.messages``: its rules hold here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+SUBTASK_BRANCH = "refs/heads/subtasks/<id>/v<claim_version>"
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "")[:12]
+
+
+def _shown(items: Sequence[str], most: int) -> str:
+    return ", ".join(items[:most]) + (" ..." if len(items) > most else "")
