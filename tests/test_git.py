@@ -9,6 +9,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from mergebot.git import changes
 from mergebot.git import repo as git
 
 
@@ -149,10 +150,10 @@ def test_a_change_s_patch_id_ignores_where_it_was_committed_but_not_binary_conte
     text = [commit({"a.txt": b"two\n"}, base, who) for who in ("ann", "bob")]
     images = [commit({"logo.png": data}, base, who) for who, data in
               (("ann", b"\x89PNG\x00\x01"), ("bob", b"\x89PNG\x00\x02"), ("cy", b"\x89PNG\x00\x01"))]
-    assert text[0] != text[1] and git.patch_id(repo, base, text[0]) == git.patch_id(repo, base, text[1])
-    ids = [git.patch_id(repo, base, sha) for sha in images]
+    assert text[0] != text[1] and changes.patch_id(repo, base, text[0]) == changes.patch_id(repo, base, text[1])
+    ids = [changes.patch_id(repo, base, sha) for sha in images]
     assert ids[0] != ids[1] and ids[0] == ids[2]
-    assert git.patch_id(repo, base, base) is None  # no change, no id
+    assert changes.patch_id(repo, base, base) is None  # no change, no id
 
 
 def test_only_a_stale_ref_lock_is_cleared(tmp_path: Path) -> None:

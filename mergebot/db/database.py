@@ -2,8 +2,9 @@
 
 ``Database`` holds ``.agents`` (tokens, groups), ``.subtasks`` (claims, fenced writes, notes, events),
 ``.landing`` (repositories, candidates, intents, landed rows, main's status), ``.jobs`` (verify jobs), ``.forge``
-(links, deliveries, the status outbox), ``.pages`` and ``.views`` (read models), and ``.waiter`` (every wait for
-a row to change). No store knows another; what spans two tables of two stores is one store's transaction.
+(links, deliveries, the status outbox), ``.reverts`` (a red main's mending), ``.pages`` and ``.views`` (read
+models), and ``.waiter`` (every wait for a row to change). No store knows another; what spans two tables of two
+stores is one store's transaction.
 ``open_database`` resolves the server, migrates it and opens the pool (the CLI's local commands, the demo, tests);
 ``mergebot serve`` builds one on the request-handling role's pool.
 """
@@ -24,6 +25,7 @@ from mergebot.db.forge import ForgeStore
 from mergebot.db.jobs import JobStore
 from mergebot.db.landing import LandingStore
 from mergebot.db.pages import PageStore
+from mergebot.db.reverts import RevertStore
 from mergebot.db.subtasks import SubtaskStore
 from mergebot.db.views import ViewStore
 from mergebot.db.waiter import Waiter
@@ -41,6 +43,7 @@ class Database:
         self.landing = LandingStore(self.sql, self.waiter, lease_seconds=lease_seconds)
         self.jobs = JobStore(self.sql, self.waiter, lease_seconds=job_lease_seconds)
         self.forge = ForgeStore(self.sql)
+        self.reverts = RevertStore(self.sql)
         self.pages = PageStore(self.sql)
         self.views = ViewStore(self.sql)
 

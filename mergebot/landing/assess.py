@@ -19,6 +19,7 @@ import pygit2
 
 from mergebot.db.database import Database
 from mergebot.errors import MergebotError
+from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.landing import risk
 
@@ -39,8 +40,8 @@ def change_of(path: Path, target_ref: str, sha: str) -> Change:
         main = git.head_of(bare, target_ref)
         if main is None:
             return Change()
-        paths, lines = git.own_change(bare, main, sha)
-        return Change(git.patch_id(bare, main, sha), tuple(paths), lines)
+        paths, lines = changes.own_change(bare, main, sha)
+        return Change(changes.patch_id(bare, main, sha), tuple(paths), lines)
     except (pygit2.GitError, KeyError, ValueError):
         return Change()
 

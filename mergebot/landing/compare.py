@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pygit2
 
+from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.landing import runs
@@ -173,7 +174,7 @@ def _deleted(path: Path, main: str, merged: str, tests: list[str],
     by_file: dict[str, int] = {}
     wanted = set(files)
     for m in members:
-        for p in git.commit_paths(repo, m.base, m.merged):
+        for p in changes.commit_paths(repo, m.base, m.merged):
             if p in wanted:
                 by_file[p] = m.cand.subtask_id
     return deleted, by_file
@@ -182,12 +183,12 @@ def _deleted(path: Path, main: str, merged: str, tests: list[str],
 def _changed(path: Path, main: str, merged: str, members: Sequence[Member], accept: set[str]) -> list[str]:
     """The existing test functions the members' own changes edit (the acceptance tests the bot wrote aside)."""
     repo = git.open_repo(path)
-    files = sorted({p for m in members for p in git.commit_paths(repo, m.base, m.merged)
+    files = sorted({p for m in members for p in changes.commit_paths(repo, m.base, m.merged)
                     if cmp.is_test_file(p) and p not in accept})
     if not files:
         return []
-    before = {f: git.text_at(repo, main, f) for f in files}
-    after = {f: git.text_at(repo, merged, f) for f in files}
+    before = {f: changes.text_at(repo, main, f) for f in files}
+    after = {f: changes.text_at(repo, merged, f) for f in files}
     return cmp.changed_tests(before, after)
 
 
@@ -198,7 +199,7 @@ async def _old_tests(ctx: Context, repo: Repo, path: Path, main: str, merged: st
 
     def commit() -> str:
         bare = git.open_repo(path)
-        old = [(f, (git.text_at(bare, main, f) or "").encode()) for f in files]
+        old = [(f, (changes.text_at(bare, main, f) or "").encode()) for f in files]
         return git.commit_with_files(bare, merged, old, say.old_tests_commit(files))
 
     sha = await asyncio.to_thread(commit)

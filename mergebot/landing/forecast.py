@@ -17,6 +17,7 @@ from typing import Any
 import pygit2
 
 from mergebot.db.database import Database
+from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.models import Repo
 
@@ -55,7 +56,7 @@ def _own_paths(path: Path, target_ref: str, sha: str, known: list[str] | None) -
     main = git.head_of(bare, target_ref)
     if main is None:
         return None
-    return main, known if known is not None else git.own_paths(bare, main, sha)
+    return main, known if known is not None else changes.own_paths(bare, main, sha)
 
 
 async def forecast(db: Database, path: Path, repo: Repo, subtask_id: int, *, sha: str | None = None,

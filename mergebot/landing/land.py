@@ -29,10 +29,11 @@ import pygit2
 from mergebot.db.base import Row
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, MergebotError
-from mergebot.git import mirror
+from mergebot.git import changes, mirror
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.landing import verdicts
+from mergebot.landing.evidence import flaky_runs, verdict_json
 from mergebot.landing.prereceive import queue_orphans
 from mergebot.models import Candidate, Evidence, Handle, Intent, Landed, Member, Repo
 from verifier.runner import Result
@@ -221,7 +222,8 @@ async def merge_with_paths(db: Database, target: Target, cand: Candidate,
     if merge.kind not in ("merge", "fast-forward") or merge.tree is None:
         return merge, frozenset()
     tree = merge.tree
-    return merge, frozenset(await asyncio.to_thread(lambda: git.paths_since(git.open_repo(target.path), base, tree)))
+    paths = await asyncio.to_thread(lambda: changes.paths_since(git.open_repo(target.path), base, tree))
+    return merge, frozenset(paths)
 
 
 async def reject(db: Database, cand: Candidate, r: say.Rejection, *, base_sha: str | None,
@@ -265,31 +267,6 @@ async def reject_unmergeable(db: Database, target: Target, repo: Repo, cand: Can
 
 
 # -- landing ----------------------------------------------------------------------------------------------------
-
-
-def verdict_json(run: Result, outcome: str, runs: dict[str, Any]) -> dict[str, Any]:
-    """What a candidate's ``verifier`` shows: the deciding run, with the verdict as its outcome, and the runs. Each
-    run's per-test outcomes stay with its job (``tests.packed``): here only their counts and the comparison."""
-    return {**_unpacked(run.as_json()), "outcome": outcome, **({"runs": runs_json(runs)} if runs else {})}
-
-
-def flaky_runs(cand: Candidate) -> dict[str, Any] | None:
-    """The runs of a candidate that failed once and passed a retry of the same commit before main moved on (the
-    window judged it apart and put it back in the queue): it lands as ``flaky``, with those runs as evidence."""
-    verdict = cand.verdict or {}
-    return dict(verdict.get("flaky_runs") or {}) if verdict.get("was_flaky") else None
-
-
-def runs_json(runs: dict[str, Any]) -> dict[str, Any]:
-    """A verdict's runs as a candidate records them: each run's tests without their packed outcomes."""
-    return {k: _unpacked(v) if isinstance(v, dict) else v for k, v in runs.items()}
-
-
-def _unpacked(run: dict[str, Any]) -> dict[str, Any]:
-    tests = run.get("tests")
-    if isinstance(tests, dict) and "packed" in tests:
-        return {**run, "tests": {k: v for k, v in tests.items() if k != "packed"}}
-    return run
 
 
 async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: git.Merge, run: Result,
@@ -394,7 +371,7 @@ async def _move_and_record(ctx: Context, target: Target, intent: Intent, why: st
         log.info("released %s", released)
     if landed.kind == "revert" and landed.reverts is not None:  # what was built on the reverted change waits for it
         culprit = await ctx.db.landing.get_landed(landed.reverts)
-        held = await ctx.db.landing.hold_dependents(culprit.subtask_id, bot_id=await ctx.db.agents.bot_id(),
+        held = await ctx.db.reverts.hold_dependents(culprit.subtask_id, bot_id=await ctx.db.agents.bot_id(),
                                                     reason=say.dependency_reverted(culprit.subtask_id))
         if held:
             log.info("subtasks %s wait for subtask %s to land again", held, culprit.subtask_id)

@@ -58,8 +58,8 @@ async def resume(ctx: Context, repo: Repo, red: Landed, sha: str) -> None:
         log.info("main of %s is red at %s and mending it gave up before: it stays given up until main moves or an "
                  "admin resumes the repository", repo.name, sha[:12])
         return
-    suspects = await ctx.db.landing.since_green(repo.name, red.id)
-    if await ctx.db.landing.reverts_queued([s.id for s in suspects]):
+    suspects = await ctx.db.reverts.since_green(repo.name, red.id)
+    if await ctx.db.reverts.reverts_queued([s.id for s in suspects]):
         return
     log.info("main of %s is red at %s and its mend was cut short: mending it again", repo.name, sha[:12])
     await mend(ctx, repo, red, sha, runs.unfinished(repo, sha, say.MEND_RESUMED))
@@ -69,14 +69,14 @@ async def mend(ctx: Context, repo: Repo, red: Landed, sha: str, failed: Result) 
     """Find the first red landing since main was last green and queue its revert (or announce why not)."""
     why = await _mend(ctx, repo, red, sha, failed)
     if why is not None:
-        await ctx.db.landing.mend_given_up(repo.name, sha)
+        await ctx.db.reverts.mend_given_up(repo.name, sha)
         log.warning("main of %s stays red at %s: %s", repo.name, sha[:12], why)
         await ctx.db.subtasks.announce(author_id=None, body=say.mend_gave_up(repo.name, repo.target_branch, why))
 
 
 async def _mend(ctx: Context, repo: Repo, red: Landed, sha: str, failed: Result) -> str | None:
     db = ctx.db
-    suspects = await db.landing.since_green(repo.name, red.id)
+    suspects = await db.reverts.since_green(repo.name, red.id)
     if not suspects:
         return say.MEND_NO_SUSPECTS
     if any(s.kind == "revert" for s in suspects):
@@ -106,7 +106,7 @@ async def _mend(ctx: Context, repo: Repo, red: Landed, sha: str, failed: Result)
     crash_point("before_revert_queued")
     evidence = say.reverted_evidence(sub.id, culprit.claim_version, repo.target_branch, culprit.merged_sha, sha,
                                      first_red.failing_tests, probes, culprit.candidate_sha)
-    cand = await db.landing.queue_revert(repo=repo.name, culprit=culprit, bot_id=await db.agents.bot_id(),
+    cand = await db.reverts.queue_revert(repo=repo.name, culprit=culprit, bot_id=await db.agents.bot_id(),
                                          title=say.revert_title(sub.id, sub.title), evidence=evidence, sha=revert,
                                          ref=ref)
     await db.subtasks.announce(author_id=None, body=say.mend_found(repo.name, repo.target_branch, sha, sub.id,

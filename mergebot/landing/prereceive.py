@@ -25,6 +25,7 @@ import pygit2
 
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, Forbidden, Invalid, MergebotError
+from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.landing import assess, verdicts
 from mergebot.landing import messages as say
@@ -175,8 +176,8 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
     base = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=update.new))
     new_tree = str(repo[update.new].peel(pygit2.Commit).tree_id)
     old_tree = str(repo[base].peel(pygit2.Commit).tree_id) if base else None
-    changed = git.changed_paths(repo, old_tree, new_tree) if ids else []
-    texts = {p: (git.text_at(repo, main, p), git.text_at(repo, update.new, p))
+    changed = changes.changed_paths(repo, old_tree, new_tree) if ids else []
+    texts = {p: (changes.text_at(repo, main, p), changes.text_at(repo, update.new, p))
              for p in changed if p.rsplit("/", 1)[-1] in SECTIONED}
     main_tree = repo[main].peel(pygit2.Commit).tree
     named = [p for p in command_files(check[1]) if p in changed and _has(main_tree, p)]
@@ -186,10 +187,10 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
         commit_count=len(commits),
         roots=[str(c.id) for c in commits if not c.parent_ids],
         foreign=foreign,
-        largest_file=git.largest_blob(repo, commits) if len(commits) <= limits.max_commits else ("", 0),
+        largest_file=changes.largest_blob(repo, commits) if len(commits) <= limits.max_commits else ("", 0),
         push_bytes=_dir_bytes(quarantine) if quarantine else _new_bytes(repo_path, update.new, main),
         already_on_target=not ids,
-        patch_id=git.patch_id(repo, main, update.new) if ids else None,
+        patch_id=changes.patch_id(repo, main, update.new) if ids else None,
     )
 
 
@@ -268,7 +269,7 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
                                             superseded=say.newer_push(u.new), patch_id=change.patch_id,
                                             outside_footprint=outside_footprint(paths, footprint) or None,
                                             paths=paths if path else None, risk=estimate, pushed_at=pushed_at)
-            if held := await db.landing.unlanded_dependencies(parsed[0]):  # the queue holds it: say why
+            if held := await db.reverts.unlanded_dependencies(parsed[0]):  # the queue holds it: say why
                 await db.landing.finish_candidate(cand.id, "queued", say.dependency_reverted(held[0]))
             out.append(cand)
         except ClaimSuperseded as e:

@@ -19,7 +19,7 @@ import logging
 from typing import Any
 
 from mergebot.git import repo as git
-from mergebot.landing import compare, heldout, postland, runs, verdict, verdicts
+from mergebot.landing import compare, evidence, heldout, postland, runs, verdict, verdicts
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
 from mergebot.landing.land import Context, Target
@@ -111,11 +111,11 @@ async def _refuse(ctx: Context, repo: Repo, cand: Candidate, step: verdict.Step,
     """Reject the candidate (its failure), or park it (main's failure: main turns red)."""
     deciding = step.deciding
     assert deciding is not None
-    evidence = landing.verdict_json(deciding, deciding.outcome, record)
+    verifier = evidence.verdict_json(deciding, deciding.outcome, record)
     if step.action == "park":
         await postland.red_main(ctx, repo, main, say.base_fails(repo.target_branch, main))
         await ctx.db.landing.finish_candidate(cand.id, "parked", say.parked(repo.target_branch, main), base_sha=main,
-                                              merged_sha=merged, verifier=evidence, verdict=verdicts.recorded(
+                                              merged_sha=merged, verifier=verifier, verdict=verdicts.recorded(
                                                   "pre_existing", failing_tests=list(deciding.failing_tests)))
         log.info("parked candidate %s of subtask %s: pre_existing (%s fails on its own)", cand.id, cand.subtask_id,
                  repo.target_branch, extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": "pre_existing"})
@@ -125,4 +125,4 @@ async def _refuse(ctx: Context, repo: Repo, cand: Candidate, step: verdict.Step,
         kind = "flaky_then_failed"  # requeued after a flaky pass, and failed when verified again
     rejection = say.Rejection(kind, repo.target_branch, cand.sha, repo.verifier_command, merged_sha=merged,
                               run=deciding, retried="retry" in record)
-    await landing.reject(ctx.db, cand, rejection, base_sha=main, verifier=evidence)
+    await landing.reject(ctx.db, cand, rejection, base_sha=main, verifier=verifier)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pygit2
 
 from mergebot.db.database import Database
+from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.landing import land as landing
 from mergebot.landing.chain import Window
@@ -29,7 +30,8 @@ def _probe(path: Path, main: str, sha: str) -> tuple[git.Merge, frozenset[str]]:
     """Whether ``sha`` applies on ``main`` (no commit written), and the paths it changes on its own."""
     bare = git.open_repo(path)
     probe = git.merge_onto(bare, main, sha, "", commit=False)
-    return probe, frozenset(git.own_paths(bare, main, sha)) if probe.kind in ("merge", "fast-forward") else frozenset()
+    applies = probe.kind in ("merge", "fast-forward")
+    return probe, frozenset(changes.own_paths(bare, main, sha)) if applies else frozenset()
 
 
 async def sweep(db: Database, repo: Repo, window: Window, target: Target, main: str) -> None:
@@ -45,7 +47,7 @@ async def sweep(db: Database, repo: Repo, window: Window, target: Target, main: 
         else:
             try:
                 moved = frozenset(await asyncio.to_thread(
-                    lambda: git.commit_paths(git.open_repo(path), old, main)))
+                    lambda: changes.commit_paths(git.open_repo(path), old, main)))
             except (pygit2.GitError, KeyError, ValueError):
                 moved = None
             window.tried = {} if moved is None else {

@@ -30,7 +30,7 @@ import contextlib
 import logging
 
 from mergebot.git import repo as git
-from mergebot.landing import compare, heldout, planner, postland, runs, serial, sweep, verdict, verdicts
+from mergebot.landing import compare, evidence, heldout, planner, postland, runs, serial, sweep, verdict, verdicts
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
 from mergebot.landing.chain import Speculation, Suspect, Window, policy
@@ -125,7 +125,7 @@ class Speculator:
         last = unit[-1]
         assert last.result is not None
         if len(unit) == 1:
-            flaky = landing.flaky_runs(last.cand)  # it failed once and passed a retry before main moved on
+            flaky = evidence.flaky_runs(last.cand)  # it failed once and passed a retry before main moved on
             landed = await landing.land(self.ctx, target, last.cand, main, last.merge, last.result,
                                         "pass" if flaky is None else "flaky", flaky or {}, policy(repo, unit))
         else:
@@ -217,7 +217,7 @@ class Speculator:
                 await self.ctx.db.landing.finish_candidate(
                     slot.cand.id, "queued" if why is None else "superseded",
                     say.flaky_requeued(repo.target_branch) if why is None else why,
-                    verdict=verdicts.recorded("queued", was_flaky=True, flaky_runs=landing.runs_json(passed[2]))
+                    verdict=verdicts.recorded("queued", was_flaky=True, flaky_runs=evidence.runs_json(passed[2]))
                     if why is None else None)
         except Exception:  # never lost: the reconciler requeues a candidate left mid-verification
             log.exception("judging candidate %s apart failed", slot.cand.id)

@@ -1,99 +1,16 @@
-"""Plain records the stores return and the landing path hands them. No behaviour beyond building themselves
-from a row (``FromRow``) or from the JSON they are stored as.
+"""The landing path's records: repositories, candidates, verdicts, landing intents with their evidence, landed
+rows, and who holds a subtask now.
 
-Every table the stores read has its record here, so that ``mergebot.db`` and the layers above it share one
-vocabulary without importing each other: agents, subtasks and their handles, repositories, candidates, landing
-intents and their evidence, landed rows, verify jobs, the forge's deliveries and status outbox.
+Part of ``mergebot.models``: plain records, no behaviour beyond building themselves.
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Self
+from typing import Any
 
-
-@functools.cache
-def _names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
-
-
-@functools.cache
-def _name_set(cls: type) -> frozenset[str]:
-    return frozenset(_names(cls))
-
-
-class FromRow:
-    """A record built from a query's row: the row's columns that are fields of the record, the rest ignored."""
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Self:
-        names = _name_set(cls)  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in row.items() if k in names})
-
-
-def record(obj: Any) -> dict[str, Any]:
-    """A record as a dict for a JSON answer: ``dataclasses.asdict`` without its deep copy of every value (about
-    6% of the server's CPU in the seeds' replay; the answer is serialized at once and never changed). A field
-    that is a dataclass becomes a dict too; lists and dicts are passed as they are (a dataclass inside one is
-    left to the JSON encoder, which encodes dataclasses itself)."""
-    cls: type = type(obj)
-    out = {}
-    for name in _names(cls):
-        value = getattr(obj, name)
-        out[name] = record(value) if is_dataclass(value) and not isinstance(value, type) else value
-    return out
-
-
-@dataclass
-class Agent(FromRow):
-    id: int
-    name: str
-    role: str
-    created_at: datetime | None = None
-    revoked_at: datetime | None = None
-
-
-@dataclass
-class Subtask(FromRow):
-    id: int
-    title: str
-    status: str
-    priority: int
-    claim_version: int
-    attempts: int
-    max_attempts: int
-    parent_id: int | None = None
-    group_name: str | None = None
-    description: str = ""
-    owner_id: int | None = None
-    owner: str | None = None
-    previous_owner_id: int | None = None
-    previous_owner: str | None = None
-    claimed_at: datetime | None = None
-    heartbeat_at: datetime | None = None
-    lease_expires_at: datetime | None = None
-    candidate_sha: str | None = None
-    status_reason: str | None = None
-    idempotency_key: str | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    finished_at: datetime | None = None
-    depends_on: list[int] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)  # its footprint: the paths (globs) it is expected to touch
-    allow_test_removal: bool = False  # a lead allowed it to delete tests (never its owner)
-    allow_check_changes: bool = False  # a lead allowed it to change what configures the check
-    acceptance_probe: int | None = None  # the run of its acceptance tests on main when they were attached
-    allow_behaviour_change: bool = False  # a lead marked it as changing behaviour (edits of tests are expected)
-
-
-@dataclass
-class Handle:
-    """What an agent holds after a claim: every later write names both numbers."""
-
-    id: int
-    claim_version: int
+from mergebot.models.base import FromRow, _name_set, record
 
 
 @dataclass(kw_only=True)
@@ -348,97 +265,3 @@ class Intent:
         e = self.evidence
         return e.batch or (Member(self.candidate_id, e.subtask_id, e.claim_version, e.owner_id, e.candidate_sha,
                                   self.old_sha, self.new_sha, self.tree_sha, e.merge_kind),)
-
-
-@dataclass
-class Job(FromRow):
-    """A verify job: the queue's request for the repository's check on one exact commit."""
-
-    id: int
-    repo: str
-    commit_sha: str
-    command: str
-    timeout_s: int
-    purpose: str  # candidate, retry, base or post_land
-    status: str  # queued, running, done or cancelled
-    claim_version: int
-    attempts: int
-    candidate_id: int | None = None
-    landed_id: int | None = None
-    worker_id: int | None = None
-    worker_name: str | None = None
-    lease_expires_at: datetime | None = None
-    outcome: str | None = None
-    result: dict[str, Any] | None = None
-    created_at: datetime | None = None
-    finished_at: datetime | None = None
-    cache: dict[str, Any] | None = None  # the run's cache request: paths, key_files, write (verifier.cache)
-    sandbox: dict[str, Any] | None = None  # the run's sandbox: paths (read-only in its view), disk_limit_mb
-    tree_sha: str | None = None  # the tree the run was proven to be (set when it finishes)
-
-
-@dataclass
-class StatusRow(FromRow):
-    """A commit status waiting in the forge outbox (or sent, or given up)."""
-
-    id: int
-    repo: str
-    sha: str
-    state: str
-    description: str
-    candidate_id: int | None = None
-    attempts: int = 0
-    sent_at: datetime | None = None
-    given_up_at: datetime | None = None
-    last_error: str | None = None
-
-
-@dataclass
-class CheckRunRow(FromRow):
-    """A check run in the forge outbox (a candidate's, or main's new commit's): GitHub's id once created, and how
-    far it was sent."""
-
-    id: int
-    kind: str  # "candidate": a pull request's head commit; "main": main's new commit after a landing
-    candidate_id: int | None
-    repo: str
-    head_sha: str
-    check_run_id: int | None = None
-    version: int = 1
-    sent_version: int = 0
-    attempts: int = 0
-    last_error: str | None = None
-    given_up_at: datetime | None = None
-
-
-@dataclass
-class PullRow(FromRow):
-    """A pull request the bot heard of, with its one living comment once posted, and how far it was sent."""
-
-    repo: str
-    number: int
-    head_ref: str
-    comment_id: int | None = None
-    version: int = 1
-    sent_version: int = 0
-    sent_digest: str | None = None
-    answer: str | None = None  # to the last command given on the pull request
-    full_verdict: bool = False  # "@mergebot why" was asked: the comment shows the whole verdict
-    attempts: int = 0
-    last_error: str | None = None
-    given_up_at: datetime | None = None
-
-
-@dataclass
-class DeliveryRow(FromRow):
-    """A forge webhook delivery, by its id."""
-
-    forge: str
-    delivery_id: str
-    event: str
-    body_sha256: str
-    status: str
-    http_status: int | None = None
-    outcome: str | None = None
-    repo: str | None = None
-    attempts: int = 1

@@ -1,0 +1,99 @@
+"""What a change changes, read from git's objects: the paths between two trees, a candidate's own paths and size
+from where it forked off main, its patch id, a file's text at a commit, the largest file a push adds.
+
+Read only: nothing here writes an object or moves a ref (``mergebot.git.repo`` does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pygit2
+from pygit2.enums import DeltaStatus
+
+
+def changed_paths(repo: pygit2.Repository, old_tree: str | None, new_tree: str) -> list[str]:
+    new = repo[new_tree].peel(pygit2.Tree)
+    diff = repo[old_tree].peel(pygit2.Tree).diff_to_tree(new) if old_tree else new.diff_to_tree(swap=True)
+    return _delta_paths(diff)
+
+
+def _delta_paths(diff: pygit2.Diff) -> list[str]:
+    paths = set()
+    for d in diff.deltas:
+        paths.add(d.new_file.path)
+        if d.status in (DeltaStatus.RENAMED, DeltaStatus.DELETED):
+            paths.add(d.old_file.path)
+    return sorted(paths)
+
+
+def patch_id(repo: pygit2.Repository, main: str, candidate: str) -> str | None:
+    """The candidate's change as one id: the patch id of its diff from where it forked off ``main`` (libgit2's, as
+    ``git patch-id --stable``: the same change, committed anywhere, has the same id). libgit2 hashes only a binary
+    file's header, so the new contents of binary files are mixed in (two different images are two changes).
+    None when it changes nothing."""
+    fork = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=candidate))
+    new = repo[candidate].peel(pygit2.Commit).tree
+    diff = repo[fork].peel(pygit2.Commit).tree.diff_to_tree(new) if fork else new.diff_to_tree(swap=True)
+    if not len(diff):
+        return None
+    text = str(diff.patchid)
+    binary = sorted(f"{p.delta.new_file.path}:{p.delta.new_file.id}" for p in diff
+                    if p is not None and p.delta.is_binary)
+    if not binary:
+        return text
+    return hashlib.sha256("\n".join([text, *binary]).encode()).hexdigest()
+
+
+def text_at(repo: pygit2.Repository, commit: str, path: str, limit: int = 2 << 20) -> str | None:
+    """A file's text at a commit (UTF-8, replacing what does not decode); None when it is not a file there, or is
+    over ``limit`` bytes."""
+    try:
+        obj = repo[commit].peel(pygit2.Commit).tree[path]
+    except KeyError:
+        return None
+    if obj.type_str != "blob":
+        return None
+    blob = repo[obj.id].peel(pygit2.Blob)
+    return None if blob.size > limit else blob.data.decode("utf-8", "replace")
+
+
+def own_paths(repo: pygit2.Repository, main: str, candidate: str) -> list[str]:
+    """What a candidate changes on its own: from where it forked off ``main`` to its commit."""
+    fork = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=candidate))
+    tree = str(repo[candidate].peel(pygit2.Commit).tree_id)
+    return changed_paths(repo, str(repo[fork].peel(pygit2.Commit).tree_id) if fork else None, tree)
+
+
+def own_change(repo: pygit2.Repository, main: str, candidate: str) -> tuple[list[str], int]:
+    """``own_paths``, and the lines the change adds and removes there (its size, for the failure estimate)."""
+    fork = repo.merge_base(pygit2.Oid(hex=main), pygit2.Oid(hex=candidate))
+    new = repo[candidate].peel(pygit2.Commit).tree
+    diff = repo[fork].peel(pygit2.Commit).tree.diff_to_tree(new) if fork else new.diff_to_tree(swap=True)
+    stats = diff.stats
+    return _delta_paths(diff), stats.insertions + stats.deletions
+
+
+def commit_paths(repo: pygit2.Repository, old: str, new: str) -> list[str]:
+    """The paths that differ between two commits' trees (what main changed between two of its heads)."""
+    return changed_paths(repo, str(repo[old].peel(pygit2.Commit).tree_id), str(repo[new].peel(pygit2.Commit).tree_id))
+
+
+def paths_since(repo: pygit2.Repository, base: str, new_tree: str) -> list[str]:
+    """What a tree changes relative to commit ``base`` (a merge's own change on top of its first parent)."""
+    return changed_paths(repo, str(repo[base].peel(pygit2.Commit).tree_id), new_tree)
+
+
+def largest_blob(repo: pygit2.Repository, commits: list[pygit2.Commit]) -> tuple[str, int]:
+    """The biggest file a set of commits adds or changes: (path, size)."""
+    best = ("", 0)
+    for c in commits:
+        parent_tree = repo[c.parent_ids[0]].peel(pygit2.Commit).tree if c.parent_ids else None
+        diff = parent_tree.diff_to_tree(c.tree) if parent_tree is not None else c.tree.diff_to_tree(swap=True)
+        for d in diff.deltas:
+            if d.status == DeltaStatus.DELETED or d.new_file.mode == pygit2.enums.FileMode.COMMIT:
+                continue
+            size = d.new_file.size or repo[d.new_file.id].peel(pygit2.Blob).size
+            if size > best[1]:
+                best = (d.new_file.path, size)
+    return best
