@@ -93,7 +93,7 @@ def agent_loop(url: str, token: str, wt: Path, changes: list[dict[str, Any]], do
             if got is None:
                 continue
             claim = got[0]
-            i = int(client.get(f"/api/v1/subtasks/{claim.subtask_id}")["description"] or 0)
+            i = int(client.get(f"/api/v1/subtasks/{claim.subtask_id}")["subtask"]["description"] or 0)
             c = changes[i]
             edit(wt, i, c, broken=c["fails"])
             run_git(["add", "-A"], wt)

@@ -54,7 +54,6 @@ import fcntl
 import json
 import logging
 import os
-import shutil
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,6 +64,18 @@ from pygit2.enums import CheckoutStrategy, DeltaStatus, FileMode, RepositoryInit
 
 from verifier.disk import RunFs, sweep
 from verifier.sandbox import Overlay
+from verifier.treefs import CheckoutError as CheckoutError  # raised here, caught by the runner
+from verifier.treefs import (
+    changed_in_upper,
+    compare_tree,
+    create,
+    listing,
+    prune_empty,
+    remove,
+    safe_path,
+    same_entry,
+    write_entry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +84,6 @@ SLOT_CONFIG: dict[str, str | bool] = {
     "core.autocrlf": False, "core.filemode": True, "core.symlinks": True, "core.ignorecase": False,
     "core.precomposeunicode": False, "core.safecrlf": False, "core.logallrefupdates": False, "gc.auto": "0",
 }
-OPAQUE = "trusted.overlay.opaque"
-
-
-class CheckoutError(Exception):
-    """The commit could not be materialized, or the checkout is not its tree."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +142,7 @@ class Slot:
 
     def _write_state(self, **state: object) -> None:
         self._state = state
-        _create(self._state_path, json.dumps(state).encode(), 0o644)  # torn or missing: the slot is recreated
+        create(self._state_path, json.dumps(state).encode(), 0o644)  # torn or missing: the slot is recreated
 
     def mark(self, *, clean: bool) -> None:
         """Record whether tree/ is known to be exactly the tree that ``state.json`` names."""
@@ -174,7 +180,7 @@ class Slot:
     def _recreate(self, objects: Path) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         for d in (self.run_dir, self.tree_dir, self.git_dir):
-            _remove(d)
+            remove(d)
         repo = pygit2.init_repository(str(self.git_dir), bare=False, workdir_path=str(self.tree_dir),
                                       flags=RepositoryInitFlag.MKPATH | RepositoryInitFlag.NO_DOTGIT_DIR)
         (self.tree_dir / ".git").unlink(missing_ok=True)  # the repository is opened by its git dir
@@ -192,8 +198,8 @@ class Slot:
         repo.set_head(commit.id)
         bad, extra = compare_tree(repo, commit.tree, self.tree_dir)
         if bad or extra:
-            raise CheckoutError(f"the checkout is not tree {commit.tree_id}: differs at {_listing(bad)}; "
-                                f"untracked: {_listing(extra)}")
+            raise CheckoutError(f"the checkout is not tree {commit.tree_id}: differs at {listing(bad)}; "
+                                f"untracked: {listing(extra)}")
 
     def _move(self, old_tree: str, new_tree: str) -> None:
         """Apply the difference between two trees to tree/ (which holds ``old_tree``) and verify every path."""
@@ -205,25 +211,25 @@ class Slot:
         written: list[tuple[str, pygit2.Oid, int]] = []
         for delta in diff.deltas:
             if delta.status in (DeltaStatus.DELETED, DeltaStatus.TYPECHANGE):
-                removed.append(_safe_path(delta.old_file.raw_path))
+                removed.append(safe_path(delta.old_file.raw_path))
             if delta.status in (DeltaStatus.ADDED, DeltaStatus.MODIFIED, DeltaStatus.TYPECHANGE):
-                written.append((_safe_path(delta.new_file.raw_path), delta.new_file.id, delta.new_file.mode))
+                written.append((safe_path(delta.new_file.raw_path), delta.new_file.id, delta.new_file.mode))
             elif delta.status != DeltaStatus.DELETED:
                 raise CheckoutError(f"unexpected change {delta.status!r} at {delta.new_file.path}")
         rewritten = {w[0] for w in written}
         root = self.tree_dir
         for rel in removed:
-            _remove(root / rel)
+            remove(root / rel)
         for rel in sorted({str(Path(r).parent) for r in removed}, key=lambda p: -p.count("/")):
-            _prune_empty(root, rel)
+            prune_empty(root, rel)
         for rel, oid, mode in written:
-            _write_entry(repo, root / rel, oid, mode)
+            write_entry(repo, root / rel, oid, mode)
         for rel in removed:
             if rel not in rewritten and os.path.lexists(root / rel):
                 raise CheckoutError(f"{rel} is still there after it was removed")
         for rel, oid, mode in written:
             st = os.lstat(root / rel)
-            if not (stat.S_ISDIR(st.st_mode) if mode == FileMode.COMMIT else _same_entry(str(root / rel), st, mode,
+            if not (stat.S_ISDIR(st.st_mode) if mode == FileMode.COMMIT else same_entry(str(root / rel), st, mode,
                                                                                         str(oid))):
                 raise CheckoutError(f"{rel} does not hold {oid} after it was written")
 
@@ -259,7 +265,7 @@ class Slot:
     def _drop_run_dir(self) -> None:
         """Remove run/, unmounting first whatever a run left mounted there (a runner that died mid-run)."""
         sweep(self.run_dir)
-        _remove(self.run_dir)
+        remove(self.run_dir)
 
     def give_to(self, uid: int, dirs: RunDirs) -> None:
         """Make tree/ and the run's writable directories ``uid``'s (a check that runs as its own uid, where no pids
@@ -278,14 +284,14 @@ class Slot:
     def changed_in_overlay(self, tree_sha: str, upper: Path) -> list[str]:
         """The tracked paths the check changed, read from the overlay's upper layer."""
         repo = pygit2.Repository(str(self.git_dir))
-        return _changed_in_upper(repo, repo[tree_sha].peel(pygit2.Tree), upper, "")
+        return changed_in_upper(repo, repo[tree_sha].peel(pygit2.Tree), upper, "")
 
     def changed_in_place(self, tree_sha: str) -> list[str]:
         """The tracked paths that differ in tree/ (hashing everything); untracked paths are removed."""
         repo = pygit2.Repository(str(self.git_dir))
         bad, extra = compare_tree(repo, repo[tree_sha].peel(pygit2.Tree), self.tree_dir)
         for rel in extra:
-            _remove(self.tree_dir / rel)
+            remove(self.tree_dir / rel)
         return bad
 
     def end_run(self, *, clean: bool, fs: RunFs | None = None) -> None:
@@ -293,150 +299,3 @@ class Slot:
             fs.close()
         self._drop_run_dir()
         self.mark(clean=clean)
-
-
-def _entries(tree: pygit2.Tree) -> dict[str, pygit2.Object]:
-    return {os.fsdecode(obj.raw_name or b""): obj for obj in tree}
-
-
-def compare_tree(repo: pygit2.Repository, tree: pygit2.Tree, directory: Path,
-                 prefix: str = "") -> tuple[list[str], list[str]]:
-    """Compare a directory with a tree by content: (tracked paths that differ or are missing, untracked paths)."""
-    bad: list[str] = []
-    extra: list[str] = []
-    try:
-        present = {e.name: e for e in os.scandir(directory)}
-    except OSError:
-        return [prefix.rstrip("/") or "."], []
-    for name, obj in _entries(tree).items():
-        path = prefix + name
-        entry = present.pop(name, None)
-        if entry is None:
-            bad.append(path)
-            continue
-        mode = obj.filemode
-        if mode == FileMode.TREE:
-            if entry.is_dir(follow_symlinks=False):
-                sub_bad, sub_extra = compare_tree(repo, repo[obj.id].peel(pygit2.Tree), Path(entry.path), path + "/")
-                bad += sub_bad
-                extra += sub_extra
-            else:
-                bad.append(path)
-        elif mode == FileMode.COMMIT:  # a submodule: an empty directory in a checkout
-            if entry.is_dir(follow_symlinks=False):
-                extra += [f"{path}/{n}" for n in os.listdir(entry.path)]
-            else:
-                bad.append(path)
-        elif not _same_entry(entry.path, entry.stat(follow_symlinks=False), mode, str(obj.id)):
-            bad.append(path)
-    extra += [prefix + n for n in present]
-    return bad, extra
-
-
-def _same_entry(path: str, st: os.stat_result, mode: int, oid: str) -> bool:
-    if mode == FileMode.LINK:
-        return stat.S_ISLNK(st.st_mode) and str(pygit2.hash(os.fsencode(os.readlink(path)))) == oid
-    if not stat.S_ISREG(st.st_mode):
-        return False
-    if bool(st.st_mode & stat.S_IXUSR) != (mode == FileMode.BLOB_EXECUTABLE):
-        return False
-    return str(pygit2.hashfile(path)) == oid
-
-
-def _write_entry(repo: pygit2.Repository, path: Path, oid: pygit2.Oid, mode: int) -> None:
-    """Write one tree entry (blob, executable blob, symlink or submodule directory) at ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if mode == FileMode.COMMIT:
-        path.mkdir(exist_ok=True)
-        return
-    data = repo[oid].peel(pygit2.Blob).data
-    if mode == FileMode.LINK:
-        _remove(path)
-        os.symlink(os.fsdecode(data), path)
-    else:
-        _create(path, data, 0o755 if mode == FileMode.BLOB_EXECUTABLE else 0o644)
-
-
-def _create(path: Path, data: bytes, perm: int) -> None:
-    """Replace ``path`` with a new file holding ``data``.
-
-    A new inode rather than truncating or renaming over the old one: ext4 starts writing back a file that
-    replaces another by truncation or rename (``auto_da_alloc``), and the next truncation of that file waits
-    for the disk; unlink and create costs no I/O wait.
-    """
-    _remove(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, perm)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, perm)
-    finally:
-        os.close(fd)
-
-
-def _safe_path(raw: bytes) -> str:
-    """A tree path that stays inside the checkout (libgit2's checkout refuses the same ones)."""
-    parts = raw.split(b"/")
-    if any(p in (b"", b".", b"..") or p.lower() == b".git" or b"\0" in p for p in parts):
-        raise CheckoutError(f"refusing to write the path {raw!r}")
-    return os.fsdecode(raw)
-
-
-def _prune_empty(root: Path, rel: str) -> None:
-    """Remove ``rel`` and its parents while they are empty directories (git trees have no empty ones)."""
-    while rel not in ("", "."):
-        try:
-            (root / rel).rmdir()
-        except OSError:
-            return
-        rel = str(Path(rel).parent)
-
-
-def _changed_in_upper(repo: pygit2.Repository, tree: pygit2.Tree, upper: Path, prefix: str) -> list[str]:
-    bad: list[str] = []
-    tracked = _entries(tree)
-    with os.scandir(upper) as entries:
-        for entry in entries:
-            obj = tracked.get(entry.name)
-            if obj is None:
-                continue  # untracked here (the lower layer holds only tracked paths): new output
-            path = prefix + entry.name
-            st = entry.stat(follow_symlinks=False)
-            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-                bad.append(path)  # a whiteout: the tracked path was deleted (or renamed away)
-            elif obj.filemode == FileMode.TREE:
-                if not stat.S_ISDIR(st.st_mode):
-                    bad.append(path)
-                elif _opaque(entry.path):  # deleted and made again: it must now hold the whole subtree
-                    bad += compare_tree(repo, repo[obj.id].peel(pygit2.Tree), Path(entry.path), path + "/")[0]
-                else:
-                    bad += _changed_in_upper(repo, repo[obj.id].peel(pygit2.Tree), Path(entry.path), path + "/")
-            elif obj.filemode == FileMode.COMMIT:
-                if not stat.S_ISDIR(st.st_mode):
-                    bad.append(path)
-            elif not _same_entry(entry.path, st, obj.filemode, str(obj.id)):
-                bad.append(path)
-    return sorted(bad)
-
-
-def _opaque(path: str) -> bool:
-    try:
-        return os.getxattr(path, OPAQUE, follow_symlinks=False) == b"y"
-    except OSError:
-        return False
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-
-def _listing(paths: list[str], limit: int = 20) -> str:
-    if not paths:
-        return "none"
-    shown = ", ".join(paths[:limit])
-    return shown + (f" (and {len(paths) - limit} more)" if len(paths) > limit else "")

@@ -40,9 +40,12 @@ import os
 import signal
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from verifier.uids import kill_uid as kill_uid
+from verifier.uids import run_uid as run_uid
+from verifier.uids import uid_processes as uid_processes
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +54,6 @@ SERVE_LEAF = "mergebot-serve"
 CPU_SHARES_V1 = 2  # the least v1 allows (a task at nice 0 weighs 1024)
 CPU_WEIGHT_V2 = 1  # the least v2 allows (the default is 100)
 CONTROLLERS = ("cpu", "memory", "pids")
-UID_BASE = 0x30000000  # the runs' own uids (no pids group): far above any account's
-UID_SPAN = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -276,43 +277,6 @@ def _rmdir(group: Path) -> None:
                 break
             time.sleep(0.005)
     log.warning("could not remove control group %s", group)
-
-
-def run_uid(key: str) -> int:
-    """The unprivileged uid a run keyed by ``key`` (its slot) runs as where no pids group can be made: the same
-    for every run of the slot, different (but for a one-in-a-million clash) from other slots'."""
-    return UID_BASE + zlib.crc32(key.encode()) % UID_SPAN
-
-
-def uid_processes(uid: int) -> list[int]:
-    """Processes whose real uid is ``uid``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as f:
-                for line in f:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            found.append(int(entry))
-                        break
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def kill_uid(uid: int) -> None:
-    """SIGKILL every process of ``uid`` until none is left (a process may fork while it is being killed)."""
-    for _ in range(200):
-        pids = uid_processes(uid)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.002)
-    log.warning("processes of uid %s left after repeated kills", uid)
 
 
 class RunGroup:

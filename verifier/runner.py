@@ -45,12 +45,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pygit2
-from pygit2.enums import CheckoutStrategy
 
 from verifier import cache as caches
 from verifier import limits as limits_
@@ -61,6 +60,7 @@ from verifier import view as views
 from verifier.checkout import CheckoutError, Slot
 from verifier.disk import RunFs
 from verifier.mask import Masker
+from verifier.result import Result as Result  # where every caller has imported it from
 
 LOG_HEAD = sb.LOG_HEAD
 LOG_TAIL = sb.LOG_TAIL
@@ -72,60 +72,6 @@ OUTCOMES = ("pass", "fail", "timeout", "error", "disk_limit", "memory_limit")
 DISK_LIMIT_MB = 2048  # what a run may write in all, by default (``repo add/set --disk-limit``)
 MEMORY_MB = 4096  # the memory a run may use, by default (``repo add/set --memory-limit``)
 HELD_OUT_ENV = "VERIFIER_HELD_OUT"  # where a held-out run's checks are, for its command
-EXCERPT_WIDTH = 100  # characters per line of a result's excerpt (15 lines of it fit a subtask's 2,000-character reason)
-
-
-@dataclass
-class Result:
-    commit_sha: str
-    tree_sha: str
-    command: str
-    outcome: str  # pass, fail, timeout or error: this run's, never a verdict's (flaky is the queue's word)
-    exit_code: int | None
-    duration_ms: int
-    log_head: str
-    log_tail: str
-    log_size: int
-    log_digest: str
-    sandbox: str = "none"  # bwrap or none
-    failing_tests: list[str] = field(default_factory=list)  # a failed run's tests (``verifier.reports``)
-    failing_tests_from: str = ""  # "junit" (a report the check left), "log" (pytest's summary) or "" (none named)
-    cache: dict[str, Any] | None = None  # what the run did with the repository's caches (``verifier.cache.Use``)
-    setup: dict[str, Any] | None = None  # the setup step before the check: command, exit code, time, network
-    limits: dict[str, Any] | None = None  # how it was limited: ``enforced`` ("cpu=cgroup memory=... disk=...
-    # pids=..."), the bounds (timeout_s, memory_mb, max_procs, disk_limit_mb), the peaks, and for a polled disk
-    # limit the bound polling gives (disk_note)
-    tests: dict[str, Any] | None = None  # each test's outcome (``verifier.outcomes``): source, counts, packed
-
-    @property
-    def passed(self) -> bool:
-        return self.outcome == "pass"
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Result:
-        """The result ``as_json`` gave (keys it does not know are ignored: a newer worker's extra fields)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-    def masked(self, mask: Masker) -> Result:
-        """This result with every secret masked in everything it says; the edges of the log's head and tail
-        also lose any piece of one (a worker that did not know a secret may have cut it in two)."""
-        data = mask.json(self.as_json())
-        assert isinstance(data, dict)
-        if self.log_tail or self.log_size > len(self.log_head.encode()):
-            data["log_head"] = mask.cut(data["log_head"], head=True)
-        if self.log_tail:
-            data["log_tail"] = mask.cut(data["log_tail"], tail=True)
-        return Result.from_json(data)
-
-    def excerpt(self, lines: int = 15, width: int = EXCERPT_WIDTH) -> str:
-        """The log's last ``lines`` lines, each cut to ``width`` characters (a check may print one huge line; the
-        whole log stays in ``log_head`` and ``log_tail``)."""
-        tail = (self.log_tail or self.log_head).rstrip().splitlines()
-        return "\n".join(line if len(line) <= width else line[:width - 1] + "…" for line in tail[-lines:])
 
 
 @dataclass(frozen=True)
@@ -430,51 +376,6 @@ def check_env(tmp: Path) -> dict[str, str]:
         env["PATH"] = os.pathsep.join([own, *(p for p in env["PATH"].split(os.pathsep) if p != own)])
     env.update(HOME=str(tmp / "home"), TMPDIR=str(tmp), CI="true", PYTHONDONTWRITEBYTECODE="1")
     return env
-
-
-def materialize(repo_path: Path, commit_sha: str, into: Path) -> str:
-    """Write the commit's tree into ``into`` (an empty directory) and return its tree sha (no slot involved)."""
-    repo = pygit2.Repository(str(repo_path))
-    commit = repo[commit_sha].peel(pygit2.Commit)
-    repo.checkout_tree(commit.tree, directory=str(into), strategy=CheckoutStrategy.FORCE)  # type: ignore[no-untyped-call]
-    return str(commit.tree_id)
-
-
-def tree_of_directory(path: Path) -> str:
-    """The git tree sha of a directory's files (regular files and symlinks; modes as git records them)."""
-    scratch = pygit2.init_repository(tempfile.mkdtemp(prefix="mb-tree-"), bare=True)
-    try:
-        return str(_write_tree(scratch, path))
-    finally:
-        shutil.rmtree(scratch.path, ignore_errors=True)
-
-
-def _write_tree(repo: pygit2.Repository, path: Path) -> pygit2.Oid:
-    tb = repo.TreeBuilder()
-    for entry in sorted(os.scandir(path), key=lambda e: e.name):
-        if entry.name == ".git":
-            continue
-        if entry.is_symlink():
-            tb.insert(entry.name, repo.create_blob(os.readlink(entry.path).encode()), pygit2.enums.FileMode.LINK)
-        elif entry.is_dir():
-            sub = _write_tree(repo, Path(entry.path))
-            if len(repo[sub].peel(pygit2.Tree)) > 0:
-                tb.insert(entry.name, sub, pygit2.enums.FileMode.TREE)
-        else:
-            mode = pygit2.enums.FileMode.BLOB_EXECUTABLE if os.access(entry.path, os.X_OK) \
-                else pygit2.enums.FileMode.BLOB
-            tb.insert(entry.name, repo.create_blob_fromdisk(entry.path), mode)
-    return tb.write()
-
-
-def read_log(path: Path) -> tuple[str, str, int, str]:
-    """Head and tail of a log file of any size, its full size and SHA-256, reading it once."""
-    capture = sb.LogCapture()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            capture.feed(chunk)
-    return (bytes(capture.head).decode("utf-8", "replace"), capture.tail.decode("utf-8", "replace"), capture.size,
-            capture.digest)
 
 
 def _listing(paths: list[str], limit: int = 20) -> str:
