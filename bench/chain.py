@@ -83,6 +83,7 @@ def agent_loop(url: str, token: str, wt: Path, done: threading.Event, landed: li
             if got is None:
                 continue  # the chain's next step is someone else's, or not ready yet
             sid = got[0].subtask_id
+            (wt / "chain").mkdir(exist_ok=True)  # the real-size repository has no chain/ yet
             (wt / "chain" / f"{sid}.txt").write_text(f"step {sid}\n")
             run_git(["add", "-A"], wt)
             run_git(["commit", "-q", "-m", f"step {sid}"], wt)

@@ -211,12 +211,13 @@ def modes_for(names: list[str], workers: int, batch: int) -> list[Mode]:
     out = []
     for name in names:
         if name == "serial":
-            out.append(Mode(name, {"MERGEBOT_SPECULATION_WINDOW": "1"}, 1))
+            out.append(Mode(name, {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_BATCH_SIZE": "1"}, 1))
         elif name == "speculative":
             note = "" if "speculation_window" in known else (
                 "this server has no speculation_window setting: MERGEBOT_SPECULATION_WINDOW is ignored, "
                 "so it ran serially")
-            out.append(Mode(name, {"MERGEBOT_SPECULATION_WINDOW": str(workers)}, workers, note))
+            out.append(Mode(name, {"MERGEBOT_SPECULATION_WINDOW": str(workers), "MERGEBOT_BATCH_SIZE": "1"}, workers,
+                            note))
         elif name == "batched":
             note = "" if "batch_size" in known else (
                 "this server has no batch_size setting: MERGEBOT_BATCH_SIZE is ignored, so it ran serially")
@@ -224,11 +225,14 @@ def modes_for(names: list[str], workers: int, batch: int) -> list[Mode]:
         elif name == "speculative-batched":  # W runs in flight, each covering up to B candidates
             out.append(Mode(name, {"MERGEBOT_BATCH_SIZE": str(batch), "MERGEBOT_SPECULATION_WINDOW": str(workers)},
                             None))
+        elif name == "defaults":  # what a new server does: the window at its workers, risk-aware batches of up to 4
+            out.append(Mode(name, {}, None, risk=True))
         elif name == "risk":  # speculative-batched, with batches, order and bisection shaped by the estimates
             out.append(Mode(name, {"MERGEBOT_BATCH_SIZE": str(batch), "MERGEBOT_SPECULATION_WINDOW": str(workers)},
                             None, risk=True))
         else:
-            raise SystemExit(f"unknown mode {name!r} (serial, speculative, batched, speculative-batched, risk)")
+            raise SystemExit(f"unknown mode {name!r} (serial, speculative, batched, speculative-batched, risk, "
+                             "defaults)")
     return out
 
 

@@ -35,11 +35,13 @@ class Settings(BaseSettings):
     # Verifier workers inside `mergebot serve` (more run anywhere with `mergebot verifier worker`).
     verifier_workers: int = Field(default=2, ge=0)
     # Speculative landing: test up to this many queued candidates at once, each on top of the ones ahead
-    # (1 is the serial queue). Useful up to the number of verifier workers.
-    speculation_window: int = Field(default=1, ge=1, le=64)
+    # (1 is the serial queue). 0, the default: as many as the verifier slots the bot knows (its own workers and the
+    # remote workers that ran a check lately), which is where speculation stops paying.
+    speculation_window: int = Field(default=0, ge=0, le=64)
     # Batching: up to this many candidates verified together by one run, bisected on failure; the size used
-    # adapts to the measured failure rate (1: every candidate gets its own run).
-    batch_size: int = Field(default=1, ge=1, le=64)
+    # adapts to the measured failure rate and, in a risk-aware repository, to each candidate's estimate
+    # (1: every candidate gets its own run).
+    batch_size: int = Field(default=4, ge=1, le=64)
     # A risk-aware queue takes the safer of two equal candidates first (``repo set --risk``); one passed over
     # this many times goes next, so none starves behind safer work.
     risk_max_passes: int = Field(default=4, ge=0, le=1000)

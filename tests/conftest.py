@@ -16,6 +16,7 @@ from tests.bot import BotProcess, Fleet, check_command, git, make_project, stop_
 from tests.pg import Server, available_servers, with_db
 
 SERVERS = available_servers()
+SERIAL_ENV = {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_BATCH_SIZE": "1"}
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -25,6 +26,21 @@ def _clean_git_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     old = {k: os.environ.get(k) for k in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "HOME")}
     os.environ["GIT_CONFIG_GLOBAL"] = str(home / "gitconfig")
     os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+    yield
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _serial_queue_unless_said() -> Iterator[None]:
+    """Most tests were written for the serial queue and check its steps run by run; a new server's defaults are a
+    window as wide as its verifier slots with risk-aware batches. Tests of speculation, batches and the defaults
+    say what they want (a server's environment, ``DEFAULTS_ENV`` to clear these)."""
+    old = {k: os.environ.get(k) for k in SERIAL_ENV}
+    os.environ.update(SERIAL_ENV)
     yield
     for k, v in old.items():
         if v is None:

@@ -13,12 +13,14 @@ from mergebot.db.database import Database
 from mergebot.demo import LEASE
 from mergebot.landing.told import candidate_verdict
 from mergebot.models import Candidate
+from tests.conftest import SERIAL_ENV
 
 
 async def test_the_demo_plays_every_scene_for_real(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = {**os.environ, "MERGEBOT_DATABASE_URL": e2e_db_url, "TMPDIR": str(tmp)}
+    env = {**{k: v for k, v in os.environ.items() if k not in SERIAL_ENV},  # the README's first try: the defaults
+           "MERGEBOT_DATABASE_URL": e2e_db_url, "TMPDIR": str(tmp)}
     out = subprocess.run([sys.executable, "-m", "mergebot", "demo"], capture_output=True, text=True, env=env,
                          cwd=tmp_path, timeout=600, check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -31,6 +33,8 @@ async def test_the_demo_plays_every_scene_for_real(e2e_db: Database, e2e_db_url:
     ids = {r["title"].removeprefix("Implement "): int(r["id"]) for r in rows}
     landed = {row.subtask_id: row for row in await db.landing.landed(repo="calc")}
     assert {r["status"] for r in rows} == {"landed"} and len(landed) == 7  # six operations and the root
+    # on the defaults: a window as wide as the workers, risk-aware (no landing went the serial way)
+    assert all((r.policy or "").startswith("speculative") for r in landed.values()), [r.policy for r in landed.values()]
 
     rejected = [Candidate.from_row(r) for r in await db.landing.candidates(repo="calc", limit=200)
                 if r["status"] == "rejected"]

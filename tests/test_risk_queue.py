@@ -18,6 +18,7 @@ import pygit2
 
 from mergebot.auth import Role
 from tests.bot import Fleet, commit, git
+from tests.conftest import SERIAL_ENV
 from tests.test_judged import candidate_page
 from tests.test_speculation import wait_for
 
@@ -157,3 +158,24 @@ async def test_every_landing_records_where_its_time_went(fleet: Fleet) -> None:
                        headers={"Origin": fleet.bot.url})
         timeline = (await web.get("/ui/timeline", params={"span": "hour"})).text
     assert "pushed → queued" in timeline and "run asked for → started" in timeline, timeline[-2000:]
+
+
+async def test_a_new_server_speculates_as_wide_as_its_workers_with_risk_aware_batches(fleet: Fleet) -> None:
+    """The defaults a new user gets (no MERGEBOT_SPECULATION_WINDOW, no MERGEBOT_BATCH_SIZE): a window as wide as
+    the verifier slots the bot knows (its two workers), batches of up to four shaped by the estimates."""
+    fleet.bot.stop()
+    fleet.bot.env = {k: v for k, v in fleet.bot.env.items() if k not in SERIAL_ENV}
+    saved = {k: os.environ.pop(k) for k in SERIAL_ENV if k in os.environ}
+    try:
+        fleet.bot.start()
+    finally:
+        os.environ.update(saved)
+    queue = fleet.client("rita").get("/api/v1/queue", repo="demo")
+    window = queue["repos"][0]["window"]
+    assert (window["max"], window["batch"]) == (2, 4), window
+    sub = await _pushes(fleet, {"bob": 0.01, "cat": 0.01, "dan": 0.01})
+    await wait_for(fleet, list(sub.values()), {"landed"})
+    rows = await fleet.db.landing.landed(repo="demo")
+    assert len(rows) == 3 and all((r.policy or "").startswith("speculative") and "risk-aware" in (r.policy or "")
+                                  for r in rows), [r.policy for r in rows]
+    assert len({r.run_id for r in rows}) < 3  # at least two of them verified by one run

@@ -108,7 +108,7 @@ class Services:
         await db.waiter.start()
         queue = LandingQueue(db, self.root, speculation=settings.speculation_window, batch=settings.batch_size,
                              post_land_rerun=settings.post_land_rerun, retry_failures=settings.retry_failed_checks,
-                             max_passes=settings.risk_max_passes)
+                             max_passes=settings.risk_max_passes, slots=settings.verifier_workers)
         sender = StatusSender(db, public_url=settings.public_url or f"http://{settings.host}:{settings.port}",
                               masker=self.masker)
 

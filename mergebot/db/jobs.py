@@ -40,6 +40,11 @@ class JobStore:
         assert row is not None
         return Job.from_row(row)
 
+    async def remote_workers(self, *, seconds: float = 120.0) -> int:
+        """How many workers on other machines ran a check in the last ``seconds`` or run one now."""
+        row = await self.sql.one("jobs_remote_workers", seconds=seconds)
+        return int(row["n"]) if row else 0
+
     async def claim_job(self, *, worker_id: int | None, worker_name: str) -> Job | None:
         row = await self.sql.one("job_claim", worker_id=worker_id, worker_name=worker_name,
                                  lease_seconds=self.lease_seconds)

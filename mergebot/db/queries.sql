@@ -1167,3 +1167,9 @@ SELECT (SELECT count(*) FROM agent) AS agent_finished,
        (SELECT count(*) FILTER (WHERE failed) FROM near WHERE near.paths && %(paths)s::text[]) AS path_failed,
        (SELECT count(*) FROM fixes) AS fix_finished,
        (SELECT count(*) FILTER (WHERE failed) FROM fixes) AS fix_failed;
+
+-- name: jobs_remote_workers
+-- The verifier workers on other machines (``mergebot verifier worker --server``: a token of their own) that ran a
+-- check lately or run one now: the queue's window counts them as slots of its own.
+SELECT count(DISTINCT worker_name) AS n FROM verify_jobs
+WHERE worker_id IS NOT NULL AND (status = 'running' OR finished_at > now() - make_interval(secs => %(seconds)s));

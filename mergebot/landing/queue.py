@@ -37,22 +37,34 @@ from mergebot.models import Repo
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+SLOT_COUNT_SECONDS = 10.0  # how often an automatic window counts the verifier slots
+REMOTE_SEEN_SECONDS = 120.0  # a remote worker counts while it ran a check this recently
 
 
 class LandingQueue:
     def __init__(self, db: Database, repos_root: Path, *, poll_seconds: float = 1.0,
                  verify_timeout_slack: float = 600.0, speculation: int = 1, batch: int = 1,
                  orphan_sweep: float = 5.0, post_land_rerun: bool = False, retry_failures: bool = True,
-                 max_passes: int = 4) -> None:
+                 max_passes: int = 4, slots: int = 1) -> None:
         self.ctx = Context(db, repos_root, poll=poll_seconds, slack=verify_timeout_slack,
                            retry_failures=retry_failures, post_land_rerun=post_land_rerun, max_passes=max_passes)
-        self.windowed = speculation > 1 or batch > 1  # else the serial queue
-        self.speculator = Speculator(self.ctx, width=speculation, batch=batch)
+        # speculation 0: the window is as wide as the verifier slots the bot knows, its own ``slots`` (workers in
+        # this process) and the remote workers seen lately (``_count_slots``)
+        self.auto = speculation == 0
+        self.slots = slots
+        self.windowed = self.auto or speculation > 1 or batch > 1  # else the serial queue
+        self.speculator = Speculator(self.ctx, width=max(1, slots) if self.auto else speculation, batch=batch)
+        self._counted = 0.0
         self.leadership = Leadership(db.url)
         self._backoff: dict[str, tuple[float, float]] = {}  # repository -> (not before, current wait)
         self._reconcile_waiters: list[asyncio.Future[list[Report]]] = []
         self.orphan_sweep = orphan_sweep  # seconds between sweeps for pushes whose post-receive never ran
         self._swept = 0.0
+
+    @property
+    def window(self) -> int:
+        """The widest speculation window now (an automatic one follows the verifier slots counted)."""
+        return self.speculator.width
 
     @property
     def on_job(self) -> list[asyncio.Event]:
@@ -89,8 +101,20 @@ class LandingQueue:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), timeout=self.ctx.poll)
 
+    async def _count_slots(self) -> None:
+        """An automatic window's width, every ``SLOT_COUNT_SECONDS``: this process's workers and the remote ones."""
+        now = asyncio.get_running_loop().time()
+        if not self.auto or now - self._counted < SLOT_COUNT_SECONDS:
+            return
+        self._counted = now
+        width = max(1, self.slots + await self.ctx.db.jobs.remote_workers(seconds=REMOTE_SEEN_SECONDS))
+        if width != self.speculator.width:
+            log.info("the speculation window is %s wide now (the verifier slots this bot knows)", width)
+            self.speculator.width = width
+
     async def _pass(self) -> bool:
         """One pass over the led repositories; True when something happened (the loop comes straight back)."""
+        await self._count_slots()
         led = await self.leadership.lead(await self.ctx.db.landing.list_repos())
         for name in self.leadership.taken:  # who leads a queue, on the record: replicas hand it over on a crash
             process = f"{socket.gethostname()}:{os.getpid()}"

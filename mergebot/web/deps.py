@@ -23,6 +23,9 @@ from mergebot.web.session import Viewer
 class Queue(Protocol):
     def poke(self) -> None: ...
 
+    @property
+    def window(self) -> int: ...
+
     async def reconcile_now(self) -> Any: ...
 
 

@@ -224,7 +224,7 @@ async def _queue_context(site: Site) -> dict[str, Any]:
 @router.get("/ui/queue")
 async def queue(request: Request, who: Who, site: Site) -> Response:
     fingerprint = await site.db.pages.queue_fingerprint()
-    return render.html(request, "queue.html", who, window=site.settings.speculation_window,
+    return render.html(request, "queue.html", who, window=site.queue.window,
                        fingerprint=fingerprint, sandbox=site.sandbox, sandbox_problem=site.sandbox_problem,
                        **await _queue_context(site))
 

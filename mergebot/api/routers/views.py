@@ -66,9 +66,9 @@ async def stages(agent: Reader, db: DbDep, since: datetime | None = None, until:
 @api.get("/queue", summary="The merge queue: what is verified now, what waits, the window, recent refusals")
 async def queue(agent: Reader, services: ServicesDep, repo: str | None = None, limit: Limit = 50,
                 refusals: Annotated[int, Query(ge=0, le=200)] = 10) -> dict[str, Any]:
-    settings = services.settings  # the configured widest window; its live width is the leader's
-    return await services.db.views.queue(repo=repo, limit=limit, refusals=refusals,
-                                         window=settings.speculation_window, batch=settings.batch_size)
+    # the widest window (an automatic one: the verifier slots counted); its live width is the leader's
+    return await services.db.views.queue(repo=repo, limit=limit, refusals=refusals, window=services.queue.window,
+                                         batch=services.settings.batch_size)
 
 
 @api.get("/tree", summary="The task tree, depth first, with status, dependencies and subtree progress")
