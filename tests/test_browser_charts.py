@@ -100,6 +100,10 @@ async def speculated(servers: dict[str, Server], tmp_path_factory: pytest.TempPa
         git(["commit", "-qam", "a bug on main"], src)
         await add_repo(db, repos_root(settings.data_dir), name="demo", source=str(src),
                        verifier_command=the_check(flags), verifier_timeout_s=120)
+        # The flaky check fails only the flaky change's own merge, which needs the window in arrival order: a
+        # risk-aware queue puts the breaking change (its author's fix landed) ahead of it, and then which run
+        # takes the one failure depends on which run finishes first.
+        await db.landing.update_repo("demo", risk_aware=False)
         bot = BotProcess(url, settings.data_dir, MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3",
                          MERGEBOT_VERIFIER_SANDBOX="none").start()
         fleet = Fleet(bot, db, tokens, tmp / "work")
