@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     # A risk-aware queue takes the safer of two equal candidates first (``repo set --risk``); one passed over
     # this many times goes next, so none starves behind safer work.
     risk_max_passes: int = Field(default=4, ge=0, le=1000)
+    # A new subtask that nearly matches an open one, or one that landed in this many days, is answered 409
+    # duplicate (naming the landed record) unless created with allow_duplicate; 0 counts open subtasks only.
+    duplicate_days: int = Field(default=30, ge=0, le=3650)
     # The post-land check on main's new head reuses the run that landed it when main moved to exactly that
     # commit and it passed (the same command on the same tree); true runs it again anyway (flakiness only).
     post_land_rerun: bool = False

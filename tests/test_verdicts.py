@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 from mergebot import agent
+from mergebot.client import ApiError
 from mergebot.db.locks import SessionLocks
 from mergebot.landing.verdicts import KINDS
 from tests.bot import Fleet, check_command, commit, git, until
@@ -283,6 +284,37 @@ async def test_the_same_change_under_another_subtask_is_a_duplicate(fleet: Fleet
     assert v["twin"]["landed_sha"] == fleet.main() and fleet.main()[:12] in v["message"], v
     sub = await fleet.db.subtasks.get_subtask(bob_claim.subtask_id)
     assert sub.status == "running" and sub.candidate_sha is None  # nothing was queued
+
+
+async def test_a_new_subtask_like_one_landed_lately_is_a_duplicate_naming_the_landing(fleet: Fleet) -> None:
+    """An agent lands "Add a mul function to calc"; a subtask nearly like it is then answered 409 duplicate naming
+    the subtask and its landed record, unless created with allow_duplicate. A landing older than the setting's 30
+    days no longer counts."""
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="Add a mul function to calc",
+                                           description="calc.py needs mul(a, b)")
+    claim, wt = fleet.start("ann")
+    commit(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"})
+    assert push(fleet, "ann", wt)["verdict"]["kind"] == "landed"
+    async with fleet.db.pool.connection() as conn:
+        row = await (await conn.execute("SELECT id FROM landed WHERE subtask_id = %s", [claim.subtask_id])).fetchone()
+    landed = {"id": row[0]}
+    lead = fleet.client("lead")
+    twin = {"title": "add mul function to calc.", "description": "calc.py needs mul(a, b)"}
+    with pytest.raises(ApiError) as refused:
+        lead.post("/api/v1/subtasks", twin)
+    err = refused.value.body["error"]
+    assert (refused.value.status, err["code"], err["field"]) == (409, "duplicate", "allow_duplicate"), err
+    assert err["twins"][0]["twin"].items() >= {"subtask_id": claim.subtask_id, "status": "landed",
+                                               "landed_id": landed["id"]}.items(), err
+    assert f"landed record {landed['id']}" in err["message"] and "--allow-duplicate" in err["message"], err
+    with pytest.raises(ApiError) as in_tree:  # a tree's node too, before anything is written
+        lead.post("/api/v1/subtasks/batch", {"subtasks": [{"key": "mul", **twin}]})
+    assert in_tree.value.body["error"]["twins"][0]["twin"]["landed_id"] == landed["id"]
+    made = lead.post("/api/v1/subtasks", {**twin, "allow_duplicate": True})["subtask"]
+    await fleet.db.subtasks.cancel(subtask_id=made["id"], actor_id=None, reason="made twice on purpose")
+    async with fleet.db.pool.connection() as conn:
+        await conn.execute("UPDATE landed SET landed_at = now() - interval '31 days' WHERE id = %s", [landed["id"]])
+    assert lead.post("/api/v1/subtasks", twin)["created"] is True  # a month on, it is new work again
 
 
 async def test_a_push_outside_its_footprint_is_flagged_or_refused(make_fleet: Callable[..., Any],

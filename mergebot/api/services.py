@@ -104,7 +104,7 @@ class Services:
         pool = await open_pool(app_db.url, settings, statement_timeout_ms=settings.statement_timeout_ms,
                                options=app_db.options)
         db = Database(pool, lease_seconds=settings.lease_seconds, job_lease_seconds=settings.job_lease_seconds,
-                      listen_url=app_db.url)
+                      listen_url=app_db.url, duplicate_days=settings.duplicate_days)
         await db.waiter.start()
         queue = LandingQueue(db, self.root, speculation=settings.speculation_window, batch=settings.batch_size,
                              post_land_rerun=settings.post_land_rerun, retry_failures=settings.retry_failed_checks,

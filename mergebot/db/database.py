@@ -34,12 +34,13 @@ from mergebot.settings import Settings
 
 class Database:
     def __init__(self, pool: AsyncConnectionPool[Any], *, lease_seconds: float = 120.0,
-                 job_lease_seconds: float = 30.0, listen_url: str | None = None) -> None:
+                 job_lease_seconds: float = 30.0, listen_url: str | None = None, duplicate_days: int = 30) -> None:
         self.pool = pool
         self.sql = Sql(pool)
         self.waiter = Waiter(listen_url or self.sql.url)
         self.agents = AgentStore(self.sql)
-        self.subtasks = SubtaskStore(self.sql, self.waiter, lease_seconds=lease_seconds)
+        self.subtasks = SubtaskStore(self.sql, self.waiter, lease_seconds=lease_seconds,
+                                     duplicate_days=duplicate_days)
         self.landing = LandingStore(self.sql, self.waiter, lease_seconds=lease_seconds)
         self.jobs = JobStore(self.sql, self.waiter, lease_seconds=job_lease_seconds)
         self.forge = ForgeStore(self.sql)
@@ -65,7 +66,8 @@ class Database:
                       max_size: int | None = None) -> Database:
         """A database on a new pool to ``url`` (already migrated), with the settings' leases."""
         pool = await open_pool(url, settings, statement_timeout_ms=statement_timeout_ms, max_size=max_size)
-        return cls(pool, lease_seconds=settings.lease_seconds, job_lease_seconds=settings.job_lease_seconds)
+        return cls(pool, lease_seconds=settings.lease_seconds, job_lease_seconds=settings.job_lease_seconds,
+                   duplicate_days=settings.duplicate_days)
 
 
 @contextlib.asynccontextmanager

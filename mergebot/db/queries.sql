@@ -90,13 +90,19 @@ WITH deps AS (
 SELECT * FROM ins;
 
 -- name: subtasks_open_texts
--- The open subtasks' texts (not landed, failed or cancelled), newest first, that may be a twin of a new one: a
--- title of about the same length sharing one of its words (``mergebot.similar`` judges the rest).
-SELECT id, title, left(description, 1000) AS description, status::text AS status FROM subtasks
-WHERE status NOT IN ('landed', 'failed', 'cancelled')
-  AND length(title) BETWEEN %(shortest)s AND %(longest)s
-  AND regexp_split_to_array(lower(title), '[^[:alnum:]]+') && %(words)s::text[]
-ORDER BY id DESC LIMIT %(limit)s;
+-- The texts of the subtasks still open (not landed, failed or cancelled) or landed in the last ``landed_days``
+-- days (with their latest landed record), newest first, that may be a twin of a new one: a title of about the
+-- same length sharing one of its words (``mergebot.similar`` judges the rest).
+SELECT s.id, s.title, left(s.description, 1000) AS description, s.status::text AS status,
+       l.id AS landed_id, l.landed_at
+FROM subtasks s
+LEFT JOIN LATERAL (SELECT id, landed_at FROM landed
+                   WHERE subtask_id = s.id AND kind = 'land' ORDER BY id DESC LIMIT 1) l ON s.status = 'landed'
+WHERE (s.status NOT IN ('landed', 'failed', 'cancelled')
+       OR (s.status = 'landed' AND l.landed_at > now() - make_interval(days => %(landed_days)s)))
+  AND length(s.title) BETWEEN %(shortest)s AND %(longest)s
+  AND regexp_split_to_array(lower(s.title), '[^[:alnum:]]+') && %(words)s::text[]
+ORDER BY s.id DESC LIMIT %(limit)s;
 
 -- name: subtasks_by_keys
 SELECT idempotency_key FROM subtasks WHERE idempotency_key = ANY(%(keys)s::text[]);

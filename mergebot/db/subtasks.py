@@ -31,10 +31,11 @@ DONE = frozenset({"landed", "failed", "cancelled"})  # a subtask's statuses that
 
 
 class SubtaskStore:
-    def __init__(self, sql: Sql, waiter: Waiter, *, lease_seconds: float = 120.0) -> None:
+    def __init__(self, sql: Sql, waiter: Waiter, *, lease_seconds: float = 120.0, duplicate_days: int = 30) -> None:
         self.sql = sql
         self.waiter = waiter
         self.lease_seconds = lease_seconds
+        self.duplicate_days = duplicate_days  # a subtask landed within this many days still counts as a twin
 
     async def superseded(self, subtask_id: int, claim_version: int) -> MergebotError:
         """Explain why a fenced write changed nothing: what happened to the claim, who holds the subtask now and at
@@ -128,7 +129,8 @@ class SubtaskStore:
     async def likely_twins(self, items: Sequence[tuple[str, str, str]],
                            key_prefix: str | None = None) -> list[dict[str, Any]]:
         """For subtasks about to be created, as (key, title, description): each pair of near-duplicates among them
-        and with the open subtasks (``mergebot.similar``), most alike first. Items whose idempotency key exists
+        and with the open subtasks or those landed in the last ``duplicate_days`` (``mergebot.similar``), most
+        alike first; a landed twin names its landed record. Items whose idempotency key exists
         already (``key_prefix/key``, or the key itself with a prefix of "": the same file loaded again, a retried
         create) are those subtasks, not twins of them."""
         if key_prefix is not None:
@@ -143,7 +145,7 @@ class SubtaskStore:
         lengths = [len(t) for _, t, _ in items]
         words = sorted(set().union(*(similar.words(t) for _, t, _ in items)))
         rows = {r["id"]: r for r in await self.sql.all(
-            "subtasks_open_texts", limit=OPEN_TEXTS, words=words,
+            "subtasks_open_texts", limit=OPEN_TEXTS, words=words, landed_days=self.duplicate_days,
             shortest=int(min(lengths) * similar.TITLE_THRESHOLD) - 2,
             longest=int(max(lengths) / similar.TITLE_THRESHOLD) + 2)}
         titles = {k: t for k, t, _ in items}
@@ -152,8 +154,13 @@ class SubtaskStore:
         out = []
         for a, b, score in similar.twins(new, old):
             key, (side, other) = a[1], b
-            twin = ({"subtask_id": other, "title": rows[other]["title"], "status": rows[other]["status"]}
-                    if side == "old" else {"key": other, "title": titles[other]})
+            if side == "old":
+                row = rows[other]
+                twin = {"subtask_id": other, "title": row["title"], "status": row["status"]}
+                if row["landed_id"] is not None:
+                    twin |= {"landed_id": row["landed_id"], "landed_at": row["landed_at"].isoformat(timespec="seconds")}
+            else:
+                twin = {"key": other, "title": titles[other]}
             out.append({"key": key, "title": titles[key], "twin": twin, "similarity": score})
         return out
 

@@ -136,6 +136,9 @@ def forecast(f: Any, target_branch: str) -> list[str]:
 
 
 def _twin(twin: dict[str, Any]) -> str:
+    if "landed_id" in twin:
+        return (f"subtask {twin['subtask_id']} {str(twin['title'])!r} (landed record {twin['landed_id']}, landed at "
+                f"{twin['landed_at']}: `mergebot landed --subtask {twin['subtask_id']}`)")
     if "subtask_id" in twin:
         return f"subtask {twin['subtask_id']} {str(twin['title'])!r} ({twin['status']})"
     return f"{str(twin['title'])!r} (key {twin['key']} in the same tree)"
