@@ -27,7 +27,7 @@ from mergebot.db.database import Database
 from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
 from mergebot.landing.mend import next_probe
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.repos import add_repo, repos_root, set_rules
 from tests.bot import PYTEST, BotProcess, Fleet, commit, git, make_project, stop_keepers
 from tests.test_metrics import Samples, parse
 
@@ -43,7 +43,7 @@ def test_the_values_stay_small_together():
 '''
 
 
-async def fleet_with(db: Database, url: str, tmp: Path, post_land: str) -> Fleet:
+async def fleet_with(db: Database, url: str, tmp: Path, post_land: str, verifier: str = QUICK) -> Fleet:
     src = make_project(tmp / "src")
     (src / "full").mkdir()
     (src / "full" / "test_together.py").write_text(TOGETHER)
@@ -53,7 +53,7 @@ async def fleet_with(db: Database, url: str, tmp: Path, post_land: str) -> Fleet
     for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
         _, tokens[name] = await db.agents.add_agent(name=name, role=role)
     data = tmp / "data"
-    await add_repo(db, repos_root(data), name="demo", source=str(src), verifier_command=QUICK, verifier_timeout_s=60,
+    await add_repo(db, repos_root(data), name="demo", source=str(src), verifier_command=verifier, verifier_timeout_s=60,
                    post_land_command=post_land)
     bot = BotProcess(url, data, MERGEBOT_VERIFIER_SANDBOX="none").start()
     return Fleet(bot, db, tokens, tmp / "work")
@@ -259,6 +259,50 @@ async def test_a_mend_cut_short_by_a_crash_is_done_by_the_next_start(e2e_db: Dat
         assert (b_now.status, b_now.owner, b_now.claim_version) == ("running", "bob", 2)
         reverts = [r for r in await e2e_db.landing.landed(repo="demo") if r.kind == "revert"]
         assert len(reverts) == 1  # once, however many starts
+    finally:
+        stop_keepers(f.work)
+        f.bot.stop()
+
+
+async def test_a_red_main_found_by_the_next_candidates_base_check_is_mended_like_a_post_land_red(
+        e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> None:
+    """On the serial path a landing's own run is main's post-land check, and a base check reuses a recorded pass on
+    main; main is found red by the next candidate's base check when no run of the current check has passed there,
+    here because the team made the check stricter. The candidate's check fails, its retry too, and the base check
+    on main fails as well: the candidate is parked, and main is mended as after a red post-land check (the landing
+    since main was last green is reverted, its subtask goes back to its owner) and the parked push lands."""
+    f = await fleet_with(e2e_db, e2e_db_url, tmp_path, QUICK)
+    try:
+        x_sub, _ = await e2e_db.subtasks.create_subtask(actor_id=None, title="add x")
+        a_sub, _ = await e2e_db.subtasks.create_subtask(actor_id=None, title="add a")
+        b_sub, _ = await e2e_db.subtasks.create_subtask(actor_id=None, title="add b")
+
+        async def landed(sid: int) -> bool:
+            return (await e2e_db.subtasks.get_subtask(sid)).status == "landed"
+        for sub, name in ((x_sub, "x"), (a_sub, "a")):
+            land(f, "ann", f"ann-{name}", {f"{name}.py": "VALUE = 0\n"})
+            await until(lambda sid=sub.id: landed(sid), f"{name} landed", f)
+        rows = await e2e_db.landing.landed(repo="demo")
+        assert [(r.subtask_id, r.main_status) for r in rows] == [(a_sub.id, "pass"), (x_sub.id, "pass")]
+        stricter = f"sh -c 'if [ -e a.py ]; then exit 1; fi; {QUICK}'"  # a's change does not hold up to it
+        await set_rules(e2e_db, "demo", verifier_command=stricter, post_land_command=stricter)
+        land(f, "bob", "bob-b", {"b.py": "VALUE = 0\n"})
+        await until(lambda: landed(b_sub.id), "b landed after the revert", f)
+        rows = await e2e_db.landing.landed(repo="demo")
+        reverts = [r for r in rows if r.kind == "revert"]
+        culprit = next(r for r in rows if r.subtask_id == a_sub.id and r.kind == "land")
+        assert len(reverts) == 1 and reverts[0].reverts == culprit.id, rows
+        assert culprit.main_status == "fail"  # what the base check found, on the culprit's row
+        assert (await e2e_db.landing.get_repo("demo")).red_since is None
+        a_now = await e2e_db.subtasks.get_subtask(a_sub.id)
+        assert (a_now.status, a_now.owner, a_now.claim_version) == ("running", "ann", 2)
+        assert "reverted" in (a_now.status_reason or "")
+        head = f.bare()[f.main()].tree
+        assert "a.py" not in head and "x.py" in head and "b.py" in head
+        b_cands = [c for c in await e2e_db.landing.candidates(repo="demo") if c["subtask_id"] == b_sub.id]
+        assert len(b_cands) == 1 and b_cands[0]["status"] == "landed"  # parked, then landed: the same push
+        base_runs = [j for j in await e2e_db.jobs.jobs(limit=1000) if j["purpose"] == "base"]
+        assert [j["outcome"] for j in base_runs] == ["fail"] and base_runs[0]["commit_sha"] == culprit.merged_sha
     finally:
         stop_keepers(f.work)
         f.bot.stop()

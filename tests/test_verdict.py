@@ -107,6 +107,9 @@ def test_main_turns_red_once_and_green_once() -> None:
     assert verdict.main_change(passed=False, red=True) is None  # already red: not announced again
     assert verdict.main_change(passed=True, red=True) == "green"
     assert verdict.main_change(passed=True, red=False) is None
+    # red at this very commit by a base check before its post-land check ended: that check mends it
+    assert verdict.main_change(passed=False, red=True, red_here=True) == "red"
+    assert verdict.main_change(passed=True, red=True, red_here=True) == "green"
 
 
 @settings(max_examples=300, deadline=None)

@@ -10,6 +10,9 @@ Rules:
     main confirmed is announced and parks the queue (while red only a candidate that passes, a fix, lands), and
     ``mend`` bisects the landings since the last green check and queues the culprit's revert first. A pass on
     main again clears it and requeues the parked candidates.
+  * A red main found first by the serial path's base check (the next candidate's check fails on main too) is
+    mended the same way (``red_base``): at once when main's head is a landing whose check is over, or by that
+    landing's own post-land check when it fails later (main was red at its commit already).
   * The database going away meanwhile is waited out: the check is asked for again once it is back (found by the
     outage drill, where the task died with its row left ``pending``). A restart resumes the newest landing's
     check if it was cut short.
@@ -90,7 +93,7 @@ async def _check_once(ctx: Context, repo: Repo, landed: Landed) -> None:
             return
         result = runs.result_of(repo, sha, done)
     current = await db.landing.get_repo(repo.name)
-    change = verdict.main_change(passed=result.passed, red=bool(current.red_since))
+    change = verdict.main_change(passed=result.passed, red=bool(current.red_since), red_here=current.red_since == sha)
     if change == "red" and not await mend.confirm(ctx, current, landed, sha, result):
         return  # flaky: the run again passed, and the row says so
     await db.landing.set_main_status(landed_id=landed.id, status=result.outcome)
@@ -101,6 +104,21 @@ async def _check_once(ctx: Context, repo: Repo, landed: Landed) -> None:
     elif change == "red":
         await red_main(ctx, current, sha, say.post_land_failed(result.outcome))
         await mend.mend(ctx, current, landed, sha, result)
+
+
+async def red_base(ctx: Context, repo: Repo, main: str, why: str, base: Result) -> None:
+    """The serial path's base check failed on main at ``main``: main is red (the queue parks), and it is mended as a
+    red post-land check would be, with ``base`` as the run that found it. Not when main was red already (its mend
+    is under way), when the landing's own post-land check has not ended (it mends when it fails: ``red_here``), or
+    when main is not a landing's head (moved outside the queue: there is nothing of ours to bisect)."""
+    was_red = repo.red_since
+    await red_main(ctx, repo, main, why)
+    newest = await ctx.db.landing.landed(repo=repo.name, limit=1)
+    if was_red or not newest or head_of(newest[0]) != main or newest[0].main_status in ("pending", "fail"):
+        return
+    log.info("main of %s failed its check as a candidate's base at %s: mending it", repo.name, main[:12])
+    await ctx.db.landing.set_main_status(landed_id=newest[0].id, status=base.outcome)
+    _track(ctx, mend.mend(ctx, repo, newest[0], main, base))
 
 
 async def red_main(ctx: Context, repo: Repo, sha: str, why: str) -> None:

@@ -7,7 +7,8 @@
   3. verify — the repository's check on the exact merged commit, run by a verifier worker, its tests held to
               main's (``mergebot.landing.compare``), then retried, and
               compared with main as ``mergebot.landing.verdict`` decides: landed (pass or flaky), rejected
-              (the failure is the candidate's), or parked (the failure is main's: main turns red);
+              (the failure is the candidate's), or parked (the failure is main's: main turns red and is
+              mended like a red post-land check, ``postland.red_base``);
   4. land   — the intent, main moved by compare-and-swap (or a guarded push to the forge), the landed row
               (``mergebot.landing.land``); then main's post-land check (``mergebot.landing.postland``).
 While main is red the speculation window runs this path too: a fix is judged against main itself.
@@ -90,7 +91,7 @@ async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, ma
             state = verdict.Runs(state.first, state.retry, base)
             record["base"] = base.as_json()
         else:
-            await _refuse(ctx, repo, cand, step, merge.sha, main, record)
+            await _refuse(ctx, repo, cand, step, merge.sha, main, record, state.base)
             return None
 
 
@@ -107,13 +108,13 @@ async def _base(ctx: Context, repo: Repo, cand: Candidate, main: str, merged: st
 
 
 async def _refuse(ctx: Context, repo: Repo, cand: Candidate, step: verdict.Step, merged: str, main: str,
-                  record: dict[str, Any]) -> None:
-    """Reject the candidate (its failure), or park it (main's failure: main turns red)."""
+                  record: dict[str, Any], base: Result | None) -> None:
+    """Reject the candidate (its failure), or park it (main's failure: main turns red, and is mended)."""
     deciding = step.deciding
     assert deciding is not None
     verifier = evidence.verdict_json(deciding, deciding.outcome, record)
     if step.action == "park":
-        await postland.red_main(ctx, repo, main, say.base_fails(repo.target_branch, main))
+        await postland.red_base(ctx, repo, main, say.base_fails(repo.target_branch, main), base or deciding)
         await ctx.db.landing.finish_candidate(cand.id, "parked", say.parked(repo.target_branch, main), base_sha=main,
                                               merged_sha=merged, verifier=verifier, verdict=verdicts.recorded(
                                                   "pre_existing", failing_tests=list(deciding.failing_tests)))
