@@ -29,7 +29,7 @@ import pytest
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.forge.client import GitHubClient
-from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.landing.repos import add_repo, forge_settings, repos_root, set_rules
 from mergebot.models import Handle
 from tests.bot import BotProcess, check_command, commit, git, make_project
 from tests.forge_standin import ForgeStandin, PostedStatus
@@ -506,6 +506,45 @@ async def test_a_crash_after_the_forge_moved_is_finished_by_the_reconciler(forge
     assert f.forge_main() == moved
     assert await f.db.landing.pending_intents("calc") == []
     assert await f.db.landing.findings(repo="calc") == []
+
+
+async def test_a_red_forge_main_is_mended_by_the_bots_revert_pushed_to_the_forge(forge_fleet: ForgeFleet) -> None:
+    """Two landings pass their own checks but fail main's check together: the bot bisects, writes the revert of the
+    second as a commit of its own, and lands it on the forge's main like any candidate (fenced, verified, pushed
+    with a lease), so the forge's main is green again with the first landing kept."""
+    f = forge_fleet
+    together = f"sh -c '! {{ test -e a.txt && test -e b.txt; }}' && {check_command()}"
+    await set_rules(f.db, "calc", post_land_command=together)
+    subs = {}
+    for name in ("a", "b"):
+        subs[name], _ = await f.db.subtasks.create_subtask(actor_id=None, title=f"add {name}")
+        claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
+        assert claim is not None and claim.id == subs[name].id
+        wt = f.clone(f"ann-{name}")
+        sha = commit(wt, {f"{name}.txt": f"{name}\n"})
+        ref = f"refs/heads/subtasks/{claim.id}/v{claim.claim_version}"
+        git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
+        assert f.deliver(ref, ZERO, sha, "ann-gh").status_code == 202
+        f.wait_status(sha, lambda s: s[-1].state == "success")
+    deadline = time.monotonic() + 120
+    while True:
+        rows = await f.db.landing.landed(repo="calc")
+        if any(r.kind == "revert" for r in rows) and (await f.db.landing.get_repo("calc")).red_since is None:
+            break
+        assert time.monotonic() < deadline, f"no revert landed:\n{f.bot.log.read_text()[-4000:]}"
+        time.sleep(0.2)
+    revert = next(r for r in rows if r.kind == "revert")
+    culprit = next(r for r in rows if r.kind == "land" and r.subtask_id == subs["b"].id)
+    assert revert.reverts == culprit.id and revert.owner == "mergebot" and revert.verifier_result == "pass"
+    main = f.forge_main()
+    assert main == (revert.main_sha or revert.merged_sha)  # the forge's main is the revert's landing
+    files = git(["ls-tree", "--name-only", main], f.remote).stdout.split()
+    assert "a.txt" in files and "b.txt" not in files
+    message = git(["log", "-1", "--format=%B", revert.candidate_sha], f.remote).stdout
+    assert f"Mergebot-Reverts-Landed: {culprit.id}" in message  # the bot's own commit reached the forge
+    b_now = await f.db.subtasks.get_subtask(subs["b"].id)
+    assert (b_now.status, b_now.claim_version) == ("running", 2) and "reverted" in (b_now.status_reason or "")
+    assert await f.db.landing.pending_intents("calc") == [] and await f.db.landing.findings(repo="calc") == []
 
 
 async def test_late_and_twin_deliveries(forge_fleet: ForgeFleet) -> None:
