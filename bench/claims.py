@@ -60,15 +60,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import logging
 import os
-import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,385 +73,39 @@ from typing import Any
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import psycopg
 
 from bench import harness, measure
-from mergebot import auth
-from mergebot.models import Handle, Subtask
-
-SHA = "ab" * 20  # a well-formed candidate sha for every completion
-UPDATE_TARGET = 0.5  # Mergebot cycles/s / UPDATEs/s at the reference concurrency
-HISTORY_TARGET = 0.9  # cycles/s with history / cycles/s without
-PROCRASTINATE_TARGET = 5.0  # Mergebot cycles/s / procrastinate cycles/s
-REFERENCE_AGENTS = 4
-
-FLOOR = "UPDATE loop (floor)"
-CYCLE_FLOOR = "cycle floor (2 updates + 2 events)"
-CYCLE_FLOOR_TARGET = 0.8  # fused cycles/s / cycle floor cycles/s
-# The least a claim + completion cycle with the audit log must write, in one statement: the previous subtask
-# running -> submitted and the next ready -> running (both non-HOT: status and lease are indexed), and the two
-# event rows the trigger appends, written here by the statement itself (the trigger is disabled in this run's
-# database), with the same columns and detail. No search, no fencing: each agent knows its ids.
-CYCLE_FLOOR_SQL = """
-WITH done AS (
-    UPDATE subtasks SET status = 'submitted', candidate_sha = %(sha)s, lease_expires_at = NULL,
-                        updated_by = %(agent)s, updated_at = now()
-    WHERE id = %(done)s RETURNING id, owner_id, claim_version
-), claimed AS (
-    UPDATE subtasks SET status = 'running', owner_id = %(agent)s, claim_version = claim_version + 1,
-                        claimed_at = now(), heartbeat_at = now(), lease_expires_at = now() + interval '120 s',
-                        attempts = attempts + 1, updated_by = %(agent)s, updated_at = now()
-    WHERE id = %(next)s RETURNING id, owner_id, claim_version
-), logged AS (
-    INSERT INTO events (actor_id, kind, subtask_id, from_status, to_status, claim_version, detail)
-    SELECT %(agent)s, 'status', id, 'running'::subtask_status, 'submitted'::subtask_status, claim_version,
-           jsonb_strip_nulls(jsonb_build_object('owner', owner_id, 'sha', %(sha)s::text)) FROM done
-    UNION ALL
-    SELECT %(agent)s, 'status', id, 'ready'::subtask_status, 'running'::subtask_status, claim_version,
-           jsonb_strip_nulls(jsonb_build_object('owner', owner_id)) FROM claimed
-    RETURNING 1
+from bench.claims_runs import (
+    have_procrastinate,
+    run_cycle_floor,
+    run_mergebot,
+    run_procrastinate,
+    run_procrastinate_worker,
+    run_update_loop,
 )
-SELECT (SELECT count(*) FROM logged) AS events"""
-FUSED = "mergebot fused"
-FUSED_HISTORY = "mergebot fused +history"
-UNFUSED = "mergebot unfused (submit; claim)"
-PROCRASTINATE = "procrastinate JobManager fetch+finish"
-PROCRASTINATE_STOCK = "procrastinate JobManager, own pool"
-PROCRASTINATE_WORKER = "procrastinate worker (run_worker)"
-PROCRASTINATE_TASK = "bench.noop"
-
-
-# -- results ------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Result:
-    scenario: str
-    agents: int
-    cycles: int
-    seconds: float
-    latencies_ms: list[float] = field(default_factory=list, repr=False)
-    check: str = "ok"
-
-    @property
-    def rate(self) -> float:
-        return self.cycles / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def p50(self) -> float:
-        return statistics.median(self.latencies_ms) if self.latencies_ms else float("nan")
-
-    @property
-    def p99(self) -> float:
-        return measure.nearest(self.latencies_ms, 0.99)
-
-    def summary(self) -> dict[str, Any]:
-        d = asdict(self)
-        del d["latencies_ms"]
-        d.update(cycles_per_s=round(self.rate, 1), p50_ms=round(self.p50, 3), p99_ms=round(self.p99, 3))
-        return d
-
-
-# -- the server ----------------------------------------------------------------------------------------------
-
-
-SHOWN = ("server_version", "fsync", "synchronous_commit", "shared_buffers", "max_connections")
-
-
-def server_info(server: harness.PgServer) -> dict[str, str]:
-    return {"server": server.kind, "load_average_start": f"{os.getloadavg()[0]:.2f}", **server.show(*SHOWN)}
-
-
-# -- fixtures (built once as templates; every run gets a fresh copy) ---------------------------------------
-
-
-def build_mergebot_template(server: harness.PgServer, *, ready: int, history: int) -> str:
-    """A migrated database with ``history`` landed subtasks (ids first) then ``ready`` ready subtasks; its URL."""
-    url = server.create_db("tpl_hist" if history else "tpl_empty")
-    with psycopg.connect(url, autocommit=True) as conn:
-        if history:
-            with conn.transaction():
-                agent = conn.execute(
-                    "INSERT INTO agents (name, role, token_hash) VALUES ('history', 'agent', %s) "
-                    "RETURNING id",
-                    (auth.hash_token(auth.new_token()),)).fetchone()
-                assert agent is not None
-                a = agent[0]
-                conn.execute("INSERT INTO subtasks (title, status, created_by, updated_by) "
-                             "SELECT 'history ' || g, 'ready', %(a)s, %(a)s FROM generate_series(1, %(n)s) g",
-                             {"a": a, "n": history})
-                # The legal path, set-based: ready -> running -> submitted -> landed (the triggers check it
-                # and log every step, as they would have in real life).
-                conn.execute("UPDATE subtasks SET status = 'running', owner_id = %(a)s, "
-                             "claim_version = claim_version + 1, claimed_at = now(), heartbeat_at = now(), "
-                             "lease_expires_at = now() + interval '2 minutes', attempts = attempts + 1, "
-                             "updated_by = %(a)s WHERE status = 'ready'", {"a": a})
-                conn.execute("UPDATE subtasks SET status = 'submitted', lease_expires_at = NULL, "
-                             "candidate_sha = md5(id::text) || left(md5('c' || id), 8) "
-                             "WHERE status = 'running'")
-                conn.execute("INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, "
-                             "candidate_sha, base_sha, merged_sha, tree_sha, verifier_command, "
-                             "verifier_result, duration_ms, log_digest, main_sha) "
-                             "SELECT id, claim_version, owner_id, 'bench', 'refs/heads/main', candidate_sha, "
-                             "candidate_sha, md5('m' || id) || left(md5('n' || id), 8), "
-                             "md5('t' || id) || left(md5('u' || id), 8), 'true', 'passed', 1, 'x', "
-                             "md5('m' || id) || left(md5('n' || id), 8) "
-                             "FROM subtasks WHERE status = 'submitted'")
-                conn.execute("UPDATE subtasks SET status = 'landed', previous_owner_id = owner_id, "
-                             "owner_id = NULL WHERE status = 'submitted'")
-        conn.execute("INSERT INTO subtasks (title, status) "
-                     "SELECT 'bench ' || g, 'ready' FROM generate_series(1, %s) g", (ready,))
-        conn.execute("VACUUM (FREEZE, ANALYZE)")
-    return url
-
-
-def build_update_template(server: harness.PgServer, *, rows: int) -> str:
-    url = server.create_db("tpl_update", schema=False)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE t (id bigint PRIMARY KEY, n bigint NOT NULL DEFAULT 0)")
-        conn.execute("INSERT INTO t (id) SELECT g FROM generate_series(1, %s) g", (rows,))
-        conn.execute("VACUUM (FREEZE, ANALYZE)")
-    return url
-
-
-def procrastinate_app(connector: Any) -> tuple[Any, Any]:
-    """A procrastinate App on ``connector`` with the benchmark's one task, a no-op coroutine."""
-    import procrastinate
-
-    # procrastinate warns when an App is made in __main__ (workers could not import its tasks), and logs two
-    # INFO lines per job; neither is emitted (the calls still run, as they do for its users).
-    logging.getLogger("procrastinate").setLevel(logging.ERROR)
-    app = procrastinate.App(connector=connector)
-
-    @app.task(name=PROCRASTINATE_TASK)
-    async def noop(i: int) -> None:
-        return None
-
-    return app, noop
-
-
-async def build_procrastinate_template(server: harness.PgServer, *, jobs: int) -> str:
-    """Jobs deferred through the user API (``task.batch_defer_async``), shared by every procrastinate run."""
-    import procrastinate
-
-    url = server.create_db("tpl_procrastinate", schema=False)
-    app, noop = procrastinate_app(procrastinate.PsycopgConnector(conninfo=url))
-    async with app.open_async():
-        await app.schema_manager.apply_schema_async()
-        batch = 1000
-        for start in range(0, jobs, batch):
-            await noop.batch_defer_async(*({"i": i} for i in range(start, min(jobs, start + batch))))
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM (FREEZE, ANALYZE)")
-    return url
-
-
-# -- the runs ------------------------------------------------------------------------------------------------
-
-
-def _pool_size(agents: int) -> dict[str, Any]:
-    """Mergebot's pool for N agents: N connections, no more, no fewer."""
-    return {"size": (agents, agents), "max_size": agents}
-
-
-async def _run_agents(workers: list[Callable[[], Awaitable[int]]]) -> tuple[int, float]:
-    start = time.perf_counter()
-    counts = await asyncio.gather(*(w() for w in workers))
-    return sum(counts), time.perf_counter() - start
-
-
-async def run_mergebot(url: str, *, agents: int, fused: bool, cap: float, scenario: str) -> Result:
-    store = await harness.open_store(url, **_pool_size(agents))
-    try:
-        ids = [(await harness.add_agent(store, f"bench-{i}")).id for i in range(agents)]
-        lat: list[float] = []
-        deadline = time.perf_counter() + cap
-
-        async def agent(agent_id: int) -> int:
-            done = 0
-            prev: Subtask | None = None
-            while True:
-                if fused:
-                    complete = Handle(prev.id, prev.claim_version) if prev else None
-                    t0 = time.perf_counter()
-                    sub = await store.subtasks.claim(agent_id=agent_id, complete=complete, sha=SHA if prev else None)
-                    lat.append((time.perf_counter() - t0) * 1000)
-                else:
-                    if prev is not None:
-                        await store.subtasks.submit(agent_id=agent_id, handle=Handle(prev.id, prev.claim_version),
-                                                    sha=SHA)
-                    t0 = time.perf_counter()
-                    sub = await store.subtasks.claim(agent_id=agent_id)
-                    lat.append((time.perf_counter() - t0) * 1000)
-                if sub is None:
-                    return done  # the fused claim has already submitted prev
-                done += 1
-                prev = sub
-                if time.perf_counter() >= deadline:
-                    await store.subtasks.submit(agent_id=agent_id, handle=Handle(prev.id, prev.claim_version), sha=SHA)
-                    return done
-
-        cycles, seconds = await _run_agents([lambda a=a: agent(a) for a in ids])
-        by_status = await harness.counts(store)
-    finally:
-        await harness.close_store(store)
-    check = "ok"
-    if by_status.get("running", 0) or by_status.get("submitted", 0) != cycles:
-        check = f"MISMATCH: {cycles} cycles but counts {by_status}"
-    return Result(scenario, agents, cycles, seconds, lat, check)
-
-
-async def run_update_loop(url: str, *, agents: int, rows: int, cap: float) -> Result:
-    pool = await harness.open_bench_pool(url, **_pool_size(agents))
-    try:
-        lat: list[float] = []
-        deadline = time.perf_counter() + cap
-
-        async def worker(k: int) -> int:
-            done = 0
-            for i in range(k + 1, rows + 1, agents):
-                t0 = time.perf_counter()
-                async with pool.connection() as conn:
-                    await conn.execute("UPDATE t SET n = n + 1 WHERE id = %s", (i,))
-                lat.append((time.perf_counter() - t0) * 1000)
-                done += 1
-                if time.perf_counter() >= deadline:
-                    break
-            return done
-
-        cycles, seconds = await _run_agents([lambda k=k: worker(k) for k in range(agents)])
-        async with pool.connection() as conn:
-            row = await (await conn.execute("SELECT coalesce(sum(n), 0) FROM t")).fetchone()
-    finally:
-        await pool.close()
-    check = "ok" if row and row[0] == cycles else f"MISMATCH: {cycles} updates but sum(n) = {row}"
-    return Result(FLOOR, agents, cycles, seconds, lat, check)
-
-
-async def run_cycle_floor(url: str, *, agents: int, cap: float) -> Result:
-    """The cycle floor (``CYCLE_FLOOR_SQL``) on a copy of the fused runs' database, its trigger disabled: each
-    agent claims the ready ids k, k + N, ... in turn, completing the one before in the same statement."""
-    pool = await harness.open_bench_pool(url, **_pool_size(agents))
-    try:
-        async with pool.connection() as conn:
-            await conn.execute("ALTER TABLE subtasks DISABLE TRIGGER subtasks_on_update")
-            ids = [r[0] for r in await (await conn.execute(
-                "SELECT id FROM subtasks WHERE status = 'ready' ORDER BY id")).fetchall()]
-            agent_ids = [r[0] for r in await (await conn.execute(
-                "INSERT INTO agents (name, role, token_hash) SELECT 'floor-' || g, 'agent', "
-                "sha256(('floor-' || g)::bytea) FROM generate_series(1, %s) g RETURNING id", (agents,))).fetchall()]
-        lat: list[float] = []
-        deadline = time.perf_counter() + cap
-        wrong = 0
-
-        async def worker(k: int) -> int:
-            nonlocal wrong
-            done = 0
-            mine = ids[k::agents]
-            for prev, nxt in zip([None, *mine], mine, strict=False):
-                t0 = time.perf_counter()
-                async with pool.connection() as conn:
-                    row = await (await conn.execute(CYCLE_FLOOR_SQL, {
-                        "agent": agent_ids[k], "done": prev, "next": nxt, "sha": SHA})).fetchone()
-                lat.append((time.perf_counter() - t0) * 1000)
-                wrong += row is None or row[0] != (2 if prev is not None else 1)
-                done += 1
-                if time.perf_counter() >= deadline:
-                    break
-            return done
-
-        cycles, seconds = await _run_agents([lambda k=k: worker(k) for k in range(agents)])
-    finally:
-        await pool.close()
-    return Result(CYCLE_FLOOR, agents, cycles, seconds, lat,
-                  "ok" if not wrong else f"MISMATCH: {wrong} cycles did not write their rows")
-
-
-async def run_procrastinate(url: str, *, agents: int, cap: float, stock: bool = False) -> Result:
-    """Like-for-like: procrastinate on a pool configured like Mergebot's. ``stock``: the pool procrastinate
-    builds itself (not autocommit: BEGIN, statement, COMMIT per call)."""
-    import procrastinate
-    from procrastinate.jobs import Status
-    from procrastinate.manager import JobManager
-
-    if stock:
-        connector = procrastinate.PsycopgConnector(conninfo=url, min_size=agents, max_size=agents)
-        await connector.open_async()
-        pool = connector.pool
-    else:
-        pool = await harness.open_bench_pool(url, **_pool_size(agents))
-        connector = procrastinate.PsycopgConnector()
-        await connector.open_async(pool)
-    try:
-        jm = JobManager(connector)
-        workers = [await jm.register_worker() for _ in range(agents)]
-        lat: list[float] = []
-        deadline = time.perf_counter() + cap
-
-        async def worker(worker_id: int) -> int:
-            done = 0
-            while True:
-                t0 = time.perf_counter()
-                job = await jm.fetch_job(queues=None, worker_id=worker_id)
-                lat.append((time.perf_counter() - t0) * 1000)
-                if job is None:
-                    return done
-                await jm.finish_job(job, status=Status.SUCCEEDED, delete_job=False)
-                done += 1
-                if time.perf_counter() >= deadline:
-                    return done
-
-        cycles, seconds = await _run_agents([lambda w=w: worker(w) for w in workers])
-        async with pool.connection() as conn:
-            rows = await (await conn.execute(
-                "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY 1")).fetchall()
-    finally:
-        await connector.close_async()
-        await pool.close()
-    counts = {r[0]: r[1] for r in rows}
-    ok = counts.get("succeeded", 0) == cycles and not counts.get("doing")
-    check = "ok" if ok else f"MISMATCH: {counts}"
-    return Result(PROCRASTINATE_STOCK if stock else PROCRASTINATE, agents, cycles, seconds, lat, check)
-
-
-async def run_procrastinate_worker(url: str, *, agents: int, cap: float) -> Result:
-    """procrastinate as its users run it: ``App.run_worker_async(concurrency=N, wait=False)``."""
-    import procrastinate
-
-    size = agents + 2  # the LISTEN connection, the fetch loop, and up to N jobs finishing at once
-    app, _ = procrastinate_app(procrastinate.PsycopgConnector(conninfo=url, min_size=size, max_size=size))
-    async with app.open_async():
-        start = time.perf_counter()
-        run = asyncio.create_task(app.run_worker_async(
-            concurrency=agents, wait=False, install_signal_handlers=False))
-        finished, _ = await asyncio.wait({run}, timeout=cap)
-        if finished:
-            run.result()  # re-raises a worker failure
-        else:  # the cap: a graceful stop (jobs in flight finish, and are counted)
-            run.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await run
-        seconds = time.perf_counter() - start
-        async with app.connector.pool.connection() as conn:
-            rows = await (await conn.execute(
-                "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY 1")).fetchall()
-    counts = {r[0]: r[1] for r in rows}
-    cycles = counts.get("succeeded", 0)
-    # Drained means no job left to do; whether drained or stopped at the cap, none is left half done or failed.
-    ok = not counts.get("doing") and not counts.get("failed") and not (finished and counts.get("todo"))
-    check = "ok" if ok else f"MISMATCH: {counts}"
-    return Result(PROCRASTINATE_WORKER, agents, cycles, seconds, [], check)
+from bench.claims_setup import (
+    CYCLE_FLOOR,
+    CYCLE_FLOOR_TARGET,
+    FLOOR,
+    FUSED,
+    FUSED_HISTORY,
+    HISTORY_TARGET,
+    PROCRASTINATE,
+    PROCRASTINATE_STOCK,
+    PROCRASTINATE_TARGET,
+    PROCRASTINATE_WORKER,
+    REFERENCE_AGENTS,
+    UNFUSED,
+    UPDATE_TARGET,
+    Result,
+    build_mergebot_template,
+    build_procrastinate_template,
+    build_update_template,
+    server_info,
+)
 
 
 # -- orchestration -------------------------------------------------------------------------------------------
-
-
-def have_procrastinate() -> bool:
-    try:
-        import procrastinate  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def ms(x: float | None) -> str:

@@ -45,7 +45,7 @@ import httpx
 import psycopg
 
 from bench import harness
-from bench.fleet import git_env, run_git
+from bench.gitenv import git_env, run_git
 from mergebot import agent
 from mergebot.client import ApiError, Client
 from mergebot.landing.repos import repos_root

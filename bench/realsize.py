@@ -14,7 +14,7 @@ import random
 import sys
 from pathlib import Path
 
-from bench.fleet import run_git
+from bench.gitenv import run_git
 
 MODULES = 120  # proj/mod_NNN.py, each with a test file: 240 files, plus docs and data: about 300
 TESTS_PER_MODULE = 2  # 240 tests ...

@@ -41,7 +41,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
 import psycopg
 
 from bench import harness, realsize
-from bench.fleet import git_env, run_git
+from bench.gitenv import git_env, run_git
 from mergebot import agent
 from mergebot.client import Client
 from mergebot.landing.repos import repos_root

@@ -31,3 +31,18 @@ def test_ruff() -> None:
 def test_mypy_strict() -> None:
     r = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# Modules a newcomer reads in one sitting: one job each, at most this many lines. The two exempt ones are each one
+# job that does not split well: the forge's webhook parser (sans-I/O, one format per forge) and the sandbox's
+# command line (every bubblewrap argument and the reason for it, in one place).
+MAX_LINES = 400
+EXEMPT = {"mergebot/forge/sansio.py", "verifier/sandbox.py"}
+
+
+def test_every_module_and_benchmark_is_at_most_400_lines() -> None:
+    files = [p for top in ("mergebot", "verifier", "bench") for p in (ROOT / top).rglob("*.py")]
+    assert len(files) > 100  # the scan saw the code
+    long = {str(p.relative_to(ROOT)): n for p in files
+            if (n := len(p.read_text().splitlines())) > MAX_LINES and str(p.relative_to(ROOT)) not in EXEMPT}
+    assert long == {}, f"over {MAX_LINES} lines (split by job): {long}"
