@@ -13,8 +13,12 @@ class Settings(BaseSettings):
 
     # Where the embedded PostgreSQL and repositories live. Ignored for the database when database_url is set.
     data_dir: Path = Path(".mergebot")
-    # Any PostgreSQL server; empty means "start the embedded one in data_dir".
+    # Any PostgreSQL server; empty means "start the embedded one in data_dir". It may be a transaction pooler
+    # (PgBouncer, pool_mode=transaction) in front of the server, with database_direct_url naming the server itself.
     database_url: str = ""
+    # The server itself, for the connections that must not go through a transaction pooler: the queue's
+    # leadership (a session's advisory lock), LISTEN/NOTIFY waits and migrations. Empty: database_url.
+    database_direct_url: str = ""
     # The role request handling runs as, with only the rights mergebot/db/grants.sql lists (created when the
     # URL's user may; empty: run as the URL's user).
     database_app_role: str = Field(default="mergebot_app", pattern="^([a-z_][a-z0-9_]{0,62})?$")
@@ -72,6 +76,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1 << 20, gt=0)
     pool_min_size: int = Field(default=2, ge=1)
     pool_max_size: int = Field(default=20, ge=1)
+
+    @property
+    def pooled(self) -> bool:
+        """Whether database_url goes through a transaction pooler (a direct URL names another way in): its
+        connections then prepare no statements and pass no startup options (``mergebot.db.connect``)."""
+        return bool(self.database_direct_url) and self.database_direct_url != self.database_url
 
     @property
     def sandbox_mode(self) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from mergebot.api.metrics import Exporter
 from mergebot.auth import Role, allowed
-from mergebot.db.connect import open_pool, prepare
+from mergebot.db.connect import direct_url, open_pool, prepare
 from mergebot.db.database import Database
 from mergebot.db.roles import AppConnection, app_connection
 from mergebot.errors import Unavailable
@@ -98,13 +98,18 @@ class Services:
     async def start(self, *, run_queue: bool = True, run_recovery: bool = True) -> None:
         settings = self.settings
         url = await asyncio.to_thread(prepare, settings)
-        self.app_db = app_db = await asyncio.to_thread(app_connection, url, settings.database_app_role)
-        self._urls = list(dict.fromkeys([settings.database_url, url, app_db.url]))
-        log.info("request handling connects to the database as %s (%s)", app_db.role or "the owner", app_db.how)
+        direct = direct_url(settings, url)
+        self.app_db = app_db = await asyncio.to_thread(
+            lambda: app_connection(direct, settings.database_app_role, url if settings.pooled else None,
+                                   statement_timeout_ms=settings.statement_timeout_ms))
+        self._urls = list(dict.fromkeys([settings.database_url, url, direct, app_db.url, app_db.direct_url]))
+        log.info("request handling connects to the database as %s (%s)%s", app_db.role or "the owner", app_db.how,
+                 "; through a transaction pooler, with LISTEN and the queue's leadership on the direct URL"
+                 if settings.pooled else "")
         pool = await open_pool(app_db.url, settings, statement_timeout_ms=settings.statement_timeout_ms,
                                options=app_db.options)
         db = Database(pool, lease_seconds=settings.lease_seconds, job_lease_seconds=settings.job_lease_seconds,
-                      listen_url=app_db.url, duplicate_days=settings.duplicate_days)
+                      listen_url=app_db.direct_url, duplicate_days=settings.duplicate_days)
         await db.waiter.start()
         queue = LandingQueue(db, self.root, speculation=settings.speculation_window, batch=settings.batch_size,
                              post_land_rerun=settings.post_land_rerun, retry_failures=settings.retry_failed_checks,
@@ -123,7 +128,8 @@ class Services:
             self._tasks.append(asyncio.create_task(sender.run(), name="mergebot-forge-statuses"))
             if settings.verifier_workers:
                 await asyncio.to_thread(self._say_sandbox)
-            workers = local_workers(db.jobs, self.root, settings.data_dir, url, count=settings.verifier_workers,
+            workers = local_workers(db.jobs, self.root, settings.data_dir, [url, direct],
+                                    count=settings.verifier_workers,
                                     sandbox=settings.sandbox_mode, heartbeat_every=settings.job_lease_seconds / 3,
                                     wake_on=queue.on_job, secrets=self.secrets, bwrap=settings.bwrap)
             for i, worker in enumerate(workers):

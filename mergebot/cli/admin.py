@@ -265,7 +265,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
     if args.explain_sandbox:
         seen = explain(sandbox=args.sandbox, timeout=float(args.timeout or repo["verifier_timeout_s"]),
                        memory_mb=memory, sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit,
-                       hide=private_paths(settings.data_dir, settings.database_url),
+                       hide=private_paths(settings.data_dir, settings.database_url, settings.database_direct_url),
                        slot=settings.data_dir.resolve() / "slots" / f"{os.getpid()}-0", bwrap=settings.bwrap)
         if args.json:
             emit(args, seen)
@@ -299,8 +299,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
         result = run_check(path, args.sha, args.command or repo["verifier_command"],
                            float(args.timeout or repo["verifier_timeout_s"]), sandbox=args.sandbox, cache=cache,
                            setup=setup, sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit, memory_mb=memory,
-                           secrets=secrets,
-                           hide=private_paths(settings.data_dir, settings.database_url), bwrap=settings.bwrap)
+                           secrets=secrets, bwrap=settings.bwrap,
+                           hide=private_paths(settings.data_dir, settings.database_url, settings.database_direct_url))
     data = result.as_json()
     if args.json:
         emit(args, data)

@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from mergebot.db.agents import AgentStore
 from mergebot.db.base import Sql
-from mergebot.db.connect import open_pool, prepare
+from mergebot.db.connect import direct_url, open_pool, prepare
 from mergebot.db.forge import ForgeStore
 from mergebot.db.jobs import JobStore
 from mergebot.db.landing import LandingStore
@@ -37,7 +37,9 @@ class Database:
                  job_lease_seconds: float = 30.0, listen_url: str | None = None, duplicate_days: int = 30) -> None:
         self.pool = pool
         self.sql = Sql(pool)
-        self.waiter = Waiter(listen_url or self.sql.url)
+        # the server itself, for the sessions a transaction pooler cannot keep: LISTEN, the queue's leadership
+        self.direct_url = listen_url or self.sql.url
+        self.waiter = Waiter(self.direct_url)
         self.agents = AgentStore(self.sql)
         self.subtasks = SubtaskStore(self.sql, self.waiter, lease_seconds=lease_seconds,
                                      duplicate_days=duplicate_days)
@@ -50,8 +52,9 @@ class Database:
 
     @property
     def url(self) -> str:
-        """The pool's connection string, for the few connections that must not come from the pool."""
-        return self.sql.url
+        """Where the few connections that must not come from the pool go: a session of their own on the server
+        itself (the direct URL when the pool goes through a transaction pooler)."""
+        return self.direct_url
 
     async def ping(self) -> None:
         await self.sql.all("ping")
@@ -67,7 +70,7 @@ class Database:
         """A database on a new pool to ``url`` (already migrated), with the settings' leases."""
         pool = await open_pool(url, settings, statement_timeout_ms=statement_timeout_ms, max_size=max_size)
         return cls(pool, lease_seconds=settings.lease_seconds, job_lease_seconds=settings.job_lease_seconds,
-                   duplicate_days=settings.duplicate_days)
+                   duplicate_days=settings.duplicate_days, listen_url=direct_url(settings, url))
 
 
 @contextlib.asynccontextmanager

@@ -11,6 +11,12 @@ superuser may), grants it the listed rights under the migration lock, and says h
   the bot does not have). This keeps our own queries inside the grants, but a session could ``SET ROLE`` back;
 * ``owner``: the role could not be created or granted (an owner without CREATEROLE, or the setting is empty).
   Everything works, with the owner's rights; start-up logs a warning.
+
+Through a transaction pooler (``pooled_url``), the pool logs in as the role through the pooler (PgBouncer needs
+the role in its ``auth_file``) and its statement timeout is the role's own setting in this database
+(``pool_settings``: PgBouncer 1.18 takes no ``options``); ``set role`` cannot pass the pooler, so a role that
+cannot log in through it leaves the pool running as the owner, with a warning. LISTEN and the queue's leadership
+still connect to the server itself (``direct``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ class AppConnection:
     how: str  # "login", "set role" or "owner"
     role: str | None  # the role the pool's sessions run as (None: the owner)
     options: str = ""  # extra server options for the pool's connections ("-c role=..." for "set role")
+    direct: str = ""  # the server itself, for LISTEN and the queue's leadership (empty: ``url``)
+
+    @property
+    def direct_url(self) -> str:
+        return self.direct or self.url
 
 
 def grants_sql() -> str:
@@ -90,8 +101,37 @@ def _connects(url: str, options: str = "") -> bool:
         return False
 
 
-def app_connection(owner_url: str, role: str) -> AppConnection:
-    """How request handling connects: as ``role`` when it can, else as the owner (see the module's note)."""
+def app_connection(owner_url: str, role: str, pooled_url: str | None = None, *,
+                   statement_timeout_ms: int = 5000) -> AppConnection:
+    """How request handling connects: as ``role`` when it can, else as the owner (see the module's note).
+    ``owner_url`` is the server itself; ``pooled_url``, the owner's way in through a transaction pooler, whose
+    sessions get ``statement_timeout_ms`` from the role (set before the pooler opens any server connection for
+    it: a server connection keeps the settings it logged in with)."""
+    direct = _app_connection(owner_url, role)
+    if pooled_url is None or pooled_url == owner_url:
+        return direct
+    if direct.how == "login":
+        pool_settings(owner_url, role, statement_timeout_ms=statement_timeout_ms)
+        login = _as_role(pooled_url, role)
+        if _connects(login):
+            return AppConnection(login, "login", role, direct=direct.url)
+        log.warning("the pool runs as the database owner through the pooler: it did not let %s log in (add the "
+                    "role to PgBouncer's auth_file)", role)
+    elif direct.how == "set role":
+        log.warning("the pool runs as the database owner through the pooler: %s logs in only by SET ROLE, which "
+                    "cannot pass a transaction pooler", role)
+    return AppConnection(pooled_url, "owner", None, direct=owner_url if direct.how == "owner" else direct.url)
+
+
+def pool_settings(owner_url: str, role: str, *, statement_timeout_ms: int) -> None:
+    """What a pooled session cannot be told at login, set on ``role`` in this database: its statement timeout."""
+    with psycopg.connect(owner_url, autocommit=True) as conn:
+        dbname = conn.info.dbname
+        conn.execute(sql.SQL("ALTER ROLE {} IN DATABASE {} SET statement_timeout = {}").format(
+            sql.Identifier(role), sql.Identifier(dbname), sql.Literal(f"{int(statement_timeout_ms)}ms")))
+
+
+def _app_connection(owner_url: str, role: str) -> AppConnection:
     if not role:
         return AppConnection(owner_url, "owner", None)
     if not ensure_role(owner_url, role):

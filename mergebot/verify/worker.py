@@ -38,11 +38,12 @@ from verifier.sandbox import BWRAP, Stop
 log = logging.getLogger(__name__)
 
 
-def private_paths(data_dir: Path, database_url: str) -> list[Path]:
+def private_paths(data_dir: Path, *database_urls: str) -> list[Path]:
     """What a check must never see, wherever it falls inside the sandbox's view: the bot's data directory (the
-    embedded database, the repositories, the other slots and caches) and the database's socket directories."""
+    embedded database, the repositories, the other slots and caches) and the database's socket directories (the
+    pooler's and the server's)."""
     paths = [data_dir]
-    for host in psycopg_hosts(database_url):
+    for host in (h for url in database_urls for h in psycopg_hosts(url)):
         if host.startswith("/"):
             paths.append(Path(host))
     return [p.resolve() for p in paths]
@@ -377,7 +378,7 @@ class Worker:
                 self.wake.clear()
 
 
-def local_workers(jobs: JobStore, root: Path, data_dir: Path, database_url: str, *, count: int, sandbox: str,
+def local_workers(jobs: JobStore, root: Path, data_dir: Path, database_urls: list[str], *, count: int, sandbox: str,
                   heartbeat_every: float, wake_on: list[asyncio.Event], secrets: Secrets | None = None,
                   bwrap: str = BWRAP) -> list[Worker]:
     """The verifier workers that run inside ``mergebot serve``: the bot's repositories read directly, one
@@ -387,7 +388,7 @@ def local_workers(jobs: JobStore, root: Path, data_dir: Path, database_url: str,
     sweep_slots(slots)
     for i in range(count):
         worker = Worker(LocalSource(jobs, worker_name(i)), LocalRepos(root), slots / f"{os.getpid()}-{i}",
-                        sandbox=sandbox, heartbeat_every=heartbeat_every, hide=private_paths(data_dir, database_url),
+                        sandbox=sandbox, heartbeat_every=heartbeat_every, hide=private_paths(data_dir, *database_urls),
                         secrets=secrets, bwrap=bwrap)
         wake_on.append(worker.wake)
         workers.append(worker)
