@@ -309,12 +309,15 @@ class Serve:
 
     def __init__(self, db_url: str, data_dir: Path, env: dict[str, str] | None = None, *, name: str = "serve",
                  ready_within: float = 60.0, checkout: Path | None = None) -> None:
-        """``checkout``: run the mergebot of another checkout (an A/B of code in one sitting); default this one."""
+        """``checkout``: run the mergebot of another checkout (an A/B of code in one sitting); default this one.
+        In ``env`` values, ``{db_url}`` and ``{dbname}`` stand for this server's database (a pooler's URL for a
+        database made per run: ``bench/pooler.py``)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = data_dir / f"{name}.log"
         data_dir.mkdir(parents=True, exist_ok=True)
-        full = {**os.environ, "MERGEBOT_DATABASE_URL": db_url, "MERGEBOT_DATA_DIR": str(data_dir), **(env or {})}
+        env = {k: v.replace("{db_url}", db_url).replace("{dbname}", db_name(db_url)) for k, v in (env or {}).items()}
+        full = {**os.environ, "MERGEBOT_DATABASE_URL": db_url, "MERGEBOT_DATA_DIR": str(data_dir), **env}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "mergebot", "serve", "--port", str(self.port)],
                                          env=full, stdout=log, stderr=subprocess.STDOUT, cwd=checkout)
