@@ -86,7 +86,9 @@ class Fleet:
             deps = [ids[(i - 1) // tree]] if tree and i else []
             got = retry(lambda key=key, i=i, deps=deps: self.admin.post("/api/v1/subtasks", {  # type: ignore[misc]
                 "title": f"mergebot drill {self.run_id}: {title} {i} (do not claim)", "group": self.group,
-                "priority": -1_000_000, "idempotency_key": key, "depends_on": deps}), until=deadline)
+                "priority": -1_000_000, "idempotency_key": key, "depends_on": deps,
+                # numbered drill work, alike by design (and like the landed work of earlier waves and runs)
+                "allow_duplicate": True}), until=deadline)
             ids.append(got["subtask"]["id"])
         self.subtask_ids.update(ids)
         return ids
