@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import signal
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +43,16 @@ log = logging.getLogger(__name__)
 
 
 def crash_point(name: str) -> None:
-    """Test hook for crash drills: SIGKILL this process at the named step when MERGEBOT_CRASH_AT says so."""
+    """Test hooks for the drills, at the named step: SIGKILL this process when MERGEBOT_CRASH_AT names it; hold the
+    whole process still when MERGEBOT_PAUSE_AT is ``name:FILE`` and FILE exists, until FILE is gone (FILE.reached
+    says it got there), so a drill can kill PostgreSQL at exactly this step."""
     if os.environ.get("MERGEBOT_CRASH_AT") == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    step, _, flag = os.environ.get("MERGEBOT_PAUSE_AT", "").partition(":")
+    if step == name and flag and os.path.exists(flag):
+        Path(flag + ".reached").touch()
+        while os.path.exists(flag):
+            time.sleep(0.05)  # blocking on purpose: nothing of this process moves while it is held
 
 
 @dataclass
