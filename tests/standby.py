@@ -86,11 +86,14 @@ class Pair:
         return self.multi_url(name)
 
     def kill_primary(self) -> None:
-        """SIGKILL the primary's postmaster (its backends go with it)."""
-        pid = int((self.data["primary"] / "postmaster.pid").read_text().split()[0])
+        self.kill("primary")
+
+    def kill(self, which: str) -> None:
+        """SIGKILL the server's postmaster (its backends go with it)."""
+        pid = int((self.data[which] / "postmaster.pid").read_text().split()[0])
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while (self.sockets["primary"] / ".s.PGSQL.5432").exists() and time.monotonic() < deadline:
+        while (self.sockets[which] / ".s.PGSQL.5432").exists() and time.monotonic() < deadline:
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:

@@ -18,6 +18,7 @@ from mergebot.api.deps import ServicesDep
 from mergebot.api.errors import BodyLimit, install_handlers
 from mergebot.api.routers import board, hooks, jobs, landing, subtasks, views, webhooks
 from mergebot.api.services import Services
+from mergebot.landing import messages as say
 from mergebot.settings import Settings
 from mergebot.web import routes as web_pages
 from mergebot.web import trends as web_trends
@@ -51,13 +52,18 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
     @app.get("/healthz", tags=["health"], responses={
         200: {"description": "Serving, and the database answers", "content": {"application/json": {"example": {
             "ok": True, "database": "ok"}}}},
-        503: {"description": "The database does not answer", "content": {"application/json": {"example": {
-            "ok": False, "database": "unreachable"}}}}})
+        503: {"description": "The database does not answer, or its commits wait for a synchronous standby",
+              "content": {"application/json": {"example": {"ok": False, "database": "unreachable"}}}}})
     async def healthz(services: ServicesDep) -> JSONResponse:
         try:
             await services.db.ping()
+            waiting, oldest = await services.db.commits_waiting()
         except Exception:
             return JSONResponse({"ok": False, "database": "unreachable"}, status_code=503)
+        if waiting and oldest >= say.STALL_SECONDS:  # reads answer, writes hang: say so instead of hanging
+            return JSONResponse({"ok": False, "database": "commits_waiting", "waiting_commits": waiting,
+                                 "oldest_s": round(oldest, 1), "message": say.commits_stalled(waiting, oldest)},
+                                status_code=503)
         return JSONResponse({"ok": True, "database": "ok"})
 
     return app

@@ -59,6 +59,11 @@ class Database:
     async def ping(self) -> None:
         await self.sql.all("ping")
 
+    async def commits_waiting(self) -> tuple[int, float]:
+        """How many of this database's commits wait for a synchronous standby, and the oldest's seconds."""
+        row = await self.sql.one("commits_waiting")
+        return (int(row["n"]), float(row["longest_s"])) if row else (0, 0.0)
+
     async def close(self) -> None:
         """Stop the waiter and close the pool."""
         await self.waiter.stop()

@@ -209,6 +209,12 @@ async def job_log(job_id: str, request: Request, who: Who, site: Site) -> Respon
 # -- the queue ------------------------------------------------------------------------------------------------
 
 
+async def _stalled(site: Site) -> str | None:
+    """What the queue page says when commits hang on a synchronous standby (``/healthz`` says it too)."""
+    waiting, oldest = await site.db.commits_waiting()
+    return say.commits_stalled(waiting, oldest) if waiting and oldest >= say.STALL_SECONDS else None
+
+
 async def _queue_context(site: Site) -> dict[str, Any]:
     reader = site.db.pages
     since, until, step = drawn.window("hour", datetime.now(UTC))
@@ -217,7 +223,7 @@ async def _queue_context(site: Site) -> dict[str, Any]:
     return {"repos": await reader.queue_repos(), "active": await reader.queue_active(),
             "waiting": await reader.queue_waiting(PAGE), "parked": await reader.queue_parked(),
             "rejected": await reader.queue_rejected(), "refusals": await reader.push_refusals(),
-            "landed": await reader.recently_landed(), "limit": PAGE,
+            "landed": await reader.recently_landed(), "limit": PAGE, "stalled": await _stalled(site),
             "trend": [(c, drawn.svg(c, starts)) for c in drawn.charts(rows, step) if c.key in QUEUE_CHARTS]}
 
 

@@ -10,10 +10,13 @@ agent was told is missing, because every commit waited for the standby.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from mergebot.db.connect import open_pool
@@ -88,5 +91,43 @@ async def test_the_primary_killed_mid_landing_and_the_standby_promoted_loses_not
         assert rig.violations(result.pushes) == []
         assert pair.query("standby", "SELECT pg_is_in_recovery()") == [(False,)]  # it was the promoted one
     finally:
+        rig.bot.stop()
+        await rig.db.pool.close()
+
+
+async def test_commits_held_by_a_lost_standby_are_reported_not_hung_on(pair: Pair, tmp_path: Path) -> None:
+    """The synchronous standby dies: every commit on the primary waits for it. ``/healthz`` answers at once with
+    503 and what to do, the queue page says so too, and the held write completes once the standby is back."""
+    url = pair.create_db("mb_stall")
+    db = await open_store(url, tmp_path / "data")
+    rig = await make_rig(db, url, tmp_path)
+    web = httpx.Client(base_url=rig.bot.url, timeout=10)
+    try:
+        assert web.post("/login", data={"token": rig.admin, "next": "/ui/queue"},
+                        headers={"Origin": rig.bot.url}).status_code == 303
+        pair.kill("standby")
+        held: dict[str, Any] = {}
+
+        def write() -> None:
+            held["r"] = rig.client().post("/api/v1/subtasks", {"title": "written while the standby is gone"})
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        deadline = time.monotonic() + 30
+        while (health := httpx.get(f"{rig.bot.url}/healthz", timeout=10)).status_code == 200:
+            assert time.monotonic() < deadline, "healthz never said the commits wait"
+            time.sleep(0.2)
+        body = health.json()
+        assert health.status_code == 503 and body["database"] == "commits_waiting", body
+        assert body["waiting_commits"] >= 1 and "synchronous_standby_names" in body["message"], body
+        assert writer.is_alive() and "r" not in held  # the write waits; the health check did not wait with it
+        page = web.get("/ui/queue")
+        assert page.status_code == 200 and 'id="commits-stalled"' in page.text, page.text[:2000]
+        pair.start("standby")
+        writer.join(60)
+        assert not writer.is_alive() and held["r"]["created"] is True, held
+        assert httpx.get(f"{rig.bot.url}/healthz", timeout=10).json() == {"ok": True, "database": "ok"}
+    finally:
+        web.close()
         rig.bot.stop()
         await rig.db.pool.close()

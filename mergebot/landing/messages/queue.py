@@ -261,3 +261,12 @@ def fence_reclaimed(claim_version: int) -> str:
 
 def fence_status(status: str) -> str:
     return f"the subtask is {status}"
+
+
+STALL_SECONDS = 2.0  # a commit waiting this long for a synchronous standby is a stall, not a slow disk
+
+
+def commits_stalled(n: int, seconds: float) -> str:
+    return (f"{n} commit(s) wait for a synchronous standby, the oldest for {seconds:.0f} s: nothing can be written "
+            "until the standby is back, or synchronous_standby_names is cleared on this server (after a failover "
+            "by hand, the promoted server keeps the old primary's)")
