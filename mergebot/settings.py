@@ -17,7 +17,8 @@ class Settings(BaseSettings):
     # (PgBouncer, pool_mode=transaction) in front of the server, with database_direct_url naming the server itself.
     database_url: str = ""
     # The server itself, for the connections that must not go through a transaction pooler: the queue's
-    # leadership (a session's advisory lock), LISTEN/NOTIFY waits and migrations. Empty: database_url.
+    # leadership (a session's advisory lock), LISTEN/NOTIFY waits and migrations. Empty: database_url. Ignored
+    # without database_url (the embedded server has no pooler in front of it).
     database_direct_url: str = ""
     # The role request handling runs as, with only the rights mergebot/db/grants.sql lists (created when the
     # URL's user may; empty: run as the URL's user).
@@ -81,7 +82,7 @@ class Settings(BaseSettings):
     def pooled(self) -> bool:
         """Whether database_url goes through a transaction pooler (a direct URL names another way in): its
         connections then prepare no statements and pass no startup options (``mergebot.db.connect``)."""
-        return bool(self.database_direct_url) and self.database_direct_url != self.database_url
+        return bool(self.database_url and self.database_direct_url) and self.database_direct_url != self.database_url
 
     @property
     def sandbox_mode(self) -> str:

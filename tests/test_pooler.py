@@ -150,3 +150,14 @@ async def test_the_app_role_keeps_its_grants_and_its_timeout_through_the_pooler(
             conn.execute("CREATE TABLE mine (x int)")
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute("SELECT pg_sleep(10)")  # bounded, though no startup option could say so
+
+
+def test_the_direct_url_counts_only_with_a_database_url_that_differs_from_it() -> None:
+    from mergebot.db.connect import direct_url
+
+    pooled = Settings(database_url="postgresql://p@127.0.0.1:6432/db", database_direct_url="postgresql://p@/db")
+    assert pooled.pooled and direct_url(pooled, pooled.database_url) == "postgresql://p@/db"
+    same = Settings(database_url="postgresql://p@/db", database_direct_url="postgresql://p@/db")
+    embedded = Settings(database_url="", database_direct_url="postgresql://p@/db")  # no pooler before embedded
+    for s in (same, embedded):
+        assert not s.pooled and direct_url(s, "postgresql://resolved/db") == "postgresql://resolved/db"

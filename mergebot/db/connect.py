@@ -24,7 +24,7 @@ def resolve_url(settings: Settings) -> str:
 
 def direct_url(settings: Settings, url: str) -> str:
     """The server itself for ``url`` (the resolved database URL): MERGEBOT_DATABASE_DIRECT_URL, else ``url``."""
-    return settings.database_direct_url or url
+    return settings.database_direct_url if settings.pooled else url
 
 
 def prepare(settings: Settings) -> str:
