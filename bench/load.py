@@ -22,8 +22,8 @@ What runs:
   after ``--idle-poll`` seconds (jittered). A completed subtask is landed by the driver ``--land-delay``
   seconds later with ``Store.land`` (the landing path's transaction: landed row, dependents released), playing
   the merge queue, so parents become ready as their children land.
-* Baselines under the same load: ``GET /healthz`` (no token, one ``SELECT 1``) and ``GET /api/v1/me`` (the
-  token lookup and nothing else), each every ``--probe-interval`` seconds.
+* Baselines under the same load: ``GET /healthz`` (no token, one read of ``pg_stat_activity``) and
+  ``GET /api/v1/me`` (the token lookup and nothing else), each every ``--probe-interval`` seconds.
 
 The load generator is one asyncio loop sharing ``--connections`` (200) keep-alive HTTP/1.1 connections, handed
 out first come, first served: by default a minimal client written here (``--client raw``), because

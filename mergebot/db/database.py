@@ -38,8 +38,8 @@ class Database:
         self.pool = pool
         self.sql = Sql(pool)
         # the server itself, for the sessions a transaction pooler cannot keep: LISTEN, the queue's leadership
-        self.direct_url = listen_url or self.sql.url
-        self.waiter = Waiter(self.direct_url)
+        self._direct = listen_url or self.sql.url
+        self.waiter = Waiter(self._direct)
         self.agents = AgentStore(self.sql)
         self.subtasks = SubtaskStore(self.sql, self.waiter, lease_seconds=lease_seconds,
                                      duplicate_days=duplicate_days)
@@ -54,10 +54,7 @@ class Database:
     def url(self) -> str:
         """Where the few connections that must not come from the pool go: a session of their own on the server
         itself (the direct URL when the pool goes through a transaction pooler)."""
-        return self.direct_url
-
-    async def ping(self) -> None:
-        await self.sql.all("ping")
+        return self._direct
 
     async def commits_waiting(self) -> tuple[int, float]:
         """How many of this database's commits wait for a synchronous standby, and the oldest's seconds."""

@@ -2,9 +2,6 @@
 -- and never builds SQL strings. Owner writes are fenced: they match id, owner, claim_version and status, and
 -- zero rows changed means the claim is gone.
 
--- name: ping
-SELECT 1 AS ok;
-
 -- name: commits_waiting
 -- This database's sessions (those this role may see) whose commit waits for a synchronous standby, and how long
 -- the oldest has run: a standby that is gone holds every commit until it is back or synchronous_standby_names is

@@ -120,7 +120,7 @@ def app_connection(owner_url: str, role: str, pooled_url: str | None = None, *,
     elif direct.how == "set role":
         log.warning("the pool runs as the database owner through the pooler: %s logs in only by SET ROLE, which "
                     "cannot pass a transaction pooler", role)
-    return AppConnection(pooled_url, "owner", None, direct=owner_url if direct.how == "owner" else direct.url)
+    return AppConnection(pooled_url, "owner", None, direct=direct.url)  # "set role" and "owner" both use owner_url
 
 
 def pool_settings(owner_url: str, role: str, *, statement_timeout_ms: int) -> None:

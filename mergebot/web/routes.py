@@ -211,8 +211,7 @@ async def job_log(job_id: str, request: Request, who: Who, site: Site) -> Respon
 
 async def _stalled(site: Site) -> str | None:
     """What the queue page says when commits hang on a synchronous standby (``/healthz`` says it too)."""
-    waiting, oldest = await site.db.commits_waiting()
-    return say.commits_stalled(waiting, oldest) if waiting and oldest >= say.STALL_SECONDS else None
+    return say.commits_stalled(*await site.db.commits_waiting())
 
 
 async def _queue_context(site: Site) -> dict[str, Any]:

@@ -266,7 +266,11 @@ def fence_status(status: str) -> str:
 STALL_SECONDS = 2.0  # a commit waiting this long for a synchronous standby is a stall, not a slow disk
 
 
-def commits_stalled(n: int, seconds: float) -> str:
+def commits_stalled(n: int, seconds: float) -> str | None:
+    """What to say of ``n`` commits waiting for a synchronous standby, the oldest for ``seconds``; None while that
+    is no stall (``/healthz`` and the queue page)."""
+    if not n or seconds < STALL_SECONDS:
+        return None
     return (f"{n} commit(s) wait for a synchronous standby, the oldest for {seconds:.0f} s: nothing can be written "
             "until the standby is back, or synchronous_standby_names is cleared on this server (after a failover "
             "by hand, the promoted server keeps the old primary's)")
