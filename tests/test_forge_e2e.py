@@ -58,7 +58,8 @@ class ForgeFleet:
         return git(["rev-parse", "refs/heads/main"], remote or self.remote).stdout.strip()
 
     def deliver(self, ref: str, before: str, after: str, sender: str, *, delivery: str | None = None,
-                body: bytes | None = None, event: str = "push", form: bool = False) -> httpx.Response:
+                body: bytes | None = None, event: str = "push", form: bool = False,
+                to: BotProcess | None = None) -> httpx.Response:
         if body is None:
             payload: dict[str, Any] = json.loads((PAYLOADS / "github_push_branch_update.json").read_bytes())
             payload.update(ref=ref, before=before, after=after, created=before == ZERO, deleted=False, forced=False)
@@ -72,7 +73,7 @@ class ForgeFleet:
         headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
                    "X-Hub-Signature-256": sig,
                    "Content-Type": "application/x-www-form-urlencoded" if form else "application/json"}
-        return httpx.post(f"{self.bot.url}/webhooks/github", content=body, headers=headers, timeout=30)
+        return httpx.post(f"{(to or self.bot).url}/webhooks/github", content=body, headers=headers, timeout=30)
 
     def wait_status(self, sha: str, done: Callable[[list[PostedStatus]], bool],
                     timeout: float = 90) -> list[PostedStatus]:

@@ -15,7 +15,7 @@ from mergebot import agent
 from mergebot.client import Client
 from mergebot.landing.repos import repos_root
 from mergebot.models import Subtask
-from mergebot.verify.worker import psycopg_host
+from mergebot.verify.worker import private_paths, psycopg_host
 from tests.bot import Fleet, check_command, commit, git, until
 
 
@@ -182,6 +182,16 @@ async def test_admin_pause_and_resume(make_fleet: Callable[..., object]) -> None
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_every_socket_directory_of_a_multi_host_url_is_private(tmp_path: Path) -> None:
+    """A libpq multi-host URL (a primary and its standby, each on its own socket directory) hides both from a
+    check, as a URL or as keywords; a TCP host hides nothing more than the data directory."""
+    a, b = tmp_path / "pg-a", tmp_path / "pg-b"
+    for url in (f"postgresql://u@/mergebot?host={a},{b}&target_session_attrs=read-write",
+                f"host={a},{b} dbname=mergebot target_session_attrs=read-write"):
+        assert private_paths(tmp_path / "data", url) == [(tmp_path / "data").resolve(), a.resolve(), b.resolve()]
+    assert private_paths(tmp_path / "data", "postgresql://u@db1,db2:5432/x") == [(tmp_path / "data").resolve()]
+
+
 async def test_check_cannot_see_the_database_or_other_repositories(make_fleet: Callable[..., object],
                                                                     e2e_db_url: str, tmp_path: Path) -> None:
     socket_dir = psycopg_host(e2e_db_url)

@@ -131,7 +131,8 @@ class Services:
             workers = local_workers(db.jobs, self.root, settings.data_dir, [url, direct],
                                     count=settings.verifier_workers,
                                     sandbox=settings.sandbox_mode, heartbeat_every=settings.job_lease_seconds / 3,
-                                    wake_on=queue.on_job, secrets=self.secrets, bwrap=settings.bwrap)
+                                    wake_on=queue.on_job, secrets=self.secrets, bwrap=settings.bwrap,
+                                    lookup=db.landing.get_repo)
             for i, worker in enumerate(workers):
                 self._tasks.append(asyncio.create_task(worker.run(), name=f"mergebot-verifier-{i}"))
         if run_recovery:

@@ -207,7 +207,8 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
 def cmd_verifier_worker(args: argparse.Namespace) -> None:
     """Run verifier workers against a bot over HTTP: jobs through the API, commits through git."""
     from mergebot.secrets import secret_values
-    from mergebot.verify.worker import HttpRepos, HttpSource, Servers, Worker, sweep_slots, worker_name
+    from mergebot.verify.remote import HttpRepos, HttpSource, Servers
+    from mergebot.verify.worker import Worker, sweep_slots, worker_name
     from verifier.sandbox import bwrap_problem
 
     token = args.token or os.environ.get("MERGEBOT_TOKEN")
@@ -251,7 +252,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
     from mergebot.git import repo as git
     from mergebot.landing.repos import repos_root
     from mergebot.secrets import secret_values
-    from mergebot.verify.worker import HttpRepos, cache_root, private_paths
+    from mergebot.verify.remote import HttpRepos
+    from mergebot.verify.worker import cache_root, private_paths
     from verifier.runner import DISK_LIMIT_MB, MEMORY_MB, explain, run_check
 
     settings = settings_from(args)

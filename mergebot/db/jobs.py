@@ -84,6 +84,10 @@ class JobStore:
     async def recover_jobs(self, *, grace_seconds: float) -> list[Row]:
         return await self.sql.all("job_recover_expired", grace_seconds=grace_seconds)
 
+    async def open_on(self, *, repo: str, shas: list[str]) -> dict[str, bool]:
+        """For each of ``shas`` some job names: whether one of those jobs is still queued or running."""
+        return {r["commit_sha"]: r["open"] for r in await self.sql.all("jobs_open_on", repo=repo, shas=shas)}
+
     async def get_job(self, job_id: int) -> Job:
         row = await self.sql.one("job_get", id=job_id)
         if row is None:

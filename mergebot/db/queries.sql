@@ -862,6 +862,12 @@ FROM (
 WHERE j.id = expired.id
 RETURNING j.id, j.status, j.claim_version;
 
+-- name: jobs_open_on
+-- For each of these commits that any job names: whether one of its jobs is still queued or running.
+SELECT commit_sha, bool_or(status IN ('queued', 'running')) AS open
+FROM verify_jobs WHERE repo = %(repo)s AND commit_sha = ANY(%(shas)s::text[])
+GROUP BY commit_sha;
+
 -- name: job_get
 SELECT * FROM verify_jobs WHERE id = %(id)s;
 

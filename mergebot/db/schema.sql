@@ -940,3 +940,6 @@ ALTER TABLE candidates ADD COLUMN merged_at timestamptz;
 -- A red main's mend that gave up stays given up (not tried again at every start) until main moves or an admin
 -- resumes the repository: main's head when it gave up.
 ALTER TABLE repos ADD COLUMN mend_given_up text;
+
+-- 0024: the jobs that name a commit (a queue branch on the forge is deleted once they have all ended).
+CREATE INDEX verify_jobs_commit ON verify_jobs (repo, commit_sha);

@@ -133,6 +133,7 @@ class WebhookHandler:
             return 202, f"already queued: {sha[:12]} is candidate {live.id} ({live.status})", repo.name
         path = git.bare_path(self.root, repo.name)
         remote = mirror.remote_of(repo)
+        await asyncio.to_thread(mirror.ensure_mirror, path, remote, repo.target_branch)  # a replica's own mirror
         # Deliveries may arrive late or out of order (a redelivery days later): only the branch's current tip
         # on the forge is a candidate, never an older push that a newer one replaced.
         tip = await asyncio.to_thread(mirror.forge_tip, path, remote, event.ref)

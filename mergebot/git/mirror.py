@@ -6,6 +6,12 @@ target ref is set to the forge's. Landing pushes ``merged:refs/heads/<target>`` 
 ``--force-with-lease=<target>:<old>``: the forge moves only if its branch is still exactly the base that was
 verified, never a blind force push.
 
+Replicas share no disk: each keeps its own mirror, cloned from the forge when it first needs it
+(``ensure_mirror``). A commit made here that another machine must run (a candidate merged onto main) is pushed
+to a queue branch on the forge, ``mergebot-queue/<target>/<sha>`` (as GitHub's own queue pushes
+``gh-readonly-queue/...``), and deleted after its verdict; any replica or worker fetches it from there
+(``have_commit``).
+
 Credentials go to git through ``GIT_CONFIG_*`` environment variables (an ``http.extraHeader``), so a token
 never appears in a process's arguments, a URL or a log line. Every ref and sha is an argument, never shell text.
 The token is the repository's (``git.credentials``): a GitHub App's installation token is asked for at each call
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,6 +35,7 @@ from mergebot.git import credentials
 from mergebot.git import repo as git
 
 INCOMING = "refs/mergebot/incoming/"
+QUEUE = "refs/heads/mergebot-queue/"
 
 
 class ForgeUnavailable(MergebotError):
@@ -182,3 +190,74 @@ def push_lease(path: Path, remote: Remote, branch: str, old: str, new: str) -> b
     except (subprocess.SubprocessError, OSError) as e:
         raise ForgeUnavailable(f"pushing to the forge failed: {e}") from e
     return True
+
+
+# -- replicas without a shared disk ------------------------------------------------------------------------------
+
+
+def queue_ref(branch: str, sha: str) -> str:
+    """The forge branch that carries a commit made here until its verdict."""
+    return f"{QUEUE}{branch}/{sha}"
+
+
+def ensure_mirror(path: Path, remote: Remote, branch: str) -> None:
+    """This machine's mirror of the forge repository, cloned from the forge (its target branch alone) when there is
+    none yet: a replica on its own data directory, a new machine. Cloned beside and renamed into place, so two
+    callers at once end with one whole mirror."""
+    if path.exists():
+        return
+    spare = path.with_name(f"{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    with _talking_to_forge(f"cloning {remote.url}"):
+        try:
+            git.create_bare(spare, source=remote.url, branch=branch, extra_env=remote.env(), only_branch=True)
+        except ValueError as e:
+            raise ForgeUnavailable(str(e)) from e
+    try:
+        spare.rename(path)
+    except OSError:
+        if not path.exists():
+            raise
+    finally:
+        if spare.exists():
+            shutil.rmtree(spare, ignore_errors=True)
+
+
+def have_commit(path: Path, remote: Remote, branch: str, sha: str, ref: str | None = None) -> None:
+    """Make sure the mirror holds ``sha``: fetched from the forge (by id; else by ``ref``, by default its queue
+    branch) when another replica made or received it."""
+    ensure_mirror(path, remote, branch)
+    if sha in git.open_repo(path):
+        return
+    tag = f"have-{sha}"
+    fetch_commit(path, remote, sha, ref or queue_ref(branch, sha), tag)
+    drop_incoming(path, tag)  # the objects stay; nothing here needs the ref
+
+
+def missing(path: Path, shas: list[str]) -> list[str]:
+    repo = git.open_repo(path)
+    return [s for s in shas if s not in repo]
+
+
+def publish(path: Path, remote: Remote, branch: str, sha: str) -> None:
+    """Push ``sha`` to its queue branch on the forge, for the replicas and workers that do not have it."""
+    with _talking_to_forge(f"pushing {sha[:12]} to its queue branch"):
+        remote.run(["push", "--quiet", "--force", "--", remote.url, f"{sha}:{queue_ref(branch, sha)}"], cwd=path,
+                   timeout=600)
+
+
+def published(path: Path, remote: Remote, branch: str) -> list[str]:
+    """The commits on the forge's queue branches of ``branch``."""
+    prefix = f"{QUEUE}{branch}/"
+    with _talking_to_forge("listing the queue branches"):
+        out = remote.run(["ls-remote", "--", remote.url, f"{prefix}*"], cwd=path, timeout=120)
+    return [name[len(prefix):] for line in out.splitlines()
+            if (name := line.partition("\t")[2]).startswith(prefix)]
+
+
+def unpublish(path: Path, remote: Remote, branch: str, shas: list[str]) -> None:
+    """Delete the queue branches of ``shas`` on the forge (one push)."""
+    if not shas:
+        return
+    with _talking_to_forge("deleting queue branches"):
+        remote.run(["push", "--quiet", "--", remote.url, *(f":{queue_ref(branch, s)}" for s in shas)], cwd=path,
+                   timeout=600)

@@ -36,6 +36,7 @@ from mergebot.landing import messages as say
 from mergebot.landing import verdicts
 from mergebot.landing.evidence import flaky_runs, verdict_json
 from mergebot.landing.prereceive import queue_orphans
+from mergebot.landing.shared import Published
 from mergebot.models import Candidate, Evidence, Handle, Intent, Landed, Member, Repo
 from verifier.runner import Result
 
@@ -69,6 +70,7 @@ class Context:
     on_job: list[asyncio.Event] = field(default_factory=list)  # in-process workers' wake-up calls
     post_land: set[asyncio.Task[None]] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # the queue's own: something changed
+    published: Published = field(default_factory=Published)  # commits this process put on forge queue branches
 
     def poke(self) -> None:
         self.wake.set()
@@ -130,7 +132,12 @@ class Forge:
         return mirror.remote_of(self.repo)
 
     async def head(self) -> str:
-        return await asyncio.to_thread(mirror.sync_target, self.path, self._remote(), self.repo.target_branch)
+        def sync() -> str:
+            remote = self._remote()
+            mirror.ensure_mirror(self.path, remote, self.repo.target_branch)  # a replica's first step
+            return mirror.sync_target(self.path, remote, self.repo.target_branch)
+
+        return await asyncio.to_thread(sync)
 
     async def move(self, old: str, new: str, why: str) -> bool:
         """Once the forge took the push, the landing stands whatever the forge's branch does next. When the push's

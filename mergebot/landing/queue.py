@@ -27,8 +27,8 @@ import psycopg
 from mergebot.db.database import Database
 from mergebot.errors import MergebotError
 from mergebot.landing import messages as say
-from mergebot.landing import postland, serial
-from mergebot.landing.land import Context
+from mergebot.landing import postland, serial, shared
+from mergebot.landing.land import Context, fenced
 from mergebot.landing.leader import Leadership
 from mergebot.landing.prereceive import queue_orphans
 from mergebot.landing.reconcile import Report, reconcile_repo
@@ -152,15 +152,23 @@ class LandingQueue:
             await self.speculator.cut(window, 0, say.RECONCILING)
             self.speculator.drop(repo.name)
         report = await reconcile_repo(self.ctx, repo)
+        shared.forget(self.ctx.published, repo.name)  # sweep the forge's queue branches a dead leader left
         self.leadership.reconciled.add(repo.name)
         await postland.resume(self.ctx, repo)
         return report
 
     async def _step(self, repo: Repo) -> bool:
-        """One step of the repository's queue; True when something happened."""
+        """One step of the repository's queue; True when something happened. A forge repository's step first
+        fetches the candidates another replica received, and after it deletes the queue branches whose verdicts are
+        in (``shared``)."""
+        ctx, path = self.ctx, self.ctx.path(repo)
+        await shared.gather(ctx.db, path, repo, lambda cand: fenced(ctx.db, cand))
         if self.windowed:
-            return await self.speculator.step(repo)
-        return await serial.process_next(self.ctx, repo) is not None
+            moved = await self.speculator.step(repo)
+        else:
+            moved = await serial.process_next(ctx, repo) is not None
+        await shared.tidy(ctx.db, path, repo, ctx.published)
+        return moved
 
     async def _guarded(self, repo: Repo, step: Awaitable[T]) -> T | None:
         """Run one repository's ``step``; a failure of its own holds only that repository (``_repo_failed``) and

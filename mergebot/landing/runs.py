@@ -8,6 +8,7 @@ slack, or that finishes without a result, is an ``error`` result, never a pass.
 from __future__ import annotations
 
 from mergebot.landing import messages as say
+from mergebot.landing import shared
 from mergebot.landing.land import Context
 from mergebot.models import Job, Repo
 from verifier.runner import Result
@@ -55,7 +56,9 @@ async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candi
                       landed_id: int | None = None, command: str | None = None,
                       window_width: int | None = None) -> int:
     """A verify job for ``sha``: the candidates' check, or ``command`` (main's check after a landing);
-    ``window_width`` is the speculation window's width, recorded for the charts."""
+    ``window_width`` is the speculation window's width, recorded for the charts. A forge repository's commit goes
+    to its queue branch first, for a worker or replica without this disk (``shared``)."""
+    await shared.publish(ctx.path(repo), repo, sha, ctx.published)
     job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=command or repo.verifier_command,
                                         timeout_s=repo.verifier_timeout_s, purpose=purpose,
                                         candidate_id=candidate_id, landed_id=landed_id,

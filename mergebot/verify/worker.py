@@ -2,15 +2,15 @@
 
 A worker runs inside ``mergebot serve`` (reading the bot's repositories directly) or as ``mergebot verifier
 worker`` on any machine, talking to the bot over HTTP with a verifier token: the jobs API for claims,
-heartbeats and results, and git over HTTP to fetch the commit into a local mirror. Either way the rules are
-the same: heartbeat while the check runs; if the claim was lost (the lease ran out and another worker took
-the job) the result is refused and thrown away; each worker slot reuses one checkout.
+heartbeats and results, and git over HTTP to fetch the commit into a local mirror (``verify.remote``). Either
+way the rules are
+the same: heartbeat while the check runs; if the claim was lost (the lease ran out and another worker took the job)
+the result is refused and thrown away; each worker slot reuses one checkout.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import os
@@ -20,16 +20,17 @@ import subprocess
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 import httpx
 import psycopg
 
-from mergebot.client import ApiError, Client
+from mergebot.client import ApiError
 from mergebot.db.jobs import JobStore
 from mergebot.errors import ClaimSuperseded, MergebotError
+from mergebot.git import mirror
 from mergebot.git import repo as git
-from mergebot.models import Job
+from mergebot.models import Job, Repo
 from verifier import cache as caches
 from verifier import disk
 from verifier.runner import DISK_LIMIT_MB, MEMORY_MB, Result, Setup, run_check
@@ -106,6 +107,9 @@ class JobSource(Protocol):
 
 
 class RepoAccess(Protocol):
+    async def ready(self, job: Job) -> None:
+        """Make sure the job's commit can be read here (a forge repository's, from its queue branch)."""
+
     def path_for(self, repo: str, sha: str) -> Path: ...
 
 
@@ -141,101 +145,26 @@ class LocalSource:
                 return
 
 
-T = TypeVar("T")
-
-
-class Servers:
-    """The replicas a remote worker may reach (``--server A,B``): a call that cannot reach the current one tries
-    the next, so a worker outlives any one replica's restart or death."""
-
-    def __init__(self, urls: Sequence[str], token: str) -> None:
-        self.urls = [u.rstrip("/") for u in urls if u.strip()]
-        self.clients = [Client(u, token) for u in self.urls]
-        self.current = 0
-
-    def call(self, fn: Callable[[Client], T]) -> T:
-        last: Exception | None = None
-        for _ in self.clients:
-            try:
-                return fn(self.clients[self.current])
-            except httpx.TransportError as e:
-                last = e
-                self.current = (self.current + 1) % len(self.clients)
-        raise MergebotError(f"cannot reach {' or '.join(self.urls)} ({last})")
-
-    def order(self) -> list[str]:
-        """Every server, the current one first."""
-        return self.urls[self.current:] + self.urls[:self.current]
-
-
-class HttpSource:
-    """Jobs through the bot's API, with a verifier token (a worker on another machine)."""
-
-    def __init__(self, servers: Servers, name: str) -> None:
-        self.servers, self.name = servers, name
-
-    async def _post(self, path: str, body: dict[str, Any]) -> Any:
-        try:
-            return await asyncio.to_thread(self.servers.call, lambda c: c.post(path, body))
-        except ApiError as e:
-            if e.status == 409:
-                raise ClaimSuperseded(e.message) from e
-            raise MergebotError(e.message) from e
-
-    async def claim(self) -> Job | None:
-        out = await self._post("/api/v1/verify-jobs/claim", {"worker": self.name})
-        return Job.from_row(out["job"]) if out else None
-
-    async def heartbeat(self, job: Job) -> None:
-        await self._post(f"/api/v1/verify-jobs/{job.id}/heartbeat", {"claim_version": job.claim_version})
-
-    async def finish(self, job: Job, result: Result) -> None:
-        await self._post(f"/api/v1/verify-jobs/{job.id}/result",
-                         {"claim_version": job.claim_version, "result": result.as_json()})
-
-    async def held_out(self, job: Job) -> list[tuple[str, bytes]]:
-        got = await asyncio.to_thread(self.servers.call, lambda c: c.get(
-            f"/api/v1/verify-jobs/{job.id}/held-out", claim_version=job.claim_version))
-        return [(f["path"], base64.b64decode(f["content"])) for f in got["files"]]
-
-    async def cancelled(self, job: Job) -> None:
-        # Over HTTP a cancellation shows as a refused heartbeat (409), which stops the run too.
-        await asyncio.Event().wait()
-
-
 class LocalRepos:
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    """The bot's own repositories. A forge repository's mirror is this replica's: a commit another replica made
+    (and pushed to its queue branch) is fetched from the forge first (``lookup`` reads the repository)."""
+
+    def __init__(self, root: Path, lookup: Callable[[str], Awaitable[Repo]] | None = None) -> None:
+        self.root, self.lookup = root, lookup
+
+    async def ready(self, job: Job) -> None:
+        if self.lookup is not None:
+            await have_commit(self.root, await self.lookup(job.repo), job.commit_sha)
 
     def path_for(self, repo: str, sha: str) -> Path:
         return git.bare_path(self.root, repo)
 
 
-class HttpRepos:
-    """A bare mirror per repository, fetched from the bot over HTTP: only the commits jobs ask for."""
-
-    def __init__(self, server: str | Servers, token: str, cache: Path) -> None:
-        self.servers, self.cache = server if isinstance(server, Servers) else Servers([server], token), cache
-        self.header = "Authorization: Basic " + base64.b64encode(f"verifier:{token}".encode()).decode()
-
-    def path_for(self, repo: str, sha: str) -> Path:
-        path = self.cache / f"{repo}.git"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
-        bare = git.open_repo(path)
-        if sha not in bare:
-            env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-            for server in self.servers.order():  # the first replica that answers
-                got = subprocess.run(["git", "-c", f"http.extraHeader={self.header}", "--git-dir", str(path), "fetch",
-                                      "-q", "--no-tags", f"{server}/git/{repo}.git", sha], check=False, env=env,
-                                     capture_output=True, text=True, timeout=600)
-                if got.returncode == 0:
-                    break
-            else:
-                raise MergebotError(f"could not fetch {sha[:12]} of {repo} from {' or '.join(self.servers.urls)}: "
-                                    f"{got.stderr.strip()[-300:]}")
-        return path
+async def have_commit(root: Path, repo: Repo, sha: str) -> None:
+    """A forge repository's commit in this machine's mirror, fetched from the forge when another replica made it."""
+    if repo.forge:
+        await asyncio.to_thread(mirror.have_commit, git.bare_path(root, repo.name), mirror.remote_of(repo),
+                                repo.target_branch, sha)
 
 
 def cache_root(slots: Path, repo: str) -> Path:
@@ -279,13 +208,19 @@ class Worker:
             except (MergebotError, psycopg.Error, ApiError, httpx.HTTPError) as e:
                 log.warning("cannot read the held-out checks for job %s: %s", job.id, e)
                 held = []
+        fetch_error = None
+        try:
+            await self.repos.ready(job)
+        except (MergebotError, psycopg.Error, OSError) as e:
+            fetch_error = str(e)
         stop = Stop()
         # The run stops at once when its job is cancelled (a speculation cut, a newer push) or its claim is lost
         # (a refused heartbeat): the worker is free for a run that can still land.
         beat = asyncio.create_task(self._heartbeat(job, stop))
         watch = asyncio.create_task(self._watch(job, stop))
         try:
-            result = await asyncio.get_running_loop().run_in_executor(self._thread, self._run, job, stop, secrets, held)
+            result = await asyncio.get_running_loop().run_in_executor(self._thread, self._run, job, stop, secrets, held,
+                                                                      fetch_error)
         finally:
             for task in (beat, watch):
                 task.cancel()
@@ -301,8 +236,10 @@ class Worker:
         return job
 
     def _run(self, job: Job, stop: Stop, secrets: Sequence[str] = (),
-             held: list[tuple[str, bytes]] | None = None) -> Result:
+             held: list[tuple[str, bytes]] | None = None, fetch_error: str | None = None) -> Result:
         try:
+            if fetch_error is not None:
+                raise OSError(fetch_error)
             path = self.repos.path_for(job.repo, job.commit_sha)
         except (subprocess.SubprocessError, OSError) as e:
             return Result(job.commit_sha, "", job.command, "error", None, 0, f"could not fetch the commit: {e}", "",
@@ -380,14 +317,14 @@ class Worker:
 
 def local_workers(jobs: JobStore, root: Path, data_dir: Path, database_urls: list[str], *, count: int, sandbox: str,
                   heartbeat_every: float, wake_on: list[asyncio.Event], secrets: Secrets | None = None,
-                  bwrap: str = BWRAP) -> list[Worker]:
+                  bwrap: str = BWRAP, lookup: Callable[[str], Awaitable[Repo]] | None = None) -> list[Worker]:
     """The verifier workers that run inside ``mergebot serve``: the bot's repositories read directly, one
     reused checkout slot each, the private paths hidden, woken by the queue (``wake_on``) when it enqueues."""
     workers = []
     slots = data_dir.resolve() / "slots"
     sweep_slots(slots)
     for i in range(count):
-        worker = Worker(LocalSource(jobs, worker_name(i)), LocalRepos(root), slots / f"{os.getpid()}-{i}",
+        worker = Worker(LocalSource(jobs, worker_name(i)), LocalRepos(root, lookup), slots / f"{os.getpid()}-{i}",
                         sandbox=sandbox, heartbeat_every=heartbeat_every, hide=private_paths(data_dir, *database_urls),
                         secrets=secrets, bwrap=bwrap)
         wake_on.append(worker.wake)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -10,11 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mergebot.api.deps import DbDep, Reader, ServicesDep, require
 from mergebot.api.errors import ERROR_RESPONSES
+from mergebot.errors import MergebotError
 from mergebot.landing import heldout
 from mergebot.models import Agent, record
+from mergebot.verify.worker import have_commit
 from verifier.runner import OUTCOMES, Result
 
 router = APIRouter(prefix="/api/v1/verify-jobs", tags=["verifier"], responses=ERROR_RESPONSES)
+log = logging.getLogger(__name__)
 Verifier = Annotated[Agent, Depends(require("verify"))]
 
 
@@ -34,9 +38,17 @@ class ResultIn(FenceIn):
 
 @router.post("/claim", summary="Claim the oldest queued job (204 when there is none)",
              responses={204: {"description": "no job is queued"}})
-async def claim(body: ClaimIn, agent: Verifier, db: DbDep) -> Any:
+async def claim(body: ClaimIn, agent: Verifier, db: DbDep, services: ServicesDep) -> Any:
     job = await db.jobs.claim_job(worker_id=agent.id, worker_name=f"{agent.name}:{body.worker}")
-    return Response(status_code=204) if job is None else {"job": record(job)}
+    if job is None:
+        return Response(status_code=204)
+    # The worker fetches the commit from this replica next: a forge repository's, made by another replica, is
+    # brought from its queue branch first. If the forge cannot give it, the worker's fetch fails and says so.
+    try:
+        await have_commit(services.root, await db.landing.get_repo(job.repo), job.commit_sha)
+    except MergebotError as e:
+        log.warning("job %s: cannot bring %s of %s here: %s", job.id, job.commit_sha[:12], job.repo, e.message)
+    return {"job": record(job)}
 
 
 @router.post("/{job_id}/heartbeat", summary="Renew the job's lease (the claim holder only)")
