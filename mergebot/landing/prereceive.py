@@ -27,7 +27,7 @@ from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, Forbidden, Invalid, MergebotError
 from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import assess, verdicts
+from mergebot.landing import assess, shared, verdicts
 from mergebot.landing import messages as say
 from mergebot.landing.checks import (
     SECTIONED,
@@ -364,7 +364,7 @@ async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int, 
     repo = await db.landing.get_repo(pushed[0]["repo"])
     path = git.bare_path(root, repo.name)
     ref = f"refs/heads/subtasks/{subtask_id}/v{claim_version}"
-    tip = await asyncio.to_thread(lambda: git.head_of(git.open_repo(path), ref))
+    tip = await shared.branch_tip(path, repo, ref)
     if tip is None:
         raise Invalid(f"{ref} does not exist yet: `mergebot submit` pushes your work to it", field="subtask")
     live = await db.landing.live_candidate(subtask_id=subtask_id, claim_version=claim_version, sha=tip)

@@ -87,6 +87,24 @@ async def gather(db: Database, path: Path, repo: Repo, fenced: Callable[[Candida
         log.info("fetched candidate %s (%s) of %s from the forge", cand.id, cand.sha[:12], repo.name)
 
 
+async def branch_tip(path: Path, repo: Repo, ref: str) -> str | None:
+    """A subtask branch's tip as the queue must see it: the forge's (fetched into this mirror) for a forge
+    repository, whichever replica asks; the bare repository's for a hosted one."""
+    def read() -> str | None:
+        if repo.forge:
+            remote = mirror.remote_of(repo)
+            mirror.ensure_mirror(path, remote, repo.target_branch)
+            tip = mirror.forge_tip(path, remote, ref)
+            if tip is None:
+                return None
+            mirror.have_commit(path, remote, repo.target_branch, tip, ref)
+            mirror.set_branch(path, ref, tip, "mergebot: the forge's tip, read again")
+            return tip
+        return git.head_of(git.open_repo(path), ref)
+
+    return await asyncio.to_thread(read)
+
+
 async def tidy(db: Database, path: Path, repo: Repo, published: Published) -> None:
     """Delete the queue branches whose jobs have all ended: this process's at once, and every ``SWEEP_SECONDS`` any
     the forge holds (a dead replica's, an acceptance probe another replica pushed)."""
