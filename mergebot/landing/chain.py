@@ -75,6 +75,10 @@ class Window:
     tried: dict[int, frozenset[str]] = field(default_factory=dict)
     tried_on: str | None = None
 
+    def plan(self, risk_aware: bool) -> list[planner.Slot]:
+        """The slots as the planner sees them (with estimates only in a risk-aware queue)."""
+        return [s.plan(self.fail_rate if risk_aware else None) for s in self.slots]
+
     def failing(self) -> bool:
         return any(s.plan().failed for s in self.slots)
 

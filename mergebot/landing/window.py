@@ -17,10 +17,10 @@ ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this mo
             (staged), so the run a result frees starts without waiting for that merge, and the queued candidates
             are tried on main (``sweep``): one that conflicts with main is rejected now, not when its turn comes.
 A candidate that does not apply on the chain's tail is tried on main at once: rejected if it does not apply there
-either, else re-planned after the slots ahead of it (it is tried again when one of them lands or is cut).
-A newer push, a reclaim or a main that moved cuts the window from there. The width grows by one per landing and
-halves on a failure, never below the deepest slot still more likely to land than not at the measured failure
-rate. While main is red, the serial path runs instead: a fix is judged against main itself.
+either, else re-planned after the slots ahead (tried again when one of them lands or is cut). A newer push, a
+reclaim or a moved main cuts the window from there. The width grows by one per landing and halves on a failure,
+never below the deepest slot still likelier to land than not at the measured failure rate (``planner``). While
+main is red, the serial path runs instead: a fix is judged against main itself.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class Speculator:
             await self._suspects_after(repo, window, target, set(), main)
         pending = [s.held_job_id or s.job_id for s in window.slots if s.job_id is not None and s.result is None]
         free = max(0 if pending else 1, window.width - len(pending))  # runs to spare for a bisection
-        decision = planner.decide(self.plan(repo, window), free=free)
+        decision = planner.decide(window.plan(repo.risk_aware), free=free)
         if decision.action == "wait":
             if not pending:
                 return False
@@ -142,18 +142,19 @@ class Speculator:
         else:  # superseded at the fence, or main moved: everything behind was built on it
             await self.cut(window, 0, say.AHEAD_DID_NOT_LAND)
 
-    def plan(self, repo: Repo, window: Window) -> list[planner.Slot]:
-        return [s.plan(window.fail_rate if repo.risk_aware else None) for s in window.slots]
-
     async def _leave_out(self, repo: Repo, window: Window, target: Target, main: str,
                          decision: planner.Decision) -> None:
         """Rule 4a of the planner: the failed stretch's suspect leaves the chain (a ``Suspect``), the slots built on
-        it are merged again without it (one that needed it waits for it: deferred) and the rest gets a run of its
-        own (with, when ``decision.more`` asks, a bisection next to it). The window then fills on behind the rest."""
+        it are merged again without it (one that needed it, or touches its paths, waits for it: deferred) and the
+        rest gets a run of its own (with, when ``decision.more`` asks, a bisection next to it). The window then fills
+        on behind the rest."""
         failing, at = window.slots[-1], decision.index
         suspect, behind, window.slots = window.slots[at], window.slots[at + 1:], window.slots[:at]
         assert failing.result is not None
         for slot in behind:
+            if slot.paths & suspect.paths:  # its lane: it may not pass the suspect before the suspect's verdict
+                await self._defer(window, slot.cand, say.WAITS_FOR_SAME_PATHS)
+                continue
             base = window.tail(main)
             merge, paths = await self.merge(target, slot.cand, base)
             if merge.kind in ("conflict", "up-to-date"):
@@ -174,7 +175,7 @@ class Speculator:
                  extra={"candidate": suspect.cand.id, "subtask": suspect.cand.subtask_id, "kind": "left_out"})
         if decision.more:
             end = len(window.slots) - 1
-            for index in planner.bisection(self.plan(repo, window), end, len(decision.more)):
+            for index in planner.bisection(window.plan(repo.risk_aware), end, len(decision.more)):
                 await self._checkpoint(repo, window, window.slots[index])
 
     async def _suspects_after(self, repo: Repo, window: Window, target: Target, landed: set[int],
@@ -205,10 +206,8 @@ class Speculator:
 
     async def _judge_aside(self, repo: Repo, window: Window, slot: Speculation, main: str) -> None:
         """A failed candidate judged on its own commit (retry, then main's status) while the window goes on.
-
         Rejected when the failure is its own; parked when main itself is red; put back in the queue when the
-        retry passed (flaky): main has moved on since, so it is merged and verified again before it lands.
-        """
+        retry passed (flaky): main has moved on since, so it is merged and verified again before it lands."""
         try:
             passed = await serial.verify(self.ctx, repo, slot.cand, slot.merge, main, first=slot.result)
             window.fail_rate = planner.observe_failure(window.fail_rate, passed is None)

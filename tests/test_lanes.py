@@ -1,0 +1,182 @@
+"""The speculation window under any mix of outcomes, widths, batches and estimates (a property test): the real
+``Speculator`` driven step by step in this process, against a real database and a real bare repository, with a
+worker that claims each verify job and judges its exact commit (it fails when any failing candidate's change is in
+the commit's tree).
+
+Candidates edit shared files (each its own line, so any order merges cleanly), one file of their own, and a failing
+one also adds a marker; a flaky one adds a marker that fails the first run that holds it, and no other. Whatever
+hypothesis draws:
+  * every commit main moved to is one a run passed on, exactly that commit, and main's first-parent chain is the
+    landed rows' merges;
+  * lanes are never crossed: while a candidate is out of the chain (judged apart, or left out of a failed batch),
+    no candidate that was not ahead of it and touches one of its paths is in the chain;
+  * every candidate without a failure lands (a flaky one too), and every failing one is rejected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from pathlib import Path
+
+import pygit2
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mergebot.auth import Role
+from mergebot.db.database import Database
+from mergebot.errors import ClaimSuperseded
+from mergebot.git import repo as git
+from mergebot.landing.chain import Window
+from mergebot.landing.land import Context
+from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.window import Speculator
+from verifier.runner import Result
+
+SHARED = ("a.txt", "b.txt", "c.txt")
+SPACING = 3  # candidate i edits line SPACING * i of each shared file it touches: never next to another's edit
+CANDIDATES = st.lists(st.tuples(st.frozensets(st.sampled_from(SHARED), max_size=2),
+                                st.sampled_from(["passes", "passes", "fails", "flaky"]),
+                                st.sampled_from([0.02, 0.1, 0.4])),  # its estimated failure probability
+                      min_size=2, max_size=6)
+_names = itertools.count()
+
+
+def _base(path: Path) -> Path:
+    """A source repository with the shared files, each one line per possible candidate and spacer."""
+    repo = pygit2.init_repository(str(path), initial_head="main")
+    builder = repo.TreeBuilder()
+    for name in SHARED:
+        text = "".join(f"{name} line {i}\n" for i in range(SPACING * 8 + 2))
+        builder.insert(name, repo.create_blob(text.encode()), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("t", "t@example.com")
+    repo.create_commit("refs/heads/main", sig, sig, "base", builder.write(), [])
+    return path
+
+
+def _change(bare: pygit2.Repository, main: str, i: int, shared: frozenset[str], kind: str) -> str:
+    base = bare[main].peel(pygit2.Commit)
+    builder = bare.TreeBuilder(base.tree)
+    for name in shared:
+        lines = base.tree[name].data.decode().splitlines(keepends=True)
+        lines[SPACING * (i + 1)] = f"{name} changed by candidate {i}\n"
+        builder.insert(name, bare.create_blob("".join(lines).encode()), pygit2.enums.FileMode.BLOB)
+    builder.insert(f"own-{i}.txt", bare.create_blob(f"{i}\n".encode()), pygit2.enums.FileMode.BLOB)
+    if kind != "passes":
+        builder.insert(f"{kind}-{i}.marker", bare.create_blob(b"x\n"), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature(f"c{i}", "c@example.com")
+    return str(bare.create_commit(None, sig, sig, f"candidate {i}", builder.write(), [pygit2.Oid(hex=main)]))
+
+
+async def _work(db: Database, root: Path, passed: set[str]) -> None:
+    """A verifier worker that needs no check: a commit fails when its tree holds a failure marker, or a flaky
+    marker that has not yet failed a run."""
+    flaked: set[str] = set()
+    while True:
+        job = await db.jobs.claim_job(worker_id=None, worker_name="lanes")
+        if job is None:
+            await asyncio.sleep(0.005)
+            continue
+        commit = git.open_repo(git.bare_path(root, job.repo))[job.commit_sha].peel(pygit2.Commit)
+        flaky = {e.name for e in commit.tree if e.name.startswith("flaky-")} - flaked
+        fails = bool(flaky) or any(e.name.startswith("fails-") for e in commit.tree)
+        flaked |= flaky
+        outcome = "fail" if fails else "pass"
+        if not fails:
+            passed.add(job.commit_sha)
+        result = Result(job.commit_sha, str(commit.tree_id), job.command, outcome, int(fails), 1, outcome, "", 4, "")
+        with contextlib.suppress(ClaimSuperseded):  # cancelled meanwhile (a cut, a landing that covered it)
+            await db.jobs.finish_job(job_id=job.id, worker_id=None, claim_version=job.claim_version,
+                                     outcome=outcome, result=result.as_json())
+
+
+def _crossings(window: Window, before: list[int], ahead: dict[int, set[int]]) -> list[tuple[int, int]]:
+    """Track who is out of the chain (and who was ahead of it then); the chain's slots that cross a lane."""
+    out = {cid: paths for cid, (_, paths) in window.aside.items()}
+    out.update({cid: s.slot.paths for cid, s in window.suspects.items()})
+    for cid in list(ahead):
+        if cid not in out:
+            del ahead[cid]
+    for cid in out:
+        if cid not in ahead:
+            ahead[cid] = set(before[:before.index(cid)]) if cid in before else set()
+    return [(s.cand.id, cid) for s in window.slots for cid, paths in out.items()
+            if s.paths & paths and s.cand.id not in ahead[cid]]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _base(tmp_path_factory.mktemp("lanes") / "src")
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(cands=CANDIDATES, width=st.integers(1, 3), batch=st.integers(1, 4), risk_aware=st.booleans())
+async def test_lanes_hold_and_only_passed_commits_land(e2e_db: Database, tmp_path: Path, source: Path,
+                                                      cands: list[tuple[frozenset[str], str, float]], width: int,
+                                                      batch: int, risk_aware: bool) -> None:
+    db, n = e2e_db, next(_names)
+    name, root = f"lanes{n}", repos_root(tmp_path / "data")
+    await add_repo(db, root, name=name, source=str(source), verifier_command="true")
+    await db.landing.update_repo(name, risk_aware=risk_aware)
+    bare = git.open_repo(git.bare_path(root, name))
+    start = git.head_of(bare, "refs/heads/main")
+    assert start is not None
+    ids: dict[int, tuple[int, str]] = {}  # candidate id -> (subtask id, kind)
+    for i, (shared, kind, risk) in enumerate(cands):
+        agent, _ = await db.agents.add_agent(name=f"l{n}-{i}", role=Role.AGENT)
+        sub, _ = await db.subtasks.create_subtask(actor_id=None, title=f"lanes {n}: candidate {i}")
+        claim = await db.subtasks.claim(agent_id=agent.id)
+        assert claim is not None and claim.id == sub.id
+        cand = await db.landing.enqueue(repo=name, subtask_id=sub.id, claim_version=claim.claim_version,
+                                        owner_id=agent.id, sha=_change(bare, start, i, shared, kind),
+                                        ref=f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}",
+                                        superseded="a newer push", risk=(risk, {}),
+                                        paths=sorted({*shared, f"own-{i}.txt"}))
+        ids[cand.id] = (sub.id, kind)
+
+    ctx = Context(db, root, poll=0.05)
+    spec = Speculator(ctx, width=width, batch=batch)
+    passed: set[str] = set()
+    worker = asyncio.create_task(_work(db, root, passed))
+    ahead: dict[int, set[int]] = {}
+    crossed: list[tuple[int, int]] = []
+    try:
+        async with asyncio.timeout(90):
+            while True:
+                repo = await db.landing.get_repo(name)
+                window = spec.windows.get(name)
+                before = [s.cand.id for s in window.slots] if window else []
+                if not await spec.step(repo):
+                    await asyncio.sleep(0.01)
+                crossed += _crossings(spec.windows[name], before, ahead)
+                if worker.done():
+                    worker.result()  # the worker's own failure, not a queue's
+                statuses = {(await db.subtasks.get_subtask(sid)).status for sid, _ in ids.values()}
+                if statuses <= {"landed", "running"} and not spec.windows[name].aside:
+                    break
+    finally:
+        spec.drop(name)
+        for task in [worker, *ctx.post_land]:
+            task.cancel()
+        await asyncio.gather(worker, *ctx.post_land, return_exceptions=True)
+
+    assert crossed == [], f"lanes crossed (slot, out): {crossed}"
+    for cid, (sid, kind) in ids.items():
+        cand = await db.landing.get_candidate(cid)
+        if kind == "fails":
+            assert cand.status == "rejected", (cid, kind, cand.status, cand.reason)
+        else:  # a flaky one may have landed from a later candidate of its subtask (requeued after its retry)
+            assert (await db.subtasks.get_subtask(sid)).status == "landed", (cid, kind, cand.status, cand.reason)
+    landed = await db.landing.landed(repo=name, limit=100)
+    head = git.head_of(bare, "refs/heads/main")
+    chain, cur = [], head
+    while cur != start:
+        assert cur is not None
+        chain.append(cur)
+        cur = str(bare[cur].peel(pygit2.Commit).parent_ids[0])
+    assert sorted(chain) == sorted(row.merged_sha for row in landed)  # every merge on main has its landed row
+    # main moved only to commits a run passed on, exactly those
+    assert {row.main_sha or row.merged_sha for row in landed} <= passed
