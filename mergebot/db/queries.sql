@@ -1150,9 +1150,11 @@ LISTEN mergebot_ready;
 -- repository's last 2,000 candidates, the ones that ran their check to a verdict (landed, or rejected for a failure
 -- of their own: ``own`` names those kinds): the agent's last 50 and the repository's last 300 of them, the last 500
 -- that touch any of ``paths``, and the last 300 that came right after a failure of their own subtask (how often a
--- fix fails here); and the subtask's earlier pushes with whether the newest of them failed its check.
+-- fix fails here); and the subtask's earlier pushes with whether the newest of them failed its check. The agent's
+-- record and the paths' leave out this subtask's own candidates: its last failure is the after-failure fact, and
+-- counted again there it would make every fix look like the riskiest push of all.
 WITH recent AS (
-    SELECT c.id, c.owner_id, c.paths, c.status,
+    SELECT c.id, c.owner_id, c.subtask_id, c.paths, c.status,
            c.status = 'rejected' AND c.verdict->>'kind' = ANY(%(own)s::text[]) AS failed,
            c.status = 'landed' OR c.verdict->>'kind' = ANY(%(own)s::text[]) AS judged,
            coalesce(lag(c.status = 'rejected' AND c.verdict->>'kind' = ANY(%(own)s::text[]))
@@ -1161,11 +1163,11 @@ WITH recent AS (
 ), judged AS (
     SELECT * FROM recent WHERE judged AND status IN ('landed', 'rejected')
 ), agent AS (
-    SELECT failed FROM judged WHERE owner_id = %(owner_id)s ORDER BY id DESC LIMIT 50
+    SELECT failed FROM judged WHERE owner_id = %(owner_id)s AND subtask_id <> %(subtask_id)s ORDER BY id DESC LIMIT 50
 ), repo AS (
     SELECT failed FROM judged ORDER BY id DESC LIMIT 300
 ), near AS (
-    SELECT failed, paths FROM judged ORDER BY id DESC LIMIT 500
+    SELECT failed, paths FROM judged WHERE subtask_id <> %(subtask_id)s ORDER BY id DESC LIMIT 500
 ), fixes AS (
     SELECT failed FROM judged WHERE after ORDER BY id DESC LIMIT 300
 ), pushes AS (
