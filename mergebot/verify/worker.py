@@ -3,9 +3,8 @@
 A worker runs inside ``mergebot serve`` (reading the bot's repositories directly) or as ``mergebot verifier
 worker`` on any machine, talking to the bot over HTTP with a verifier token: the jobs API for claims,
 heartbeats and results, and git over HTTP to fetch the commit into a local mirror (``verify.remote``). Either
-way the rules are
-the same: heartbeat while the check runs; if the claim was lost (the lease ran out and another worker took the job)
-the result is refused and thrown away; each worker slot reuses one checkout.
+way the rules are the same: heartbeat while the check runs; if the claim was lost (the lease ran out and another
+worker took the job) the result is refused and thrown away; each worker slot reuses one checkout.
 """
 
 from __future__ import annotations
@@ -153,8 +152,11 @@ class LocalRepos:
         self.root, self.lookup = root, lookup
 
     async def ready(self, job: Job) -> None:
-        if self.lookup is not None:
-            await have_commit(self.root, await self.lookup(job.repo), job.commit_sha)
+        path = git.bare_path(self.root, job.repo)
+        if self.lookup is None or await asyncio.to_thread(lambda: path.exists()
+                                                          and job.commit_sha in git.open_repo(path)):
+            return  # the commit is here (always, for a hosted repository): no need to read the repository
+        await have_commit(self.root, await self.lookup(job.repo), job.commit_sha)
 
     def path_for(self, repo: str, sha: str) -> Path:
         return git.bare_path(self.root, repo)
