@@ -82,6 +82,14 @@ def git(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedP
     return out
 
 
+def forge_remote(source: Path, remote: Path) -> Path:
+    """A bare repository standing in for a forge's git remote, cloned from ``source``; it serves fetches by commit
+    id, as GitHub does."""
+    git(["clone", "-q", "--bare", str(source), str(remote)], remote.parent.parent)
+    git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)
+    return remote
+
+
 def make_project(path: Path) -> Path:
     """A small repository with a real pytest suite, to import into the bot."""
     path.mkdir(parents=True)

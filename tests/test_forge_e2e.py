@@ -31,7 +31,7 @@ from mergebot.db.database import Database
 from mergebot.forge.client import GitHubClient
 from mergebot.landing.repos import add_repo, forge_settings, repos_root, set_rules
 from mergebot.models import Handle
-from tests.bot import BotProcess, check_command, commit, git, make_project
+from tests.bot import BotProcess, check_command, commit, forge_remote, git, make_project
 from tests.forge_standin import ForgeStandin, PostedStatus
 
 PAYLOADS = Path(__file__).parent / "forge_payloads"
@@ -95,10 +95,7 @@ def final(statuses: list[PostedStatus]) -> bool:
 async def forge_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
                       monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ForgeFleet]:
     db = e2e_db
-    src = make_project(tmp_path / "src")
-    remote = tmp_path / "forge" / "calc.git"
-    git(["clone", "-q", "--bare", str(src), str(remote)], tmp_path)
-    git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)  # as GitHub serves fetch-by-id
+    remote = forge_remote(make_project(tmp_path / "src"), tmp_path / "forge" / "calc.git")
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     monkeypatch.setenv("GITEA_TOKEN", TOKEN)
     monkeypatch.setenv("MERGEBOT_WEBHOOK_SECRET", SECRET)
@@ -364,9 +361,7 @@ async def test_odd_refs_never_reach_a_shell(forge_fleet: ForgeFleet, tmp_path: P
 async def test_a_gitea_repository_lands_through_the_gitea_endpoint(forge_fleet: ForgeFleet) -> None:
     """Gitea: its own signature header (bare hex), X-GitHub-Event sent too, statuses through Gitea's API."""
     f = forge_fleet
-    remote = f.remote.with_name("gitea-calc.git")
-    git(["clone", "-q", "--bare", str(f.remote), str(remote)], f.work)
-    git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)
+    remote = forge_remote(f.remote, f.remote.with_name("gitea-calc.git"))
     await add_repo(f.db, repos_root(f.bot.data_dir), name="gcalc", source=None, verifier_command=check_command(),
                    verifier_timeout_s=60,
                    forge=forge_settings("gitea", "acme/gcalc", url=f.forge.url, git_url=str(remote)))
@@ -400,9 +395,7 @@ async def test_a_gitea_pull_request_has_one_living_comment_that_answers_commands
     """Gitea and Forgejo have no Checks API: the pull request's one comment goes through their issue comments,
     and a command in a comment is answered there."""
     f = forge_fleet
-    remote = f.remote.with_name("gitea-calc.git")
-    git(["clone", "-q", "--bare", str(f.remote), str(remote)], f.work)
-    git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)
+    remote = forge_remote(f.remote, f.remote.with_name("gitea-calc.git"))
     await add_repo(f.db, repos_root(f.bot.data_dir), name="gcalc", source=None, verifier_command=check_command(),
                    verifier_timeout_s=60,
                    forge=forge_settings("gitea", "acme/gcalc", url=f.forge.url, git_url=str(remote)))

@@ -23,7 +23,7 @@ import pytest
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from tests.bot import BotProcess, check_command, commit, git, make_project
+from tests.bot import BotProcess, check_command, commit, forge_remote, git, make_project
 from tests.forge_standin import ForgeStandin
 from tests.test_forge_e2e import SECRET, TOKEN, ZERO, ForgeFleet
 
@@ -107,9 +107,7 @@ class Replicas:
 async def replicas(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
                    monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Replicas]:
     db = e2e_db
-    remote = tmp_path / "forge" / "calc.git"
-    git(["clone", "-q", "--bare", str(make_project(tmp_path / "src")), str(remote)], tmp_path)
-    git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)  # as GitHub serves fetch-by-id
+    remote = forge_remote(make_project(tmp_path / "src"), tmp_path / "forge" / "calc.git")
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     monkeypatch.setenv("MERGEBOT_WEBHOOK_SECRET", SECRET)
     tokens, ids = {}, {}

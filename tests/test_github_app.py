@@ -32,7 +32,7 @@ from mergebot.forge.client import GitHubClient, StatusPost
 from mergebot.forge.renewing import Renewing
 from mergebot.git import credentials
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from tests.bot import BotProcess, check_command, commit, git, make_project
+from tests.bot import BotProcess, check_command, commit, forge_remote, git, make_project
 from tests.forge_standin import ACCESS_TOKENS, INSTALLATION, ForgeStandin, GitHubApp, PostedStatus
 from tests.forge_standin import validate_github_response as validate
 
@@ -56,10 +56,7 @@ def keys() -> tuple[str, str]:
 
 @pytest.fixture
 def forge(keys: tuple[str, str], tmp_path: Path) -> Iterator[ForgeStandin]:
-    src = make_project(tmp_path / "src")
-    remote = tmp_path / "forge" / "calc.git"
-    git(["clone", "-q", "--bare", str(src), str(remote)], tmp_path)
-    git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)
+    remote = forge_remote(make_project(tmp_path / "src"), tmp_path / "forge" / "calc.git")
     with ForgeStandin(token="ghp_no_personal_token_here", bare_repo=remote,
                       app=GitHubApp(APP_ID, keys[1], installation_id=777)) as f:
         yield f

@@ -22,7 +22,7 @@ from mergebot.db.database import Database
 from mergebot.drill.invariants import Push
 from mergebot.drill.storm import github_push_body, redelivery_storm
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from tests.bot import BotProcess, commit, git, make_project
+from tests.bot import BotProcess, commit, forge_remote, git, make_project
 from tests.drills.conftest import QUICK_CHECK, Rig
 from tests.forge_standin import ForgeStandin
 
@@ -47,9 +47,7 @@ class ForgeRig:
 async def forge_rig(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
                     monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ForgeRig]:
     db = e2e_db
-    remote = tmp_path / "forge" / "calc.git"
-    git(["clone", "-q", "--bare", str(make_project(tmp_path / "src")), str(remote)], tmp_path)
-    git(["config", "uploadpack.allowReachableSHA1InWant", "true"], remote)
+    remote = forge_remote(make_project(tmp_path / "src"), tmp_path / "forge" / "calc.git")
     for name, value in (("GITHUB_TOKEN", TOKEN), ("MERGEBOT_WEBHOOK_SECRET", SECRET)):
         monkeypatch.setenv(name, value)
     ann, ann_token = await db.agents.add_agent(name="ann", role=Role.AGENT)
