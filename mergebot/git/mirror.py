@@ -160,7 +160,9 @@ def forge_head(path: Path, remote: Remote, branch: str) -> str:
 
 
 def sync_target(path: Path, remote: Remote, branch: str) -> str:
-    """Make the mirror's target branch what the forge's is, fetching its objects; returns that sha."""
+    """Make the mirror's target branch what the forge's is, fetching its objects (the mirror is cloned first when
+    this machine has none, ``ensure_mirror``); returns that sha."""
+    ensure_mirror(path, remote, branch)
     ref = f"refs/heads/{branch}"
     with _talking_to_forge(f"fetching {branch}"):
         remote.run(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", remote.url, f"+{ref}:{ref}"],

@@ -60,9 +60,7 @@ async def attach(db: Database, repo: Repo, path: Any, *, subtask_id: int, files:
 
     def probe_commit() -> str:
         if repo.forge:  # this replica's mirror, following the forge's main
-            remote = mirror.remote_of(repo)
-            mirror.ensure_mirror(path, remote, repo.target_branch)
-            mirror.sync_target(path, remote, repo.target_branch)
+            mirror.sync_target(path, mirror.remote_of(repo), repo.target_branch)
         bare = git.open_repo(path)
         main = git.head_of(bare, repo.target_ref)
         assert main is not None

@@ -132,12 +132,7 @@ class Forge:
         return mirror.remote_of(self.repo)
 
     async def head(self) -> str:
-        def sync() -> str:
-            remote = self._remote()
-            mirror.ensure_mirror(self.path, remote, self.repo.target_branch)  # a replica's first step
-            return mirror.sync_target(self.path, remote, self.repo.target_branch)
-
-        return await asyncio.to_thread(sync)
+        return await asyncio.to_thread(mirror.sync_target, self.path, self._remote(), self.repo.target_branch)
 
     async def move(self, old: str, new: str, why: str) -> bool:
         """Once the forge took the push, the landing stands whatever the forge's branch does next. When the push's
