@@ -70,11 +70,11 @@ def _change(bare: pygit2.Repository, main: str, i: int, shared: frozenset[str], 
     return str(bare.create_commit(None, sig, sig, f"candidate {i}", builder.write(), [pygit2.Oid(hex=main)]))
 
 
-async def _work(db: Database, root: Path, passed: set[str]) -> None:
+async def _work(db: Database, root: Path, passed: set[str], stop: asyncio.Event) -> None:
     """A verifier worker that needs no check: a commit fails when its tree holds a failure marker, or a flaky
     marker that has not yet failed a run."""
     flaked: set[str] = set()
-    while True:
+    while not stop.is_set():
         job = await db.jobs.claim_job(worker_id=None, worker_name="lanes")
         if job is None:
             await asyncio.sleep(0.005)
@@ -140,7 +140,8 @@ async def test_lanes_hold_and_only_passed_commits_land(e2e_db: Database, tmp_pat
     ctx = Context(db, root, poll=0.05)
     spec = Speculator(ctx, width=width, batch=batch)
     passed: set[str] = set()
-    worker = asyncio.create_task(_work(db, root, passed))
+    stop = asyncio.Event()
+    worker = asyncio.create_task(_work(db, root, passed, stop))
     ahead: dict[int, set[int]] = {}
     crossed: list[tuple[int, int]] = []
     try:
@@ -158,6 +159,12 @@ async def test_lanes_hold_and_only_passed_commits_land(e2e_db: Database, tmp_pat
                 if statuses <= {"landed", "running"} and not spec.windows[name].aside:
                     break
     finally:
+        # Stopped, not cancelled: a task cancelled in the middle of a query could leave the shared pool's
+        # connection unusable for the next example. The post-land checks end on their own (the worker is still up).
+        if ctx.post_land:
+            await asyncio.wait(ctx.post_land, timeout=30)
+        stop.set()
+        await asyncio.wait([worker], timeout=30)
         spec.drop(name)
         for task in [worker, *ctx.post_land]:
             task.cancel()
