@@ -185,7 +185,13 @@ def test_only_verified_valid_prefixes_ever_land(raw: list[tuple[str | None, bool
         lo = max((i for i in range(failed) if slots[i].checkpoint), default=-1)
         assert slots[failed].failed and (free >= 1 or lo == failed - 1 >= 0)  # a run for the rest, or one ahead
         assert lo < d.index <= failed and slots[d.index].risk == max(s.risk for s in slots[lo + 1:])
-        assert len(d.more) <= max(0, free - 1) and all(lo < i < failed - 1 for i in d.more)
+        assert d.more == () and (d.index == failed == lo + 1 or 2 * slots[d.index].risk > sum(
+            s.risk for s in slots[lo + 1:]))  # alone behind a pending run, or a clear culprit
+    if d.action == "apart":  # the whole failed stretch, behind the last run ahead of it; no clear culprit in it
+        failed = len(slots) - 1
+        lo = max((i for i in range(failed) if slots[i].checkpoint), default=-1)
+        assert slots[failed].failed and d.index == lo + 1 < failed
+        assert 2 * max(s.risk for s in slots[lo + 1:]) <= sum(s.risk for s in slots[lo + 1:]) + 1e-12
     if d.action == "wait":  # for a run, or for a free worker: never idle while a failure could be split
         assert any(s.checkpoint and s.outcome is None for s in slots) or not slots or (
             free == 0 and any(s.failed for s in slots))
@@ -197,11 +203,13 @@ def test_the_likeliest_culprit_is_left_out_and_the_rest_runs_without_it() -> Non
     assert decide(batch, free=1) == Decision("leave_out", 1)
     assert decide(batch, free=3) == Decision("leave_out", 1)  # it carries most of the mass: no bisection too
     assert decide(batch, free=0) == Decision("wait")
-    # equal estimates: the last is left out (a batch of two: the same run as a bisection's, and the window fills on)
+    # equal estimates name no culprit: the stretch is judged apart, whatever the free workers (rule 4b)
     even = [Slot(i, checkpoint=False, risk=0.1) for i in range(3)] + [Slot(3, "fail", risk=0.1)]
-    assert decide(even, free=1) == Decision("leave_out", 3)
-    assert decide(even[2:], free=1) == Decision("leave_out", 1)
-    assert decide(even, free=3) == Decision("leave_out", 3, (0, 1))  # and the rest bisected next to it
+    assert decide(even, free=1) == Decision("apart", 0)
+    assert decide(even[2:], free=1) == Decision("apart", 0)  # a batch of two: a guess would be wrong half the time
+    assert decide(even, free=0) == Decision("apart", 0)
+    behind = [Slot(9, risk=0.1), *even]  # behind a run still pending: the stretch after it
+    assert decide(behind, free=0) == Decision("apart", 1)
     # no estimates (a queue that is not risk-aware): the plain bisection
     unknown = [Slot(i, checkpoint=False) for i in range(3)] + [Slot(3, "fail")]
     assert decide(unknown, free=1) == Decision("checkpoint", 1)
@@ -212,12 +220,12 @@ def test_the_likeliest_culprit_is_left_out_and_the_rest_runs_without_it() -> Non
     assert decide([Slot(1), Slot(2, "fail")], free=0) == Decision("wait")  # without estimates: it waits its turn
 
 
-def test_a_suspect_with_less_than_half_the_mass_is_left_out_next_to_a_bisection_of_the_rest() -> None:
+def test_a_suspect_with_half_the_mass_or_less_is_no_clear_culprit() -> None:
     batch = [Slot(i, checkpoint=False, risk=0.1) for i in range(5)] + [Slot(5, "fail", risk=0.15)]
-    # the suspect is the failing slot itself: the rest is 0..4, with a run on 4 and the bisection in 0..3
-    assert decide(batch, free=1) == Decision("leave_out", 5)
-    assert decide(batch, free=2) == Decision("leave_out", 5, (1,))
-    assert decide(batch, free=3) == Decision("leave_out", 5, (1, 2))
+    assert decide(batch, free=3) == Decision("apart", 0)
+    clear = [Slot(0, checkpoint=False, risk=0.1), Slot(1, checkpoint=False, risk=0.05), Slot(2, "fail", risk=0.2)]
+    assert decide(clear, free=1) == Decision("leave_out", 2)  # 0.2 of 0.35: more than half
+    assert decide([Slot(0, checkpoint=False, risk=0.1), Slot(1, "fail", risk=0.1)], free=1) == Decision("apart", 0)
 
 
 def test_a_bisection_splits_the_failure_mass_not_the_count() -> None:
@@ -229,9 +237,9 @@ def test_a_bisection_splits_the_failure_mass_not_the_count() -> None:
 
 def test_a_batch_must_stay_likely_to_pass() -> None:
     assert pass_threshold(0.1, 1) == 0.9  # no batches: one candidate's own chance
-    assert pass_threshold(0.5, 8) == 0.75  # never a batch expected to fail more than one time in four
+    assert pass_threshold(0.5, 8) == 0.7  # never a batch expected to fail more than three times in ten
     assert pass_threshold(0.01, 8, 4) == 0.99 ** 8
-    assert 0.75 <= pass_threshold(0.1, 8, 4) < 0.9
+    assert 0.7 <= pass_threshold(0.1, 8, 4) < 0.9
 
 
 @given(st.integers(1, 64), st.booleans(), st.integers(1, 64))

@@ -1,9 +1,10 @@
-"""A risk-aware queue end to end (``mergebot.landing.risk``, the window's batches and rule 4a of the planner):
+"""A risk-aware queue end to end (``mergebot.landing.risk``, the window's batches, rules 4a and 4b of the planner):
 a real server, real pushes, the real verifier.
 
 Each push's failure estimate is made from the records when it is queued; the queue takes the safer first,
-batches likely passes together, runs a likely failure alone and, when a batch fails, leaves its likeliest culprit
-out: the rest lands on its own run, and every landed commit is one a run passed on exactly.
+batches likely passes together, runs a likely failure alone and, when a batch fails, leaves its clear culprit out
+(the rest lands on its own run) or, with no clear culprit, judges each of its candidates on main alone (the others
+land in a later batch); every landed commit is one a run passed on exactly.
 """
 
 from __future__ import annotations
@@ -79,6 +80,42 @@ async def test_a_failed_batch_leaves_its_likeliest_culprit_out_and_the_rest_land
     cand = (await fleet.db.landing.candidates(repo="demo", subtask_id=sub["ann"]))[0]
     assert cand["status"] == "rejected" and (cand["verdict"] or {}).get("kind") == "check_failed", cand
     assert "left candidate" in fleet.bot.log.read_text()
+    assert await fleet.db.landing.pending_intents("demo") == []
+
+
+async def test_a_failed_batch_with_no_clear_culprit_is_judged_apart_and_its_good_candidates_land_together(
+        fleet: Fleet) -> None:
+    fleet.bot.stop()
+    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="2", MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2",
+                    MERGEBOT_RETRY_FAILED_CHECKS="0")
+    sub = await _pushes(fleet, {"ann": 0.04, "bob": 0.04, "cat": 0.04, "dan": 0.04})  # equal: no clear culprit
+    good = [sub[w] for w in ("bob", "cat", "dan")]
+    await wait_for(fleet, good, {"landed"})
+    await wait_for(fleet, [sub["ann"]], {"running"})
+
+    bare = fleet.bare()
+    tips = {w: (await fleet.db.landing.candidates(repo="demo", subtask_id=s))[0]["sha"] for w, s in sub.items()}
+    runs = sorted((j for j in await fleet.db.jobs.jobs(limit=100) if j["purpose"] == "candidate"),
+                  key=lambda j: j["id"])
+    # the batch of four failed; then each of the four ran on main alone (ann's failed), and no run after the
+    # batch covered ann beside her own: no guess at the culprit spent a run on a tree that would fail again
+    covers = {j["id"]: [w for w, t in tips.items() if _covers(bare, j["commit_sha"], t)] for j in runs}
+    batch, after = runs[0], runs[1:]
+    assert batch["outcome"] == "fail" and covers[batch["id"]] == list(tips), (runs, covers)
+    alone = {covers[j["id"]][0]: j for j in after if len(covers[j["id"]]) == 1}
+    assert set(alone) == set(tips) and alone["ann"]["outcome"] == "fail", covers
+    assert all(alone[w]["outcome"] == "pass" for w in ("bob", "cat", "dan")), alone
+    assert [j["id"] for j in after if "ann" in covers[j["id"]]] == [alone["ann"]["id"]], covers
+    # the three landed in a later batch, on a run that passed on exactly the commit main moved to
+    rows = [r for r in await fleet.db.landing.landed(repo="demo")]
+    assert {r.subtask_id for r in rows} == set(good) and any(r.batch_size > 1 for r in rows), rows
+    passed = {j["commit_sha"] for j in after if j["outcome"] == "pass"}
+    assert all(r.main_sha in passed for r in rows), (rows, runs)
+    # ann was rejected on the run of her own change on main, and told so
+    ann = (await fleet.db.landing.candidates(repo="demo", subtask_id=sub["ann"]))[0]
+    assert ann["status"] == "rejected" and (ann["verdict"] or {}).get("kind") == "check_failed", ann
+    assert ann["merged_sha"] == alone["ann"]["commit_sha"], ann
+    assert "apart on" in fleet.bot.log.read_text()
     assert await fleet.db.landing.pending_intents("demo") == []
 
 

@@ -32,6 +32,7 @@ class Speculation:
     held_job_id: int | None = None  # its passing run's held-out run, while it runs (``mergebot.landing.heldout``)
     held_for: Result | None = None  # that passing run, until the held-out run's verdict joins it
     without_suspect: bool = False  # its run is the one on a failed batch without its suspect (a leave-out)
+    proven: bool = False  # it passed on main alone after its batch failed (``mergebot.landing.apart``)
 
     @property
     def checkpoint(self) -> bool:
@@ -39,6 +40,8 @@ class Speculation:
 
     def risk(self, fail_rate: float) -> float:
         """Its estimated failure probability; the window's measured rate when it has none."""
+        if self.proven:
+            return planner.PROVEN
         return self.cand.failure_risk if self.cand.failure_risk is not None else fail_rate
 
     def plan(self, fail_rate: float | None = None) -> planner.Slot:
@@ -67,6 +70,7 @@ class Window:
     deferred: set[int] = field(default_factory=set)  # re-planned after the slots ahead of them (lanes)
     aside: dict[int, tuple[asyncio.Task[None], frozenset[str]]] = field(default_factory=dict)  # judged apart
     suspects: dict[int, Suspect] = field(default_factory=dict)  # left out of a failed batch (planner rule 4a)
+    proven: set[int] = field(default_factory=set)  # passed on main alone after their batch failed (rule 4b)
     # The next candidate, taken and merged onto the chain's tail while the runs were busy (``stage``); it has no
     # run until ``fill`` adds it.
     staged: Speculation | None = None
@@ -104,6 +108,7 @@ class Window:
             task.cancel()
         self.aside.clear()
         self.suspects.clear()
+        self.proven.clear()
         self.slots.clear()
         self.deferred.clear()
         self.staged = None

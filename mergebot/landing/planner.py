@@ -15,13 +15,18 @@ The rules, in order (``decide``):
      probability (``risk``; by count when none is known), so a batch of B with B-1 free workers finds its culprit
      in one run's time instead of log2(B) runs one after another; a checkpoint that passes inside it lands its
      prefix at once (rule 2);
-  4a. but when the slots carry estimates (a risk-aware queue), the stretch's likeliest culprit is left out first
-     (Zuul re-speculates so after a failure; on equal estimates, the last): it leaves the chain, and the rest of
-     its stretch gets a checkpoint of its own, so the window goes on filling behind the rest instead of waiting for
-     a bisection. Free workers beyond that one run bisect the rest next to it when the suspect carries less than
-     half the stretch's failure mass. A candidate failing alone behind a run still pending is left out the same
-     way, with that run as its rest (no new run). The executor (``mergebot.landing.window``) keeps the suspect
-     with its failed run: if the rest lands, the suspect sits on the very tree that failed and is judged on it;
+  4a. but when the slots carry estimates (a risk-aware queue) and one of them carries more than half the stretch's
+     failure mass, that likeliest culprit is left out first (Zuul re-speculates so after a failure): it leaves
+     the chain, and the rest of its stretch gets a checkpoint of its own, so the window goes on filling behind
+     the rest instead of waiting for a bisection. A candidate failing alone behind a run still pending is left
+     out the same way, with that run as its rest (no new run). The executor (``mergebot.landing.window``) keeps
+     the suspect with its failed run: if the rest lands, the suspect sits on the very tree that failed and is
+     judged on it;
+  4b. when the estimates name no clear culprit (at a uniform rate, a batch of two fails as often by its first as by
+     its last), speculating behind a guess throws its runs away as often as not. The whole stretch leaves the
+     chain instead and each of its candidates is judged apart, on main alone, while the window fills on with the
+     queue: the culprit is rejected on its own run, the others go back to the queue as having passed
+     (``PROVEN``) and land in a later batch. ``bench/window_model.py`` measures the three against each other;
   5. otherwise wait. A tail without a checkpoint gets one (the executor never leaves slots uncovered).
 The window adapts like Zuul's: one wider after a landing, halved after a failure, never below the floor. The
 floor follows the measured failure rate p: the deepest slot k whose run is still more likely to land than to be
@@ -36,7 +41,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 PASSING = frozenset({"pass", "flaky"})
-MIN_PASS = 0.75  # a batch expected to fail more than one time in four is not formed (see ``pass_threshold``)
+MIN_PASS = 0.7  # a batch expected to fail more than three times in ten is not formed (see ``pass_threshold``)
+CLEAR_SHARE = 0.5  # a failed stretch's suspect is left out (rule 4a) when it carries more than this share of its mass
+PROVEN = 0.01  # the estimate of a candidate that passed on main alone after its batch failed (rule 4b)
 
 
 @dataclass(frozen=True)
@@ -58,15 +65,17 @@ class Slot:
 
 @dataclass(frozen=True)
 class Decision:
-    action: str  # "land", "judge_head", "cut", "checkpoint", "leave_out", "wait"
+    action: str  # "land", "judge_head", "cut", "checkpoint", "leave_out", "apart", "wait"
     index: int = 0  # "land": slots up to here; "cut": from here on; "checkpoint": run the check on this slot;
-    # "leave_out": the suspect, taken out of the chain (the rest of its stretch gets a checkpoint at its end)
-    more: tuple[int, ...] = ()  # "checkpoint" while bisecting: these slots too; "leave_out": bisection points in
-    # the rest, counted once the suspect is out (the other slots keep their order)
+    # "leave_out": the suspect, taken out of the chain (the rest of its stretch gets a checkpoint at its end);
+    # "apart": the failed stretch, from here to the end, leaves the chain and each of its slots is judged alone
+    more: tuple[int, ...] = ()  # "checkpoint" while bisecting: these slots too
 
 
-def decide(slots: Sequence[Slot], free: int = 1) -> Decision:
-    """The next step for a window (see the module's rules), with ``free`` verifier runs to spare for a bisection.
+def decide(slots: Sequence[Slot], free: int = 1, clear_share: float = CLEAR_SHARE) -> Decision:
+    """The next step for a window (see the module's rules), with ``free`` verifier runs to spare for a bisection;
+    ``clear_share``: the share of a failed stretch's mass its suspect must exceed to be left out (rule 4a; at 0 a
+    suspect is always left out, at 1 never: ``bench/window_model.py`` compares them).
     Landing a passing unit comes before cutting behind a failure further back: its landing does not depend on
     anything behind it, and it must never wait."""
     for i, slot in enumerate(slots):
@@ -89,7 +98,7 @@ def decide(slots: Sequence[Slot], free: int = 1) -> Decision:
     if failed == 0:
         return Decision("judge_head")
     if failed is not None:  # the last slot (rule 3 cut what was behind it), with pending runs or none ahead
-        if (suspect := leave_out(slots, failed, free)) is not None:
+        if (suspect := leave_out(slots, failed, free, clear_share)) is not None:
             return suspect
         points = bisection(slots, failed, free)
         return Decision("checkpoint", points[0], points[1:]) if points else Decision("wait")
@@ -119,9 +128,10 @@ def bisection(slots: Sequence[Slot], failed: int, free: int) -> tuple[int, ...]:
     return tuple(sorted(points))
 
 
-def leave_out(slots: Sequence[Slot], failed: int, free: int) -> Decision | None:
-    """Rule 4a: the failed stretch's likeliest culprit, when the slots carry estimates (and a worker is free for
-    the rest's run); None to bisect instead."""
+def leave_out(slots: Sequence[Slot], failed: int, free: int, clear_share: float = CLEAR_SHARE) -> Decision | None:
+    """Rules 4a and 4b, when the slots carry estimates: the failed stretch's clear culprit (more than half its failure
+    mass) left out when a worker is free for the rest's run, or else the stretch judged apart; None to bisect instead
+    (no estimates)."""
     lo = max((i for i in range(failed) if slots[i].checkpoint), default=-1)
     stretch = range(lo + 1, failed + 1)
     risks = [slots[i].risk for i in stretch]
@@ -129,14 +139,10 @@ def leave_out(slots: Sequence[Slot], failed: int, free: int) -> Decision | None:
         return None
     if len(stretch) == 1:  # failing alone behind a run still pending: out of the chain, judged once that run lands
         return Decision("leave_out", failed) if lo >= 0 else None
-    if free < 1:
-        return None
     suspect = max(stretch, key=lambda i: (slots[i].risk, i))
-    rest = [s for i, s in enumerate(slots) if i != suspect]  # the suspect moved behind the rest
-    rest[failed - 1] = Slot(rest[failed - 1].candidate_id, None, True, True, rest[failed - 1].risk)
-    share = slots[suspect].risk / sum(risks)
-    points = bisection(rest, failed - 1, free - 1) if share < 0.5 else ()
-    return Decision("leave_out", suspect, points)
+    if slots[suspect].risk <= clear_share * sum(risks) and clear_share > 0:
+        return Decision("apart", lo + 1)  # no clear culprit: its runs need no free worker ahead of the queue's
+    return Decision("leave_out", suspect) if free >= 1 else None
 
 
 def pass_threshold(failure_rate: float, ceiling: int, width: int = 1) -> float:

@@ -11,7 +11,9 @@ ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this mo
             that does not apply on top of the slots ahead is re-planned after them (lanes);
   * leave out — in a risk-aware queue, a failed batch's likeliest culprit leaves the chain (a ``Suspect``) and the
             rest gets a run of its own while the window fills on behind it; the suspect is judged on its failed run
-            once the rest lands (it then sits on that very tree), or re-planned when the rest fails too. Batches
+            once the rest lands (it then sits on that very tree), or re-planned when the rest fails too. With no
+            clear culprit the whole failed batch leaves the chain and each candidate is judged on main alone
+            (``mergebot.landing.apart``), while the window fills on with the queue. Batches
             grow while they stay likely to pass (``planner.pass_threshold``), and a likely failure runs alone;
   * wait  — for any run of the window; meanwhile the next candidate is taken and merged onto the chain's tail
             (staged), so the run a result frees starts without waiting for that merge, and the queued candidates
@@ -30,7 +32,7 @@ import contextlib
 import logging
 
 from mergebot.git import repo as git
-from mergebot.landing import compare, evidence, heldout, planner, postland, runs, serial, sweep, verdict, verdicts
+from mergebot.landing import apart, compare, evidence, heldout, planner, postland, runs, serial, sweep, verdict
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
 from mergebot.landing.chain import Speculation, Suspect, Window, policy
@@ -98,14 +100,18 @@ class Speculator:
             window.width = self._next_width(window, passed=False)
             await self._leave_out(repo, window, target, main, decision)
             return True
+        if decision.action == "apart":  # no clear culprit: each candidate of the failed stretch judged on main alone
+            window.width = self._next_width(window, passed=False)
+            stretch, window.slots = window.slots[decision.index:], window.slots[:decision.index]
+            await apart.stretch(self.ctx, repo, window, target, stretch, main)
+            return True
         # judge_head: the head failed alone; everything behind it was built on it. It is judged apart (lanes): the
         # window refills at once without it, and only candidates touching the same paths wait for the verdict.
         head = window.slots[0]
         await self.cut(window, 1, say.AHEAD_FAILED)
         window.slots.pop(0)
         window.width = self._next_width(window, passed=False)
-        task = asyncio.create_task(self._judge_aside(repo, window, head, main))
-        window.aside[head.cand.id] = (task, head.paths)
+        apart.start(self.ctx, repo, window, head, main)
         return True
 
     async def _land(self, repo: Repo, window: Window, target: Target, main: str, index: int) -> None:
@@ -135,6 +141,7 @@ class Speculator:
         window.width = self._next_width(window, passed=landed is not None)
         if landed is not None:
             postland.start(self.ctx, repo, landed)
+            window.proven.difference_update(s.cand.id for s in unit)
             for _ in unit:
                 window.fail_rate = planner.observe_failure(window.fail_rate, False)
             assert last.merge.sha is not None
@@ -160,7 +167,7 @@ class Speculator:
             if merge.kind in ("conflict", "up-to-date"):
                 await self._defer(window, slot.cand, say.WAITS_FOR_AHEAD)
                 continue
-            window.slots.append(Speculation(slot.cand, base, merge, paths=paths))
+            window.slots.append(Speculation(slot.cand, base, merge, paths=paths, proven=slot.proven))
         if not window.slots:  # nothing is left ahead of it: it is judged alone, in its turn
             await self._defer(window, suspect.cand, say.WAITS_FOR_AHEAD)
             return
@@ -173,10 +180,6 @@ class Speculator:
         log.info("left candidate %s of subtask %s out of its failed batch (estimated failure %.2f)", suspect.cand.id,
                  suspect.cand.subtask_id, suspect.risk(window.fail_rate),
                  extra={"candidate": suspect.cand.id, "subtask": suspect.cand.subtask_id, "kind": "left_out"})
-        if decision.more:
-            end = len(window.slots) - 1
-            for index in planner.bisection(window.plan(repo.risk_aware), end, len(decision.more)):
-                await self._checkpoint(repo, window, window.slots[index])
 
     async def _suspects_after(self, repo: Repo, window: Window, target: Target, landed: set[int],
                               main: str) -> None:
@@ -193,8 +196,7 @@ class Speculator:
                     await self._defer(window, sus.slot.cand, say.WAITS_FOR_AHEAD)
                     continue
                 head = Speculation(sus.slot.cand, main, merge, job_id=sus.slot.job_id, result=first, paths=paths)
-                task = asyncio.create_task(self._judge_aside(repo, window, head, main))
-                window.aside[cid] = (task, paths)
+                apart.start(self.ctx, repo, window, head, main)
             elif sus.rest not in live or any(s.cand.id == sus.rest and s.plan().failed for s in window.slots):
                 window.suspects.pop(cid)
                 await self.ctx.db.landing.finish_candidate(cid, "queued", say.REPLANNED_AFTER_FAILURE)
@@ -203,26 +205,6 @@ class Speculator:
     def _next_width(self, window: Window, *, passed: bool) -> int:
         return planner.next_width(window.width, passed=passed, ceiling=self.width,
                                   floor=planner.window_floor(window.fail_rate, self.width))
-
-    async def _judge_aside(self, repo: Repo, window: Window, slot: Speculation, main: str) -> None:
-        """A failed candidate judged on its own commit (retry, then main's status) while the window goes on.
-        Rejected when the failure is its own; parked when main itself is red; put back in the queue when the
-        retry passed (flaky): main has moved on since, so it is merged and verified again before it lands."""
-        try:
-            passed = await serial.verify(self.ctx, repo, slot.cand, slot.merge, main, first=slot.result)
-            window.fail_rate = planner.observe_failure(window.fail_rate, passed is None)
-            if passed is not None:
-                why = await landing.fenced(self.ctx.db, slot.cand)
-                await self.ctx.db.landing.finish_candidate(
-                    slot.cand.id, "queued" if why is None else "superseded",
-                    say.flaky_requeued(repo.target_branch) if why is None else why,
-                    verdict=verdicts.recorded("queued", was_flaky=True, flaky_runs=evidence.runs_json(passed[2]))
-                    if why is None else None)
-        except Exception:  # never lost: the reconciler requeues a candidate left mid-verification
-            log.exception("judging candidate %s apart failed", slot.cand.id)
-        finally:
-            window.judged(slot.cand.id)
-            self.ctx.poke()
 
     async def _checkpoint(self, repo: Repo, window: Window, slot: Speculation) -> None:
         """Queue a run on ``slot``'s merge; it covers every unchecked slot ahead of it."""
@@ -274,7 +256,7 @@ class Speculator:
                 await self._unplaceable(repo, window, target, cand, merge, base, main)
                 skip.add(cand.id)
                 continue
-            slot = Speculation(cand, base, merge, paths=paths)
+            slot = Speculation(cand, base, merge, paths=paths, proven=cand.id in window.proven)
             if not window.slots:
                 await compare.prefetch(self.ctx, repo, base)
             if least is not None and not await self._batch_with(repo, window, slot, least):

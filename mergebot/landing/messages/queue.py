@@ -128,6 +128,11 @@ def flaky_requeued(target_branch: str) -> str:
     return (f"failed once and passed on a retry of the same commit; verified again on the current {target_branch}")
 
 
+def passed_apart(target_branch: str) -> str:
+    return (f"its batch failed without a clear culprit, and it passed on {target_branch} alone; verified again on "
+            f"the current {target_branch} in a later batch")
+
+
 def base_fails(target_branch: str, main: str) -> str:
     return f"the check fails on {target_branch} itself ({_short(main)})"
 
