@@ -198,10 +198,10 @@ class Model:
             if not self.slots:
                 self.back.append(sus.cand)
                 return True
-            rest = self.slots[-1]
-            if rest.run is None or rest.outcome is not None:
-                self.checkpoint(rest)
-            self.suspects[id(sus.cand)] = (sus.cand, rest.cand)
+            tail = self.slots[-1]
+            if tail.run is None or tail.outcome is not None:
+                self.checkpoint(tail)
+            self.suspects[id(sus.cand)] = (sus.cand, tail.cand)
         elif d.action == "apart":
             for s in self.slots[d.index:]:
                 self.start(Run([s.cand]))
