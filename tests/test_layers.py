@@ -5,7 +5,7 @@ Every module belongs to a *unit*: the first component of its name under ``mergeb
 ``__init__`` in unit ``mergebot``). ``UNITS`` below places each unit on a layer, lowest first:
 
   0. records and plain helpers: the package ``__init__``, models, errors, settings, auth, tree, similar,
-     cost, logs, client, table, secrets;
+     cost, logs, client, table, secrets, naps;
   1. storage and git: db, git;
   2. the work: landing, forge, verify, agent, recovery, drill;
   3. the doors: cli, web, api, mcp, demo, ``__main__``.
@@ -56,6 +56,7 @@ UNITS: dict[str, tuple[int, str]] = {
     "client": (0, "any"),
     "table": (0, "any"),
     "secrets": (0, "any"),
+    "naps": (0, "any"),
     # layer 1: storage and git
     "db": (1, "package"),
     "git": (1, "package"),

@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 
+from mergebot import naps
 from mergebot.db.queries import QUERIES
 
 log = logging.getLogger(__name__)
@@ -156,8 +157,7 @@ class Waiter:
                 if left <= 0:
                     return False
                 nap = left if self._up.is_set() else min(left, POLL_WHILE_DOWN)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(me.ev.wait(), timeout=nap)
+                await naps.nap(me.ev, nap)
         finally:
             waits.remove(me)
 
@@ -182,8 +182,7 @@ class Waiter:
                 if left <= 0:
                     return False
                 nap = min(left, poll or left) if self._up.is_set() else min(left, POLL_WHILE_DOWN, poll or left)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(ev.wait(), timeout=nap)
+                await naps.nap(ev, nap)
         finally:
             for key in keys:
                 evs = self._waiting.get(key)

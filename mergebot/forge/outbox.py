@@ -15,7 +15,6 @@ masked first (``masker``: the server's secrets, ``mergebot.secrets``), whatever 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import hashlib
 import logging
@@ -38,6 +37,7 @@ from mergebot.forge.renewing import Renewing
 from mergebot.git import credentials
 from mergebot.landing import told, verdicts
 from mergebot.models import Candidate, CheckRunRow, PullRow, Repo, StatusRow
+from mergebot.naps import nap
 from verifier import outcomes as outcome_files
 from verifier.mask import Masker
 
@@ -87,8 +87,7 @@ class StatusSender:
                 log.warning("status outbox pass failed, will retry: %s", e)
                 sent = 0
             if not sent:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
+                await nap(self._wake, self.poll)
 
     async def send_due(self) -> int:
         rows = await self.db.forge.take_statuses()

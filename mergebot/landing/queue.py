@@ -14,7 +14,6 @@ connection is everyone's, and the whole pass is retried with the leadership take
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -34,6 +33,7 @@ from mergebot.landing.prereceive import queue_orphans
 from mergebot.landing.reconcile import Report, reconcile_repo
 from mergebot.landing.window import Speculator
 from mergebot.models import Repo
+from mergebot.naps import nap
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -98,8 +98,7 @@ class LandingQueue:
                 await asyncio.sleep(self.ctx.poll)
                 continue
             if not busy:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), timeout=self.ctx.poll)
+                await nap(wake, self.ctx.poll)
 
     async def _count_slots(self) -> None:
         """An automatic window's width, every ``SLOT_COUNT_SECONDS``: this process's workers and the remote ones."""

@@ -30,6 +30,7 @@ from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.git import mirror
 from mergebot.git import repo as git
 from mergebot.models import Job, Repo
+from mergebot.naps import nap
 from verifier import cache as caches
 from verifier import disk
 from verifier.runner import DISK_LIMIT_MB, MEMORY_MB, Result, Setup, run_check
@@ -312,8 +313,7 @@ class Worker:
                 log.warning("verifier worker: %s", e)
                 job = None
             if job is None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), timeout=self.poll)
+                await nap(self.wake, self.poll)
                 self.wake.clear()
 
 

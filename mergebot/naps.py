@@ -1,0 +1,22 @@
+"""Waiting for an event with a limit, so that a cancel is never lost.
+
+Every long-lived loop of the server (the queue, the workers, the status outbox, the database waiter) sleeps until
+it is woken or a limit passes. ``asyncio.wait_for`` on Python 3.11 loses a cancel that arrives in the same turn as
+the wake-up: it returns the event's result instead of raising, and a loop around it goes on waiting, so a shutdown
+that cancels it hangs (a clean-clone CI run hung so in the lanes test). ``asyncio.timeout`` tells its own expiry
+from a cancel from outside, and lets the latter through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+
+async def nap(event: asyncio.Event, seconds: float) -> bool:
+    """Until ``event`` is set (True) or ``seconds`` pass (False); a cancel always propagates."""
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+        return True
+    except TimeoutError:
+        return False
