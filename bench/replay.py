@@ -112,6 +112,7 @@ def agent_loop(url: str, token: str, wt: Path, changes: list[dict[str, Any]], do
 def push_until_landed(client: Client, wt: Path, i: int, c: dict[str, Any], stats: dict[str, int],
                       errors: list[str]) -> bool:
     """Push and wait; redo a conflict on the new main, fix a failure; True once it landed."""
+    reason = ""
     for _ in range(6):
         res = agent.push(client, wt, wait=300, progress=False)
         status, reason = res.get("status"), str(res.get("reason") or "")
@@ -132,7 +133,7 @@ def push_until_landed(client: Client, wt: Path, i: int, c: dict[str, Any], stats
             return False
         run_git(["add", "-A"], wt)
         run_git(["commit", "-q", "-m", f"change {i}, again"], wt)
-    errors.append(f"change {i}: not landed after 6 pushes")
+    errors.append(f"change {i}: not landed after 6 pushes; the last: {reason[:160]}")
     return False
 
 

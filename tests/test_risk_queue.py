@@ -166,6 +166,51 @@ async def test_a_push_after_failures_is_estimated_likelier_to_fail_and_says_why(
     assert "after a failing check +" in page  # no fix here has passed yet: likelier to fail
 
 
+async def test_a_redo_after_a_lost_conflict_goes_first_and_is_not_counted_as_a_further_attempt(
+        fleet: Fleet) -> None:
+    """Serial queue: ann's first push conflicts with bob's, which lands first. Her redo goes before cat's fresher
+    and safer push (else, behind fresher pushes on the same file, it could lose every next conflict too), and it is
+    her first push to be judged on its check: no attempt term."""
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="two pushes of one new file")
+    pushed = {}
+    for who in ("bob", "ann"):
+        await fleet.db.subtasks.create_subtask(actor_id=None, title=f"{who}'s")
+        claim, wt = fleet.start(who)
+        commit(wt, {"NOTES.md": f"- {who}'s note\n"})
+        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        pushed[who] = (claim, wt)
+    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    (bob, _), (ann, wt) = pushed["bob"], pushed["ann"]
+    await wait_for(fleet, [bob.subtask_id], {"landed"})
+    await wait_for(fleet, [ann.subtask_id], {"running"})
+    first = (await fleet.db.landing.candidates(repo="demo", subtask_id=ann.subtask_id))[0]
+    assert first["status"] == "rejected" and (first["verdict"] or {}).get("kind") == "conflict", first
+    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="a fresh push, then the redo")
+    if "cat" not in fleet.tokens:
+        _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="cat's")
+    cat, cat_wt = fleet.start("cat")
+    commit(cat_wt, {"cat.txt": "cat\n"})
+    git(["push", "-q", "origin", f"HEAD:refs/heads/{cat.branch}"], cat_wt)
+    git(["fetch", "-q", "origin", "main"], wt)
+    git(["reset", "-q", "--hard", "FETCH_HEAD"], wt)
+    commit(wt, {"NOTES.md": "- bob's note\n- ann's note\n"})
+    git(["push", "-q", "-f", "origin", f"HEAD:refs/heads/{ann.branch}"], wt)  # redone on main
+    async with fleet.db.pool.connection() as conn:  # cat's is the safer too: the redo goes first all the same
+        await conn.execute("UPDATE candidates SET failure_risk = 0.01 WHERE subtask_id = %s", (cat.subtask_id,))
+        await conn.execute("UPDATE candidates SET failure_risk = 0.5 WHERE subtask_id = %s AND status = 'queued'",
+                           (ann.subtask_id,))
+    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await wait_for(fleet, [ann.subtask_id, cat.subtask_id], {"landed"})
+    redo = (await fleet.db.landing.candidates(repo="demo", subtask_id=ann.subtask_id))[0]
+    cats = (await fleet.db.landing.candidates(repo="demo", subtask_id=cat.subtask_id))[0]
+    assert redo["id"] != first["id"] and redo["status"] == "landed", redo
+    assert cats["id"] < redo["id"] and redo["finished_at"] < cats["finished_at"], (redo, cats)
+    facts = redo["risk_facts"]
+    assert facts["facts"]["attempt"] == 1 and facts["facts"]["after_failure"] is False, facts
+    assert "attempt" not in facts["terms"], facts
+
+
 async def test_every_landing_records_where_its_time_went(fleet: Fleet) -> None:
     """Pushed, queued, merged, run created, started and finished, landed: on the candidate page, in the timeline's
     tooltips, and as medians from ``mergebot cost --stages`` (the API's ``/api/v1/cost/stages``)."""

@@ -665,7 +665,9 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
 -- name: candidate_next
 -- The queue leader takes the next candidate: highest priority; then one that safer candidates have passed over
 -- ``max_passes`` times (the oldest such first, so none is passed over more than that); then the one whose landing
--- unblocks the most subtasks (its blocked dependents); then, where the repository's queue is risk-aware, the one
+-- unblocks the most subtasks (its blocked dependents); then the redo of a subtask that lost the most conflicts (its
+-- earlier pushes rejected because another landing changed the same lines first: without this, a redo queued behind
+-- fresher pushes on the same file lost again and again); then, where the repository's queue is risk-aware, the one
 -- least likely to fail its check (``failure_risk``; unknown counts as the middle); then arrival. Every older queued
 -- candidate of the same priority it goes before counts one more pass. ``exclude``: candidates the window re-plans
 -- later (lanes). A candidate whose subtask depends on one that is not landed (a reverted landing) is not taken.
@@ -681,6 +683,9 @@ WITH pick AS (
              CASE WHEN q.passed_over >= %(max_passes)s THEN q.id END,
              (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
               WHERE d.depends_on_id = q.subtask_id AND b.status = 'blocked') DESC,
+             (SELECT count(*) FROM candidates e
+              WHERE e.subtask_id = q.subtask_id AND e.id < q.id AND e.status = 'rejected'
+                AND e.verdict->>'kind' = 'conflict') DESC,
              CASE WHEN r.risk_aware THEN coalesce(q.failure_risk, 0.5) END,
              q.id
     LIMIT 1
@@ -1150,7 +1155,9 @@ LISTEN mergebot_ready;
 -- repository's last 2,000 candidates, the ones that ran their check to a verdict (landed, or rejected for a failure
 -- of their own: ``own`` names those kinds): the agent's last 50 and the repository's last 300 of them, the last 500
 -- that touch any of ``paths``, and the last 300 that came right after a failure of their own subtask (how often a
--- fix fails here); and the subtask's earlier pushes with whether the newest of them failed its check. The agent's
+-- fix fails here); and the subtask's earlier pushes (but those superseded or rejected for a conflict: they say
+-- nothing of its check, and counted they sent an agent redoing a conflict behind fresher pushes, to lose the
+-- next conflict too) with whether the newest of them failed its check. The agent's
 -- record and the paths' leave out this subtask's own candidates: its last failure is the after-failure fact, and
 -- counted again there it would make every fix look like the riskiest push of all.
 WITH recent AS (
@@ -1178,7 +1185,8 @@ SELECT (SELECT count(*) FROM agent) AS agent_finished,
        (SELECT count(*) FILTER (WHERE failed) FROM agent) AS agent_failed,
        (SELECT count(*) FROM repo) AS repo_finished,
        (SELECT count(*) FILTER (WHERE failed) FROM repo) AS repo_failed,
-       (SELECT count(*) FROM pushes) + 1 AS attempt,
+       (SELECT count(*) FROM pushes WHERE status <> 'superseded' AND kind IS DISTINCT FROM 'conflict') + 1
+           AS attempt,
        coalesce((SELECT p.status = 'rejected' AND p.kind = ANY(%(own)s::text[]) FROM pushes p LIMIT 1), false)
            AS after_failure,
        (SELECT count(*) FROM near WHERE near.paths && %(paths)s::text[]) AS path_finished,

@@ -15,7 +15,8 @@ The estimate, in log-odds (``estimate``):
      failure of their subtask), smoothed towards ``AFTER_FAILURE`` times the prior with the weight of
      ``FIX_WEIGHT`` fixes, less the prior's; so a repository where fixes are guesses raises the estimate, one where
      a fix nearly always passes lowers it. Plus ``PER_ATTEMPT`` for each earlier push of the subtask, at most
-     ``ATTEMPTS`` of them;
+     ``ATTEMPTS`` of them (a push superseded or rejected for a conflict does not count: it says nothing of the
+     check);
   3. plus ``PER_SIZE`` per doubling of the change beyond ``SIZE_FREE`` changed lines (files count as lines when
      the lines are unknown);
   4. plus half the difference between the log-odds of the failure rate of the paths it touches (its recent
