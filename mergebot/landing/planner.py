@@ -140,8 +140,8 @@ def leave_out(slots: Sequence[Slot], failed: int, free: int, clear_share: float 
     if len(stretch) == 1:  # failing alone behind a run still pending: out of the chain, judged once that run lands
         return Decision("leave_out", failed) if lo >= 0 else None
     suspect = max(stretch, key=lambda i: (slots[i].risk, i))
-    if slots[suspect].risk <= clear_share * sum(risks) and clear_share > 0:
-        return Decision("apart", lo + 1)  # no clear culprit: its runs need no free worker ahead of the queue's
+    if slots[suspect].risk <= clear_share * sum(risks):  # never at 0: the suspect's estimate is above 0
+        return Decision("apart", lo + 1)  # no clear culprit; its runs on main queue beside the window's
     return Decision("leave_out", suspect) if free >= 1 else None
 
 
