@@ -78,6 +78,8 @@ class Drill(Fleet):
             held = self._held(client, agent, until)
             if held is None:
                 got = retry(lambda: client.post("/api/v1/subtasks/claim"), until=until)
+                if got is None and self._held(client, agent, until) is not None:
+                    continue  # the answer to a claim that held was lost (a restart): it is ours, take it up
                 if got is None and patient and self._open(client, until):
                     time.sleep(0.5)
                     continue
