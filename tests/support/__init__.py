@@ -1,0 +1,1 @@
+"""Data and helpers shared by tests and bench scripts."""
