@@ -184,3 +184,22 @@ def _apply(change: Path, into: Path) -> None:
     _remove(into)
     into.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(change, into, follow_symlinks=False)
+
+
+def use_for(repo_path: Path, commit_sha: str, req: Request | None, mode: str) -> Use | None:
+    """Which generation a run reads (``generation`` -1: the cache is not used at all)."""
+    if req is None:
+        return None
+    try:
+        key = key_of(pygit2.Repository(str(repo_path)), commit_sha, req)
+    except (pygit2.GitError, KeyError, ValueError) as e:
+        return Use("", -1, note=f"cache not used: its key could not be read ({e})")
+    if mode != "bwrap":
+        return Use(key, -1, note="cache not used: without the bwrap sandbox there is no read-only layer to "
+                                 "give the check")
+    found = newest(req.root, key, req.pin)
+    if found is None:
+        missing = (f"generation {req.pin} is no longer kept" if req.pin is not None
+                   else "no complete generation for this key")
+        return Use(key, None, note=f"cache miss: {missing}; the check ran from scratch")
+    return Use(key, found[0], note=f"cache generation {found[0]}, read-only")

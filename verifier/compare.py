@@ -8,10 +8,10 @@ Rules:
   * Every test that **passed** in the baseline must pass now. Failed, error, skipped, xfailed, xpassed (now marked
     as expected to fail), deselected or missing is ``tests_weakened``, and the comparison names each test with
     what it was and what it is now.
-  * The one exception is a test whose **definition the change deletes** (its file, or its function or class:
-    ``deleted_tests``), and only where the subtask that deleted it was allowed to remove tests; then it is
-    ``removed``, not weakened. Without that permission a deleted test is weakened like any other (now:
-    ``deleted``).
+  * A test whose **definition the change deletes** (its file, or its function or class: ``deleted_tests``, read
+    from what would land) is ``removed`` where the subtask that deleted it was allowed to remove tests, and
+    weakened otherwise (now: ``deleted``), whatever the run gave it: a judging run with main's tests may have run
+    main's version of it.
   * A test that is new, or that did not pass on main, is never weakening: adding tests is free.
   * **Changed tests** (``changed_tests``): a test function whose code the change edits is named on the verdict
     (``tests_changed``), so reviewers see it; a repository may refuse them (``--old-tests refuse``).
@@ -71,13 +71,13 @@ def compare(baseline: Outcomes, now: Outcomes, *, deleted: Collection[str] = (),
     allowed, gone = set(removal_allowed), set(deleted)
     for test in passed:
         outcome = now.tests.get(test)
-        if outcome == "passed":
-            continue
-        if test in gone and outcome is None:
+        if test in gone:  # deleted in what would land, whether or not main's version of its file ran
             if test in allowed:
                 removed.append(test)
             else:
                 weakened.append(Change(test, "passed", "deleted"))
+            continue
+        if outcome == "passed":
             continue
         weakened.append(Change(test, "passed", outcome or "missing"))
     added = sorted(t for t in now.tests if t not in baseline.tests)

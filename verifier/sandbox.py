@@ -88,8 +88,7 @@ from verifier import limits as cg
 from verifier import view as views
 from verifier.disk import RunFs
 from verifier.mask import Masker
-from verifier.outcomes import Collector
-from verifier.outcomes import env as outcome_env
+from verifier.outcomes import FD_ENV, Collector
 
 log = logging.getLogger(__name__)
 
@@ -306,8 +305,8 @@ def run_command(command: str, *, checkout: Path, tmp: Path, env: dict[str, str],
     (``verifier.outcomes``) is fed to it while the check runs."""
     status_r, status_w = os.pipe() if overlay is not None else (-1, -1)
     report_r, report_w = os.pipe() if collect is not None else (-1, -1)
-    if collect is not None:
-        env = {**env, **outcome_env(report_w)}
+    if collect is not None:  # how its pytest starts is in ``env`` already (``verifier.outcomes.start_env``)
+        env = {**env, FD_ENV: str(report_w)}
     try:
         if overlay is not None:
             view = views.build(checkout=checkout, tmp=tmp, shm=shm, toolchain=toolchain, extra=extra, hide=hide,

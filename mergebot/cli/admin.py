@@ -187,7 +187,8 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
         "sandbox_paths": [] if args.no_sandbox_path else args.sandbox_path, "disk_limit_mb": args.disk_limit,
         "memory_limit_mb": args.memory_limit, "report": args.report, "check_config": args.check_config,
         "held_out_command": args.held_out_command, "old_tests": args.old_tests,
-        "risk_aware": None if args.risk is None else args.risk == "on"}
+        "risk_aware": None if args.risk is None else args.risk == "on", "test_paths": args.test_paths,
+        "suspicious": args.suspicious}
     held = None
     if args.held_out:
         from mergebot.landing.repos import read_held_out
@@ -254,7 +255,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
     from mergebot.secrets import secret_values
     from mergebot.verify.remote import HttpRepos
     from mergebot.verify.worker import cache_root, private_paths
-    from verifier.runner import DISK_LIMIT_MB, MEMORY_MB, explain, run_check
+    from verifier.explain import explain
+    from verifier.runner import DISK_LIMIT_MB, MEMORY_MB, run_check
 
     settings = settings_from(args)
     c = client_from(args)

@@ -8,6 +8,11 @@ Rules:
     violations, timeouts and a lost server become Mergebot errors a caller can act on (and the API answers with
     the right status). Nothing else in the package catches ``psycopg.Error`` to explain it.
   * Stores are composed on one ``Sql`` (``mergebot.db.database.Database``), never derived from each other.
+  * What a run produced (a check's result, and every text in it) is made storable before it reaches PostgreSQL,
+    which refuses a NUL character in text and JSON and a lone surrogate anywhere: ``verifier.result.storable`` turns
+    each into U+FFFD, and it is the one function that does (the runner applies it to what it returns, and
+    ``db.jobs`` again to what any worker reports). Text that people typed is not changed behind their back: a NUL
+    there is refused (``translate``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from mergebot.db.queries import QUERIES
 from mergebot.errors import Conflict, Invalid, InvalidTransition, MergebotError, Unavailable
+from verifier.result import storable as storable  # what a run produced, made storable: the one place
 
 Row = dict[str, Any]
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from mergebot.db.base import Row, Sql
+from mergebot.db.base import Row, Sql, storable
 from mergebot.db.waiter import JOB, Waiter, read_until
-from mergebot.errors import ClaimSuperseded, NotFound
+from mergebot.errors import ClaimSuperseded, MergebotError, NotFound
 from mergebot.models import Job
 
 OVER = frozenset({"done", "cancelled"})  # a job's statuses that end it
@@ -66,8 +66,20 @@ class JobStore:
 
     async def finish_job(self, *, job_id: int, worker_id: int | None, claim_version: int, outcome: str,
                          result: dict[str, Any]) -> Job:
-        row = await self.sql.one("job_finish", id=job_id, worker_id=worker_id, claim_version=claim_version,
-                                 outcome=outcome, result=Jsonb(result))
+        """Store a run's result (made storable first: ``db.base.storable``). One that the database still refuses
+        (too large, too slow to write) is stored as an ``error`` result saying why: the job ends either way, so one
+        candidate's run never keeps its repository's queue waiting."""
+        try:
+            row = await self.sql.one("job_finish", id=job_id, worker_id=worker_id, claim_version=claim_version,
+                                     outcome=outcome, result=Jsonb(storable(result)))
+        except MergebotError as e:  # Invalid (a value), Unavailable (too slow), a limit of the server's
+            why = f"the run's result could not be stored: {e.message}"
+            row = await self.sql.one("job_finish", id=job_id, worker_id=worker_id, claim_version=claim_version,
+                                     outcome="error", result=Jsonb({
+                                         "commit_sha": str(result.get("commit_sha") or ""), "tree_sha": "",
+                                         "command": str(storable(result.get("command") or "")), "outcome": "error",
+                                         "exit_code": None, "duration_ms": 0, "log_head": why, "log_tail": "",
+                                         "log_size": len(why.encode()), "log_digest": "", "sandbox": "none"}))
         if row is None:
             raise await self._superseded(job_id, claim_version)
         return Job.from_row(row)

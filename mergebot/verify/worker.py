@@ -33,7 +33,7 @@ from mergebot.models import Job, Repo
 from mergebot.naps import nap
 from verifier import cache as caches
 from verifier import disk
-from verifier.runner import DISK_LIMIT_MB, MEMORY_MB, Result, Setup, run_check
+from verifier.runner import DISK_LIMIT_MB, MEMORY_MB, Own, Result, Setup, run_check
 from verifier.sandbox import BWRAP, Stop
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class LocalSource:
 
     async def finish(self, job: Job, result: Result) -> None:
         await self.jobs.finish_job(job_id=job.id, worker_id=self.worker_id,
-                                   claim_version=job.claim_version, outcome=result.outcome,
+                                   claim_version=job.claim_version, outcome=result.overall,
                                    result=result.as_json())
 
     async def held_out(self, job: Job) -> list[tuple[str, bytes]]:
@@ -265,7 +265,11 @@ class Worker:
 
     def _check(self, job: Job, path: Path, stop: Stop, secrets: Sequence[str], held_out: Path | None) -> Result:
         box = job.sandbox or {}
+        own, plugins = box.get("own"), box.get("plugins")
         return run_check(path, job.commit_sha, job.command, float(job.timeout_s), slot=self.slot,
+                         plugins=[str(p) for p in plugins] if isinstance(plugins, list) else None,
+                         own=Own(str(own["commit"]), tuple(str(f) for f in own.get("files") or []))
+                         if isinstance(own, dict) and isinstance(own.get("commit"), str) else None,
                          sandbox=self.sandbox, hide=self.hide, stop=stop, cache=self._cache(job),
                          setup=Setup(str(setup), bool((job.cache or {}).get("setup_network")))
                          if (setup := (job.cache or {}).get("setup")) else None,

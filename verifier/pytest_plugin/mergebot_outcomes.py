@@ -5,12 +5,26 @@ sets both), so any shell command that runs pytest gets it. It writes one JSON ob
 descriptor named by ``VERIFIER_OUTCOMES_FD``, the write end of a pipe the runner reads outside the checkout: once a
 line is written the runner has it, and nothing the check does at exit can take it back.
 
-Lines: ``{"t": "session", "pid": ..., "root": ROOTDIR}`` when a session starts (node ids are relative to
-its rootdir); ``{"t": "r", "id": NODEID, "when": PHASE, "o": OUTCOME, "line": N, "xfail": BOOL}`` for every phase
-report (setup, call, teardown); ``{"t": "deselected", "id": NODEID}``; ``{"t": "collect_error", "id": NODEID}``;
+Lines: ``{"t": "session", "pid": ..., "root": ROOTDIR, "plugins": [NAME, ...]}`` when a session starts (node ids
+are relative to its rootdir; ``plugins`` are the entry-point plugins it loaded, by entry point name);
+``{"t": "r", "id": NODEID, "when": PHASE, "o": OUTCOME, "line": N, "xfail": BOOL}`` for every phase report (setup,
+call, teardown); ``{"t": "deselected", "id": NODEID}``; ``{"t": "collect_error", "id": NODEID}``;
 ``{"t": "end", "exit": STATUS}``. ``verifier.outcomes`` turns them into one outcome per test. A pytest started
 inside a test (pytester, a subprocess that inherits the environment) reports nothing: only the outermost session
 in a process tree speaks.
+
+How the verifier starts the interpreter (``verifier.outcomes.start_env``), and what this plugin does about it:
+  * ``PYTHONSAFEPATH``: no directory of the checkout is on ``sys.path`` while Python and pytest start, so a
+    ``pytest.py``, ``json.py`` or ``*.dist-info`` in the checkout cannot stand in for what they import. Once the
+    entry-point plugins are loaded (``pytest_load_initial_conftests``, first), the directory ``python -m pytest``
+    or ``python -c`` would have put first is put back, but after the standard library: the checkout's modules are
+    importable, and shadow installed packages as they did, never the standard library. The variable is then
+    dropped from the environment, so that what the tests start runs as it always did.
+  * The pipe's descriptor is duplicated into one that child processes do not inherit, the original is closed and
+    its variable dropped: a process the tests start cannot write lines of its own.
+  * ``VERIFIER_ONLY`` (a JSON list of paths): the session collects exactly those files, whatever the command named
+    (the candidate's own tests, run apart from main's).
+Everything the plugin needs is imported here, before any file of the checkout can be imported.
 
 Imports nothing from mergebot or the verifier: it runs inside the check, on the check's interpreter.
 """
@@ -19,11 +33,21 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import sysconfig
 from typing import Any
+
+import pytest
 
 _NESTED = "VERIFIER_OUTCOMES_NESTED"
 _FD = "VERIFIER_OUTCOMES_FD"
+_ONLY = "VERIFIER_ONLY"
+_SAFE = "PYTHONSAFEPATH"
 _out: Any = None
+_started_here = bool(sys.flags.safe_path) and (
+    sys.argv[:1] == ["-c"] or sys.argv[0].replace("\\", "/").endswith("pytest/__main__.py"))
+_invoked_in = os.getcwd()
+_stdlib = {os.path.realpath(p) for p in (sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")) if p}
 
 
 def _send(**line: Any) -> None:
@@ -36,20 +60,59 @@ def _send(**line: Any) -> None:
         pass
 
 
+def _after_stdlib(path: str) -> None:
+    """Put ``path`` on ``sys.path`` just after the standard library's directories (before site-packages)."""
+    if path in sys.path:
+        return
+    at = 0
+    for i, entry in enumerate(sys.path):
+        real = os.path.realpath(entry or ".")
+        if real in _stdlib or any(real.startswith(s + os.sep) for s in _stdlib) or real.endswith(".zip"):
+            at = i + 1
+    sys.path.insert(at, path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: Any) -> None:
+    # Runs after the entry-point plugins were loaded, and before any conftest or test module is imported.
+    if _started_here:
+        _after_stdlib(_invoked_in)
+    os.environ.pop(_SAFE, None)
+
+
 def pytest_configure(config: Any) -> None:
     global _out
     if _out is not None or os.environ.get(_NESTED):
         return
     try:
-        fd = int(os.environ.get(_FD, ""))
-        _out = os.fdopen(os.dup(fd), "w", encoding="utf-8")
+        fd = int(os.environ.pop(_FD, ""))
+        _out = os.fdopen(os.dup(fd), "w", encoding="utf-8")  # a dup is not inherited by child processes
+        os.close(fd)
     except (ValueError, OSError):
         return
     os.environ[_NESTED] = "1"  # a pytest this one starts (pytester, a subprocess) stays silent
+    only = os.environ.pop(_ONLY, None)
+    if only is not None:
+        try:
+            files = [str(p) for p in json.loads(only)]
+        except (ValueError, TypeError):
+            files = []
+        config.args = files
+
+
+def _plugins(config: Any) -> list[str]:
+    """The entry-point plugins this session loaded, by entry point name."""
+    manager = config.pluginmanager
+    from_dists = {id(plugin) for plugin, _ in manager.list_plugin_distinfo()}
+    return sorted(name for name, plugin in manager.list_name_plugin() if id(plugin) in from_dists)
 
 
 def pytest_sessionstart(session: Any) -> None:
-    _send(t="session", pid=os.getpid(), root=str(session.config.rootpath))
+    try:
+        plugins = _plugins(session.config)
+    except Exception:  # a pluggy without these calls: the plugins are unknown, not none
+        plugins = None
+    _send(t="session", pid=os.getpid(), root=str(session.config.rootpath), plugins=plugins)
 
 
 def pytest_runtest_logreport(report: Any) -> None:

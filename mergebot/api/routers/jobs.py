@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mergebot.api.deps import DbDep, Reader, ServicesDep, require
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.errors import MergebotError
-from mergebot.landing import heldout
+from mergebot.landing.judge import heldout
 from mergebot.models import Agent, record
 from mergebot.verify.worker import have_commit
 from verifier.runner import OUTCOMES, Result
@@ -59,19 +59,18 @@ async def heartbeat(job_id: int, body: FenceIn, agent: Verifier, db: DbDep) -> d
 
 @router.post("/{job_id}/result", summary="Report the result; 409 if the claim was lost")
 async def result(job_id: int, body: ResultIn, agent: Verifier, db: DbDep, services: ServicesDep) -> dict[str, Any]:
-    outcome = str(body.result.get("outcome", "error"))
+    data = body.result
+    if str(data.get("outcome")) not in OUTCOMES:
+        data = {**data, "outcome": "error"}
+    outcome = Result.from_json(data).overall  # the job's: the run's, or its own tests' when they failed
     if outcome not in OUTCOMES:
         outcome = "error"
     # A worker on another machine masked what it knew; the server's own secrets are masked here, before anything
     # stores the result (and so before any verdict, page or status can show it).
-    data = body.result
     masker = await services.masker()
     if masker:
-        try:
-            data = Result.from_json({**data, "outcome": outcome}).masked(masker).as_json()
-        except TypeError:  # not a whole result: mask whatever it holds
-            masked = masker.json(data)
-            data = masked if isinstance(masked, dict) else {}
+        masked = masker.json(data)  # everything it holds, whole result or not
+        data = Result.from_json(masked).masked(masker).as_json() if isinstance(masked, dict) else {}
     job = await db.jobs.finish_job(job_id=job_id, worker_id=agent.id, claim_version=body.claim_version,
                                    outcome=outcome, result=data)
     return {"job": record(job)}
