@@ -122,9 +122,15 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
                     "candidate that passed its check (replaces them)")
     sp.add_argument("--no-held-out", action="store_true", dest="no_held_out", help="no held-out checks any more")
     sp.add_argument("--old-tests", choices=["flag", "refuse", "run"], dest="old_tests",
-                    help="a candidate that edits existing test functions: flagged on its verdict and landed record "
-                    "(default), refused (tests_changed), or run: main's version of each edited test file runs "
-                    "against its code and must pass; refuse and run spare a subtask marked as changing behaviour")
+                    help="a candidate that edits existing tests: named on its verdict and landed record (flag, the "
+                    "default; main's version of every test file judges its code either way, so run is the same), "
+                    "or refused (tests_changed) unless a lead marked its subtask as changing behaviour")
+    sp.add_argument("--tests", action="append", metavar="GLOB", dest="test_paths",
+                    help="the test paths a judging run takes from main (replaces them; repeatable; default test_*.py "
+                    "*_test.py tests/ test/ conftest.py: a glob ending in / names a folder anywhere)")
+    sp.add_argument("--suspicious", choices=["flag", "refuse"],
+                    help="non-test code that reaches into the test machinery (the tamper signal): named on the "
+                    "verdict and the candidate's page (flag, the default), or refused at push")
     sp.add_argument("--held-out-command", dest="held_out_command", metavar="COMMAND",
                     help="how the held-out checks run (default: python -m pytest -q -p no:cacheprovider "
                     "\"$VERIFIER_HELD_OUT\"; $VERIFIER_HELD_OUT is their read-only directory)")

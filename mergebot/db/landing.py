@@ -19,7 +19,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from mergebot.db.base import Row, Sql, Tx, insert_event
+from mergebot.db.base import Row, Sql, Tx, insert_event, storable
 from mergebot.db.waiter import CANDIDATE, Waiter, read_until
 from mergebot.errors import ClaimSuperseded, NotFound
 from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Member, Owner, Repo
@@ -69,7 +69,7 @@ class LandingStore:
         names = ("verifier_command", "verifier_timeout_s", "protected_paths", "cache_paths", "cache_key",
                  "setup_command", "setup_network", "footprint_refuse", "post_land_command", "sandbox_paths",
                  "disk_limit_mb", "memory_limit_mb", "report", "check_config", "held_out_command", "old_tests",
-                 "risk_aware")
+                 "risk_aware", "test_paths", "suspicious")
         unknown = set(rules) - set(names) - {"clear_setup"}
         assert not unknown, unknown
         row = await self.sql.one("repo_update", name=name, clear_setup=bool(rules.get("clear_setup")),
@@ -135,7 +135,8 @@ class LandingStore:
     async def enqueue(self, *, repo: str, subtask_id: int, claim_version: int, owner_id: int, sha: str, ref: str,
                       superseded: str, patch_id: str | None = None,
                       outside_footprint: list[str] | None = None, paths: list[str] | None = None,
-                      risk: tuple[float, dict[str, Any]] | None = None, pushed_at: float | None = None) -> Candidate:
+                      risk: tuple[float, dict[str, Any]] | None = None, pushed_at: float | None = None,
+                      suspicious: list[dict[str, Any]] | None = None) -> Candidate:
         """An accepted push: submit the subtask (fenced), supersede its older queued candidates (with the reason
         ``superseded``), queue this one.
 
@@ -156,7 +157,7 @@ class LandingStore:
                                patch_id=patch_id, outside_footprint=outside_footprint,
                                paths=paths[:1000] if paths is not None else None,
                                failure_risk=risk[0] if risk else None, risk_facts=Jsonb(risk[1]) if risk else None,
-                               pushed_at=pushed_at)
+                               pushed_at=pushed_at, suspicious=Jsonb(storable(suspicious)) if suspicious else None)
             await insert_event(tx, actor_id=owner_id, kind="push_accepted", subtask_id=subtask_id,
                                claim_version=claim_version, detail={"repo": repo, "ref": ref, "sha": sha})
         assert row is not None

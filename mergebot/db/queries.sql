@@ -324,10 +324,12 @@ SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(c
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
        %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s,
        %(verifier_cache)s::jsonb, i.id,
-       -- the run: the last one that passed on exactly the commit main moved to, for the landing's own candidate
+       -- the run: the last one that passed on exactly the commit main moved to (or on that commit with main's tests,
+       -- the one the deciding run names), for the landing's own candidate
        (SELECT j.id FROM verify_jobs j
-        WHERE j.candidate_id = i.candidate_id AND j.commit_sha = i.new_sha AND j.status = 'done'
-          AND j.outcome = 'pass' ORDER BY j.id DESC LIMIT 1),
+        WHERE j.candidate_id = i.candidate_id AND j.status = 'done' AND j.outcome = 'pass'
+          AND j.commit_sha IN (i.new_sha, coalesce(i.evidence -> 'verifier' ->> 'commit_sha', i.new_sha))
+        ORDER BY j.id DESC LIMIT 1),
        CASE WHEN c.reverts IS NULL THEN 'land' ELSE 'revert' END, c.reverts, %(verifier_sandbox)s,
        %(verifier_limits)s,
        (SELECT array_agg(a.path ORDER BY a.path) FROM acceptance_tests a WHERE a.subtask_id = land.id),
@@ -583,7 +585,9 @@ UPDATE repos SET
     check_config = coalesce(%(check_config)s::text[], check_config),
     held_out_command = coalesce(%(held_out_command)s::text, held_out_command),
     old_tests = coalesce(%(old_tests)s::text, old_tests),
-    risk_aware = coalesce(%(risk_aware)s::boolean, risk_aware)
+    risk_aware = coalesce(%(risk_aware)s::boolean, risk_aware),
+    test_paths = coalesce(%(test_paths)s::text[], test_paths),
+    suspicious = coalesce(%(suspicious)s::text, suspicious)
 WHERE name = %(name)s
 RETURNING *;
 
@@ -631,10 +635,10 @@ RETURNING id;
 
 -- name: candidate_insert
 INSERT INTO candidates (repo, subtask_id, claim_version, owner_id, sha, ref, priority, patch_id, outside_footprint,
-                        paths, failure_risk, risk_facts, pushed_at)
+                        paths, failure_risk, risk_facts, pushed_at, suspicious)
 SELECT %(repo)s, s.id, s.claim_version, s.owner_id, %(sha)s, %(ref)s, s.priority, %(patch_id)s,
        %(outside_footprint)s::text[], %(paths)s::text[], %(failure_risk)s, %(risk_facts)s::jsonb,
-       coalesce(to_timestamp(%(pushed_at)s::float8), now())
+       coalesce(to_timestamp(%(pushed_at)s::float8), now()), %(suspicious)s::jsonb
 FROM subtasks s WHERE s.id = %(subtask_id)s
 RETURNING *;
 
@@ -830,11 +834,14 @@ WHERE id = %(id)s AND worker_id IS NOT DISTINCT FROM %(worker_id)s::bigint AND c
 RETURNING id;
 
 -- name: job_finish
--- Only the holder of the current claim may report; each job finishes once.
+-- Only the holder of the current claim may report; each job finishes once. Its tree is the one whose whole suite its
+-- outcomes describe: the merged commit's when the candidate's own tests ran after main's (``judge.compare.suite``).
 UPDATE verify_jobs
 SET status = 'done', outcome = %(outcome)s, result = %(result)s, finished_at = now(), lease_expires_at = NULL,
-    tree_sha = CASE WHEN %(result)s::jsonb ->> 'tree_sha' ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'
-                    THEN %(result)s::jsonb ->> 'tree_sha' END
+    tree_sha = CASE WHEN coalesce(nullif(%(result)s::jsonb -> 'own' ->> 'tree_sha', ''), %(result)s::jsonb ->> 'tree_sha')
+                         ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'
+                    THEN coalesce(nullif(%(result)s::jsonb -> 'own' ->> 'tree_sha', ''), %(result)s::jsonb ->> 'tree_sha')
+               END
 WHERE id = %(id)s AND worker_id IS NOT DISTINCT FROM %(worker_id)s::bigint AND claim_version = %(claim_version)s
   AND status = 'running'
 RETURNING *;

@@ -943,3 +943,9 @@ ALTER TABLE repos ADD COLUMN mend_given_up text;
 
 -- 0024: the jobs that name a commit (a queue branch on the forge is deleted once they have all ended).
 CREATE INDEX verify_jobs_commit ON verify_jobs (repo, commit_sha);
+
+-- 0025: the test paths a judging run takes from main, the tamper signal's rule and its findings.
+ALTER TABLE repos ADD COLUMN test_paths text[] NOT NULL DEFAULT '{test_*.py,*_test.py,tests/,test/,conftest.py}'
+    CHECK (cardinality(test_paths) <= 100);
+ALTER TABLE repos ADD COLUMN suspicious text NOT NULL DEFAULT 'flag' CHECK (suspicious IN ('flag', 'refuse'));
+ALTER TABLE candidates ADD COLUMN suspicious jsonb;

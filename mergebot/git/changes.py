@@ -18,6 +18,23 @@ def changed_paths(repo: pygit2.Repository, old_tree: str | None, new_tree: str) 
     return _delta_paths(diff)
 
 
+def tree_changes(repo: pygit2.Repository, old: str, new: str) -> list[tuple[str, str]]:
+    """(path, ``added`` / ``modified`` / ``deleted``) for every file that differs between two commits' trees (a
+    rename is a deletion and an addition; a type change, a modification)."""
+    diff = repo[old].peel(pygit2.Commit).tree.diff_to_tree(repo[new].peel(pygit2.Commit).tree)
+    out: dict[str, str] = {}
+    for d in diff.deltas:
+        if d.status == DeltaStatus.ADDED:
+            out[d.new_file.path] = "added"
+        elif d.status == DeltaStatus.DELETED:
+            out[d.old_file.path] = "deleted"
+        elif d.status == DeltaStatus.RENAMED:
+            out[d.old_file.path], out[d.new_file.path] = "deleted", "added"
+        else:
+            out[d.new_file.path] = "modified"
+    return sorted(out.items())
+
+
 def _delta_paths(diff: pygit2.Diff) -> list[str]:
     paths = set()
     for d in diff.deltas:

@@ -164,6 +164,27 @@ def commit_with_files(repo: pygit2.Repository, base: str, files: Sequence[tuple[
     return str(repo.create_commit(None, bot, bot, message, tree, [pygit2.Oid(hex=base)]))
 
 
+def commit_with_paths_of(repo: pygit2.Repository, base: str, source: str, take: Sequence[str],
+                         drop: Sequence[str], message: str) -> tuple[str, str]:
+    """A commit on ``base`` (written, on no ref) whose tree is ``base``'s with each path of ``take`` as in commit
+    ``source`` (same blob and mode) and each path of ``drop`` removed: (commit, tree). Dated like ``base``, so the
+    same request gives the same commit."""
+    head = repo[base].peel(pygit2.Commit)
+    other = repo[source].peel(pygit2.Commit).tree
+    index = pygit2.Index()
+    index.read_tree(head.tree)
+    for path in take:
+        entry = other[path]
+        index.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
+    for path in drop:
+        if path in index:
+            index.remove(path)
+    tree = index.write_tree(repo)
+    when = head.committer
+    bot = pygit2.Signature("Mergebot", "mergebot@localhost", when.time, when.offset)
+    return str(repo.create_commit(None, bot, bot, message, tree, [head.id])), str(tree)
+
+
 def with_files(repo: pygit2.Repository, base: str, merge: Merge, files: Sequence[tuple[str, bytes]],
                message: str) -> Merge:
     """``merge`` (a merge or fast-forward onto ``base``) with ``files`` written at their paths over whatever it has

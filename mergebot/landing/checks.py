@@ -20,12 +20,20 @@ Rules, in the order they are checked:
      live candidate is a duplicate (a re-push of one's own change is not).
   7. What decides how the tests run is main's (``check_config``): a push may not add, change or delete a file
      matching the repository's check-config globs (by default any ``conftest.py``, ``pytest.ini``, ``tox.ini``,
-     ``noxfile.py``; a glob without ``/`` matches the name in any folder), the pytest sections of a
+     ``noxfile.py``; a glob without ``/`` matches the name in any folder), a file the check's interpreter or pytest
+     reads at start-up (``verifier.startup.is_startup``: ``.pytest.ini``, ``pytest.toml``, ``.pytest.toml``,
+     ``sitecustomize.py``, ``*.pth``, ``*.dist-info/``, byte code...), a module that would shadow one of the check's
+     interpreter (``verifier.startup.shadows``: ``json.py``, ``pytest.py``... where it can come first on
+     ``sys.path``; test paths are exempt, since a judging run takes them from main), the pytest sections of a
      ``setup.cfg`` (``[tool:pytest]``, ``[pytest]``) or a ``pyproject.toml`` (``[tool.pytest*]``: the parsed
      sections are compared, not the files), or a file of main's that the check's command names (a script, a
      ``Makefile`` for ``make``), unless a lead allowed its subtask to change the check. The verifier's own pytest
      plugin's name (``mergebot_outcomes``) is refused even then: a module of that name in the checkout would speak
      for it.
+  8. Where the repository refuses it (``--suspicious refuse``), non-test code that reaches into the test machinery
+     (the tamper signal, ``mergebot.landing.tamper``: the outcome pipe, pytest's variables, the held-out mount,
+     ``sys.modules`` or builtins written, an exit at import, an ``__eq__`` that is always true...) is refused
+     (``suspicious``), unless a lead allowed the subtask to change the check; elsewhere it is named on the verdict.
 """
 
 from __future__ import annotations
@@ -39,9 +47,12 @@ import shlex
 import tomllib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mergebot.landing import messages as say
+from mergebot.landing.judge.reset import matches as is_test_path
 from mergebot.models import Owner
+from verifier import startup
 
 SUBTASK_REF = re.compile(r"^refs/heads/subtasks/([1-9][0-9]{0,17})/v([1-9][0-9]{0,17})$")
 
@@ -126,6 +137,8 @@ class Content:
     already_on_target: bool
     patch_id: str | None = None  # the change as one id (``git.patch_id``)
     check_config: Sequence[str] = ()  # the changed paths that configure the check (``check_config_paths``)
+    shadowed: Sequence[tuple[str, str]] = ()  # of those, (path, module) for each that shadows a module
+    suspicious: Sequence[dict[str, Any]] = ()  # the tamper signal's findings (read only where they refuse: rule 8)
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,7 @@ class Limits:
     max_commits: int = 1000
     footprint_refuse: bool = False  # a change outside its subtask's footprint is refused, not only flagged
     check_config_allowed: bool = False  # a lead allowed the subtask to change what configures the check
+    suspicious_refuse: bool = False  # the tamper signal refuses (``repo set --suspicious refuse``), not only names
 
 
 def is_protected(path: str, patterns: Sequence[str]) -> bool:
@@ -143,7 +157,7 @@ def is_protected(path: str, patterns: Sequence[str]) -> bool:
     it matches as an ``fnmatch`` pattern (``*.lock``). A name is taken literally too: ``[x].cfg`` protects the
     file of that name, not only ``x.cfg``."""
     for p in patterns:
-        folder = p if p.endswith("/") else p + "/"
+        folder = p.rstrip("/") + "/"  # ``ci``, ``ci/`` and ``ci//`` alike
         if (path + "/").startswith(folder):
             return True
         if fnmatch.fnmatchcase(path, p):
@@ -182,11 +196,16 @@ def judge_content(update: RefUpdate, target_branch: str, content: Content, limit
     config = ours or ([] if limits.check_config_allowed else list(content.check_config))
     if config:
         return Refusal(ref, "check_config", say.check_config(ref, config, target_branch,
-                                                                   allowed=limits.check_config_allowed),
+                                                                   allowed=limits.check_config_allowed,
+                                                                   shadowed=[s for s in content.shadowed
+                                                                             if s[0] in config]),
                        tuple(config[:100]))
     outside = outside_footprint(content.changed_paths, footprint) if limits.footprint_refuse else []
     if outside:
         return Refusal(ref, "outside_footprint", say.outside_footprint(ref, outside, footprint), tuple(outside[:100]))
+    if content.suspicious and limits.suspicious_refuse and not limits.check_config_allowed:
+        paths = tuple(dict.fromkeys(str(f["path"]) for f in content.suspicious))
+        return Refusal(ref, "suspicious", say.suspicious(ref, content.suspicious), paths[:100])
     return None
 
 
@@ -268,15 +287,31 @@ def pytest_sections(path: str, text: str | None) -> str | None:
     return json.dumps(found, sort_keys=True, default=str) if found else None
 
 
-def check_config_paths(changed: Sequence[str], globs: Sequence[str], named: Collection[str],
-                       texts: Mapping[str, tuple[str | None, str | None]]) -> list[str]:
-    """The changed paths that configure the check (rule 7). ``named``: the files of main's tree that the check's
-    command names (``command_files``, kept where main has them); ``texts``: for each changed ``setup.cfg`` and
-    ``pyproject.toml``, its text on main and in the push (None where the file does not exist)."""
-    named = set(named)
+def shadowing(changed: Sequence[str], modules: Collection[str], packages: Collection[str],
+              tests: Sequence[str]) -> list[tuple[str, str]]:
+    """(path, module) for each changed path that shadows a module of the check's interpreter (rule 7): ``modules``
+    its module names (``verifier.startup.interpreter_modules``), ``packages`` the pushed tree's folders that hold an
+    ``__init__.py``, ``tests`` the repository's test paths (exempt: a judging run takes them from main)."""
     out = []
     for path in changed:
-        if is_ours(path) or matches_glob(path, globs) or path in named:
+        found = startup.module_name(path)
+        if found and not is_test_path(path, tests) and startup.shadows(path, modules, packages):
+            out.append((path, found[1]))
+    return out
+
+
+def check_config_paths(changed: Sequence[str], globs: Sequence[str], named: Collection[str],
+                       texts: Mapping[str, tuple[str | None, str | None]],
+                       shadowed: Collection[str] = ()) -> list[str]:
+    """The changed paths that configure the check (rule 7). ``named``: the files of main's tree that the check's
+    command names (``command_files``, kept where main has them); ``texts``: for each changed ``setup.cfg`` and
+    ``pyproject.toml``, its text on main and in the push (None where the file does not exist); ``shadowed``: the
+    changed paths that shadow a module of the check's interpreter (``shadowing``)."""
+    named = set(named)
+    shadowed = set(shadowed)
+    out = []
+    for path in changed:
+        if is_ours(path) or matches_glob(path, globs) or path in named or startup.is_startup(path) or path in shadowed:
             out.append(path)
         elif posixpath.basename(path) in SECTIONED:
             old, new = texts.get(path, (None, None))

@@ -32,7 +32,10 @@ def runs_json(runs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _unpacked(run: dict[str, Any]) -> dict[str, Any]:
+    """A run without its packed outcomes, and without the raw record of the candidate's own tests' run (its summary is
+    ``tests.own``; when that run decided, it is the deciding run itself)."""
     tests = run.get("tests")
+    run = {k: v for k, v in run.items() if k != "own"}
     if isinstance(tests, dict) and "packed" in tests:
         return {**run, "tests": {k: v for k, v in tests.items() if k != "packed"}}
     return run

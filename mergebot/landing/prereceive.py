@@ -16,6 +16,7 @@ import dataclasses
 import json
 import logging
 import os
+import posixpath
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,10 +44,12 @@ from mergebot.landing.checks import (
     judge_twin,
     outside_footprint,
     parse_subtask_ref,
+    shadowing,
     summary,
 )
 from mergebot.landing.forecast import forecast
 from mergebot.models import VERDICT_LINE, Agent, Candidate, Repo, Verdict, record
+from verifier import startup
 
 log = logging.getLogger(__name__)
 
@@ -163,9 +166,10 @@ def _has(tree: pygit2.Tree, path: str) -> bool:
 
 
 def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: RefUpdate, subtask_id: int,
-            limits: Limits, others: list[tuple[int, str]], check: tuple[Sequence[str], str] = ((), "")) -> Content:
+            limits: Limits, others: list[tuple[int, str]], check: tuple[Sequence[str], str] = ((), ""),
+            tests: Sequence[str] = ()) -> Content:
     """Facts about what ``update.new`` brings relative to the target branch (blocking: run in a thread).
-    ``check``: the repository's check-config globs and its check's command (rule 7)."""
+    ``check``: the repository's check-config globs and its check's command; ``tests``: its test paths (rule 7)."""
     repo = git.open_repo(repo_path, quarantine)
     main = git.head_of(repo, target_ref)
     assert main is not None
@@ -181,9 +185,17 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
              for p in changed if p.rsplit("/", 1)[-1] in SECTIONED}
     main_tree = repo[main].peel(pygit2.Commit).tree
     named = [p for p in command_files(check[1]) if p in changed and _has(main_tree, p)]
+    pushed_tree = repo[update.new].peel(pygit2.Commit).tree
+    folders = {posixpath.dirname(p) for p in changed if startup.module_name(p)}
+    packages = {f for f in folders if f and _has(pushed_tree, f + "/__init__.py")}
+    shadowed = shadowing(changed, startup.interpreter_modules(), packages, tests)
+    suspicious = assess.suspicious_lines(repo, main, update.new, changed, tests) if limits.suspicious_refuse and ids \
+        else []
     return Content(
         changed_paths=changed,
-        check_config=check_config_paths(changed, check[0], named, texts),
+        check_config=check_config_paths(changed, check[0], named, texts, [p for p, _ in shadowed]),
+        shadowed=shadowed,
+        suspicious=tuple(assess.findings_json(suspicious)),
         commit_count=len(commits),
         roots=[str(c.id) for c in commits if not c.parent_ids],
         foreign=foreign,
@@ -201,7 +213,8 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
     ids = [p[0] for u in updates if (p := parse_subtask_ref(u.ref))]
     facts = await db.landing.owner_facts(ids) if ids else {}
     limits = Limits(protected_paths=repo.protected_paths, max_file_bytes=repo.max_file_bytes,
-                    max_push_bytes=repo.max_push_bytes, footprint_refuse=repo.footprint_refuse)
+                    max_push_bytes=repo.max_push_bytes, footprint_refuse=repo.footprint_refuse,
+                    suspicious_refuse=repo.suspicious == "refuse")
     refusals: list[Refusal] = []
     others: list[tuple[int, str]] | None = None
     for u in updates:
@@ -214,7 +227,7 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
                 others = [(sid, tip) for sid, ts in tips.items() for tip in ts
                           if sid in live and live[sid].status in ("running", "submitted")]
             content = await asyncio.to_thread(inspect, repo_path, q, repo.target_ref, u, parsed[0], limits, others,
-                                              (repo.check_config, repo.verifier_command))
+                                              (repo.check_config, repo.verifier_command), repo.test_paths)
             row_now = facts.get(parsed[0])
             allowed = dataclasses.replace(limits, check_config_allowed=bool(row_now and row_now.allow_check_changes))
             refusal = judge_content(u, repo.target_branch, content, allowed, row_now.paths if row_now else ())
@@ -258,7 +271,8 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
         parsed = parse_subtask_ref(u.ref)
         if parsed is None or u.deletion:
             continue
-        change = await asyncio.to_thread(assess.change_of, path, repo.target_ref, u.new) if path else assess.Change()
+        change = await asyncio.to_thread(assess.change_of, path, repo.target_ref, u.new, repo.test_paths) \
+            if path else assess.Change()
         paths = list(change.paths)
         facts = await db.landing.owner_facts([parsed[0]])
         footprint = facts[parsed[0]].paths if parsed[0] in facts else []
@@ -268,7 +282,8 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
                                             owner_id=agent.id, sha=u.new, ref=u.ref,
                                             superseded=say.newer_push(u.new), patch_id=change.patch_id,
                                             outside_footprint=outside_footprint(paths, footprint) or None,
-                                            paths=paths if path else None, risk=estimate, pushed_at=pushed_at)
+                                            paths=paths if path else None, risk=estimate, pushed_at=pushed_at,
+                                            suspicious=assess.findings_json(change.suspicious) or None)
             if held := await db.reverts.unlanded_dependencies(parsed[0]):  # the queue holds it: say why
                 await db.landing.finish_candidate(cand.id, "queued", say.dependency_reverted(held[0]))
             out.append(cand)
@@ -295,6 +310,8 @@ async def answer_post_receive(db: Database, repo: Repo, agent: Agent, updates: l
                 lines.append(say.queued(c.subtask_id, c.claim_version, c.sha, c.id))
                 if c.outside_footprint:
                     lines.append(say.outside_footprint_warning(c.subtask_id, c.outside_footprint))
+                if c.suspicious:
+                    lines.append(say.suspicious_warning(c.subtask_id, c.suspicious))
                 if path is not None:
                     lines += await _forecast_lines(db, path, repo, c)
         except ClaimSuperseded as e:

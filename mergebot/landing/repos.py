@@ -155,6 +155,12 @@ async def set_rules(db: Database, name: str, *, held_out: list[tuple[str, bytes]
         check_report(rules["report"])
     if rules.get("check_config") is not None:
         rules["check_config"] = check_globs(rules["check_config"])
+    if rules.get("test_paths") is not None:
+        rules["test_paths"] = check_globs(rules["test_paths"], "tests")
+        if not rules["test_paths"]:
+            raise Invalid("--tests needs at least one glob: the paths a judging run takes from main", field="tests")
+    if rules.get("suspicious") not in (None, "flag", "refuse"):
+        raise Invalid(f"--suspicious is flag or refuse, not {rules['suspicious']!r}", field="suspicious")
     return await db.landing.update_repo(name, **rules)
 
 
@@ -181,14 +187,16 @@ def read_held_out(folder: Path) -> list[tuple[str, bytes]]:
     return out
 
 
-def check_globs(globs: list[str] | None) -> list[str] | None:
-    """The globs of the files that configure a repository's check (None: the default list)."""
+def check_globs(globs: list[str] | None, option: str = "check-config") -> list[str] | None:
+    """The globs of a repository's paths (``--check-config``, ``--tests``; None: the default list)."""
     if globs is None:
         return None
     out = [g.strip() for g in globs if g.strip()]
     for g in out:
         if g.startswith("/") or ".." in g.split("/") or len(g) > 500:
-            raise Invalid(f"--check-config {g!r} is not a glob inside the repository", field="check_config")
+            raise Invalid(f"--{option} {g!r} is not a glob inside the repository", field=option.replace("-", "_"))
+    if len(out) > 100:
+        raise Invalid(f"--{option}: at most 100 globs", field=option.replace("-", "_"))
     return out
 
 

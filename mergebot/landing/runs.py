@@ -7,6 +7,8 @@ slack, or that finishes without a result, is an ``error`` result, never a pass.
 
 from __future__ import annotations
 
+from typing import Any
+
 from mergebot.landing import messages as say
 from mergebot.landing import shared
 from mergebot.landing.land import Context
@@ -54,24 +56,26 @@ def sandbox_request(repo: Repo) -> dict[str, object]:
 
 async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
                       landed_id: int | None = None, command: str | None = None,
-                      window_width: int | None = None) -> int:
+                      window_width: int | None = None, sandbox: dict[str, Any] | None = None) -> int:
     """A verify job for ``sha``: the candidates' check, or ``command`` (main's check after a landing);
-    ``window_width`` is the speculation window's width, recorded for the charts. A forge repository's commit goes
-    to its queue branch first, for a worker or replica without this disk (``shared``)."""
+    ``window_width`` is the speculation window's width, recorded for the charts; ``sandbox``: more of how the run
+    starts (the plugins it names, the candidate's own tests: ``mergebot.landing.judge.step``). A forge repository's
+    commit goes to its queue branch first, for a worker or replica without this disk (``shared``)."""
     await shared.publish(ctx.path(repo), repo, sha, ctx.published)
     job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=command or repo.verifier_command,
                                         timeout_s=repo.verifier_timeout_s, purpose=purpose,
                                         candidate_id=candidate_id, landed_id=landed_id,
                                         cache=cache_request(repo, purpose), window_width=window_width,
-                                        sandbox=sandbox_request(repo))
+                                        sandbox={**sandbox_request(repo), **(sandbox or {})})
     for wake in ctx.on_job:
         wake.set()
     return job.id
 
 
 async def check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
-                landed_id: int | None = None, command: str | None = None, window_width: int | None = None) -> Result:
+                landed_id: int | None = None, command: str | None = None, window_width: int | None = None,
+                sandbox: dict[str, Any] | None = None) -> Result:
     """Run the repository's check (or ``command``) on ``sha`` through a verify job and wait for a worker's result."""
     job_id = await start_check(ctx, repo, sha, purpose, candidate_id=candidate_id, landed_id=landed_id,
-                               command=command, window_width=window_width)
+                               command=command, window_width=window_width, sandbox=sandbox)
     return result_of(repo, sha, await ctx.db.jobs.wait_job(job_id, timeout=run_limit(ctx, repo)))

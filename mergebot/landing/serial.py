@@ -4,11 +4,11 @@
               waits on (same owner, claim version and sha), else it is superseded (``land.take``);
   2. merge  — onto the current main, in memory; a conflict rejects it with the paths and the subtask goes
               back to running for the same owner;
-  3. verify — the repository's check on the exact merged commit, run by a verifier worker, its tests held to
-              main's (``mergebot.landing.compare``), then retried, and
-              compared with main as ``mergebot.landing.verdict`` decides: landed (pass or flaky), rejected
-              (the failure is the candidate's), or parked (the failure is main's: main turns red and is
-              mended like a red post-land check, ``postland.red_base``);
+  3. verify — main's tests on the merged commit's code, and the candidate's own tests apart, run by a verifier
+              worker and judged (``mergebot.landing.judge``), then retried, and compared with main as
+              ``mergebot.landing.verdict`` decides: landed (pass or flaky), rejected (the failure is the
+              candidate's), or parked (the failure is main's: main turns red and is mended like a red post-land
+              check, ``postland.red_base``);
   4. land   — the intent, main moved by compare-and-swap (or a guarded push to the forge), the landed row
               (``mergebot.landing.land``); then main's post-land check (``mergebot.landing.postland``).
 While main is red the speculation window runs this path too: a fix is judged against main itself.
@@ -20,9 +20,10 @@ import logging
 from typing import Any
 
 from mergebot.git import repo as git
-from mergebot.landing import compare, evidence, heldout, postland, runs, verdict, verdicts
+from mergebot.landing import evidence, postland, runs, verdict, verdicts
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
+from mergebot.landing.judge import step as judge
 from mergebot.landing.land import Context, Target
 from mergebot.models import Candidate, Repo
 from verifier.runner import Result
@@ -40,7 +41,7 @@ async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
     merged = await merge(ctx, repo, target, cand, main)
     if merged is None:
         return cand
-    await compare.prefetch(ctx, repo, main)
+    await judge.prefetch(ctx, repo, main)
     passed = await verify(ctx, repo, cand, merged, main)
     if passed is None:
         return cand
@@ -60,18 +61,17 @@ async def merge(ctx: Context, repo: Repo, target: Target, cand: Candidate, main:
 
 
 async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, main: str,
-                 first: Result | None = None) -> tuple[Result, str, dict[str, Any]] | None:
+                 first: Result | None = None,
+                 judging: judge.Judging | None = None) -> tuple[Result, str, dict[str, Any]] | None:
     """The passing run on the merged commit, the verdict (``pass`` or ``flaky``) and the record of every run it
-    took; None when the candidate was rejected or parked. ``first``: a run already made on this commit (the
-    speculation window's)."""
+    took; None when the candidate was rejected or parked. ``first``: a run already made and judged on this commit
+    (the speculation window's), with its ``judging`` when known."""
     assert merge.sha is not None
-    members = [compare.Member(cand, main, merge.sha)]
-    if first is None:
-        first = await runs.check(ctx, repo, merge.sha, "candidate", candidate_id=cand.id,
-                                 window_width=1)  # the serial queue: a window of one
-        first = await compare.judge(ctx, repo, verdict.tree_checked(first, merge.tree), main=main, members=members)
-        first = await heldout.judge(ctx, repo, first, candidate_id=cand.id)
-    state = verdict.Runs(verdict.tree_checked(first, merge.tree))
+    if judging is None:
+        judging = await judge.prepare(ctx, repo, main, [judge.Member(cand, main, merge.sha)])
+    if first is None:  # the serial queue: a window of one
+        first = await judge.run(ctx, repo, judging, "candidate", candidate_id=cand.id, window_width=1)
+    state = verdict.Runs(first)
     record: dict[str, Any] = {}
     while True:
         step = verdict.next_step(state, retry_failures=ctx.retry_failures)
@@ -80,10 +80,7 @@ async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, ma
             return step.deciding, step.outcome, record
         record.setdefault("first", state.first.as_json())
         if step.action == "retry":
-            retry = verdict.tree_checked(await runs.check(ctx, repo, merge.sha, "retry", candidate_id=cand.id),
-                                         merge.tree)
-            retry = await compare.judge(ctx, repo, retry, main=main, members=members)
-            retry = await heldout.judge(ctx, repo, retry, candidate_id=cand.id)
+            retry = await judge.run(ctx, repo, judging, "retry", candidate_id=cand.id)
             state = verdict.Runs(state.first, retry=retry)
             record["retry"] = retry.as_json()
         elif step.action == "base":

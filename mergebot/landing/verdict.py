@@ -32,7 +32,8 @@ from verifier.runner import Result
 Action = Literal["land", "retry", "base", "reject", "park"]
 LIMITS = frozenset({"disk_limit", "memory_limit"})  # the run reached a limit: the candidate's failure, not retried
 # it exited 0, but its tests do not hold up to main's, the subtask's acceptance tests or the held-out checks failed
-JUDGED = frozenset({"tests_weakened", "no_report", "acceptance_failed", "held_out_failed", "tests_changed"})
+JUDGED = frozenset({"tests_weakened", "no_report", "acceptance_failed", "held_out_failed", "tests_changed",
+                    "report_flood"})
 FAILED = frozenset({"fail", "timeout"}) | LIMITS  # what a failing check's outcome is (a verdict on the tree)
 RETRIED = frozenset({"fail", "timeout"})
 

@@ -71,6 +71,11 @@ KINDS: dict[str, Kind] = {
                       "a disabled plugin, a report that was not written)",
                       "let the suite run and report as it does on {target} (do not exit early, disable plugins or "
                       "move the report), commit, `mergebot submit`"),
+    "report_flood": Kind(True, "the check reported more test outcomes than the verifier keeps (more lines, tests "
+                         "or bytes than its bounds, or a test id that is too long: tests.problem says which): nothing "
+                         "of what it reported was kept, so nothing of it can pass", "let the suite report as it does "
+                         "on {target} (no code of the change writes to the test report, prints outcomes or makes up "
+                         "test ids), commit, `mergebot submit`"),
     "acceptance_failed": Kind(True, "the check exited 0 on the merged commit, but the subtask's acceptance tests "
                               "did not all pass (tests.comparison.acceptance names each; a file none of whose tests "
                               "ran counts too)", "make the acceptance tests pass as they are (`mergebot show {sid}` "
@@ -121,6 +126,13 @@ KINDS: dict[str, Kind] = {
     "outside_footprint": Kind(True, "the change touches paths outside its subtask's footprint (paths lists them), "
                               "and the repository refuses that", "take those changes out, commit, `mergebot "
                               "submit`; or claim with a wider footprint (`mergebot start --touch PATH`)"),
+    "suspicious": Kind(True, "the change's non-test code reaches into the machinery that checks it (suspicious names "
+                       "each line and why: the outcome pipe, pytest's variables, the held-out checks, sys.modules or "
+                       "builtins written, an exit at import, an always-true __eq__...), and the repository refuses "
+                       "that",
+                       "take those lines out (code that behaves the same whether or not it is tested), commit, "
+                       "`mergebot submit`; if the subtask must touch the test machinery, ask a lead: `mergebot allow "
+                       "{sid} --check-changes`"),
     "duplicate": Kind(True, "the same change (patch id) as another subtask's, landed or in the queue (twin names "
                       "it): the work is done once", "if subtask {sid} is that work, `mergebot note {sid} ...` for the "
                       "lead and `mergebot release {sid}`; else make the change it asks for and `mergebot submit`"),
@@ -186,7 +198,7 @@ def for_candidate(cand: Candidate, sub: Now | None, target_branch: str) -> Verdi
                     sha=cand.sha, base_sha=cand.base_sha, merged_sha=cand.merged_sha,
                     paths=list(facts.get("paths") or []), hunks=list(facts.get("hunks") or []),
                     failing_tests=list(facts.get("failing_tests") or run.get("failing_tests") or []),
-                    outside_footprint=list(cand.outside_footprint or []),
+                    outside_footprint=list(cand.outside_footprint or []), suspicious=list(cand.suspicious or []),
                     log_tail=(run.get("log_tail") or run.get("log_head") or "")[-4000:] if kind in _WITH_LOG else "",
                     sandbox=run.get("sandbox") or None, limits=(run.get("limits") or {}).get("enforced"),
                     tests=tests_facts(run))
@@ -197,7 +209,8 @@ def tests_facts(run: dict[str, Any]) -> dict[str, Any] | None:
     tests = run.get("tests")
     if not isinstance(tests, dict) or (not tests.get("source") and not tests.get("comparison")):
         return None
-    return {k: tests[k] for k in ("source", "counts", "total", "problem", "comparison", "held_out") if k in tests}
+    return {k: tests[k] for k in ("source", "counts", "total", "problem", "flood", "comparison", "held_out", "own",
+                                  "reset") if k in tests}
 
 
 def for_refusal(code: str, message: str, subtask_id: int | None, claim_version: int | None, sha: str | None,
@@ -210,7 +223,8 @@ def for_refusal(code: str, message: str, subtask_id: int | None, claim_version: 
 
 
 _WITH_LOG = frozenset({"check_failed", "check_timeout", "disk_limit", "memory_limit", "flaky_then_failed",
-                       "verifier_error", "pre_existing", "tests_weakened", "no_report", "acceptance_failed"})
+                       "verifier_error", "pre_existing", "tests_weakened", "no_report", "acceptance_failed",
+                       "report_flood"})
 
 
 def _verdict(kind: str, message: str, sub: Now | None, subtask_id: int | None, claim_version: int | None,

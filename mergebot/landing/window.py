@@ -32,10 +32,12 @@ import contextlib
 import logging
 
 from mergebot.git import repo as git
-from mergebot.landing import apart, compare, evidence, heldout, planner, postland, runs, serial, sweep, verdict
+from mergebot.landing import apart, evidence, planner, postland, runs, serial, sweep
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
 from mergebot.landing.chain import Speculation, Suspect, Window, policy
+from mergebot.landing.judge import heldout
+from mergebot.landing.judge import step as judging
 from mergebot.landing.land import Context, Slot, Target
 from mergebot.models import Candidate, Repo
 from verifier.runner import Result
@@ -192,10 +194,15 @@ class Speculator:
                 window.suspects.pop(cid)
                 merge, paths = await self.merge(target, sus.slot.cand, main)
                 first = sus.slot.result
-                if merge.kind in ("conflict", "up-to-date") or first is None or merge.tree != first.tree_sha:
+                judged = None
+                if merge.kind not in ("conflict", "up-to-date") and first is not None and merge.sha is not None:
+                    judged = await judging.prepare(self.ctx, repo, main,
+                                                   [judging.Member(sus.slot.cand, main, merge.sha)])
+                if judged is None or first is None or judged.tree != first.tree_sha:  # not the tree that failed
                     await self._defer(window, sus.slot.cand, say.WAITS_FOR_AHEAD)
                     continue
-                head = Speculation(sus.slot.cand, main, merge, job_id=sus.slot.job_id, result=first, paths=paths)
+                head = Speculation(sus.slot.cand, main, merge, job_id=sus.slot.job_id, result=first, paths=paths,
+                                   judging=judged)
                 apart.start(self.ctx, repo, window, head, main)
             elif sus.rest not in live or any(s.cand.id == sus.rest and s.plan().failed for s in window.slots):
                 window.suspects.pop(cid)
@@ -207,10 +214,14 @@ class Speculator:
                                   floor=planner.window_floor(window.fail_rate, self.width))
 
     async def _checkpoint(self, repo: Repo, window: Window, slot: Speculation) -> None:
-        """Queue a run on ``slot``'s merge; it covers every unchecked slot ahead of it."""
+        """Queue a run on ``slot``'s merge (with main's tests: ``judge``); it covers every unchecked slot ahead of
+        it."""
         assert slot.merge.sha is not None
-        slot.job_id = await runs.start_check(self.ctx, repo, slot.merge.sha, "candidate", candidate_id=slot.cand.id,
-                                             window_width=window.width)
+        upto = next(i for i, s in enumerate(window.slots) if s is slot) + 1
+        members = [judging.Member(s.cand, s.base, s.merge.sha or "") for s in window.slots[:upto]]
+        slot.judging = await judging.prepare(self.ctx, repo, window.slots[0].base, members)
+        slot.job_id = await judging.start(self.ctx, repo, slot.judging, "candidate", candidate_id=slot.cand.id,
+                                          window_width=window.width)
         slot.result = slot.held_for = slot.held_job_id = None
         slot.started = asyncio.get_running_loop().time()
 
@@ -258,7 +269,7 @@ class Speculator:
                 continue
             slot = Speculation(cand, base, merge, paths=paths, proven=cand.id in window.proven)
             if not window.slots:
-                await compare.prefetch(self.ctx, repo, base)
+                await judging.prefetch(self.ctx, repo, base)
             if least is not None and not await self._batch_with(repo, window, slot, least):
                 window.staged = slot  # the batch ahead took the last run: this one starts the next batch
                 break
@@ -342,19 +353,19 @@ class Speculator:
         jobs = await db.jobs.get_jobs([s.held_job_id or s.job_id for s in window.slots
                                        if s.job_id is not None and s.result is None])
         fence_of = await landing.fences(db, [s.cand for s in window.slots if s.valid])
-        for i, slot in enumerate(window.slots):
+        for slot in window.slots:
             if slot.held_job_id is not None and slot.result is None and slot.held_for is not None:
                 held = jobs[slot.held_job_id]
                 if held.status in ("done", "cancelled") or now - slot.started > limit:
-                    slot.result = heldout.combine(slot.held_for, runs.result_of(repo, slot.merge.sha or "", held))
+                    slot.result = await heldout.combine(
+                        self.ctx, repo, slot.held_for, runs.result_of(repo, slot.held_for.commit_sha, held))
                     slot.held_job_id = slot.held_for = None
-            elif slot.job_id is not None and slot.result is None:
+            elif slot.job_id is not None and slot.result is None and slot.judging is not None:
                 job = jobs[slot.job_id]
                 if job.status == "done" and job.result:
-                    got = verdict.tree_checked(Result.from_json(job.result), slot.merge.tree)
-                    members = [compare.Member(s.cand, s.base, s.merge.sha or "") for s in window.slots[:i + 1]]
-                    got = await compare.judge(self.ctx, repo, got, main=window.slots[0].base, members=members)
-                    slot.held_job_id = await heldout.start(self.ctx, repo, got, candidate_id=slot.cand.id)
+                    got = (await judging.judge(self.ctx, repo, slot.judging, Result.from_json(job.result))).result()
+                    slot.held_job_id = await judging.held_out(self.ctx, repo, slot.judging, got,
+                                                              candidate_id=slot.cand.id)
                     if slot.held_job_id is None:
                         slot.result = got
                     else:

@@ -105,6 +105,9 @@ class Repo(FromRow):
     held_out_command: str = 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"'  # runs the held-out checks
     old_tests: str = "flag"  # a candidate that edits existing tests: flagged, or refused (tests_changed)
     risk_aware: bool = True  # the queue orders and batches by each candidate's failure estimate
+    test_paths: list[str] = field(default_factory=lambda: ["test_*.py", "*_test.py", "tests/", "test/",
+                                                             "conftest.py"])  # taken from main by a judging run
+    suspicious: str = "flag"  # what the tamper signal on a candidate's diff does: flag (name it) or refuse
 
     @property
     def main_check(self) -> str:
@@ -137,6 +140,7 @@ class Candidate(FromRow):
     verdict: dict[str, Any] | None = None  # the verdict's kind and facts, as recorded (``Verdict`` adds the rest)
     paths: list[str] | None = None  # the paths it changes (at most 1,000), for the forecast
     outside_footprint: list[str] | None = None  # paths it changes outside its subtask's footprint (a warning)
+    suspicious: list[dict[str, Any]] | None = None  # the tamper signal's findings: path, line, rule, text
     patch_id: str | None = None  # its change as one id (``git.patch_id``): the same change elsewhere is a duplicate
     reverts: int | None = None  # the bot's revert of this landed row's change (a red main mending itself)
     failure_risk: float | None = None  # its estimated probability of failing its check (``landing.risk``)
@@ -178,6 +182,7 @@ class Verdict:
     failing_tests: list[str] = field(default_factory=list)
     log_tail: str = ""
     outside_footprint: list[str] = field(default_factory=list)  # changed paths outside the subtask's footprint
+    suspicious: list[dict[str, Any]] = field(default_factory=list)  # lines that reach into the test machinery
     twin: dict[str, Any] | None = None  # a duplicate's other subtask: subtask_id, owner, status, sha, landed_sha
     sandbox: str | None = None  # the deciding run's sandbox (bwrap, or none: it ran with the whole machine in view)
     limits: str | None = None  # how its limits were enforced ("cpu=cgroup memory=cgroup disk=tmpfs pids=cgroup")

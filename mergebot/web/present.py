@@ -293,7 +293,8 @@ def log_views(verifier: Mapping[str, Any] | None, label: str = "run") -> list[Lo
 @dataclass(frozen=True)
 class TestsView:
     """A run's tests as a candidate's or landing's page shows them: its counts and what they came to against
-    main's (``mergebot.landing.compare``), its acceptance tests and held-out checks."""
+    main's (``mergebot.landing.judge``), the test paths it took from main, the change's own tests, its acceptance
+    tests and held-out checks."""
 
     source: str
     counts: dict[str, int]
@@ -306,6 +307,8 @@ class TestsView:
     acceptance: dict[str, Any] | None
     held_out: dict[str, Any] | None
     problem: str
+    own: dict[str, Any] | None = None  # the change's own tests, run apart on the merged commit
+    reset: dict[str, Any] | None = None  # the test paths the judging run took from main (restored, dropped), or kept
 
 
 def tests_view(verifier: Mapping[str, Any] | None) -> TestsView | None:
@@ -321,7 +324,9 @@ def tests_view(verifier: Mapping[str, Any] | None) -> TestsView | None:
                      weakened=list(comparison.get("weakened") or []), removed=list(comparison.get("removed") or []),
                      added=int(comparison.get("added_count") or 0), changed=list(comparison.get("changed") or []),
                      acceptance=comparison.get("acceptance"), held_out=tests.get("held_out"),
-                     problem=str(tests.get("problem") or ""))
+                     problem=str(tests.get("flood") or tests.get("problem") or ""),
+                     own=tests.get("own") if isinstance(tests.get("own"), Mapping) else None,
+                     reset=tests.get("reset") if isinstance(tests.get("reset"), Mapping) else None)
 
 
 # -- the queue --------------------------------------------------------------------------------------------

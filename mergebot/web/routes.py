@@ -23,8 +23,9 @@ from mergebot import cost as costs
 from mergebot.db.base import Row
 from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
-from mergebot.landing import heldout, told, verdicts
 from mergebot.landing import messages as say
+from mergebot.landing import told, verdicts
+from mergebot.landing.judge import heldout
 from mergebot.landing.repos import hold
 from mergebot.web import charts as drawn
 from mergebot.web import diffstat, graph, live, present, render, session

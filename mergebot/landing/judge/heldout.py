@@ -5,64 +5,116 @@ Rules:
     are never in the repository, and nothing an agent's token reads returns them: not git, the API, MCP, the
     guide, statuses or pages. Only the verifier worker holding a held-out job reads them, fenced by its claim
     (``GET /api/v1/verify-jobs/ID/held-out`` for a remote worker).
-  * A candidate run that passed (``judge``; after ``compare.judge``) is followed by a run of its own on the same
-    merged commit: purpose ``held_out``, the repository's ``held_out_command`` (default ``python -m pytest -q
-    "$VERIFIER_HELD_OUT"``) with the files mounted read-only at ``/held-out`` beside the checkout.
-  * A held-out run that fails (or times out, or reaches a limit) makes the candidate's run ``held_out_failed``:
-    the agent is told pass or fail and the failing test ids (``summary``), nothing else. One that could not run
-    (``error``) is no verdict on the change: the candidate's run becomes an ``error`` too, and is retried.
+  * A judging run that passed (``mergebot.landing.judge.step``) is followed by a run of its own on the same judged
+    commit (the merged commit with main's tests: the same reset) and the same start: purpose ``held_out``, the
+    repository's ``held_out_command`` (default ``python -m pytest -q "$VERIFIER_HELD_OUT"``) with the files mounted
+    read-only at ``/held-out`` beside the checkout.
+  * A held-out run that fails (or times out, or reaches a limit), or in which any test did not pass (a skip, an
+    expected failure and a deselection count as not passing: code can make a test skip itself), makes the
+    candidate's run ``held_out_failed``; one that exits 0 but reports no test outcome is ``no_report``, never a pass
+    (code that notices the held-out mount and exits at once); one past the outcome bounds is ``report_flood``. One
+    that could not run (``error``) is no verdict on the change: the candidate's run becomes an ``error`` too, and is
+    retried.
+  * The agent is told pass or fail and the failing test ids, but only ids that each name a test the bot itself
+    found in the held-out files (``named``: the file, and a function or class it defines); anything else the run
+    reported is "a held-out test failed", with no text from the run (``summary``).
   * Its log is for reviewers and admins only (``for_viewer`` hides everything else of a held-out run's result
-    from other roles, wherever a job is shown).
+    from other roles, wherever a job is shown: they see its outcome and how many failed).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import posixpath
+from collections.abc import Mapping
 from typing import Any
 
 from mergebot.landing import runs
 from mergebot.landing.land import Context
 from mergebot.models import Repo
+from verifier import compare as cmp
 from verifier import outcomes
 from verifier.runner import Result
 
 SEES_LOGS = frozenset({"reviewer", "admin"})
 SHOWN = 50  # failing held-out ids named, at most
+UNNAMED = "a held-out test failed"  # what an agent is told of a failure the bot cannot name from the files
+
+Known = Mapping[str, set[tuple[str, ...]]]  # each held-out file's path -> the functions and classes it defines
 
 
-def summary(run: Result) -> dict[str, Any]:
-    """What an agent may learn of a held-out run: its outcome and the ids of the tests that did not pass."""
+def known_tests(files: list[tuple[str, bytes]]) -> dict[str, set[tuple[str, ...]]]:
+    """What the bot itself finds in the held-out files: each Python file's functions and classes, by name path."""
+    found: dict[str, set[tuple[str, ...]]] = {}
+    for path, content in files:
+        if path.endswith(".py"):
+            defs = cmp.definitions(content.decode("utf-8", "replace"))
+            if defs:
+                found[path] = defs
+    return found
+
+
+def named(test_id: str, known: Known) -> str | None:
+    """The held-out test ``test_id`` names, as the bot names it (``path::name``, without parameters: their values
+    come from the held-out files too), or None when it names none: its file must be one of them (as pytest names it
+    from any rootdir) and its name path defined there."""
+    file, names = cmp.split_id(test_id)
+    if not names or len(test_id) > 2000:
+        return None
+    file = posixpath.normpath(file)
+    for path, defs in known.items():
+        if (file == path or file.endswith("/" + path)) and names in defs:
+            return f"{path}::{'::'.join(names)}"
+    return None
+
+
+def outcome_of(run: Result) -> str:
+    """The held-out run's verdict: ``pass`` (it exited 0 and every test it reported passed), ``no_report`` (it
+    exited 0 and reported no test), ``report_flood``, ``error`` (no verdict on the change) or ``fail``."""
     seen = outcomes.unpack(run.tests)
-    failing = sorted(t for t, o in seen.tests.items() if o in ("failed", "error")) if not seen.none \
-        else list(run.failing_tests)
-    return {"outcome": "pass" if run.passed else ("error" if run.outcome == "error" else "fail"),
-            "failing": failing[:SHOWN], "failing_count": len(failing)}
+    if seen.flood:
+        return "report_flood"
+    if run.outcome == "error":
+        return "error"
+    if not run.passed:
+        return "fail"
+    if seen.none or not seen.tests:
+        return "no_report"
+    return "pass" if all(o == "passed" for o in seen.tests.values()) else "fail"
 
 
-async def start(ctx: Context, repo: Repo, run: Result, *, candidate_id: int) -> int | None:
-    """The held-out run that follows ``run`` (its job id), when it passed and the repository has held-out checks."""
+def summary(run: Result, known: Known) -> dict[str, Any]:
+    """What an agent may learn of a held-out run (see the module's rules): every test that did not pass counts."""
+    seen = outcomes.unpack(run.tests)
+    failing = sorted(t for t, o in seen.tests.items() if o != "passed") if not seen.none else []
+    told = sorted({n for t in failing if (n := named(t, known)) is not None})
+    verdict = outcome_of(run)
+    out: dict[str, Any] = {"outcome": verdict, "failing": told[:SHOWN], "failing_count": len(failing)}
+    if verdict == "fail" and (not failing or any(named(t, known) is None for t in failing)):
+        out["unnamed"] = UNNAMED
+    return out
+
+
+async def start(ctx: Context, repo: Repo, run: Result, *, candidate_id: int,
+                sandbox: dict[str, Any] | None = None) -> int | None:
+    """The held-out run that follows ``run`` (its job id), when it passed and the repository has held-out checks:
+    on the same commit, started as the judging run was (``sandbox``: its plugins)."""
     if not run.passed or not await ctx.db.landing.held_out_count(repo.name):
         return None
     return await runs.start_check(ctx, repo, run.commit_sha, "held_out", candidate_id=candidate_id,
-                                  command=repo.held_out_command)
+                                  command=repo.held_out_command, sandbox=sandbox)
 
 
-async def judge(ctx: Context, repo: Repo, run: Result, *, candidate_id: int) -> Result:
-    """``run`` followed by the repository's held-out checks on the same commit, when it passed and there are any."""
-    job_id = await start(ctx, repo, run, candidate_id=candidate_id)
-    if job_id is None:
-        return run
-    job = await ctx.db.jobs.wait_job(job_id, timeout=runs.run_limit(ctx, repo))
-    return combine(run, runs.result_of(repo, run.commit_sha, job))
-
-
-def combine(run: Result, held: Result) -> Result:
+async def combine(ctx: Context, repo: Repo, run: Result, held: Result) -> Result:
     """The candidate's run with its held-out run's verdict (see the module's rules)."""
-    said = summary(held)
+    said = summary(held, known_tests(await ctx.db.landing.held_out(repo.name)))
     tests = {**(run.tests or {}), "held_out": said}
-    if said["outcome"] == "pass":
+    verdict = said["outcome"]
+    if verdict == "pass":
         return dataclasses.replace(run, tests=tests)
-    return dataclasses.replace(run, tests=tests, outcome="error" if said["outcome"] == "error" else "held_out_failed")
+    kind = {"error": "error", "fail": "held_out_failed"}.get(verdict, verdict)
+    failing = list(said["failing"]) or ([said["unnamed"]] if said.get("unnamed") else [])
+    return dataclasses.replace(run, tests=tests, outcome=kind, failing_tests=failing, failing_tests_from="held_out")
 
 
 def for_viewer(job: dict[str, Any], role: str) -> dict[str, Any]:
@@ -72,9 +124,7 @@ def for_viewer(job: dict[str, Any], role: str) -> dict[str, Any]:
         return job
     result = job.get("result")
     if isinstance(result, dict):
-        try:
-            reduced: dict[str, Any] | None = summary(Result.from_json(result))
-        except TypeError:
-            reduced = {"outcome": job.get("outcome")}
-        job = {**job, "result": reduced, "command": "(held-out checks)"}
+        said = summary(Result.from_json(result), {})
+        job = {**job, "result": {"outcome": said["outcome"], "failing_count": said["failing_count"]},
+               "command": "(held-out checks)"}
     return job

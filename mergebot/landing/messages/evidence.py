@@ -21,8 +21,11 @@ def with_acceptance(message: str, paths: Sequence[str]) -> str:
     return message + "".join(f"Mergebot-Acceptance: {p}\n" for p in paths)
 
 
-def old_tests_commit(files: Sequence[str]) -> str:
-    return "Main's version of the edited tests\n\n" + "".join(f"Mergebot-Old-Test: {f}\n" for f in files)
+def judged_commit(merged: str, restored: Sequence[str], dropped: Sequence[str]) -> str:
+    """The message of the commit a judging run checks out: the merge with main's tests."""
+    return (f"The merge {merged[:12]} with main's tests\n\n"
+            + "".join(f"Mergebot-Main-Test: {f}\n" for f in restored[:200])
+            + "".join(f"Mergebot-Own-Test: {f}\n" for f in dropped[:200]))
 
 
 def held_out_log_hidden(outcome: str) -> str:
@@ -60,5 +63,6 @@ def job_unfinished(job_id: int, status: str | None = None) -> str:
     return f"verify job {job_id} did not finish" + (f" ({status})" if status else "")
 
 
+OWN_TESTS_DID_NOT_RUN = "the change's own tests did not run after main's tests passed (the verifier gave no result)"
 LANDING_RUN_COVERS = "the run that landed this commit passed on it"
 KNOWN_GREEN = "not run again: this check already passed on this commit"

@@ -82,13 +82,16 @@ def foreign_commit(ref: str, sha: str, other: int, target_branch: str) -> str:
             f"other agents' unlanded branches; rebase onto {target_branch}.")
 
 
-def check_config(ref: str, paths: list[str], target_branch: str, *, allowed: bool) -> str:
+def check_config(ref: str, paths: list[str], target_branch: str, *, allowed: bool,
+                 shadowed: Sequence[tuple[str, str]] = ()) -> str:
     if allowed:  # only the verifier's own plugin's name is refused on an allowed subtask
         return (f"refused {ref}: {_shown(paths, 10)} would shadow the verifier's own pytest plugin "
                 "(mergebot_outcomes): no change may add a module of that name.")
-    return (f"refused {ref}: it changes what decides how the check runs ({_shown(paths, 10)}). The check runs as "
-            f"{target_branch} configures it: take those changes out (`git restore --source origin/{target_branch} -- "
-            "PATH`), or ask a lead to allow this subtask to change the check (`mergebot allow ID --check-changes`).")
+    why = "".join(f" {path} would be imported instead of the module {module} of the check's Python (rename it)."
+                  for path, module in list(shadowed)[:5])
+    return (f"refused {ref}: it changes what decides how the check runs ({_shown(paths, 10)}).{why} The check runs "
+            f"as {target_branch} configures it: take those changes out (`git restore --source origin/{target_branch} "
+            "-- PATH`), or ask a lead to allow this subtask to change the check (`mergebot allow ID --check-changes`).")
 
 
 def protected_paths(ref: str, paths: Sequence[str]) -> str:
@@ -113,6 +116,23 @@ def outside_footprint(ref: str, paths: Sequence[str], footprint: Sequence[str]) 
 def outside_footprint_warning(subtask_id: int, paths: Sequence[str]) -> str:
     return (f"Mergebot: warning: subtask {subtask_id}'s change touches paths outside its footprint "
             f"({_shown(paths, 5)}): other agents may be working there; expect a conflict, or keep to the footprint.")
+
+
+def _lines(findings: Sequence[Any], most: int) -> str:
+    shown = [f"{f['path']}:{f['line']} ({f['rule']}): {f['text']}" for f in list(findings)[:most]]
+    more = len(findings) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+
+
+def suspicious(ref: str, findings: Sequence[Any]) -> str:
+    return (f"refused {ref}: its non-test code reaches into the machinery that checks it: {_lines(findings, 5)}. "
+            "This repository refuses that: take those lines out, or ask a lead to allow this subtask to change the "
+            "check (`mergebot allow ID --check-changes`).")
+
+
+def suspicious_warning(subtask_id: int, findings: Sequence[Any]) -> str:
+    return (f"Mergebot: warning: subtask {subtask_id}'s non-test code reaches into the machinery that checks it "
+            f"({_lines(findings, 3)}): its verdict and page name these lines for reviewers.")
 
 
 def forecast(f: Any, target_branch: str) -> list[str]:

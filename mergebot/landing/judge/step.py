@@ -1,0 +1,196 @@
+"""The one judgement of a candidate's code: which commit its checks run on, how they start, what their results come
+to. The serial queue, the speculation window and every candidate judged apart go through here, first run and
+retry alike.
+
+  1. ``prepare``: the commit the checks judge (``Judging``): the merged commit with its test paths reset to main's
+     (``reset``; a commit of its own on the merged one, on no ref, the same for the same inputs), the candidate's
+     own test modules, and the entry-point plugins main's own run of the check loaded;
+  2. ``start``: one verify job: the judging run on that commit, then, in the same job and checkout, the candidate's
+     own tests on the merged commit (``verifier.runner``: ``own``);
+  3. ``judge``: the worker's result must be about the judged tree (and its own run about the merged tree: anything
+     else is an ``error``); a judging run that passed is held to main's tests (``compare.hold``); then the own tests
+     must have passed (the run that decides is then theirs: ``fail``, ``timeout``, a limit); the ``Judgement``;
+  4. the held-out checks (``heldout``), on the judged commit, started the same way, for a run that passed.
+``run`` is the four in a row, for a caller that waits (the serial path); the window does them across its steps.
+
+The outcome of a judgement is ``pass``, the runner's own (``fail``, ``timeout``, ``error``, ``disk_limit``,
+``memory_limit``) or a judged kind (``verdict.JUDGED``); ``Judgement.result()`` is the run the verdict policy, the
+landed record and the pages read, with that outcome and the judgement in its ``tests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from mergebot.git import changes
+from mergebot.git import repo as git
+from mergebot.landing import messages as say
+from mergebot.landing import runs, verdict
+from mergebot.landing.judge import compare, heldout, reset
+from mergebot.landing.land import Context, target_for
+from mergebot.models import Candidate, Repo
+from verifier import compare as cmp
+from verifier import outcomes
+from verifier.runner import Result
+
+prefetch = compare.prefetch  # main's baseline run, queued ahead of need
+
+
+@dataclass(frozen=True)
+class Member:
+    """One candidate a run covers: merged onto ``base`` (main, or the member ahead's merge) as ``merged``."""
+
+    cand: Candidate
+    base: str
+    merged: str
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What one judging run is about: the merge that would land, and the commit its checks run on."""
+
+    main: str  # the main its first member merged onto: the baseline's
+    members: tuple[Member, ...]
+    merged: str  # the commit that would land
+    merged_tree: str
+    sha: str  # the commit the checks judge: ``merged`` with main's tests (``merged`` itself when nothing differs)
+    tree: str
+    reset: reset.Reset
+    accept: tuple[str, ...] = ()  # the members' acceptance tests (written into the merge)
+    plugins: tuple[str, ...] | None = None  # the entry-point plugins main's run loaded (None: not known yet)
+
+    def spec(self) -> dict[str, Any]:
+        """How the job's runs start (the ``sandbox`` a worker reads): the plugins, and the own tests, if any."""
+        out: dict[str, Any] = {"plugins": list(self.plugins) if self.plugins is not None else None}
+        if self.reset.own:
+            out["own"] = {"commit": self.merged, "files": list(self.reset.own)}
+        return out
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A judged run: what it came to, and the run that decided it."""
+
+    outcome: str
+    deciding: Result  # the judging run, or the own tests' run when they decided
+    comparison: dict[str, Any]
+    own: dict[str, Any] | None  # what the own tests' run gave (outcome, files, counts), when there was one
+    reset: dict[str, list[str]]
+
+    def result(self) -> Result:
+        tests = dict(self.deciding.tests or {})
+        if self.comparison:
+            tests["comparison"] = self.comparison
+        if self.own is not None:
+            tests["own"] = self.own
+        if self.reset.get("restored") or self.reset.get("dropped") or self.reset.get("kept"):
+            tests["reset"] = self.reset
+        return dataclasses.replace(self.deciding, outcome=self.outcome, tests=tests)
+
+
+async def prepare(ctx: Context, repo: Repo, main: str, members: Sequence[Member]) -> Judging:
+    """The judging of ``members`` (the last one's merge is what would land) on ``main``."""
+    path = target_for(ctx, repo).path
+    ids = [m.cand.subtask_id for m in members]
+    accept = tuple(sorted({p for ps in (await ctx.db.subtasks.acceptance_paths(ids)).values() for p in ps}))
+    allowed = {}
+    for sid in set(ids):
+        sub = await ctx.db.subtasks.get_subtask(sid)
+        allowed[sid] = reset.Allowed(sub.allow_behaviour_change, sub.allow_test_removal, sub.allow_check_changes)
+    main_tree = await asyncio.to_thread(compare.tree_of, path, main)
+    plugins = await compare.plugins_for(ctx, repo, main_tree)
+    merged = members[-1].merged
+    made = await asyncio.to_thread(_judged, path, repo, main, merged, tuple(members), accept, allowed)
+    return Judging(main, tuple(members), merged, *made, accept=accept,
+                   plugins=tuple(plugins) if plugins is not None else None)
+
+
+def _judged(path: Path, repo: Repo, main: str, merged: str, members: tuple[Member, ...], accept: tuple[str, ...],
+            allowed: dict[int, reset.Allowed]) -> tuple[str, str, str, reset.Reset]:
+    """(merged tree, judged commit, judged tree, the reset)."""
+    bare = git.open_repo(path)
+    by_path: dict[str, int] = {}
+    for m in members:
+        for p in changes.commit_paths(bare, m.base, m.merged):
+            by_path[p] = m.cand.subtask_id
+    found = []
+    for p, status in changes.tree_changes(bare, main, merged):
+        if not reset.matches(p, repo.test_paths):
+            continue
+        sid = by_path.get(p)
+        deletes = False
+        if status == "modified" and sid is not None and allowed.get(sid, reset.Allowed()).removal:
+            before, after = changes.text_at(bare, main, p), changes.text_at(bare, merged, p)
+            old, new = cmp.definitions(before or ""), cmp.definitions(after or "")
+            deletes = bool(old and new is not None and old - new)
+        found.append(reset.Change(p, status, sid, deletes))
+    plan = reset.plan(found, globs=repo.test_paths, accept=accept, allowed=allowed, check_config=repo.check_config)
+    merged_tree = str(bare[merged].peel(pygit2.Commit).tree_id)
+    if not plan.needed:
+        return merged_tree, merged, merged_tree, plan
+    sha, tree = git.commit_with_paths_of(bare, merged, main, plan.restore, plan.drop,
+                                         say.judged_commit(merged, plan.restore, plan.drop))
+    return merged_tree, sha, tree, plan
+
+
+async def start(ctx: Context, repo: Repo, judging: Judging, purpose: str, *, candidate_id: int,
+                window_width: int | None = None) -> int:
+    """The job of a judging run (and of the candidate's own tests after it): its id."""
+    return await runs.start_check(ctx, repo, judging.sha, purpose, candidate_id=candidate_id,
+                                  window_width=window_width, sandbox=judging.spec())
+
+
+async def judge(ctx: Context, repo: Repo, judging: Judging, run: Result) -> Judgement:
+    """What a finished job's result comes to (see the module's rules), before the held-out checks."""
+    run = verdict.tree_checked(run, judging.tree)
+    own = Result.from_json(run.own) if run.own is not None else None
+    if own is not None:
+        own = verdict.tree_checked(own, judging.merged_tree)
+    record = judging.reset.record()
+    if outcomes.unpack(run.tests).flood:  # whatever else it did: nothing it reported is kept
+        return Judgement("report_flood", run, {"verdict": "report_flood"}, None, record)
+    if not (run.passed or run.found_no_tests):
+        return Judgement(run.outcome, run, {}, None, record)
+    kind, comparison = await compare.hold(ctx, repo, run, judging)
+    if kind or not run.passed:  # judged; or an empty run that nothing weakened: still pytest's failure (exit 5)
+        return Judgement(kind or run.outcome, run, comparison, None, record)
+    if not judging.reset.own:
+        return Judgement("pass", run, comparison, None, record)
+    said = _own_summary(own, judging.reset.own)
+    if own is not None and own.passed:
+        return Judgement("pass", run, comparison, said, record)
+    deciding = own if own is not None else runs.unfinished(repo, judging.merged, say.OWN_TESTS_DID_NOT_RUN)
+    return Judgement(deciding.outcome, deciding, comparison, said, record)
+
+
+def _own_summary(own: Result | None, files: tuple[str, ...]) -> dict[str, Any]:
+    if own is None:
+        return {"outcome": "error", "files": list(files)}
+    return {"outcome": own.outcome, "files": list(files), "counts": (own.tests or {}).get("counts") or {},
+            "failing": list(own.failing_tests), "commit": own.commit_sha}
+
+
+async def held_out(ctx: Context, repo: Repo, judging: Judging, judged: Result, *, candidate_id: int) -> int | None:
+    """The held-out run after a judged run that passed (its job id), when the repository has held-out checks."""
+    return await heldout.start(ctx, repo, judged, candidate_id=candidate_id,
+                               sandbox={"plugins": judging.spec()["plugins"]})
+
+
+async def run(ctx: Context, repo: Repo, judging: Judging, purpose: str, *, candidate_id: int,
+              window_width: int | None = None) -> Result:
+    """Start, wait for, judge and follow with the held-out checks one judging run: the result the verdict reads."""
+    job_id = await start(ctx, repo, judging, purpose, candidate_id=candidate_id, window_width=window_width)
+    job = await ctx.db.jobs.wait_job(job_id, timeout=runs.run_limit(ctx, repo))
+    judged = (await judge(ctx, repo, judging, runs.result_of(repo, judging.sha, job))).result()
+    held = await held_out(ctx, repo, judging, judged, candidate_id=candidate_id)
+    if held is None:
+        return judged
+    done = await ctx.db.jobs.wait_job(held, timeout=runs.run_limit(ctx, repo))
+    return await heldout.combine(ctx, repo, judged, runs.result_of(repo, judged.commit_sha, done))
