@@ -153,7 +153,9 @@ async def test_a_poisoned_cache_never_reaches_the_next_candidate_through_the_bot
                                            "    assert False\n"})
     planted = agent.push(fleet.client("ann"), ann_wt, wait=120, progress=False)
     assert planted["verdict"]["kind"] == "check_failed", planted
-    assert planted["verifier"]["cache"]["generation"] is None  # nothing on main had written one yet: a miss
+    assert planted["verdict"]["tests"]["own"]["outcome"] == "fail", planted  # its new test ran apart, and failed
+    # what it read was a miss, or the generation main's baseline run wrote meanwhile: never a candidate's
+    assert planted["verifier"]["cache"]["generation"] in (None, 1), planted["verifier"]["cache"]
     caches_dir = fleet.bot.data_dir / "slots" / "caches" / "demo"
     generations = sorted(caches_dir.glob("*/gen-*"))
     assert generations, "main's base check wrote no generation"

@@ -87,10 +87,13 @@ async def test_each_trick_that_passes_without_passing_is_refused(make_fleet: Cal
     """On subtasks allowed to change the check (so past the push rule), the outcome comparison catches each."""
     fleet: Fleet = await make_fleet(check_command(), MERGEBOT_RETRY_FAILED_CHECKS="0")
 
-    # adding tests is never weakening: it lands, and its run is the next candidates' baseline
+    # adding tests is never weakening: main's one test judges the code, the two new ones run apart, it lands, and
+    # its job's outcomes (both runs) are the next candidates' baseline
     out = await push(fleet, "ann", "more tests", {"tests/test_more.py": MORE})
     assert out["status"] == "landed", out
-    assert out["verdict"]["tests"]["counts"] == {"passed": 3}, out["verdict"]
+    tests = out["verdict"]["tests"]
+    assert tests["counts"] == {"passed": 1} and tests["reset"]["dropped"] == ["tests/test_more.py"], tests
+    assert tests["own"]["counts"] == {"passed": 2} and tests["own"]["files"] == ["tests/test_more.py"], tests
 
     # a conftest that skips everything (the exit code is 0)
     v = (await push(fleet, "a1", "skip all", {**BROKEN, "tests/conftest.py": SKIP_ALL},
@@ -108,7 +111,9 @@ async def test_each_trick_that_passes_without_passing_is_refused(make_fleet: Cal
                     check_changes=True))["verdict"]
     assert v["kind"] == "tests_weakened", v
     assert set(weakened(v).values()) == {"deselected"} and len(weakened(v)) == 3, v
-    assert v["tests"]["comparison"]["added"] == ["tests/test_trivial.py::test_trivial"]
+    assert v["tests"]["comparison"]["added"] == [], v  # a new test file is not in the run that judges the code
+    assert v["tests"]["reset"] == {"restored": [], "dropped": ["tests/test_trivial.py"],
+                                   "kept": ["tests/conftest.py"], "own": ["tests/test_trivial.py"]}, v
 
     # sys.exit(0) from a conftest: pytest never reports
     v = (await push(fleet, "a3", "exit early", {**BROKEN, "tests/conftest.py": EXIT_EARLY},
@@ -349,11 +354,17 @@ WEAKER = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == add
 
 
 async def test_an_edited_test_is_named_and_refused_where_the_repository_says(make_fleet: Callable[..., Any]) -> None:
-    """An assertion weakened in an existing test: by default it is flagged (named on the verdict and the landed
-    record, for reviewers); with ``--old-tests refuse`` it is ``tests_changed``, unless a lead marked the subtask
-    as changing behaviour."""
+    """Main's version of an edited test file judges the change's code: an assertion weakened to pass broken code is a
+    failure on the defaults (``flag``); an honest edit lands, named on the verdict and the landed record; with
+    ``--old-tests refuse`` an edit is ``tests_changed`` unless a lead marked the subtask as changing behaviour, and
+    then the edited version is what judges it."""
     fleet: Fleet = await make_fleet(check_command(), MERGEBOT_RETRY_FAILED_CHECKS="0")
-    out = await push(fleet, "e1", "weaker, flagged", {**BROKEN, "tests/test_calc.py": WEAKER})
+    out = await push(fleet, "e1", "weaker, broken", {**BROKEN, "tests/test_calc.py": WEAKER})
+    v = out["verdict"]
+    assert (out["status"], v["kind"]) == ("rejected", "check_failed"), out  # main's test_add failed on its code
+    assert v["failing_tests"] == ["tests/test_calc.py::test_add"] and v["tests"]["reset"]["restored"] == [
+        "tests/test_calc.py"], v
+    out = await push(fleet, "e1b", "weaker, flagged", {"tests/test_calc.py": WEAKER})
     assert out["status"] == "landed", out  # flag: it lands, and everyone who reads it sees what changed
     assert out["verdict"]["tests"]["comparison"]["changed"] == ["tests/test_calc.py::test_add"], out["verdict"]
     landed = fleet.client("root").landed(subtask=out["verdict"]["subtask_id"])
@@ -366,24 +377,22 @@ async def test_an_edited_test_is_named_and_refused_where_the_repository_says(mak
     v = (await push(fleet, "e2", "edit, refused", {"calc.py": fixed, "tests/test_calc.py": stricter}))["verdict"]
     assert (v["kind"], v["final"]) == ("tests_changed", True), v
     assert "--behaviour-change" in v["next"] and v["tests"]["comparison"]["changed"] == ["tests/test_calc.py::test_add"]
-    out = await push(fleet, "e3", "edit, behaviour changes", {"calc.py": fixed, "tests/test_calc.py": stricter},
-                     behaviour_change=True)
+    # a behaviour change: its edited version judges the code (main's says add(2, 2) == add(2, 2))
+    doubled = {"calc.py": "def add(a, b):\n    return 2 * (a + b)\n",
+               "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 8\n"}
+    out = await push(fleet, "e3", "edit, behaviour changes", doubled, behaviour_change=True)
     assert out["status"] == "landed", out
-    # adding a test to a file edits none of the others
-    added = stricter + "\n\ndef test_more():\n    assert add(0, 0) == 0\n"
+    assert out["verdict"]["tests"]["reset"]["kept"] == ["tests/test_calc.py"], out["verdict"]
+    # adding a test to a file edits none of the others; the new one runs apart, on the merged commit
+    added = doubled["tests/test_calc.py"] + "\n\ndef test_more():\n    assert add(0, 0) == 0\n"
     out = await push(fleet, "e4", "one more", {"tests/test_calc.py": added})
     assert out["status"] == "landed" and out["verdict"]["tests"]["comparison"]["changed"] == [], out
-
-    # --old-tests run: main's version of an edited test file runs against the change's code
-    assert cli(fleet, "root", "repo", "set", "demo", "--old-tests", "run", **env).returncode == 0
-    weaker_here = added.replace("add(2, 2) == 4 and add(1, 2) == 3", "add(2, 2) == add(2, 2)")
-    v = (await push(fleet, "e5", "weaker, run", {**BROKEN, "tests/test_calc.py": weaker_here}))["verdict"]
-    assert v["kind"] == "tests_changed" and v["tests"]["comparison"]["old_tests"]["outcome"] == "fail", v
-    assert "tests/test_calc.py::test_add" in v["tests"]["comparison"]["old_tests"]["failing"], v
-    honest = added.replace("add(1, 2) == 3", "add(1, 2) == 3 and add(0, 5) == 5")
-    out = await push(fleet, "e6", "stricter, run", {"tests/test_calc.py": honest})
-    assert out["status"] == "landed", out  # main's version passes against the same code: the edit only adds checks
-    assert out["verdict"]["tests"]["comparison"]["old_tests"]["outcome"] == "pass"
+    assert out["verdict"]["tests"]["own"]["counts"] == {"passed": 2}, out["verdict"]
+    # the candidate's own version of a test file must pass too: a new test that fails is the change's failure
+    failing = added + "\n\ndef test_wrong():\n    assert add(1, 1) == 3\n"
+    v = (await push(fleet, "e5", "a wrong new test", {"tests/test_calc.py": failing}))["verdict"]
+    assert (v["kind"], v["failing_tests"]) == ("check_failed", ["tests/test_calc.py::test_wrong"]), v
+    assert v["tests"]["own"]["outcome"] == "fail" and "test_wrong" in v["log_tail"], v
 
 
 async def candidate_page(fleet: Fleet, cand_id: int, who: str = "root") -> str:

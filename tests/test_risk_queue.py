@@ -83,7 +83,7 @@ async def test_a_failed_batch_leaves_its_likeliest_culprit_out_and_the_rest_land
     assert await fleet.db.landing.pending_intents("demo") == []
 
 
-async def test_a_failed_batch_with_no_clear_culprit_is_judged_apart_and_its_good_candidates_land_together(
+async def test_a_failed_batch_with_no_clear_culprit_is_judged_apart_and_its_good_candidates_land_after(
         fleet: Fleet) -> None:
     fleet.bot.stop()
     fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="2", MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2",
@@ -106,9 +106,11 @@ async def test_a_failed_batch_with_no_clear_culprit_is_judged_apart_and_its_good
     assert set(alone) == set(tips) and alone["ann"]["outcome"] == "fail", covers
     assert all(alone[w]["outcome"] == "pass" for w in ("bob", "cat", "dan")), alone
     assert [j["id"] for j in after if "ann" in covers[j["id"]]] == [alone["ann"]["id"]], covers
-    # the three landed in a later batch, on a run that passed on exactly the commit main moved to
+    # the three landed in later runs (together or not: each goes back to the queue as its own run on main passes, so
+    # how they batch depends on which of those runs ends first), each on a run that passed on exactly the commit
+    # main moved to
     rows = [r for r in await fleet.db.landing.landed(repo="demo")]
-    assert {r.subtask_id for r in rows} == set(good) and any(r.batch_size > 1 for r in rows), rows
+    assert {r.subtask_id for r in rows} == set(good), rows
     passed = {j["commit_sha"] for j in after if j["outcome"] == "pass"}
     assert all(r.main_sha in passed for r in rows), (rows, runs)
     # ann was rejected on the run of her own change on main, and told so
