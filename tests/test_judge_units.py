@@ -19,7 +19,7 @@ A, B = 1, 2
 
 def test_test_paths_match_files_folders_and_names_anywhere() -> None:
     for path in ("test_a.py", "pkg/test_a.py", "a_test.py", "tests/helpers/data.json", "src/tests/x.py",
-                 "test/conftest.py", "deep/er/conftest.py", "tests/__init__.py"):
+                 "test/conftest.py", "deep/er/conftest.py", "tests/__init__.py", "tests", "src/tests"):
         assert matches(path, DEFAULT_GLOBS), path
     for path in ("calc.py", "testing.py", "contest.py", "mytests/x.py", "src/test_data/x.json", "tests.py"):
         assert not matches(path, DEFAULT_GLOBS), path

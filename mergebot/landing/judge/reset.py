@@ -72,7 +72,7 @@ class Reset:
 def matches(path: str, globs: Sequence[str]) -> bool:
     """Whether ``path`` is matched by one of ``globs`` (see the module's rules)."""
     name = posixpath.basename(path)
-    folders = path.split("/")[:-1]
+    folders = path.split("/")  # the path itself too: a test folder replaced by a file or a symbolic link
     for g in globs:
         if g.endswith("/"):
             folder = g.rstrip("/")
