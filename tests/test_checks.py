@@ -125,7 +125,7 @@ def test_what_configures_the_check_is_read_from_the_change() -> None:
     named = [p for p in command_files("make check && sh ./ci/run.sh tests") if p in changed]
     assert named == ["Makefile"]
     assert check_config_paths(changed, globs, named, texts) == ["src/conftest.py", "pytest.ini", "ci/check.sh",
-                                                               "pyproject.toml", "Makefile"]
+                                                               "pyproject.toml", "sub/pyproject.toml", "Makefile"]
     assert pytest_sections("setup.cfg", "[tool:pytest]\naddopts = -x\n") == '{"tool:pytest": {"addopts": "-x"}}'
     assert pytest_sections("pyproject.toml", "[tool.pytest\n") == "unreadable"
     assert pytest_sections("pyproject.toml", None) is None

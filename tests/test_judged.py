@@ -70,8 +70,14 @@ async def test_changing_what_configures_the_check_is_refused_at_push_time(make_f
         v = out["verdict"]
         assert out["status"] == "refused" and (v["kind"], v["final"]) == ("check_config", True), (title, out)
         assert v["paths"] == sorted(files) and "--check-changes" in v["next"], (title, v)
-    # a pyproject.toml whose pytest sections stay as they are configures nothing: it is an ordinary change
-    out = await push(fleet, "c8", "project metadata", {"pyproject.toml": "[project]\nname = 'calc'\n"})
+    # a new pyproject.toml moves pytest's rootdir: it configures the check even without a pytest section (a lead
+    # allows it); once there, an edit that leaves its pytest sections as they are is an ordinary change
+    out = await push(fleet, "c7", "a project file", {"pyproject.toml": "[project]\nname = 'calc'\n"})
+    assert (out["status"], out["verdict"]["kind"]) == ("refused", "check_config"), out
+    out = await push(fleet, "c7b", "a project file, allowed", {"pyproject.toml": "[project]\nname = 'calc'\n"},
+                     check_changes=True)
+    assert out["status"] == "landed", out
+    out = await push(fleet, "c8", "project metadata", {"pyproject.toml": "[project]\nname = 'calc2'\n"})
     assert out["status"] == "landed", out
     # the verifier's own plugin's name is refused even where check changes are allowed
     out = await push(fleet, "c9", "shadow the plugin", {"mergebot_outcomes.py": "def pytest_configure():\n    pass\n"},

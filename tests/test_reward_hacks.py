@@ -81,6 +81,15 @@ async def test_new_or_edited_test_files_cannot_change_what_mains_tests_see(make_
                                               "counts": {"passed": 1}, "failing": [],
                                               "commit": out["verdict"]["merged_sha"]}, out["verdict"]
     assert main_blob(fleet, "tests/test_mul.py") == mul["tests/test_mul.py"].encode()  # the landed commit has them
+    # a test helper too: main's tests never ran with it, so the run apart is the whole suite on the merged commit
+    sq = {"calc.py": mul["calc.py"] + "\n\ndef square(a):\n    return a * a\n",
+          "tests/helpers.py": "CASES = [(2, 4), (3, 9)]\n",
+          "tests/test_square.py": "from calc import square\nfrom helpers import CASES\n\n\ndef test_square():\n"
+                                  "    assert all(square(a) == b for a, b in CASES)\n"}
+    out = await push(fleet, "honest2", "square", sq)
+    assert out["status"] == "landed", out
+    own = out["verdict"]["tests"]["own"]
+    assert own["whole"] and own["counts"] == {"passed": 3} and out["verdict"]["tests"]["reset"]["whole"], own
 
 
 async def test_acceptance_tests_judge_the_code_without_the_candidates_tests(make_fleet: Callable[..., Any],
@@ -126,14 +135,15 @@ SHADOWING = {
     "pluggy.py": "",
     "typing.py": "",
     "src/json.py": "",  # src/ is no package: a `pythonpath = src` or pytest's rootdir insertion puts it first
-    "lib/_pytest/__init__.py": "",
+    "src/_pytest/__init__.py": "",
 }
 
 
 async def test_start_up_files_and_shadowing_modules_are_refused_at_push(make_fleet: Callable[..., Any]) -> None:
     """Every file Python or pytest reads at start-up, and every module named like one of the check's interpreter
     where it can come first on ``sys.path``, is refused at push as ``check_config``. A module inside a package, or
-    among the test paths (a judging run takes those from main), is not. Where a lead allowed check changes, the
+    among the test paths (a judging run takes those from main), or in a folder nothing puts on ``sys.path``, is not.
+    Where a lead allowed check changes, the
     start still holds: ``pytest.py`` does not replace pytest, ``json.py`` does not replace the plugin's json, and a
     ``*.dist-info`` that declares a plugin is not loaded: main's test judges the broken code each time."""
     fleet: Fleet = await make_fleet(check_command(), MERGEBOT_RETRY_FAILED_CHECKS="0")
@@ -149,6 +159,8 @@ async def test_start_up_files_and_shadowing_modules_are_refused_at_push(make_fle
     assert out["status"] == "landed", out
     out = await push(fleet, "n2", "a test helper named like a module",
                      {"tests/helpers/json.py": "DATA = {}\n"})
+    assert out["status"] == "landed", out
+    out = await push(fleet, "n3", "a script folder nothing imports from", {"scripts/secrets.py": "print('hi')\n"})
     assert out["status"] == "landed", out
     # allowed to change the check: the verifier's start holds all the same
     for i, files in enumerate(({"pytest.py": SHADOWING["pytest.py"]}, {"json.py": SHADOWING["json.py"]},
@@ -210,7 +222,7 @@ async def test_the_held_out_run_cannot_be_silenced_or_made_to_talk(make_fleet: C
         subs.append(v["subtask_id"])
         if who == "talks":
             assert v["failing_tests"] == ["test_hidden.py::test_sub_more"], v  # named by the bot, from the files
-            assert v["tests"]["held_out"]["failing_count"] > 1, v  # the forged ids counted, never shown
+            assert v["tests"]["held_out"]["unnamed"] == "a held-out test failed", v  # the forged ids: no word of them
     seen = await readable_by_an_agent(fleet, "talks", cands, subs)
     assert not [where for where, text in seen.items() if marker in text or "test_sub_more():" in text]
     out = await push(fleet, "honest", "sub()", {"calc.py": SUB})

@@ -105,7 +105,7 @@ async def test_a_flood_of_outcome_lines_is_refused_and_stores_nothing(make_fleet
     assert v["tests"]["flood"] == "more than 100000 tests" and not v["tests"].get("packed"), v["tests"]
     grown, wal = after[0] - before[0], after[1] - before[1]
     print(f"flood: database grew {grown >> 10} KiB, WAL {wal >> 10} KiB")
-    assert grown + wal < 24 << 20, (grown, wal)
+    assert grown + wal < 64 << 20, (grown, wal)  # before the bounds: 375 MiB for 63 MiB of forged lines
     jobs = fleet.client("root").get("/api/v1/verify-jobs", candidate=out["id"])["jobs"]
     assert jobs and all(len(str(j["result"])) < 200_000 for j in jobs), [len(str(j["result"])) for j in jobs]
     out = await push(fleet, "good", "a good change after", {"calc.py": GOOD["calc.py"] + "\n\nX = 1\n"})
@@ -125,7 +125,7 @@ async def test_a_job_that_loses_its_lease_again_and_again_ends_and_the_queue_goe
                    verifier_command=check_command(), verifier_timeout_s=60)
     for who in ("ann", "bob"):
         await e2e_db.subtasks.create_subtask(actor_id=None, title=f"{who}'s change")
-    bot = BotProcess(e2e_db_url, data, MERGEBOT_VERIFIER_WORKERS="0", MERGEBOT_JOB_LEASE_SECONDS="2",
+    bot = BotProcess(e2e_db_url, data, MERGEBOT_VERIFIER_WORKERS="0", MERGEBOT_JOB_LEASE_SECONDS="3",
                      MERGEBOT_RECOVERY_GRACE_SECONDS="0", MERGEBOT_RETRY_FAILED_CHECKS="0").start()
     work = tmp_path / "work"
     work.mkdir()
@@ -158,7 +158,10 @@ async def test_a_job_that_loses_its_lease_again_and_again_ends_and_the_queue_goe
         pusher.join(30)
         v = got["verdict"]
         assert (got["status"], v["kind"]) == ("rejected", "verifier_error"), got
-        assert frozen == 6, frozen  # three lost leases of the first run, three of its retry
+        # three lost leases of the first run, three of its retry (a lease a busy machine lost by itself counts too)
+        lost = {j["id"]: j["leases_lost"] for j in await e2e_db.jobs.jobs(limit=50)
+                if j["purpose"] in ("candidate", "retry")}
+        assert sorted(lost.values()) == [3, 3] and 1 <= frozen <= 6, (lost, frozen)
         assert "lost its lease" in v["message"] or "lost its lease" in str(v.get("log_tail")), v
 
         _, wt = fleet.start("bob")

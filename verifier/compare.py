@@ -202,3 +202,32 @@ def deleted_tests(tests: Collection[str], before: Mapping[str, str | None],
                 gone.add(test)
                 break
     return gone
+
+
+def only_deletes(before: str, after: str) -> bool:
+    """Whether ``after`` is ``before`` with statements taken out and nothing else changed (a method taken out of a
+    class counts; a changed line, an added one or a reordering does not). False when either does not parse."""
+    try:
+        old, new = ast.parse(before), ast.parse(after)
+    except (SyntaxError, ValueError):
+        return False
+    return _kept_in_order(new.body, old.body)
+
+
+def _kept_in_order(new: list[ast.stmt], old: list[ast.stmt]) -> bool:
+    at = 0
+    for stmt in new:
+        while at < len(old) and not _same_or_trimmed(stmt, old[at]):
+            at += 1
+        if at == len(old):
+            return False
+        at += 1
+    return True
+
+
+def _same_or_trimmed(new: ast.stmt, old: ast.stmt) -> bool:
+    if isinstance(new, ast.ClassDef) and isinstance(old, ast.ClassDef) and new.name == old.name:
+        head = [ast.dump(x, include_attributes=False) for x in (*new.bases, *new.keywords, *new.decorator_list)]
+        was = [ast.dump(x, include_attributes=False) for x in (*old.bases, *old.keywords, *old.decorator_list)]
+        return head == was and _kept_in_order(new.body, old.body)
+    return ast.dump(new, include_attributes=False) == ast.dump(old, include_attributes=False)

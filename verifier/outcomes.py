@@ -22,7 +22,8 @@ Rules:
     **flood** (``Outcomes.flood`` says which bound): nothing of its outcomes is kept, only the counts read so far
     and why, and the run is judged by that alone (``report_flood``), never by what it claimed.
   * **The start** (``start_env``): the plugin loaded by name, and the entry-point plugins named explicitly with
-    auto-loading off when the caller knows which (those ``main``'s own run loaded, ``plugins`` in its record);
+    auto-loading off when the caller knows which (those ``main``'s own run loaded, ``plugins`` in its first session
+    line; only names this interpreter's packages declare are ever passed on);
     ``VERIFIER_ONLY`` limits a session to given files (the candidate's own tests).
 Pure but for reading the given report file.
 """
@@ -30,6 +31,8 @@ Pure but for reading the given report file.
 from __future__ import annotations
 
 import base64
+import functools
+import importlib.metadata
 import json
 import os
 import re
@@ -52,7 +55,7 @@ MAX_LINES = 1_000_000
 MAX_TESTS = 100_000
 MAX_ID = 1000
 MAX_PACKED = 4 << 20
-PLUGIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")  # an entry point name we pass to ``-p``
+PLUGIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")  # an entry point name we pass to ``-p`` (no ``no:``)
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "deselected")
 CODES = {"passed": "p", "failed": "f", "error": "e", "skipped": "s", "xfailed": "x", "xpassed": "X", "deselected": "d"}
 NAMES = {v: k for k, v in CODES.items()}
@@ -94,11 +97,18 @@ class Outcomes:
         return out
 
 
+@functools.lru_cache(maxsize=1)
+def installed_plugins() -> frozenset[str]:
+    """The pytest plugins this interpreter's packages declare (``pytest11`` entry points): the only names a check's
+    pytest is ever told to load, whatever a report claimed."""
+    return frozenset(ep.name for ep in importlib.metadata.entry_points(group="pytest11"))
+
+
 def start_env(plugins: Sequence[str] | None, only: Sequence[str] | None = None) -> dict[str, str]:
     """How a check's pytest starts (see the module's rules): the plugin, and ``plugins`` by name with auto-loading
     off when they are known (None: auto-loading as the command says; under ``PYTHONSAFEPATH`` it sees only the
     interpreter's own packages); ``only``: the files a session collects."""
-    names = [p for p in plugins or () if PLUGIN_NAME.match(p) and p != PLUGIN]
+    names = [p for p in plugins or () if PLUGIN_NAME.match(p) and p != PLUGIN and p in installed_plugins()]
     env = {"PYTEST_ADDOPTS": " ".join(f"-p {p}" for p in (PLUGIN, *names)), "PYTHONPATH": str(PLUGIN_DIR)}
     if plugins is not None:
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -168,7 +178,9 @@ def parse(text: str, checkout: Path | None = None) -> Outcomes:
             session_tests.append(phases)
             prefix = _prefix(line.get("root"), checkout)
             named = line.get("plugins")
-            if isinstance(named, list):
+            if out.sessions > 1:
+                pass  # only the first session's word counts: a later line may be anybody's
+            elif isinstance(named, list):
                 plugins.update(str(p) for p in named[:100] if isinstance(p, str) and PLUGIN_NAME.match(p))
             else:
                 plugins_known = False

@@ -105,10 +105,12 @@ class Box:
 
 @dataclass(frozen=True)
 class Own:
-    """The candidate's own tests, run apart: ``files`` (paths in the checkout) on ``commit`` (the merged commit)."""
+    """The candidate's own tests, run apart: ``files`` (paths in the checkout) on ``commit`` (the merged commit); with
+    ``whole``, the whole command there."""
 
     commit: str
     files: tuple[str, ...]
+    whole: bool = False
 
 
 def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *, slot: Path | None = None,
@@ -179,7 +181,7 @@ def _own(slot: Slot, repo_path: Path, own: Own, command: str, box: Box, stop: sb
     except (CheckoutError, pygit2.GitError, KeyError, ValueError, OSError) as e:
         return _error(own.commit, "", command, start, f"could not prepare the run of the change's own tests: {e}",
                       box.mode)
-    only = tuple(str(slot.tree_dir / f) for f in own.files) if box.report == "pytest" else None
+    only = tuple(str(slot.tree_dir / f) for f in own.files) if box.report == "pytest" and not own.whole else None
     req = dataclasses.replace(cache, write=False) if cache is not None else None  # a candidate's: it writes none
     use = caches.use_for(repo_path, own.commit, req, box.mode)
     got = _check(slot, prepared.tree_sha, own.commit, command, dataclasses.replace(box, only=only), start, stop,

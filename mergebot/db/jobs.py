@@ -33,10 +33,11 @@ class JobStore:
                           candidate_id: int | None = None, landed_id: int | None = None,
                           cache: dict[str, Any] | None = None, window_width: int | None = None,
                           sandbox: dict[str, Any] | None = None) -> Job:
+        """A verify job; its spec may name paths of a pushed tree (the candidate's own tests): made storable."""
         row = await self.sql.one("job_insert", repo=repo, commit_sha=commit_sha, command=command, timeout_s=timeout_s,
                                  purpose=purpose, candidate_id=candidate_id, landed_id=landed_id,
-                                 cache=Jsonb(cache) if cache is not None else None, window_width=window_width,
-                                 sandbox=Jsonb(sandbox) if sandbox is not None else None)
+                                 cache=Jsonb(storable(cache)) if cache is not None else None, window_width=window_width,
+                                 sandbox=Jsonb(storable(sandbox)) if sandbox is not None else None)
         assert row is not None
         return Job.from_row(row)
 
@@ -117,8 +118,14 @@ class JobStore:
         row = await self.sql.one("job_baseline", repo=repo, tree_sha=tree_sha, command=command)
         return Job.from_row(row) if row else None
 
-    async def passed_on(self, *, repo: str, sha: str, command: str) -> bool:
-        return await self.sql.one("job_passed_on", repo=repo, sha=sha, command=command) is not None
+    async def newest_on_main(self, *, repo: str, command: str, purposes: list[str]) -> Job | None:
+        """The newest finished run of ``command`` with one of ``purposes`` (runs of main's own code) that reported
+        its plugins."""
+        row = await self.sql.one("job_newest_on_main", repo=repo, command=command, purposes=purposes)
+        return Job.from_row(row) if row else None
+
+    async def passed_on(self, *, repo: str, sha: str, tree: str, command: str) -> bool:
+        return await self.sql.one("job_passed_on", repo=repo, sha=sha, tree=tree, command=command) is not None
 
     async def cancel_jobs_for(self, candidate_id: int) -> None:
         await self.sql.all("job_cancel_for_candidate", candidate_id=candidate_id)

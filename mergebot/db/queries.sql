@@ -328,6 +328,7 @@ SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(c
        -- the one the deciding run names), for the landing's own candidate
        (SELECT j.id FROM verify_jobs j
         WHERE j.candidate_id = i.candidate_id AND j.status = 'done' AND j.outcome = 'pass'
+          AND j.purpose IN ('candidate', 'retry')
           AND j.commit_sha IN (i.new_sha, coalesce(i.evidence -> 'verifier' ->> 'commit_sha', i.new_sha))
         ORDER BY j.id DESC LIMIT 1),
        CASE WHEN c.reverts IS NULL THEN 'land' ELSE 'revert' END, c.reverts, %(verifier_sandbox)s,
@@ -886,12 +887,19 @@ SELECT * FROM verify_jobs WHERE id = %(id)s;
 -- name: job_fence_state
 SELECT id, status::text AS status, worker_id, claim_version FROM verify_jobs WHERE id = %(id)s;
 
+-- name: job_newest_on_main
+-- The newest run of this check on main's own code that recorded the plugins it loaded (what a judging run names).
+SELECT * FROM verify_jobs
+WHERE repo = %(repo)s AND command = %(command)s AND status = 'done' AND purpose = ANY(%(purposes)s::text[])
+  AND result -> 'tests' -> 'plugins' IS NOT NULL
+ORDER BY id DESC LIMIT 1;
+
 -- name: job_passed_on
--- Whether this exact check already passed on this commit (main is then known green: a candidate's failure on
--- top of it cannot be pre-existing). Runs once per failing candidate, so a scan of the done jobs is fine.
+-- Whether this exact check already passed on this commit, or on its tree (a judged job whose own tests ran covers
+-- the merged tree): main is then known green, and a candidate's failure on top of it cannot be pre-existing.
 SELECT id FROM verify_jobs
-WHERE repo = %(repo)s AND commit_sha = %(sha)s AND command = %(command)s AND status = 'done'
-  AND outcome IN ('pass', 'flaky')
+WHERE repo = %(repo)s AND (commit_sha = %(sha)s OR tree_sha = %(tree)s) AND command = %(command)s
+  AND status = 'done' AND outcome IN ('pass', 'flaky')
 LIMIT 1;
 
 -- name: job_baseline

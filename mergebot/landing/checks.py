@@ -26,7 +26,8 @@ Rules, in the order they are checked:
      interpreter (``verifier.startup.shadows``: ``json.py``, ``pytest.py``... where it can come first on
      ``sys.path``; test paths are exempt, since a judging run takes them from main), the pytest sections of a
      ``setup.cfg`` (``[tool:pytest]``, ``[pytest]``) or a ``pyproject.toml`` (``[tool.pytest*]``: the parsed
-     sections are compared, not the files), or a file of main's that the check's command names (a script, a
+     sections are compared, not the files), a ``setup.cfg``, ``pyproject.toml`` or ``setup.py`` added or deleted
+     (pytest's rootdir moves with them), or a file of main's that the check's command names (a script, a
      ``Makefile`` for ``make``), unless a lead allowed its subtask to change the check. The verifier's own pytest
      plugin's name (``mergebot_outcomes``) is refused even then: a module of that name in the checkout would speak
      for it.
@@ -211,6 +212,7 @@ def judge_content(update: RefUpdate, target_branch: str, content: Content, limit
 
 PLUGIN_NAME = "mergebot_outcomes"  # verifier/pytest_plugin's module: no checkout may hold one of that name
 SECTIONED = ("setup.cfg", "pyproject.toml")  # their pytest sections configure the check, the rest does not
+ROOT_MARKERS = ("setup.cfg", "pyproject.toml", "setup.py")  # one added or deleted moves pytest's rootdir
 
 
 def is_ours(path: str) -> bool:
@@ -287,15 +289,16 @@ def pytest_sections(path: str, text: str | None) -> str | None:
     return json.dumps(found, sort_keys=True, default=str) if found else None
 
 
-def shadowing(changed: Sequence[str], modules: Collection[str], packages: Collection[str],
+def shadowing(changed: Sequence[str], modules: Collection[str], roots: Collection[str],
               tests: Sequence[str]) -> list[tuple[str, str]]:
     """(path, module) for each changed path that shadows a module of the check's interpreter (rule 7): ``modules``
-    its module names (``verifier.startup.interpreter_modules``), ``packages`` the pushed tree's folders that hold an
-    ``__init__.py``, ``tests`` the repository's test paths (exempt: a judging run takes them from main)."""
+    its module names (``verifier.startup.interpreter_modules``), ``roots`` the pushed tree's folders that may come
+    first on ``sys.path`` (``verifier.startup.path_roots``), ``tests`` the repository's test paths (exempt: a judging
+    run takes them from main)."""
     out = []
     for path in changed:
         found = startup.module_name(path)
-        if found and not is_test_path(path, tests) and startup.shadows(path, modules, packages):
+        if found and not is_test_path(path, tests) and startup.shadows(path, modules, roots):
             out.append((path, found[1]))
     return out
 
@@ -304,8 +307,9 @@ def check_config_paths(changed: Sequence[str], globs: Sequence[str], named: Coll
                        texts: Mapping[str, tuple[str | None, str | None]],
                        shadowed: Collection[str] = ()) -> list[str]:
     """The changed paths that configure the check (rule 7). ``named``: the files of main's tree that the check's
-    command names (``command_files``, kept where main has them); ``texts``: for each changed ``setup.cfg`` and
-    ``pyproject.toml``, its text on main and in the push (None where the file does not exist); ``shadowed``: the
+    command names (``command_files``, kept where main has them); ``texts``: for each changed ``setup.cfg``,
+    ``pyproject.toml`` and ``setup.py``, its text on main and in the push (None where the file does not exist: one
+    added or deleted moves pytest's rootdir, which decides which ``conftest.py`` it loads); ``shadowed``: the
     changed paths that shadow a module of the check's interpreter (``shadowing``)."""
     named = set(named)
     shadowed = set(shadowed)
@@ -313,9 +317,9 @@ def check_config_paths(changed: Sequence[str], globs: Sequence[str], named: Coll
     for path in changed:
         if is_ours(path) or matches_glob(path, globs) or path in named or startup.is_startup(path) or path in shadowed:
             out.append(path)
-        elif posixpath.basename(path) in SECTIONED:
+        elif posixpath.basename(path) in ROOT_MARKERS:
             old, new = texts.get(path, (None, None))
-            if pytest_sections(path, old) != pytest_sections(path, new):
+            if (old is None) != (new is None) or pytest_sections(path, old) != pytest_sections(path, new):
                 out.append(path)
     return out
 

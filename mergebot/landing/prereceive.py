@@ -16,7 +16,6 @@ import dataclasses
 import json
 import logging
 import os
-import posixpath
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ from mergebot.git import repo as git
 from mergebot.landing import assess, shared, verdicts
 from mergebot.landing import messages as say
 from mergebot.landing.checks import (
-    SECTIONED,
+    ROOT_MARKERS,
     Content,
     Limits,
     RefUpdate,
@@ -48,6 +47,7 @@ from mergebot.landing.checks import (
     summary,
 )
 from mergebot.landing.forecast import forecast
+from mergebot.landing.judge.reset import is_module
 from mergebot.models import VERDICT_LINE, Agent, Candidate, Repo, Verdict, record
 from verifier import startup
 
@@ -165,6 +165,22 @@ def _has(tree: pygit2.Tree, path: str) -> bool:
     return True
 
 
+def _is_file(tree: pygit2.Tree, path: str) -> bool:
+    try:
+        return tree[path].type_str == "blob"
+    except KeyError:
+        return False
+
+
+def _holds_tests(tree: pygit2.Tree, folder: str) -> bool:
+    """Whether ``folder`` of ``tree`` holds test modules (pytest would put it first on ``sys.path``)."""
+    try:
+        entries = tree[folder] if folder else tree
+    except KeyError:
+        return False
+    return entries.type_str == "tree" and any(is_module(str(e.name)) for e in entries.peel(pygit2.Tree))
+
+
 def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: RefUpdate, subtask_id: int,
             limits: Limits, others: list[tuple[int, str]], check: tuple[Sequence[str], str] = ((), ""),
             tests: Sequence[str] = ()) -> Content:
@@ -182,13 +198,14 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
     old_tree = str(repo[base].peel(pygit2.Commit).tree_id) if base else None
     changed = changes.changed_paths(repo, old_tree, new_tree) if ids else []
     texts = {p: (changes.text_at(repo, main, p), changes.text_at(repo, update.new, p))
-             for p in changed if p.rsplit("/", 1)[-1] in SECTIONED}
+             for p in changed if p.rsplit("/", 1)[-1] in ROOT_MARKERS}
     main_tree = repo[main].peel(pygit2.Commit).tree
     named = [p for p in command_files(check[1]) if p in changed and _has(main_tree, p)]
     pushed_tree = repo[update.new].peel(pygit2.Commit).tree
-    folders = {posixpath.dirname(p) for p in changed if startup.module_name(p)}
-    packages = {f for f in folders if f and _has(pushed_tree, f + "/__init__.py")}
-    shadowed = shadowing(changed, startup.interpreter_modules(), packages, tests)
+    folders = {found[0] for p in changed if (found := startup.module_name(p))}
+    roots = startup.path_roots(folders, lambda f: _is_file(pushed_tree, f + "/__init__.py"),
+                               lambda f: _holds_tests(pushed_tree, f))
+    shadowed = shadowing(changed, startup.interpreter_modules(), roots, tests)
     suspicious = assess.suspicious_lines(repo, main, update.new, changed, tests) if limits.suspicious_refuse and ids \
         else []
     return Content(

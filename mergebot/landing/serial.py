@@ -16,6 +16,7 @@ While main is red the speculation window runs this path too: a fix is judged aga
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -23,6 +24,7 @@ from mergebot.git import repo as git
 from mergebot.landing import evidence, postland, runs, verdict, verdicts
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
+from mergebot.landing.judge import compare
 from mergebot.landing.judge import step as judge
 from mergebot.landing.land import Context, Target
 from mergebot.models import Candidate, Repo
@@ -99,7 +101,8 @@ async def _base(ctx: Context, repo: Repo, cand: Candidate, main: str, merged: st
         return Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
     if source == "same_commit":
         return first
-    if await ctx.db.jobs.passed_on(repo=repo.name, sha=main, command=repo.verifier_command):
+    tree = await asyncio.to_thread(compare.tree_of, landing.target_for(ctx, repo).path, main)
+    if await ctx.db.jobs.passed_on(repo=repo.name, sha=main, tree=tree, command=repo.verifier_command):
         return Result(main, "", repo.verifier_command, "pass", 0, 0, say.KNOWN_GREEN, "", 0, "", "none")
     return await runs.check(ctx, repo, main, "base", candidate_id=cand.id)
 

@@ -268,7 +268,8 @@ class Worker:
         own, plugins = box.get("own"), box.get("plugins")
         return run_check(path, job.commit_sha, job.command, float(job.timeout_s), slot=self.slot,
                          plugins=[str(p) for p in plugins] if isinstance(plugins, list) else None,
-                         own=Own(str(own["commit"]), tuple(str(f) for f in own.get("files") or []))
+                         own=Own(str(own["commit"]), tuple(str(f) for f in own.get("files") or []),
+                                 bool(own.get("whole")))
                          if isinstance(own, dict) and isinstance(own.get("commit"), str) else None,
                          sandbox=self.sandbox, hide=self.hide, stop=stop, cache=self._cache(job),
                          setup=Setup(str(setup), bool((job.cache or {}).get("setup_network")))

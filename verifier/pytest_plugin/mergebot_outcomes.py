@@ -48,6 +48,7 @@ _started_here = bool(sys.flags.safe_path) and (
     sys.argv[:1] == ["-c"] or sys.argv[0].replace("\\", "/").endswith("pytest/__main__.py"))
 _invoked_in = os.getcwd()
 _stdlib = {os.path.realpath(p) for p in (sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")) if p}
+_sites = {os.path.realpath(p) for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib")) if p}
 
 
 def _send(**line: Any) -> None:
@@ -67,6 +68,8 @@ def _after_stdlib(path: str) -> None:
     at = 0
     for i, entry in enumerate(sys.path):
         real = os.path.realpath(entry or ".")
+        if real in _sites or any(real.startswith(s + os.sep) for s in _sites):
+            break  # site-packages (under the standard library's folder outside a virtual environment)
         if real in _stdlib or any(real.startswith(s + os.sep) for s in _stdlib) or real.endswith(".zip"):
             at = i + 1
     sys.path.insert(at, path)

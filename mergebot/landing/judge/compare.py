@@ -37,7 +37,7 @@ from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.landing import runs
 from mergebot.landing.land import Context, target_for
-from mergebot.models import Repo
+from mergebot.models import Job, Repo
 from verifier import compare as cmp
 from verifier import outcomes
 from verifier.runner import Result
@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 
 _baselines: dict[tuple[str, str, str], asyncio.Lock] = {}
 _queued: dict[tuple[str, str, str], int] = {}  # baseline runs queued ahead of need (``prefetch``): their job ids
-_plugins: dict[tuple[str, str], list[str]] = {}  # the entry-point plugins main's runs loaded, last seen per check
+_plugins: dict[tuple[str, str], list[str]] = {}  # what main's runs loaded, per check
+_held: dict[tuple[tuple[str, str, str], int], outcomes.Outcomes] = {}  # baselines already read, by tree and job
 
 
 async def hold(ctx: Context, repo: Repo, run: Result, judging: Judging) -> tuple[str, dict[str, Any]]:
@@ -60,7 +61,8 @@ async def hold(ctx: Context, repo: Repo, run: Result, judging: Judging) -> tuple
     main_tree = await asyncio.to_thread(tree_of, path, judging.main)
     baseline, where = await baseline_of(ctx, repo, judging.main, main_tree, run.command)
     accept = list(judging.accept)
-    changed = await asyncio.to_thread(_changed, path, judging.main, judging.merged, judging.members, set(accept))
+    changed, changed_by = await asyncio.to_thread(_changed, path, judging.main, judging.merged, judging.members,
+                                                  set(accept))
     if baseline.none and not accept and not changed:
         return "", {}
     passed_before = [t for t, o in baseline.tests.items() if o == "passed"]
@@ -76,11 +78,10 @@ async def hold(ctx: Context, repo: Repo, run: Result, judging: Judging) -> tuple
     record = result.record()
     record["changed"] = changed
     kind = result.verdict
-    if changed and repo.old_tests == "refuse" and not kind:
-        behaviour = {m.cand.subtask_id for m in judging.members
-                     if (await ctx.db.subtasks.get_subtask(m.cand.subtask_id)).allow_behaviour_change}
-        if not behaviour:
-            kind = "tests_changed"
+    if changed and repo.old_tests == "refuse" and not kind:  # each edited file's own subtask must be allowed
+        for sid in {changed_by[cmp.split_id(t)[0]] for t in changed if cmp.split_id(t)[0] in changed_by}:
+            if not (await ctx.db.subtasks.get_subtask(sid)).allow_behaviour_change:
+                kind = "tests_changed"
     if accept:
         wrong = cmp.accepted(now, accept) if not now.none else (cmp.Change("(every test)", "attached", "missing"),)
         record["acceptance"] = {"files": sorted(accept), "failed": [{"id": c.id, "now": c.now} for c in wrong]}
@@ -103,33 +104,55 @@ async def prefetch(ctx: Context, repo: Repo, main: str) -> None:
     _queued[key] = await runs.start_check(ctx, repo, main, "baseline")
 
 
-async def plugins_for(ctx: Context, repo: Repo, main_tree: str) -> list[str] | None:
-    """The entry-point plugins a judging run names (``verifier.outcomes.start_env``): those main's own run of the
-    check loaded, on this tree or, failing that, the last one seen; None when no run on main has said yet."""
-    job = await ctx.db.jobs.baseline(repo=repo.name, tree_sha=main_tree, command=repo.verifier_command)
-    if job is not None:
-        known = suite(job.result).plugins
-        if known is not None:
-            _plugins[(repo.name, repo.verifier_command)] = known
-            return known
-    return _plugins.get((repo.name, repo.verifier_command))
+ON_MAIN = frozenset({"baseline", "base", "post_land"})  # runs of main's own code: what they loaded, main loads
 
 
-def suite(result: dict[str, Any] | None) -> outcomes.Outcomes:
-    """The outcomes a job's result gives for the whole suite of the tree it covers: the judging run's, with the
-    candidate's own tests' outcomes for the files they ran (``job_finish`` records that job under the merged
-    tree)."""
-    result = result or {}
+async def plugins_for(ctx: Context, repo: Repo) -> list[str] | None:
+    """The entry-point plugins a judging run names (``verifier.outcomes.start_env``): those the newest run of the
+    check on main's own code loaded (never a candidate's run: its code could report anything); None when no such run
+    has said yet."""
+    key = (repo.name, repo.verifier_command)
+    if key not in _plugins:
+        job = await ctx.db.jobs.newest_on_main(repo=repo.name, command=repo.verifier_command, purposes=sorted(ON_MAIN))
+        known = outcomes.unpack((job.result or {}).get("tests")).plugins if job is not None else None
+        if known is None:
+            return None
+        _plugins[key] = known
+    return _plugins[key]
+
+
+def suite(job: Job) -> outcomes.Outcomes:
+    """The outcomes a job gives for the whole suite of the tree it covers (``job_finish`` records a job whose own tests
+    ran under the merged tree): the judging run's, with the candidate's own tests' outcomes for exactly the files
+    they were asked to run (or all of them, when the run apart was the whole suite)."""
+    result = job.result or {}
     got = outcomes.unpack(result.get("tests"))
-    own = result.get("own")
-    if got.none or not isinstance(own, dict) or own.get("outcome") != "pass":
+    own, spec = result.get("own"), (job.sandbox or {}).get("own")
+    if got.none or not isinstance(own, dict) or own.get("outcome") != "pass" or not isinstance(spec, dict):
         return got
     extra = outcomes.unpack(own.get("tests"))
     if extra.none:
         return got
-    files = {cmp.split_id(t)[0] for t in extra.tests}
-    got.tests = {**{t: o for t, o in got.tests.items() if cmp.split_id(t)[0] not in files}, **extra.tests}
+    if spec.get("whole"):
+        return extra
+    files = {str(f) for f in spec.get("files") or []}
+    got.tests = {**{t: o for t, o in got.tests.items() if cmp.split_id(t)[0] not in files},
+                 **{t: o for t, o in extra.tests.items() if cmp.split_id(t)[0] in files}}
     return got
+
+
+async def collected(ctx: Context, repo: Repo, main_tree: str) -> set[str]:
+    """The test files main's own run of the check collected on this tree, and the ``__init__.py`` of their folders:
+    test paths whatever the globs say (none when no run on this tree is known yet)."""
+    job = await ctx.db.jobs.baseline(repo=repo.name, tree_sha=main_tree, command=repo.verifier_command)
+    if job is None:
+        return set()
+    files = {cmp.split_id(t)[0] for t in suite(job).tests}
+    out = {f for f in files if f.endswith(".py") and not f.startswith(("/", "../"))}
+    for f in list(out):
+        parts = f.split("/")[:-1]
+        out.update("/".join([*parts[:i], "__init__.py"]) for i in range(len(parts) + 1))
+    return out
 
 
 async def baseline_of(ctx: Context, repo: Repo, main: str, tree: str,
@@ -151,10 +174,35 @@ async def baseline_of(ctx: Context, repo: Repo, main: str, tree: str,
     if len(_baselines) > 1000:
         _baselines.clear()
     where = {"job": job.id, "commit": job.commit_sha, "purpose": job.purpose, "tree": tree}
-    found = suite(job.result)
-    if found.plugins is not None:
+    found = _held.get((key, job.id))
+    if found is None:
+        found = await asyncio.to_thread(defined, target_for(ctx, repo).path, main, suite(job))
+        if len(_held) > 100:
+            _held.clear()
+        _held[(key, job.id)] = found
+    if found.plugins is not None and job.purpose in ON_MAIN:
         _plugins[(repo.name, command)] = found.plugins
     return found, where
+
+
+def defined(path: Path, main: str, found: outcomes.Outcomes) -> outcomes.Outcomes:
+    """``found`` without the passing tests that name nothing defined on ``main`` (a run of a candidate's code may have
+    reported tests that do not exist: as a baseline they would hold every later candidate to them)."""
+    repo = git.open_repo(path)
+    defs: dict[str, set[tuple[str, ...]] | None] = {}
+    keep = {}
+    for test, outcome in found.tests.items():
+        file, names = cmp.split_id(test)
+        if outcome == "passed" and file.endswith(".py") and names:
+            if file not in defs:
+                text = changes.text_at(repo, main, file)
+                defs[file] = cmp.definitions(text) if text is not None else set()
+            known = defs[file]
+            if known is not None and names not in known:
+                continue
+        keep[test] = outcome
+    found.tests = keep
+    return found
 
 
 def tree_of(path: Path, sha: str) -> str:
@@ -191,16 +239,21 @@ def _deleted(path: Path, main: str, merged: str, tests: list[str],
     return cmp.deleted_tests([t for t in tests if cmp.split_id(t)[0] in by_file], before, after), by_file
 
 
-def _changed(path: Path, main: str, merged: str, members: tuple[Member, ...], accept: set[str]) -> list[str]:
-    """The existing tests the members' own changes edit (the acceptance tests the bot wrote aside)."""
+def _changed(path: Path, main: str, merged: str, members: tuple[Member, ...],
+             accept: set[str]) -> tuple[list[str], dict[str, int]]:
+    """The existing tests the members' own changes edit (the acceptance tests the bot wrote aside), and for each test
+    file, the subtask whose own change touches it (the last such member)."""
     repo = git.open_repo(path)
-    files = sorted({p for m in members for p in changes.commit_paths(repo, m.base, m.merged)
-                    if cmp.is_test_file(p) and p not in accept})
-    if not files:
-        return []
-    before = {f: changes.text_at(repo, main, f) for f in files}
-    after = {f: changes.text_at(repo, merged, f) for f in files}
-    return cmp.changed_tests(before, after)
+    by_file: dict[str, int] = {}
+    for m in members:
+        for p in changes.commit_paths(repo, m.base, m.merged):
+            if cmp.is_test_file(p) and p not in accept:
+                by_file[p] = m.cand.subtask_id
+    if not by_file:
+        return [], {}
+    before = {f: changes.text_at(repo, main, f) for f in sorted(by_file)}
+    after = {f: changes.text_at(repo, merged, f) for f in sorted(by_file)}
+    return cmp.changed_tests(before, after), by_file
 
 
 async def _permitted(ctx: Context, members: tuple[Member, ...]) -> set[int]:

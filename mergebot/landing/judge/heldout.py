@@ -15,9 +15,11 @@ Rules:
     (code that notices the held-out mount and exits at once); one past the outcome bounds is ``report_flood``. One
     that could not run (``error``) is no verdict on the change: the candidate's run becomes an ``error`` too, and is
     retried.
+  * Every test the bot itself finds in the files (``required``) must have reported a pass: a run that stops after
+    its first test, or skips the rest, fails.
   * The agent is told pass or fail and the failing test ids, but only ids that each name a test the bot itself
     found in the held-out files (``named``: the file, and a function or class it defines); anything else the run
-    reported is "a held-out test failed", with no text from the run (``summary``).
+    reported is "a held-out test failed", with no text, and no count, from the run (``summary``).
   * Its log is for reviewers and admins only (``for_viewer`` hides everything else of a held-out run's result
     from other roles, wherever a job is shown: they see its outcome and how many failed).
 """
@@ -68,9 +70,24 @@ def named(test_id: str, known: Known) -> str | None:
     return None
 
 
-def outcome_of(run: Result) -> str:
-    """The held-out run's verdict: ``pass`` (it exited 0 and every test it reported passed), ``no_report`` (it
-    exited 0 and reported no test), ``report_flood``, ``error`` (no verdict on the change) or ``fail``."""
+def required(known: Known) -> set[str]:
+    """The held-out tests the bot itself finds (``test*`` functions, at the top or in ``Test*`` classes): each must
+    have passed, so a run that stops after the first one cannot pass."""
+    return {f"{path}::{'::'.join(names)}" for path, defs in known.items() for names in defs
+            if names[-1].startswith("test") and all(n.startswith("Test") for n in names[:-1])}
+
+
+def unrun(run: Result, known: Known) -> list[str]:
+    """The required held-out tests with no passing report."""
+    seen = outcomes.unpack(run.tests)
+    passed = {n for t, o in seen.tests.items() if o == "passed" and (n := named(t, known)) is not None}
+    return sorted(required(known) - passed)
+
+
+def outcome_of(run: Result, known: Known) -> str:
+    """The held-out run's verdict: ``pass`` (it exited 0, every test it reported passed, and so did every test the
+    bot finds in the files), ``no_report`` (it exited 0 and reported no test), ``report_flood``, ``error`` (no verdict
+    on the change) or ``fail``."""
     seen = outcomes.unpack(run.tests)
     if seen.flood:
         return "report_flood"
@@ -80,17 +97,19 @@ def outcome_of(run: Result) -> str:
         return "fail"
     if seen.none or not seen.tests:
         return "no_report"
-    return "pass" if all(o == "passed" for o in seen.tests.values()) else "fail"
+    return "pass" if all(o == "passed" for o in seen.tests.values()) and not unrun(run, known) else "fail"
 
 
 def summary(run: Result, known: Known) -> dict[str, Any]:
-    """What an agent may learn of a held-out run (see the module's rules): every test that did not pass counts."""
+    """What an agent may learn of a held-out run (see the module's rules): its outcome and the ids of the bot's own
+    tests that did not pass (every reported test that did not pass counts, and every test of the files that did not
+    report a pass); no count, nothing from the run's own words."""
     seen = outcomes.unpack(run.tests)
     failing = sorted(t for t, o in seen.tests.items() if o != "passed") if not seen.none else []
-    told = sorted({n for t in failing if (n := named(t, known)) is not None})
-    verdict = outcome_of(run)
-    out: dict[str, Any] = {"outcome": verdict, "failing": told[:SHOWN], "failing_count": len(failing)}
-    if verdict == "fail" and (not failing or any(named(t, known) is None for t in failing)):
+    told = sorted({n for t in failing if (n := named(t, known)) is not None} | set(unrun(run, known)))
+    verdict = outcome_of(run, known)
+    out: dict[str, Any] = {"outcome": verdict, "failing": told[:SHOWN] if verdict == "fail" else []}
+    if verdict == "fail" and (not told or any(named(t, known) is None for t in failing)):
         out["unnamed"] = UNNAMED
     return out
 
@@ -124,7 +143,6 @@ def for_viewer(job: dict[str, Any], role: str) -> dict[str, Any]:
         return job
     result = job.get("result")
     if isinstance(result, dict):
-        said = summary(Result.from_json(result), {})
-        job = {**job, "result": {"outcome": said["outcome"], "failing_count": said["failing_count"]},
+        job = {**job, "result": {"outcome": summary(Result.from_json(result), {})["outcome"]},
                "command": "(held-out checks)"}
     return job

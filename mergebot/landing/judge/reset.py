@@ -13,13 +13,18 @@ Rules:
   * The subtask's **acceptance tests** are the lead's, written into the merge: they stay as written.
   * **What a lead allowed stays as the change made it** (``kept``): with a behaviour-change permission the change's
     edits of existing test files are used; with a test-removal permission its deletions are (a deleted file stays
-    deleted, as always, and a file whose edit deletes test definitions is used as edited); with a check-change
+    deleted, as always, and a file whose edit only deletes definitions is used as edited: any other edit in it goes
+    back to main's, and the deleted definitions are judged by the comparison); with a check-change
     permission its edits of what configures the check (the repository's check-configuration globs, ``conftest.py``
     among them) are.
     Reviewers see which (``kept``, on the record).
   * **The candidate's own tests** (``own``) are the test modules (``test_*.py``, ``*_test.py``) it adds or edits,
     but not kept ones (they are in the judging run already) or acceptance tests: they run apart, on the merged
-    commit, and must pass.
+    commit, and must pass. When the reset takes from main anything else (a helper, data, an ``__init__.py``), main's
+    test modules never ran with what would land: the run apart is then the whole suite on the merged commit
+    (``whole``), so that what lands was run as a whole, and its outcomes can be main's next baseline.
+  * ``extra``: more paths that are tests on main (the files main's own run collected, and the ``__init__.py`` of
+    their folders), whatever the globs say.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import fnmatch
 import posixpath
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 DEFAULT_GLOBS = ("test_*.py", "*_test.py", "tests/", "test/", "conftest.py")
 MODULES = ("test_*.py", "*_test.py")  # the files pytest collects as test modules by default
@@ -40,7 +46,7 @@ class Change:
     path: str
     status: str
     subtask_id: int | None = None  # the subtask whose own change touched it (in a batch, the last such member)
-    deletes_tests: bool = False  # a modification that deletes a test definition the file had on main
+    only_deletes: bool = False  # a modification that only deletes definitions the file had on main
 
 
 @dataclass(frozen=True)
@@ -58,15 +64,16 @@ class Reset:
     drop: tuple[str, ...] = ()  # absent from the judging run (added test paths)
     kept: tuple[str, ...] = ()  # test paths as the change made them, because a lead allowed it
     own: tuple[str, ...] = ()  # the candidate's own test modules, run apart on the merged commit
+    whole: bool = False  # the run apart is the whole suite (the reset took more than test modules from main)
 
     @property
     def needed(self) -> bool:
         """Whether the judged commit differs from the merged one."""
         return bool(self.restore or self.drop)
 
-    def record(self) -> dict[str, list[str]]:
+    def record(self) -> dict[str, Any]:
         return {"restored": list(self.restore), "dropped": list(self.drop), "kept": list(self.kept),
-                "own": list(self.own)}
+                "own": list(self.own), **({"whole": True} if self.whole else {})}
 
 
 def matches(path: str, globs: Sequence[str]) -> bool:
@@ -92,9 +99,10 @@ def is_module(path: str) -> bool:
 
 
 def plan(changes: Sequence[Change], *, globs: Sequence[str], accept: Collection[str] = (),
-         allowed: dict[int, Allowed] | None = None, check_config: Sequence[str] = ()) -> Reset:
+         allowed: dict[int, Allowed] | None = None, check_config: Sequence[str] = (),
+         extra: Collection[str] = ()) -> Reset:
     """The reset for a change (see the module's rules). ``check_config``: the globs of what configures the check
-    (``conftest.py`` is always among them)."""
+    (``conftest.py`` is always among them); ``extra``: more test paths."""
     allowed = allowed or {}
     accept = set(accept)
     restore: list[str] = []
@@ -102,7 +110,7 @@ def plan(changes: Sequence[Change], *, globs: Sequence[str], accept: Collection[
     kept: list[str] = []
     own: list[str] = []
     for c in sorted(changes, key=lambda c: c.path):
-        if c.path in accept or not matches(c.path, globs):
+        if c.path in accept or not (matches(c.path, globs) or c.path in extra):
             continue
         may = allowed.get(c.subtask_id, Allowed()) if c.subtask_id is not None else Allowed()
         config = posixpath.basename(c.path) == "conftest.py" or matches(c.path, check_config)
@@ -115,10 +123,11 @@ def plan(changes: Sequence[Change], *, globs: Sequence[str], accept: Collection[
                     own.append(c.path)
         elif c.status == "deleted":
             continue  # absent, as it would land: the comparison judges it
-        elif may.behaviour or (config and may.check) or (c.deletes_tests and may.removal):
+        elif may.behaviour or (config and may.check) or (c.only_deletes and may.removal):
             kept.append(c.path)
         else:
             restore.append(c.path)
             if is_module(c.path):
                 own.append(c.path)
-    return Reset(tuple(restore), tuple(drop), tuple(kept), tuple(own))
+    whole = any(p not in own for p in (*restore, *drop))
+    return Reset(tuple(restore), tuple(drop), tuple(kept), tuple(own), whole)

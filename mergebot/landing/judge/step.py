@@ -69,8 +69,8 @@ class Judging:
     def spec(self) -> dict[str, Any]:
         """How the job's runs start (the ``sandbox`` a worker reads): the plugins, and the own tests, if any."""
         out: dict[str, Any] = {"plugins": list(self.plugins) if self.plugins is not None else None}
-        if self.reset.own:
-            out["own"] = {"commit": self.merged, "files": list(self.reset.own)}
+        if self.reset.own or self.reset.whole:
+            out["own"] = {"commit": self.merged, "files": list(self.reset.own), "whole": self.reset.whole}
         return out
 
 
@@ -82,7 +82,7 @@ class Judgement:
     deciding: Result  # the judging run, or the own tests' run when they decided
     comparison: dict[str, Any]
     own: dict[str, Any] | None  # what the own tests' run gave (outcome, files, counts), when there was one
-    reset: dict[str, list[str]]
+    reset: dict[str, Any]
 
     def result(self) -> Result:
         tests = dict(self.deciding.tests or {})
@@ -104,16 +104,16 @@ async def prepare(ctx: Context, repo: Repo, main: str, members: Sequence[Member]
     for sid in set(ids):
         sub = await ctx.db.subtasks.get_subtask(sid)
         allowed[sid] = reset.Allowed(sub.allow_behaviour_change, sub.allow_test_removal, sub.allow_check_changes)
-    main_tree = await asyncio.to_thread(compare.tree_of, path, main)
-    plugins = await compare.plugins_for(ctx, repo, main_tree)
+    plugins = await compare.plugins_for(ctx, repo)
+    extra = await compare.collected(ctx, repo, await asyncio.to_thread(compare.tree_of, path, main))
     merged = members[-1].merged
-    made = await asyncio.to_thread(_judged, path, repo, main, merged, tuple(members), accept, allowed)
+    made = await asyncio.to_thread(_judged, path, repo, main, merged, tuple(members), accept, allowed, extra)
     return Judging(main, tuple(members), merged, *made, accept=accept,
                    plugins=tuple(plugins) if plugins is not None else None)
 
 
 def _judged(path: Path, repo: Repo, main: str, merged: str, members: tuple[Member, ...], accept: tuple[str, ...],
-            allowed: dict[int, reset.Allowed]) -> tuple[str, str, str, reset.Reset]:
+            allowed: dict[int, reset.Allowed], extra: set[str]) -> tuple[str, str, str, reset.Reset]:
     """(merged tree, judged commit, judged tree, the reset)."""
     bare = git.open_repo(path)
     by_path: dict[str, int] = {}
@@ -122,16 +122,16 @@ def _judged(path: Path, repo: Repo, main: str, merged: str, members: tuple[Membe
             by_path[p] = m.cand.subtask_id
     found = []
     for p, status in changes.tree_changes(bare, main, merged):
-        if not reset.matches(p, repo.test_paths):
+        if not (reset.matches(p, repo.test_paths) or p in extra):
             continue
         sid = by_path.get(p)
-        deletes = False
+        trimmed = False
         if status == "modified" and sid is not None and allowed.get(sid, reset.Allowed()).removal:
             before, after = changes.text_at(bare, main, p), changes.text_at(bare, merged, p)
-            old, new = cmp.definitions(before or ""), cmp.definitions(after or "")
-            deletes = bool(old and new is not None and old - new)
-        found.append(reset.Change(p, status, sid, deletes))
-    plan = reset.plan(found, globs=repo.test_paths, accept=accept, allowed=allowed, check_config=repo.check_config)
+            trimmed = before is not None and after is not None and cmp.only_deletes(before, after)
+        found.append(reset.Change(p, status, sid, trimmed))
+    plan = reset.plan(found, globs=repo.test_paths, accept=accept, allowed=allowed, check_config=repo.check_config,
+                      extra=extra)
     merged_tree = str(bare[merged].peel(pygit2.Commit).tree_id)
     if not plan.needed:
         return merged_tree, merged, merged_tree, plan
@@ -159,22 +159,25 @@ async def judge(ctx: Context, repo: Repo, judging: Judging, run: Result) -> Judg
     if not (run.passed or run.found_no_tests):
         return Judgement(run.outcome, run, {}, None, record)
     kind, comparison = await compare.hold(ctx, repo, run, judging)
-    if kind or not run.passed:  # judged; or an empty run that nothing weakened: still pytest's failure (exit 5)
+    apart = bool(judging.reset.own or judging.reset.whole)
+    first_tests = run.found_no_tests and not comparison.get("passed_before") and apart  # main had none: its own decide
+    if kind or not (run.passed or first_tests):  # judged; or an empty run: still pytest's failure (exit 5)
         return Judgement(kind or run.outcome, run, comparison, None, record)
-    if not judging.reset.own:
+    if not apart:
         return Judgement("pass", run, comparison, None, record)
-    said = _own_summary(own, judging.reset.own)
+    said = _own_summary(own, judging.reset.own, judging.reset.whole)
     if own is not None and own.passed:
         return Judgement("pass", run, comparison, said, record)
     deciding = own if own is not None else runs.unfinished(repo, judging.merged, say.OWN_TESTS_DID_NOT_RUN)
     return Judgement(deciding.outcome, deciding, comparison, said, record)
 
 
-def _own_summary(own: Result | None, files: tuple[str, ...]) -> dict[str, Any]:
+def _own_summary(own: Result | None, files: tuple[str, ...], whole: bool) -> dict[str, Any]:
+    extent = {"whole": True} if whole else {}
     if own is None:
-        return {"outcome": "error", "files": list(files)}
+        return {"outcome": "error", "files": list(files), **extent}
     return {"outcome": own.outcome, "files": list(files), "counts": (own.tests or {}).get("counts") or {},
-            "failing": list(own.failing_tests), "commit": own.commit_sha}
+            "failing": list(own.failing_tests), "commit": own.commit_sha, **extent}
 
 
 async def held_out(ctx: Context, repo: Repo, judging: Judging, judged: Result, *, candidate_id: int) -> int | None:

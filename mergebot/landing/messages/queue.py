@@ -89,11 +89,10 @@ def _rejection(r: Rejection) -> str:
                 "a test that changes with the code no longer checks it.")
     if r.kind == "held_out_failed":
         held = ((r.run.tests or {}).get("held_out") or {})
-        failing = list(held.get("failing") or [])
-        count = int(held.get("failing_count") or len(failing))
+        failing = list(held.get("failing") or []) + ([held["unnamed"]] if held.get("unnamed") else [])
         return (f"the repository's held-out checks failed on the merged commit {_short(r.merged_sha)}, though the "
-                f"check passed{_ran(r)}: {count} failed ({', '.join(failing[:8]) or 'see below'}"
-                f"{', ...' if count > 8 else ''}). Held-out checks are not shown; make the change do what the "
+                f"check passed{_ran(r)} ({', '.join(failing[:8]) or 'a held-out test failed'}"
+                f"{', ...' if len(failing) > 8 else ''}). Held-out checks are not shown; make the change do what the "
                 "subtask asks.")
     if r.kind == "no_report":
         problem = ((r.run.tests or {}).get("problem") or "no outcomes")
