@@ -1,5 +1,6 @@
 """What a change changes, read from git's objects: the paths between two trees, a candidate's own paths and size
-from where it forked off main, its patch id, a file's text at a commit, the largest file a push adds.
+from where it forked off main, its patch id, a file's text at a commit, the largest file a push adds, what a tree
+holds at a path.
 
 Read only: nothing here writes an object or moves a ref (``mergebot.git.repo`` does).
 """
@@ -7,6 +8,7 @@ Read only: nothing here writes an object or moves a ref (``mergebot.git.repo`` d
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import pygit2
 from pygit2.enums import DeltaStatus
@@ -114,3 +116,29 @@ def largest_blob(repo: pygit2.Repository, commits: list[pygit2.Commit]) -> tuple
             if size > best[1]:
                 best = (d.new_file.path, size)
     return best
+
+
+def has_path(tree: pygit2.Tree, path: str) -> bool:
+    """Whether ``tree`` has anything at ``path``."""
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True
+
+
+def is_file(tree: pygit2.Tree, path: str) -> bool:
+    """Whether ``tree`` has a file (not a folder) at ``path``."""
+    try:
+        return tree[path].type_str == "blob"
+    except KeyError:
+        return False
+
+
+def folder_holds(tree: pygit2.Tree, folder: str, wanted: Callable[[str], bool]) -> bool:
+    """Whether ``folder`` of ``tree`` (the root for "") directly holds an entry whose name is ``wanted``."""
+    try:
+        entries = tree[folder] if folder else tree
+    except KeyError:
+        return False
+    return entries.type_str == "tree" and any(wanted(str(e.name)) for e in entries.peel(pygit2.Tree))

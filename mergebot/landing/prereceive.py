@@ -157,30 +157,6 @@ def _foreign(repo: pygit2.Repository, others: list[tuple[int, str]], main: str, 
     return []
 
 
-def _has(tree: pygit2.Tree, path: str) -> bool:
-    try:
-        tree[path]
-    except KeyError:
-        return False
-    return True
-
-
-def _is_file(tree: pygit2.Tree, path: str) -> bool:
-    try:
-        return tree[path].type_str == "blob"
-    except KeyError:
-        return False
-
-
-def _holds_tests(tree: pygit2.Tree, folder: str) -> bool:
-    """Whether ``folder`` of ``tree`` holds test modules (pytest would put it first on ``sys.path``)."""
-    try:
-        entries = tree[folder] if folder else tree
-    except KeyError:
-        return False
-    return entries.type_str == "tree" and any(is_module(str(e.name)) for e in entries.peel(pygit2.Tree))
-
-
 def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: RefUpdate, subtask_id: int,
             limits: Limits, others: list[tuple[int, str]], check: tuple[Sequence[str], str] = ((), ""),
             tests: Sequence[str] = ()) -> Content:
@@ -200,11 +176,11 @@ def inspect(repo_path: Path, quarantine: str | None, target_ref: str, update: Re
     texts = {p: (changes.text_at(repo, main, p), changes.text_at(repo, update.new, p))
              for p in changed if p.rsplit("/", 1)[-1] in ROOT_MARKERS}
     main_tree = repo[main].peel(pygit2.Commit).tree
-    named = [p for p in command_files(check[1]) if p in changed and _has(main_tree, p)]
+    named = [p for p in command_files(check[1]) if p in changed and changes.has_path(main_tree, p)]
     pushed_tree = repo[update.new].peel(pygit2.Commit).tree
     folders = {found[0] for p in changed if (found := startup.module_name(p))}
-    roots = startup.path_roots(folders, lambda f: _is_file(pushed_tree, f + "/__init__.py"),
-                               lambda f: _holds_tests(pushed_tree, f))
+    roots = startup.path_roots(folders, lambda f: changes.is_file(pushed_tree, f + "/__init__.py"),
+                               lambda f: changes.folder_holds(pushed_tree, f, is_module))
     shadowed = shadowing(changed, startup.interpreter_modules(), roots, tests)
     suspicious = assess.suspicious_lines(repo, main, update.new, changed, tests) if limits.suspicious_refuse and ids \
         else []
