@@ -66,11 +66,6 @@ class InvalidTransition(Conflict):
     code = "invalid_transition"
 
 
-class TooLarge(MergebotError):
-    status = 413
-    code = "too_large"
-
-
 class Unavailable(MergebotError):
     """The database is unreachable or too slow; nothing was written. Retry later."""
 

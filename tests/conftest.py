@@ -38,7 +38,8 @@ def _clean_git_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
 def _serial_queue_unless_said() -> Iterator[None]:
     """Most tests were written for the serial queue and check its steps run by run; a new server's defaults are a
     window as wide as its verifier slots with risk-aware batches. Tests of speculation, batches and the defaults
-    say what they want (a server's environment, ``DEFAULTS_ENV`` to clear these)."""
+    say what they want: a server's own environment, or the process's without the ``SERIAL_ENV`` keys (as
+    tests/test_demo.py and tests/test_risk_queue.py do)."""
     old = {k: os.environ.get(k) for k in SERIAL_ENV}
     os.environ.update(SERIAL_ENV)
     yield

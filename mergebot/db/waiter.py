@@ -6,7 +6,7 @@ or was cancelled) and ``mergebot_ready`` (a subtask became ready). The triggers 
 migrations.
 
 Rules:
-  * One connection LISTENs on all three for the whole process (started by the first wait, or at start-up by
+  * One connection LISTENs on all four for the whole process (started by the first wait, or at start-up by
     ``mergebot serve``) and wakes every wait registered on the announced (channel, id).
   * A wait registers its keys *before* it reads the rows (listen, then drain), so a change that lands between
     the two is caught by one or the other; the rows are the truth, a notification only says "read again".

@@ -99,11 +99,6 @@ class Remote:
             return git.run_git(args, cwd=cwd, extra_env=self.env(fresh), timeout=timeout)
 
 
-def remote_for(git_url: str, token_env: str | None) -> Remote:
-    """A remote whose token is the environment variable ``token_env``'s (a personal token)."""
-    return Remote(git_url, os.environ.get(token_env) if token_env else None)
-
-
 def remote_of(repo: object) -> Remote:
     """The forge remote of a repository (a ``Repo``, or its columns as a mapping), with its credentials."""
     url = repo.get("forge_git_url") if isinstance(repo, Mapping) else getattr(repo, "forge_git_url", None)
@@ -150,13 +145,6 @@ def forge_tip(path: Path, remote: Remote, ref: str) -> str | None:
         if name == ref:
             return sha
     return None
-
-
-def forge_head(path: Path, remote: Remote, branch: str) -> str:
-    tip = forge_tip(path, remote, f"refs/heads/{branch}")
-    if tip is None:
-        raise ForgeUnavailable(f"the forge has no branch {branch!r}")
-    return tip
 
 
 def sync_target(path: Path, remote: Remote, branch: str) -> str:

@@ -7,8 +7,10 @@ window or batches, the window (``window.Speculator``). While idle it sweeps for 
 post-receive step never ran, and sleeps until poked (a push, a result, a resume) or the poll interval passes.
 
 Failures stay where they belong: one repository's failure (its directory is gone, its forge is away, a bug) holds
-only that repository, backing off up to a minute, and it is reconciled again before it moves; a lost database
-connection is everyone's, and the whole pass is retried with the leadership taken again. The queue never dies.
+only that repository, backing off up to a minute, and it is reconciled again before it moves; an operational
+database error (``psycopg.OperationalError``: a lost connection, but also a cancelled statement, a deadlock or a
+serialization failure, which are its subclasses) is everyone's, and the whole pass is retried with the leadership
+taken again. The queue never dies.
 """
 
 from __future__ import annotations
@@ -171,7 +173,8 @@ class LandingQueue:
 
     async def _guarded(self, repo: Repo, step: Awaitable[T]) -> T | None:
         """Run one repository's ``step``; a failure of its own holds only that repository (``_repo_failed``) and
-        gives None. A lost database connection is everyone's: it propagates and the whole pass retries."""
+        gives None. An operational database error (a lost connection, a cancelled statement, a deadlock: every
+        ``psycopg.OperationalError``) is everyone's: it propagates and the whole pass retries."""
         try:
             return await step
         except (psycopg.OperationalError, asyncio.CancelledError):
