@@ -23,7 +23,8 @@ from mergebot.git import repo as gitrepo
 from mergebot.landing import land as landing_land
 from mergebot.landing import postland, serial
 from mergebot.landing import runs as landing_runs
-from mergebot.landing.land import Context
+from mergebot.landing import target as landing_target
+from mergebot.landing.context import Context
 from mergebot.models import Candidate, Repo
 from mergebot.settings import Settings
 from mergebot.verify import worker as worker_mod
@@ -35,7 +36,7 @@ from mergebot.verify import worker as worker_mod
 # function (or a method of the hosted target) that ``serial.process_next`` calls through its module.
 STAGES = (
     (landing_land, "take", "stage.take"),
-    (landing_land.Hosted, "head", "stage.read_main"),
+    (landing_target.Hosted, "head", "stage.read_main"),
     (serial, "merge", "stage.merge"),
     (serial, "verify", "stage.verify"),
     (landing_land, "land", "stage.land"),

@@ -1,7 +1,7 @@
 """Crash drills for the landing path: SIGKILL the bot at each step, restart it, and check the books balance.
 
 The bot kills itself with SIGKILL at the named step (``MERGEBOT_CRASH_AT``, a test hook in
-``mergebot.landing.land.crash_point``): after verification, after the intent is written, after main moved but
+``mergebot.landing.context.crash_point``): after verification, after the intent is written, after main moved but
 before the database commit, and after the commit. After a restart the reconciler must leave exactly one landed
 row per landed commit, main's history fully explained, every intent resolved, and no subtask lost.
 """
@@ -20,7 +20,7 @@ import pygit2
 import pytest
 
 from mergebot import agent
-from mergebot.landing.prereceive import queue_orphans
+from mergebot.landing.orphans import queue_orphans
 from tests.bot import Fleet, commit, git
 
 

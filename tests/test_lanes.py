@@ -30,7 +30,7 @@ from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing.chain import Window
-from mergebot.landing.land import Context
+from mergebot.landing.context import Context
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.landing.window import Speculator
 from verifier.runner import Result

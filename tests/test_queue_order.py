@@ -11,8 +11,9 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.git import repo as git
 from mergebot.landing.chain import Window
-from mergebot.landing.land import Context, target_for
+from mergebot.landing.context import Context
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.target import target_for
 from mergebot.landing.window import Speculator
 from mergebot.models import Candidate
 from tests.bot import make_project

@@ -350,7 +350,7 @@ async def test_a_mend_that_gave_up_stays_given_up_until_main_moves_or_an_admin_r
     A restart (``mend.resume``) does not try again at the same red commit; a new red commit, or an admin's
     resume, does."""
     from mergebot.landing import mend
-    from mergebot.landing.land import Context
+    from mergebot.landing.context import Context
     from mergebot.landing.repos import hold
     from tests.test_views import land as land_directly
     from verifier.runner import Result

@@ -19,10 +19,10 @@ from typing import Any
 
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
-from mergebot.git import mirror
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
-from mergebot.landing import runs, shared
+from mergebot.landing import runs
+from mergebot.landing.target import open_target
 from mergebot.models import Job, Repo
 from verifier import compare as cmp
 from verifier import outcomes
@@ -58,16 +58,11 @@ async def attach(db: Database, repo: Repo, path: Any, *, subtask_id: int, files:
         return None
     sub = await db.subtasks.get_subtask(subtask_id)
 
-    def probe_commit() -> str:
-        if repo.forge:  # this replica's mirror, following the forge's main
-            mirror.sync_target(path, mirror.remote_of(repo), repo.target_branch)
-        bare = git.open_repo(path)
-        main = git.head_of(bare, repo.target_ref)
-        assert main is not None
-        return git.commit_with_files(bare, main, files, say.acceptance_probe(subtask_id, sub.title))
-
-    sha = await asyncio.to_thread(probe_commit)
-    await shared.publish(path, repo, sha)  # for a worker on another machine; the leader's sweep deletes it
+    target = open_target(repo, path, db)
+    main = await target.head()  # a forge's: this replica's mirror, following the forge's main
+    sha = await asyncio.to_thread(lambda: git.commit_with_files(git.open_repo(path), main, files,
+                                                                say.acceptance_probe(subtask_id, sub.title)))
+    await target.publish(sha)  # for a worker on another machine; the leader's sweep deletes it
     job = await db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=repo.verifier_command,
                                     timeout_s=repo.verifier_timeout_s, purpose="acceptance",
                                     cache=runs.cache_request(repo, "acceptance"), sandbox=runs.sandbox_request(repo))

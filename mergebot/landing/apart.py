@@ -18,7 +18,8 @@ from mergebot.landing import evidence, planner, serial, verdicts
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
 from mergebot.landing.chain import Speculation, Window
-from mergebot.landing.land import Context, Target
+from mergebot.landing.context import Context
+from mergebot.landing.target import Target
 from mergebot.models import Repo
 
 log = logging.getLogger(__name__)

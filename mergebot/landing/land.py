@@ -1,9 +1,6 @@
 """Where main moves: merging a candidate in memory, fencing it, and landing it by compare-and-swap.
 
-A ``Target`` hides where main lives. A hosted repository (our own bare repository) reads main from its ref and
-moves it with a compare-and-swap; a forge repository follows the forge's branch before it reads (the forge is the
-truth: someone may have pushed there directly) and moves it with a push guarded by the expected old value, then
-follows it again. Nothing else in the queue asks which kind it has.
+A ``target.Target`` hides where main lives (a hosted repository or a forge's); this module only asks it.
 
 Landing, in order (``land``, ``land_batch``): fence every candidate (it must still be what its subtask waits on,
 and its branch must still point at it), write the intent with the evidence, move main from the verified base to
@@ -17,154 +14,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 import pygit2
 
 from mergebot.db.base import Row
 from mergebot.db.database import Database
-from mergebot.errors import ClaimSuperseded, MergebotError
-from mergebot.git import changes, mirror
+from mergebot.errors import ClaimSuperseded
+from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.landing import verdicts
+from mergebot.landing.context import Context, crash_point
 from mergebot.landing.evidence import flaky_runs, verdict_json
-from mergebot.landing.prereceive import queue_orphans
-from mergebot.landing.shared import Published
+from mergebot.landing.orphans import queue_orphans
+from mergebot.landing.target import Target
 from mergebot.models import Candidate, Evidence, Handle, Intent, Landed, Member, Repo
 from verifier.runner import Result
 
 log = logging.getLogger(__name__)
-
-
-def crash_point(name: str) -> None:
-    """Test hooks for the drills, at the named step: SIGKILL this process when MERGEBOT_CRASH_AT names it; hold the
-    whole process still when MERGEBOT_PAUSE_AT is ``name:FILE`` and FILE exists, until FILE is gone (FILE.reached
-    says it got there), so a drill can kill PostgreSQL at exactly this step."""
-    if os.environ.get("MERGEBOT_CRASH_AT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-    step, _, flag = os.environ.get("MERGEBOT_PAUSE_AT", "").partition(":")
-    if step == name and flag and os.path.exists(flag):
-        Path(flag + ".reached").touch()
-        while os.path.exists(flag):
-            time.sleep(0.05)  # blocking on purpose: nothing of this process moves while it is held
-
-
-@dataclass
-class Context:
-    """What every step of every repository's queue shares."""
-
-    db: Database
-    root: Path
-    poll: float = 1.0
-    slack: float = 600.0  # beyond three check timeouts, how long a run may take before it counts as lost
-    retry_failures: bool = True  # a failing check runs once more on the same commit (flakiness)
-    post_land_rerun: bool = False  # run the post-land check even on a commit a run passed on
-    max_passes: int = 4  # a risk-aware queue passes a candidate over at most this many times (``candidate_next``)
-    on_job: list[asyncio.Event] = field(default_factory=list)  # in-process workers' wake-up calls
-    post_land: set[asyncio.Task[None]] = field(default_factory=set)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)  # the queue's own: something changed
-    published: Published = field(default_factory=Published)  # commits this process put on forge queue branches
-
-    def poke(self) -> None:
-        self.wake.set()
-
-    def path(self, repo: Repo) -> Path:
-        return git.bare_path(self.root, repo.name)
-
-
-# -- where main lives -----------------------------------------------------------------------------------------
-
-
-class Target(Protocol):
-    repo: Repo
-    path: Path
-
-    async def head(self) -> str:
-        """Main as the queue must see it now."""
-
-    async def move(self, old: str, new: str, why: str) -> bool:
-        """Move main from ``old`` to ``new``; False when main is not at ``old`` (or the move was refused)."""
-
-    async def moved_branches(self, cands: Sequence[Candidate]) -> list[tuple[Candidate, str]]:
-        """The candidates whose branch no longer points at their commit, with the branch's tip."""
-
-
-@dataclass
-class Hosted:
-    """Our own bare repository: main is its ref, moved by compare-and-swap."""
-
-    repo: Repo
-    path: Path
-
-    async def head(self) -> str:
-        def read() -> str:
-            head = git.head_of(git.open_repo(self.path), self.repo.target_ref)
-            if head is None:
-                raise MergebotError(f"{self.path} has no {self.repo.target_ref}")
-            return head
-
-        return await asyncio.to_thread(read)
-
-    async def move(self, old: str, new: str, why: str) -> bool:
-        return await asyncio.to_thread(lambda: git.cas(git.open_repo(self.path), self.repo.target_ref, old, new, why))
-
-    async def moved_branches(self, cands: Sequence[Candidate]) -> list[tuple[Candidate, str]]:
-        bare = await asyncio.to_thread(git.open_repo, self.path)
-        return [(c, tip) for c in cands if (tip := git.head_of(bare, c.ref)) is not None and tip != c.sha]
-
-
-@dataclass
-class Forge:
-    """A forge's repository, mirrored here: the forge's branch is the truth, moved by a guarded push."""
-
-    repo: Repo
-    path: Path
-    db: Database
-
-    def _remote(self) -> mirror.Remote:
-        return mirror.remote_of(self.repo)
-
-    async def head(self) -> str:
-        return await asyncio.to_thread(mirror.sync_target, self.path, self._remote(), self.repo.target_branch)
-
-    async def move(self, old: str, new: str, why: str) -> bool:
-        """Once the forge took the push, the landing stands whatever the forge's branch does next. When the push's
-        outcome is unknown (the connection broke), the forge is asked; if it cannot say, the error propagates, the
-        intent stays pending, and the reconciler decides from the forge's branch once it answers. A push the forge
-        refuses for good (branch protection) pauses the repository for an operator."""
-        repo, remote = self.repo, self._remote()
-        try:
-            pushed = await asyncio.to_thread(mirror.push_lease, self.path, remote, repo.target_branch, old, new)
-        except mirror.ForgeRefused as e:
-            await self.db.landing.set_paused(repo=repo.name, paused=True, reason=e.message)
-            await self.db.subtasks.announce(author_id=None, body=say.forge_refused(repo.name, e.message,
-                                                                                  repo.target_branch))
-            return False
-        except mirror.ForgeUnavailable as e:
-            log.warning("push to the forge for %s ended unclear (%s); asking the forge", repo.name, e)
-            head = await self.head()
-            pushed = head == new or await asyncio.to_thread(
-                lambda: git.is_ancestor(git.open_repo(self.path), new, head))
-        if not pushed:
-            return False
-        crash_point("after_forge_push")
-        with contextlib.suppress(MergebotError):  # the mirror follows on the next pass if not now
-            await self.head()
-        return True
-
-    async def moved_branches(self, cands: Sequence[Candidate]) -> list[tuple[Candidate, str]]:
-        return []  # the forge's branches are the forge's; the mirror follows them lazily
-
-
-def target_for(ctx: Context, repo: Repo) -> Target:
-    return Forge(repo, ctx.path(repo), ctx.db) if repo.forge else Hosted(repo, ctx.path(repo))
 
 
 # -- fences, taking and merging ---------------------------------------------------------------------------------

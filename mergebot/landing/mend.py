@@ -27,7 +27,8 @@ import logging
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.landing import runs, verdict
-from mergebot.landing.land import Context, crash_point, target_for
+from mergebot.landing.context import Context, crash_point
+from mergebot.landing.target import target_for
 from mergebot.models import Landed, Repo
 from verifier.runner import Result
 

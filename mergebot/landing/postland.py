@@ -28,7 +28,7 @@ from typing import Any
 from mergebot.errors import Unavailable
 from mergebot.landing import mend, runs, verdict
 from mergebot.landing import messages as say
-from mergebot.landing.land import Context
+from mergebot.landing.context import Context
 from mergebot.models import Landed, Repo
 from verifier.runner import Result
 

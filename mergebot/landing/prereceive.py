@@ -16,7 +16,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, Forbidden, Invalid, MergebotError
 from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import assess, shared, verdicts
+from mergebot.landing import assess, verdicts
 from mergebot.landing import messages as say
 from mergebot.landing.checks import (
     ROOT_MARKERS,
@@ -48,6 +48,8 @@ from mergebot.landing.checks import (
 )
 from mergebot.landing.forecast import forecast
 from mergebot.landing.judge.reset import is_module
+from mergebot.landing.orphans import branch_tips
+from mergebot.landing.target import open_target
 from mergebot.models import VERDICT_LINE, Agent, Candidate, Repo, Verdict, record
 from verifier import startup
 
@@ -111,12 +113,6 @@ def _new_bytes(repo_path: Path, new: str, main: str) -> int:
     except RuntimeError:  # git older than 2.31: the push size limit is not enforced for forge pushes
         return 0
     return int(out.strip() or 0)
-
-
-def branch_tips(path: Path) -> list[tuple[str, str]]:
-    """(ref, tip) of every subtask branch (all claim versions)."""
-    repo = git.open_repo(path)
-    return [(ref, str(repo.references[ref].target)) for ref in repo.references if parse_subtask_ref(ref)]
 
 
 def subtask_tips(repo_path: Path) -> dict[int, list[str]]:
@@ -326,41 +322,6 @@ async def _forecast_lines(db: Database, path: Path, repo: Repo, cand: Candidate)
         return []
 
 
-async def queue_orphans(db: Database, path: Path, repo: Repo, refs: Collection[str] | None = None) -> list[int]:
-    """Account for every subtask branch tip at its subtask's current claim version that no candidate accounts for:
-    an accepted push whose post-receive step never ran. The reconciler runs this, the queue every ``orphan sweep``
-    while idle, and on the branches of candidates about to land (``refs``): a push served by a killed bot's git
-    process can move its branch after the new process reconciled.
-
-    While the subtask still waits for work (running or submitted) the push is queued as a candidate. If it has moved
-    on (landed with an earlier push, released, cancelled), the push is refused on the record, once, as post-receive
-    refuses a push whose claim changed after its pre-receive step: an accepted push never vanishes without one."""
-    tips = [t for t in await asyncio.to_thread(branch_tips, path) if refs is None or t[0] in refs]
-    parsed = [(ref, sha, p) for ref, sha in tips if (p := parse_subtask_ref(ref))]
-    facts = await db.landing.owner_facts([p[0] for _, _, p in parsed]) if parsed else {}
-    current = {(sid, version, sha): ref for ref, sha, (sid, version) in parsed
-               if (row := facts.get(sid)) is not None and row.claim_version == version}
-    out: list[int] = []
-    for (sid, version, sha), refused in (await db.landing.unaccounted_tips(list(current))).items():
-        row, ref = facts[sid], current[(sid, version, sha)]
-        if row.status in ("running", "submitted") and row.owner_id is not None:
-            try:
-                cand = await db.landing.enqueue(repo=repo.name, subtask_id=sid, claim_version=version,
-                                                owner_id=row.owner_id, sha=sha, ref=ref,
-                                                superseded=say.newer_push(sha),
-                                                patch_id=(await asyncio.to_thread(assess.change_of, path,
-                                                                                  repo.target_ref, sha)).patch_id)
-                out.append(cand.id)
-            except ClaimSuperseded:
-                continue
-        elif not refused:
-            await db.subtasks.log_event(actor_id=None, kind="push_refused", subtask_id=sid, claim_version=version,
-                                        detail={"repo": repo.name, "ref": ref, "sha": sha, "code": "claim_superseded",
-                                                "stage": "post-receive",
-                                                "message": say.moved_on_before_queued(ref, sid, row.status, sha)})
-    return out
-
-
 async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int, claim_version: int) -> Candidate:
     """Queue the claim's branch tip once more, without a new push (after a flaky failure, or when main moved):
     judged again by the push rules, and idempotent (a tip already queued or in flight is that candidate)."""
@@ -374,7 +335,7 @@ async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int, 
     repo = await db.landing.get_repo(pushed[0]["repo"])
     path = git.bare_path(root, repo.name)
     ref = f"refs/heads/subtasks/{subtask_id}/v{claim_version}"
-    tip = await shared.branch_tip(path, repo, ref)
+    tip = await open_target(repo, path, db).branch_tip(ref)
     if tip is None:
         raise Invalid(f"{ref} does not exist yet: `mergebot submit` pushes your work to it", field="subtask")
     live = await db.landing.live_candidate(subtask_id=subtask_id, claim_version=claim_version, sha=tip)

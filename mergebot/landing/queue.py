@@ -28,11 +28,13 @@ import psycopg
 from mergebot.db.database import Database
 from mergebot.errors import MergebotError
 from mergebot.landing import messages as say
-from mergebot.landing import postland, serial, shared
-from mergebot.landing.land import Context, fenced
+from mergebot.landing import postland, serial
+from mergebot.landing.context import Context
+from mergebot.landing.land import fenced
 from mergebot.landing.leader import Leadership
-from mergebot.landing.prereceive import queue_orphans
+from mergebot.landing.orphans import queue_orphans
 from mergebot.landing.reconcile import Report, reconcile_repo
+from mergebot.landing.target import target_for
 from mergebot.landing.window import Speculator
 from mergebot.models import Repo
 from mergebot.naps import nap
@@ -153,7 +155,7 @@ class LandingQueue:
             await self.speculator.cut(window, 0, say.RECONCILING)
             self.speculator.drop(repo.name)
         report = await reconcile_repo(self.ctx, repo)
-        shared.forget(self.ctx.published, repo.name)  # sweep the forge's queue branches a dead leader left
+        self.ctx.published.forget(repo.name)  # sweep the forge's queue branches a dead leader left
         self.leadership.reconciled.add(repo.name)
         await postland.resume(self.ctx, repo)
         return report
@@ -161,14 +163,14 @@ class LandingQueue:
     async def _step(self, repo: Repo) -> bool:
         """One step of the repository's queue; True when something happened. A forge repository's step first
         fetches the candidates another replica received, and after it deletes the queue branches whose verdicts are
-        in (``shared``)."""
-        ctx, path = self.ctx, self.ctx.path(repo)
-        await shared.gather(ctx.db, path, repo, lambda cand: fenced(ctx.db, cand))
+        in (``target.Forge``)."""
+        ctx, target = self.ctx, target_for(self.ctx, repo)
+        await target.gather(lambda cand: fenced(ctx.db, cand))
         if self.windowed:
             moved = await self.speculator.step(repo)
         else:
             moved = await serial.process_next(ctx, repo) is not None
-        await shared.tidy(ctx.db, path, repo, ctx.published)
+        await target.tidy(ctx.published)
         return moved
 
     async def _guarded(self, repo: Repo, step: Awaitable[T]) -> T | None:

@@ -24,8 +24,9 @@ from typing import Any
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
-from mergebot.landing.land import Context, target_for
-from mergebot.landing.prereceive import queue_orphans
+from mergebot.landing.context import Context
+from mergebot.landing.orphans import queue_orphans
+from mergebot.landing.target import target_for
 from mergebot.models import Repo
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from mergebot.landing import messages as say
-from mergebot.landing import shared
-from mergebot.landing.land import Context
+from mergebot.landing.context import Context
+from mergebot.landing.target import target_for
 from mergebot.models import Job, Repo
 from verifier.runner import Result
 
@@ -60,8 +60,8 @@ async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candi
     """A verify job for ``sha``: the candidates' check, or ``command`` (main's check after a landing);
     ``window_width`` is the speculation window's width, recorded for the charts; ``sandbox``: more of how the run
     starts (the plugins it names, the candidate's own tests: ``mergebot.landing.judge.step``). A forge repository's
-    commit goes to its queue branch first, for a worker or replica without this disk (``shared``)."""
-    await shared.publish(ctx.path(repo), repo, sha, ctx.published)
+    commit goes to its queue branch first, for a worker or replica without this disk (``target.Forge``)."""
+    await target_for(ctx, repo).publish(sha, ctx.published)
     job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=command or repo.verifier_command,
                                         timeout_s=repo.verifier_timeout_s, purpose=purpose,
                                         candidate_id=candidate_id, landed_id=landed_id,

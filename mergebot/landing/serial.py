@@ -24,9 +24,10 @@ from mergebot.git import repo as git
 from mergebot.landing import evidence, postland, runs, verdict, verdicts
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
+from mergebot.landing.context import Context, crash_point
 from mergebot.landing.judge import compare
 from mergebot.landing.judge import step as judge
-from mergebot.landing.land import Context, Target
+from mergebot.landing.target import Target, target_for
 from mergebot.models import Candidate, Repo
 from verifier.runner import Result
 
@@ -38,7 +39,7 @@ async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
     cand = await landing.take(ctx, repo)
     if cand is None:
         return None
-    target = landing.target_for(ctx, repo)
+    target = target_for(ctx, repo)
     main = await target.head()
     merged = await merge(ctx, repo, target, cand, main)
     if merged is None:
@@ -47,7 +48,7 @@ async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
     passed = await verify(ctx, repo, cand, merged, main)
     if passed is None:
         return cand
-    landing.crash_point("after_verify")
+    crash_point("after_verify")
     landed = await landing.land(ctx, target, cand, main, merged, *passed)
     if landed is not None:
         postland.start(ctx, repo, landed)
@@ -101,7 +102,7 @@ async def _base(ctx: Context, repo: Repo, cand: Candidate, main: str, merged: st
         return Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
     if source == "same_commit":
         return first
-    tree = await asyncio.to_thread(compare.tree_of, landing.target_for(ctx, repo).path, main)
+    tree = await asyncio.to_thread(compare.tree_of, target_for(ctx, repo).path, main)
     if await ctx.db.jobs.passed_on(repo=repo.name, sha=main, tree=tree, command=repo.verifier_command):
         return Result(main, "", repo.verifier_command, "pass", 0, 0, say.KNOWN_GREEN, "", 0, "", "none")
     return await runs.check(ctx, repo, main, "base", candidate_id=cand.id)

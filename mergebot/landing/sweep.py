@@ -18,7 +18,7 @@ from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.landing import land as landing
 from mergebot.landing.chain import Window
-from mergebot.landing.land import Target
+from mergebot.landing.target import Target
 from mergebot.models import Repo
 
 SWEEP = 32  # queued candidates tried on main per queue step, at most

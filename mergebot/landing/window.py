@@ -36,9 +36,11 @@ from mergebot.landing import apart, evidence, planner, postland, runs, serial, s
 from mergebot.landing import land as landing
 from mergebot.landing import messages as say
 from mergebot.landing.chain import Speculation, Suspect, Window, policy
+from mergebot.landing.context import Context
 from mergebot.landing.judge import heldout
 from mergebot.landing.judge import step as judging
-from mergebot.landing.land import Context, Slot, Target
+from mergebot.landing.land import Slot
+from mergebot.landing.target import Target, target_for
 from mergebot.models import Candidate, Repo
 from verifier.runner import Result
 
@@ -66,7 +68,7 @@ class Speculator:
             if window.slots or window.staged is not None:
                 await self.cut(window, 0, say.red_alone(repo.target_branch))
             return await serial.process_next(self.ctx, repo) is not None
-        target = landing.target_for(self.ctx, repo)
+        target = target_for(self.ctx, repo)
         main = await target.head()
         if window.slots and window.slots[0].base != main:  # main moved under the speculation
             await self.cut(window, 0, say.moved_under_speculation(repo.target_branch))

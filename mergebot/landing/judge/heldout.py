@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mergebot.landing import runs
-from mergebot.landing.land import Context
+from mergebot.landing.context import Context
 from mergebot.models import Repo
 from verifier import compare as cmp
 from verifier import outcomes

@@ -33,8 +33,9 @@ from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.landing import messages as say
 from mergebot.landing import runs, verdict
+from mergebot.landing.context import Context
 from mergebot.landing.judge import compare, heldout, reset
-from mergebot.landing.land import Context, target_for
+from mergebot.landing.target import target_for
 from mergebot.models import Candidate, Repo
 from verifier import compare as cmp
 from verifier import outcomes
