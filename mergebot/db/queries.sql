@@ -668,30 +668,50 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
                   WHERE c.subtask_id = t.subtask_id AND c.claim_version = t.claim_version AND c.sha = t.sha);
 
 -- name: candidate_next
--- The queue leader takes the next candidate: highest priority; then one that safer candidates have passed over
--- ``max_passes`` times (the oldest such first, so none is passed over more than that); then the one whose landing
--- unblocks the most subtasks (its blocked dependents); then the redo of a subtask that lost the most conflicts (its
--- earlier pushes rejected because another landing changed the same lines first: without this, a redo queued behind
--- fresher pushes on the same file lost again and again); then, where the repository's queue is risk-aware, the one
--- least likely to fail its check (``failure_risk``; unknown counts as the middle); then arrival. Every older queued
--- candidate of the same priority it goes before counts one more pass. ``exclude``: candidates the window re-plans
--- later (lanes). A candidate whose subtask depends on one that is not landed (a reverted landing) is not taken.
+-- The queue leader takes the next candidate that still holds its fence: its subtask still waits on exactly it (the
+-- same owner and claim version, submitted, with this sha). In the same statement every candidate the queue could
+-- take that no longer holds its fence is superseded with the reason why (the sentences are parameters:
+-- ``gone``, ``reclaimed`` with ``{claim_version}``, ``status`` with ``{status}``, ``replaced``), so taking reads
+-- and writes once, never a fence read in Python and a write after it.
+-- Of the fenced ones: highest priority; then one that safer candidates have passed over ``max_passes`` times (the
+-- oldest such first, so none is passed over more than that); then the one whose landing unblocks the most subtasks
+-- (its blocked dependents); then the redo of a subtask that lost the most conflicts (its earlier pushes rejected
+-- because another landing changed the same lines first: without this, a redo queued behind fresher pushes on the
+-- same file lost again and again); then, where the repository's queue is risk-aware, the one least likely to fail
+-- its check (``failure_risk``; unknown counts as the middle); then arrival. Every older fenced queued candidate of
+-- the same priority it goes before counts one more pass. ``exclude``: candidates the window re-plans later
+-- (lanes). A candidate whose subtask depends on one that is not landed (a reverted landing) is not taken.
 -- A waiting reason ("waits for the candidates ahead of it") ends here: it is being verified now.
-WITH pick AS (
-    SELECT q.id, q.priority FROM candidates q JOIN repos r ON r.name = q.repo
+WITH eligible AS (
+    SELECT q.id, r.risk_aware,
+           CASE WHEN s.id IS NULL THEN %(gone)s::text
+                WHEN s.claim_version <> q.claim_version OR s.owner_id IS DISTINCT FROM q.owner_id
+                    THEN replace(%(reclaimed)s::text, '{claim_version}', s.claim_version::text)
+                WHEN s.status <> 'submitted' THEN replace(%(status)s::text, '{status}', s.status::text)
+                WHEN s.candidate_sha IS DISTINCT FROM q.sha THEN %(replaced)s::text
+           END AS unfenced
+    FROM candidates q JOIN repos r ON r.name = q.repo LEFT JOIN subtasks s ON s.id = q.subtask_id
     WHERE q.repo = %(repo)s AND q.status = 'queued' AND NOT (q.id = ANY(%(exclude)s::bigint[]))
       -- a dependency that is no longer landed (its landing was reverted): wait until it lands again
       AND NOT EXISTS (SELECT 1 FROM subtask_deps d JOIN subtasks dep ON dep.id = d.depends_on_id
                       WHERE d.subtask_id = q.subtask_id AND dep.status <> 'landed')
+), superseded AS (
+    UPDATE candidates c SET status = 'superseded', reason = e.unfenced, verdict = NULL, finished_at = now()
+    FROM eligible e
+    WHERE c.id = e.id AND e.unfenced IS NOT NULL AND c.status = 'queued'
+    RETURNING c.id
+), pick AS (
+    SELECT q.id, q.priority FROM candidates q JOIN eligible e ON e.id = q.id
+    WHERE e.unfenced IS NULL
     ORDER BY q.priority DESC,
              q.passed_over >= %(max_passes)s DESC,
              CASE WHEN q.passed_over >= %(max_passes)s THEN q.id END,
              (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
               WHERE d.depends_on_id = q.subtask_id AND b.status = 'blocked') DESC,
-             (SELECT count(*) FROM candidates e
-              WHERE e.subtask_id = q.subtask_id AND e.id < q.id AND e.status = 'rejected'
-                AND e.verdict->>'kind' = 'conflict') DESC,
-             CASE WHEN r.risk_aware THEN coalesce(q.failure_risk, 0.5) END,
+             (SELECT count(*) FROM candidates x
+              WHERE x.subtask_id = q.subtask_id AND x.id < q.id AND x.status = 'rejected'
+                AND x.verdict->>'kind' = 'conflict') DESC,
+             CASE WHEN e.risk_aware THEN coalesce(q.failure_risk, 0.5) END,
              q.id
     LIMIT 1
     FOR UPDATE OF q SKIP LOCKED
@@ -700,6 +720,7 @@ WITH pick AS (
     FROM pick
     WHERE o.repo = %(repo)s AND o.status = 'queued' AND o.id < pick.id AND o.priority = pick.priority
       AND NOT (o.id = ANY(%(exclude)s::bigint[]))
+      AND NOT EXISTS (SELECT 1 FROM eligible e WHERE e.id = o.id AND e.unfenced IS NOT NULL)
 )
 UPDATE candidates c SET status = 'verifying', started_at = now(), reason = NULL
 FROM pick WHERE c.id = pick.id
