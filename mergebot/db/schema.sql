@@ -1,18 +1,41 @@
--- The whole current schema, as declared (migrations 0001 to 0005 together). Migrations build the same
--- thing step by step; tests/test_migrations.py proves the two agree.
--- Rules this schema enforces by itself (not only through Python):
+-- Mergebot's current schema, declared: every type, table, index, view, function and trigger once, in its final
+-- form. Servers are built and upgraded by the migrations (migrations/0001 to 0025, the history, never edited);
+-- tests/test_migrations.py proves that a database built from this file equals one built from them, catalog for
+-- catalog (columns in order, constraints and indexes by name, functions, triggers, views, privileges, seed rows).
+-- A schema change is a new migration and the same change here, in place.
+--
+-- Columns stand in the order the migrations gave them: a column added later comes last in its table (ALTER TABLE
+-- ADD COLUMN appends, and the order shows in SELECT * and in INSERT without a column list). Constraint names are
+-- PostgreSQL's own (table_column_check, table_column_fkey, ...) unless named here.
+--
+-- Rules the schema enforces by itself (not only through Python):
 --  * a subtask changes status only along the edges listed in subtask_transitions;
---  * a running or submitted subtask has an owner, and nothing else does;
---  * every status change, claim and ownership change appends one row to events (a trigger);
---  * events is append-only;
+--  * a running or submitted subtask has an owner, and nothing else does; a running one, and only it, has a lease
+--    (so does a running verify job);
+--  * every creation of a subtask and every change of its status, owner, claim version or candidate appends one
+--    row to events (triggers); events is append-only;
 --  * the dependency graph has no cycles (a trigger on subtask_deps);
---  * a subtask that reaches landed/failed/cancelled is announced on channel mergebot_finished.
+--  * a subtask lands at most once per claim version; a revert names the landing it reverts, and a landing is
+--    reverted at most once; a repository has at most one pending landing intent;
+--  * a forge repository's settings are all set or all NULL, and so are a GitHub App's;
+--  * every change of a forge candidate's status reaches the outboxes that apply (its commit status, its GitHub
+--    check run, its pull request's comment), and the /metrics totals count each finished run, landing and lost
+--    lease (triggers, so no path can forget);
+--  * waiters are told at once (NOTIFY): mergebot_finished (a subtask landed, failed or was cancelled),
+--    mergebot_ready (work became ready), mergebot_candidate (a candidate's status), mergebot_job (a verify job
+--    ended), mergebot_forge (an outbox has work).
+-- Errors raised here carry our own codes: MB001 (a transition not allowed), MB002 (events is append-only),
+-- MB003 (a dependency cycle).
+--
+-- Three foreign keys close cycles between tables (subtasks -> verify_jobs -> candidates -> subtasks, and so on);
+-- their columns are declared with their tables and the keys at the end, once every table exists.
 
-CREATE TYPE subtask_status AS ENUM
-    ('blocked', 'ready', 'running', 'submitted', 'landed', 'failed', 'cancelled');
+
+-- ---- Agents and groups -------------------------------------------------------------------------------------------
 
 CREATE TYPE agent_role AS ENUM ('admin', 'lead', 'agent', 'verifier', 'reviewer');
 
+-- Whoever acts on the bot: an agent, a person or a verifier worker, known by the SHA-256 of its token.
 CREATE TABLE agents (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     name        text NOT NULL UNIQUE CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'),
@@ -31,6 +54,7 @@ CREATE TABLE groups (
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 
+-- An agent belongs to at most one group, as its leader or a helper.
 CREATE TABLE assignments (
     agent_id    bigint PRIMARY KEY REFERENCES agents (id),
     group_name  text NOT NULL REFERENCES groups (name),
@@ -39,6 +63,14 @@ CREATE TABLE assignments (
     assigned_at timestamptz NOT NULL DEFAULT now()
 );
 
+
+-- ---- Subtasks: the tree of work, its claims, its dependencies, and the log of everything that happened to it -----
+
+CREATE TYPE subtask_status AS ENUM
+    ('blocked', 'ready', 'running', 'submitted', 'landed', 'failed', 'cancelled');
+
+-- A unit of work. A claim sets the owner, bumps claim_version and sets a lease; every owner write names
+-- (id, owner, claim_version), so a superseded owner changes nothing.
 CREATE TABLE subtasks (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     parent_id        bigint REFERENCES subtasks (id),
@@ -63,6 +95,16 @@ CREATE TABLE subtasks (
     created_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now(),
     finished_at      timestamptz,
+    -- The footprint: the paths (globs) the subtask is expected to touch, from its creator or its claimer.
+    paths            text[] NOT NULL DEFAULT '{}' CHECK (cardinality(paths) <= 100),
+    -- What a lead or admin allows a subtask, never its owner: to delete tests (a deleted test that passed on main
+    -- is then removed, not weakened), to change what configures the check, to change behaviour (its edits of
+    -- existing tests are then expected).
+    allow_test_removal     boolean NOT NULL DEFAULT false,
+    allow_check_changes    boolean NOT NULL DEFAULT false,
+    allow_behaviour_change boolean NOT NULL DEFAULT false,
+    -- The run of its acceptance tests on main when they were attached: if they pass there, they test nothing new.
+    acceptance_probe bigint,  -- REFERENCES verify_jobs (id), at the end
     CONSTRAINT owned_iff_in_flight CHECK (
         (status IN ('running', 'submitted')) = (owner_id IS NOT NULL)
     ),
@@ -70,13 +112,19 @@ CREATE TABLE subtasks (
 );
 
 -- The claim path reads only these partial indexes, so its cost follows the number of ready rows, not history.
+-- Fenced owner writes probe (owner_id, id); recovery reads the leases; an index holds only the rows that have
+-- its key, so a status change writes into as few indexes as it can.
 CREATE INDEX subtasks_ready_any ON subtasks (priority DESC, id) WHERE status = 'ready';
 CREATE INDEX subtasks_ready_group ON subtasks (group_name, priority DESC, id) WHERE status = 'ready';
 CREATE INDEX subtasks_lease ON subtasks (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE INDEX subtasks_owner ON subtasks (owner_id, id) WHERE owner_id IS NOT NULL;
 CREATE INDEX subtasks_parent ON subtasks (parent_id) WHERE parent_id IS NOT NULL;
 CREATE UNIQUE INDEX subtasks_idempotency_key ON subtasks (idempotency_key) WHERE idempotency_key IS NOT NULL;
+-- The footprints of subtasks in flight (running, or submitted and waiting in the queue), for the claim: only
+-- these rows are read when it prefers work elsewhere.
+CREATE INDEX subtasks_busy_paths ON subtasks (id) WHERE owner_id IS NOT NULL AND paths <> '{}';
 
+-- A subtask is blocked until every subtask it depends on has landed.
 CREATE TABLE subtask_deps (
     subtask_id    bigint NOT NULL REFERENCES subtasks (id),
     depends_on_id bigint NOT NULL REFERENCES subtasks (id),
@@ -85,6 +133,36 @@ CREATE TABLE subtask_deps (
 );
 CREATE INDEX subtask_deps_reverse ON subtask_deps (depends_on_id);
 
+-- The only status changes a subtask may make (checked by subtasks_on_update). landed -> running: a red main's
+-- culprit goes back to its owner at a new claim version, so a subtask may land once per claim version.
+CREATE TABLE subtask_transitions (
+    from_status subtask_status NOT NULL,
+    to_status   subtask_status NOT NULL,
+    PRIMARY KEY (from_status, to_status)
+);
+
+INSERT INTO subtask_transitions (from_status, to_status) VALUES
+    ('blocked', 'ready'), ('blocked', 'cancelled'),
+    ('ready', 'running'), ('ready', 'blocked'), ('ready', 'cancelled'),
+    ('running', 'ready'), ('running', 'submitted'), ('running', 'failed'), ('running', 'cancelled'),
+    ('submitted', 'landed'), ('submitted', 'running'), ('submitted', 'ready'),
+    ('submitted', 'failed'), ('submitted', 'cancelled'),
+    ('landed', 'running'),
+    ('failed', 'ready'), ('failed', 'blocked'), ('failed', 'cancelled');
+
+-- Acceptance tests a lead attaches to a subtask (FAIL_TO_PASS): written into its merged commit at their paths
+-- before the run, over whatever the candidate has there, so the tested tree is the landed tree.
+CREATE TABLE acceptance_tests (
+    subtask_id  bigint NOT NULL REFERENCES subtasks (id),
+    path        text NOT NULL CHECK (length(path) BETWEEN 1 AND 1000 AND path !~ '^/' AND path !~ '(^|/)\.\.?(/|$)'
+                                     AND path !~ '(^|/)\.git(/|$)'),
+    content     bytea NOT NULL CHECK (octet_length(content) <= 1048576),
+    added_by    bigint REFERENCES agents (id),
+    added_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (subtask_id, path)
+);
+
+-- Notes on a subtask (the handoff to its next owner) or to a group.
 CREATE TABLE notes (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     subtask_id  bigint REFERENCES subtasks (id),
@@ -96,6 +174,7 @@ CREATE TABLE notes (
 );
 CREATE INDEX notes_subtask ON notes (subtask_id, id);
 
+-- Announcements to everyone or to a group. Mergebot itself announces (a red main): those have no author.
 CREATE TABLE announcements (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     author_id   bigint REFERENCES agents (id),
@@ -103,31 +182,6 @@ CREATE TABLE announcements (
     body        text NOT NULL CHECK (length(body) BETWEEN 1 AND 20000),
     created_at  timestamptz NOT NULL DEFAULT now()
 );
-
--- What landed: one row per subtask that reached main, with the evidence a reviewer needs to re-run the check.
-CREATE TABLE landed (
-    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    subtask_id       bigint NOT NULL UNIQUE REFERENCES subtasks (id),
-    claim_version    bigint NOT NULL,
-    owner_id         bigint NOT NULL REFERENCES agents (id),
-    repo             text NOT NULL,
-    target_ref       text NOT NULL,
-    candidate_sha    text NOT NULL,
-    base_sha         text NOT NULL,
-    merged_sha       text NOT NULL,
-    tree_sha         text NOT NULL,
-    verifier_command text NOT NULL,
-    verifier_result  text NOT NULL,
-    duration_ms      integer NOT NULL CHECK (duration_ms >= 0),
-    log_digest       text NOT NULL,
-    main_status      text NOT NULL DEFAULT 'pending',
-    landed_at        timestamptz NOT NULL DEFAULT now(),
-    main_sha         text NOT NULL,  -- the commit main moved to (0006); differs from merged_sha in a batch
-    batch_size       integer NOT NULL DEFAULT 1 CHECK (batch_size >= 1),
-    UNIQUE (repo, merged_sha)
-);
-CREATE INDEX landed_recent ON landed (landed_at DESC, id DESC);
-CREATE INDEX landed_main_sha ON landed (repo, main_sha);
 
 -- Every state change, appended by triggers and by the store; never updated or deleted.
 CREATE TABLE events (
@@ -142,20 +196,6 @@ CREATE TABLE events (
     detail        jsonb NOT NULL DEFAULT '{}'
 );
 CREATE INDEX events_subtask ON events (subtask_id, id);
-
-CREATE TABLE subtask_transitions (
-    from_status subtask_status NOT NULL,
-    to_status   subtask_status NOT NULL,
-    PRIMARY KEY (from_status, to_status)
-);
-
-INSERT INTO subtask_transitions (from_status, to_status) VALUES
-    ('blocked', 'ready'), ('blocked', 'cancelled'),
-    ('ready', 'running'), ('ready', 'blocked'), ('ready', 'cancelled'),
-    ('running', 'ready'), ('running', 'submitted'), ('running', 'failed'), ('running', 'cancelled'),
-    ('submitted', 'landed'), ('submitted', 'running'), ('submitted', 'ready'),
-    ('submitted', 'failed'), ('submitted', 'cancelled'),
-    ('failed', 'ready'), ('failed', 'blocked'), ('failed', 'cancelled');
 
 -- One BEFORE UPDATE trigger checks every status change against the transition table, stamps the row, and
 -- turns every change of status, owner, claim version or candidate into an event (the actor is the row's
@@ -202,6 +242,19 @@ END $$;
 CREATE TRIGGER subtasks_on_insert AFTER INSERT ON subtasks
     FOR EACH ROW EXECUTE FUNCTION subtasks_on_insert();
 
+-- Work became ready: a claim waiting for work (POST /api/v1/subtasks/claim with wait) is told at once.
+CREATE FUNCTION subtasks_notify_ready() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mergebot_ready', NEW.id::text);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER subtasks_ready_inserted AFTER INSERT ON subtasks
+    FOR EACH ROW WHEN (NEW.status = 'ready') EXECUTE FUNCTION subtasks_notify_ready();
+CREATE TRIGGER subtasks_ready_updated AFTER UPDATE OF status ON subtasks
+    FOR EACH ROW WHEN (NEW.status = 'ready' AND OLD.status IS DISTINCT FROM 'ready')
+    EXECUTE FUNCTION subtasks_notify_ready();
+
 CREATE FUNCTION events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'events is append-only' USING ERRCODE = 'MB002';
@@ -234,8 +287,68 @@ END $$;
 CREATE TRIGGER subtask_deps_acyclic BEFORE INSERT ON subtask_deps
     FOR EACH ROW EXECUTE FUNCTION subtask_deps_acyclic();
 
--- The landing path (0002): managed repositories, candidates in the merge queue, landing intents.
+-- Whether two footprints may overlap: some entry of one is a prefix of an entry of the other, each cut at its
+-- first wildcard (``src/*.py`` is ``src/``; a leading wildcard, ``*.md``, is everything). Conservative: it may
+-- say yes for globs that touch nothing in common, never no for ones that do. Each entry is cut once
+-- (``footprint_prefixes``); the claim cuts the footprints in flight once per statement.
+CREATE FUNCTION footprint_prefixes(a text[]) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY(SELECT DISTINCT regexp_replace(x, '[*?[].*$', '') FROM unnest(a) x)
+$$;
+CREATE FUNCTION prefixes_overlap(a text[], b text[]) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT EXISTS (SELECT 1 FROM unnest(a) x, unnest(b) y WHERE starts_with(x, y) OR starts_with(y, x))
+$$;
+CREATE FUNCTION footprints_overlap(a text[], b text[]) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT prefixes_overlap(footprint_prefixes(a), footprint_prefixes(b))
+$$;
 
+-- The claim's footprint preference (``subtask_claim``): among the first ready subtasks of the top priority, in the
+-- claim's own order (the caller's group first, then what it may roam to), one whose footprint overlaps none of
+-- the subtasks in flight, locked (SKIP LOCKED) for the claim; NULL when no subtask in flight has a footprint, when
+-- the caller's group has ready work but all of it overlaps (the claim then takes its group's work as ever), or
+-- when everything overlaps. Priority still rules: only the top priority's subtasks are looked at.
+CREATE FUNCTION claim_free(p_group text, p_roam boolean) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    busy text[];
+    top integer;
+    picked bigint;
+BEGIN
+    SELECT CASE WHEN count(*) > 0 THEN footprint_prefixes(array_agg(p)) END INTO busy
+    FROM subtasks r, unnest(r.paths) p WHERE r.owner_id IS NOT NULL AND r.paths <> '{}';
+    IF busy IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF p_group IS NOT NULL THEN
+        SELECT max(priority) INTO top FROM subtasks WHERE status = 'ready' AND group_name = p_group;
+        IF top IS NOT NULL THEN
+            SELECT s.id INTO picked FROM (
+                SELECT q.id FROM subtasks q WHERE q.status = 'ready' AND q.group_name = p_group AND q.priority = top
+                ORDER BY q.id LIMIT 32) pool
+            JOIN subtasks s ON s.id = pool.id
+            WHERE s.status = 'ready' AND NOT (s.paths <> '{}' AND prefixes_overlap(footprint_prefixes(s.paths), busy))
+            ORDER BY s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED;
+            RETURN picked;
+        END IF;
+    END IF;
+    SELECT max(priority) INTO top FROM subtasks WHERE status = 'ready' AND (p_roam OR group_name IS NULL);
+    IF top IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT s.id INTO picked FROM (
+        SELECT q.id FROM subtasks q WHERE q.status = 'ready' AND (p_roam OR q.group_name IS NULL) AND q.priority = top
+        ORDER BY q.id LIMIT 32) pool
+    JOIN subtasks s ON s.id = pool.id
+    WHERE s.status = 'ready' AND NOT (s.paths <> '{}' AND prefixes_overlap(footprint_prefixes(s.paths), busy))
+    ORDER BY s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED;
+    RETURN picked;
+END $$;
+
+
+-- ---- Repositories and landing: the merge queue's candidates, landing intents, what landed ------------------------
+
+-- A managed repository and its rules. What judges a change (the check's command, the protected paths, the files
+-- that configure the check, the test paths a judging run takes from main, the held-out command) lives here, not
+-- in the pushed tree, so an agent cannot change what judges it. Secrets never enter the database: a forge
+-- repository names the environment variables that hold its webhook secret, its token or its App's key.
 CREATE TABLE repos (
     name              text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$'),
     target_branch     text NOT NULL DEFAULT 'main' CHECK (target_branch ~ '^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$'),
@@ -248,25 +361,79 @@ CREATE TABLE repos (
     paused            boolean NOT NULL DEFAULT false,
     paused_reason     text,
     created_at        timestamptz NOT NULL DEFAULT now(),
+    -- A red main (its check fails) is not an operator's pause: landing goes on, but only a candidate that
+    -- passes (a fix) lands; the others are parked until main is green again or an admin resumes.
     red_since         text,
-    -- Forge mode (GitHub, Gitea/Forgejo): all set or all NULL; secrets are named, never stored.
+    -- Forge mode (GitHub, Gitea/Forgejo): all set or all NULL (forge_complete).
     forge             text CHECK (forge IN ('github', 'gitea', 'forgejo')),
     forge_repo        text CHECK (forge_repo ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9._-]{1,100}$'),
     forge_api_url     text CHECK (forge_api_url ~ '^https?://'),
     forge_git_url     text CHECK (length(forge_git_url) BETWEEN 1 AND 2000),
     webhook_secret_env text CHECK (webhook_secret_env ~ '^[A-Z_][A-Z0-9_]{0,99}$'),
     forge_token_env   text CHECK (forge_token_env ~ '^[A-Z_][A-Z0-9_]{0,99}$'),
+    -- Whether a push outside its subtask's footprint is refused (else it is a warning on its verdict).
+    footprint_refuse  boolean NOT NULL DEFAULT false,
+    -- Caches for checks: paths inside the checkout, the files whose content keys them (lockfiles), and a setup
+    -- step run before the check (its network only ever on commits already on main).
+    cache_paths       text[] NOT NULL DEFAULT '{}' CHECK (cardinality(cache_paths) <= 20),
+    cache_key         text[] NOT NULL DEFAULT '{}' CHECK (cardinality(cache_key) <= 20),
+    setup_command     text CHECK (length(setup_command) BETWEEN 1 AND 4000),
+    setup_network     boolean NOT NULL DEFAULT false,
+    -- The check on main after a landing, and its bisection (NULL: the verifier command).
+    post_land_command text CHECK (length(post_land_command) BETWEEN 1 AND 4000),
+    -- The checks' sandbox: extra read-only paths, what one run may write in all, the memory it may use (MiB).
+    sandbox_paths     text[] NOT NULL DEFAULT '{}' CHECK (cardinality(sandbox_paths) <= 50),
+    disk_limit_mb     integer NOT NULL DEFAULT 2048 CHECK (disk_limit_mb BETWEEN 16 AND 1048576),
+    memory_limit_mb   integer NOT NULL DEFAULT 4096 CHECK (memory_limit_mb BETWEEN 64 AND 1048576),
+    -- Where the tests report their outcomes: our pytest plugin, or a JUnit file the check leaves.
+    report            text NOT NULL DEFAULT 'pytest' CHECK (report = 'pytest' OR report ~ '^junit:[^/].{0,998}$'),
+    -- What a candidate that edits existing tests gets: flagged, refused, or judged by main's version of them.
+    old_tests         text NOT NULL DEFAULT 'flag' CHECK (old_tests IN ('flag', 'refuse', 'run')),
+    -- The files that configure the check, as globs (a glob without "/" matches the name in any folder).
+    check_config      text[] NOT NULL DEFAULT '{conftest.py,pytest.ini,tox.ini,noxfile.py}'
+                          CHECK (cardinality(check_config) <= 100),
+    held_out_command  text NOT NULL DEFAULT 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"'
+                          CHECK (length(held_out_command) BETWEEN 1 AND 4000),
+    -- GitHub App authentication instead of a personal token (github_app_complete); the installation is found
+    -- from the repository when it is not given.
+    github_app_id     bigint CHECK (github_app_id > 0),
+    github_app_key_env text CHECK (github_app_key_env ~ '^[A-Z_][A-Z0-9_]{0,99}$'),
+    github_installation_id bigint CHECK (github_installation_id > 0),
+    -- Whether the queue orders by each candidate's failure risk.
+    risk_aware        boolean NOT NULL DEFAULT true,
+    -- A red main's mend that gave up stays given up until main moves or an admin resumes: main's head then.
+    mend_given_up     text,
+    -- The paths a judging run takes from main, and whether the tamper signal refuses a candidate or names it.
+    test_paths        text[] NOT NULL DEFAULT '{test_*.py,*_test.py,tests/,test/,conftest.py}'
+                          CHECK (cardinality(test_paths) <= 100),
+    suspicious        text NOT NULL DEFAULT 'flag' CHECK (suspicious IN ('flag', 'refuse')),
     CONSTRAINT forge_complete CHECK (
         (forge IS NULL) = (forge_repo IS NULL) AND (forge IS NULL) = (forge_api_url IS NULL)
         AND (forge IS NULL) = (forge_git_url IS NULL) AND (forge IS NULL) = (webhook_secret_env IS NULL)
         AND (forge IS NULL) = (forge_token_env IS NULL)
-    )
+    ),
+    CONSTRAINT github_app_complete CHECK (
+        (github_app_id IS NULL) = (github_app_key_env IS NULL)
+        AND (github_installation_id IS NULL OR github_app_id IS NOT NULL)
+        AND (github_app_id IS NULL OR forge = 'github'))
 );
 CREATE UNIQUE INDEX repos_forge_repo ON repos (forge, lower(forge_repo)) WHERE forge IS NOT NULL;
+
+-- Held-out checks: a repository's tests that are never in the repository and never shown to an agent. A candidate
+-- that passed its check runs them next, as a run of their own (purpose held_out), mounted read-only beside its
+-- checkout; agents learn pass or fail and the failing test ids only.
+CREATE TABLE held_out_files (
+    repo        text NOT NULL REFERENCES repos (name),
+    path        text NOT NULL CHECK (length(path) BETWEEN 1 AND 1000 AND path !~ '^/' AND path !~ '(^|/)\.\.?(/|$)'),
+    content     bytea NOT NULL CHECK (octet_length(content) <= 1048576),
+    PRIMARY KEY (repo, path)
+);
 
 CREATE TYPE candidate_status AS ENUM
     ('queued', 'verifying', 'landing', 'landed', 'rejected', 'superseded', 'cancelled', 'parked');
 
+-- A candidate is one accepted push: (subtask, claim version, owner, sha). The queue processes them per
+-- repository in priority, then arrival order; parked ones wait for a red main to turn green.
 CREATE TABLE candidates (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     repo          text NOT NULL REFERENCES repos (name),
@@ -283,14 +450,56 @@ CREATE TABLE candidates (
     verifier      jsonb,
     queued_at     timestamptz NOT NULL DEFAULT now(),
     started_at    timestamptz,
-    finished_at   timestamptz
+    finished_at   timestamptz,
+    -- The typed verdict (kind and facts), written with the status.
+    verdict       jsonb,
+    -- The change's patch id (`git patch-id --stable` of the diff from where it forked off main): the same change
+    -- pushed under another subtask is refused as a duplicate.
+    patch_id      text CHECK (patch_id ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
+    -- The paths it changes outside its subtask's footprint (a warning on its verdict), and all it changes (at
+    -- most 1,000): the forecast finds the live candidates that touch the same files.
+    outside_footprint text[],
+    paths         text[],
+    -- A revert the bot made of a red main's culprit names the landing it reverts.
+    reverts       bigint,  -- REFERENCES landed (id), at the end
+    -- The estimated probability it fails, what that rests on, and how often a later candidate went first.
+    failure_risk  real CHECK (failure_risk BETWEEN 0 AND 1),
+    risk_facts    jsonb,
+    passed_over   integer NOT NULL DEFAULT 0 CHECK (passed_over >= 0),
+    -- When the push reached the bot, and when the queue last merged it for a run.
+    pushed_at     timestamptz,
+    merged_at     timestamptz,
+    -- What the tamper signal found in its diff.
+    suspicious    jsonb
 );
 CREATE INDEX candidates_queue ON candidates (repo, priority DESC, id) WHERE status = 'queued';
 CREATE INDEX candidates_subtask ON candidates (subtask_id, id);
 CREATE INDEX candidates_active ON candidates (repo) WHERE status IN ('verifying', 'landing');
+-- The queue's depth by repository and status reads only the live candidates.
+CREATE INDEX candidates_live ON candidates (repo, status) WHERE status IN ('queued', 'verifying', 'landing', 'parked');
+CREATE INDEX candidates_live_paths ON candidates USING gin (paths)
+    WHERE status IN ('queued', 'verifying', 'landing', 'parked');
+CREATE INDEX candidates_patch ON candidates (repo, patch_id) WHERE patch_id IS NOT NULL;
+CREATE INDEX candidates_finished ON candidates (finished_at);
+-- A repository's candidates, newest first: the risk facts read the last two thousand.
+CREATE INDEX candidates_repo_recent ON candidates (repo, id DESC);
+CREATE INDEX candidates_owner_finished ON candidates (owner_id, repo, id DESC) WHERE status IN ('landed', 'rejected');
+
+-- Candidates announce each change of status (long-polled verdicts).
+CREATE FUNCTION candidates_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mergebot_candidate', NEW.id::text || ':' || NEW.status::text);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER candidates_notify AFTER UPDATE OF status ON candidates
+    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION candidates_notify();
 
 CREATE TYPE intent_status AS ENUM ('pending', 'done', 'rolled_back');
 
+-- A landing intent is written before main moves and carries all the evidence, so the reconciler can finish
+-- (main moved: write the landed row) or roll back (main did not move) a landing cut short by a crash. One
+-- pending intent per repository at a time.
 CREATE TABLE landing_intents (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     candidate_id     bigint NOT NULL REFERENCES candidates (id),
@@ -306,6 +515,56 @@ CREATE TABLE landing_intents (
 );
 CREATE UNIQUE INDEX landing_intents_one_pending ON landing_intents (repo) WHERE status = 'pending';
 
+-- What landed: one row per landing of a subtask's claim, with the evidence a reviewer needs to re-run the check.
+-- A batch lands several candidates by one move of main: each row names its own merge commit (merged_sha, on
+-- main's first-parent chain), the commit main moved to (main_sha, the one the covering run passed on), the run
+-- and the landing (batch_id) it was part of. A revert (kind 'revert') names the landing it reverts.
+CREATE TABLE landed (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    subtask_id       bigint NOT NULL REFERENCES subtasks (id),
+    claim_version    bigint NOT NULL,
+    owner_id         bigint NOT NULL REFERENCES agents (id),
+    repo             text NOT NULL,
+    target_ref       text NOT NULL,
+    candidate_sha    text NOT NULL,
+    base_sha         text NOT NULL,
+    merged_sha       text NOT NULL,
+    tree_sha         text NOT NULL,
+    verifier_command text NOT NULL,
+    verifier_result  text NOT NULL,
+    duration_ms      integer NOT NULL CHECK (duration_ms >= 0),
+    log_digest       text NOT NULL,
+    main_status      text NOT NULL DEFAULT 'pending',
+    landed_at        timestamptz NOT NULL DEFAULT now(),
+    main_sha         text NOT NULL,
+    batch_size       integer NOT NULL DEFAULT 1 CHECK (batch_size >= 1),
+    -- The cache generation the deciding run read (or wrote), so a reviewer's re-run can use it.
+    verifier_cache   jsonb,
+    run_id           bigint,  -- REFERENCES verify_jobs (id), at the end
+    batch_id         bigint REFERENCES landing_intents (id),
+    kind             text NOT NULL DEFAULT 'land' CHECK (kind IN ('land', 'revert')),
+    reverts          bigint REFERENCES landed (id),
+    -- How the deciding run was confined: the sandbox, and how each limit was enforced.
+    verifier_sandbox text,
+    verifier_limits  text,
+    -- The existing tests the change edits, and the acceptance tests it carried, by path.
+    tests_changed    text[],
+    acceptance       text[],
+    -- The queue policy that landed it.
+    policy           text CHECK (length(policy) <= 100),
+    UNIQUE (repo, merged_sha),
+    CONSTRAINT landed_once_per_claim UNIQUE (subtask_id, claim_version),
+    CONSTRAINT landed_revert_names_its_culprit CHECK ((kind = 'revert') = (reverts IS NOT NULL))
+);
+CREATE INDEX landed_recent ON landed (landed_at DESC, id DESC);
+CREATE INDEX landed_main_sha ON landed (repo, main_sha);
+CREATE INDEX landed_batch ON landed (batch_id) WHERE batch_id IS NOT NULL;
+CREATE UNIQUE INDEX landed_reverted_once ON landed (reverts) WHERE reverts IS NOT NULL;
+-- The run a landing names, and a subtask's standing landing (its latest, which the cost charges rework to):
+-- looked up once per run read.
+CREATE INDEX landed_run ON landed (run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX landed_standing ON landed (subtask_id, id DESC) WHERE kind = 'land';
+
 -- What the reconciler found that does not add up, for operators.
 CREATE TABLE reconcile_findings (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -316,17 +575,21 @@ CREATE TABLE reconcile_findings (
 );
 
 
--- Verify jobs (0003), claimed by verifier workers with SKIP LOCKED, a lease and claim-version fencing.
+-- ---- Verify jobs: checks run by verifier workers on any machine --------------------------------------------------
 
 CREATE TYPE job_status AS ENUM ('queued', 'running', 'done', 'cancelled');
 
+-- A job is (repository, exact commit, command, time limit) and a purpose. Workers claim jobs with the same
+-- SKIP LOCKED, lease and fencing pattern as subtasks: a claim bumps claim_version, and heartbeats and the result
+-- must name it, so a worker that lost its lease cannot report and each job finishes at most once.
 CREATE TABLE verify_jobs (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     repo             text NOT NULL REFERENCES repos (name),
     commit_sha       text NOT NULL CHECK (commit_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
     command          text NOT NULL,
     timeout_s        integer NOT NULL CHECK (timeout_s > 0),
-    purpose          text NOT NULL CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual')),
+    purpose          text NOT NULL CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect',
+                                                      'baseline', 'acceptance', 'held_out', 'old_tests')),
     candidate_id     bigint REFERENCES candidates (id),
     landed_id        bigint REFERENCES landed (id),
     status           job_status NOT NULL DEFAULT 'queued',
@@ -341,11 +604,26 @@ CREATE TABLE verify_jobs (
     created_at       timestamptz NOT NULL DEFAULT now(),
     started_at       timestamptz,
     finished_at      timestamptz,
+    -- The cache request and setup, and the sandbox, copied from the repository when the job is queued.
+    cache            jsonb,
+    -- The speculation window's width when a candidate run was queued (NULL for every other run).
+    window_width     integer CHECK (window_width >= 1),
+    sandbox          jsonb,
+    -- The tree the run was proven to be: a baseline (main's outcomes) is found by tree.
+    tree_sha         text CHECK (tree_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
+    -- Lost leases, counted as they are lost (a counter that never goes down).
+    leases_lost      integer NOT NULL DEFAULT 0 CHECK (leases_lost >= 0),
     CONSTRAINT lease_iff_running CHECK ((status = 'running') = (lease_expires_at IS NOT NULL))
 );
 CREATE INDEX verify_jobs_queue ON verify_jobs (id) WHERE status = 'queued';
 CREATE INDEX verify_jobs_lease ON verify_jobs (lease_expires_at) WHERE status = 'running';
 CREATE INDEX verify_jobs_candidate ON verify_jobs (candidate_id);
+CREATE INDEX verify_jobs_tree ON verify_jobs (repo, tree_sha) WHERE tree_sha IS NOT NULL;
+-- A queue branch on the forge is deleted once every job naming its commit has ended.
+CREATE INDEX verify_jobs_commit ON verify_jobs (repo, commit_sha);
+-- The charts and the cost of a window read runs by when they finished (or, for the width, were queued).
+CREATE INDEX verify_jobs_finished ON verify_jobs (finished_at);
+CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS NOT NULL;
 
 -- Every finished job is announced, so whoever waits on it wakes at once.
 CREATE FUNCTION verify_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -358,6 +636,9 @@ END $$;
 
 CREATE TRIGGER verify_jobs_notify AFTER UPDATE ON verify_jobs
     FOR EACH ROW EXECUTE FUNCTION verify_jobs_notify();
+
+
+-- ---- Forges: GitHub, Gitea and Forgejo ---------------------------------------------------------------------------
 
 -- A forge login acts as exactly one Mergebot agent, and only when an admin said so. Logins are stored lower-
 -- cased (GitHub and Gitea logins are case-insensitive).
@@ -406,313 +687,9 @@ CREATE TABLE forge_statuses (
 CREATE INDEX forge_statuses_due ON forge_statuses (next_at, id) WHERE sent_at IS NULL AND given_up_at IS NULL;
 CREATE INDEX forge_statuses_sha ON forge_statuses (repo, sha, id);
 
+-- The status names the verdict's kind, so an agent reading it knows what to do, and a landing's names the existing
+-- tests its change edits (tests_changed), so a person reading the pull request sees them.
 CREATE FUNCTION candidates_forge_status() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    st text;
-    msg text;
-BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.status IS NOT DISTINCT FROM OLD.status THEN
-        RETURN NULL;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM repos r WHERE r.name = NEW.repo AND r.forge IS NOT NULL) THEN
-        RETURN NULL;
-    END IF;
-    CASE NEW.status
-        WHEN 'queued' THEN st := 'pending'; msg := 'queued for landing';
-        WHEN 'verifying' THEN st := 'pending'; msg := 'verifying the merged commit';
-        WHEN 'landing' THEN st := 'pending'; msg := 'verified; landing';
-        WHEN 'landed' THEN st := 'success'; msg := 'landed as ' || left(coalesce(NEW.merged_sha, ''), 12);
-        WHEN 'rejected' THEN st := 'failure'; msg := coalesce(NEW.reason, 'rejected');
-        WHEN 'parked' THEN st := 'pending'; msg := coalesce(NEW.reason, 'parked: the target branch is red');
-        ELSE st := 'error'; msg := NEW.status::text || ': ' || coalesce(NEW.reason, '');
-    END CASE;
-    INSERT INTO forge_statuses (repo, sha, state, description, candidate_id)
-    VALUES (NEW.repo, NEW.sha, st, left(msg, 2000), NEW.id);
-    PERFORM pg_notify('mergebot_forge', NEW.repo);
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER candidates_forge_status AFTER INSERT OR UPDATE OF status ON candidates
-    FOR EACH ROW EXECUTE FUNCTION candidates_forge_status();
-
--- 0007: candidates notify on status change (long-polled verdicts).
-CREATE FUNCTION candidates_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('mergebot_candidate', NEW.id::text || ':' || NEW.status::text);
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER candidates_notify AFTER UPDATE OF status ON candidates
-    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION candidates_notify();
-
--- 0008: the reason a refusal is counted and shown under, in one place.
-CREATE FUNCTION refusal_reason(kind text, detail jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE kind
-        WHEN 'push_refused' THEN coalesce(detail->>'code', 'refused')
-        WHEN 'push_ignored' THEN replace(coalesce(detail->>'why', 'ignored'), ' ', '_')
-        WHEN 'webhook_refused' THEN 'delivery_id_reused'
-        ELSE coalesce(detail->>'kind', CASE
-            WHEN detail->>'reason' LIKE 'conflicts with %' THEN 'conflict'
-            WHEN detail->>'reason' LIKE 'nothing to land%' THEN 'nothing_to_land'
-            WHEN detail->>'reason' LIKE 'the verifier could not run%' THEN 'verifier_error'
-            WHEN detail->>'reason' LIKE 'the check % gave timeout%' THEN 'check_timeout'
-            WHEN detail->>'reason' LIKE 'the check %' THEN 'check_failed'
-            ELSE 'other'
-        END)
-    END
-$$;
-
--- 0009: typed verdicts on candidates; forge statuses name the verdict's kind; ready work is announced.
-ALTER TABLE candidates ADD COLUMN verdict jsonb;
-
--- The commit status a forge shows names the verdict's kind, so an agent reading it knows what to do.
-CREATE OR REPLACE FUNCTION candidates_forge_status() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    st text;
-    msg text;
-BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.status IS NOT DISTINCT FROM OLD.status THEN
-        RETURN NULL;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM repos r WHERE r.name = NEW.repo AND r.forge IS NOT NULL) THEN
-        RETURN NULL;
-    END IF;
-    CASE NEW.status
-        WHEN 'queued' THEN st := 'pending'; msg := 'queued for landing';
-        WHEN 'verifying' THEN st := 'pending'; msg := 'verifying the merged commit';
-        WHEN 'landing' THEN st := 'pending'; msg := 'verified; landing';
-        WHEN 'landed' THEN st := 'success'; msg := 'landed as ' || left(coalesce(NEW.merged_sha, ''), 12);
-        WHEN 'rejected' THEN st := 'failure';
-            msg := '[' || coalesce(NEW.verdict->>'kind', 'rejected') || '] ' || coalesce(NEW.reason, 'rejected');
-        WHEN 'parked' THEN st := 'pending';
-            msg := '[pre_existing] ' || coalesce(NEW.reason, 'parked: the target branch is red');
-        ELSE st := 'error'; msg := NEW.status::text || ': ' || coalesce(NEW.reason, '');
-    END CASE;
-    INSERT INTO forge_statuses (repo, sha, state, description, candidate_id)
-    VALUES (NEW.repo, NEW.sha, st, left(msg, 2000), NEW.id);
-    PERFORM pg_notify('mergebot_forge', NEW.repo);
-    RETURN NULL;
-END $$;
-
--- Work became ready: a claim waiting for work (POST /api/v1/subtasks/claim with wait) is told at once.
-CREATE FUNCTION subtasks_notify_ready() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('mergebot_ready', NEW.id::text);
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER subtasks_ready_inserted AFTER INSERT ON subtasks
-    FOR EACH ROW WHEN (NEW.status = 'ready') EXECUTE FUNCTION subtasks_notify_ready();
-CREATE TRIGGER subtasks_ready_updated AFTER UPDATE OF status ON subtasks
-    FOR EACH ROW WHEN (NEW.status = 'ready' AND OLD.status IS DISTINCT FROM 'ready')
-    EXECUTE FUNCTION subtasks_notify_ready();
-
--- 0010: duplicate changes by patch id; footprints (the paths a subtask expects to touch).
-ALTER TABLE candidates ADD COLUMN patch_id text CHECK (patch_id ~ '^[0-9a-f]{40}([0-9a-f]{24})?$');
-CREATE INDEX candidates_patch ON candidates (repo, patch_id) WHERE patch_id IS NOT NULL;
-ALTER TABLE subtasks ADD COLUMN paths text[] NOT NULL DEFAULT '{}' CHECK (cardinality(paths) <= 100);
-ALTER TABLE repos ADD COLUMN footprint_refuse boolean NOT NULL DEFAULT false;
-
--- The footprints of subtasks in flight (running, or submitted and waiting in the queue), for the claim: only
--- these rows are read when it prefers work elsewhere.
-CREATE INDEX subtasks_busy_paths ON subtasks (id) WHERE owner_id IS NOT NULL AND paths <> '{}';
-
--- The paths a candidate changes outside its subtask's footprint (a warning on its verdict).
-ALTER TABLE candidates ADD COLUMN outside_footprint text[];
-
--- Whether two footprints may overlap: some entry of one is a prefix of an entry of the other, each cut at its
--- first wildcard (``src/*.py`` is ``src/``; a leading wildcard, ``*.md``, is everything). Conservative: it may
--- say yes for globs that touch nothing in common, never no for ones that do. Each entry is cut once
--- (``footprint_prefixes``); the claim cuts the footprints in flight once per statement.
-CREATE FUNCTION footprint_prefixes(a text[]) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT ARRAY(SELECT DISTINCT regexp_replace(x, '[*?[].*$', '') FROM unnest(a) x)
-$$;
-CREATE FUNCTION prefixes_overlap(a text[], b text[]) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT EXISTS (SELECT 1 FROM unnest(a) x, unnest(b) y WHERE starts_with(x, y) OR starts_with(y, x))
-$$;
-CREATE FUNCTION footprints_overlap(a text[], b text[]) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT prefixes_overlap(footprint_prefixes(a), footprint_prefixes(b))
-$$;
-
--- The paths a candidate changes (from where it forked off main, at most 1,000): the forecast finds the live
--- candidates that touch the same files as a new change.
-ALTER TABLE candidates ADD COLUMN paths text[];
-CREATE INDEX candidates_live_paths ON candidates USING gin (paths)
-    WHERE status IN ('queued', 'verifying', 'landing', 'parked');
-
--- The claim's footprint preference (``subtask_claim``): among the first ready subtasks of the top priority, in the
--- claim's own order (the caller's group first, then what it may roam to), one whose footprint overlaps none of
--- the subtasks in flight, locked (SKIP LOCKED) for the claim; NULL when no subtask in flight has a footprint, when
--- the caller's group has ready work but all of it overlaps (the claim then takes its group's work as ever), or
--- when everything overlaps. Priority still rules: only the top priority's subtasks are looked at.
-CREATE FUNCTION claim_free(p_group text, p_roam boolean) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    busy text[];
-    top integer;
-    picked bigint;
-BEGIN
-    SELECT CASE WHEN count(*) > 0 THEN footprint_prefixes(array_agg(p)) END INTO busy
-    FROM subtasks r, unnest(r.paths) p WHERE r.owner_id IS NOT NULL AND r.paths <> '{}';
-    IF busy IS NULL THEN
-        RETURN NULL;
-    END IF;
-    IF p_group IS NOT NULL THEN
-        SELECT max(priority) INTO top FROM subtasks WHERE status = 'ready' AND group_name = p_group;
-        IF top IS NOT NULL THEN
-            SELECT s.id INTO picked FROM (
-                SELECT q.id FROM subtasks q WHERE q.status = 'ready' AND q.group_name = p_group AND q.priority = top
-                ORDER BY q.id LIMIT 32) pool
-            JOIN subtasks s ON s.id = pool.id
-            WHERE s.status = 'ready' AND NOT (s.paths <> '{}' AND prefixes_overlap(footprint_prefixes(s.paths), busy))
-            ORDER BY s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED;
-            RETURN picked;
-        END IF;
-    END IF;
-    SELECT max(priority) INTO top FROM subtasks WHERE status = 'ready' AND (p_roam OR group_name IS NULL);
-    IF top IS NULL THEN
-        RETURN NULL;
-    END IF;
-    SELECT s.id INTO picked FROM (
-        SELECT q.id FROM subtasks q WHERE q.status = 'ready' AND (p_roam OR q.group_name IS NULL) AND q.priority = top
-        ORDER BY q.id LIMIT 32) pool
-    JOIN subtasks s ON s.id = pool.id
-    WHERE s.status = 'ready' AND NOT (s.paths <> '{}' AND prefixes_overlap(footprint_prefixes(s.paths), busy))
-    ORDER BY s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED;
-    RETURN picked;
-END $$;
-
--- 0011: caches for checks (paths and key files per repository; a verify job's cache request).
-ALTER TABLE repos ADD COLUMN cache_paths text[] NOT NULL DEFAULT '{}' CHECK (cardinality(cache_paths) <= 20);
-ALTER TABLE repos ADD COLUMN cache_key text[] NOT NULL DEFAULT '{}' CHECK (cardinality(cache_key) <= 20);
-ALTER TABLE repos ADD COLUMN setup_command text CHECK (length(setup_command) BETWEEN 1 AND 4000);
-ALTER TABLE repos ADD COLUMN setup_network boolean NOT NULL DEFAULT false;
-ALTER TABLE verify_jobs ADD COLUMN cache jsonb;
-
--- The cache generation the deciding run read (or wrote), on the landed record, so a reviewer's re-run can use it.
-ALTER TABLE landed ADD COLUMN verifier_cache jsonb;
-
--- 0012: the run that passed on the commit main moved to, and the landing (batch) each landed row was part of.
-ALTER TABLE landed ADD COLUMN run_id bigint REFERENCES verify_jobs (id);
-ALTER TABLE landed ADD COLUMN batch_id bigint REFERENCES landing_intents (id);
-CREATE INDEX landed_batch ON landed (batch_id) WHERE batch_id IS NOT NULL;
-
--- 0013: a red main that mends itself: the post-land command, bisection runs, reverts, landing again after one.
-ALTER TABLE repos ADD COLUMN post_land_command text CHECK (length(post_land_command) BETWEEN 1 AND 4000);
-ALTER TABLE candidates ADD COLUMN reverts bigint REFERENCES landed (id);
-ALTER TABLE landed ADD COLUMN kind text NOT NULL DEFAULT 'land' CHECK (kind IN ('land', 'revert'));
-ALTER TABLE landed ADD COLUMN reverts bigint REFERENCES landed (id);
-ALTER TABLE landed ADD CONSTRAINT landed_revert_names_its_culprit CHECK ((kind = 'revert') = (reverts IS NOT NULL));
-ALTER TABLE landed DROP CONSTRAINT landed_subtask_id_key;
-ALTER TABLE landed ADD CONSTRAINT landed_once_per_claim UNIQUE (subtask_id, claim_version);
-CREATE UNIQUE INDEX landed_reverted_once ON landed (reverts) WHERE reverts IS NOT NULL;
-ALTER TABLE verify_jobs DROP CONSTRAINT verify_jobs_purpose_check;
-ALTER TABLE verify_jobs ADD CONSTRAINT verify_jobs_purpose_check
-    CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect'));
-INSERT INTO subtask_transitions (from_status, to_status) VALUES ('landed', 'running');
-
--- 0014: the speculation window's width when a candidate run was queued, for the charts.
-ALTER TABLE verify_jobs ADD COLUMN window_width integer CHECK (window_width >= 1);
-
--- 0015: the trends on a long history: runs and candidates by when they finished, and where each run is charged.
-CREATE INDEX verify_jobs_finished ON verify_jobs (finished_at);
-CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS NOT NULL;
-CREATE INDEX candidates_finished ON candidates (finished_at);
--- The run a landing names, and a subtask's standing landing (its latest, which the cost charges rework to):
--- looked up once per run read.
-CREATE INDEX landed_run ON landed (run_id) WHERE run_id IS NOT NULL;
-CREATE INDEX landed_standing ON landed (subtask_id, id DESC) WHERE kind = 'land';
--- Where each run's seconds are charged, in one place: the cost of a window (``view_cost_runs``) and the all-time
--- counters on /metrics (``metric_verifier_seconds``) both read it. One row per run a worker started and that
--- ended, or per member of the batch a run landed (``seconds`` is then the whole run's: readers split it):
---   main_check  - a landing's post-land check or a red main's bisection (the run names the landed row);
---   landing_run - the run that passed on the commit main moved to;
---   rework      - any other run of a candidate whose subtask landed (failed, retried, superseded, cancelled
---                 runs on the way): charged to that subtask's standing landing;
---   thrown_away - a run of a candidate whose subtask has not landed: charged to nobody's landing;
---   other       - runs of no candidate and no landing (manual checks).
-CREATE VIEW run_charges AS
-SELECT j.id AS run_id, j.repo, j.purpose, j.status::text AS status, j.finished_at,
-       greatest(0, extract(epoch FROM j.finished_at - j.started_at))::float8 AS seconds,
-       c.owner_id AS pusher_id, coalesce(ml.id, rl.id, sl.id) AS landed_id,
-       CASE WHEN ml.id IS NOT NULL THEN 'main_check' WHEN rl.id IS NOT NULL THEN 'landing_run'
-            WHEN sl.id IS NOT NULL THEN 'rework' WHEN c.id IS NOT NULL THEN 'thrown_away'
-            ELSE 'other' END AS charge
-FROM verify_jobs j
-LEFT JOIN landed ml ON ml.id = j.landed_id
-LEFT JOIN candidates c ON c.id = j.candidate_id
-LEFT JOIN landed rl ON j.landed_id IS NULL AND rl.run_id = j.id
-LEFT JOIN LATERAL (
-    SELECT l.id FROM landed l
-    WHERE c.id IS NOT NULL AND l.subtask_id = c.subtask_id AND l.kind = 'land'
-      AND NOT EXISTS (SELECT 1 FROM landed rv WHERE rv.reverts = l.id)
-    ORDER BY l.id DESC LIMIT 1
-) sl ON j.landed_id IS NULL AND rl.id IS NULL
-WHERE j.started_at IS NOT NULL AND j.finished_at IS NOT NULL;
-
--- 0016: the sandbox of a repository's checks, and how the deciding run was confined.
-ALTER TABLE repos ADD COLUMN sandbox_paths text[] NOT NULL DEFAULT '{}' CHECK (cardinality(sandbox_paths) <= 50);
-ALTER TABLE repos ADD COLUMN disk_limit_mb integer NOT NULL DEFAULT 2048 CHECK (disk_limit_mb BETWEEN 16 AND 1048576);
-ALTER TABLE repos ADD COLUMN memory_limit_mb integer NOT NULL DEFAULT 4096
-    CHECK (memory_limit_mb BETWEEN 64 AND 1048576);
-ALTER TABLE verify_jobs ADD COLUMN sandbox jsonb;
-ALTER TABLE landed ADD COLUMN verifier_sandbox text;
-ALTER TABLE landed ADD COLUMN verifier_limits text;
-
--- 0017: per-test outcomes; a run's tree; baselines; a repository's report; what a subtask is allowed.
-ALTER TABLE verify_jobs ADD COLUMN tree_sha text CHECK (tree_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$');
-CREATE INDEX verify_jobs_tree ON verify_jobs (repo, tree_sha) WHERE tree_sha IS NOT NULL;
-ALTER TABLE verify_jobs DROP CONSTRAINT verify_jobs_purpose_check;
-ALTER TABLE verify_jobs ADD CONSTRAINT verify_jobs_purpose_check
-    CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect', 'baseline'));
-ALTER TABLE repos ADD COLUMN report text NOT NULL DEFAULT 'pytest'
-    CHECK (report = 'pytest' OR report ~ '^junit:[^/].{0,998}$');
-ALTER TABLE subtasks ADD COLUMN allow_test_removal boolean NOT NULL DEFAULT false;
-ALTER TABLE subtasks ADD COLUMN allow_check_changes boolean NOT NULL DEFAULT false;
-ALTER TABLE subtasks ADD COLUMN allow_behaviour_change boolean NOT NULL DEFAULT false;
-ALTER TABLE repos ADD COLUMN old_tests text NOT NULL DEFAULT 'flag' CHECK (old_tests IN ('flag', 'refuse', 'run'));
-ALTER TABLE landed ADD COLUMN tests_changed text[];
-ALTER TABLE repos ADD COLUMN check_config text[] NOT NULL
-    DEFAULT '{conftest.py,pytest.ini,tox.ini,noxfile.py}' CHECK (cardinality(check_config) <= 100);
-
--- Acceptance tests a lead attaches to a subtask (FAIL_TO_PASS): written into its merged commit at their paths
--- before the run, over whatever the candidate has there, so the tested tree is the landed tree.
-CREATE TABLE acceptance_tests (
-    subtask_id  bigint NOT NULL REFERENCES subtasks (id),
-    path        text NOT NULL CHECK (length(path) BETWEEN 1 AND 1000 AND path !~ '^/' AND path !~ '(^|/)\.\.?(/|$)'
-                                     AND path !~ '(^|/)\.git(/|$)'),
-    content     bytea NOT NULL CHECK (octet_length(content) <= 1048576),
-    added_by    bigint REFERENCES agents (id),
-    added_at    timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (subtask_id, path)
-);
--- The run of a subtask's acceptance tests on main when they were attached: if they pass there, they test nothing new.
-ALTER TABLE subtasks ADD COLUMN acceptance_probe bigint REFERENCES verify_jobs (id);
-ALTER TABLE verify_jobs DROP CONSTRAINT verify_jobs_purpose_check;
-ALTER TABLE verify_jobs ADD CONSTRAINT verify_jobs_purpose_check
-    CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect', 'baseline', 'acceptance'));
--- The acceptance tests a landing carried, by path.
-ALTER TABLE landed ADD COLUMN acceptance text[];
-
--- Held-out checks: a repository's tests that are never in the repository and never shown to an agent. A candidate
--- that passed its check runs them next, as a run of their own (purpose held_out), mounted read-only beside its
--- checkout; agents learn pass or fail and the failing test ids only.
-CREATE TABLE held_out_files (
-    repo        text NOT NULL REFERENCES repos (name),
-    path        text NOT NULL CHECK (length(path) BETWEEN 1 AND 1000 AND path !~ '^/' AND path !~ '(^|/)\.\.?(/|$)'),
-    content     bytea NOT NULL CHECK (octet_length(content) <= 1048576),
-    PRIMARY KEY (repo, path)
-);
-ALTER TABLE repos ADD COLUMN held_out_command text NOT NULL
-    DEFAULT 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"'
-    CHECK (length(held_out_command) BETWEEN 1 AND 4000);
-ALTER TABLE verify_jobs DROP CONSTRAINT verify_jobs_purpose_check;
-ALTER TABLE verify_jobs ADD CONSTRAINT verify_jobs_purpose_check
-    CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect', 'baseline', 'acceptance',
-                       'held_out', 'old_tests'));
-
--- A forge's commit status for a landing names the existing tests its change edits (tests_changed), so a person
--- reading the pull request sees them without opening the landed record.
-CREATE OR REPLACE FUNCTION candidates_forge_status() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     st text;
     msg text;
@@ -747,19 +724,12 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- 0018: GitHub App authentication: the App, the variable holding its key, the installation.
-ALTER TABLE repos ADD COLUMN github_app_id bigint CHECK (github_app_id > 0);
-ALTER TABLE repos ADD COLUMN github_app_key_env text CHECK (github_app_key_env ~ '^[A-Z_][A-Z0-9_]{0,99}$');
-ALTER TABLE repos ADD COLUMN github_installation_id bigint CHECK (github_installation_id > 0);
-ALTER TABLE repos ADD CONSTRAINT github_app_complete CHECK (
-    (github_app_id IS NULL) = (github_app_key_env IS NULL)
-    AND (github_installation_id IS NULL OR github_app_id IS NOT NULL)
-    AND (github_app_id IS NULL OR forge = 'github'));
+CREATE TRIGGER candidates_forge_status AFTER INSERT OR UPDATE OF status ON candidates
+    FOR EACH ROW EXECUTE FUNCTION candidates_forge_status();
 
--- 0019: each verify job's lost leases, counted as they are lost (a counter that never goes down).
-ALTER TABLE verify_jobs ADD COLUMN leases_lost integer NOT NULL DEFAULT 0 CHECK (leases_lost >= 0);
-
--- 0020: check runs on GitHub, one per candidate, kept as it moves (an outbox row per candidate).
+-- Check runs on GitHub, for a repository that authenticates as a GitHub App: one per candidate on its head commit
+-- and one per landing on main's new commit, kept as they move. Each change bumps ``version``; the sender sends
+-- the newest state when ``sent_version`` is behind, so changes made between two sends go out as one update.
 CREATE TABLE forge_check_runs (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     kind          text NOT NULL DEFAULT 'candidate' CHECK (kind IN ('candidate', 'main')),
@@ -820,7 +790,10 @@ END $$;
 CREATE TRIGGER landed_check_run AFTER INSERT OR UPDATE OF main_status ON landed
     FOR EACH ROW EXECUTE FUNCTION landed_check_run();
 
--- 0021: the pull requests the bot heard of, each with its one living comment (an outbox row per pull request).
+-- One living comment per pull request the bot heard of (an outbox row per pull request). Every change of a
+-- candidate on its head branch bumps ``version``; the sender edits the comment to the newest state when
+-- ``sent_version`` is behind, and not at all when the text would not change (``sent_digest``). ``answer`` answers
+-- the last command given on the pull request (``@mergebot why`` also sets ``full_verdict``).
 CREATE TABLE forge_pulls (
     repo          text NOT NULL REFERENCES repos (name),
     number        integer NOT NULL CHECK (number > 0),
@@ -857,11 +830,73 @@ END $$;
 CREATE TRIGGER candidates_pull_comment AFTER INSERT OR UPDATE OF status ON candidates
     FOR EACH ROW EXECUTE FUNCTION candidates_pull_comment();
 
--- 0022: /metrics kept as things happen: run, landing and lease totals, fed by triggers.
+
+-- ---- Cross references: the foreign keys that close cycles between the tables above -------------------------------
+
+ALTER TABLE subtasks ADD CONSTRAINT subtasks_acceptance_probe_fkey
+    FOREIGN KEY (acceptance_probe) REFERENCES verify_jobs (id);
+ALTER TABLE candidates ADD CONSTRAINT candidates_reverts_fkey FOREIGN KEY (reverts) REFERENCES landed (id);
+ALTER TABLE landed ADD CONSTRAINT landed_run_id_fkey FOREIGN KEY (run_id) REFERENCES verify_jobs (id);
+
+
+-- ---- Read models: refusal reasons, what each run is charged to, /metrics kept as things happen -------------------
+
+-- The reason a refusal is counted (/metrics) and shown (mergebot queue) under, in one place: a push refused
+-- at push time by its rule's code, a forge push ignored by why, a reused delivery id, and a candidate the queue
+-- rejected by the kind its event records (older events, written before the kind was, by their reason's first
+-- words, which the messages module keeps stable).
+CREATE FUNCTION refusal_reason(kind text, detail jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE kind
+        WHEN 'push_refused' THEN coalesce(detail->>'code', 'refused')
+        WHEN 'push_ignored' THEN replace(coalesce(detail->>'why', 'ignored'), ' ', '_')
+        WHEN 'webhook_refused' THEN 'delivery_id_reused'
+        ELSE coalesce(detail->>'kind', CASE
+            WHEN detail->>'reason' LIKE 'conflicts with %' THEN 'conflict'
+            WHEN detail->>'reason' LIKE 'nothing to land%' THEN 'nothing_to_land'
+            WHEN detail->>'reason' LIKE 'the verifier could not run%' THEN 'verifier_error'
+            WHEN detail->>'reason' LIKE 'the check % gave timeout%' THEN 'check_timeout'
+            WHEN detail->>'reason' LIKE 'the check %' THEN 'check_failed'
+            ELSE 'other'
+        END)
+    END
+$$;
+
+-- Where each run's seconds are charged, in one place: the cost of a window (``view_cost_runs``) and the all-time
+-- counters on /metrics (``metric_verifier_seconds``) both read it. One row per run a worker started and that
+-- ended, or per member of the batch a run landed (``seconds`` is then the whole run's: readers split it):
+--   main_check  - a landing's post-land check or a red main's bisection (the run names the landed row);
+--   landing_run - the run that passed on the commit main moved to;
+--   rework      - any other run of a candidate whose subtask landed (failed, retried, superseded, cancelled
+--                 runs on the way): charged to that subtask's standing landing;
+--   thrown_away - a run of a candidate whose subtask has not landed: charged to nobody's landing;
+--   other       - runs of no candidate and no landing (manual checks).
+CREATE VIEW run_charges AS
+SELECT j.id AS run_id, j.repo, j.purpose, j.status::text AS status, j.finished_at,
+       greatest(0, extract(epoch FROM j.finished_at - j.started_at))::float8 AS seconds,
+       c.owner_id AS pusher_id, coalesce(ml.id, rl.id, sl.id) AS landed_id,
+       CASE WHEN ml.id IS NOT NULL THEN 'main_check' WHEN rl.id IS NOT NULL THEN 'landing_run'
+            WHEN sl.id IS NOT NULL THEN 'rework' WHEN c.id IS NOT NULL THEN 'thrown_away'
+            ELSE 'other' END AS charge
+FROM verify_jobs j
+LEFT JOIN landed ml ON ml.id = j.landed_id
+LEFT JOIN candidates c ON c.id = j.candidate_id
+LEFT JOIN landed rl ON j.landed_id IS NULL AND rl.run_id = j.id
+LEFT JOIN LATERAL (
+    SELECT l.id FROM landed l
+    WHERE c.id IS NOT NULL AND l.subtask_id = c.subtask_id AND l.kind = 'land'
+      AND NOT EXISTS (SELECT 1 FROM landed rv WHERE rv.reverts = l.id)
+    ORDER BY l.id DESC LIMIT 1
+) sl ON j.landed_id IS NULL AND rl.id IS NULL
+WHERE j.started_at IS NOT NULL AND j.finished_at IS NOT NULL;
+
+-- /metrics kept as things happen, not summed over the whole history at every scrape: a finished verify run adds
+-- itself to its (purpose, outcome, histogram bucket) total, a landed row to its repository's, a lost lease to the
+-- leases' total. Each total only grows, as a counter must. The histogram's bounds are ``metric_bounds()``'s, the
+-- same as ``mergebot.api.metrics.BUCKETS`` (a test holds them equal); ``metric_below(seconds)`` is how many bounds
+-- lie below a run of ``seconds`` (a run of exactly a bound's length is in that bound's bucket).
 CREATE FUNCTION metric_bounds() RETURNS float8[] LANGUAGE sql IMMUTABLE AS $$
     SELECT ARRAY[1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0]::float8[]
 $$;
-
 CREATE FUNCTION metric_below(seconds float8) RETURNS smallint LANGUAGE sql IMMUTABLE AS $$
     SELECT (cardinality(metric_bounds())
             - width_bucket(-seconds, ARRAY(SELECT -b FROM unnest(metric_bounds()) AS b ORDER BY b DESC)))::smallint
@@ -885,6 +920,8 @@ CREATE TABLE metric_totals (
     name  text PRIMARY KEY,
     n     bigint NOT NULL DEFAULT 0
 );
+-- The lost leases' total is there from the start, at zero.
+INSERT INTO metric_totals (name, n) VALUES ('verify_leases_lost', 0);
 
 CREATE FUNCTION verify_jobs_metric() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -904,6 +941,7 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+
 CREATE TRIGGER verify_jobs_metric AFTER INSERT OR UPDATE OF status, leases_lost ON verify_jobs
     FOR EACH ROW EXECUTE FUNCTION verify_jobs_metric();
 
@@ -913,39 +951,5 @@ BEGIN
     ON CONFLICT (repo, result) DO UPDATE SET landings = t.landings + 1;
     RETURN NULL;
 END $$;
+
 CREATE TRIGGER landed_metric AFTER INSERT ON landed FOR EACH ROW EXECUTE FUNCTION landed_metric();
-
-INSERT INTO metric_run_totals (purpose, outcome, below, runs, seconds)
-SELECT purpose, coalesce(outcome, 'none'), metric_below(extract(epoch FROM finished_at - started_at)), count(*),
-       sum(extract(epoch FROM finished_at - started_at))
-FROM verify_jobs WHERE status = 'done' AND started_at IS NOT NULL AND finished_at IS NOT NULL
-GROUP BY 1, 2, 3;
-INSERT INTO metric_landing_totals (repo, result, landings)
-SELECT repo, verifier_result, count(*) FROM landed GROUP BY 1, 2;
-INSERT INTO metric_totals (name, n) SELECT 'verify_leases_lost', coalesce(sum(leases_lost), 0) FROM verify_jobs;
-
-CREATE INDEX candidates_live ON candidates (repo, status) WHERE status IN ('queued', 'verifying', 'landing', 'parked');
-
--- 0023: each candidate's failure risk, how often it was passed over, a repository's risk switch, the landing policy.
-ALTER TABLE candidates ADD COLUMN failure_risk real CHECK (failure_risk BETWEEN 0 AND 1);
-ALTER TABLE candidates ADD COLUMN risk_facts jsonb;
-ALTER TABLE candidates ADD COLUMN passed_over integer NOT NULL DEFAULT 0 CHECK (passed_over >= 0);
-ALTER TABLE repos ADD COLUMN risk_aware boolean NOT NULL DEFAULT true;
-ALTER TABLE landed ADD COLUMN policy text CHECK (length(policy) <= 100);
--- A repository's candidates, newest first: the risk facts read the last two thousand.
-CREATE INDEX candidates_repo_recent ON candidates (repo, id DESC);
-CREATE INDEX candidates_owner_finished ON candidates (owner_id, repo, id DESC) WHERE status IN ('landed', 'rejected');
-ALTER TABLE candidates ADD COLUMN pushed_at timestamptz;
-ALTER TABLE candidates ADD COLUMN merged_at timestamptz;
--- A red main's mend that gave up stays given up (not tried again at every start) until main moves or an admin
--- resumes the repository: main's head when it gave up.
-ALTER TABLE repos ADD COLUMN mend_given_up text;
-
--- 0024: the jobs that name a commit (a queue branch on the forge is deleted once they have all ended).
-CREATE INDEX verify_jobs_commit ON verify_jobs (repo, commit_sha);
-
--- 0025: the test paths a judging run takes from main, the tamper signal's rule and its findings.
-ALTER TABLE repos ADD COLUMN test_paths text[] NOT NULL DEFAULT '{test_*.py,*_test.py,tests/,test/,conftest.py}'
-    CHECK (cardinality(test_paths) <= 100);
-ALTER TABLE repos ADD COLUMN suspicious text NOT NULL DEFAULT 'flag' CHECK (suspicious IN ('flag', 'refuse'));
-ALTER TABLE candidates ADD COLUMN suspicious jsonb;
