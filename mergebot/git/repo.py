@@ -19,11 +19,15 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 import pygit2
 
-HOOKS_DIR = Path(__file__).resolve().parent.parent.parent / "hooks"
+# The top-level hooks/ folder, shipped inside the package (mergebot/git/hooks links to it; pyproject's package data
+# puts its files in the wheel): found through the package, so an installed copy has them as an editable one does.
+HOOKS = resources.files("mergebot.git") / "hooks"
+HOOK_NAMES = ("pre-receive", "post-receive")
 
 
 def bot_signature() -> pygit2.Signature:
@@ -94,10 +98,10 @@ def install_hooks(path: Path) -> None:
         raise RuntimeError("the hooks need curl: install it (apt-get install curl)")
     hooks = path / "hooks"
     hooks.mkdir(exist_ok=True)
-    for name in ("pre-receive", "post-receive"):
+    for name in HOOK_NAMES:
         dst = hooks / name
-        shutil.copyfile(HOOKS_DIR / name, dst)
-        dst.chmod(0o755)
+        dst.write_bytes((HOOKS / name).read_bytes())
+        dst.chmod(0o755)  # executable whatever mode the wheel, the installer or the checkout kept
 
 
 def open_repo(path: Path, quarantine: str | None = None) -> pygit2.Repository:
