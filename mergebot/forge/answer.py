@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import MergebotError
 from mergebot.forge import commands
 from mergebot.forge.sansio import PullComment
-from mergebot.landing import messages as say
 from mergebot.landing import prereceive
 from mergebot.landing.checks import parse_subtask_ref
 from mergebot.models import Agent, Repo

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.db.forge import GITEA_FAMILY, GITHUB_FAMILY
 from mergebot.errors import ClaimSuperseded
@@ -32,7 +33,6 @@ from mergebot.forge import answer
 from mergebot.forge.sansio import Delivery, ForgeEvent, WebhookError, parse_delivery, to_event, to_pull_comment
 from mergebot.git import mirror
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.landing.checks import RefUpdate, parse_subtask_ref
 from mergebot.landing.prereceive import accept_push, judge_push
 from mergebot.models import Repo

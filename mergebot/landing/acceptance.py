@@ -17,11 +17,11 @@ import asyncio
 import posixpath
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
 from mergebot.git import mirror
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.landing import runs, shared
 from mergebot.models import Job, Repo
 from verifier import compare as cmp

@@ -1,4 +1,4 @@
-"""Judging a push: pure decisions from facts; the sentences are ``mergebot.landing.messages``'.
+"""Judging a push: pure decisions from facts; the sentences are ``mergebot.messages``'.
 
 The pre-receive path (``mergebot.landing.prereceive``) gathers facts — the pushed ref updates, the subtask
 rows they name, the commits and paths they bring — and asks the functions here. Nothing here does I/O, so
@@ -50,7 +50,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mergebot.landing import messages as say
+from mergebot import messages as say
 from mergebot.landing.judge.reset import matches as is_test_path
 from mergebot.models import Owner
 from verifier import startup

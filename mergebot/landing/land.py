@@ -27,12 +27,12 @@ from typing import Any, Protocol
 
 import pygit2
 
+from mergebot import messages as say
 from mergebot.db.base import Row
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.git import changes, mirror
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.landing import verdicts
 from mergebot.landing.evidence import flaky_runs, verdict_json
 from mergebot.landing.prereceive import queue_orphans

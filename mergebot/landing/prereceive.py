@@ -23,12 +23,12 @@ from pathlib import Path
 import psycopg
 import pygit2
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, Forbidden, Invalid, MergebotError
 from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.landing import assess, shared, verdicts
-from mergebot.landing import messages as say
 from mergebot.landing.checks import (
     ROOT_MARKERS,
     Content,

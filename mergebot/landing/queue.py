@@ -23,9 +23,9 @@ from typing import TypeVar
 
 import psycopg
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import MergebotError
-from mergebot.landing import messages as say
 from mergebot.landing import postland, serial, shared
 from mergebot.landing.land import Context, fenced
 from mergebot.landing.leader import Leadership

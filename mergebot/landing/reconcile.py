@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.landing.land import Context, target_for
 from mergebot.landing.prereceive import queue_orphans
 from mergebot.models import Repo

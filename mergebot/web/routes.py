@@ -20,10 +20,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from mergebot import cost as costs
+from mergebot import messages as say
 from mergebot.db.base import Row
 from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
-from mergebot.landing import messages as say
 from mergebot.landing import told, verdicts
 from mergebot.landing.judge import heldout
 from mergebot.landing.repos import hold

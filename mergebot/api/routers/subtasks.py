@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
+from mergebot import messages as say
 from mergebot.api.deps import Claimer, Creator, DbDep, Manager, Noter, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import (
@@ -27,7 +28,6 @@ from mergebot.auth import Role
 from mergebot.errors import Duplicate, Invalid
 from mergebot.git import repo as git
 from mergebot.landing import acceptance, prereceive, told
-from mergebot.landing import messages as say
 from mergebot.landing.forecast import forecast as forecast_of
 from mergebot.models import Handle, Subtask, record
 from mergebot.tree import parse_tree

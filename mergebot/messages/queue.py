@@ -1,13 +1,13 @@
 """What the queue tells a candidate's owner and reviewers: rejections, parking, a red main and its mend, re-planning.
 
-Part of ``mergebot.landing.messages``: its rules hold here.
+Part of ``mergebot.messages``: its rules hold here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mergebot.landing.messages.words import _short, _shown
+from mergebot.messages.words import _short, _shown
 from verifier.runner import Result
 
 # -- the queue's verdicts ---------------------------------------------------------------------------------------

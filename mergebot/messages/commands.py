@@ -1,6 +1,6 @@
 """Answers to commands in a pull request's comments (``mergebot.forge.commands``).
 
-Part of ``mergebot.landing.messages``: its rules hold here.
+Part of ``mergebot.messages``: its rules hold here.
 """
 
 from __future__ import annotations

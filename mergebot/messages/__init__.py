@@ -8,13 +8,13 @@ Rules:
     verifier could not run``): older rows are classified by them where no ``kind`` was recorded.
   * Pure: no I/O, nothing but strings from the facts given.
   * The sentences live in submodules by audience (``push``, ``queue``, ``evidence``, ``commands``, and the shared
-    ``words``); every name is exported here, so ``from mergebot.landing import messages as say`` reaches them all.
+    ``words``); every name is exported here, so ``from mergebot import messages as say`` reaches them all.
 """
 
 from __future__ import annotations
 
-from mergebot.landing.messages.commands import *  # noqa: F403
-from mergebot.landing.messages.evidence import *  # noqa: F403
-from mergebot.landing.messages.push import *  # noqa: F403
-from mergebot.landing.messages.queue import *  # noqa: F403
-from mergebot.landing.messages.words import *  # noqa: F403
+from mergebot.messages.commands import *  # noqa: F403
+from mergebot.messages.evidence import *  # noqa: F403
+from mergebot.messages.push import *  # noqa: F403
+from mergebot.messages.queue import *  # noqa: F403
+from mergebot.messages.words import *  # noqa: F403

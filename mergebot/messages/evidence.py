@@ -1,13 +1,13 @@
 """The evidence's own words: merge and revert commit messages, reflog lines, held-out and acceptance notes.
 
-Part of ``mergebot.landing.messages``: its rules hold here.
+Part of ``mergebot.messages``: its rules hold here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mergebot.landing.messages.words import _short
+from mergebot.messages.words import _short
 
 # -- the evidence's own words -----------------------------------------------------------------------------------
 

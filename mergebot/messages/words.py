@@ -1,6 +1,6 @@
 """The words every sentence shares: short commit ids, lists cut to length, the subtask branch's pattern.
 
-Part of ``mergebot.landing.messages``: its rules hold here.
+Part of ``mergebot.messages``: its rules hold here.
 """
 
 from __future__ import annotations
