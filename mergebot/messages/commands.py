@@ -1,9 +1,11 @@
-"""Answers to commands in a pull request's comments (``mergebot.forge.commands``).
+"""Answers to commands in a pull request's comments (``mergebot.forge.commands``, ``mergebot.forge.answer``).
 
 Part of ``mergebot.messages``: its rules hold here.
 """
 
 from __future__ import annotations
+
+from mergebot.messages.words import _short
 
 # -- commands in a pull request's comments (mergebot.forge.commands) ------------------------------------------
 
@@ -38,3 +40,44 @@ def command_done(login: str | None, name: str, what: str) -> str:
 
 def command_refused(login: str | None, name: str, why: str) -> str:
     return f"@{login} `@mergebot {name[:40]}` refused: {why}"
+
+
+# -- what a command did (``mergebot.forge.answer``), or why it could not ----------------------------------------
+
+WHOLE_VERDICT_BELOW = "the whole verdict is below."
+
+
+def command_by(name: str, login: str | None) -> str:
+    """The reason recorded for what a command changed."""
+    return f"@mergebot {name} by {login} on the pull request"
+
+
+def verifies_again(candidate_id: int, sha: str) -> str:
+    return f"candidate {candidate_id} verifies `{_short(sha)}` again."
+
+
+def retry_not_failed(subtask_id: int, status: str) -> str:
+    return (f"subtask {subtask_id} is {status}: a lead's retry revives a failed subtask; its owner verifies its "
+            "commit again with `@mergebot retry`.")
+
+
+def another_round(subtask_id: int) -> str:
+    return f"subtask {subtask_id} is ready for another round."
+
+
+def nothing_to_withdraw(candidate_id: int | None, status: str | None) -> str:
+    state = f"candidate {candidate_id} is {status}" if candidate_id is not None else "no candidate waits"
+    return f"{state}: only a waiting candidate can be withdrawn."
+
+
+def withdrawn(candidate_id: int) -> str:
+    return f"candidate {candidate_id} is out of the queue."
+
+
+def cancelled(subtask_id: int) -> str:
+    return f"subtask {subtask_id} is cancelled."
+
+
+def priority_set(subtask_id: int, priority: int, moved: int) -> str:
+    return (f"subtask {subtask_id} has priority {priority} now ({moved} waiting candidate{'s' if moved != 1 else ''} "
+            "moved).")
