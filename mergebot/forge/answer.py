@@ -16,7 +16,7 @@ from mergebot.errors import MergebotError
 from mergebot.forge import commands
 from mergebot.forge.sansio import PullComment
 from mergebot.landing import prereceive
-from mergebot.landing.checks import parse_subtask_ref
+from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Agent, Repo
 
 

@@ -33,8 +33,9 @@ from mergebot.forge import answer
 from mergebot.forge.sansio import Delivery, WebhookError, parse_delivery, to_event, to_pull_comment
 from mergebot.git import mirror
 from mergebot.git import repo as git
-from mergebot.landing.checks import RefUpdate, parse_subtask_ref
+from mergebot.landing.checks import RefUpdate
 from mergebot.landing.prereceive import accept_push, judge_push
+from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Repo
 
 log = logging.getLogger(__name__)

@@ -42,12 +42,12 @@ from mergebot.landing.checks import (
     judge_ref,
     judge_twin,
     outside_footprint,
-    parse_subtask_ref,
     shadowing,
     summary,
 )
 from mergebot.landing.forecast import forecast
 from mergebot.landing.judge.reset import is_module
+from mergebot.messages.refs import parse_subtask_ref, subtask_ref
 from mergebot.models import VERDICT_LINE, Agent, Candidate, Repo, Verdict, record
 from verifier import startup
 
@@ -373,7 +373,7 @@ async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int, 
                       field="subtask")
     repo = await db.landing.get_repo(pushed[0]["repo"])
     path = git.bare_path(root, repo.name)
-    ref = f"refs/heads/subtasks/{subtask_id}/v{claim_version}"
+    ref = subtask_ref(subtask_id, claim_version)
     tip = await shared.branch_tip(path, repo, ref)
     if tip is None:
         raise Invalid(f"{ref} does not exist yet: `mergebot submit` pushes your work to it", field="subtask")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from mergebot.messages.refs import subtask_ref
 from mergebot.models import Candidate, Verdict
 
 
@@ -234,7 +235,7 @@ def _verdict(kind: str, message: str, sub: Now | None, subtask_id: int | None, c
     nxt = k.next.format(sid=sid, target=target_branch)
     branch = None
     if subtask_id is not None and claim_version is not None and holds(sub, claim_version):
-        branch = f"refs/heads/subtasks/{subtask_id}/v{claim_version}"
+        branch = subtask_ref(subtask_id, claim_version)
     elif k.final and kind not in ("landed", "unknown_subtask", "not_owner", "stale_claim", "claim_superseded") \
             and sub is not None:
         nxt = (f"the claim no longer holds (subtask {sid} is {sub.status} at claim version {sub.claim_version}): "

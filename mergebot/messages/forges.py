@@ -7,7 +7,8 @@ Part of ``mergebot.messages``: its rules hold here. An outcome starts with what 
 
 from __future__ import annotations
 
-from mergebot.messages.words import SUBTASK_BRANCH, _short
+from mergebot.messages.refs import PATTERN as SUBTASK_BRANCH
+from mergebot.messages.words import _short
 
 # -- a delivery refused before it is processed -----------------------------------------------------------------
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mergebot.messages.words import SUBTASK_BRANCH, _short, _shown
+from mergebot.messages.refs import PATTERN as SUBTASK_BRANCH
+from mergebot.messages.words import _short, _shown
 
 # -- push refusals (``mergebot.landing.checks``) ----------------------------------------------------------------
 

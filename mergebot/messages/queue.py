@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mergebot.messages.refs import subtask_branch
 from mergebot.messages.words import _short, _shown
 from verifier.runner import Result
 
@@ -171,11 +172,12 @@ def reverted_evidence(subtask_id: int, version: int, target_branch: str, merged_
     tests = f" Failing tests: {', '.join(failing[:10])}." if failing else ""
     runs = "; ".join(f"{_short(sha)} {outcome}" for sha, outcome in probes) or "none needed"
     nxt = version + 1
+    branch = subtask_branch(subtask_id, nxt)
     return (f"Your landing {_short(merged_sha)} turned {target_branch} red (its check failed at {_short(red_sha)}) "
             f"and was reverted.{tests} Bisection runs: {runs}. The subtask is yours again at claim version {nxt}: "
-            f"`git fetch origin {target_branch} && git checkout -B subtasks/{subtask_id}/v{nxt} origin/{target_branch}"
+            f"`git fetch origin {target_branch} && git checkout -B {branch} origin/{target_branch}"
             f" && git cherry-pick {candidate_sha}`, fix it so the check passes with what landed since, and push "
-            f"subtasks/{subtask_id}/v{nxt}.")
+            f"{branch}.")
 
 
 def mend_found(repo: str, target_branch: str, red_sha: str, subtask_id: int, owner: str | None,

@@ -1,4 +1,4 @@
-"""The words every sentence shares: short commit ids, lists cut to length, the subtask branch's pattern.
+"""The words every sentence shares: short commit ids, lists cut to length.
 
 Part of ``mergebot.messages``: its rules hold here.
 """
@@ -6,8 +6,6 @@ Part of ``mergebot.messages``: its rules hold here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-SUBTASK_BRANCH = "refs/heads/subtasks/<id>/v<claim_version>"
 
 
 def _short(sha: str | None) -> str:
