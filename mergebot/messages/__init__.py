@@ -9,9 +9,10 @@ Rules:
     verifier could not run``): older rows are classified by them where no ``kind`` was recorded.
   * Pure: no I/O, nothing but strings from the facts given; it imports nothing of ``mergebot`` but itself.
   * The sentences live in submodules by audience (``push``, ``queue``, ``evidence``, ``commands``, ``claims``,
-    ``access``, ``forges``, and the shared ``words``); every name is exported here, so
+    ``access``, ``forges``, ``kinds``, and the shared ``words``); every name is exported here, so
     ``from mergebot import messages as say`` reaches them all.
 """
+
 from __future__ import annotations
 
 from mergebot.messages.access import *  # noqa: F403
@@ -19,6 +20,7 @@ from mergebot.messages.claims import *  # noqa: F403
 from mergebot.messages.commands import *  # noqa: F403
 from mergebot.messages.evidence import *  # noqa: F403
 from mergebot.messages.forges import *  # noqa: F403
+from mergebot.messages.kinds import *  # noqa: F403
 from mergebot.messages.push import *  # noqa: F403
 from mergebot.messages.queue import *  # noqa: F403
 from mergebot.messages.words import *  # noqa: F403
