@@ -949,3 +949,5 @@ ALTER TABLE repos ADD COLUMN test_paths text[] NOT NULL DEFAULT '{test_*.py,*_te
     CHECK (cardinality(test_paths) <= 100);
 ALTER TABLE repos ADD COLUMN suspicious text NOT NULL DEFAULT 'flag' CHECK (suspicious IN ('flag', 'refuse'));
 ALTER TABLE candidates ADD COLUMN suspicious jsonb;
+
+-- 0026: data only (old rejected candidates get their verdict's kind written on them); nothing to declare.

@@ -6,6 +6,8 @@ means and what to do next are words, in ``mergebot.messages.kinds``; this module
 Rules:
   * ``KINDS`` is the whole list, one entry for each kind of ``mergebot.messages.kinds``; the agents' guide
     (``docs/agents.md``) explains each one (a test checks it).
+  * A candidate's kind is the one its verdict recorded when it was rejected (every rejection records one), else
+    its status's; never read from the words of its reason.
   * A verdict is ``final`` when nothing more happens by itself. Waiting (queued, verifying, landing) and a
     pre-existing failure (parked: it lands once main is green again) are not final.
   * ``next`` is one command. While the claim still holds, ``branch`` is the exact ref to push to; once it does
@@ -50,29 +52,20 @@ KINDS: dict[str, Kind] = {name: Kind(name not in NOT_FINAL, words.meaning, words
 _PUSH_CODES = {"landing": "landing_now"}  # a push refusal's code, where its kind is named apart
 _STATUS_KINDS = {"queued": "queued", "verifying": "verifying", "landing": "landing", "landed": "landed",
                  "parked": "pre_existing", "superseded": "superseded", "cancelled": "cancelled"}
-_REASON_KINDS = (("conflicts with ", "conflict"), ("nothing to land", "nothing_to_land"),
-                 ("the verifier could not run", "verifier_error"), ("the check ", "check_failed"))
 
 
 def kind_of(cand: Candidate) -> str:
-    """The kind of a candidate's verdict: as recorded, else from its status (or, for rows older than recorded
-    kinds, from its reason's first words)."""
-    return kind_for(cand.status, cand.reason, cand.verdict)
+    """The kind of a candidate's verdict: as recorded for a rejection, else from its status."""
+    return kind_for(cand.status, cand.verdict)
 
 
-def kind_for(status: str, reason: str | None, verdict: dict[str, Any] | None) -> str:
-    """``kind_of`` for a candidate's columns as a page reads them."""
-    if verdict and verdict.get("kind") in KINDS and status == "rejected":
-        return str(verdict["kind"])
+def kind_for(status: str, verdict: dict[str, Any] | None) -> str:
+    """``kind_of`` for a candidate's columns as a page reads them. Every rejection records its kind (migration 0026
+    wrote it onto the rows from before kinds were recorded); one without a known kind reads as ``check_failed``."""
     if status != "rejected":
         return _STATUS_KINDS.get(status, "queued")
-    reason = reason or ""
-    if reason.startswith("the check ") and " gave timeout" in reason:
-        return "check_timeout"
-    for limit in ("disk limit", "memory limit"):
-        if reason.startswith("the check ") and f" reached its {limit}" in reason:
-            return limit.replace(" ", "_")
-    return next((k for prefix, k in _REASON_KINDS if reason.startswith(prefix)), "check_failed")
+    kind = (verdict or {}).get("kind")
+    return kind if isinstance(kind, str) and kind in KINDS else "check_failed"
 
 
 def holds(sub: Now | None, claim_version: int) -> bool:

@@ -5,8 +5,10 @@ Rules:
   * The rest of the package decides and builds typed results (a ``Refusal`` code, a ``Rejection`` kind with its
     facts, a claim's state read from its row); only this package words them. A sentence says what happened and
     what to do next.
-  * The first words of a rejection are stable (``conflicts with``, ``nothing to land``, ``the check``, ``the
-    verifier could not run``): older rows are classified by them where no ``kind`` was recorded.
+  * Nothing reads a kind back from a sentence: every verdict and every rejection's event records its kind, so a
+    sentence may be reworded freely. (Only events written before they carried a kind are still counted by their
+    first words, in SQL, ``refusal_reason``: they are history, and no new sentence reaches them.) What each kind
+    means and what to do next is ``kinds``.
   * Pure: no I/O, nothing but strings from the facts given; it imports nothing of ``mergebot`` but itself.
   * The sentences live in submodules by audience (``push``, ``queue``, ``evidence``, ``commands``, ``claims``,
     ``access``, ``forges``, ``kinds``, and the shared ``words``); every name is exported here, so

@@ -330,7 +330,7 @@ async def subtask(subtask_id: str, request: Request, who: Who, site: Site) -> Re
     told_now = await told.subtask_record(site.db, s)  # what the agent is told: its branch and latest verdict
     candidates = []
     for c in await reader.subtask_candidates(sid):
-        kind = verdicts.kind_for(c["status"], c["reason"], c["verdict"])
+        kind = verdicts.kind_for(c["status"], c["verdict"])
         candidates.append({**c, "kind": kind, "final": verdicts.KINDS[kind].final})
     kids = graph.children(await reader.child_progress(sid, limit=GLANCE_CHILDREN))
     blocking = await reader.blocking_graph(sid, hops=BLOCKING_HOPS, limit=BLOCKING_NODES)
