@@ -10,9 +10,12 @@ Rules:
     first words, in SQL, ``refusal_reason``: they are history, and no new sentence reaches them.) What each kind
     means and what to do next is ``kinds``.
   * Pure: no I/O, nothing but strings from the facts given; it imports nothing of ``mergebot`` but itself.
-  * The sentences live in submodules by audience (``push``, ``queue``, ``evidence``, ``commands``, ``claims``,
-    ``access``, ``forges``, ``kinds``, and the shared ``words``); every name is exported here, so
-    ``from mergebot import messages as say`` reaches them all.
+  * The sentences live in submodules by audience. Agents: ``push`` (at push time), ``queue`` (a candidate's
+    verdict and why it waits), ``kinds`` (each verdict kind's meaning and next step), ``claims`` (a claim gone).
+    Reviewers: ``evidence`` (commit messages, reflog lines, notes on a run). Operators: ``operators`` (main's
+    state, the database). Forges: ``forges`` (webhook deliveries), ``commands`` (answers in a pull request). Any
+    caller: ``access``. Shared: ``words``. Every sentence is exported here, so ``from mergebot import messages as
+    say`` reaches them all; ``refs`` (a subtask branch's name, made and parsed) is imported on its own.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from mergebot.messages.commands import *  # noqa: F403
 from mergebot.messages.evidence import *  # noqa: F403
 from mergebot.messages.forges import *  # noqa: F403
 from mergebot.messages.kinds import *  # noqa: F403
+from mergebot.messages.operators import *  # noqa: F403
 from mergebot.messages.push import *  # noqa: F403
 from mergebot.messages.queue import *  # noqa: F403
 from mergebot.messages.words import *  # noqa: F403

@@ -16,6 +16,18 @@ def merge_message(subtask_id: int, claim_version: int, title: str, sha: str, can
     return f"Land subtask {subtask_id} v{claim_version}: {title}\n\nCandidate: {sha}\nMergebot-Candidate: {cand_id}\n"
 
 
+def revert_title(subtask_id: int, title: str) -> str:
+    return f"Revert subtask {subtask_id}: {title}"[:200]
+
+
+def revert_message(subtask_id: int, title: str, landed_id: int, merged_sha: str, red_sha: str,
+                   failing: list[str]) -> str:
+    tests = f" Failing: {', '.join(failing[:10])}." if failing else ""
+    return (f"Revert subtask {subtask_id}: {title}\n\nMain's check failed at {red_sha}; bisection on the verifier "
+            f"found landing {landed_id} ({merged_sha}) to be the first red commit.{tests}\n\n"
+            f"Mergebot-Reverts-Landed: {landed_id}\nMergebot-Reverts: {merged_sha}\n")
+
+
 def with_acceptance(message: str, paths: Sequence[str]) -> str:
     """A merge's message when the subtask's acceptance tests were written into it."""
     return message + "".join(f"Mergebot-Acceptance: {p}\n" for p in paths)
