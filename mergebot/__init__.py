@@ -4,14 +4,14 @@ Where things live (imports point down this list only; ``tests/test_layers.py`` c
   * the pages, the HTTP API, the command line and the demo: ``mergebot.web``, ``mergebot.api``, ``mergebot.cli``,
     ``mergebot.demo``;
   * where a push is judged and where main moves: ``mergebot.landing`` (``prereceive`` and ``checks``, the queue's
-    ``serial``, ``window`` and ``land``, every sentence in ``messages``); forge webhooks and statuses:
-    ``mergebot.forge``; verifier workers: ``mergebot.verify``; the agent's side of a push: ``mergebot.agent``;
-    failure drills: ``mergebot.drill``; lease recovery: ``mergebot.recovery``;
+    ``serial``, ``window`` and ``land``); forge webhooks and statuses: ``mergebot.forge``; verifier workers:
+    ``mergebot.verify``; the agent's side of a push: ``mergebot.agent``; failure drills: ``mergebot.drill``; lease
+    recovery: ``mergebot.recovery``;
   * the database, one pool and small stores composed on it: ``mergebot.db`` (``database.Database``; a claim is
     made in ``subtasks.py`` by the ``subtask_claim`` query of ``queries.sql``); git plumbing: ``mergebot.git``;
-  * records, errors, settings and pure helpers (task-tree files, tokens, tables): ``mergebot.models``,
-    ``mergebot.errors``, ``mergebot.settings``, ``mergebot.tree``, ``mergebot.auth``, ``mergebot.table``,
-    ``mergebot.client`` (the HTTP API's client), ``mergebot.logs``.
+  * records, every sentence anyone is told, errors, settings and pure helpers (task-tree files, tokens, tables):
+    ``mergebot.models``, ``mergebot.messages``, ``mergebot.errors``, ``mergebot.settings``, ``mergebot.tree``,
+    ``mergebot.auth``, ``mergebot.table``, ``mergebot.client`` (the HTTP API's client), ``mergebot.logs``.
 ``verifier`` (beside this package) runs a check on one commit and imports nothing from it.
 """
 

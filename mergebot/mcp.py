@@ -25,6 +25,7 @@ from mergebot import __version__
 from mergebot.agent import guide, keeper, submit, worktree
 from mergebot.client import DEFAULT_URL, ApiError, Client
 from mergebot.errors import MergebotError
+from mergebot.messages.refs import subtask_ref
 
 INSTRUCTIONS = ("Mergebot lands your work on main. Claim and start a subtask (claim_and_start), work and commit in "
                 "the worktree it gives you, then submit_and_wait: the answer's verdict says what happened and what "
@@ -67,7 +68,7 @@ def build_server() -> MCPServer:
         pid = await _call(keeper.spawn, Path(dir))
         previous = body["handoff"].get("previous")
         return {"subtask_id": claim.subtask_id, "claim_version": claim.claim_version,
-                "branch": f"refs/heads/{claim.branch}", "worktree": str(Path(dir).resolve()),
+                "branch": subtask_ref(claim.subtask_id, claim.claim_version), "worktree": str(Path(dir).resolve()),
                 "title": body["subtask"]["title"], "description": body["subtask"].get("description", ""),
                 "handoff_notes": body["handoff"]["notes"], "previous_branch": previous["branch"] if previous else None,
                 "last_reason": body["handoff"].get("last_reason"), "carried": body.get("carried"),

@@ -11,9 +11,9 @@ from mergebot.landing.checks import (
     is_protected,
     judge_content,
     judge_ref,
-    parse_subtask_ref,
     summary,
 )
+from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Owner
 
 A, B, Z = "a" * 40, "b" * 40, "0" * 40

@@ -55,9 +55,9 @@ from mergebot.landing.checks import (
     is_protected,
     judge_content,
     judge_ref,
-    parse_subtask_ref,
 )
 from mergebot.landing.prereceive import parse_updates
+from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Agent, Owner
 from mergebot.settings import Settings
 from tests.bot import BotProcess

@@ -144,8 +144,8 @@ def test_a_limit_on_main_turns_it_red() -> None:
 def test_a_rejection_says_what_happened_before_the_check_command(kind: str, said: str) -> None:
     """A forge's status holds 140 characters of ``[kind] reason``: with a check under a long path (CI's checkout
     sits deeper than a laptop's), the command came first and the verdict was cut off. It comes after now."""
+    from mergebot import messages
     from mergebot.forge.client import truncate_description
-    from mergebot.landing import messages
 
     long = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 /a/very/deep/checkout/of/the/bot/.venv/bin/python3 -m pytest -q tests"
     text = messages.rejection(messages.Rejection(kind, "main", "c" * 40, command=long, run=run("fail"),

@@ -25,6 +25,7 @@ from typing import Any
 
 from mergebot.agent.worktree import current_claim, head_sha, touch
 from mergebot.client import Client
+from mergebot.messages.refs import subtask_ref
 from mergebot.models import VERDICT_LINE
 
 QUEUED = re.compile(r"as candidate (\d+)")
@@ -39,19 +40,20 @@ def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool 
     claim = current_claim(workdir)
     touch(workdir)
     sha = head_sha(workdir)
+    ref = subtask_ref(claim.subtask_id, claim.claim_version)
     cand_id: int | None = None
     notices: list[str] = []  # what the push's answer said besides queueing it: the forecast, warnings
     if again:
         got = client.post(f"/api/v1/subtasks/{claim.subtask_id}/submit-again", {"claim_version": claim.claim_version})
         cand_id, sha = got["candidate"]["id"], got["candidate"]["sha"]
     else:
-        out = subprocess.run(["git", "push", "--force", "--porcelain", "origin", f"HEAD:refs/heads/{claim.branch}"],
+        out = subprocess.run(["git", "push", "--force", "--porcelain", "origin", f"HEAD:{ref}"],
                              cwd=workdir, capture_output=True, text=True, check=False)
         remote = "\n".join(line.removeprefix("remote:").strip() for line in out.stderr.splitlines()
                            if line.startswith("remote:"))
         if out.returncode != 0 or VERDICT_LINE in remote:  # refused, or taken by git but not queued (post-receive)
             return refused(claim.subtask_id, claim.claim_version, sha, remote or out.stderr.strip(),
-                           branch=f"refs/heads/{claim.branch}")
+                           branch=ref)
         found = QUEUED.search(remote)
         cand_id = int(found.group(1)) if found else None
         notices = [line.removeprefix("Mergebot: ") for line in remote.splitlines()
@@ -60,7 +62,7 @@ def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool 
             cands = client.get("/api/v1/candidates", subtask=claim.subtask_id, limit=20)["candidates"]
             last = next((c for c in cands if c["sha"] == sha and c["claim_version"] == claim.claim_version), None)
             if last is None or last["status"] not in ("queued", "verifying", "landing", "parked"):
-                return unchanged(claim.subtask_id, claim.claim_version, sha, last, branch=f"refs/heads/{claim.branch}")
+                return unchanged(claim.subtask_id, claim.claim_version, sha, last, branch=ref)
             cand_id = last["id"]
     got = follow(client, claim.subtask_id, claim.claim_version, sha, cand_id, wait=wait, progress=progress,
                  through_parked=through_parked)

@@ -30,6 +30,7 @@ import pygit2
 
 from mergebot.client import ApiError, Client
 from mergebot.errors import Invalid, MergebotError
+from mergebot.messages.refs import subtask_branch
 
 
 def git(args: list[str], cwd: Path, check: bool = True) -> str:
@@ -59,7 +60,7 @@ class Claim:
 
     @property
     def branch(self) -> str:
-        return f"subtasks/{self.subtask_id}/v{self.claim_version}"
+        return subtask_branch(self.subtask_id, self.claim_version)
 
 
 def _auth_header(token: str) -> str:

@@ -14,11 +14,11 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from mergebot import __version__
+from mergebot import messages as say
 from mergebot.api.deps import ServicesDep
 from mergebot.api.errors import BodyLimit, install_handlers
 from mergebot.api.routers import board, hooks, jobs, landing, subtasks, views, webhooks
 from mergebot.api.services import Services
-from mergebot.landing import messages as say
 from mergebot.settings import Settings
 from mergebot.web import routes as web_pages
 from mergebot.web import trends as web_trends

@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from mergebot import auth
+from mergebot import messages as say
 from mergebot.api.services import Services
 from mergebot.db.database import Database
 from mergebot.errors import Forbidden, Unauthorized
@@ -40,12 +41,12 @@ async def current_agent(
 ) -> Agent:
     """The caller, from its token and nothing else. Identity is never taken from a request body."""
     if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
-        raise Unauthorized("missing token: send 'Authorization: Bearer <token>'")
+        raise Unauthorized(say.NO_TOKEN)
     if len(creds.credentials) > 200:
-        raise Unauthorized("unknown or revoked token")
+        raise Unauthorized(say.BAD_TOKEN)
     agent = await db.agents.authenticate(creds.credentials)
     if agent is None:
-        raise Unauthorized("unknown or revoked token")
+        raise Unauthorized(say.BAD_TOKEN)
     return agent
 
 
@@ -55,7 +56,7 @@ CurrentAgent = Annotated[Agent, Depends(current_agent)]
 def require(action: str) -> Callable[[Agent], Awaitable[Agent]]:
     async def check(agent: CurrentAgent) -> Agent:
         if not auth.allowed(auth.Role(agent.role), action):
-            raise Forbidden(f"role {agent.role!r} may not {action.replace('_', ' ')}")
+            raise Forbidden(say.role_may_not(agent.role, action))
         return agent
 
     return check

@@ -15,6 +15,7 @@ import logging
 import os
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.api.metrics import Exporter
 from mergebot.auth import Role, allowed
 from mergebot.db.connect import direct_url, open_pool, prepare
@@ -77,19 +78,19 @@ class Services:
     @property
     def db(self) -> Database:
         if self._db is None:
-            raise Unavailable("the server is starting; try again in a moment")
+            raise Unavailable(say.SERVER_STARTING)
         return self._db
 
     @property
     def queue(self) -> LandingQueue:
         if self._queue is None:
-            raise Unavailable("the server is starting; try again in a moment")
+            raise Unavailable(say.SERVER_STARTING)
         return self._queue
 
     @property
     def webhooks(self) -> WebhookHandler:
         if self._webhooks is None:
-            raise Unavailable("the server is starting; try again in a moment")
+            raise Unavailable(say.SERVER_STARTING)
         return self._webhooks
 
     async def _git_identity(self, token: str) -> Agent | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from mergebot import messages as say
 from mergebot.db.base import Row, Sql, storable
 from mergebot.db.waiter import JOB, Waiter, read_until
 from mergebot.errors import ClaimSuperseded, MergebotError, NotFound
@@ -56,8 +57,7 @@ class JobStore:
         if row is None:
             return NotFound(f"verify job {job_id} does not exist")
         return ClaimSuperseded(
-            f"job superseded: verify job {job_id} is {row['status']} at claim version {row['claim_version']}; "
-            f"your claim version {claim_version} no longer holds it, so your result is refused.",
+            say.job_superseded(job_id, claim_version, status=row["status"], current=row["claim_version"]),
             job_id=job_id, current_version=row["claim_version"])
 
     async def heartbeat_job(self, *, job_id: int, worker_id: int | None, claim_version: int) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from mergebot import messages as say
 from mergebot.db.base import Row, Sql, Tx, insert_event, storable
 from mergebot.db.waiter import CANDIDATE, Waiter, read_until
 from mergebot.errors import ClaimSuperseded, NotFound
@@ -150,8 +151,7 @@ class LandingStore:
                 return Candidate.from_row(same)
             if not await tx.all("subtask_submit_push", id=subtask_id, owner_id=owner_id, claim_version=claim_version,
                                 sha=sha):
-                raise ClaimSuperseded(f"subtask {subtask_id} is no longer yours at claim version {claim_version}",
-                                      subtask_id=subtask_id)
+                raise ClaimSuperseded(say.push_not_yours(subtask_id, claim_version), subtask_id=subtask_id)
             await tx.all("candidates_supersede", subtask_id=subtask_id, reason=superseded)
             row = await tx.one("candidate_insert", repo=repo, subtask_id=subtask_id, sha=sha, ref=ref,
                                patch_id=patch_id, outside_footprint=outside_footprint,
@@ -181,7 +181,10 @@ class LandingStore:
 
     async def next_candidate(self, repo: str, exclude: list[int] | None = None, *,
                              max_passes: int = 4) -> Candidate | None:
-        row = await self.sql.one("candidate_next", repo=repo, exclude=exclude or [], max_passes=max_passes)
+        """The next candidate that still holds its fence, taken (verifying); every candidate the queue could take
+        that no longer holds its fence is superseded, with the reason why, in the same statement."""
+        row = await self.sql.one("candidate_next", repo=repo, exclude=exclude or [], max_passes=max_passes,
+                                 **say.FENCE_WORDS)
         return Candidate.from_row(row) if row else None
 
     async def waiting_candidates(self, repo: str, exclude: list[int], limit: int) -> list[Candidate]:
@@ -317,10 +320,8 @@ class LandingStore:
             verifier_sandbox=landing.verifier_sandbox, verifier_limits=landing.verifier_limits,
             tests_changed=landing.tests_changed, policy=landing.policy)
         if row is None:
-            raise ClaimSuperseded(
-                f"subtask {landing.subtask_id} is no longer submitted at claim version "
-                f"{landing.claim_version} with candidate {landing.candidate_sha}; nothing landed",
-                subtask_id=landing.subtask_id)
+            raise ClaimSuperseded(say.nothing_landed(landing.subtask_id, landing.claim_version, landing.candidate_sha),
+                                  subtask_id=landing.subtask_id)
         locked = [r["id"] for r in await tx.all("dependents_lock", id=landing.subtask_id)]
         released = []
         if locked:

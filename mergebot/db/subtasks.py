@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mergebot import messages as say
 from mergebot import similar
 from mergebot.db.base import Row, Sql, Tx, insert_event
 from mergebot.db.waiter import FINISHED, READY, Waiter
@@ -45,8 +46,8 @@ class SubtaskStore:
             return NotFound(f"subtask {subtask_id} does not exist", subtask_id=subtask_id)
         lapsed = row["lapsed_at"].isoformat(timespec="seconds") if row["lapsed_at"] else None
         return ClaimSuperseded(
-            superseded_message(subtask_id, claim_version, status=row["status"], current=row["claim_version"],
-                               holder=row["owner"], lapsed_at=lapsed),
+            say.claim_superseded(subtask_id, claim_version, status=row["status"], current=row["claim_version"],
+                                 holder=row["owner"], lapsed_at=lapsed),
             subtask_id=subtask_id, current_version=row["claim_version"], subtask_status=row["status"],
             holder=row["owner"], lapsed_at=lapsed)
 
@@ -373,22 +374,3 @@ class SubtaskStore:
 
     async def events(self, *, subtask_id: int | None = None, after_id: int = 0, limit: int = 100) -> list[Row]:
         return await self.sql.all("event_list", subtask_id=subtask_id, after_id=after_id, limit=limit)
-
-
-def superseded_message(subtask_id: int, claim_version: int, *, status: str, current: int, holder: str | None,
-                       lapsed_at: str | None) -> str:
-    """The sentence for a write whose claim is gone. Pure."""
-    head = f"claim superseded: your claim on subtask {subtask_id} (claim version {claim_version}) no longer holds it"
-    lapse = f"; its lease ran out (it lapsed at {lapsed_at})" if lapsed_at else ""
-    if status == "landed":
-        return (f"{head}: subtask {subtask_id} has landed. Nothing more to do on it; claim other work "
-                "(`mergebot claim`).")
-    if current > claim_version:
-        now = f"{holder} holds it" if holder else f"it is {status}"
-        return (f"{head}{lapse}, and it was claimed again: {now} at claim version {current}. Stop work on it and "
-                "claim other work (`mergebot claim`); your commits stay on your branch.")
-    if status == "ready":
-        return (f"{head}{lapse} and it went back to ready, unclaimed. Claim it again (`mergebot claim`; in a "
-                "worktree, `mergebot start` again, which carries your commits): the new claim has the next version.")
-    return (f"{head}{lapse}: subtask {subtask_id} is {status} at claim version {current}. Stop work on it and claim "
-            "other work (`mergebot claim`).")

@@ -27,6 +27,7 @@ from mergebot.drill.invariants import Push
 from mergebot.drill.scenarios import Drill
 from mergebot.drill.storm import github_push_body, redelivery_storm
 from mergebot.drill.wire import _git, commit_file, retry
+from mergebot.messages.refs import subtask_ref
 
 
 def _print(line: str) -> None:
@@ -138,7 +139,7 @@ def _storm(args: argparse.Namespace, client: Client, server: str, repo: dict[str
     _git(["clone", "-q", "--single-branch", "--branch", repo["target_branch"], remote.url, str(wt)], drill.work,
          env=remote.env())
     sha = commit_file(wt, f"drill/{drill.run_id}/storm.txt", "storm\n", "drill: redelivery storm")
-    ref = f"refs/heads/subtasks/{sid}/v{version}"
+    ref = subtask_ref(sid, version)
     _git(["push", "-q", remote.url, f"HEAD:{ref}"], wt, env=remote.env())
     body = github_push_body(repo["forge_repo"], ref, "0" * 40, sha, args.forge_login)
     answers = redelivery_storm(server, repo["forge"], secret, body, copies=args.copies)

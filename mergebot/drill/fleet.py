@@ -23,6 +23,7 @@ import httpx
 from mergebot.client import ApiError, Client
 from mergebot.drill.invariants import CANDIDATE_FINAL, Push
 from mergebot.drill.wire import _git, basic_header, push_head, retry
+from mergebot.messages.refs import subtask_branch
 
 
 @dataclass
@@ -150,7 +151,7 @@ class Fleet:
         """Push HEAD to the claim's branch, again while the server gives no answer (restarting, unreachable)."""
         sha = _git(["rev-parse", "HEAD"], wt).stdout.strip()
         while True:
-            outcome, said = push_head(wt, f"subtasks/{sid}/v{version}", remote=remote)
+            outcome, said = push_head(wt, subtask_branch(sid, version), remote=remote)
             if outcome != "failed" or time.monotonic() > until:
                 return Push(agent.name, sid, version, sha, outcome, said)
             time.sleep(0.3)

@@ -16,8 +16,9 @@ from typing import Any
 import pygit2
 
 from mergebot.client import Client
-from mergebot.drill.invariants import SUBTASK_REF, Push, Snapshot, Violation, check
+from mergebot.drill.invariants import Push, Snapshot, Violation, check
 from mergebot.drill.wire import _git, basic_header
+from mergebot.messages import refs
 
 
 def _paged(fetch: Callable[[int | None], list[dict[str, Any]]], key: str, limit: int) -> list[dict[str, Any]]:
@@ -47,11 +48,11 @@ def gather(client: Client, server: str, token: str, repo_name: str, cache: Path,
     url = f"{server.rstrip('/')}/git/{repo_name}.git"
     _git(["-c", f"http.extraHeader={basic_header(token)}", "--git-dir", str(git_dir), "fetch", "-q", "--prune",
           "--no-tags", url, f"+refs/heads/{branch}:refs/heads/{branch}",
-          "+refs/heads/subtasks/*:refs/heads/subtasks/*"])
+          f"+{refs.GLOB}:{refs.GLOB}"])
     bare = pygit2.Repository(str(git_dir))
     head = str(bare.references[f"refs/heads/{branch}"].target) if f"refs/heads/{branch}" in bare.references \
         else None
-    tips = {ref: str(bare.references[ref].target) for ref in bare.references if SUBTASK_REF.match(ref)}
+    tips = {ref: str(bare.references[ref].target) for ref in bare.references if refs.parse_subtask_ref(ref)}
     landed = _paged(lambda before: client.get("/api/v1/landed", before=before, limit=1000)["landed"], "id", 1000)
     subtasks = _paged(lambda after: client.get("/api/v1/subtasks", after=after or 0, limit=1000)["subtasks"], "id",
                       1000)

@@ -20,7 +20,6 @@ checked only with ``settled``. Nothing here touches the network or runs a proces
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,13 +27,14 @@ from typing import Any
 
 import pygit2
 
+from mergebot.messages.refs import parse_subtask_ref
+
 Row = Mapping[str, Any]
 
 SUBTASK_STATUSES = frozenset({"blocked", "ready", "running", "submitted", "landed", "failed", "cancelled"})
 CANDIDATE_FINAL = frozenset({"landed", "rejected", "superseded", "cancelled", "parked"})
 CANDIDATE_LIVE = frozenset({"queued", "verifying", "landing", "parked"})
 PASSING = frozenset({"pass", "flaky"})
-SUBTASK_REF = re.compile(r"^refs/heads/subtasks/([0-9]+)/v([0-9]+)$")
 
 
 @dataclass(frozen=True)
@@ -200,10 +200,10 @@ def check_subtasks(subtasks: Sequence[Row], landed: Sequence[Row], candidates: M
                                      f"{s['claim_version']} but none of its candidates is still in the queue"))
     if settled:
         for ref, sha in tips.items():
-            m = SUBTASK_REF.match(ref)
-            if m is None:
+            parsed = parse_subtask_ref(ref)
+            if parsed is None:
                 continue
-            sid, version = int(m.group(1)), int(m.group(2))
+            sid, version = parsed
             sub = by_id.get(sid)
             if sub is None or sub["claim_version"] != version or sub["status"] not in ("running", "submitted"):
                 continue

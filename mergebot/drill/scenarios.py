@@ -28,6 +28,7 @@ from mergebot.client import ApiError, Client
 from mergebot.drill.fleet import Agent, Fleet
 from mergebot.drill.invariants import Push
 from mergebot.drill.wire import HoldingProxy, _git, commit_file, retry
+from mergebot.messages.refs import subtask_branch
 
 
 @dataclass
@@ -114,7 +115,7 @@ class Drill(Fleet):
 
     def _attempts(self, agent: Agent, client: Client, wt: Path, sid: int, version: int, result: StreamResult, *,
                   until: float, double_push: float) -> None:
-        branch = f"subtasks/{sid}/v{version}"
+        branch = subtask_branch(sid, version)
         start = self._fetch_main(wt, until)
         current = _git(["rev-parse", "--abbrev-ref", "HEAD"], wt).stdout.strip()
         if current != branch:
@@ -206,7 +207,7 @@ class Drill(Fleet):
         proxy = HoldingProxy(self.server)
         try:
             wt = self.worktree(old, via=proxy.url, until=until)
-            _git(["checkout", "-q", "-B", f"subtasks/{sid}/v{race.old_version}", self._fetch_main(wt, until)], wt)
+            _git(["checkout", "-q", "-B", subtask_branch(sid, race.old_version), self._fetch_main(wt, until)], wt)
             commit_file(wt, f"drill/{self.run_id}/lease-old.txt", f"{old.name} was here\n", "drill: the old owner")
             box: list[Push] = []
             pusher = threading.Thread(target=lambda: box.append(self.push_until_answered(
@@ -250,7 +251,7 @@ class Drill(Fleet):
                 if p.accepted:
                     race.problems.append(f"a late push of the old owner was accepted: {p}")
             new_wt = self.worktree(new, until=until)
-            _git(["checkout", "-q", "-B", f"subtasks/{sid}/v{race.new_version}", self._fetch_main(new_wt, until)],
+            _git(["checkout", "-q", "-B", subtask_branch(sid, race.new_version), self._fetch_main(new_wt, until)],
                  new_wt)
             commit_file(new_wt, f"drill/{self.run_id}/lease-new.txt", f"{new.name} took over\n",
                         "drill: the new owner")

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import MergebotError
 from mergebot.forge import commands
 from mergebot.forge.sansio import PullComment
-from mergebot.landing import messages as say
 from mergebot.landing import prereceive
-from mergebot.landing.checks import parse_subtask_ref
+from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Agent, Repo
 
 
@@ -24,11 +24,11 @@ async def carry_out(db: Database, root: Path, repo: Repo, note: PullComment) -> 
     """The outcome of a pull request comment, for the delivery's record; the answer, if any, is in the comment."""
     cmd = commands.parse(note.body)
     if cmd is None:
-        return "ignored: the comment holds no command"
+        return say.NO_COMMAND
     pull = await db.forge.pull(repo=repo.name, number=note.number)
     parsed = parse_subtask_ref(pull.head_ref) if pull else None
     if pull is None or parsed is None:
-        return f"ignored: pull request #{note.number} is not one the bot follows (no subtask branch seen for it)"
+        return say.pull_not_followed(note.number)
     subtask_id, _ = parsed
     forge = repo.forge or note.forge
     agent = await db.forge.agent_for(forge=forge, login=note.sender or "") if note.sender else None
@@ -54,31 +54,29 @@ async def carry_out(db: Database, root: Path, repo: Repo, note: PullComment) -> 
 async def _do(db: Database, root: Path, repo: Repo, cmd: commands.Command, subtask_id: int, agent: Agent | None,
               *, owner: bool, ref: str, login: str | None) -> tuple[str, bool]:
     if cmd.name == "why":
-        return "the whole verdict is below.", True
+        return say.WHOLE_VERDICT_BELOW, True
     assert agent is not None
     sub = await db.subtasks.get_subtask(subtask_id)
-    reason = f"@mergebot {cmd.name} by {login} on the pull request"
+    reason = say.command_by(cmd.name, login)
     if cmd.name == "retry":
         if owner:
             cand = await prereceive.submit_again(db, root, agent, subtask_id, sub.claim_version)
-            return f"candidate {cand.id} verifies `{cand.sha[:12]}` again.", False
+            return say.verifies_again(cand.id, cand.sha), False
         if sub.status != "failed":
-            raise MergebotError(f"subtask {subtask_id} is {sub.status}: a lead's retry revives a failed subtask; "
-                                "its owner verifies its commit again with `@mergebot retry`.")
+            raise MergebotError(say.retry_not_failed(subtask_id, sub.status))
         await db.subtasks.retry(subtask_id=subtask_id, reason=reason, actor_id=agent.id)
-        return f"subtask {subtask_id} is ready for another round.", False
+        return say.another_round(subtask_id), False
     if cmd.name == "cancel":
         if owner:
             cands = await db.forge.candidates_on(repo=repo.name, ref=ref)
             newest = cands[-1] if cands else None
             if newest is None or not await db.forge.withdraw(candidate_id=newest.id, reason=reason,
                                                              actor_id=agent.id):
-                state = f"candidate {newest.id} is {newest.status}" if newest else "no candidate waits"
-                raise MergebotError(f"{state}: only a waiting candidate can be withdrawn.")
-            return f"candidate {newest.id} is out of the queue.", False
+                raise MergebotError(say.nothing_to_withdraw(newest.id if newest else None,
+                                                            newest.status if newest else None))
+            return say.withdrawn(newest.id), False
         await db.subtasks.cancel(subtask_id=subtask_id, reason=reason, actor_id=agent.id)
-        return f"subtask {subtask_id} is cancelled.", False
+        return say.cancelled(subtask_id), False
     assert cmd.name == "priority" and cmd.priority is not None
     moved = await db.forge.set_priority(subtask_id=subtask_id, priority=cmd.priority, actor_id=agent.id)
-    return (f"subtask {subtask_id} has priority {cmd.priority} now ({moved} waiting candidate"
-            f"{'s' if moved != 1 else ''} moved).", False)
+    return say.priority_set(subtask_id, cmd.priority, moved), False

@@ -9,7 +9,7 @@
 
 A command is a line of its own that starts with ``@mergebot``; the first such line counts. Who may give it is
 ``refusal``'s to say: the forge login must be linked to an agent (``mergebot agent link NAME --github LOGIN``),
-except for ``why``. The answers are ``mergebot.landing.messages``' sentences, shown in the pull request's comment.
+except for ``why``. The answers are ``mergebot.messages``' sentences, shown in the pull request's comment.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mergebot.landing import messages as say
+from mergebot import messages as say
 
 NAMES = ("why", "retry", "cancel", "priority")
 _LINE = re.compile(r"^\s*@mergebot\s+(\S+)(?:\s+(\S+))?\s*$", re.IGNORECASE | re.MULTILINE)

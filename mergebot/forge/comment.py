@@ -2,7 +2,7 @@
 
 The bot posts one comment per pull request and edits it as the newest candidate moves: queued (its place in the
 queue and what is ahead), verifying, landed (the merged commit, a link to the landed record), or rejected (the
-typed verdict, worded by ``landing.messages``, with the exact next command). Earlier candidates of the same pull
+typed verdict, worded by ``mergebot.messages``, with the exact next command). Earlier candidates of the same pull
 request collapse into one line each. It carries a hidden marker with the repository and the pull request's
 number (``marker``), so a bot that lost the comment's id (a crash between posting it and recording it) finds it
 again instead of posting a second one.

@@ -25,16 +25,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.db.forge import GITEA_FAMILY, GITHUB_FAMILY
 from mergebot.errors import ClaimSuperseded
 from mergebot.forge import answer
-from mergebot.forge.sansio import Delivery, ForgeEvent, WebhookError, parse_delivery, to_event, to_pull_comment
+from mergebot.forge.sansio import Delivery, WebhookError, parse_delivery, to_event, to_pull_comment
 from mergebot.git import mirror
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
-from mergebot.landing.checks import RefUpdate, parse_subtask_ref
+from mergebot.landing.checks import RefUpdate
 from mergebot.landing.prereceive import accept_push, judge_push
+from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Repo
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class WebhookHandler:
             return Answer(e.status, {"error": e.message})
         if delivery.forge not in family:
             right = "github" if delivery.forge == "github" else "gitea"  # Forgejo's deliveries go to Gitea's endpoint
-            return Answer(400, {"error": f"this is a {delivery.forge} delivery; send it to /webhooks/{right}"})
+            return Answer(400, {"error": say.wrong_endpoint(delivery.forge, right)})
         digest = delivery.body_sha256
         state, row = await self.db.forge.begin_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
                                                         event=delivery.event, body_sha256=digest)
@@ -77,11 +78,11 @@ class WebhookHandler:
                 "forge": delivery.forge, "delivery": delivery.delivery_id, "why": "same delivery id, different body",
                 "sha256": digest, "recorded_sha256": row.body_sha256})
             log.warning("refused %s delivery %s: same id, different body", delivery.forge, delivery.delivery_id)
-            return Answer(409, {"error": "this delivery id was already received with a different body"})
+            return Answer(409, {"error": say.DELIVERY_BODY_CHANGED})
         if state == "done":
             return Answer(200, {"duplicate": True, "outcome": row.outcome})
         if state == "in_progress":  # not 2xx: if that processing died, the forge's redelivery is still taken
-            return Answer(503, {"error": "this delivery is being processed now; redeliver it if it does not land"})
+            return Answer(503, {"error": say.DELIVERY_IN_PROGRESS})
         signer = secrets[delivery.secret_index]
         try:
             status, outcome, repo_name = await self._process(delivery, [r for r in repos if _secret(r) == signer])
@@ -92,7 +93,7 @@ class WebhookHandler:
             await self.db.forge.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
                                                 attempt=row.attempts, ok=False,
                                                 http_status=502, outcome=f"failed: {e}", repo=None)
-            return Answer(502, {"error": f"could not process the delivery now ({type(e).__name__}); redeliver it"})
+            return Answer(502, {"error": say.delivery_failed(type(e).__name__)})
         await self.db.forge.finish_delivery(forge=delivery.forge, delivery_id=delivery.delivery_id,
                                             attempt=row.attempts, ok=status < 400, http_status=status,
                                             outcome=outcome, repo=repo_name)
@@ -103,22 +104,23 @@ class WebhookHandler:
             return await self._comment(delivery, signed_by)
         event = to_event(delivery)
         if event.event == "ping":
-            return 200, "pong", None
+            return 200, say.PONG, None
         repo = next((r for r in signed_by if r.forge_repo and event.repository
                      and r.forge_repo.lower() == event.repository.lower()), None)
         if repo is None:
-            return 202, f"ignored: {event.repository!r} is not a repository this secret belongs to", None
+            return 202, say.foreign_repository(event.repository), None
         if event.event == "pull_request" and event.pr_number and event.ref and parse_subtask_ref(event.ref) \
                 and event.base_ref == repo.target_ref:  # its one living comment follows its candidates from now on
             await self.db.forge.pull_seen(repo=repo.name, number=event.pr_number, head_ref=event.ref)
         if not event.candidate:
-            return 202, f"ignored: {_why_not(event)}", repo.name
+            return 202, say.not_a_candidate(event.event, tag=event.is_tag, deleted=event.deleted,
+                                            action=event.action), repo.name
         assert event.ref is not None and event.head_sha is not None
         if event.base_ref is not None and event.base_ref != repo.target_ref:
-            return 202, f"ignored: the pull request is into {event.base_ref}, not {repo.target_ref}", repo.name
+            return 202, say.into_other_branch(event.base_ref, repo.target_ref), repo.name
         parsed = parse_subtask_ref(event.ref)
         if parsed is None:
-            return 202, f"ignored: {event.ref} is not a subtask branch (refs/heads/subtasks/<id>/v<version>)", repo.name
+            return 202, say.not_subtask_branch(event.ref), repo.name
         sha, arrived = event.head_sha, time.time()  # the delivery's arrival is the push's, for its stages
         forge = repo.forge or delivery.forge  # links follow the repository's forge, not a header
         agent = await self.db.forge.agent_for(forge=forge, login=event.sender or "")
@@ -130,7 +132,7 @@ class WebhookHandler:
             return 202, why, repo.name
         live = await self.db.landing.live_candidate(subtask_id=parsed[0], claim_version=parsed[1], sha=sha)
         if live is not None:  # the push and its pull request announce one commit
-            return 202, f"already queued: {sha[:12]} is candidate {live.id} ({live.status})", repo.name
+            return 202, say.already_queued(sha, live.id, live.status), repo.name
         path = git.bare_path(self.root, repo.name)
         remote = mirror.remote_of(repo)
         await asyncio.to_thread(mirror.ensure_mirror, path, remote, repo.target_branch)  # a replica's own mirror
@@ -138,8 +140,7 @@ class WebhookHandler:
         # on the forge is a candidate, never an older push that a newer one replaced.
         tip = await asyncio.to_thread(mirror.forge_tip, path, remote, event.ref)
         if tip != sha:
-            return 202, (f"ignored: stale delivery: {event.ref} is at {(tip or 'nothing')[:12]} on the forge now, "
-                         f"not {sha[:12]}"), repo.name
+            return 202, say.stale_delivery(event.ref, tip, sha), repo.name
         tag = hashlib.sha256(delivery.delivery_id.encode()).hexdigest()[:24]
         await asyncio.to_thread(mirror.fetch_commit, path, remote, sha, event.ref, tag)
         try:
@@ -149,38 +150,28 @@ class WebhookHandler:
             if not verdict.ok:
                 await self.db.forge.queue_status(repo=repo.name, sha=sha, state="failure",
                                                  description=verdict.message)
-                return 202, f"refused: {verdict.message}", repo.name
+                return 202, say.refused(verdict.message), repo.name
             await asyncio.to_thread(mirror.set_branch, path, event.ref, sha,
                                     f"mergebot: {delivery.forge} delivery {delivery.delivery_id}")
             try:
                 cands = await accept_push(self.db, repo, agent, [update], path, arrived)
             except ClaimSuperseded as e:  # reclaimed between the judgement and now
                 await self.db.forge.queue_status(repo=repo.name, sha=sha, state="failure", description=e.message)
-                return 202, f"refused: {e.message}", repo.name
+                return 202, say.refused(e.message), repo.name
         finally:
             await asyncio.to_thread(mirror.drop_incoming, path, tag)
         self.poke()
-        return 202, f"queued as candidate {cands[0].id}", repo.name  # (or already queued by a twin delivery)
+        return 202, say.queued_as(cands[0].id), repo.name  # (or already queued by a twin delivery)
 
     async def _comment(self, delivery: Delivery, signed_by: list[Repo]) -> tuple[int, str, str | None]:
         """A comment on a pull request: a command for the bot is carried out and answered in its comment."""
         note = to_pull_comment(delivery)
         if note is None:
-            return 202, "ignored: not a new comment on a pull request", None
+            return 202, say.NOT_A_NEW_COMMENT, None
         repo = next((r for r in signed_by if r.forge_repo and r.forge_repo.lower() == note.repository.lower()), None)
         if repo is None:
-            return 202, f"ignored: {note.repository!r} is not a repository this secret belongs to", None
+            return 202, say.foreign_repository(note.repository), None
         outcome = await answer.carry_out(self.db, self.root, repo, note)
         self.poke()
         return 202, outcome, repo.name
-
-
-def _why_not(event: ForgeEvent) -> str:
-    if event.is_tag:
-        return "tags are not candidates"
-    if event.deleted or event.event == "delete":
-        return "a deletion is not a candidate"
-    if event.event == "pull_request":
-        return f"pull request action {event.action!r}"
-    return f"{event.event} events are not candidates"
 

@@ -51,6 +51,7 @@ from urllib.parse import parse_qs
 
 from starlette.types import Receive, Scope, Send
 
+from mergebot import messages as say
 from mergebot.git import cgi
 from mergebot.git.gate import Busy, Gate, default_limit
 from mergebot.models import Agent
@@ -150,7 +151,7 @@ class GitHttp:
             await _plain(send, 404, f"repository {route.name} not found")
             return
         if route.push and not self.may_push(agent):
-            await _plain(send, 403, f"role {agent.role} may not push")
+            await _plain(send, 403, say.role_may_not(agent.role, "push"))
             return
 
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()

@@ -17,10 +17,10 @@ import asyncio
 import posixpath
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.landing import runs
 from mergebot.landing.target import open_target
 from mergebot.models import Job, Repo

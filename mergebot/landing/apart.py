@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from mergebot import messages as say
 from mergebot.landing import evidence, planner, serial, verdicts
 from mergebot.landing import land as landing
-from mergebot.landing import messages as say
 from mergebot.landing.chain import Speculation, Window
 from mergebot.landing.context import Context
 from mergebot.landing.target import Target

@@ -1,12 +1,12 @@
-"""Judging a push: pure decisions from facts; the sentences are ``mergebot.landing.messages``'.
+"""Judging a push: pure decisions from facts; the sentences are ``mergebot.messages``'.
 
 The pre-receive path (``mergebot.landing.prereceive``) gathers facts — the pushed ref updates, the subtask
 rows they name, the commits and paths they bring — and asks the functions here. Nothing here does I/O, so
 every rule is tested on its own.
 
 Rules, in the order they are checked:
-  1. Only ``refs/heads/subtasks/<id>/v<claim_version>`` may be pushed. The target branch, any other branch,
-     tags and every other ref are protected: only Mergebot moves main.
+  1. Only ``refs/heads/subtasks/<id>/v<claim_version>`` may be pushed (the grammar is ``mergebot.messages.refs``').
+     The target branch, any other branch, tags and every other ref are protected: only Mergebot moves main.
   2. A deletion is allowed only of a subtask ref the pusher owns (at any of its versions).
   3. The pusher must own the subtask (owner taken from the authenticated token), at the current claim
      version, while it is running or submitted. An older version is "stale"; a newer one does not exist yet; a
@@ -43,19 +43,17 @@ import configparser
 import fnmatch
 import json
 import posixpath
-import re
 import shlex
 import tomllib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mergebot.landing import messages as say
+from mergebot import messages as say
 from mergebot.landing.judge.reset import matches as is_test_path
+from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Owner
 from verifier import startup
-
-SUBTASK_REF = re.compile(r"^refs/heads/subtasks/([1-9][0-9]{0,17})/v([1-9][0-9]{0,17})$")
 
 
 @dataclass(frozen=True)
@@ -88,11 +86,6 @@ class Twin:
     status: str
     sha: str
     landed_sha: str | None = None
-
-
-def parse_subtask_ref(ref: str) -> tuple[int, int] | None:
-    m = SUBTASK_REF.fullmatch(ref)  # not match: "$" also matches before a trailing newline
-    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def judge_ref(update: RefUpdate, pusher_id: int, target_branch: str, row: Owner | None) -> Refusal | None:

@@ -20,12 +20,12 @@ from typing import Any
 
 import pygit2
 
+from mergebot import messages as say
 from mergebot.db.base import Row
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.landing import verdicts
 from mergebot.landing.context import Context, crash_point
 from mergebot.landing.evidence import flaky_runs, verdict_json
@@ -64,16 +64,9 @@ async def fenced(db: Database, cand: Candidate) -> str | None:
 
 
 async def take(ctx: Context, repo: Repo, exclude: list[int] | None = None) -> Candidate | None:
-    """The next candidate that still holds its fence; the ones that do not are superseded on the way."""
-    db = ctx.db
-    while True:
-        cand = await db.landing.next_candidate(repo.name, exclude, max_passes=ctx.max_passes)
-        if cand is None:
-            return None
-        why = await fenced(db, cand)
-        if why is None:
-            return cand
-        await db.landing.finish_candidate(cand.id, "superseded", why)
+    """The next candidate that still holds its fence; the ones that do not are superseded by the same statement
+    (``db.landing.next_candidate``)."""
+    return await ctx.db.landing.next_candidate(repo.name, exclude, max_passes=ctx.max_passes)
 
 
 async def merge_onto(db: Database, target: Target, cand: Candidate, base: str) -> git.Merge:

@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from mergebot import messages as say
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.landing import runs, verdict
 from mergebot.landing.context import Context, crash_point
 from mergebot.landing.target import target_for

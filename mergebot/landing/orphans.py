@@ -11,12 +11,12 @@ import asyncio
 from collections.abc import Collection
 from pathlib import Path
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing import assess
-from mergebot.landing import messages as say
-from mergebot.landing.checks import parse_subtask_ref
+from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Repo
 
 

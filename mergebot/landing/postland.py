@@ -25,9 +25,9 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.errors import Unavailable
 from mergebot.landing import mend, runs, verdict
-from mergebot.landing import messages as say
 from mergebot.landing.context import Context
 from mergebot.models import Landed, Repo
 from verifier.runner import Result

@@ -23,12 +23,12 @@ from pathlib import Path
 import psycopg
 import pygit2
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, Forbidden, Invalid, MergebotError
 from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.landing import assess, verdicts
-from mergebot.landing import messages as say
 from mergebot.landing.checks import (
     ROOT_MARKERS,
     Content,
@@ -42,7 +42,6 @@ from mergebot.landing.checks import (
     judge_ref,
     judge_twin,
     outside_footprint,
-    parse_subtask_ref,
     shadowing,
     summary,
 )
@@ -50,6 +49,7 @@ from mergebot.landing.forecast import forecast
 from mergebot.landing.judge.reset import is_module
 from mergebot.landing.orphans import branch_tips
 from mergebot.landing.target import open_target
+from mergebot.messages.refs import parse_subtask_ref, subtask_ref
 from mergebot.models import VERDICT_LINE, Agent, Candidate, Repo, Verdict, record
 from verifier import startup
 
@@ -334,7 +334,7 @@ async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int, 
                       field="subtask")
     repo = await db.landing.get_repo(pushed[0]["repo"])
     path = git.bare_path(root, repo.name)
-    ref = f"refs/heads/subtasks/{subtask_id}/v{claim_version}"
+    ref = subtask_ref(subtask_id, claim_version)
     tip = await open_target(repo, path, db).branch_tip(ref)
     if tip is None:
         raise Invalid(f"{ref} does not exist yet: `mergebot submit` pushes your work to it", field="subtask")

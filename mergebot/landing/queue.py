@@ -25,9 +25,9 @@ from typing import TypeVar
 
 import psycopg
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import MergebotError
-from mergebot.landing import messages as say
 from mergebot.landing import postland, serial
 from mergebot.landing.context import Context
 from mergebot.landing.land import fenced

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.landing.context import Context
 from mergebot.landing.orphans import queue_orphans
 from mergebot.landing.target import target_for

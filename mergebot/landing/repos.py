@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import Conflict, Invalid
 from mergebot.git import credentials, mirror
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.models import Agent, Repo
 from verifier import cache as caches
 from verifier import outcomes as outcome_files

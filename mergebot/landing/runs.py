@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mergebot.landing import messages as say
+from mergebot import messages as say
 from mergebot.landing.context import Context
 from mergebot.landing.target import target_for
 from mergebot.models import Job, Repo

@@ -20,10 +20,10 @@ import asyncio
 import logging
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.git import repo as git
 from mergebot.landing import evidence, postland, runs, verdict, verdicts
 from mergebot.landing import land as landing
-from mergebot.landing import messages as say
 from mergebot.landing.context import Context, crash_point
 from mergebot.landing.judge import compare
 from mergebot.landing.judge import step as judge

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import MergebotError
 from mergebot.git import mirror
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.landing.context import Context, Published, crash_point
 from mergebot.models import Candidate, Repo
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from mergebot.db.database import Database
 from mergebot.landing import verdicts
+from mergebot.messages.refs import subtask_branch
 from mergebot.models import Candidate, Subtask, Verdict, record
 
 
@@ -24,7 +25,7 @@ async def candidate_record(db: Database, cand: Candidate) -> dict[str, Any]:
 async def subtask_record(db: Database, sub: Subtask) -> dict[str, Any]:
     """The subtask as the API answers it: its row, the branch its claim pushes to, and its latest verdict."""
     out = record(sub)
-    out["branch"] = f"subtasks/{sub.id}/v{sub.claim_version}" if sub.claim_version > 0 else None
+    out["branch"] = subtask_branch(sub.id, sub.claim_version) if sub.claim_version > 0 else None
     rows = await db.landing.candidates(subtask_id=sub.id, limit=1)
     latest = Candidate.from_row(rows[0]) if rows else None
     out["candidate_id"] = latest.id if latest else None

@@ -31,10 +31,10 @@ import asyncio
 import contextlib
 import logging
 
+from mergebot import messages as say
 from mergebot.git import repo as git
 from mergebot.landing import apart, evidence, planner, postland, runs, serial, sweep
 from mergebot.landing import land as landing
-from mergebot.landing import messages as say
 from mergebot.landing.chain import Speculation, Suspect, Window, policy
 from mergebot.landing.context import Context
 from mergebot.landing.judge import heldout

@@ -20,10 +20,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from mergebot import cost as costs
+from mergebot import messages as say
 from mergebot.db.base import Row
 from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
-from mergebot.landing import messages as say
 from mergebot.landing import told, verdicts
 from mergebot.landing.judge import heldout
 from mergebot.landing.repos import hold
@@ -330,7 +330,7 @@ async def subtask(subtask_id: str, request: Request, who: Who, site: Site) -> Re
     told_now = await told.subtask_record(site.db, s)  # what the agent is told: its branch and latest verdict
     candidates = []
     for c in await reader.subtask_candidates(sid):
-        kind = verdicts.kind_for(c["status"], c["reason"], c["verdict"])
+        kind = verdicts.kind_for(c["status"], c["verdict"])
         candidates.append({**c, "kind": kind, "final": verdicts.KINDS[kind].final})
     kids = graph.children(await reader.child_progress(sid, limit=GLANCE_CHILDREN))
     blocking = await reader.blocking_graph(sid, hops=BLOCKING_HOPS, limit=BLOCKING_NODES)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from mergebot import messages as say
 from mergebot.api.deps import Admin, CurrentAgent, DbDep, Lead, Noter, Reader
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import AgentIn, AssignmentIn, BoardNoteIn, GroupIn, Name
@@ -53,7 +54,7 @@ async def announcements(agent: Reader, db: DbDep, after: After = 0, limit: Limit
 @router.post("/announcements", status_code=201, summary="Broadcast to all agents (lead or admin)")
 async def announce(body: BoardNoteIn, agent: CurrentAgent, db: DbDep) -> dict[str, Any]:
     if not allowed(Role(agent.role), "announce"):
-        raise Forbidden(f"role {agent.role!r} may not announce")
+        raise Forbidden(say.role_may_not(agent.role, "announce"))
     return {"announcement": await db.subtasks.announce(author_id=agent.id, body=body.body, group_name=body.group)}
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
+from mergebot import messages as say
 from mergebot.api.deps import ServicesDep
 from mergebot.api.services import Services
 from mergebot.git import repo as git
 from mergebot.git.smarthttp import PushSession
-from mergebot.landing import messages as say
 from mergebot.landing.checks import RefUpdate
 from mergebot.landing.prereceive import answer_post_receive, judge_push, parse_updates
 

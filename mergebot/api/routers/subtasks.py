@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
+from mergebot import messages as say
 from mergebot.api.deps import Claimer, Creator, DbDep, Manager, Noter, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import (
@@ -27,8 +28,8 @@ from mergebot.auth import Role
 from mergebot.errors import Duplicate, Invalid
 from mergebot.git import repo as git
 from mergebot.landing import acceptance, prereceive, told
-from mergebot.landing import messages as say
 from mergebot.landing.forecast import forecast as forecast_of
+from mergebot.messages.refs import subtask_branch
 from mergebot.models import Handle, Subtask, record
 from mergebot.tree import parse_tree
 
@@ -38,20 +39,15 @@ Status = Annotated[str | None, Query(pattern="^(blocked|ready|running|submitted|
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
-def branch_for(subtask_id: int, claim_version: int) -> str:
-    """The branch an owner pushes: it names the subtask and the claim version."""
-    return f"subtasks/{subtask_id}/v{claim_version}"
-
-
 def claim_body(sub: Subtask, handoff: list[dict[str, Any]], overlaps: list[dict[str, Any]] | None = None
                ) -> dict[str, Any]:
     previous = None
     if sub.previous_owner_id is not None and sub.claim_version > 1:
-        previous = {"owner_id": sub.previous_owner_id, "branch": branch_for(sub.id, sub.claim_version - 1)}
+        previous = {"owner_id": sub.previous_owner_id, "branch": subtask_branch(sub.id, sub.claim_version - 1)}
     return {
         "subtask": record(sub),
         "handle": {"id": sub.id, "claim_version": sub.claim_version},
-        "branch": branch_for(sub.id, sub.claim_version),
+        "branch": subtask_branch(sub.id, sub.claim_version),
         "lease_expires_at": sub.lease_expires_at,
         "handoff": {"previous": previous, "notes": handoff, "last_reason": sub.status_reason},
         "overlaps": overlaps or [],  # subtasks in flight whose footprints may overlap this one's, with owners

@@ -29,9 +29,9 @@ from typing import Any
 
 import pygit2
 
+from mergebot import messages as say
 from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import messages as say
 from mergebot.landing import runs, verdict
 from mergebot.landing.context import Context
 from mergebot.landing.judge import compare, heldout, reset

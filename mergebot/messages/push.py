@@ -1,6 +1,6 @@
 """What a push is told at push time (``mergebot.landing.checks``, ``prereceive``), and the forecast.
 
-Part of ``mergebot.landing.messages``: its rules hold here.
+Part of ``mergebot.messages``: its rules hold here.
 """
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mergebot.landing.messages.words import SUBTASK_BRANCH, _short, _shown
+from mergebot.messages.refs import PATTERN as SUBTASK_BRANCH
+from mergebot.messages.words import _short, _shown
 
 # -- push refusals (``mergebot.landing.checks``) ----------------------------------------------------------------
 

@@ -1,18 +1,19 @@
-"""What the queue tells a candidate's owner and reviewers: rejections, parking, a red main and its mend, re-planning.
+"""What the queue tells a candidate's owner and reviewers: rejections, parking, a landing reverted, re-planning.
+What main's state tells operators is ``operators``; the commit messages of a revert are ``evidence``.
 
-Part of ``mergebot.landing.messages``: its rules hold here.
+Part of ``mergebot.messages``: its rules hold here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mergebot.landing.messages.words import _short, _shown
+from mergebot.messages.refs import subtask_branch
+from mergebot.messages.words import _short, _shown
 from verifier.runner import Result
 
+
 # -- the queue's verdicts ---------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Rejection:
     """Why the queue sent a candidate back to its owner.
@@ -132,91 +133,24 @@ def passed_apart(target_branch: str) -> str:
             f"the current {target_branch} in a later batch")
 
 
-def base_fails(target_branch: str, main: str) -> str:
-    return f"the check fails on {target_branch} itself ({_short(main)})"
-
-
-def post_land_failed(outcome: str) -> str:
-    return f"the post-land check gave {outcome}"
-
-
-def red_main(target_branch: str, sha: str, why: str) -> str:
-    return f"{target_branch} is red at {_short(sha)}: {why}. Landing is paused: only a fix lands."
-
-
-def red_main_announcement(repo: str, reason: str) -> str:
-    return f"[{repo}] {reason} An admin can resume with `mergebot repo resume {repo}`."
-
-
-def flaky_on_main(repo: str, target_branch: str, sha: str, outcome: str) -> str:
-    return (f"[{repo}] the post-land check on {target_branch} at {_short(sha)} gave {outcome}, then passed when run "
-            "again: recorded as flaky on main; nothing reverted, landing goes on.")
-
-
-def revert_title(subtask_id: int, title: str) -> str:
-    return f"Revert subtask {subtask_id}: {title}"[:200]
-
-
-def revert_message(subtask_id: int, title: str, landed_id: int, merged_sha: str, red_sha: str,
-                   failing: list[str]) -> str:
-    tests = f" Failing: {', '.join(failing[:10])}." if failing else ""
-    return (f"Revert subtask {subtask_id}: {title}\n\nMain's check failed at {red_sha}; bisection on the verifier "
-            f"found landing {landed_id} ({merged_sha}) to be the first red commit.{tests}\n\n"
-            f"Mergebot-Reverts-Landed: {landed_id}\nMergebot-Reverts: {merged_sha}\n")
-
-
 def reverted_evidence(subtask_id: int, version: int, target_branch: str, merged_sha: str, red_sha: str,
                       failing: list[str], probes: list[tuple[str, str]], candidate_sha: str) -> str:
     """What a reverted subtask's owner is told (its status reason), with the next command."""
     tests = f" Failing tests: {', '.join(failing[:10])}." if failing else ""
     runs = "; ".join(f"{_short(sha)} {outcome}" for sha, outcome in probes) or "none needed"
     nxt = version + 1
+    branch = subtask_branch(subtask_id, nxt)
     return (f"Your landing {_short(merged_sha)} turned {target_branch} red (its check failed at {_short(red_sha)}) "
             f"and was reverted.{tests} Bisection runs: {runs}. The subtask is yours again at claim version {nxt}: "
-            f"`git fetch origin {target_branch} && git checkout -B subtasks/{subtask_id}/v{nxt} origin/{target_branch}"
+            f"`git fetch origin {target_branch} && git checkout -B {branch} origin/{target_branch}"
             f" && git cherry-pick {candidate_sha}`, fix it so the check passes with what landed since, and push "
-            f"subtasks/{subtask_id}/v{nxt}.")
-
-
-def mend_found(repo: str, target_branch: str, red_sha: str, subtask_id: int, owner: str | None,
-               merged_sha: str) -> str:
-    return (f"[{repo}] {target_branch} is red at {_short(red_sha)}; bisection found subtask {subtask_id}'s landing "
-            f"{_short(merged_sha)} (by {owner or 'unknown'}) to be the culprit. Its revert is queued first; the rest "
-            "of the queue waits only until it lands.")
+            f"{branch}.")
 
 
 def dependency_reverted(subtask_id: int) -> str:
     return (f"waits: subtask {subtask_id}, which this subtask depends on, is not landed any more (its landing was "
             f"reverted because it broke main). Candidates of this subtask are not verified until subtask {subtask_id} "
             "lands again; keep working, and push as usual.")
-
-
-def mend_gave_up(repo: str, target_branch: str, why: str) -> str:
-    return (f"[{repo}] {target_branch} stays red and parked: the bot could not mend it ({why}). Land a fix, or "
-            f"`mergebot repo resume {repo}`.")
-
-
-MEND_NO_SUSPECTS = "no landing since the last green check to blame"
-MEND_REVERT_RED = "the red commits include a revert the bot made already; it does not revert twice"
-MEND_CONFLICT = "the culprit's revert no longer applies cleanly on main"
-MEND_RESUMED = "main's check failed before a restart; its result is on the landed row's post-land run"
-
-
-def mend_inconclusive(sha: str, outcome: str) -> str:
-    return f"a bisection run on {_short(sha)} could not judge it ({outcome})"
-
-
-def green_again(repo: str, target_branch: str, sha: str) -> str:
-    return f"[{repo}] {target_branch} is green again at {_short(sha)}; landing resumed."
-
-
-def forge_refused(repo: str, why: str, target_branch: str) -> str:
-    return (f"[{repo}] landing paused: {why}. Let the bot push to {target_branch}, then "
-            f"`mergebot repo resume {repo}`.")
-
-
-def resumed_by(repo: str, who: str) -> str:
-    return f"[{repo}] landing resumed by {who}."
 
 
 # Why a candidate was put back in the queue, or waits there.
@@ -257,24 +191,16 @@ def unannounced_push(subtask_id: int, tip: str, ref: str) -> str:
 # Why a candidate no longer is what its subtask waits on (its fence).
 FENCE_GONE = "the subtask no longer exists"
 FENCE_REPLACED = "a newer push replaced this candidate"
+FENCE_RECLAIMED = "the subtask was reclaimed (claim version {claim_version})"
+FENCE_STATUS = "the subtask is {status}"
+# The same sentences for the statement that takes the next candidate and supersedes the unfenced ones
+# (``candidate_next``), which fills the placeholders in from the subtask's row.
+FENCE_WORDS = {"gone": FENCE_GONE, "replaced": FENCE_REPLACED, "reclaimed": FENCE_RECLAIMED, "status": FENCE_STATUS}
 
 
 def fence_reclaimed(claim_version: int) -> str:
-    return f"the subtask was reclaimed (claim version {claim_version})"
+    return FENCE_RECLAIMED.format(claim_version=claim_version)
 
 
 def fence_status(status: str) -> str:
-    return f"the subtask is {status}"
-
-
-STALL_SECONDS = 2.0  # a commit waiting this long for a synchronous standby is a stall, not a slow disk
-
-
-def commits_stalled(n: int, seconds: float) -> str | None:
-    """What to say of ``n`` commits waiting for a synchronous standby, the oldest for ``seconds``; None while that
-    is no stall (``/healthz`` and the queue page)."""
-    if not n or seconds < STALL_SECONDS:
-        return None
-    return (f"{n} commit(s) wait for a synchronous standby, the oldest for {seconds:.0f} s: nothing can be written "
-            "until the standby is back, or synchronous_standby_names is cleared on this server (after a failover "
-            "by hand, the promoted server keeps the old primary's)")
+    return FENCE_STATUS.format(status=status)

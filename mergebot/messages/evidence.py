@@ -1,19 +1,31 @@
 """The evidence's own words: merge and revert commit messages, reflog lines, held-out and acceptance notes.
 
-Part of ``mergebot.landing.messages``: its rules hold here.
+Part of ``mergebot.messages``: its rules hold here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mergebot.landing.messages.words import _short
+from mergebot.messages.words import _short
 
 # -- the evidence's own words -----------------------------------------------------------------------------------
 
 
 def merge_message(subtask_id: int, claim_version: int, title: str, sha: str, cand_id: int) -> str:
     return f"Land subtask {subtask_id} v{claim_version}: {title}\n\nCandidate: {sha}\nMergebot-Candidate: {cand_id}\n"
+
+
+def revert_title(subtask_id: int, title: str) -> str:
+    return f"Revert subtask {subtask_id}: {title}"[:200]
+
+
+def revert_message(subtask_id: int, title: str, landed_id: int, merged_sha: str, red_sha: str,
+                   failing: list[str]) -> str:
+    tests = f" Failing: {', '.join(failing[:10])}." if failing else ""
+    return (f"Revert subtask {subtask_id}: {title}\n\nMain's check failed at {red_sha}; bisection on the verifier "
+            f"found landing {landed_id} ({merged_sha}) to be the first red commit.{tests}\n\n"
+            f"Mergebot-Reverts-Landed: {landed_id}\nMergebot-Reverts: {merged_sha}\n")
 
 
 def with_acceptance(message: str, paths: Sequence[str]) -> str:

@@ -1,13 +1,11 @@
-"""The words every sentence shares: short commit ids, lists cut to length, the subtask branch's pattern.
+"""The words every sentence shares: short commit ids, lists cut to length.
 
-Part of ``mergebot.landing.messages``: its rules hold here.
+Part of ``mergebot.messages``: its rules hold here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-SUBTASK_BRANCH = "refs/heads/subtasks/<id>/v<claim_version>"
 
 
 def _short(sha: str | None) -> str:
