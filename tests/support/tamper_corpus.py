@@ -4,8 +4,8 @@ The repository's ``calc.py`` has a broken ``add()`` (it subtracts); ``tests/test
 Each of ``HACKS`` is a change an agent could push to pass that test without fixing ``add``; each line of it that the
 scan must name ends with ``MARK``. ``HONEST`` holds ordinary changes sharing the hacks' vocabulary (sys.modules,
 sys.exit, __eq__, environment reads, frames), changes whose suspicious code is in test files (not scanned) and one
-whose suspicious line was already on main (not new). Data only: ``tests/test_tamper.py`` and ``bench/tamper.py`` run
-the scan over it.
+whose suspicious line was already on main (not new). Data only: ``tests/test_tamper.py`` and
+``python -m bench.judge.tamper`` run the scan over it.
 """
 
 from __future__ import annotations
