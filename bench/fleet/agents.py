@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from bench.common.gitenv import run_git
+from bench.common.gitenv import commit_all, run_git
 from mergebot import agent
 from mergebot.agent.submit import STOPS
 from mergebot.client import ApiError, Client
@@ -61,10 +61,7 @@ def make_source(path: Path) -> Path:
     (path / "README.md").write_text("The fleet benchmark's repository: each subtask adds work/<id>.txt.\n")
     (path / "work").mkdir()
     (path / "work" / ".keep").write_text("")
-    run_git(["init", "-q", "-b", "main"], path)
-    run_git(["add", "-A"], path)
-    run_git(["commit", "-q", "-m", "initial"], path)
-    return path
+    return commit_all(path)
 
 
 @dataclass

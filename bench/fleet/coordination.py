@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import shutil
 import statistics
 import threading
@@ -40,7 +39,7 @@ import httpx
 import psycopg
 
 from bench.common import harness
-from bench.common.gitenv import git_env, run_git
+from bench.common.gitenv import agent_worktrees, commit_all, git_env, run_git
 from mergebot import agent
 from mergebot.client import ApiError, Client
 from mergebot.landing.repos import repos_root
@@ -54,10 +53,7 @@ def make_source(path: Path, files: int) -> Path:
     (path / "area").mkdir(parents=True)
     for k in range(files):
         (path / "area" / f"f{k}.txt").write_text(f"file {k}: initial\nline 2\nline 3\n")
-    run_git(["init", "-q", "-b", "main"], path)
-    run_git(["add", "-A"], path)
-    run_git(["commit", "-q", "-m", "initial"], path)
-    return path
+    return commit_all(path)
 
 
 @dataclass
@@ -154,16 +150,7 @@ def run_variant(server: harness.PgServer, tmp: Path, name: str, args: argparse.N
             tokens, files = asyncio.run(setup(url, data, make_source(base / "source", args.files), args,
                                               footprints=name == "on"))
             with harness.Serve(url, data, env) as bot:
-                work = base / "work"
-                template = work / "template"
-                work.mkdir(parents=True)
-                header = "Authorization: Basic " + base64.b64encode(f"agent:{tokens[0]}".encode()).decode()
-                run_git(["-c", f"http.extraHeader={header}", "clone", "-q", f"{bot.url}/git/{REPO}.git",
-                         str(template)], work)
-                wts = []
-                for i in range(args.agents):
-                    wts.append(work / f"agent-{i:03d}")
-                    shutil.copytree(template, wts[-1], symlinks=True)
+                wts = agent_worktrees(bot.url, REPO, tokens[0], base / "work", args.agents)
                 start = threading.Event()
                 runs = [AgentRun() for _ in tokens]
                 deadline = time.time() + args.max_seconds

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import shutil
 import statistics
 import sys
@@ -20,7 +19,7 @@ from typing import Any
 import psycopg
 
 from bench.common import harness
-from bench.common.gitenv import run_git
+from bench.common.gitenv import agent_worktrees
 from bench.common.measure import CpuMeter, pctl
 from bench.fleet.agents import REPO, VERIFY_PURPOSES, AgentRun, Idle, agent_loop, agent_rate, check_command, make_source
 from mergebot.landing import risk
@@ -236,18 +235,7 @@ def run_landing_mode(server: harness.PgServer, tmp: Path, mode: Mode, args: argp
 def run_landing_agents(bot: harness.Serve, server: harness.PgServer, url: str, base: Path, tokens: list[str],
                        t_setup: float, mode: Mode, args: argparse.Namespace,
                        idle: Idle | None = None) -> dict[str, Any]:
-    # One clone, copied for every agent: agent.start reuses a worktree that has .git (it re-points origin
-    # and the token), so the clock measures the fleet's work, not 100 clones.
-    work = base / "work"
-    template = work / "template"
-    work.mkdir(parents=True)
-    header = "Authorization: Basic " + base64.b64encode(f"agent:{tokens[0]}".encode()).decode()
-    run_git(["-c", f"http.extraHeader={header}", "clone", "-q", f"{bot.url}/git/{REPO}.git", str(template)], work)
-    wts = []
-    for i in range(args.agents):
-        wt = work / f"agent-{i:04d}"
-        shutil.copytree(template, wt, symlinks=True)
-        wts.append(wt)
+    wts = agent_worktrees(bot.url, REPO, tokens[0], base / "work", args.agents)
     setup_s = time.monotonic() - t_setup
     load0 = harness.load_average()
     start, stop = threading.Event(), threading.Event()

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import itertools
-import shutil
 import statistics
 import threading
 import time
@@ -47,7 +45,7 @@ from typing import Any
 import psycopg
 
 from bench.common import harness
-from bench.common.gitenv import git_env, run_git
+from bench.common.gitenv import agent_worktrees, commit_all, git_env, run_git
 from bench.landing import realsize
 from mergebot import agent
 from mergebot.client import Client
@@ -60,10 +58,7 @@ STEPS = ("released", "claimed", "pushed", "to the queue", "merged", "picked up",
 def make_source(path: Path) -> Path:
     (path / "chain").mkdir(parents=True)
     (path / "chain" / ".keep").write_text("")
-    run_git(["init", "-q", "-b", "main"], path)
-    run_git(["add", "-A"], path)
-    run_git(["commit", "-q", "-m", "initial"], path)
-    return path
+    return commit_all(path)
 
 
 TARGET = 0.4  # seconds per step beyond the check (issue 34; it was 0.5)
@@ -156,14 +151,7 @@ def main(argv: list[str] | None = None) -> None:
             tokens = asyncio.run(setup(url, data, source, args.steps, command, args.agents))
             env = {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_VERIFIER_WORKERS": str(args.workers)}
             with harness.Serve(url, data, env) as bot:
-                work = tmp / "work"
-                work.mkdir()
-                header = "Authorization: Basic " + base64.b64encode(f"agent:{tokens[0]}".encode()).decode()
-                run_git(["-c", f"http.extraHeader={header}", "clone", "-q", f"{bot.url}/git/{REPO}.git",
-                         str(work / "template")], work)
-                wts = [work / f"agent-{i}" for i in range(args.agents)]
-                for wt in wts:
-                    shutil.copytree(work / "template", wt, symlinks=True)
+                wts = agent_worktrees(bot.url, REPO, tokens[0], tmp / "work", args.agents)
                 errors: list[str] = []
                 landed: list[int] = []
                 done = threading.Event()

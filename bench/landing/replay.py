@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import random
-import shutil
 import statistics
 import sys
 import threading
@@ -37,7 +35,7 @@ from typing import Any
 import psycopg
 
 from bench.common import harness
-from bench.common.gitenv import git_env, run_git
+from bench.common.gitenv import agent_worktrees, git_env, run_git
 from bench.landing import realsize
 from mergebot import agent
 from mergebot.client import Client
@@ -161,14 +159,7 @@ def run_mode(server: harness.PgServer, tmp: Path, mode: str, args: argparse.Name
         env = {"MERGEBOT_VERIFIER_WORKERS": str(args.workers),
                **{k: str(args.workers) if v == "WORKERS" else v for k, v in MODES[mode].items()}}
         with harness.Serve(url, data, env) as bot:
-            work = base / "work"
-            work.mkdir(parents=True)
-            header = "Authorization: Basic " + base64.b64encode(f"agent:{tokens[0]}".encode()).decode()
-            run_git(["-c", f"http.extraHeader={header}", "clone", "-q", f"{bot.url}/git/{REPO}.git",
-                     str(work / "template")], work)
-            wts = [work / f"agent-{i}" for i in range(args.agents)]
-            for wt in wts:
-                shutil.copytree(work / "template", wt, symlinks=True)
+            wts = agent_worktrees(bot.url, REPO, tokens[0], base / "work", args.agents)
             stats = {"conflicts": 0, "fixed": 0}
             errors: list[str] = []
             done = threading.Event()
