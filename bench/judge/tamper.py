@@ -19,21 +19,10 @@ import argparse
 import statistics
 import time
 from collections import Counter
-from fnmatch import fnmatch
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from mergebot.landing.tamper import RULES, Finding, scan
-from tests.support.tamper_corpus import HACKS, HONEST, Case
-
-
-def is_test(path: str) -> bool:
-    p = PurePosixPath(path)
-    named = p.name == "conftest.py" or fnmatch(p.name, "test_*.py") or fnmatch(p.name, "*_test.py")
-    return named or bool({"tests", "test"} & set(p.parts[:-1]))
-
-
-def changes(case: Case) -> list[tuple[str, str | None, str | None]]:
-    return [(path, old, new) for path, (old, new) in case.files.items()]
+from tests.support.tamper_corpus import HACKS, HONEST, changes, is_test
 
 
 def ratio(part: int, whole: int) -> str:
