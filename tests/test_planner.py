@@ -48,7 +48,7 @@ def test_everything_behind_a_failing_run_is_cut_but_the_failing_one_waits_its_tu
 
 
 def test_a_passing_head_lands_before_anything_behind_a_failure_is_cut() -> None:
-    # (found by bench/fleet.py: cutting first, then refilling behind the failure, never landed the head)
+    # (found by `python -m bench.fleet`: cutting first, then refilling behind the failure, never landed the head)
     assert decide([Slot(1, "pass"), Slot(2, "fail"), Slot(3), Slot(4)]) == Decision("land", 0)
     assert decide([Slot(2, "fail"), Slot(3), Slot(4)]) == Decision("cut", 1)
     assert decide([Slot(2, "fail")]) == Decision("judge_head")

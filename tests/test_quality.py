@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -46,3 +47,27 @@ def test_every_module_and_benchmark_is_at_most_400_lines() -> None:
     long = {str(p.relative_to(ROOT)): n for p in files
             if (n := len(p.read_text().splitlines())) > MAX_LINES and str(p.relative_to(ROOT)) not in EXEMPT}
     assert long == {}, f"over {MAX_LINES} lines (split by job): {long}"
+
+
+def test_benchmarks_live_in_topic_packages() -> None:
+    """``bench/`` holds one package per topic (``bench/__init__.py`` lists them), no loose benchmark files."""
+    assert [p.name for p in (ROOT / "bench").glob("*.py")] == ["__init__.py"]
+    topics = [d for d in (ROOT / "bench").iterdir() if d.is_dir() and not d.name.startswith(("_", "."))]
+    assert len(topics) >= 5 and all((d / "__init__.py").is_file() for d in topics)
+
+
+def test_every_benchmark_the_docs_name_exists() -> None:
+    """A benchmark cited in the README, docs/ or the code, as ``python -m bench.<topic>[.<name>]`` or as a file under
+    ``bench/``, is there (the CHANGELOG and the migrations keep old paths: they are history)."""
+    texts = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
+             *(p for top in ("bench", "mergebot", "verifier", "tests") for p in (ROOT / top).rglob("*.py"))]
+    text = "\n".join(p.read_text() for p in texts)
+    commands = set(re.findall(r"python -m (bench(?:\.\w+)+)", text))
+    files = set(re.findall(r"(?<![\w/.])(bench/[\w/]+\.py)", text))
+    assert len(commands) > 10 and files  # the scan saw them
+
+    def runs(module: str) -> bool:
+        path = ROOT.joinpath(*module.split("."))
+        return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
+
+    assert sorted(m for m in commands if not runs(m)) + sorted(f for f in files if not (ROOT / f).is_file()) == []

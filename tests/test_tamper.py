@@ -3,25 +3,12 @@ honest change flagged, only what a change adds, the cap, files that do not parse
 
 from __future__ import annotations
 
-from fnmatch import fnmatch
-from pathlib import PurePosixPath
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mergebot.landing.tamper import MAX_BYTES, MAX_FINDINGS, RULES, TEXT_CHARS, Finding, scan
-from tests.support.tamper_corpus import HACKS, HONEST, MARK, Case
-
-
-def is_test(path: str) -> bool:
-    p = PurePosixPath(path)
-    named = p.name == "conftest.py" or fnmatch(p.name, "test_*.py") or fnmatch(p.name, "*_test.py")
-    return named or bool({"tests", "test"} & set(p.parts[:-1]))
-
-
-def changes(case: Case) -> list[tuple[str, str | None, str | None]]:
-    return [(path, old, new) for path, (old, new) in case.files.items()]
+from tests.support.tamper_corpus import HACKS, HONEST, MARK, Case, changes, is_test
 
 
 def one(text: str, old: str | None = None, path: str = "calc.py") -> list[Finding]:

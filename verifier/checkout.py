@@ -26,7 +26,7 @@ The rules:
   tree check for a moved slot: tree/ held the old tree exactly (it was proven when the slot was created and
   after every run since, see below), and every path where the two trees differ now holds the new tree's
   content, so tree/ is the new tree. It costs a write and a hash per *changed* file and nothing per unchanged
-  one, where ``checkout_tree`` and ``status`` each stat every path (``bench/verifier.py`` times both ways).
+  one, where ``checkout_tree`` and ``status`` each stat every path (``python -m bench.verifier`` times both ways).
   Files are replaced by unlinking and creating them, never by truncating or renaming over them, which on ext4
   makes the next rewrite of the same file wait for the disk. The slot's HEAD and index are left as the
   creation wrote them: ``state.json`` is what says which tree tree/ holds.

@@ -20,7 +20,7 @@ _bearer = HTTPBearer(auto_error=False, description="The agent's token, shown onc
 
 # These are ``async def`` on purpose, though they never await: FastAPI runs a plain ``def`` dependency in its
 # thread pool, which costs every request a hop to a worker thread and back (seen with py-spy under
-# bench/load.py; on a busy machine each hop also waits for the OS to schedule that thread).
+# `python -m bench.load`; on a busy machine each hop also waits for the OS to schedule that thread).
 async def get_services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services

@@ -209,7 +209,7 @@ RETURNING *;
 -- name: subtask_heartbeat
 -- The one write that does not wait for its WAL flush (synchronous_commit off for this transaction only): a
 -- heartbeat lost in a crash costs at most one heartbeat interval of lease, and every agent sends one every few
--- seconds, so under load waiting for the disk was most of their latency (bench/load.py). Claims, submits and
+-- seconds, so under load waiting for the disk was most of their latency (`python -m bench.load`). Claims, submits and
 -- releases still wait: losing one after its answer could hand one claim version to two agents.
 WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
 UPDATE subtasks

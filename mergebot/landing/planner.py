@@ -26,7 +26,8 @@ The rules, in order (``decide``):
      its last), speculating behind a guess throws its runs away as often as not. The whole stretch leaves the
      chain instead and each of its candidates is judged apart, on main alone, while the window fills on with the
      queue: the culprit is rejected on its own run, the others go back to the queue as having passed
-     (``PROVEN``) and land in a later batch. ``bench/window_model.py`` measures the three against each other;
+     (``PROVEN``) and land in a later batch. ``python -m bench.fleet.window_model`` measures the three against
+     each other;
   5. otherwise wait. A tail without a checkpoint gets one (the executor never leaves slots uncovered).
 The window adapts like Zuul's: one wider after a landing, halved after a failure, never below the floor. The
 floor follows the measured failure rate p: the deepest slot k whose run is still more likely to land than to be
@@ -75,7 +76,7 @@ class Decision:
 def decide(slots: Sequence[Slot], free: int = 1, clear_share: float = CLEAR_SHARE) -> Decision:
     """The next step for a window (see the module's rules), with ``free`` verifier runs to spare for a bisection;
     ``clear_share``: the share of a failed stretch's mass its suspect must exceed to be left out (rule 4a; at 0 a
-    suspect is always left out, at 1 never: ``bench/window_model.py`` compares them).
+    suspect is always left out, at 1 never: ``python -m bench.fleet.window_model`` compares them).
     Landing a passing unit comes before cutting behind a failure further back: its landing does not depend on
     anything behind it, and it must never wait."""
     for i, slot in enumerate(slots):

@@ -22,7 +22,7 @@ The estimate, in log-odds (``estimate``):
   4. plus half the difference between the log-odds of the failure rate of the paths it touches (its recent
      candidates on any of them, smoothed towards the prior) and the prior's, once ``PATH_MIN`` of them exist.
 The result is kept within [``LOW``, ``HIGH``]: no change is certain to pass or to fail. The weights are fixed
-here and checked against what happened: ``bench/fleet.py`` prints predicted against observed failure rates by
+here and checked against what happened: ``python -m bench.fleet`` prints predicted against observed failure rates by
 decile (calibration).
 
 Only failures of the change's own check count (a failing check, a timeout, a limit, weakened or edited tests, a

@@ -1,4 +1,4 @@
-"""A task tree shaped like the seeds' 1,000-agent run, for screenshots, browser tests and ``bench/pages.py``.
+"""A task tree shaped like the seeds' 1,000-agent run, for screenshots, browser tests and ``python -m bench.pages``.
 
 Pure and deterministic (from ``seed``). ``n`` nodes exactly ``depth`` levels deep: one root, ``groups``
 directions under it, one chain down to full depth (so the deepest level exists), the rest attached under

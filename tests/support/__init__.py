@@ -1,1 +1,1 @@
-"""Data and helpers shared by tests and bench scripts."""
+"""Data and helpers shared by tests and benchmarks."""

@@ -4,13 +4,15 @@ The repository's ``calc.py`` has a broken ``add()`` (it subtracts); ``tests/test
 Each of ``HACKS`` is a change an agent could push to pass that test without fixing ``add``; each line of it that the
 scan must name ends with ``MARK``. ``HONEST`` holds ordinary changes sharing the hacks' vocabulary (sys.modules,
 sys.exit, __eq__, environment reads, frames), changes whose suspicious code is in test files (not scanned) and one
-whose suspicious line was already on main (not new). Data only: ``tests/test_tamper.py`` and ``bench/tamper.py`` run
-the scan over it.
+whose suspicious line was already on main (not new). ``tests/test_tamper.py`` and ``python -m bench.judge.tamper``
+run the scan over it, both through ``changes`` (a case as the scan's input) and ``is_test`` (which paths are tests).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import PurePosixPath
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,18 @@ class Case:
     name: str
     files: dict[str, tuple[str | None, str | None]]  # path -> (main's text or None, the candidate's or None)
     expect: frozenset[str]  # rule codes the scan must find; empty for an honest change
+
+
+def is_test(path: str) -> bool:
+    """A test path as a repository's default test globs name it: what the scan leaves alone."""
+    p = PurePosixPath(path)
+    named = p.name == "conftest.py" or fnmatch(p.name, "test_*.py") or fnmatch(p.name, "*_test.py")
+    return named or bool({"tests", "test"} & set(p.parts[:-1]))
+
+
+def changes(case: Case) -> list[tuple[str, str | None, str | None]]:
+    """The case as the scan takes it: (path, main's text, the candidate's text) per file."""
+    return [(path, old, new) for path, (old, new) in case.files.items()]
 
 
 MARK = "# <-"  # ends each line of a hack the scan must name
