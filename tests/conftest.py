@@ -12,8 +12,8 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
-from tests.bot import BotProcess, Fleet, check_command, git, make_project, stop_keepers
-from tests.pg import Server, available_servers, with_db
+from tests.support.bot import BotProcess, Fleet, check_command, git, make_project, stop_keepers
+from tests.support.pg import Server, available_servers, with_db
 
 SERVERS = available_servers()
 SERIAL_ENV = {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_BATCH_SIZE": "1"}

@@ -21,7 +21,7 @@ from mergebot.forge.client import (
     client_for,
     post_with_retry,
 )
-from tests.forge_standin import (
+from tests.support.forge_standin import (
     COMBINED_STATUS,
     CREATE_STATUS,
     LIST_STATUSES,

@@ -31,8 +31,8 @@ from mergebot.db.database import Database
 from mergebot.forge.client import GitHubClient
 from mergebot.landing.repos import add_repo, forge_settings, repos_root, set_rules
 from mergebot.models import Handle
-from tests.bot import BotProcess, check_command, commit, forge_remote, git, make_project
-from tests.forge_standin import ForgeStandin, PostedStatus
+from tests.support.bot import BotProcess, check_command, commit, forge_remote, git, make_project
+from tests.support.forge_standin import ForgeStandin, PostedStatus
 
 PAYLOADS = Path(__file__).parent / "forge_payloads"
 SECRET = "webhook-secret-for-tests"

@@ -23,8 +23,8 @@ import pytest
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from tests.bot import BotProcess, check_command, commit, forge_remote, git, make_project
-from tests.forge_standin import ForgeStandin
+from tests.support.bot import BotProcess, check_command, commit, forge_remote, git, make_project
+from tests.support.forge_standin import ForgeStandin
 from tests.test_forge_e2e import SECRET, TOKEN, ZERO, ForgeFleet
 
 COMMON = {"MERGEBOT_VERIFIER_SANDBOX": "none", "MERGEBOT_JOB_LEASE_SECONDS": "2",

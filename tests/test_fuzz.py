@@ -60,7 +60,7 @@ from mergebot.landing.checks import (
 from mergebot.landing.prereceive import parse_updates
 from mergebot.models import Agent, Owner
 from mergebot.settings import Settings
-from tests.bot import BotProcess
+from tests.support.bot import BotProcess
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 HTTP = settings(max_examples=40, deadline=None,

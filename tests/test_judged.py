@@ -19,7 +19,7 @@ import pygit2
 
 from mergebot import agent
 from mergebot.auth import Role
-from tests.bot import Fleet, check_command, commit, git
+from tests.support.bot import Fleet, check_command, commit, git
 
 BROKEN = {"calc.py": "def add(a, b):\n    return a - b\n"}
 MORE = ("from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n\n\n"

@@ -28,7 +28,7 @@ from mergebot.settings import Settings
 from mergebot.tree import Node, plan
 from mergebot.web import live, present, session
 from mergebot.web.sample import seeds_tree
-from tests.bot import BotProcess, make_project
+from tests.support.bot import BotProcess, make_project
 
 BASE = "http://testserver"
 SHA = "a" * 40

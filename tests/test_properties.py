@@ -55,7 +55,7 @@ from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, InvalidTransition
 from mergebot.models import Handle, Landing, Subtask
 from mergebot.settings import Settings
-from tests.pg import Server, with_db
+from tests.support.pg import Server, with_db
 
 T = TypeVar("T")
 

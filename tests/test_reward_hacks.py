@@ -19,7 +19,7 @@ import pytest
 
 from mergebot import agent
 from mergebot.auth import Role
-from tests.bot import Fleet, check_command, commit
+from tests.support.bot import Fleet, check_command, commit
 from tests.test_judged import BROKEN, cli, push
 from verifier import sandbox as sb
 

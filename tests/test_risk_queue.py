@@ -18,8 +18,8 @@ import httpx
 import pygit2
 
 from mergebot.auth import Role
-from tests.bot import Fleet, commit, git
 from tests.conftest import SERIAL_ENV
+from tests.support.bot import Fleet, commit, git
 from tests.test_judged import candidate_page
 from tests.test_speculation import wait_for
 

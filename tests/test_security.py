@@ -51,7 +51,7 @@ from mergebot.forge.sansio import MAX_BODY_BYTES
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
 from mergebot.web import session as web_session
-from tests.bot import Fleet, commit, git, make_project
+from tests.support.bot import Fleet, commit, git, make_project
 
 PACKAGE = Path(mergebot.__file__).parent
 ROOT = PACKAGE.parent

@@ -12,7 +12,7 @@ import time
 import pygit2
 
 from mergebot.auth import Role
-from tests.bot import Fleet, commit, git
+from tests.support.bot import Fleet, commit, git
 
 
 async def wait_for(fleet: Fleet, ids: list[int], statuses: set[str], timeout: float = 120) -> None:

@@ -16,7 +16,7 @@ from mergebot.client import Client
 from mergebot.landing.repos import repos_root
 from mergebot.models import Subtask
 from mergebot.verify.worker import private_paths, psycopg_host
-from tests.bot import Fleet, check_command, commit, git, until
+from tests.support.bot import Fleet, check_command, commit, git, until
 
 
 async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object], tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push, Violation
 from mergebot.drill.scenarios import Drill
 from mergebot.landing.repos import add_repo, repos_root
-from tests.bot import BotProcess, make_project
+from tests.support.bot import BotProcess, make_project
 
 QUICK_CHECK = "test -f calc.py && test -f tests/test_calc.py"
 

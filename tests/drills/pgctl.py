@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from mergebot.db.migrate import migrate
-from tests.pg import PG15_BIN, with_db
+from tests.support.pg import PG15_BIN, with_db
 
 
 def _bin_dir() -> Path:

@@ -23,9 +23,9 @@ from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
 from mergebot.settings import Settings
 from tests.drills.conftest import drill_seed, make_rig
-from tests.pg import PG15_BIN, available_servers
-from tests.pooler import need
-from tests.standby import Pair
+from tests.support.pg import PG15_BIN, available_servers
+from tests.support.pooler import need
+from tests.support.standby import Pair
 
 
 @pytest.fixture

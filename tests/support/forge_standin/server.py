@@ -49,7 +49,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-SUBSET_PATH = Path(__file__).with_name("forge_openapi") / "github_subset.json"
+SUBSET_PATH = Path(__file__).parents[2] / "forge_openapi" / "github_subset.json"
 GITHUB_STATES = ("error", "failure", "pending", "success")
 GITEA_STATES = ("pending", "success", "error", "failure", "warning")
 GITHUB_DESCRIPTION_LIMIT = 140
