@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
+from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
@@ -104,6 +106,13 @@ async def db(db_url: str, settings: Settings) -> AsyncIterator[Database]:
         yield database
     finally:
         await database.close()
+
+
+@pytest.fixture
+def app_client(settings: Settings) -> Iterator[TestClient]:
+    """The app in-process on a fresh database (each available server), without recovery or the queue."""
+    with TestClient(create_app(settings, run_recovery=False, run_queue=False)) as client:
+        yield client
 
 
 @pytest.fixture
