@@ -1,6 +1,7 @@
-"""Webhook redelivery storms in forge mode (the GitHub stand-in of tests/forge_standin.py, a bare repository as the
-forge's git remote, signed deliveries): the same delivery 50 times at once lands once; the same push announced
-under 50 different delivery ids at once is queued once; replaying the storm after the landing changes nothing.
+"""Webhook redelivery storms in forge mode (the GitHub stand-in of tests/support/forge_standin/, a bare repository
+as the forge's git remote, signed deliveries): the same delivery 50 times at once lands once; the same push
+announced under 50 different delivery ids at once is queued once; replaying the storm after the landing changes
+nothing.
 Then the invariant check, through the bot's mirror of the forge repository."""
 
 from __future__ import annotations
