@@ -16,6 +16,7 @@ from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
 from tests.support.bot import BotProcess, Fleet, check_command, git, make_project, stop_keepers
 from tests.support.pg import Server, available_servers, with_db
+from tests.support.security import ROLES, Api
 
 SERVERS = available_servers()
 SERIAL_ENV = {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_BATCH_SIZE": "1"}
@@ -113,6 +114,17 @@ def app_client(settings: Settings) -> Iterator[TestClient]:
     """The app in-process on a fresh database (each available server), without recovery or the queue."""
     with TestClient(create_app(settings, run_recovery=False, run_queue=False)) as client:
         yield client
+
+
+@pytest.fixture
+async def roles_api(db: Database, settings: Settings) -> AsyncIterator[Api]:
+    """The app in-process with one agent of each role (``tests.support.security.ROLES``), bodies capped at 64 KiB."""
+    settings.max_body_bytes = 64 * 1024
+    tokens = {}
+    for name, role in ROLES:
+        _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+    with TestClient(create_app(settings, run_recovery=False, run_queue=False)) as client:
+        yield Api(client, tokens)
 
 
 @pytest.fixture
