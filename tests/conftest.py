@@ -12,9 +12,11 @@ from fastapi.testclient import TestClient
 from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.repos import add_repo, forge_settings, repos_root
 from mergebot.settings import Settings
-from tests.support.bot import BotProcess, Fleet, check_command, git, make_project, stop_keepers
+from tests.support.bot import BotProcess, Fleet, check_command, forge_remote, git, make_project, stop_keepers
+from tests.support.forge_fleet import SECRET, TOKEN, ForgeFleet
+from tests.support.forge_standin import ForgeStandin
 from tests.support.pg import Server, available_servers, with_db
 from tests.support.security import ROLES, Api
 
@@ -142,6 +144,35 @@ async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
     finally:
         stop_keepers(tmp_path / "work")
         bot.stop()
+
+
+@pytest.fixture
+async def forge_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ForgeFleet]:
+    """A bot in forge mode on the GitHub stand-in (``tests.support.forge_fleet``): repository ``calc``, agents ann
+    (GitHub login Ann-GH linked) and bob."""
+    db = e2e_db
+    remote = forge_remote(make_project(tmp_path / "src"), tmp_path / "forge" / "calc.git")
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITEA_TOKEN", TOKEN)
+    monkeypatch.setenv("MERGEBOT_WEBHOOK_SECRET", SECRET)
+    agents = {}
+    for name in ("ann", "bob"):
+        a, _ = await db.agents.add_agent(name=name, role=Role.AGENT)
+        agents[name] = a.id
+    await db.forge.link(forge="github", login="Ann-GH", agent_id=agents["ann"])
+    with ForgeStandin(token=TOKEN, bare_repo=remote) as forge:
+        data = tmp_path / "data"
+        await add_repo(db, repos_root(data), name="calc", source=None, verifier_command=check_command(),
+                       verifier_timeout_s=60, protected_paths=["ci/"],
+                       forge=forge_settings("github", "acme/calc", api_url=forge.url, git_url=str(remote)))
+        bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=TOKEN, GITEA_TOKEN=TOKEN,
+                         MERGEBOT_WEBHOOK_SECRET=SECRET).start()
+        (tmp_path / "work").mkdir()
+        try:
+            yield ForgeFleet(bot, db, forge, remote, tmp_path / "work", agents)
+        finally:
+            bot.stop()
 
 
 @pytest.fixture

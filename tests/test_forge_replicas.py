@@ -24,8 +24,8 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
 from tests.support.bot import BotProcess, check_command, commit, forge_remote, git, make_project
+from tests.support.forge_fleet import SECRET, TOKEN, ZERO, ForgeFleet
 from tests.support.forge_standin import ForgeStandin
-from tests.test_forge_e2e import SECRET, TOKEN, ZERO, ForgeFleet
 
 COMMON = {"MERGEBOT_VERIFIER_SANDBOX": "none", "MERGEBOT_JOB_LEASE_SECONDS": "2",
           "MERGEBOT_RECOVERY_GRACE_SECONDS": "0", "GITHUB_TOKEN": TOKEN, "MERGEBOT_WEBHOOK_SECRET": SECRET}
