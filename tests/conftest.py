@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -19,6 +20,7 @@ from tests.support.forge_fleet import SECRET, TOKEN, ForgeFleet
 from tests.support.forge_standin import ForgeStandin
 from tests.support.pg import Server, available_servers, with_db
 from tests.support.security import ROLES, Api
+from tests.support.site import BASE, SHA, Site
 
 SERVERS = available_servers()
 SERIAL_ENV = {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_BATCH_SIZE": "1"}
@@ -127,6 +129,23 @@ async def roles_api(db: Database, settings: Settings) -> AsyncIterator[Api]:
         _, tokens[name] = await db.agents.add_agent(name=name, role=role)
     with TestClient(create_app(settings, run_recovery=False, run_queue=False)) as client:
         yield Api(client, tokens)
+
+
+@pytest.fixture
+async def site(settings: Settings) -> AsyncIterator[Site]:
+    """The pages in process (``tests.support.site``): agents root, lead, ann, bob, rita; repository ``app``."""
+    app = create_app(settings, run_recovery=False, run_queue=False)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            s = Site(app, client, app.state.services.db)
+            for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
+                               ("rita", Role.REVIEWER)):
+                s.agents[name], s.tokens[name] = await s.db.agents.add_agent(name=name, role=role)
+            await s.db.landing.create_repo(name="app", target_branch="main", verifier_command="pytest -q",
+                                           verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
+                                           max_file_bytes=1 << 20, root_sha=SHA)
+            yield s
 
 
 @pytest.fixture
