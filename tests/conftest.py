@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,19 +28,26 @@ SERVERS = available_servers()
 SERIAL_ENV = {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_BATCH_SIZE": "1"}
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _clean_git_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    # Like pygit2's own tests: no global or system git configuration leaks into ours.
-    home = tmp_path_factory.mktemp("home")
-    old = {k: os.environ.get(k) for k in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "HOME")}
-    os.environ["GIT_CONFIG_GLOBAL"] = str(home / "gitconfig")
-    os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+@contextlib.contextmanager
+def environ_restored(*names: str) -> Iterator[None]:
+    """Whatever is done to these environment variables inside, they are as they were after."""
+    old = {k: os.environ.get(k) for k in names}
     yield
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _clean_git_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # Like pygit2's own tests: no global or system git configuration leaks into ours.
+    home = tmp_path_factory.mktemp("home")
+    with environ_restored("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "HOME"):
+        os.environ["GIT_CONFIG_GLOBAL"] = str(home / "gitconfig")
+        os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+        yield
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -46,14 +55,9 @@ def _serial_queue_unless_said() -> Iterator[None]:
     """Most tests were written for the serial queue and check its steps run by run; a new server's defaults are a
     window as wide as its verifier slots with risk-aware batches. Tests of speculation, batches and the defaults
     say what they want (a server's environment, ``DEFAULTS_ENV`` to clear these)."""
-    old = {k: os.environ.get(k) for k in SERIAL_ENV}
-    os.environ.update(SERIAL_ENV)
-    yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with environ_restored(*SERIAL_ENV):
+        os.environ.update(SERIAL_ENV)
+        yield
 
 
 _servers: dict[str, Server] = {}
@@ -103,14 +107,21 @@ def settings(db_url: str, tmp_path: Any) -> Settings:
                     recovery_grace_seconds=0, pool_max_size=40)
 
 
-@pytest.fixture
-async def db(db_url: str, settings: Settings) -> AsyncIterator[Database]:
-    """The stores on a fresh database (``mergebot.db.database.Database``), as the server composes them."""
-    database = await Database.connect(db_url, settings, statement_timeout_ms=5000)
+@contextlib.asynccontextmanager
+async def connected(url: str, settings: Settings) -> AsyncIterator[Database]:
+    """The stores on ``url`` (``mergebot.db.database.Database``), as the server composes them; closed after."""
+    database = await Database.connect(url, settings, statement_timeout_ms=5000)
     try:
         yield database
     finally:
         await database.close()
+
+
+@pytest.fixture
+async def db(db_url: str, settings: Settings) -> AsyncIterator[Database]:
+    """The stores on a fresh database, on each available server."""
+    async with connected(db_url, settings) as database:
+        yield database
 
 
 @pytest.fixture
@@ -195,6 +206,16 @@ async def forge_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
 
 
 @pytest.fixture
+def var_tmp() -> Iterator[Path]:
+    """A directory outside /tmp (a sandboxed run has a private /tmp, so paths under it prove nothing)."""
+    where = Path(tempfile.mkdtemp(prefix="mb-var-tmp-", dir="/var/tmp"))
+    try:
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture
 def e2e_db_url(servers: dict[str, Server]) -> Iterator[str]:
     """End-to-end tests run on one server (the embedded one, or the external one given); the stores' SQL is
     covered on every server by the store tests."""
@@ -205,11 +226,8 @@ def e2e_db_url(servers: dict[str, Server]) -> Iterator[str]:
 @pytest.fixture
 async def e2e_db(e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Database]:
     settings = Settings(database_url=e2e_db_url, data_dir=tmp_path / "data", lease_seconds=60)
-    database = await Database.connect(e2e_db_url, settings, statement_timeout_ms=5000)
-    try:
+    async with connected(e2e_db_url, settings) as database:
         yield database
-    finally:
-        await database.close()
 
 
 @pytest.fixture
