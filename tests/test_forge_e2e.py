@@ -32,15 +32,12 @@ from tests.support.webhooks import PAYLOADS
 
 async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
-    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="subtract")
-    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
-    assert claim is not None and claim.id == sub.id
+    claim = await f.claimed("subtract")
     before = f.forge_main()
     wt = f.clone("ann")
-    sha = commit(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"})
-    branch = f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
-    git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
-    f.forge.add_pull("acme", "calc", 7, f"subtasks/{sub.id}/v{claim.claim_version}", sha, "main")
+    branch = f"refs/heads/subtasks/{claim.id}/v{claim.claim_version}"
+    sha = f.push(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"}, branch)
+    f.forge.add_pull("acme", "calc", 7, f"subtasks/{claim.id}/v{claim.claim_version}", sha, "main")
     client = GitHubClient(TOKEN, base_url=f.forge.url)
     assert not client.pull_merged("acme/calc", 7)
 
@@ -59,13 +56,13 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     assert statuses[0].state == "pending" and statuses[-1].context == "mergebot"
     assert "/ui/candidates/" in (statuses[-1].target_url or "")  # the candidate's page
 
-    landed = (await f.db.landing.landed(subtask_id=sub.id))[0]
+    landed = (await f.db.landing.landed(subtask_id=claim.id))[0]
     assert f.forge_main() == landed.merged_sha and landed.base_sha == before
     assert landed.candidate_sha == sha and landed.verifier_result == "pass"
     assert git(["merge-base", "--is-ancestor", sha, "refs/heads/main"], f.remote, check=False).returncode == 0
     assert (statuses[-1].description or "").startswith(f"landed as {landed.merged_sha[:12]}")
     assert client.pull_merged("acme/calc", 7)  # pushing the merge onto main is what closes the PR as merged
-    assert (await f.db.subtasks.get_subtask(sub.id)).status == "landed"
+    assert (await f.db.subtasks.get_subtask(claim.id)).status == "landed"
 
     # The same delivery again: answered, nothing done twice.
     posted = len(f.forge.statuses(sha))
@@ -73,11 +70,11 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     assert again.status_code == 200 and again.json()["duplicate"] is True
     # The pull request's own event announces the same commit: acknowledged, nothing queued twice.
     pr = pull_request("github_pull_request_synchronize.json", repo="acme/calc", number=7,
-                      head_ref=f"subtasks/{sub.id}/v{claim.claim_version}", sha=sha, sender="ann-gh")
+                      head_ref=f"subtasks/{claim.id}/v{claim.claim_version}", sha=sha, sender="ann-gh")
     other = f.deliver(branch, ZERO, sha, "ann-gh", body=json.dumps(pr).encode(), event="pull_request")
     assert other.status_code == 202 and "already" in other.json()["outcome"], other.text
     time.sleep(1.0)
-    assert len(await f.db.landing.landed(subtask_id=sub.id)) == 1
+    assert len(await f.db.landing.landed(subtask_id=claim.id)) == 1
     assert len(f.forge.statuses(sha)) == posted
     assert f.forge_main() == landed.merged_sha
 
@@ -86,19 +83,17 @@ async def test_a_landing_that_edits_a_test_names_it_on_the_forge(forge_fleet: Fo
     """A change that edits an existing test lands under ``--old-tests flag`` (the default), and the commit status a
     person reads on the pull request names the test, as the landed record does."""
     f = forge_fleet
-    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="a stricter test")
-    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
-    assert claim is not None and claim.id == sub.id
+    claim = await f.claimed("a stricter test")
     wt = f.clone("ann")
     sha = commit(wt, {"tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n"
                                             "    assert add(2, 2) == 4 and add(1, 2) == 3\n"})
-    branch = f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
+    branch = f"refs/heads/subtasks/{claim.id}/v{claim.claim_version}"
     git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
     r = f.deliver(branch, ZERO, sha, "ann-gh")
     assert r.status_code == 202, r.text
     statuses = f.wait_status(sha, final)
     assert statuses[-1].state == "success", statuses
-    landed = (await f.db.landing.landed(subtask_id=sub.id))[0]
+    landed = (await f.db.landing.landed(subtask_id=claim.id))[0]
     assert landed.tests_changed == ["tests/test_calc.py::test_add"]
     assert (statuses[-1].description or "") == (f"landed as {landed.merged_sha[:12]}; "
                                                   "edits existing tests: tests/test_calc.py::test_add")
@@ -106,13 +101,10 @@ async def test_a_landing_that_edits_a_test_names_it_on_the_forge(forge_fleet: Fo
 
 async def test_a_form_encoded_delivery_lands_like_its_json_twin(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
-    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="multiply")
-    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
-    assert claim is not None and claim.id == sub.id
+    claim = await f.claimed("multiply")
     wt = f.clone("ann")
-    sha = commit(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"})
-    branch = f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
-    git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
+    branch = f"refs/heads/subtasks/{claim.id}/v{claim.claim_version}"
+    sha = f.push(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"}, branch)
 
     # A text/plain body (signed correctly) is refused before anything is recorded.
     body = (PAYLOADS / "github_push_branch_update.json").read_bytes()
@@ -126,7 +118,7 @@ async def test_a_form_encoded_delivery_lands_like_its_json_twin(forge_fleet: For
     r = f.deliver(branch, ZERO, sha, "ann-gh", delivery="form-1", form=True)
     assert r.status_code == 202 and "queued as candidate" in r.json()["outcome"], r.text
     assert f.wait_status(sha, final)[-1].state == "success"
-    landed = (await f.db.landing.landed(subtask_id=sub.id))[0]
+    landed = (await f.db.landing.landed(subtask_id=claim.id))[0]
     assert landed.candidate_sha == sha and f.forge_main() == landed.merged_sha
     again = f.deliver(branch, ZERO, sha, "ann-gh", delivery="form-1", form=True)  # redelivered: nothing twice
     assert again.status_code == 200 and again.json()["duplicate"] is True
@@ -142,41 +134,29 @@ async def test_unmapped_stale_and_failing_each_end_in_failure_with_the_reason(fo
     assert c1 is not None and c2 is not None and (c1.id, c2.id) == (s1.id, s2.id)
     start = f.forge_main()
 
-    # bob's login is not linked to his agent: recorded, a failure status, never landed
-    bob = f.clone("bob")
-    bob_sha = commit(bob, {"b.txt": "b\n"})
-    bob_ref = f"refs/heads/subtasks/{s2.id}/v1"
-    git(["push", "-q", "origin", f"HEAD:{bob_ref}"], bob)
-    r = f.deliver(bob_ref, ZERO, bob_sha, "bob-gh")
-    assert r.status_code == 202 and "not linked" in r.json()["outcome"]
-    st = f.wait_status(bob_sha, final)
-    assert st[-1].state == "failure" and "'bob-gh' is not linked to a Mergebot agent" in (st[-1].description or "")
+    def ends_in_failure(wt: Path, files: dict[str, str], ref: str, sender: str, outcome: str, reason: str) -> None:
+        """Pushed and delivered: the delivery's outcome says ``outcome``, the final status is a failure that says
+        ``reason``."""
+        sha = f.push(wt, files, ref)
+        r = f.deliver(ref, ZERO, sha, sender)
+        assert r.status_code == 202 and outcome in r.json()["outcome"], r.text
+        st = f.wait_status(sha, final)
+        assert st[-1].state == "failure" and reason in (st[-1].description or ""), st
 
+    # bob's login is not linked to his agent: recorded, a failure status, never landed
+    ends_in_failure(f.clone("bob"), {"b.txt": "b\n"}, f"refs/heads/subtasks/{s2.id}/v1", "bob-gh", "not linked",
+                    "'bob-gh' is not linked to a Mergebot agent")
     # ann pushes for a claim version she does not hold
     ann = f.clone("ann")
-    stale_sha = commit(ann, {"a.txt": "a\n"})
-    stale_ref = f"refs/heads/subtasks/{s1.id}/v9"
-    git(["push", "-q", "origin", f"HEAD:{stale_ref}"], ann)
-    r = f.deliver(stale_ref, ZERO, stale_sha, "ann-gh")
-    assert r.status_code == 202 and "refused" in r.json()["outcome"]
-    st = f.wait_status(stale_sha, final)
-    assert st[-1].state == "failure" and "does not exist" in (st[-1].description or ""), st
-
+    ends_in_failure(ann, {"a.txt": "a\n"}, f"refs/heads/subtasks/{s1.id}/v9", "ann-gh", "refused", "does not exist")
     # ann's real branch, with a change that breaks the suite
-    bad = commit(ann, {"calc.py": "def add(a, b):\n    return a - b\n"})
-    ref = f"refs/heads/subtasks/{s1.id}/v1"
-    git(["push", "-q", "origin", f"HEAD:{ref}"], ann)
-    r = f.deliver(ref, ZERO, bad, "ann-gh")
-    assert r.status_code == 202 and "queued" in r.json()["outcome"]
-    st = f.wait_status(bad, final)
-    assert st[-1].state == "failure" and "gave fail" in (st[-1].description or ""), st
+    ends_in_failure(ann, {"calc.py": "def add(a, b):\n    return a - b\n"}, f"refs/heads/subtasks/{s1.id}/v1",
+                    "ann-gh", "queued", "gave fail")
 
     assert f.forge_main() == start
     assert await f.db.landing.landed() == []
     assert (await f.db.subtasks.get_subtask(s1.id)).status == "running"  # back to its owner with the reason
     assert (await f.db.subtasks.get_subtask(s2.id)).status == "running"
-
-
 
 
 async def test_cli_adds_a_github_repository_and_links_a_login(e2e_db: Database, e2e_db_url: str,
@@ -210,21 +190,17 @@ async def test_cli_adds_a_github_repository_and_links_a_login(e2e_db: Database, 
     assert await e2e_db.forge.agent_for(forge="gitea", login="ann-gh") is None
 
 
-
 async def test_a_reclaimed_owner_push_is_refused_with_a_failure(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
-    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="reclaimed")
-    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
-    assert claim is not None
+    claim = await f.claimed("reclaimed")
     await f.db.subtasks.release(agent_id=f.agents["ann"], handle=Handle(claim.id, claim.claim_version))
     again = await f.db.subtasks.claim(agent_id=f.agents["bob"])
     assert again is not None and again.claim_version == 2
     wt = f.clone("ann")
-    sha = commit(wt, {"late.txt": "ann was too slow\n"})
-    ref = f"refs/heads/subtasks/{sub.id}/v1"
-    git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
+    ref = f"refs/heads/subtasks/{claim.id}/v1"
+    sha = f.push(wt, {"late.txt": "ann was too slow\n"}, ref)
     r = f.deliver(ref, ZERO, sha, "ann-gh")
     assert r.status_code == 202 and "refused" in r.json()["outcome"], r.text
     st = f.wait_status(sha, final)
     assert st[-1].state == "failure" and "claim version" in (st[-1].description or ""), st
-    assert await f.db.landing.landed() == [] and (await f.db.subtasks.get_subtask(sub.id)).owner_id == f.agents["bob"]
+    assert await f.db.landing.landed() == [] and (await f.db.subtasks.get_subtask(claim.id)).owner_id == f.agents["bob"]

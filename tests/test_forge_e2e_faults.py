@@ -73,13 +73,10 @@ async def test_bad_deliveries_change_nothing(forge_fleet: ForgeFleet) -> None:
 
 async def test_statuses_survive_forge_outages_and_failed_deliveries_are_redone(forge_fleet: ForgeFleet) -> None:
     f = forge_fleet
-    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="docs")
-    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
-    assert claim is not None
+    claim = await f.claimed("docs")
     wt = f.clone("ann")
-    sha = commit(wt, {"README": "docs\n"})
-    ref = f"refs/heads/subtasks/{sub.id}/v1"
-    git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
+    ref = f"refs/heads/subtasks/{claim.id}/v1"
+    sha = f.push(wt, {"README": "docs\n"}, ref)
     # The forge's git remote is away: the delivery fails with 5xx and is recorded as failed ...
     away = f.remote.with_name("away.git")
     f.remote.rename(away)
@@ -88,7 +85,7 @@ async def test_statuses_survive_forge_outages_and_failed_deliveries_are_redone(f
     assert r.status_code == 502, r.text
     failed = [d for d in await f.db.forge.deliveries() if d.delivery_id == "flaky-delivery"]
     assert failed[0].status == "failed" and failed[0].http_status == 502
-    assert f.forge.statuses(sha) == [] and await f.db.landing.candidates(subtask_id=sub.id) == []
+    assert f.forge.statuses(sha) == [] and await f.db.landing.candidates(subtask_id=claim.id) == []
     # ... and the forge's redelivery of the same id is processed. Its API then fails 4 times in a row: the
     # status is retried in place, then from the outbox with a backoff, and arrives.
     f.forge.fail_next(4, 502)
@@ -96,7 +93,7 @@ async def test_statuses_survive_forge_outages_and_failed_deliveries_are_redone(f
     assert r.status_code == 202 and "queued" in r.json()["outcome"], r.text
     st = f.wait_status(sha, lambda s: s[-1].state == "success")
     assert st[-1].state == "success"
-    assert len(await f.db.landing.landed(subtask_id=sub.id)) == 1
+    assert len(await f.db.landing.landed(subtask_id=claim.id)) == 1
 
 
 async def test_odd_refs_never_reach_a_shell(forge_fleet: ForgeFleet, tmp_path: Path) -> None:
@@ -110,21 +107,17 @@ async def test_odd_refs_never_reach_a_shell(forge_fleet: ForgeFleet, tmp_path: P
     assert f.bot.proc is not None and f.bot.proc.poll() is None
 
 
-
 async def test_a_crash_after_the_forge_moved_is_finished_by_the_reconciler(forge_fleet: ForgeFleet) -> None:
     """SIGKILL after the forge accepted the merge but before the mirror and the database knew: on restart the
     reconciler reads the forge's branch, finishes the landing from the intent, and nothing lands twice."""
     f = forge_fleet
-    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="crash")
-    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
-    assert claim is not None
+    claim = await f.claimed("crash")
     before = f.forge_main()
     f.bot.stop()
     f.bot.start(MERGEBOT_CRASH_AT="after_forge_push")
     wt = f.clone("ann")
-    sha = commit(wt, {"crash.txt": "x\n"})
-    ref = f"refs/heads/subtasks/{sub.id}/v1"
-    git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
+    ref = f"refs/heads/subtasks/{claim.id}/v1"
+    sha = f.push(wt, {"crash.txt": "x\n"}, ref)
     assert f.deliver(ref, ZERO, sha, "ann-gh").status_code == 202
     assert f.bot.wait_exit(60) == -9
     moved = f.forge_main()
@@ -152,9 +145,8 @@ async def test_a_red_forge_main_is_mended_by_the_bots_revert_pushed_to_the_forge
         claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
         assert claim is not None and claim.id == subs[name].id
         wt = f.clone(f"ann-{name}")
-        sha = commit(wt, {f"{name}.txt": f"{name}\n"})
         ref = f"refs/heads/subtasks/{claim.id}/v{claim.claim_version}"
-        git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
+        sha = f.push(wt, {f"{name}.txt": f"{name}\n"}, ref)
         assert f.deliver(ref, ZERO, sha, "ann-gh").status_code == 202
         f.wait_status(sha, lambda s: s[-1].state == "success")
     deadline = time.monotonic() + 120
@@ -182,20 +174,18 @@ async def test_late_and_twin_deliveries(forge_fleet: ForgeFleet) -> None:
     """An older push delivered after a newer one is stale and lands nothing; the push event and the pull
     request event for one commit, arriving together, queue one candidate and end in one success."""
     f = forge_fleet
-    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="twice")
-    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
-    assert claim is not None
+    claim = await f.claimed("twice")
     wt = f.clone("ann")
-    ref = f"refs/heads/subtasks/{sub.id}/v1"
+    ref = f"refs/heads/subtasks/{claim.id}/v1"
     first = commit(wt, {"t.txt": "first draft\n"})
     git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
     second = commit(wt, {"t.txt": "second draft\n"})
     git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
     r = f.deliver(ref, ZERO, first, "ann-gh")  # arrives late: the forge's branch is at `second` already
     assert r.status_code == 202 and "stale delivery" in r.json()["outcome"], r.text
-    assert await f.db.landing.candidates(subtask_id=sub.id) == []
+    assert await f.db.landing.candidates(subtask_id=claim.id) == []
 
-    pr = pull_request("github_pull_request_opened.json", repo="acme/calc", head_ref=f"subtasks/{sub.id}/v1",
+    pr = pull_request("github_pull_request_opened.json", repo="acme/calc", head_ref=f"subtasks/{claim.id}/v1",
                       sha=second, sender="ann-gh")
     with ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(lambda i: f.deliver(ref, first, second, "ann-gh") if i % 2 else
@@ -204,7 +194,7 @@ async def test_late_and_twin_deliveries(forge_fleet: ForgeFleet) -> None:
     assert all(a.status_code == 202 for a in answers), [a.text for a in answers]
     st = f.wait_status(second, final)
     assert st[-1].state == "success", st
-    cands = await f.db.landing.candidates(subtask_id=sub.id)
+    cands = await f.db.landing.candidates(subtask_id=claim.id)
     assert [c["status"] for c in cands] == ["landed"], cands
     assert f.forge.statuses(first) == []
 

@@ -23,13 +23,10 @@ async def test_a_gitea_repository_lands_through_the_gitea_endpoint(forge_fleet: 
     """Gitea: its own signature header (bare hex), X-GitHub-Event sent too, statuses through Gitea's API."""
     f = forge_fleet
     remote = await f.add_gitea_repo()
-    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="gitea work")
-    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
-    assert claim is not None
+    claim = await f.claimed("gitea work")
     wt = f.clone("gitea-ann", remote)
-    sha = commit(wt, {"g.txt": "g\n"})
-    ref = f"refs/heads/subtasks/{sub.id}/v1"
-    git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
+    ref = f"refs/heads/subtasks/{claim.id}/v1"
+    sha = f.push(wt, {"g.txt": "g\n"}, ref)
     payload: dict[str, Any] = json.loads((PAYLOADS / "gitea_push_branch_update.json").read_bytes())
     payload.update(ref=ref, before=ZERO, after=sha)
     payload["repository"]["full_name"] = "acme/gcalc"
@@ -43,7 +40,7 @@ async def test_a_gitea_repository_lands_through_the_gitea_endpoint(forge_fleet: 
     assert r.status_code == 202 and "queued" in r.json()["outcome"], r.text
     st = f.wait_status(sha, final)
     assert st[-1].state == "success" and st[-1].forge == "gitea", st
-    landed = (await f.db.landing.landed(subtask_id=sub.id))[0]
+    landed = (await f.db.landing.landed(subtask_id=claim.id))[0]
     assert f.forge_main(remote) == landed.merged_sha
 
 
@@ -52,12 +49,10 @@ async def test_a_gitea_pull_request_has_one_living_comment_that_answers_commands
     and a command in a comment is answered there."""
     f = forge_fleet
     remote = await f.add_gitea_repo()
-    sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title="gitea work")
-    claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
-    assert claim is not None
+    claim = await f.claimed("gitea work")
     wt = f.clone("gitea-ann", remote)
     sha = commit(wt, {"calc.py": "def add(a, b):\n    return a - b\n"})
-    ref = f"subtasks/{sub.id}/v1"
+    ref = f"subtasks/{claim.id}/v1"
     git(["push", "-q", "origin", f"HEAD:refs/heads/{ref}"], wt)
 
     def gitea(event: str, payload: dict[str, Any]) -> httpx.Response:

@@ -21,7 +21,8 @@ import httpx
 
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from tests.support.bot import BotProcess, check_command, forge_remote, git
+from mergebot.models import Subtask
+from tests.support.bot import BotProcess, check_command, commit, forge_remote, git
 from tests.support.forge_standin import ForgeStandin, PostedStatus
 from tests.support.webhooks import PAYLOADS
 
@@ -42,10 +43,23 @@ class ForgeFleet:
     work: Path
     agents: dict[str, int]
 
+    async def claimed(self, title: str, who: str = "ann") -> Subtask:
+        """A new subtask, claimed by ``who`` (it is the only one ready): the claimed row."""
+        sub, _ = await self.db.subtasks.create_subtask(actor_id=None, title=title)
+        claim = await self.db.subtasks.claim(agent_id=self.agents[who])
+        assert claim is not None and claim.id == sub.id
+        return claim
+
     def clone(self, name: str, remote: Path | None = None) -> Path:
         wt = self.work / name
         git(["clone", "-q", str(remote or self.remote), str(wt)], self.work)
         return wt
+
+    def push(self, wt: Path, files: dict[str, str], ref: str) -> str:
+        """Commit ``files`` in the clone ``wt`` and push the commit to ``ref`` on its remote; the commit's sha."""
+        sha = commit(wt, files)
+        git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
+        return sha
 
     def forge_main(self, remote: Path | None = None) -> str:
         return git(["rev-parse", "refs/heads/main"], remote or self.remote).stdout.strip()
