@@ -2,36 +2,52 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from fastapi.testclient import TestClient
 
+from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.repos import add_repo, forge_settings, repos_root
 from mergebot.settings import Settings
-from tests.bot import BotProcess, Fleet, check_command, git, make_project, stop_keepers
-from tests.pg import Server, available_servers, with_db
+from tests.support.bot import BotProcess, Fleet, check_command, forge_remote, git, make_project, stop_keepers
+from tests.support.forge_fleet import SECRET, TOKEN, ForgeFleet
+from tests.support.forge_standin import ForgeStandin
+from tests.support.pg import Server, available_servers, with_db
+from tests.support.security import ROLES, Api
+from tests.support.site import BASE, SHA, Site
 
 SERVERS = available_servers()
 SERIAL_ENV = {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_BATCH_SIZE": "1"}
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _clean_git_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    # Like pygit2's own tests: no global or system git configuration leaks into ours.
-    home = tmp_path_factory.mktemp("home")
-    old = {k: os.environ.get(k) for k in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "HOME")}
-    os.environ["GIT_CONFIG_GLOBAL"] = str(home / "gitconfig")
-    os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+@contextlib.contextmanager
+def environ_restored(*names: str) -> Iterator[None]:
+    """Whatever is done to these environment variables inside, they are as they were after."""
+    old = {k: os.environ.get(k) for k in names}
     yield
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _clean_git_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # Like pygit2's own tests: no global or system git configuration leaks into ours.
+    home = tmp_path_factory.mktemp("home")
+    with environ_restored("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "HOME"):
+        os.environ["GIT_CONFIG_GLOBAL"] = str(home / "gitconfig")
+        os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+        yield
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -40,14 +56,9 @@ def _serial_queue_unless_said() -> Iterator[None]:
     window as wide as its verifier slots with risk-aware batches. Tests of speculation, batches and the defaults
     say what they want: a server's own environment, or the process's without the ``SERIAL_ENV`` keys (as
     tests/test_demo.py and tests/test_risk_queue.py do)."""
-    old = {k: os.environ.get(k) for k in SERIAL_ENV}
-    os.environ.update(SERIAL_ENV)
-    yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with environ_restored(*SERIAL_ENV):
+        os.environ.update(SERIAL_ENV)
+        yield
 
 
 _servers: dict[str, Server] = {}
@@ -97,14 +108,56 @@ def settings(db_url: str, tmp_path: Any) -> Settings:
                     recovery_grace_seconds=0, pool_max_size=40)
 
 
-@pytest.fixture
-async def db(db_url: str, settings: Settings) -> AsyncIterator[Database]:
-    """The stores on a fresh database (``mergebot.db.database.Database``), as the server composes them."""
-    database = await Database.connect(db_url, settings, statement_timeout_ms=5000)
+@contextlib.asynccontextmanager
+async def connected(url: str, settings: Settings) -> AsyncIterator[Database]:
+    """The stores on ``url`` (``mergebot.db.database.Database``), as the server composes them; closed after."""
+    database = await Database.connect(url, settings, statement_timeout_ms=5000)
     try:
         yield database
     finally:
         await database.close()
+
+
+@pytest.fixture
+async def db(db_url: str, settings: Settings) -> AsyncIterator[Database]:
+    """The stores on a fresh database, on each available server."""
+    async with connected(db_url, settings) as database:
+        yield database
+
+
+@pytest.fixture
+def app_client(settings: Settings) -> Iterator[TestClient]:
+    """The app in-process on a fresh database (each available server), without recovery or the queue."""
+    with TestClient(create_app(settings, run_recovery=False, run_queue=False)) as client:
+        yield client
+
+
+@pytest.fixture
+async def roles_api(db: Database, settings: Settings) -> AsyncIterator[Api]:
+    """The app in-process with one agent of each role (``tests.support.security.ROLES``), bodies capped at 64 KiB."""
+    settings.max_body_bytes = 64 * 1024
+    tokens = {}
+    for name, role in ROLES:
+        _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+    with TestClient(create_app(settings, run_recovery=False, run_queue=False)) as client:
+        yield Api(client, tokens)
+
+
+@pytest.fixture
+async def site(settings: Settings) -> AsyncIterator[Site]:
+    """The pages in process (``tests.support.site``): agents root, lead, ann, bob, rita; repository ``app``."""
+    app = create_app(settings, run_recovery=False, run_queue=False)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            s = Site(app, client, app.state.services.db)
+            for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
+                               ("rita", Role.REVIEWER)):
+                s.agents[name], s.tokens[name] = await s.db.agents.add_agent(name=name, role=role)
+            await s.db.landing.create_repo(name="app", target_branch="main", verifier_command="pytest -q",
+                                           verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
+                                           max_file_bytes=1 << 20, root_sha=SHA)
+            yield s
 
 
 @pytest.fixture
@@ -125,6 +178,45 @@ async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
 
 
 @pytest.fixture
+async def forge_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ForgeFleet]:
+    """A bot in forge mode on the GitHub stand-in (``tests.support.forge_fleet``): repository ``calc``, agents ann
+    (GitHub login Ann-GH linked) and bob."""
+    db = e2e_db
+    remote = forge_remote(make_project(tmp_path / "src"), tmp_path / "forge" / "calc.git")
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITEA_TOKEN", TOKEN)
+    monkeypatch.setenv("MERGEBOT_WEBHOOK_SECRET", SECRET)
+    agents = {}
+    for name in ("ann", "bob"):
+        a, _ = await db.agents.add_agent(name=name, role=Role.AGENT)
+        agents[name] = a.id
+    await db.forge.link(forge="github", login="Ann-GH", agent_id=agents["ann"])
+    with ForgeStandin(token=TOKEN, bare_repo=remote) as forge:
+        data = tmp_path / "data"
+        await add_repo(db, repos_root(data), name="calc", source=None, verifier_command=check_command(),
+                       verifier_timeout_s=60, protected_paths=["ci/"],
+                       forge=forge_settings("github", "acme/calc", api_url=forge.url, git_url=str(remote)))
+        bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=TOKEN, GITEA_TOKEN=TOKEN,
+                         MERGEBOT_WEBHOOK_SECRET=SECRET).start()
+        (tmp_path / "work").mkdir()
+        try:
+            yield ForgeFleet(bot, db, forge, remote, tmp_path / "work", agents)
+        finally:
+            bot.stop()
+
+
+@pytest.fixture
+def var_tmp() -> Iterator[Path]:
+    """A directory outside /tmp (a sandboxed run has a private /tmp, so paths under it prove nothing)."""
+    where = Path(tempfile.mkdtemp(prefix="mb-var-tmp-", dir="/var/tmp"))
+    try:
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture
 def e2e_db_url(servers: dict[str, Server]) -> Iterator[str]:
     """End-to-end tests run on one server (the embedded one, or the external one given); the stores' SQL is
     covered on every server by the store tests."""
@@ -135,11 +227,8 @@ def e2e_db_url(servers: dict[str, Server]) -> Iterator[str]:
 @pytest.fixture
 async def e2e_db(e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Database]:
     settings = Settings(database_url=e2e_db_url, data_dir=tmp_path / "data", lease_seconds=60)
-    database = await Database.connect(e2e_db_url, settings, statement_timeout_ms=5000)
-    try:
+    async with connected(e2e_db_url, settings) as database:
         yield database
-    finally:
-        await database.close()
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from mergebot.agent import guide, keeper
 from mergebot.cli.parser import build_parser
 from mergebot.landing import verdicts
 from mergebot.landing.verdicts import KINDS
-from tests.bot import PYTEST, Fleet, check_command, commit, git, until
+from tests.support.bot import PYTEST, Fleet, check_command, commit, git, until
 
 SHORT_LEASE = {"MERGEBOT_LEASE_SECONDS": "2", "MERGEBOT_RECOVERY_GRACE_SECONDS": "0"}
 

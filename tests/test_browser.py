@@ -31,9 +31,9 @@ from mergebot.landing.repos import add_repo, repos_root
 from mergebot.models import Handle
 from mergebot.settings import Settings
 from mergebot.web.sample import seeds_tree
-from tests.bot import BotProcess, check_command, commit, make_project
 from tests.conftest import SERVERS, fresh_database
-from tests.pg import Server
+from tests.support.bot import BotProcess, check_command, commit, make_project
+from tests.support.pg import Server
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")

@@ -36,9 +36,9 @@ from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
-from tests.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers
 from tests.conftest import SERVERS, fresh_database
-from tests.pg import Server
+from tests.support.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers
+from tests.support.pg import Server
 from tests.test_browser import CHROMIUM, login, shot
 from tests.test_browser import browser as browser  # the fixture, shared with the other browser tests
 

@@ -20,7 +20,7 @@ import pytest
 
 from mergebot import agent, models
 from mergebot.landing import runs
-from tests.bot import PYTEST, Fleet, commit
+from tests.support.bot import PYTEST, Fleet, commit
 from tests.test_verifier import BWRAP, PASSING_SUITE, Repo
 from verifier import cache as caches
 from verifier.runner import Setup, run_check
@@ -248,7 +248,7 @@ async def test_a_repository_s_rules_change_with_repo_set(e2e_db: Any, tmp_path: 
     setup step when asked, and names a repository that does not exist."""
     from mergebot.errors import Invalid, NotFound
     from mergebot.landing.repos import add_repo, repos_root, set_rules
-    from tests.bot import make_project
+    from tests.support.bot import make_project
 
     await add_repo(e2e_db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
                    verifier_command="pytest -q", cache_paths=[".venv"], setup_command="make deps")

@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from mergebot.db.database import Database
 from mergebot.web import charts, timeline
-from tests.test_pages import Site
-from tests.test_pages import site as site  # the fixture, shared with the other pages' tests
+from tests.support.site import Site
 
 MARK = re.compile(r'<(rect|circle) class="(?:bar|point) ([a-z0-9-]+)"[^>]* data-t="([^"]+)" data-v="([^"]+)"')
 

@@ -6,7 +6,7 @@ import subprocess
 
 from mergebot import agent
 from mergebot.cli.views import worktree_view
-from tests.bot import Fleet, commit
+from tests.support.bot import Fleet, commit
 
 
 async def test_the_forecast_names_the_candidate_that_touches_the_same_file(fleet: Fleet) -> None:

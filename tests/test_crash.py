@@ -21,7 +21,7 @@ import pytest
 
 from mergebot import agent
 from mergebot.landing.orphans import queue_orphans
-from tests.bot import Fleet, commit, git
+from tests.support.bot import Fleet, commit, git
 
 
 async def wait_status(fleet: Fleet, subtask_id: int, status: str, timeout: float = 60) -> None:

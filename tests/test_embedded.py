@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from mergebot.db.embedded import HANDLES, alive, prune_users, stale_postmaster
-from tests.bot import BotProcess
+from tests.support.bot import BotProcess
 
 
 def _pidfile(pgdata: Path, pid: int) -> None:
@@ -54,7 +54,7 @@ def test_users_no_longer_alive_are_pruned(tmp_path: Path) -> None:
 @pytest.mark.skipif(sys.platform != "linux", reason="a child subreaper is Linux's")
 def test_serve_comes_up_over_a_zombie_postmaster_and_a_clean_stop_stops_the_server(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    holder = subprocess.Popen([sys.executable, str(Path(__file__).parent / "zombie_holder.py"), str(data)],
+    holder = subprocess.Popen([sys.executable, str(Path(__file__).parent / "support" / "zombie_holder.py"), str(data)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None

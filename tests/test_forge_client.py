@@ -21,16 +21,16 @@ from mergebot.forge.client import (
     client_for,
     post_with_retry,
 )
-from tests.forge_standin import (
+from tests.support.forge_standin import ForgeStandin
+from tests.support.forge_standin.gitea_schema import validate_gitea
+from tests.support.forge_standin.github_schema import (
     COMBINED_STATUS,
     CREATE_STATUS,
     LIST_STATUSES,
     PULL,
     REPO,
     SUBSET_PATH,
-    ForgeStandin,
     github_subset,
-    validate_gitea,
     validate_github_error,
     validate_github_response,
 )

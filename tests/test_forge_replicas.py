@@ -23,9 +23,9 @@ import pytest
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from tests.bot import BotProcess, check_command, commit, forge_remote, git, make_project
-from tests.forge_standin import ForgeStandin
-from tests.test_forge_e2e import SECRET, TOKEN, ZERO, ForgeFleet
+from tests.support.bot import BotProcess, check_command, forge_remote, git, make_project
+from tests.support.forge_fleet import SECRET, TOKEN, ZERO, ForgeFleet
+from tests.support.forge_standin import ForgeStandin
 
 COMMON = {"MERGEBOT_VERIFIER_SANDBOX": "none", "MERGEBOT_JOB_LEASE_SECONDS": "2",
           "MERGEBOT_RECOVERY_GRACE_SECONDS": "0", "GITHUB_TOKEN": TOKEN, "MERGEBOT_WEBHOOK_SECRET": SECRET}
@@ -58,17 +58,12 @@ class Replicas:
     async def push(self, title: str, files: dict[str, str], to: BotProcess) -> tuple[int, str]:
         """Ann claims a new subtask, pushes to its branch on the forge, and the push's webhook reaches ``to``."""
         f = self.fleet
-        sub, _ = await f.db.subtasks.create_subtask(actor_id=None, title=title)
-        claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
-        assert claim is not None and claim.id == sub.id
-        wt = f.work / f"ann-{sub.id}"
-        git(["clone", "-q", str(f.remote), str(wt)], f.work)
-        sha = commit(wt, files)
-        branch = f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}"
-        git(["push", "-q", "origin", f"HEAD:{branch}"], wt)
+        claim = await f.claimed(title)
+        branch = f"refs/heads/subtasks/{claim.id}/v{claim.claim_version}"
+        sha = f.push(f.clone(f"ann-{claim.id}"), files, branch)
         r = f.deliver(branch, ZERO, sha, "ann-gh", to=to)
         assert r.status_code == 202 and "queued as candidate" in r.json()["outcome"], r.text
-        return sub.id, sha
+        return claim.id, sha
 
     async def leaders(self) -> list[str]:
         events = await self.fleet.db.subtasks.events(limit=1000)

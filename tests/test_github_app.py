@@ -32,9 +32,10 @@ from mergebot.forge.client import GitHubClient, StatusPost
 from mergebot.forge.renewing import Renewing
 from mergebot.git import credentials
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from tests.bot import BotProcess, check_command, commit, forge_remote, git, make_project
-from tests.forge_standin import ACCESS_TOKENS, INSTALLATION, ForgeStandin, GitHubApp, PostedStatus
-from tests.forge_standin import validate_github_response as validate
+from tests.support.bot import BotProcess, check_command, commit, forge_remote, git, make_project
+from tests.support.forge_standin import ForgeStandin, GitHubApp, PostedStatus
+from tests.support.forge_standin.github_schema import ACCESS_TOKENS, INSTALLATION
+from tests.support.forge_standin.github_schema import validate_github_response as validate
 
 APP_ID = 31337
 KEY_ENV = "MERGEBOT_TEST_GITHUB_APP_KEY"

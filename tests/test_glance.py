@@ -10,8 +10,7 @@ from collections import deque
 
 from mergebot.web import graph
 from mergebot.web.sample import seeds_tree
-from tests.test_pages import Site
-from tests.test_pages import site as site  # the fixture, shared with the other pages' tests
+from tests.support.site import Site
 
 NODE = re.compile(r'<g class="gnode st-([a-z]+)" data-id="(\d+)">')
 EDGE = re.compile(r'<line class="edge"[^>]* data-from="(\d+)" data-to="(\d+)"/>')

@@ -47,9 +47,9 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.verify.worker import psycopg_hosts
-from tests.bot import BotProcess, Fleet, check_command, commit, make_project, stop_keepers
+from tests.support.bot import BotProcess, Fleet, check_command, commit, make_project, stop_keepers
+from tests.support.security import routes_of
 from tests.test_mcp import call, mcp_session
-from tests.test_security import _routes as routes_of
 from verifier import disk, limits
 from verifier import sandbox as sb
 

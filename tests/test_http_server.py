@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tests.bot import Fleet, commit, git
+from tests.support.bot import Fleet, commit, git
 
 pytest.importorskip("granian")
 

@@ -19,7 +19,7 @@ import pygit2
 
 from mergebot import agent
 from mergebot.auth import Role
-from tests.bot import Fleet, check_command, commit, git
+from tests.support.bot import Fleet, check_command, commit, git
 
 BROKEN = {"calc.py": "def add(a, b):\n    return a - b\n"}
 MORE = ("from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n\n\n"
@@ -200,9 +200,7 @@ async def test_a_batch_whose_middle_member_weakens_a_test_lands_the_other_two(ma
         sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title=title)
         if allow:
             fleet.client("root").post(f"/api/v1/subtasks/{sub.id}/allow", allow)
-        claim, wt = fleet.start(who)
-        commit(wt, files, title)
-        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        fleet.start_and_push(who, files, title)
         members[who] = sub.id
     await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     statuses: dict[int, str] = {}
@@ -307,6 +305,17 @@ def cli(fleet: Fleet, who: str, *args: str, **more: str) -> Any:
                           timeout=120, check=False)
 
 
+def store_held_out(fleet: Fleet, tmp_path: Path, marker: str, *args: str) -> Any:
+    """An operator stores one held-out test (``repo set --held-out``) whose failure message is ``marker``: the
+    command's result."""
+    held = tmp_path / "held"
+    held.mkdir()
+    (held / "test_hidden.py").write_text(f"from calc import sub\n\n\ndef test_sub_more():\n"
+                                         f"    assert sub(10, 4) == 6, {marker!r}\n")
+    env = {"MERGEBOT_DATABASE_URL": fleet.bot.db_url, "MERGEBOT_DATA_DIR": str(fleet.bot.data_dir)}
+    return cli(fleet, "root", "repo", "set", "demo", "--held-out", str(held), *args, **env)
+
+
 async def test_held_out_checks_catch_a_hard_coded_answer_and_are_never_shown(make_fleet: Callable[..., Any],
                                                                              tmp_path: Path) -> None:
     """An operator stores held-out checks (``repo set --held-out``); a candidate that hard-codes the answer its
@@ -317,12 +326,7 @@ async def test_held_out_checks_catch_a_hard_coded_answer_and_are_never_shown(mak
     fleet: Fleet = await make_fleet(check_command(), MERGEBOT_RETRY_FAILED_CHECKS="0")
     _, fleet.tokens["rita"] = await fleet.db.agents.add_agent(name="rita", role=Role.REVIEWER)
     marker = f"HELD-OUT-{uuid.uuid4().hex}"
-    held = tmp_path / "held"
-    held.mkdir()
-    (held / "test_hidden.py").write_text(f"from calc import sub\n\n\ndef test_sub_more():\n"
-                                         f"    assert sub(10, 4) == 6, {marker!r}\n")
-    env = {"MERGEBOT_DATABASE_URL": fleet.bot.db_url, "MERGEBOT_DATA_DIR": str(fleet.bot.data_dir)}
-    stored = cli(fleet, "root", "repo", "set", "demo", "--held-out", str(held), "--json", **env)
+    stored = store_held_out(fleet, tmp_path, marker, "--json")
     assert stored.returncode == 0 and json.loads(stored.stdout)["held_out_files"] == 1, stored.stderr
     local = tmp_path / "accept.py"
     local.write_text("from calc import sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n")

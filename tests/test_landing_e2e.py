@@ -17,7 +17,7 @@ import pytest
 
 from mergebot import agent
 from mergebot.client import ApiError
-from tests.bot import Fleet, commit, git
+from tests.support.bot import Fleet, commit, git
 
 
 async def test_owner_push_lands_and_releases_dependents(fleet: Fleet) -> None:
@@ -251,7 +251,7 @@ async def test_one_broken_repository_does_not_hold_the_others(fleet: Fleet, tmp_
     import shutil
 
     from mergebot.landing.repos import add_repo, repos_root
-    from tests.bot import make_project
+    from tests.support.bot import make_project
 
     data = fleet.bot.data_dir
     await add_repo(fleet.db, repos_root(data), name="broken", source=str(make_project(tmp_path / "src2")),

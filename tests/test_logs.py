@@ -16,7 +16,7 @@ import pytest
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.logs import JsonFormatter, configure_logging, scrub
-from tests.bot import BotProcess
+from tests.support.bot import BotProcess
 
 TOKEN = "mb_" + "Q" * 43
 

@@ -18,7 +18,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mergebot import agent
-from tests.bot import Fleet, commit, git
+from tests.support.bot import Fleet, commit, git
 
 
 @asynccontextmanager

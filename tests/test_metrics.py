@@ -27,7 +27,7 @@ from mergebot.db.database import Database
 from mergebot.db.views import Snapshot
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
-from tests.bot import Fleet, commit, git, make_project
+from tests.support.bot import Fleet, commit, git, make_project
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

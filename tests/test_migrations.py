@@ -22,7 +22,7 @@ import pytest
 from psycopg import sql
 
 from mergebot.db.migrate import declared_schema, list_migrations, migrate
-from tests.pg import Server, with_db
+from tests.support.pg import Server, with_db
 
 BOOKKEEPING = "schema_migrations"
 

@@ -1,107 +1,26 @@
 """The web pages over HTTP against a real PostgreSQL: login and CSRF, what a visitor cannot see, the filters,
-the tree's windows, the admin action's 403s, and the live queue stream on a real server. The pure parts
-(``mergebot.web.present``, ``session`` and ``live``) are tested directly at the end.
+the tree's windows, the admin action's 403s. The live queue stream is in ``test_pages_live.py``, the pure parts
+(``mergebot.web.present`` and ``session``) in ``test_pages_pure.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pygit2
-import pytest
 
-from mergebot.api import create_app
-from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing import verdicts
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models import Agent, Evidence, Handle
-from mergebot.settings import Settings
+from mergebot.models import Handle
 from mergebot.tree import Node, plan
-from mergebot.web import live, present, session
+from mergebot.web import session
 from mergebot.web.sample import seeds_tree
-from tests.bot import BotProcess, make_project
-
-BASE = "http://testserver"
-SHA = "a" * 40
-
-
-@dataclass
-class Site:
-    app: Any
-    client: httpx.AsyncClient
-    db: Database
-    tokens: dict[str, str] = field(default_factory=dict)
-    agents: dict[str, Agent] = field(default_factory=dict)
-    priority: int = 10_000
-
-    async def login(self, who: str) -> httpx.Response:
-        self.client.cookies.clear()
-        r = await self.client.post("/login", data={"token": self.tokens[who], "next": "/ui/landed"},
-                                   headers={"Origin": BASE})
-        assert r.status_code == 303, r.text
-        return r
-
-    async def get(self, path: str, **params: Any) -> httpx.Response:
-        return await self.client.get(path, params=params)
-
-    async def post(self, path: str, data: dict[str, str], origin: str | None = BASE) -> httpx.Response:
-        return await self.client.post(path, data=data, headers={"Origin": origin} if origin else {})
-
-    def csrf(self, who: str) -> str:
-        return session.csrf_token(self.tokens[who])
-
-    async def claimed(self, who: str, title: str, **kw: Any) -> int:
-        """A subtask created and claimed by ``who`` (it outranks everything else that is ready)."""
-        self.priority += 1
-        sub, _ = await self.db.subtasks.create_subtask(actor_id=None, title=title, priority=self.priority, **kw)
-        got = await self.db.subtasks.claim(agent_id=self.agents[who].id)
-        assert got is not None and got.id == sub.id
-        return sub.id
-
-    async def land(self, who: str, title: str, *, repo: str = "app", base: str = SHA, merged: str | None = None,
-                   verifier: dict[str, Any] | None = None) -> tuple[int, int, int]:
-        """Through the landing path's own records (push, intent, landed row), without git: (subtask, candidate,
-        landed id)."""
-        sid = await self.claimed(who, title)
-        merged = merged or f"{sid:040x}"
-        cand = await self.db.landing.enqueue(superseded="a newer push", repo=repo, subtask_id=sid, claim_version=1,
-                                             owner_id=self.agents[who].id, sha=f"{sid + 7:040x}",
-                                             ref=f"refs/heads/subtasks/{sid}/v1")
-        result = {"commit_sha": merged, "tree_sha": "", "command": "pytest -q", "outcome": "pass", "exit_code": 0,
-                  "duration_ms": 1234, "log_head": f"log of {title}\n1 passed\n", "log_tail": "", "log_size": 20,
-                  "log_digest": "d" * 64, "sandbox": "bwrap", **(verifier or {})}
-        evidence = Evidence(sid, 1, self.agents[who].id, cand.sha, "merge", result, result["outcome"])
-        intent = await self.db.landing.begin_landing(cand=cand, target_ref="refs/heads/main", old_sha=base,
-                                                     new_sha=merged, tree_sha="b" * 40, evidence=evidence,
-                                                     verdict=result)
-        landed, _ = await self.db.landing.finish_landing(intent)
-        return sid, cand.id, landed.id
-
-
-@pytest.fixture
-async def site(settings: Settings) -> AsyncIterator[Site]:
-    app = create_app(settings, run_recovery=False, run_queue=False)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
-            s = Site(app, client, app.state.services.db)
-            for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
-                               ("rita", Role.REVIEWER)):
-                s.agents[name], s.tokens[name] = await s.db.agents.add_agent(name=name, role=role)
-            await s.db.landing.create_repo(name="app", target_branch="main", verifier_command="pytest -q",
-                                           verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
-                                           max_file_bytes=1 << 20, root_sha=SHA)
-            yield s
-
+from tests.support.bot import make_project
+from tests.support.site import BASE, Site
 
 PAGES = ["/", "/ui/landed", "/ui/landed?repo=app", "/ui/landed/1", "/ui/landed/abc", "/ui/candidates/1/log",
          "/ui/jobs/1/log", "/ui/queue", "/ui/queue/live", "/ui/queue/events", "/ui/subtasks",
@@ -449,153 +368,3 @@ async def test_agents_board_and_reconciliation(site: Site) -> None:
     await site.db.subtasks.submit(agent_id=site.agents["bob"].id, handle=Handle(sub, 1),
                                   sha="c" * 40)
     assert "submitted by hand" in (await site.get("/ui/reconcile")).text
-
-
-# -- the live stream on a real server -------------------------------------------------------------------------
-
-
-async def _events(resp: httpx.Response, out: list[str]) -> None:
-    async for line in resp.aiter_lines():
-        out.append(line)
-
-
-async def test_live_stream_speaks_on_change_and_ends_on_shutdown(e2e_db: Database, e2e_db_url: str,
-                                                                 tmp_path: Path) -> None:
-    _, token = await e2e_db.agents.add_agent(name="rita", role=Role.REVIEWER)
-    await e2e_db.landing.create_repo(name="app", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                                     protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
-    await e2e_db.landing.set_paused(repo="app", paused=True, reason="held for the test")
-    bot = BotProcess(e2e_db_url, tmp_path / "data").start()
-    try:
-        async with httpx.AsyncClient(base_url=bot.url, timeout=10) as client:
-            r = await client.post("/login", data={"token": token}, headers={"Origin": bot.url})
-            assert r.status_code == 303
-            lines: list[str] = []
-            async with client.stream("GET", "/ui/queue/events") as resp:
-                assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
-                reader = asyncio.create_task(_events(resp, lines))
-                await _until(lambda: sum(line == "event: queue" for line in lines) == 1)
-                await e2e_db.landing.set_paused(repo="app", paused=False, reason=None)
-                await _until(lambda: sum(line == "event: queue" for line in lines) == 2)
-                data = [line for line in lines if line.startswith("data: ")]
-                assert len(data) == 2 and data[0] != data[1]
-                started = time.monotonic()
-                await asyncio.to_thread(bot.stop)
-                assert bot.proc is not None and bot.proc.returncode == 0
-                assert time.monotonic() - started < 5, "an open stream held the shutdown"
-                await asyncio.wait_for(reader, 5)
-    finally:
-        bot.stop()
-
-
-async def _until(pred: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
-
-
-# -- pure parts -----------------------------------------------------------------------------------------------
-
-
-def test_safe_next_keeps_visitors_on_this_site() -> None:
-    assert present.safe_next("/ui/queue?x=1") == "/ui/queue?x=1"
-    for bad in ("//evil.example", "https://evil.example/", "/\\evil.example", "ui/landed", "", None, "/ui\r\nx"):
-        assert present.safe_next(bad) == "/ui/landed", bad
-
-
-def test_same_origin_and_csrf() -> None:
-    own = "http://bot:8470"
-    assert session.same_origin(own, "http://bot:8470", None)
-    assert session.same_origin(own, None, "http://bot:8470/ui/queue")
-    assert not session.same_origin(own, "null", "http://bot:8470/ui/queue")  # Origin decides when sent
-    assert not session.same_origin(own, "http://bot:8471", None)
-    assert not session.same_origin(own, None, "http://bot:8470.evil.example/")
-    assert not session.same_origin(own, None, None)
-    a, b = session.csrf_token("mb_a"), session.csrf_token("mb_b")
-    assert a != b and len(a) == 64 and session.csrf_matches(a, a) and not session.csrf_matches(a, b)
-    assert not session.csrf_matches(a, None) and not session.csrf_matches(a, "")
-
-
-def test_landed_filter_parsing() -> None:
-    f, errors = present.parse_landed_filter({"repo": "app", "agent": "ann", "subtask": "12", "since": "2025-01-02",
-                                             "until": "2025-01-31", "before": "99"})
-    assert errors == [] and f == present.LandedFilter("app", "ann", 12, date(2025, 1, 2), date(2025, 1, 31), 99)
-    assert present.link("/ui/landed", **f.params(before=5)) == (
-        "/ui/landed?repo=app&agent=ann&subtask=12&since=2025-01-02&until=2025-01-31&before=5")
-    _, errors = present.parse_landed_filter({"repo": "a b", "subtask": "-1", "since": "2025-02-01",
-                                             "until": "2025-01-01"})
-    assert len(errors) == 3 and any("since is after until" in e for e in errors)
-
-
-def test_nest_and_formatting() -> None:
-    def row(i: int, path: list[int], children: int) -> dict[str, Any]:
-        return {"id": i, "title": f"n{i}", "status": "ready", "owner": None, "depth": len(path), "path": path,
-                "children": children, "children_landed": 0, "deps": [], "other_deps": 0, "child_deps": children,
-                "dependents": 0}
-
-    top = present.nest([row(1, [1], 2), row(2, [1, 2], 0), row(3, [1, 3], 5), row(4, [4], 1)])
-    assert [n.id for n in top] == [1, 4] and [c.id for c in top[0].children] == [2, 3]
-    assert top[0].hidden_children == 0 and top[0].children[1].hidden_children == 5 and top[1].hidden_children == 1
-    assert present.count_nodes(top) == 4
-    now = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
-    assert present.ago(now - timedelta(seconds=5), now) == "5s"
-    assert present.ago(now - timedelta(hours=3, minutes=5), now) == "3h 05m"
-    assert present.duration(850) == "850 ms" and present.duration(61_500) == "1m 01s"
-    assert present.size(2048) == "2.0 KiB"
-    assert present.status_bar({"landed": 3, "ready": 1}) == [("ready", 1, 0.0, 25.0), ("landed", 3, 25.0, 75.0)]
-    views = present.log_views({"command": "pytest", "outcome": "flaky", "log_digest": "b", "log_head": "ok",
-                               "runs": {"first": {"outcome": "fail", "log_digest": "a", "log_head": "E"},
-                                        "retry": {"outcome": "pass", "log_digest": "b"}}})
-    assert [(v.label, v.outcome) for v in views] == [("run", "flaky"), ("first run", "fail")]
-    assert present.event_data("a\nb") == "event: queue\ndata: a b\n\n"
-
-
-async def test_live_streams_are_bounded_share_reads_and_end() -> None:
-    hub = live.LiveQueue(max_streams=2, poll_seconds=0.05)
-    reads = 0
-
-    async def read() -> str:
-        nonlocal reads
-        reads += 1
-        return f"fp{reads // 3}"
-
-    await asyncio.gather(*(hub.fingerprint(read) for _ in range(10)))
-    assert reads == 1  # ten streams asking at once read once
-
-    allowed = True
-
-    async def still_allowed() -> bool:
-        return allowed
-
-    stop = False
-    first = live.stream(hub, read, still_allowed, exiting=lambda: stop)
-    got = [await first.__anext__(), await first.__anext__()]
-    assert got[0].startswith("retry:") and got[1].startswith("event: queue") and hub.open == 1
-    second = live.stream(hub, read, still_allowed, exiting=lambda: stop)
-    assert (await second.__anext__()).startswith("retry: 2000") and hub.open == 2 and hub.full
-    third = [chunk async for chunk in live.stream(hub, read, still_allowed)]
-    assert len(third) == 1 and "event: busy" in third[0] and hub.open == 2  # over the bound: told, not counted
-    await second.aclose()  # a client that went away gives its slot back
-    assert hub.open == 1 and not hub.full
-    stop = True
-    rest = [chunk async for chunk in first]  # the server is stopping: the stream ends
-    assert all("event: logout" not in c for c in rest) and hub.open == 0
-    assert not live.server_exiting()  # pytest is not uvicorn
-    never_started = live.stream(hub, read, still_allowed)
-    del never_started
-    assert hub.open == 0  # a stream that never ran took no slot
-
-
-async def test_a_revoked_viewer_s_stream_ends(monkeypatch: pytest.MonkeyPatch) -> None:
-    hub = live.LiveQueue(poll_seconds=0.01)
-
-    async def read() -> str:
-        return "same"
-
-    async def revoked() -> bool:
-        return False
-
-    monkeypatch.setattr(live, "REAUTH_SECONDS", 0.0)
-    chunks = [c async for c in live.stream(hub, read, revoked, exiting=lambda: False, max_seconds=5)]
-    assert chunks[-1].startswith("event: logout") and hub.open == 0

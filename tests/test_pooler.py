@@ -23,10 +23,10 @@ from mergebot.client import Client
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.settings import Settings
-from tests.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers
 from tests.conftest import fresh_database
-from tests.pg import PG15_BIN, Server, available_servers
-from tests.pooler import PGBOUNCER, Bouncer, need
+from tests.support.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers
+from tests.support.pg import PG15_BIN, Server, available_servers
+from tests.support.pooler import PGBOUNCER, Bouncer, need
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from mergebot.landing.repos import add_repo, repos_root
 from mergebot.landing.target import target_for
 from mergebot.landing.window import Speculator
 from mergebot.models import Candidate
-from tests.bot import make_project
+from tests.support.bot import make_project
 
 
 async def test_the_candidate_that_unblocks_most_goes_first(e2e_db: Database, tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ import pytest
 
 from mergebot import agent
 from mergebot.auth import Role
-from tests.bot import Fleet, check_command, commit
-from tests.test_judged import BROKEN, cli, push
+from tests.support.bot import Fleet, check_command, commit
+from tests.test_judged import BROKEN, cli, push, store_held_out
 from verifier import sandbox as sb
 
 pytestmark = pytest.mark.skipif(not sb.bwrap_usable(), reason="the verifier's sandbox needs a usable bubblewrap")
@@ -206,12 +206,7 @@ async def test_the_held_out_run_cannot_be_silenced_or_made_to_talk(make_fleet: C
 
     fleet: Fleet = await make_fleet(check_command(), MERGEBOT_RETRY_FAILED_CHECKS="0")
     marker = f"HELD-OUT-{tmp_path.name}-{id(fleet)}"
-    held = tmp_path / "held"
-    held.mkdir()
-    (held / "test_hidden.py").write_text(f"from calc import sub\n\n\ndef test_sub_more():\n"
-                                         f"    assert sub(10, 4) == 6, {marker!r}\n")
-    env = {"MERGEBOT_DATABASE_URL": fleet.bot.db_url, "MERGEBOT_DATA_DIR": str(fleet.bot.data_dir)}
-    assert cli(fleet, "root", "repo", "set", "demo", "--held-out", str(held), **env).returncode == 0
+    assert store_held_out(fleet, tmp_path, marker).returncode == 0
     cands, subs = [], []
     for who, code, want in (("quiet", SILENT, "no_report"), ("skips", SKIPS, "held_out_failed"),
                             ("talks", TALKS, "held_out_failed")):

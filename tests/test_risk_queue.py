@@ -18,12 +18,15 @@ import httpx
 import pygit2
 
 from mergebot.auth import Role
-from tests.bot import Fleet, commit, git
 from tests.conftest import SERIAL_ENV
+from tests.support.bot import Fleet, commit, git
 from tests.test_judged import candidate_page
 from tests.test_speculation import wait_for
 
 BREAKS = {"calc.py": "def add(a, b):\n    return a - b\n"}
+# How these tests restart the bot: a window of two, batches of up to four, two workers, no retry of a failed check.
+BATCHES = {"MERGEBOT_SPECULATION_WINDOW": "2", "MERGEBOT_BATCH_SIZE": "4", "MERGEBOT_VERIFIER_WORKERS": "2",
+           "MERGEBOT_RETRY_FAILED_CHECKS": "0"}
 
 
 async def _pushes(fleet: Fleet, risks: dict[str, float]) -> dict[str, int]:
@@ -35,9 +38,7 @@ async def _pushes(fleet: Fleet, risks: dict[str, float]) -> dict[str, int]:
         if who not in fleet.tokens:
             _, fleet.tokens[who] = await fleet.db.agents.add_agent(name=who, role=Role.AGENT)
         await fleet.db.subtasks.create_subtask(actor_id=None, title=f"{who}'s")
-        claim, wt = fleet.start(who)
-        commit(wt, BREAKS if who == "ann" else {f"{who}.txt": f"{who}\n"})
-        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        claim, _, _ = fleet.start_and_push(who, BREAKS if who == "ann" else {f"{who}.txt": f"{who}\n"})
         subtask[who] = claim.subtask_id
     async with fleet.db.pool.connection() as conn:
         for who, p in risks.items():
@@ -53,8 +54,7 @@ def _covers(bare: pygit2.Repository, sha: str, tip: str) -> bool:
 async def test_a_failed_batch_leaves_its_likeliest_culprit_out_and_the_rest_lands_on_its_own_run(
         fleet: Fleet) -> None:
     fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="2", MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2",
-                    MERGEBOT_RETRY_FAILED_CHECKS="0")
+    fleet.bot.start(**BATCHES)
     sub = await _pushes(fleet, {"ann": 0.2, "bob": 0.01, "cat": 0.01, "dan": 0.01})
     safe = [sub[w] for w in ("bob", "cat", "dan")]
     await wait_for(fleet, safe, {"landed"})
@@ -86,8 +86,7 @@ async def test_a_failed_batch_leaves_its_likeliest_culprit_out_and_the_rest_land
 async def test_a_failed_batch_with_no_clear_culprit_is_judged_apart_and_its_good_candidates_land_after(
         fleet: Fleet) -> None:
     fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="2", MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2",
-                    MERGEBOT_RETRY_FAILED_CHECKS="0")
+    fleet.bot.start(**BATCHES)
     sub = await _pushes(fleet, {"ann": 0.04, "bob": 0.04, "cat": 0.04, "dan": 0.04})  # equal: no clear culprit
     good = [sub[w] for w in ("bob", "cat", "dan")]
     await wait_for(fleet, good, {"landed"})
@@ -123,8 +122,7 @@ async def test_a_failed_batch_with_no_clear_culprit_is_judged_apart_and_its_good
 
 async def test_a_likely_failure_runs_alone_behind_a_batch_of_likely_passes(fleet: Fleet) -> None:
     fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="2", MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2",
-                    MERGEBOT_RETRY_FAILED_CHECKS="0")
+    fleet.bot.start(**BATCHES)
     # ann's push came first, but the safer ones go before it; her estimate is below the batches' least chance
     sub = await _pushes(fleet, {"ann": 0.6, "bob": 0.01, "cat": 0.01, "dan": 0.01})
     safe = [sub[w] for w in ("bob", "cat", "dan")]
@@ -177,9 +175,7 @@ async def test_a_redo_after_a_lost_conflict_goes_first_and_is_not_counted_as_a_f
     pushed = {}
     for who in ("bob", "ann"):
         await fleet.db.subtasks.create_subtask(actor_id=None, title=f"{who}'s")
-        claim, wt = fleet.start(who)
-        commit(wt, {"NOTES.md": f"- {who}'s note\n"})
-        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        claim, wt, _ = fleet.start_and_push(who, {"NOTES.md": f"- {who}'s note\n"})
         pushed[who] = (claim, wt)
     await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     (bob, _), (ann, wt) = pushed["bob"], pushed["ann"]

@@ -20,11 +20,9 @@ import hashlib
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,18 +41,8 @@ MEMORY = pytest.mark.skipif(not limits.machine().has("memory"), reason="no writa
 
 
 @pytest.fixture
-def outside() -> Iterator[Path]:
-    """A directory outside /tmp (inside the sandbox /tmp is the run's own, so paths under it prove nothing)."""
-    where = Path(tempfile.mkdtemp(prefix="mb-sandbox-", dir="/var/tmp"))
-    try:
-        yield where
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
-
-
-@pytest.fixture
-def repo(outside: Path) -> Repo:
-    return Repo(outside / "src.git")
+def repo(var_tmp: Path) -> Repo:
+    return Repo(var_tmp / "src.git")
 
 
 def run(repo: Repo, files: dict[str, bytes], command: str, slot: Path, **kw: object) -> tuple[str, object]:
@@ -66,17 +54,17 @@ def run(repo: Repo, files: dict[str, bytes], command: str, slot: Path, **kw: obj
 # -- the view ------------------------------------------------------------------------------------------------
 
 @BWRAP
-def test_a_check_reads_its_toolchain_and_imports_the_bots_packages(repo: Repo, outside: Path) -> None:
+def test_a_check_reads_its_toolchain_and_imports_the_bots_packages(repo: Repo, var_tmp: Path) -> None:
     probe = (b"import sys, pytest, pygit2, psycopg, fastapi\n"
              b"print('imported', sys.prefix)\n")
     log, result = run(repo, {"probe.py": probe}, "python probe.py && git --version && sh -c 'echo shell'",
-                      outside / "slot")
+                      var_tmp / "slot")
     assert result.outcome == "pass", log  # type: ignore[attr-defined]
     assert f"imported {sys.prefix}" in log and "git version" in log and "shell" in log
 
 
 @BWRAP
-def test_nothing_of_root_or_home_beyond_the_toolchain(repo: Repo, outside: Path) -> None:
+def test_nothing_of_root_or_home_beyond_the_toolchain(repo: Repo, var_tmp: Path) -> None:
     tag = uuid.uuid4().hex
     planted = [Path.home() / f".mb-credentials-{tag}", Path("/root") / f".git-credentials-{tag}"]
     home = Path("/home") / f"mb-{tag}"
@@ -87,7 +75,7 @@ def test_nothing_of_root_or_home_beyond_the_toolchain(repo: Repo, outside: Path)
     try:
         log, result = run(repo, {"a.txt": b"a"},
                           "find /root /home -maxdepth 4 -print 2>&1; cat /root/.git-credentials-* 2>&1; true",
-                          outside / "slot")
+                          var_tmp / "slot")
     finally:
         for p in planted:
             p.unlink(missing_ok=True)
@@ -102,10 +90,10 @@ def test_nothing_of_root_or_home_beyond_the_toolchain(repo: Repo, outside: Path)
 
 
 @BWRAP
-def test_etc_is_minimal_and_never_holds_shadow(repo: Repo, outside: Path) -> None:
+def test_etc_is_minimal_and_never_holds_shadow(repo: Repo, var_tmp: Path) -> None:
     log, result = run(repo, {"a.txt": b"a"},
                       "ls -A /etc; echo ---; cat /etc/shadow 2>&1; cat /etc/gshadow 2>&1; ls /etc/ssh 2>&1; "
-                      "head -1 /etc/passwd", outside / "slot")
+                      "head -1 /etc/passwd", var_tmp / "slot")
     assert result.outcome == "pass", log  # type: ignore[attr-defined]
     listed, rest = log.split("---\n", 1)
     allowed = {name.split("/")[0] for name in views.ETC}
@@ -117,8 +105,8 @@ def test_etc_is_minimal_and_never_holds_shadow(repo: Repo, outside: Path) -> Non
 
 
 @BWRAP
-def test_no_var_srv_mnt_opt_run_sys_or_data_dir(repo: Repo, outside: Path) -> None:
-    data = outside / "data"
+def test_no_var_srv_mnt_opt_run_sys_or_data_dir(repo: Repo, var_tmp: Path) -> None:
+    data = var_tmp / "data"
     (data / "pg").mkdir(parents=True)
     (data / "pg" / "marker").write_text("data-dir-marker")
     command = ("for d in /var/lib /var/log /srv /mnt /opt /run /sys /media /boot; do ls -A $d 2>&1 | head -3; done; "
@@ -133,18 +121,18 @@ def test_no_var_srv_mnt_opt_run_sys_or_data_dir(repo: Repo, outside: Path) -> No
 
 
 @BWRAP
-def test_sandbox_paths_are_visible_and_read_only(repo: Repo, outside: Path) -> None:
-    tool = outside / "opt-tool"
+def test_sandbox_paths_are_visible_and_read_only(repo: Repo, var_tmp: Path) -> None:
+    tool = var_tmp / "opt-tool"
     (tool / "bin").mkdir(parents=True)
     (tool / "bin" / "hello").write_text("#!/bin/sh\necho hello from the tool\n")
     (tool / "bin" / "hello").chmod(0o755)
-    single = outside / "version-file"
+    single = var_tmp / "version-file"
     single.write_text("3.11.7\n")
-    beside = outside / "not-added"
+    beside = var_tmp / "not-added"
     beside.write_text("unseen\n")
     command = (f"{tool}/bin/hello; cat {single}; cat {beside} 2>&1; touch {tool}/x 2>&1; echo y >> {single} 2>&1; "
                "true")
-    log, result = run(repo, {"a.txt": b"a"}, command, outside / "slot", sandbox_paths=[str(tool), str(single)])
+    log, result = run(repo, {"a.txt": b"a"}, command, var_tmp / "slot", sandbox_paths=[str(tool), str(single)])
     assert result.outcome == "pass", log  # type: ignore[attr-defined]
     assert "hello from the tool" in log and "3.11.7" in log and "unseen" not in log
     assert f"touch: cannot touch '{tool}/x': Read-only file system" in log
@@ -192,8 +180,8 @@ def test_the_view_binds_exactly_the_toolchain_never_its_parents(tmp_path: Path) 
 # -- disk, memory, CPU -----------------------------------------------------------------------------------------
 
 @BWRAP
-def test_filling_the_disk_ends_the_run_and_leaves_nothing_mounted(repo: Repo, outside: Path) -> None:
-    slot = outside / "slot"
+def test_filling_the_disk_ends_the_run_and_leaves_nothing_mounted(repo: Repo, var_tmp: Path) -> None:
+    slot = var_tmp / "slot"
     command = ("dd if=/dev/zero of=/tmp/a bs=1M count=12 2>/dev/null; dd if=/dev/zero of=/dev/shm/b bs=1M count=12 "
                "2>/dev/null; dd if=/dev/zero of=c bs=1M count=200 2>&1 | tail -1; sleep 30")
     started = time.monotonic()
@@ -211,10 +199,10 @@ def test_filling_the_disk_ends_the_run_and_leaves_nothing_mounted(repo: Repo, ou
     assert again.passed and again.limits and again.limits["disk_peak_bytes"] < 1 << 20, again.log_head
 
 
-def test_without_the_sandbox_the_disk_limit_is_polled_and_says_so(repo: Repo, outside: Path) -> None:
+def test_without_the_sandbox_the_disk_limit_is_polled_and_says_so(repo: Repo, var_tmp: Path) -> None:
     command = "for i in $(seq 1 40); do dd if=/dev/zero of=f$i bs=1M count=2 2>/dev/null; sleep 0.1; done; sleep 30"
     sha = repo.commit({"a.txt": b"a"})
-    result = run_check(repo.path, sha, command, 60, slot=outside / "slot", sandbox="none", disk_limit_mb=16)
+    result = run_check(repo.path, sha, command, 60, slot=var_tmp / "slot", sandbox="none", disk_limit_mb=16)
     assert result.outcome == "disk_limit", result.log_head
     assert result.limits and "disk=poll" in result.limits["enforced"]
     assert "measured every 1 s" in result.limits["disk_note"]
@@ -223,7 +211,7 @@ def test_without_the_sandbox_the_disk_limit_is_polled_and_says_so(repo: Repo, ou
 
 @BWRAP
 @MEMORY
-def test_resident_memory_past_the_limit_ends_the_run(repo: Repo, outside: Path) -> None:
+def test_resident_memory_past_the_limit_ends_the_run(repo: Repo, var_tmp: Path) -> None:
     hog = (b"import os, time\n"
            b"for _ in range(4):\n"
            b"    if os.fork() == 0:\n"
@@ -232,19 +220,19 @@ def test_resident_memory_past_the_limit_ends_the_run(repo: Repo, outside: Path) 
            b"        time.sleep(30)\n"
            b"        os._exit(0)\n"
            b"time.sleep(30)\n")
-    log, result = run(repo, {"hog.py": hog}, "python hog.py", outside / "slot", memory_mb=256, disk_limit_mb=16)
+    log, result = run(repo, {"hog.py": hog}, "python hog.py", var_tmp / "slot", memory_mb=256, disk_limit_mb=16)
     r = result
     assert r.outcome == "memory_limit", log  # type: ignore[attr-defined]
     assert r.duration_ms < 20_000 and "memory=cgroup" in r.limits["enforced"]  # type: ignore[attr-defined]
     assert log.startswith("the check reached its memory limit")
     # Each process alone fits in the address-space limit: only the resident limit saw them together.
     ok, fine = run(repo, {"hog.py": hog.replace(b"range(4)", b"range(1)").replace(b"time.sleep(30)", b"pass")},
-                   "python hog.py", outside / "slot", memory_mb=256, disk_limit_mb=16)
+                   "python hog.py", var_tmp / "slot", memory_mb=256, disk_limit_mb=16)
     assert fine.outcome == "pass", ok  # type: ignore[attr-defined]
 
 
 @BWRAP
-def test_a_check_runs_at_the_least_cpu_weight(repo: Repo, outside: Path) -> None:
+def test_a_check_runs_at_the_least_cpu_weight(repo: Repo, var_tmp: Path) -> None:
     token = uuid.uuid4().hex
     machine = limits.machine()
     found: dict[str, str] = {}
@@ -271,7 +259,7 @@ def test_a_check_runs_at_the_least_cpu_weight(repo: Repo, outside: Path) -> None
 
     watcher = threading.Thread(target=look)
     watcher.start()
-    _, result = run(repo, {"a.txt": b"a"}, f"sleep 3 # {token}", outside / "slot")
+    _, result = run(repo, {"a.txt": b"a"}, f"sleep 3 # {token}", var_tmp / "slot")
     watcher.join()
     enforced = result.limits["enforced"]  # type: ignore[attr-defined]
     assert found, "the check's process was not seen"
@@ -288,7 +276,7 @@ SECRET = "ghp_" + "Z9" * 10  # what a forge token looks like
 
 
 @BWRAP
-def test_a_secret_the_check_prints_is_masked_everywhere_in_the_log(repo: Repo, outside: Path) -> None:
+def test_a_secret_the_check_prints_is_masked_everywhere_in_the_log(repo: Repo, var_tmp: Path) -> None:
     # Printed at the start, across the head's cut, many times in the middle, across pipe reads, and at the end.
     script = (f"import sys, time\nS = {SECRET!r}\n"
               "out = sys.stdout\n"
@@ -299,7 +287,7 @@ def test_a_secret_the_check_prints_is_masked_everywhere_in_the_log(repo: Repo, o
               "out.flush()\n"
               "out.write(S[:9]); out.flush(); time.sleep(0.2); out.write(S[9:] + '\\n')\n"
               "out.write('end ' + S)\n")
-    log, result = run(repo, {"p.py": script.encode()}, "python p.py", outside / "slot", secrets=[SECRET, "short"])
+    log, result = run(repo, {"p.py": script.encode()}, "python p.py", var_tmp / "slot", secrets=[SECRET, "short"])
     r = result
     assert r.outcome == "pass", log  # type: ignore[attr-defined]
     assert SECRET not in log and SECRET[:12] not in log and SECRET[-12:] not in log
@@ -341,13 +329,13 @@ def test_cut_edges_lose_their_pieces_of_a_secret() -> None:
 
 # -- failing closed --------------------------------------------------------------------------------------------
 
-def test_without_bubblewrap_a_check_is_refused_and_says_how_to_install_it(repo: Repo, outside: Path) -> None:
+def test_without_bubblewrap_a_check_is_refused_and_says_how_to_install_it(repo: Repo, var_tmp: Path) -> None:
     sha = repo.commit({"a.txt": b"a"})
-    marker = outside / "ran"
-    refused = run_check(repo.path, sha, f"touch {marker}", 60, slot=outside / "slot", bwrap="/nonexistent/bwrap")
+    marker = var_tmp / "ran"
+    refused = run_check(repo.path, sha, f"touch {marker}", 60, slot=var_tmp / "slot", bwrap="/nonexistent/bwrap")
     assert refused.outcome == "error" and not marker.exists()
     assert "apt-get install -y bubblewrap" in refused.log_head and "MERGEBOT_SANDBOX=none" in refused.log_head
-    plain = run_check(repo.path, sha, f"touch {marker}", 60, slot=outside / "slot", sandbox="none",
+    plain = run_check(repo.path, sha, f"touch {marker}", 60, slot=var_tmp / "slot", sandbox="none",
                       bwrap="/nonexistent/bwrap")
     assert plain.passed and plain.sandbox == "none" and marker.exists()
 
@@ -355,7 +343,7 @@ def test_without_bubblewrap_a_check_is_refused_and_says_how_to_install_it(repo: 
 @BWRAP
 @pytest.mark.parametrize("where", ["var", "tmp"])
 def test_without_a_pids_group_the_check_runs_as_its_own_uid_and_nproc_holds(
-        repo: Repo, outside: Path, tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        repo: Repo, var_tmp: Path, tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine with no writable control group (a container's read-only /sys/fs/cgroup), simulated: the check
     runs as an unprivileged uid of its own, RLIMIT_NPROC bounds its forks, it can still write its checkout and
     /tmp, and every process of it (a daemon included) is killed by uid at the end."""
@@ -377,7 +365,7 @@ def test_without_a_pids_group_the_check_runs_as_its_own_uid_and_nproc_holds(
              b"        os._exit(0)\n"
              b"    made += 1\n"
              b"print('uid', os.getuid(), 'made', made)\n")
-    slot = (outside if where == "var" else tmp_path) / "slot"  # the checkout outside /tmp, or under it
+    slot = (var_tmp if where == "var" else tmp_path) / "slot"  # the checkout outside /tmp, or under it
     log, result = run(repo, {"forks.py": forks},
                       f"python forks.py {token} && echo w > written.txt && echo t > /tmp/t && id -u", slot,
                       max_procs=20)

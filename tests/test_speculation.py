@@ -12,7 +12,7 @@ import time
 import pygit2
 
 from mergebot.auth import Role
-from tests.bot import Fleet, commit, git
+from tests.support.bot import Fleet
 
 
 async def wait_for(fleet: Fleet, ids: list[int], statuses: set[str], timeout: float = 120) -> None:
@@ -37,9 +37,8 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
     for who, files in (("ann", {"one.txt": "1\n"}),
                        ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
                        ("cat", {"three.txt": "3\n"})):
-        claim, wt = fleet.start(who)
-        shas[claim.subtask_id] = commit(wt, files)
-        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        claim, _, sha = fleet.start_and_push(who, files)
+        shas[claim.subtask_id] = sha
     await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     one, two, three = (s.id for s in subs)
     await wait_for(fleet, [one, three], {"landed"})
@@ -98,9 +97,8 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
                        ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
                        ("cat", {"three.txt": "3\n"}),
                        ("dan", {"four.txt": "4\n"})):
-        claim, wt = fleet.start(who)
-        shas[claim.subtask_id] = commit(wt, files)
-        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        claim, _, sha = fleet.start_and_push(who, files)
+        shas[claim.subtask_id] = sha
     await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     one, two, three, four = (s.id for s in subs)
     await wait_for(fleet, [one, three, four], {"landed"})
@@ -165,9 +163,8 @@ async def test_a_batch_is_bisected_at_once_and_never_spans_a_lane_being_judged(f
                        ("cat", {"b.txt": "b\n"}),
                        ("dan", {"tests/test_calc.py": "import os\n" + test.format(4)}),  # merges with it cleanly
                        ("eve", {"c.txt": "c\n"})):
-        claim, wt = fleet.start(who)
-        shas[claim.subtask_id] = commit(wt, files)
-        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        claim, _, sha = fleet.start_and_push(who, files)
+        shas[claim.subtask_id] = sha
     await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     breaks, a, b, same, c = (s.id for s in subs)
     await wait_for(fleet, [a, b, same, c], {"landed"})
@@ -219,9 +216,8 @@ async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fle
     for who, files in (("ann", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
                        ("bob", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef one():\n    return 1\n"}),
                        ("cat", {"other.txt": "other\n"})):
-        claim, wt = fleet.start(who)
-        shas[claim.subtask_id] = commit(wt, files)
-        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        claim, _, sha = fleet.start_and_push(who, files)
+        shas[claim.subtask_id] = sha
     await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     breaks, same, other = (s.id for s in subs)
     await wait_for(fleet, [same, other], {"landed"})
@@ -272,9 +268,7 @@ async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
     await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
     for who, name in (("ann", "one.txt"), ("bob", "two.txt"), ("cat", "three.txt")):
-        claim, wt = fleet.start(who)
-        commit(wt, {name: "x\n"})
-        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        fleet.start_and_push(who, {name: "x\n"})
     await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
     await wait_for(fleet, [s.id for s in subs], {"landed"})
 

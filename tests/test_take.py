@@ -11,7 +11,7 @@ from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.messages.refs import subtask_ref
 from mergebot.models import Handle
-from tests.bot import make_project
+from tests.support.bot import make_project
 
 
 async def test_one_statement_takes_the_fenced_candidate_and_supersedes_the_rest(e2e_db: Database,

@@ -25,7 +25,7 @@ from mergebot import agent
 from mergebot.client import ApiError
 from mergebot.db.locks import SessionLocks
 from mergebot.landing.verdicts import KINDS
-from tests.bot import Fleet, check_command, commit, git, until
+from tests.support.bot import Fleet, check_command, commit, git, until
 from verifier import limits
 from verifier import sandbox as sb
 

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import socket
 import sys
 import tempfile
@@ -305,16 +304,6 @@ for target in sys.argv[1:]:
     except OSError as e:
         print("refused", target, e.strerror)
 """
-
-
-@pytest.fixture
-def var_tmp() -> Iterator[Path]:
-    """A directory outside /tmp (the sandbox has a private /tmp, so paths under it prove nothing)."""
-    where = Path(tempfile.mkdtemp(prefix="mb-verifier-", dir="/var/tmp"))
-    try:
-        yield where
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
 
 
 @BWRAP

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -16,21 +17,31 @@ from mergebot.client import Client
 from mergebot.landing.repos import repos_root
 from mergebot.models import Subtask
 from mergebot.verify.worker import private_paths, psycopg_host
-from tests.bot import Fleet, check_command, commit, git, until
+from tests.support.bot import Fleet, check_command, commit, git, until
 
 
-async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object], tmp_path: Path) -> None:
+def fails_once(tmp_path: Path) -> str:
+    """A check that fails the first time it runs on the candidate and passes after: a flaky check, not the
+    candidate's fault. (Only the candidate has x.txt: main's baseline run, which may run first, must not take the
+    one failure.)"""
     flag = tmp_path / "flaky-once"
-    # Fails the first time it runs on the candidate, passes after: a flaky check, not the candidate's fault. (Only
-    # the candidate has x.txt: main's baseline run, which may run first, must not take the one failure.)
-    once = f"test ! -e x.txt || test -e {flag} || {{ touch {flag}; exit 1; }}"
-    fleet: Fleet = await make_fleet(once, MERGEBOT_VERIFIER_SANDBOX="none")  # type: ignore[operator]
+    return f"test ! -e x.txt || test -e {flag} || {{ touch {flag}; exit 1; }}"
+
+
+async def push_x(fleet: Fleet) -> tuple[int, dict[str, Any]]:
+    """ann claims a new subtask, adds x.txt and pushes, waiting for the verdict: the subtask and the push's
+    result."""
     sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
     _, wt = fleet.start("ann")
     commit(wt, {"x.txt": "x\n"})
-    result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+    return sub.id, agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+
+
+async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object], tmp_path: Path) -> None:
+    fleet: Fleet = await make_fleet(fails_once(tmp_path), MERGEBOT_VERIFIER_SANDBOX="none")  # type: ignore[operator]
+    sub_id, result = await push_x(fleet)
     assert result["status"] == "landed", result
-    landed = (await fleet.db.landing.landed(subtask_id=sub.id))[0]
+    landed = (await fleet.db.landing.landed(subtask_id=sub_id))[0]
     assert landed.verifier_result == "flaky"
     jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
     assert sorted(j["purpose"] for j in jobs) == ["candidate", "retry"]
@@ -39,7 +50,7 @@ async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object
     evidence = (await fleet.db.landing.get_candidate(result["id"])).verifier or {}
     assert evidence["outcome"] == "flaky" and evidence["runs"]["first"]["outcome"] == "fail"
     # mixed evidence is not main's status: a post-land run on main's new head decides it
-    await until(lambda: _main_status(fleet, sub.id, "pass"))
+    await until(lambda: _main_status(fleet, sub_id, "pass"))
     post = [j for j in await fleet.db.jobs.jobs() if j["purpose"] == "post_land"]
     assert len(post) == 1 and post[0]["commit_sha"] == fleet.main() and post[0]["outcome"] == "pass"
 
@@ -47,14 +58,9 @@ async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object
 async def test_without_retries_the_first_failure_is_the_verdict(make_fleet: Callable[..., object],
                                                                  tmp_path: Path) -> None:
     """MERGEBOT_RETRY_FAILED_CHECKS=0: the same once-failing check rejects, after one run on the candidate."""
-    flag = tmp_path / "flaky-once"
-    once = f"test ! -e x.txt || test -e {flag} || {{ touch {flag}; exit 1; }}"  # only the candidate has x.txt
-    fleet: Fleet = await make_fleet(once, MERGEBOT_VERIFIER_SANDBOX="none",  # type: ignore[operator]
+    fleet: Fleet = await make_fleet(fails_once(tmp_path), MERGEBOT_VERIFIER_SANDBOX="none",  # type: ignore[operator]
                                     MERGEBOT_RETRY_FAILED_CHECKS="0")
-    await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
-    _, wt = fleet.start("ann")
-    commit(wt, {"x.txt": "x\n"})
-    result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+    _, result = await push_x(fleet)
     assert result["status"] == "rejected", result
     assert "does not retry failed checks" in result["reason"]  # the agent knows flakiness was not ruled out
     jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
@@ -287,16 +293,11 @@ async def test_under_speculation_a_flaky_check_lands_as_flaky(make_fleet: Callab
     """A window of two: the failed run is judged apart, its retry passes, the candidate goes back to the queue and
     is verified again on the current main; it lands recorded as ``flaky`` with the first two runs as evidence, as
     on the serial path, and the flaky landings counter counts it."""
-    flag = tmp_path / "flaky-once"
-    once = f"test ! -e x.txt || test -e {flag} || {{ touch {flag}; exit 1; }}"
-    fleet: Fleet = await make_fleet(once, MERGEBOT_VERIFIER_SANDBOX="none",  # type: ignore[operator]
+    fleet: Fleet = await make_fleet(fails_once(tmp_path), MERGEBOT_VERIFIER_SANDBOX="none",  # type: ignore[operator]
                                     MERGEBOT_SPECULATION_WINDOW="2", MERGEBOT_VERIFIER_WORKERS="2")
-    sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
-    _, wt = fleet.start("ann")
-    commit(wt, {"x.txt": "x\n"})
-    result = agent.push(fleet.client("ann"), wt, wait=90, progress=False)
+    sub_id, result = await push_x(fleet)
     assert result["status"] == "landed", result
-    landed = (await fleet.db.landing.landed(subtask_id=sub.id))[0]
+    landed = (await fleet.db.landing.landed(subtask_id=sub_id))[0]
     assert landed.verifier_result == "flaky" and landed.policy == "speculative+risk-aware", landed
     jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
     assert [(j["purpose"], j["outcome"]) for j in sorted(jobs, key=lambda j: j["id"])] == [

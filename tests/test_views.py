@@ -25,7 +25,7 @@ from mergebot.landing.repos import add_repo, repos_root
 from mergebot.models import Handle, Landing
 from mergebot.settings import Settings
 from mergebot.tree import parse_tree
-from tests.bot import make_project
+from tests.support.bot import make_project
 
 _shas = iter(range(1, 1 << 30))
 

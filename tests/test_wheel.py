@@ -32,7 +32,7 @@ from mergebot.client import Client
 from mergebot.db.embedded import alive
 from mergebot.git import repo as gitrepo
 from mergebot.landing.repos import repos_root
-from tests.bot import BotProcess, commit, git, make_project
+from tests.support.bot import BotProcess, commit, git, make_project
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_INPUTS = ("pyproject.toml", "README.md", "mergebot", "verifier", "hooks")  # what the wheel is built from

@@ -12,7 +12,7 @@ Rules:
 * **The server.** ``Serve`` starts ``python -m mergebot serve`` on a free loopback port with the run's database,
   a data directory and the benchmark's extra environment, its output in ``<data>/<name>.log``; it is up once
   ``GET /healthz`` answers 200 (within 60 s; otherwise the error carries the log's tail). ``stop`` sends SIGTERM
-  and kills after 15 s. Every figure measured through HTTP is measured against this process, as tests/bot.py's
+  and kills after 15 s. Every figure measured through HTTP is measured against this process, as tests/support/bot.py's
   BotProcess does for the end-to-end tests.
 * **The stores.** Every use a benchmark makes of mergebot's database and pools -- opening a pool, building the
   ``Database`` (``mergebot.db.database``), adding agents, subtasks, groups, trees and repositories, claiming for setup,

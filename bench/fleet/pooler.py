@@ -5,8 +5,8 @@ through Debian's PgBouncer 1.18 in transaction mode (``MERGEBOT_DATABASE_URL`` t
 ``x first`` column is the pooled run against the direct one.
 
 PostgreSQL 15 and PgBouncer run as the unprivileged ``postgres`` user, started as the tests start them
-(``tests/pg.py``, ``tests/pooler.py``: fsync and synchronous_commit off, so the figures are the pooler's cost,
-not the disk's). Run from the repository root, as root (for ``postgres``)::
+(``tests/support/pg.py``, ``tests/support/pooler.py``: fsync and synchronous_commit off, so the figures are the
+pooler's cost, not the disk's). Run from the repository root, as root (for ``postgres``)::
 
     python -m bench.fleet.pooler                    # a tenth of the seeds' load, two rounds
     python -m bench.fleet.pooler --seeds-scale 0.25 --rounds 3
@@ -23,8 +23,8 @@ from pathlib import Path
 import psycopg
 
 from bench.fleet import run as fleet
-from tests.pg import Server
-from tests.pooler import Bouncer
+from tests.support.pg import Server
+from tests.support.pooler import Bouncer
 
 
 def main(argv: list[str] | None = None) -> None:

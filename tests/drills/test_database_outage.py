@@ -14,11 +14,8 @@ import httpx
 import pytest
 
 from mergebot.client import ApiError, Client
-from mergebot.db.connect import open_pool
-from mergebot.db.database import Database
 from mergebot.drill.wire import _git, commit_file, push_head
-from mergebot.settings import Settings
-from tests.drills.conftest import drill_seed, make_rig
+from tests.drills.conftest import drill_seed, make_rig, open_store
 from tests.drills.pgctl import StoppablePostgres
 
 
@@ -29,11 +26,6 @@ def pg() -> Iterator[StoppablePostgres]:
         yield server
     finally:
         server.destroy()
-
-
-async def open_store(url: str, data: Path) -> Database:
-    pool = await open_pool(url, Settings(database_url=url, data_dir=data), statement_timeout_ms=5000)
-    return Database(pool, lease_seconds=60)
 
 
 def access_lines(log: Path) -> list[dict[str, object]]:

@@ -19,13 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from mergebot.db.connect import open_pool
-from mergebot.db.database import Database
-from mergebot.settings import Settings
-from tests.drills.conftest import drill_seed, make_rig
-from tests.pg import PG15_BIN, available_servers
-from tests.pooler import need
-from tests.standby import Pair
+from tests.drills.conftest import drill_seed, make_rig, open_store
+from tests.support.pg import PG15_BIN, available_servers
+from tests.support.pooler import need
+from tests.support.standby import Pair
 
 
 @pytest.fixture
@@ -36,11 +33,6 @@ def pair() -> Iterator[Pair]:
         yield p
     finally:
         p.stop()
-
-
-async def open_store(url: str, data: Path) -> Database:
-    pool = await open_pool(url, Settings(database_url=url, data_dir=data), statement_timeout_ms=5000)
-    return Database(pool, lease_seconds=60)
 
 
 @pytest.mark.parametrize("step", [

@@ -26,8 +26,8 @@ from mergebot.client import Client
 from mergebot.db.embedded import alive
 from mergebot.drill.gather import stable_check
 from mergebot.drill.scenarios import Drill
-from tests.bot import BotProcess, check_command, make_project
 from tests.drills.conftest import drill_seed
+from tests.support.bot import BotProcess, check_command, make_project
 
 # A verify job that finished (ran to a result) after a newer job for the same candidate and purpose was made:
 # a run for nobody.

@@ -1,6 +1,7 @@
-"""Webhook redelivery storms in forge mode (the GitHub stand-in of tests/forge_standin.py, a bare repository as the
-forge's git remote, signed deliveries): the same delivery 50 times at once lands once; the same push announced
-under 50 different delivery ids at once is queued once; replaying the storm after the landing changes nothing.
+"""Webhook redelivery storms in forge mode (the GitHub stand-in of tests/support/forge_standin/, a bare repository
+as the forge's git remote, signed deliveries): the same delivery 50 times at once lands once; the same push
+announced under 50 different delivery ids at once is queued once; replaying the storm after the landing changes
+nothing.
 Then the invariant check, through the bot's mirror of the forge repository."""
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from mergebot.db.database import Database
 from mergebot.drill.invariants import Push
 from mergebot.drill.storm import github_push_body, redelivery_storm
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from tests.bot import BotProcess, commit, forge_remote, git, make_project
 from tests.drills.conftest import QUICK_CHECK, Rig
-from tests.forge_standin import ForgeStandin
+from tests.support.bot import BotProcess, commit, forge_remote, git, make_project
+from tests.support.forge_standin import ForgeStandin
 
 SECRET = "drill-webhook-secret"
 TOKEN = "ghp_drill_standin"

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# (path, method) pairs served by tests/forge_standin.py.
+# (path, method) pairs served by tests/support/forge_standin/.
 OPERATIONS: list[tuple[str, str]] = [
     ("/repos/{owner}/{repo}", "get"),
     ("/repos/{owner}/{repo}/statuses/{sha}", "post"),

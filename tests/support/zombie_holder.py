@@ -1,6 +1,6 @@
 """Hold a zombie postmaster on purpose, as PID 1 in a container without an init does for a second or two.
 
-Run as ``python tests/zombie_holder.py DATA_DIR``. It makes itself the child subreaper, so the orphaned
+Run as ``python tests/support/zombie_holder.py DATA_DIR``. It makes itself the child subreaper, so the orphaned
 postmaster becomes its child; starts the embedded server for DATA_DIR in a child process that exits without
 stopping it (a killed ``mergebot serve``: its pid stays on the server's list of users); SIGKILLs the postmaster
 and never reaps it. It prints ``{"zombie": PID}`` and holds the zombie until its stdin closes, then reaps.

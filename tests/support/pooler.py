@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.bot import free_port
+from tests.support.bot import free_port
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 

@@ -23,7 +23,7 @@ import psycopg
 from psycopg import sql
 
 from mergebot.db.migrate import migrate
-from tests.pg import PG15_BIN
+from tests.support.pg import PG15_BIN
 
 
 def _as_postgres(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -157,6 +157,14 @@ class Fleet:
         assert got is not None, "nothing to claim"
         return got[0], wt
 
+    def start_and_push(self, who: str, files: dict[str, str], message: str = "work") -> tuple[agent.Claim, Path, str]:
+        """``who`` claims the next subtask and starts it (``start``), commits ``files`` and pushes them to the
+        claim's branch with plain git, which returns at once: the claim, the worktree and the commit."""
+        claim, wt = self.start(who)
+        sha = commit(wt, files, message)
+        git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
+        return claim, wt, sha
+
     def bare(self) -> pygit2.Repository:
         return pygit2.Repository(str(repos_root(self.bot.data_dir) / "demo.git"))
 
