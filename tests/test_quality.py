@@ -49,6 +49,17 @@ def test_every_module_and_benchmark_is_at_most_400_lines() -> None:
     assert long == {}, f"over {MAX_LINES} lines (split by job): {long}"
 
 
+# Test files read whole by whoever changes what they test; helpers they share live in tests/support/.
+MAX_TEST_LINES = 600
+
+
+def test_every_test_file_is_at_most_600_lines() -> None:
+    files = list((ROOT / "tests").rglob("*.py"))
+    assert len(files) > 80  # the scan saw the tests
+    long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_TEST_LINES}
+    assert long == {}, f"over {MAX_TEST_LINES} lines (split by subject, shared helpers into tests/support/): {long}"
+
+
 def test_benchmarks_live_in_topic_packages() -> None:
     """``bench/`` holds one package per topic (``bench/__init__.py`` lists them), no loose benchmark files."""
     assert [p.name for p in (ROOT / "bench").glob("*.py")] == ["__init__.py"]
