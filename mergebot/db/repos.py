@@ -2,8 +2,9 @@
 operator's pause, a red main).
 
 Rules:
-  * A repository's rules change only through ``update_repo``, one rule at a time or several: a rule not given
-    stays as it is, and every change is an event (``repo_updated``) naming the rules it set.
+  * Once created (``create_repo``, an event ``repo_added``), a repository's rules change only through
+    ``update_repo``: a rule not given stays as it is, and each change is an event (``repo_updated``) naming the
+    rules it set.
   * Held-out checks are replaced whole, in one transaction (``set_held_out``), and read only for a verifier
     worker's run: no agent ever sees their content.
   * A red main parks candidates (the landing path, ``mergebot.db.landing``); main green again (``set_red`` with
