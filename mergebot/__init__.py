@@ -8,7 +8,8 @@ Where things live (imports point down this list only; ``tests/test_layers.py`` c
     ``mergebot.verify``; the agent's side of a push: ``mergebot.agent``; failure drills: ``mergebot.drill``; lease
     recovery: ``mergebot.recovery``;
   * the database, one pool and small stores composed on it: ``mergebot.db`` (``database.Database``; a claim is
-    made in ``subtasks.py`` by the ``subtask_claim`` query of ``queries.sql``); git plumbing: ``mergebot.git``;
+    made in ``subtasks.py`` by the ``subtask_claim`` query of ``queries/subtasks.sql``); git plumbing:
+    ``mergebot.git``;
   * records, every sentence anyone is told, errors, settings and pure helpers (task-tree files, tokens, tables):
     ``mergebot.models``, ``mergebot.messages``, ``mergebot.errors``, ``mergebot.settings``, ``mergebot.tree``,
     ``mergebot.auth``, ``mergebot.table``, ``mergebot.client`` (the HTTP API's client), ``mergebot.logs``.

@@ -1,8 +1,8 @@
 """What a landing cost, and what each agent's work cost: verifier seconds, pushes and rejections over a window.
 
 Pure: it adds up the rows ``db.views.cost`` reads (``view_cost_runs``, ``view_cost_pushes``, ``view_cost_landed``
-in ``mergebot/db/views.sql``, which says where each run is charged). Every run's seconds are charged exactly once,
-so ``charged_to_landings + thrown_away + other == total`` for any window.
+in ``mergebot/db/queries/views.sql``, which says where each run is charged). Every run's seconds are charged
+exactly once, so ``charged_to_landings + thrown_away + other == total`` for any window.
 """
 
 from __future__ import annotations

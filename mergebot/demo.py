@@ -134,7 +134,7 @@ def run_demo(data_dir: Path | None = None) -> None:
                 _, tokens[name] = await db.agents.add_agent(name=name, role=role)
             except Exception:
                 _, tokens[name] = await db.agents.rotate_token(name=name)
-        if not any(r.name == "calc" for r in await db.landing.list_repos()):
+        if not any(r.name == "calc" for r in await db.repos.list_repos()):
             await add_repo(db, repos_root(data_dir), name="calc", source=str(src),
                            verifier_command=CHECK,
                            verifier_timeout_s=120, protected_paths=["tests/test_smoke.py"])

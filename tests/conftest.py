@@ -154,9 +154,9 @@ async def site(settings: Settings) -> AsyncIterator[Site]:
             for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
                                ("rita", Role.REVIEWER)):
                 s.agents[name], s.tokens[name] = await s.db.agents.add_agent(name=name, role=role)
-            await s.db.landing.create_repo(name="app", target_branch="main", verifier_command="pytest -q",
-                                           verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
-                                           max_file_bytes=1 << 20, root_sha=SHA)
+            await s.db.repos.create_repo(name="app", target_branch="main", verifier_command="pytest -q",
+                                         verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
+                                         max_file_bytes=1 << 20, root_sha=SHA)
             yield s
 
 

@@ -208,11 +208,11 @@ async def test_submit_again_requeues_the_tip_once(make_fleet: Callable[..., Any]
     assert first["verdict"]["final"] is True and first["verdict"]["branch"] == f"refs/heads/{claim.branch}"
     same = agent.push(fleet.client("ann"), wt, wait=30, progress=False)  # the same commit: git pushes nothing
     assert same["status"] == "unchanged" and same["verdict"]["kind"] == "unchanged" and "--again" in same["reason"]
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="holding the queue")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="holding the queue")
     again = [fleet.client("ann").post(f"/api/v1/subtasks/{sub.id}/submit-again", {"claim_version": 1})
              for _ in range(2)]
     assert again[0]["candidate"]["id"] == again[1]["candidate"]["id"] != first["id"]  # twice is once
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     landed = agent.push(fleet.client("ann"), wt, wait=90, progress=False, again=True)
     assert landed["status"] == "landed" and landed["id"] == again[0]["candidate"]["id"], landed
     assert landed["verdict"]["kind"] == "landed" and landed["verdict"]["final"] is True

@@ -195,13 +195,13 @@ async def test_the_queue_updates_live_when_a_push_arrives(browser: Browser, worl
     async with world.lock:
         # Paused while the push arrives, so it shows waiting first and landed after: two updates however fast the
         # landing is (a quick one reached the page in a single update)
-        await world.db.landing.set_paused(repo="demo", paused=True, reason="the push shows waiting first")
+        await world.db.repos.set_paused(repo="demo", paused=True, reason="the push shows waiting first")
         try:
             sid, task = await land_a_change(world)
             # the push shows up without a reload: first waiting, then in "recently landed"
             await expect(live).to_contain_text("add subtract to calc", timeout=60_000)
         finally:
-            await world.db.landing.set_paused(repo="demo", paused=False, reason=None)
+            await world.db.repos.set_paused(repo="demo", paused=False, reason=None)
         recent = live.locator("section:has(h2:text-is('Recently landed'))")
         await expect(recent).to_contain_text("add subtract to calc", timeout=90_000)
         result = await task

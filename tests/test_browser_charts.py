@@ -103,7 +103,7 @@ async def speculated(servers: dict[str, Server], tmp_path_factory: pytest.TempPa
         # The flaky check fails only the flaky change's own merge, which needs the window in arrival order: a
         # risk-aware queue puts the breaking change (its author's fix landed) ahead of it, and then which run
         # takes the one failure depends on which run finishes first.
-        await db.landing.update_repo("demo", risk_aware=False)
+        await db.repos.update_repo("demo", risk_aware=False)
         bot = BotProcess(url, settings.data_dir, MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3",
                          MERGEBOT_VERIFIER_SANDBOX="none").start()
         fleet = Fleet(bot, db, tokens, tmp / "work")
@@ -132,21 +132,21 @@ async def _speculate(fleet: Fleet) -> dict[str, int]:
     await push("bob", "a", "the fix", {"calc.py": "def add(a, b):\n    return a + b\n"})
     await settle(fleet, lambda: _statuses(db, pushed, {"docs": "landed", "the fix": "landed"}))
     # 2. four at once into the window
-    await db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
+    await db.repos.set_paused(repo="demo", paused=True, reason="collecting a window")
     for who, what, files in (("ann", "one", {"one.txt": "1\n"}), ("cat", "flaky", {"flaky.txt": "f\n"}),
                              ("bob", "breaks", {"calc.py": "def add(a, b):\n    return a + b + 1\n"}),
                              ("dan", "four", {"four.txt": "4\n"})):
         await push(who, "b", what, files)
-    await db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await db.repos.set_paused(repo="demo", paused=False, reason=None)
     await settle(fleet, lambda: _statuses(db, pushed, {"one": "landed", "flaky": "landed", "breaks": "rejected",
                                                        "four": "landed"}))
     # 3. two slow ones verified at once; landing paused while they run; one more waits
-    await db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
+    await db.repos.set_paused(repo="demo", paused=True, reason="collecting a window")
     await push("ann", "c", "slow one", {"slow-1.txt": "1\n"})
     await push("cat", "c", "slow two", {"slow-2.txt": "2\n"})
-    await db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await db.repos.set_paused(repo="demo", paused=False, reason=None)
     await settle(fleet, lambda: _running(db, 2))
-    await db.landing.set_paused(repo="demo", paused=True, reason="frozen for the charts")
+    await db.repos.set_paused(repo="demo", paused=True, reason="frozen for the charts")
     await push("dan", "c", "waits", {"five.txt": "5\n"})
     await settle(fleet, lambda: _running(db, 2, queued=0))
     return pushed
@@ -172,7 +172,7 @@ async def settle(fleet: Fleet, done: Any, timeout: float = 120) -> None:
 
 
 async def _red(db: Database) -> bool:
-    return (await db.landing.get_repo("demo")).red_since is not None
+    return (await db.repos.get_repo("demo")).red_since is not None
 
 
 async def _statuses(db: Database, pushed: dict[str, int], want: dict[str, str]) -> bool:

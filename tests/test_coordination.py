@@ -17,7 +17,7 @@ async def test_the_forecast_names_the_candidate_that_touches_the_same_file(fleet
         await fleet.db.subtasks.create_subtask(actor_id=None, title=title)
     _, ann_wt = fleet.start("ann")
     bob_claim, bob_wt = fleet.start("bob")
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="holding the queue")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="holding the queue")
     commit(ann_wt, {"calc.py": "def add(a, b):\n    return b + a\n"})
     ann = agent.push(fleet.client("ann"), ann_wt, wait=1, progress=False)
     assert ann["status"] == "waiting", ann

@@ -103,7 +103,7 @@ async def test_a_push_git_finished_after_its_subtask_landed_is_refused_on_the_re
     fleet.bot.stop()
     git(["--git-dir", str(fleet.bot.data_dir / "repos" / "demo.git"), "fetch", "-q", str(wt),
          f"+HEAD:refs/heads/{claim.branch}"], wt)  # the ref moves with no post-receive step
-    repo = await fleet.db.landing.get_repo("demo")
+    repo = await fleet.db.repos.get_repo("demo")
     for _ in range(2):  # once: a later sweep finds it on the record
         assert await queue_orphans(fleet.db, fleet.bot.data_dir / "repos" / "demo.git", repo) == []
     refusals = [e for e in await fleet.db.subtasks.events(subtask_id=sub.id) if e["kind"] == "push_refused"]

@@ -44,13 +44,13 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     delivery = str(uuid.uuid4())
     # Paused, so the queued candidate's status is the newest while we look: the outbox sends only a commit's
     # newest status, and on a slow machine a quick landing would otherwise overtake it.
-    await f.db.landing.set_paused(repo="calc", paused=True, reason="reading the queued status")
+    await f.db.repos.set_paused(repo="calc", paused=True, reason="reading the queued status")
     r = f.deliver(branch, ZERO, sha, "ann-gh", delivery=delivery)  # logins are case-insensitive
     assert r.status_code == 202, r.text
     assert "queued as candidate" in r.json()["outcome"]
     queued = f.wait_status(sha, lambda got: got[-1].state == "pending")
     assert queued[-1].description == "queued for landing", queued
-    await f.db.landing.set_paused(repo="calc", paused=False, reason=None)
+    await f.db.repos.set_paused(repo="calc", paused=False, reason=None)
     statuses = f.wait_status(sha, final)
     assert statuses[-1].state == "success", statuses
     assert statuses[0].state == "pending" and statuses[-1].context == "mergebot"

@@ -152,7 +152,7 @@ async def test_a_red_forge_main_is_mended_by_the_bots_revert_pushed_to_the_forge
     deadline = time.monotonic() + 120
     while True:
         rows = await f.db.landing.landed(repo="calc")
-        if any(r.kind == "revert" for r in rows) and (await f.db.landing.get_repo("calc")).red_since is None:
+        if any(r.kind == "revert" for r in rows) and (await f.db.repos.get_repo("calc")).red_since is None:
             break
         assert time.monotonic() < deadline, f"no revert landed:\n{f.bot.log.read_text()[-4000:]}"
         time.sleep(0.2)

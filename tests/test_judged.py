@@ -188,8 +188,8 @@ async def test_a_batch_whose_middle_member_weakens_a_test_lands_the_other_two(ma
     batch, the planner bisects it, the culprit is judged alone (``tests_weakened``) and the other two land."""
     fleet: Fleet = await make_fleet(check_command(), MERGEBOT_BATCH_SIZE="3", MERGEBOT_VERIFIER_WORKERS="2",
                                     MERGEBOT_RETRY_FAILED_CHECKS="0")
-    await fleet.db.landing.update_repo("demo", risk_aware=False)  # one batch of three, by count
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a batch")
+    await fleet.db.repos.update_repo("demo", risk_aware=False)  # one batch of three, by count
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a batch")
     members = {}
     for who, title, files, allow in (
             ("b1", "a test", {"tests/test_zero.py": "from calc import add\n\n\ndef test_zero():\n"
@@ -202,7 +202,7 @@ async def test_a_batch_whose_middle_member_weakens_a_test_lands_the_other_two(ma
             fleet.client("root").post(f"/api/v1/subtasks/{sub.id}/allow", allow)
         fleet.start_and_push(who, files, title)
         members[who] = sub.id
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     statuses: dict[int, str] = {}
     deadline = asyncio.get_running_loop().time() + 120
     while asyncio.get_running_loop().time() < deadline:

@@ -44,13 +44,13 @@ async def test_a_push_verdict_is_one_long_poll(fleet: Fleet) -> None:
     await fleet.db.subtasks.create_subtask(actor_id=None, title="long poll")
     claim, wt = fleet.start("ann")
     commit(wt, {"lp.txt": "x\n"})
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="holding the queue")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="holding the queue")
     git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
     cand = fleet.client("ann").get("/api/v1/candidates", subtask=claim.subtask_id)["candidates"][0]
     started = time.monotonic()
     held = fleet.client("ann").get(f"/api/v1/candidates/{cand['id']}", wait=1.5)
     assert held["status"] == "queued" and time.monotonic() - started >= 1.4
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     started = time.monotonic()
     done = fleet.client("ann").get(f"/api/v1/candidates/{cand['id']}", wait=60)
     assert done["status"] == "landed", done

@@ -120,7 +120,7 @@ async def test_lanes_hold_and_only_passed_commits_land(e2e_db: Database, tmp_pat
     db, n = e2e_db, next(_names)
     name, root = f"lanes{n}", repos_root(tmp_path / "data")
     await add_repo(db, root, name=name, source=str(source), verifier_command="true")
-    await db.landing.update_repo(name, risk_aware=risk_aware)
+    await db.repos.update_repo(name, risk_aware=risk_aware)
     bare = git.open_repo(git.bare_path(root, name))
     start = git.head_of(bare, "refs/heads/main")
     assert start is not None
@@ -147,7 +147,7 @@ async def test_lanes_hold_and_only_passed_commits_land(e2e_db: Database, tmp_pat
     try:
         async with asyncio.timeout(90):
             while True:
-                repo = await db.landing.get_repo(name)
+                repo = await db.repos.get_repo(name)
                 window = spec.windows.get(name)
                 before = [s.cand.id for s in window.slots] if window else []
                 if not await spec.step(repo):

@@ -47,7 +47,7 @@ async def test_a_visitor_sees_only_the_login_prompt(site: Site) -> None:
     # posts are refused the same way and change nothing
     r = await site.post("/ui/repos/app/pause", {"csrf": "x"})
     assert r.status_code == 303 and r.headers["location"].startswith("/login")
-    assert not (await site.db.landing.get_repo("app")).paused
+    assert not (await site.db.repos.get_repo("app")).paused
     # and the redirect remembers where the visitor was going, on this site only
     site.client.cookies.clear()
     r = await site.client.get("/ui/subtasks?root=1&depth=4")
@@ -249,7 +249,7 @@ async def test_only_an_admin_pauses_a_repository_and_only_from_our_forms(site: S
         await site.login(who)
         r = await site.post("/ui/repos/app/pause", {"csrf": site.csrf(who)})
         assert r.status_code == 403 and "may not pause" in r.text, who
-    assert not (await site.db.landing.get_repo("app")).paused
+    assert not (await site.db.repos.get_repo("app")).paused
     await site.login("root")
     assert "/ui/repos/app/pause" in (await site.get("/ui/queue")).text
     assert (await site.post("/ui/repos/app/pause", {})).status_code == 403  # no CSRF token
@@ -257,13 +257,13 @@ async def test_only_an_admin_pauses_a_repository_and_only_from_our_forms(site: S
     assert (await site.post("/ui/repos/app/pause", {"csrf": site.csrf("root")},
                             origin="https://evil.example")).status_code == 403
     assert (await site.post("/ui/repos/app/pause", {"csrf": site.csrf("root")}, origin=None)).status_code == 403
-    assert not (await site.db.landing.get_repo("app")).paused
+    assert not (await site.db.repos.get_repo("app")).paused
     r = await site.post("/ui/repos/app/pause", {"csrf": site.csrf("root")})
-    assert r.status_code == 303 and (await site.db.landing.get_repo("app")).paused
+    assert r.status_code == 303 and (await site.db.repos.get_repo("app")).paused
     assert "paused by root" in (await site.get("/ui/queue")).text
     r = await site.client.post("/ui/repos/app/resume", data={"csrf": site.csrf("root")},
                                headers={"Referer": f"{BASE}/ui/queue"})
-    assert r.status_code == 303 and not (await site.db.landing.get_repo("app")).paused
+    assert r.status_code == 303 and not (await site.db.repos.get_repo("app")).paused
     assert any("resumed by root" in a["body"] for a in await site.db.subtasks.announcements())
     assert (await site.post("/ui/repos/nope/pause", {"csrf": site.csrf("root")})).status_code == 404
 

@@ -28,9 +28,9 @@ async def _events(resp: httpx.Response, out: list[str]) -> None:
 async def test_live_stream_speaks_on_change_and_ends_on_shutdown(e2e_db: Database, e2e_db_url: str,
                                                                  tmp_path: Path) -> None:
     _, token = await e2e_db.agents.add_agent(name="rita", role=Role.REVIEWER)
-    await e2e_db.landing.create_repo(name="app", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                                     protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
-    await e2e_db.landing.set_paused(repo="app", paused=True, reason="held for the test")
+    await e2e_db.repos.create_repo(name="app", target_branch="main", verifier_command="true", verifier_timeout_s=60,
+                                   protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
+    await e2e_db.repos.set_paused(repo="app", paused=True, reason="held for the test")
     bot = BotProcess(e2e_db_url, tmp_path / "data").start()
     try:
         async with httpx.AsyncClient(base_url=bot.url, timeout=10) as client:
@@ -41,7 +41,7 @@ async def test_live_stream_speaks_on_change_and_ends_on_shutdown(e2e_db: Databas
                 assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
                 reader = asyncio.create_task(_events(resp, lines))
                 await _until(lambda: sum(line == "event: queue" for line in lines) == 1)
-                await e2e_db.landing.set_paused(repo="app", paused=False, reason=None)
+                await e2e_db.repos.set_paused(repo="app", paused=False, reason=None)
                 await _until(lambda: sum(line == "event: queue" for line in lines) == 2)
                 data = [line for line in lines if line.startswith("data: ")]
                 assert len(data) == 2 and data[0] != data[1]

@@ -87,7 +87,7 @@ async def test_a_fill_before_a_landing_defers_what_does_not_apply_there(e2e_db: 
     assert about_to_land.sha is not None
     spec = Speculator(Context(db, root), width=2)
     window = Window(width=2)
-    repo = await db.landing.get_repo("demo")
+    repo = await db.repos.get_repo("demo")
     await spec.fill(repo, window, target_for(spec.ctx, repo), main, tail=about_to_land.sha)
     assert window.slots == []
     assert cand.id in window.deferred
@@ -105,7 +105,7 @@ async def test_a_staged_candidate_is_merged_once_and_goes_back_when_all_is_re_pl
     root, bare, main = await _demo_repo(db, tmp_path)
     cands = [(await _queued_work(db, bare, main, name))[0] for name in ("ann", "bob")]
     spec = Speculator(Context(db, root), width=2)
-    repo = await db.landing.get_repo("demo")
+    repo = await db.repos.get_repo("demo")
     target = target_for(spec.ctx, repo)
     window = Window(width=1)
     await spec.fill(repo, window, target, main)  # ann's takes the one run
@@ -174,7 +174,7 @@ async def test_a_conflict_with_main_is_rejected_while_the_window_is_full(e2e_db:
     eve = await _queue(db, "eve", _commit(bare, main, {"eve.txt": "eve\n"}, "eve's"))
     bob = await _queue(db, "bob", bob_sha)
     spec = Speculator(Context(db, root, poll=0.05), width=1)
-    repo = await db.landing.get_repo("demo")
+    repo = await db.repos.get_repo("demo")
     assert await spec.step(repo)  # one step: ann's run is started and still running
     window = spec.windows["demo"]
     assert [s.cand.id for s in window.slots] == [ann.id] and window.slots[0].result is None
@@ -203,7 +203,7 @@ async def test_a_verdict_reached_while_a_candidate_is_merged_ends_its_wait(e2e_d
     root, bare, main = await _demo_repo(db, tmp_path)
     cand, _ = await _queued_work(db, bare, main, "bob")
     spec = Speculator(Context(db, root), width=2)
-    repo = await db.landing.get_repo("demo")
+    repo = await db.repos.get_repo("demo")
     window = Window(width=2)
     judging = asyncio.get_running_loop().create_future()
     window.aside[999] = (judging, frozenset({"bob.txt"}))  # type: ignore[assignment]

@@ -142,7 +142,7 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
     await until(lambda: landed(c_sub.id), "c landed", f)
 
     async def green() -> bool:
-        return (await db.landing.get_repo("demo")).red_since is None
+        return (await db.repos.get_repo("demo")).red_since is None
     await until(green, "main green again", f)
     await metrics.scrape("b reverted")
 
@@ -247,13 +247,13 @@ async def test_a_mend_cut_short_by_a_crash_is_done_by_the_next_start(e2e_db: Dat
         await until(lambda: landed(a_sub.id), "a landed", f)
         land(f, "bob", "bob-b", {"b.py": "VALUE = 2\n"})
         assert f.bot.wait_exit(120) == -9
-        assert (await e2e_db.landing.get_repo("demo")).red_since is not None  # red and parked, nothing reverted
+        assert (await e2e_db.repos.get_repo("demo")).red_since is not None  # red and parked, nothing reverted
         assert not any(r.kind == "revert" for r in await e2e_db.landing.landed(repo="demo"))
         f.bot.start()
 
         async def mended() -> bool:
             rows = await e2e_db.landing.landed(repo="demo")
-            return any(r.kind == "revert" for r in rows) and (await e2e_db.landing.get_repo("demo")).red_since is None
+            return any(r.kind == "revert" for r in rows) and (await e2e_db.repos.get_repo("demo")).red_since is None
         await until(mended, "the restart's mend landed the revert and main is green", f)
         b_now = await e2e_db.subtasks.get_subtask(b_sub.id)
         assert (b_now.status, b_now.owner, b_now.claim_version) == ("running", "bob", 2)
@@ -293,7 +293,7 @@ async def test_a_red_main_found_by_the_next_candidates_base_check_is_mended_like
         culprit = next(r for r in rows if r.subtask_id == a_sub.id and r.kind == "land")
         assert len(reverts) == 1 and reverts[0].reverts == culprit.id, rows
         assert culprit.main_status == "fail"  # what the base check found, on the culprit's row
-        assert (await e2e_db.landing.get_repo("demo")).red_since is None
+        assert (await e2e_db.repos.get_repo("demo")).red_since is None
         a_now = await e2e_db.subtasks.get_subtask(a_sub.id)
         assert (a_now.status, a_now.owner, a_now.claim_version) == ("running", "ann", 2)
         assert "reverted" in (a_now.status_reason or "")
@@ -323,7 +323,7 @@ async def test_a_flaky_red_is_recorded_and_reverts_nothing(e2e_db: Database, e2e
         await until(checked, "main's check recorded", f)
         rows = await e2e_db.landing.landed(repo="demo")
         assert [(r.subtask_id, r.kind, r.main_status) for r in rows] == [(sub.id, "land", "flaky")]
-        assert (await e2e_db.landing.get_repo("demo")).red_since is None
+        assert (await e2e_db.repos.get_repo("demo")).red_since is None
         assert (await e2e_db.subtasks.get_subtask(sub.id)).status == "landed"
         assert marker.exists()
     finally:
@@ -374,12 +374,12 @@ async def test_a_mend_that_gave_up_stays_given_up_until_main_moves_or_an_admin_r
         return sum("stays red" in a["body"] or "gave up" in a["body"]
                    for a in await db.subtasks.announcements(limit=50))
 
-    await mend.mend(ctx, await db.landing.get_repo("demo"), red, "r" * 40, failed)
-    assert (await db.landing.get_repo("demo")).mend_given_up == "r" * 40 and await gave_up() == 1
-    await mend.resume(ctx, await db.landing.get_repo("demo"), red, "r" * 40)  # a restart: nothing again
+    await mend.mend(ctx, await db.repos.get_repo("demo"), red, "r" * 40, failed)
+    assert (await db.repos.get_repo("demo")).mend_given_up == "r" * 40 and await gave_up() == 1
+    await mend.resume(ctx, await db.repos.get_repo("demo"), red, "r" * 40)  # a restart: nothing again
     assert await gave_up() == 1 and await db.jobs.jobs() == []
-    await mend.resume(ctx, await db.landing.get_repo("demo"), red, "s" * 40)  # main moved: tried again
-    assert await gave_up() == 2 and (await db.landing.get_repo("demo")).mend_given_up == "s" * 40
+    await mend.resume(ctx, await db.repos.get_repo("demo"), red, "s" * 40)  # main moved: tried again
+    assert await gave_up() == 2 and (await db.repos.get_repo("demo")).mend_given_up == "s" * 40
     tried: list[str] = []
 
     async def remend() -> None:

@@ -175,7 +175,7 @@ async def test_leaders_killed_at_each_landing_step_are_replaced_and_nothing_land
 
 async def test_a_remote_worker_killed_mid_run_is_replaced_and_its_late_result_refused(replicas: Replicas) -> None:
     r = replicas
-    await r.db.landing.update_repo("demo", verifier_command=f"sleep 2 && {check_command()}")
+    await r.db.repos.update_repo("demo", verifier_command=f"sleep 2 && {check_command()}")
     sub, _ = await r.db.subtasks.create_subtask(actor_id=None, title="slow")
     a = r.replica("a").start()
     await r.wait_leader(a)

@@ -32,7 +32,7 @@ BATCHES = {"MERGEBOT_SPECULATION_WINDOW": "2", "MERGEBOT_BATCH_SIZE": "4", "MERG
 async def _pushes(fleet: Fleet, risks: dict[str, float]) -> dict[str, int]:
     """While the queue is paused: each agent claims, commits a file of its own (``ann`` breaks the suite) and
     pushes; then each candidate's estimate is set as given, and the queue resumes. The subtask of each agent."""
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a batch")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a batch")
     subtask = {}
     for who in risks:
         if who not in fleet.tokens:
@@ -43,7 +43,7 @@ async def _pushes(fleet: Fleet, risks: dict[str, float]) -> dict[str, int]:
     async with fleet.db.pool.connection() as conn:
         for who, p in risks.items():
             await conn.execute("UPDATE candidates SET failure_risk = %s WHERE subtask_id = %s", (p, subtask[who]))
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     return subtask
 
 
@@ -171,19 +171,19 @@ async def test_a_redo_after_a_lost_conflict_goes_first_and_is_not_counted_as_a_f
     """Serial queue: ann's first push conflicts with bob's, which lands first. Her redo goes before cat's fresher
     and safer push (else, behind fresher pushes on the same file, it could lose every next conflict too), and it is
     her first push to be judged on its check: no attempt term."""
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="two pushes of one new file")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="two pushes of one new file")
     pushed = {}
     for who in ("bob", "ann"):
         await fleet.db.subtasks.create_subtask(actor_id=None, title=f"{who}'s")
         claim, wt, _ = fleet.start_and_push(who, {"NOTES.md": f"- {who}'s note\n"})
         pushed[who] = (claim, wt)
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     (bob, _), (ann, wt) = pushed["bob"], pushed["ann"]
     await wait_for(fleet, [bob.subtask_id], {"landed"})
     await wait_for(fleet, [ann.subtask_id], {"running"})
     first = (await fleet.db.landing.candidates(repo="demo", subtask_id=ann.subtask_id))[0]
     assert first["status"] == "rejected" and (first["verdict"] or {}).get("kind") == "conflict", first
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="a fresh push, then the redo")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="a fresh push, then the redo")
     if "cat" not in fleet.tokens:
         _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
     await fleet.db.subtasks.create_subtask(actor_id=None, title="cat's")
@@ -198,7 +198,7 @@ async def test_a_redo_after_a_lost_conflict_goes_first_and_is_not_counted_as_a_f
         await conn.execute("UPDATE candidates SET failure_risk = 0.01 WHERE subtask_id = %s", (cat.subtask_id,))
         await conn.execute("UPDATE candidates SET failure_risk = 0.5 WHERE subtask_id = %s AND status = 'queued'",
                            (ann.subtask_id,))
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     await wait_for(fleet, [ann.subtask_id, cat.subtask_id], {"landed"})
     redo = (await fleet.db.landing.candidates(repo="demo", subtask_id=ann.subtask_id))[0]
     cats = (await fleet.db.landing.candidates(repo="demo", subtask_id=cat.subtask_id))[0]

@@ -74,7 +74,7 @@ async def test_git_identity_is_the_password_not_the_username(fleet: Fleet) -> No
     commit(ann_wt, {"a.txt": "a\n"})
     out = git(["push", "origin", f"HEAD:refs/heads/{bob_claim.branch}"], ann_wt, check=False)
     assert out.returncode != 0 and f"subtask {bob_claim.subtask_id} is not yours" in out.stderr
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="hold")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="hold")
     git(["push", "-q", "origin", f"HEAD:refs/heads/{ann_claim.branch}"], ann_wt)
     ann = await fleet.db.agents.agent_by_name("ann")
     cands = await fleet.db.landing.candidates(repo="demo")
@@ -86,7 +86,7 @@ async def test_git_identity_is_the_password_not_the_username(fleet: Fleet) -> No
 async def test_agents_push_only_their_own_subtask_branches(fleet: Fleet) -> None:
     s1, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="ann's")
     s2, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="bob's")
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="hold the queue: branches stay put")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="hold the queue: branches stay put")
     ann_claim, ann_wt = fleet.start("ann")
     bob_claim, bob_wt = fleet.start("bob")
     assert (ann_claim.subtask_id, bob_claim.subtask_id) == (s1.id, s2.id)
@@ -126,7 +126,7 @@ async def test_agents_push_only_their_own_subtask_branches(fleet: Fleet) -> None
 
 
 async def test_agents_cannot_change_what_judges_them(fleet: Fleet) -> None:
-    repo_before = await fleet.db.landing.get_repo("demo")
+    repo_before = await fleet.db.repos.get_repo("demo")
     # No API changes a repository's landing rules; the admin-only ones are refused to agents and leads.
     for who in ("ann", "lead"):
         c = httpx.Client(base_url=fleet.bot.url, headers={"Authorization": f"Bearer {fleet.tokens[who]}"})
@@ -167,7 +167,7 @@ async def test_agents_cannot_change_what_judges_them(fleet: Fleet) -> None:
     result = agent_mod.push(fleet.client("ann"), wt, wait=90, progress=False)
     assert result["status"] == "rejected", result
     assert fleet.main() == main and await fleet.db.landing.landed(subtask_id=claim.subtask_id) == []
-    repo_after = await fleet.db.landing.get_repo("demo")
+    repo_after = await fleet.db.repos.get_repo("demo")
     assert (repo_after.verifier_command, repo_after.protected_paths) == (
         repo_before.verifier_command, repo_before.protected_paths)
     jobs = await fleet.db.jobs.jobs(status=None, candidate_id=result["id"], limit=10)
@@ -214,8 +214,8 @@ async def test_admin_routes_refuse_every_other_role(roles_api: Api, db: Database
     app = roles_api.client.app
     admin = {(m, p) for m, p, route in routes_of(app) if "admin" in actions_of(route.dependant)}
     assert admin == EXPECTED_ADMIN  # a new admin route is checked below, and named here on purpose
-    await db.landing.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                                 protected_paths=["ci/"], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=ZERO)
+    await db.repos.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
+                               protected_paths=["ci/"], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=ZERO)
     for method, path in sorted(admin):
         for who in ("lead", "ann", "rita", "vera"):
             r = roles_api.call(method, concrete(path).replace("/agents/demo/", "/agents/bob/"), who,
@@ -226,7 +226,7 @@ async def test_admin_routes_refuse_every_other_role(roles_api: Api, db: Database
     assert {a["name"] for a in agents} == {n for n, _ in ROLES}  # nobody was added or revoked above
     assert all(a["revoked_at"] is None for a in agents)
     assert not any("token" in k or "hash" in k for a in agents for k in a)  # readers never see credentials
-    assert not (await db.landing.get_repo("demo")).paused
+    assert not (await db.repos.get_repo("demo")).paused
     # The pages' one admin action, from the site's own form with a valid CSRF token: still the role decides.
     for who in ("lead", "ann", "rita"):
         token = roles_api.tokens[who]
@@ -234,4 +234,4 @@ async def test_admin_routes_refuse_every_other_role(roles_api: Api, db: Database
                             headers={"Origin": "http://testserver", "Cookie": f"{web_session.COOKIE}={token}"},
                             follow_redirects=False)
         assert r.status_code == 403, (who, r.status_code)
-    assert not (await db.landing.get_repo("demo")).paused
+    assert not (await db.repos.get_repo("demo")).paused

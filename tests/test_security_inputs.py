@@ -206,7 +206,7 @@ async def test_path_traversal_in_repository_names_is_refused(fleet: Fleet, tmp_p
         r = httpx.get(f"{fleet.bot.url}/api/v1/candidates", params={"repo": name},
                       headers={"Authorization": f"Bearer {token}"})
         assert r.status_code in (200, 422) and (r.status_code == 422 or r.json()["candidates"] == [])
-    assert not (await fleet.db.landing.get_repo("demo")).paused
+    assert not (await fleet.db.repos.get_repo("demo")).paused
     # Adding a repository: the name is checked before anything touches the disk.
     root = repos_root(data)
     before = sorted(p.name for p in data.iterdir())

@@ -77,10 +77,10 @@ async def test_no_plaintext_secret_in_the_database_or_the_log(fleet: Fleet) -> N
     httpx.post(f"{url}/login", data={"token": fleet.tokens["rita"], "next": "/ui/landed"})
     # A forge repository whose webhook secret is read from the environment (no mirror on disk: only webhooks
     # that stop before any git work are sent to it).
-    await fleet.db.landing.create_repo(name="mirror", target_branch="main", verifier_command="true",
-                                       verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
-                                       max_file_bytes=1 << 20, root_sha=ZERO,
-                                       forge={"forge": "github", "forge_repo": "acme/app",
+    await fleet.db.repos.create_repo(name="mirror", target_branch="main", verifier_command="true",
+                                     verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
+                                     max_file_bytes=1 << 20, root_sha=ZERO,
+                                     forge={"forge": "github", "forge_repo": "acme/app",
                                               "forge_api_url": "https://forge.invalid",
                                               "forge_git_url": "https://forge.invalid/acme/app.git",
                                               "webhook_secret_env": "MERGEBOT_WEBHOOK_SECRET",
@@ -123,7 +123,7 @@ async def test_no_plaintext_secret_in_the_database_or_the_log(fleet: Fleet) -> N
 
 async def test_a_revoked_token_stops_working_at_once_for_api_and_git(fleet: Fleet) -> None:
     await fleet.db.subtasks.create_subtask(actor_id=None, title="t")
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="hold")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="hold")
     claim, wt = fleet.start("ann")
     commit(wt, {"x.txt": "x\n"})
     token = fleet.tokens["ann"]

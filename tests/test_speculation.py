@@ -32,14 +32,14 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
     start = fleet.main()
     # Hold the queue so all three are queued together and go into one window.
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a window")
     shas = {}
     for who, files in (("ann", {"one.txt": "1\n"}),
                        ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
                        ("cat", {"three.txt": "3\n"})):
         claim, _, sha = fleet.start_and_push(who, files)
         shas[claim.subtask_id] = sha
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     one, two, three = (s.id for s in subs)
     await wait_for(fleet, [one, three], {"landed"})
     await wait_for(fleet, [two], {"running"})  # rejected, back to its owner
@@ -85,13 +85,13 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
     main, the commit main moved to and the run that passed on it."""
     fleet.bot.stop()
     fleet.bot.start(MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2")
-    await fleet.db.landing.update_repo("demo", risk_aware=False)  # batches by count: the plain policy's bisection
+    await fleet.db.repos.update_repo("demo", risk_aware=False)  # batches by count: the plain policy's bisection
     for name in ("cat", "dan"):
         _, fleet.tokens[name] = await fleet.db.agents.add_agent(name=name, role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0]
             for t in ("one", "two", "three", "four")]
     start = fleet.main()
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a batch")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a batch")
     shas = {}
     for who, files in (("ann", {"one.txt": "1\n"}),
                        ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
@@ -99,7 +99,7 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
                        ("dan", {"four.txt": "4\n"})):
         claim, _, sha = fleet.start_and_push(who, files)
         shas[claim.subtask_id] = sha
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     one, two, three, four = (s.id for s in subs)
     await wait_for(fleet, [one, three, four], {"landed"})
     await wait_for(fleet, [two], {"running"})
@@ -150,12 +150,12 @@ async def test_a_batch_is_bisected_at_once_and_never_spans_a_lane_being_judged(f
     each."""
     fleet.bot.stop()
     fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3", MERGEBOT_BATCH_SIZE="4")
-    await fleet.db.landing.update_repo("demo", risk_aware=False)  # batches by count: the plain policy's bisection
+    await fleet.db.repos.update_repo("demo", risk_aware=False)  # batches by count: the plain policy's bisection
     for name in ("cat", "dan", "eve"):
         _, fleet.tokens[name] = await fleet.db.agents.add_agent(name=name, role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0]
             for t in ("breaks", "a", "b", "same", "c")]
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a batch")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a batch")
     shas = {}
     test = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == {}\n"
     for who, files in (("ann", {"tests/test_calc.py": test.format(5)}),  # breaks the suite
@@ -165,7 +165,7 @@ async def test_a_batch_is_bisected_at_once_and_never_spans_a_lane_being_judged(f
                        ("eve", {"c.txt": "c\n"})):
         claim, _, sha = fleet.start_and_push(who, files)
         shas[claim.subtask_id] = sha
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     breaks, a, b, same, c = (s.id for s in subs)
     await wait_for(fleet, [a, b, same, c], {"landed"})
     await wait_for(fleet, [breaks], {"running"})
@@ -211,14 +211,14 @@ async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fle
     fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3")
     _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("breaks", "same", "other")]
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a window")
     shas = {}
     for who, files in (("ann", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
                        ("bob", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef one():\n    return 1\n"}),
                        ("cat", {"other.txt": "other\n"})):
         claim, _, sha = fleet.start_and_push(who, files)
         shas[claim.subtask_id] = sha
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     breaks, same, other = (s.id for s in subs)
     await wait_for(fleet, [same, other], {"landed"})
     await wait_for(fleet, [breaks], {"running"})
@@ -249,7 +249,7 @@ async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fle
 async def main_has_outcomes(fleet: Fleet) -> None:
     """A run of the check on main before the window opens, so the first candidate's tests have their baseline at
     once (without it, that candidate waits for a ``baseline`` run, and the one worker is free when it lands)."""
-    repo = await fleet.db.landing.get_repo("demo")
+    repo = await fleet.db.repos.get_repo("demo")
     job = await fleet.db.jobs.enqueue_job(repo="demo", commit_sha=fleet.main(), command=repo.verifier_command,
                                           timeout_s=60, purpose="manual")
     done = await fleet.db.jobs.wait_job(job.id, timeout=90)
@@ -266,10 +266,10 @@ async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet
     await main_has_outcomes(fleet)
     _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="collecting a window")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a window")
     for who, name in (("ann", "one.txt"), ("bob", "two.txt"), ("cat", "three.txt")):
         fleet.start_and_push(who, {name: "x\n"})
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
     await wait_for(fleet, [s.id for s in subs], {"landed"})
 
     deadline = time.monotonic() + 60

@@ -57,8 +57,8 @@ REASONS: list[str | None] = [
 async def _rejected_rows(db: Database, verdicts: list[Any]) -> list[int]:
     """One rejected candidate per verdict, each with its own subtask, written as an old row would be."""
     agent, _ = await db.agents.add_agent(name="old-rows", role=Role.AGENT)
-    await db.landing.create_repo(name="demo", target_branch="main", verifier_command="pytest", verifier_timeout_s=60,
-                                 protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha="a" * 40)
+    await db.repos.create_repo(name="demo", target_branch="main", verifier_command="pytest", verifier_timeout_s=60,
+                               protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha="a" * 40)
     ids = []
     for i, _ in enumerate(verdicts):
         await db.subtasks.create_subtask(actor_id=agent.id, title=f"old row {i}")

@@ -47,7 +47,7 @@ async def test_waiting_superseded_and_after_landing(make_fleet: Callable[..., An
     sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="waits its turn")
     claim, wt = fleet.start("ann")
     branch = f"refs/heads/{claim.branch}"
-    await fleet.db.landing.set_paused(repo="demo", paused=True, reason="holding the queue")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="holding the queue")
     commit(wt, {"a.txt": "first\n"})
     first = push(fleet, "ann", wt, wait=1)
     v = first["verdict"]
@@ -60,7 +60,7 @@ async def test_waiting_superseded_and_after_landing(make_fleet: Callable[..., An
     assert (v["kind"], v["final"], v["branch"]) == ("superseded", True, branch), v
     assert "follows your newest push" in v["next"]
 
-    await fleet.db.landing.set_paused(repo="demo", paused=False, reason=None)
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
 
     async def verifying() -> bool:
         return bool(candidate(fleet, "ann", second["id"])["status"] == "verifying")

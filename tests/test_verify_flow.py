@@ -81,7 +81,7 @@ async def test_without_retries_a_failure_main_has_too_still_parks(make_fleet: Ca
     result = agent.push(fleet.client("ann"), wt, wait=120, progress=False)
     assert result["status"] == "parked", result
     assert "pre-existing" in result["reason"]
-    assert (await fleet.db.landing.get_repo("demo")).red_since == fleet.main()
+    assert (await fleet.db.repos.get_repo("demo")).red_since == fleet.main()
     jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
     assert sorted(j["purpose"] for j in jobs) == ["base", "candidate"]
 
@@ -148,7 +148,7 @@ async def test_red_main_parks_candidates_until_a_fix_lands(make_fleet: Callable[
     result = agent.push(fleet.client("ann"), wt1, wait=120, progress=False)
     assert result["status"] == "parked", result  # fails, but main fails too: not ann's fault
     assert "pre-existing" in result["reason"]
-    repo = await fleet.db.landing.get_repo("demo")
+    repo = await fleet.db.repos.get_repo("demo")
     assert repo.red_since == fleet.main() and not repo.paused
     notes = Client(fleet.bot.url, fleet.tokens["root"]).get("/api/v1/announcements")["announcements"]
     assert any("is red" in n["body"] and n["author"] == "mergebot" for n in notes)
@@ -159,7 +159,7 @@ async def test_red_main_parks_candidates_until_a_fix_lands(make_fleet: Callable[
     assert agent.push(fleet.client("bob"), wt2, wait=120, progress=False)["status"] == "landed"  # the fix lands
     # main's post-land check passes, main is green, and the parked candidate lands on top of the fix
     await until(lambda: _is_status(fleet, unrelated.id, "landed"), timeout=120)
-    assert (await fleet.db.landing.get_repo("demo")).red_since is None
+    assert (await fleet.db.repos.get_repo("demo")).red_since is None
     assert (await fleet.db.subtasks.get_subtask(fix.id)).status == "landed"
 
 

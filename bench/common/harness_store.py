@@ -125,7 +125,7 @@ async def add_bench_repo(db: Database, root: Path, *, name: str, source: Path, c
 async def pause_repos(db: Database, names: list[str], reason: str) -> None:
     """An operator's hold on repositories: their queues land nothing."""
     for name in names:
-        await db.landing.set_paused(repo=name, paused=True, reason=reason)
+        await db.repos.set_paused(repo=name, paused=True, reason=reason)
 
 
 async def enqueue(db: Database, *, repo: str, subtask_id: int, claim_version: int, owner_id: int, sha: str,

@@ -91,7 +91,7 @@ async def setup_landing(url: str, data: Path, source: Path, agents: int, subtask
             ids.append(sub.id)
         await harness.add_bench_repo(store, repos_root(data), name=REPO, source=source, command=command,
                                      timeout_s=timeout_s)
-        await store.landing.update_repo(REPO, risk_aware=risk)
+        await store.repos.update_repo(REPO, risk_aware=risk)
         return tokens
 
 

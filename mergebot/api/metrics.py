@@ -2,7 +2,7 @@
 
 Rules of this module:
   * Nothing in the Python write path is instrumented. Every number is read at scrape time from the database
-    (``mergebot/db/metrics.sql``): from durable rows, and, for what grows with the history (runs, landings,
+    (``mergebot/db/queries/metrics.sql``): from durable rows, and, for what grows with the history (runs, landings,
     lost leases), from totals its triggers keep as each happens. Counters survive restarts, agree across
     replicas, and cannot drift from what the database says happened.
   * Each app has its own ``CollectorRegistry`` (``exporter_for(app)``), never the global one, so tests and

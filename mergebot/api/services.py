@@ -68,7 +68,7 @@ class Services:
     async def secrets(self) -> list[str]:
         """The values no stored or sent text may show (``mergebot.secrets``): this server's environment, the
         variables each repository names, the database URLs' passwords, the GitHub App tokens it holds now."""
-        named = {n for r in await self.db.landing.list_repos()
+        named = {n for r in await self.db.repos.list_repos()
                  for n in (r.webhook_secret_env, r.forge_token_env, r.github_app_key_env) if n}
         return secret_values(os.environ, named=named, urls=self._urls, values=credentials.live_tokens())
 
@@ -133,7 +133,7 @@ class Services:
                                     count=settings.verifier_workers,
                                     sandbox=settings.sandbox_mode, heartbeat_every=settings.job_lease_seconds / 3,
                                     wake_on=queue.on_job, secrets=self.secrets, bwrap=settings.bwrap,
-                                    lookup=db.landing.get_repo)
+                                    lookup=db.repos.get_repo)
             for i, worker in enumerate(workers):
                 self._tasks.append(asyncio.create_task(worker.run(), name=f"mergebot-verifier-{i}"))
         if run_recovery:

@@ -1,7 +1,7 @@
 """The plumbing every store shares: named queries on one pool, and the one place database errors are translated.
 
 Rules:
-  * A store never builds SQL: it names a query of ``mergebot/db/*.sql`` (``QUERIES``) and passes keyword
+  * A store never builds SQL: it names a query of ``mergebot/db/queries/`` (``QUERIES``) and passes keyword
     parameters. ``Sql.all`` / ``Sql.one`` run one statement on a pooled connection (autocommit); ``Sql.tx``
     gives a ``Tx`` whose statements share one transaction, and ``Tx.savepoint`` undoes only part of it.
   * Every psycopg error leaving a store goes through ``translate``: our triggers' SQLSTATEs, constraint

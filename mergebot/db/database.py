@@ -1,10 +1,10 @@
 """The database as the rest of Mergebot sees it: one pool, one waiter, and small stores composed on them.
 
-``Database`` holds ``.agents`` (tokens, groups), ``.subtasks`` (claims, fenced writes, notes, events),
-``.landing`` (repositories, candidates, intents, landed rows, main's status), ``.jobs`` (verify jobs), ``.forge``
-(links, deliveries, the status outbox), ``.reverts`` (a red main's mending), ``.pages`` and ``.views`` (read
-models), and ``.waiter`` (every wait for a row to change). No store knows another; what spans two tables of two
-stores is one store's transaction.
+``Database`` holds ``.agents`` (tokens, groups), ``.subtasks`` (claims, fenced writes, notes, events), ``.repos``
+(repositories: their rules, held-out checks, pause and red main), ``.landing`` (candidates, intents, landed rows,
+main's status), ``.jobs`` (verify jobs), ``.forge`` (links, deliveries, the status outbox), ``.reverts`` (a red
+main's mending), ``.pages`` and ``.views`` (read models), and ``.waiter`` (every wait for a row to change). No store
+knows another; what spans two tables of two stores is one store's transaction.
 ``open_database`` resolves the server, migrates it and opens the pool (the CLI's local commands, the demo, tests);
 ``mergebot serve`` builds one on the request-handling role's pool.
 """
@@ -25,6 +25,7 @@ from mergebot.db.forge import ForgeStore
 from mergebot.db.jobs import JobStore
 from mergebot.db.landing import LandingStore
 from mergebot.db.pages import PageStore
+from mergebot.db.repos import RepoStore
 from mergebot.db.reverts import RevertStore
 from mergebot.db.subtasks import SubtaskStore
 from mergebot.db.views import ViewStore
@@ -43,6 +44,7 @@ class Database:
         self.agents = AgentStore(self.sql)
         self.subtasks = SubtaskStore(self.sql, self.waiter, lease_seconds=lease_seconds,
                                      duplicate_days=duplicate_days)
+        self.repos = RepoStore(self.sql)
         self.landing = LandingStore(self.sql, self.waiter, lease_seconds=lease_seconds)
         self.jobs = JobStore(self.sql, self.waiter, lease_seconds=job_lease_seconds)
         self.forge = ForgeStore(self.sql)

@@ -1,5 +1,5 @@
-"""The landing path's records: repositories, candidates in the queue, landing intents, landed rows, main's status
-and the reconciler's findings.
+"""The landing path's records: candidates in the queue, landing intents, landed rows, main's status and the
+reconciler's findings (repositories, their rules and their state are ``mergebot.db.repos``).
 
 Rules:
   * An accepted push becomes a candidate in one transaction with the subtask's submission (fenced by owner and
@@ -10,7 +10,8 @@ Rules:
     resolves the intent (``finish_landing``). A crash in between leaves a pending intent the reconciler finishes
     or rolls back from the evidence alone.
   * Landing without the queue (``land``: the seeds' replay, tests) runs the same statements.
-  * A red main parks candidates; green again (or an admin's resume) puts them back in the queue.
+  * A red main parks candidates (``finish_candidate``); green again or an admin's resume puts them back in the
+    queue (``mergebot.db.repos``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from mergebot import messages as say
 from mergebot.db.base import Row, Sql, Tx, insert_event, storable
 from mergebot.db.waiter import CANDIDATE, Waiter, read_until
 from mergebot.errors import ClaimSuperseded, NotFound
-from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Member, Owner, Repo
+from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Member, Owner
 
 # A candidate's statuses that end its push's story (what ``mergebot submit`` waits for).
 CANDIDATE_VERDICTS = frozenset({"landed", "rejected", "superseded", "cancelled", "parked"})
@@ -34,80 +35,6 @@ class LandingStore:
         self.sql = sql
         self.waiter = waiter
         self.lease_seconds = lease_seconds  # a reverted subtask's new lease, as its owner's claim would have
-
-    # -- repositories ------------------------------------------------------------------------------------
-
-    async def create_repo(self, *, name: str, target_branch: str, verifier_command: str, verifier_timeout_s: int,
-                          protected_paths: list[str], max_push_bytes: int, max_file_bytes: int,
-                          root_sha: str, forge: dict[str, Any] | None = None,
-                          footprint_refuse: bool = False, cache_paths: list[str] | None = None,
-                          cache_key: list[str] | None = None, setup_command: str | None = None,
-                          setup_network: bool = False, post_land_command: str | None = None,
-                          sandbox_paths: list[str] | None = None, disk_limit_mb: int = 2048,
-                          memory_limit_mb: int = 4096, report: str = "pytest",
-                          check_config: list[str] | None = None) -> Repo:
-        f = forge or {}
-        row = await self.sql.one("repo_create", name=name, target_branch=target_branch,
-                                 verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
-                                 protected_paths=protected_paths, max_push_bytes=max_push_bytes,
-                                 max_file_bytes=max_file_bytes, root_sha=root_sha, forge=f.get("forge"),
-                                 forge_repo=f.get("forge_repo"), forge_api_url=f.get("forge_api_url"),
-                                 forge_git_url=f.get("forge_git_url"), webhook_secret_env=f.get("webhook_secret_env"),
-                                 forge_token_env=f.get("forge_token_env"), footprint_refuse=footprint_refuse,
-                                 cache_paths=cache_paths or [], cache_key=cache_key or [],
-                                 setup_command=setup_command, setup_network=setup_network,
-                                 post_land_command=post_land_command, sandbox_paths=sandbox_paths or [],
-                                 disk_limit_mb=disk_limit_mb, memory_limit_mb=memory_limit_mb, report=report,
-                                 check_config=check_config, github_app_id=f.get("github_app_id"),
-                                 github_app_key_env=f.get("github_app_key_env"),
-                                 github_installation_id=f.get("github_installation_id"))
-        assert row is not None
-        await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
-        return Repo.from_row(row)
-
-    async def update_repo(self, name: str, *, actor_id: int | None = None, **rules: Any) -> Repo:
-        """Change the given landing rules of a repository (``repo_update``; a rule not given stays)."""
-        names = ("verifier_command", "verifier_timeout_s", "protected_paths", "cache_paths", "cache_key",
-                 "setup_command", "setup_network", "footprint_refuse", "post_land_command", "sandbox_paths",
-                 "disk_limit_mb", "memory_limit_mb", "report", "check_config", "held_out_command", "old_tests",
-                 "risk_aware", "test_paths", "suspicious")
-        unknown = set(rules) - set(names) - {"clear_setup"}
-        assert not unknown, unknown
-        row = await self.sql.one("repo_update", name=name, clear_setup=bool(rules.get("clear_setup")),
-                                 **{n: rules.get(n) for n in names})
-        if row is None:
-            raise NotFound(f"no repository named {name!r}", field="name")
-        await insert_event(self.sql, actor_id=actor_id, kind="repo_updated",
-                           detail={"repo": name, "rules": sorted(k for k, v in rules.items() if v is not None)})
-        return Repo.from_row(row)
-
-    async def set_held_out(self, repo: str, files: list[tuple[str, bytes]], *, actor_id: int | None = None) -> None:
-        """Replace a repository's held-out checks (never shown to an agent: only verifier workers read them)."""
-        async with self.sql.tx() as tx:
-            await tx.all("held_out_clear", repo=repo)
-            for path, content in files:
-                await tx.all("held_out_insert", repo=repo, path=path, content=content)
-            await insert_event(tx, actor_id=actor_id, kind="held_out_set", detail={"repo": repo, "files": len(files)})
-
-    async def held_out(self, repo: str) -> list[tuple[str, bytes]]:
-        """The held-out checks' files, for a verifier worker's run (never for an agent)."""
-        return [(r["path"], bytes(r["content"])) for r in await self.sql.all("held_out_get", repo=repo)]
-
-    async def held_out_count(self, repo: str) -> int:
-        row = await self.sql.one("held_out_count", repo=repo)
-        return int(row["n"]) if row else 0
-
-    async def get_repo(self, name: str) -> Repo:
-        row = await self.sql.one("repo_get", name=name)
-        if row is None:
-            raise NotFound(f"no repository named {name!r}", field="repo")
-        return Repo.from_row(row)
-
-    async def list_repos(self) -> list[Repo]:
-        return [Repo.from_row(r) for r in await self.sql.all("repo_list")]
-
-    async def forge_repos(self, forges: tuple[str, ...]) -> list[Repo]:
-        return [Repo.from_row(r) for r in await self.sql.all("forge_repos", forges=list(forges))]
 
     # -- pushes ------------------------------------------------------------------------------------------
 
@@ -375,18 +302,3 @@ class LandingStore:
 
     async def set_main_status(self, *, landed_id: int, status: str) -> None:
         await self.sql.all("landed_set_main_status", id=landed_id, main_status=status)
-
-    async def set_paused(self, *, repo: str, paused: bool, reason: str | None) -> None:
-        """An operator's hold (the queue skips the repository). Resuming also clears a red main's parking."""
-        async with self.sql.tx() as tx:
-            await tx.all("repo_set_paused", name=repo, paused=paused, reason=reason)
-            if not paused:
-                await tx.all("repo_set_red", name=repo, sha=None, reason=None)
-                await tx.all("candidates_unpark", repo=repo)
-
-    async def set_red(self, *, repo: str, sha: str | None, reason: str | None) -> None:
-        """Main is red at ``sha`` (only fixes land), or green again (None: parked candidates are requeued)."""
-        async with self.sql.tx() as tx:
-            await tx.all("repo_set_red", name=repo, sha=sha, reason=reason)
-            if sha is None:
-                await tx.all("candidates_unpark", repo=repo)

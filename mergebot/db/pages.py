@@ -1,4 +1,4 @@
-"""What the pages read: one method per named query of ``mergebot/db/pages.sql``, keyword arguments only.
+"""What the pages read: one method per named query of ``mergebot/db/queries/pages.sql``, keyword arguments only.
 
 ``PageStore`` runs the pages' read-only queries on the shared pool (the same ``statement_timeout`` and error
 translation as every store). Every read is bounded by its query (LIMIT, keyset paging, or a window over the

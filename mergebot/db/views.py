@@ -1,5 +1,5 @@
-"""The read views of the JSON API and the CLI (``mergebot/db/views.sql``), and the one-snapshot read behind
-``/metrics`` (``mergebot/db/metrics.sql``).
+"""The read views of the JSON API and the CLI (``mergebot/db/queries/views.sql``), and the one-snapshot read behind
+``/metrics`` (``mergebot/db/queries/metrics.sql``).
 
 Rules:
   * Every view is bounded: a ``limit`` (and for the tree a ``depth``) caps what one request reads and returns,
@@ -89,7 +89,8 @@ class ViewStore:
     async def cost(self, *, since: datetime, until: datetime, repo: str | None = None) -> dict[str, list[Row]]:
         """The rows ``mergebot.cost.add_up`` adds up for a window: runs with their charges, pushes, landings."""
         window = {"since": since, "until": until, "repo": repo}
-        return {name: await self.sql.all(f"view_cost_{name}", **window) for name in ("runs", "pushes", "landed")}
+        queries = {"runs": "view_cost_runs", "pushes": "view_cost_pushes", "landed": "view_cost_landed"}
+        return {name: await self.sql.all(query, **window) for name, query in queries.items()}
 
     async def stages(self, *, since: datetime, until: datetime, repo: str | None = None) -> list[Row]:
         """Where the landings' time went, stage by stage: medians and 95th percentiles (``view_stages``)."""

@@ -95,7 +95,7 @@ class StatusSender:
         pulls = await self.db.forge.take_pulls()
         if not rows and not runs and not pulls:
             return 0
-        repos = {r.name: r for r in await self.db.landing.forge_repos(("github", "gitea", "forgejo"))}
+        repos = {r.name: r for r in await self.db.repos.forge_repos(("github", "gitea", "forgejo"))}
         if self.masker is not None:
             self._mask = await self.masker()
         for row in rows:

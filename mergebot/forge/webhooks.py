@@ -61,7 +61,7 @@ class WebhookHandler:
 
     async def handle(self, endpoint: str, headers: Sequence[tuple[str, str]], body: bytes) -> Answer:
         family = GITHUB_FAMILY if endpoint == "github" else GITEA_FAMILY
-        repos = [r for r in await self.db.landing.forge_repos(family) if _secret(r)]
+        repos = [r for r in await self.db.repos.forge_repos(family) if _secret(r)]
         secrets = [s for r in repos if (s := _secret(r))]
         try:
             delivery = parse_delivery(headers, body, secrets)

@@ -92,13 +92,13 @@ async def _check_once(ctx: Context, repo: Repo, landed: Landed) -> None:
             await db.landing.set_main_status(landed_id=landed.id, status="superseded")
             return
         result = runs.result_of(repo, sha, done)
-    current = await db.landing.get_repo(repo.name)
+    current = await db.repos.get_repo(repo.name)
     change = verdict.main_change(passed=result.passed, red=bool(current.red_since), red_here=current.red_since == sha)
     if change == "red" and not await mend.confirm(ctx, current, landed, sha, result):
         return  # flaky: the run again passed, and the row says so
     await db.landing.set_main_status(landed_id=landed.id, status=result.outcome)
     if change == "green":
-        await db.landing.set_red(repo=repo.name, sha=None, reason=None)
+        await db.repos.set_red(repo=repo.name, sha=None, reason=None)
         await db.subtasks.announce(author_id=None, body=say.green_again(repo.name, repo.target_branch, sha))
         ctx.poke()
     elif change == "red":
@@ -126,6 +126,6 @@ async def red_main(ctx: Context, repo: Repo, sha: str, why: str) -> None:
     if repo.red_since:
         return
     reason = say.red_main(repo.target_branch, sha, why)
-    await ctx.db.landing.set_red(repo=repo.name, sha=sha, reason=reason)
+    await ctx.db.repos.set_red(repo=repo.name, sha=sha, reason=reason)
     repo.red_since, repo.paused_reason = sha, reason
     await ctx.db.subtasks.announce(author_id=None, body=say.red_main_announcement(repo.name, reason))

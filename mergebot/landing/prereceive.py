@@ -332,7 +332,7 @@ async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int, 
     if not pushed:
         raise Invalid(f"subtask {subtask_id} has no push to queue again: `mergebot submit` pushes your branch",
                       field="subtask")
-    repo = await db.landing.get_repo(pushed[0]["repo"])
+    repo = await db.repos.get_repo(pushed[0]["repo"])
     path = git.bare_path(root, repo.name)
     ref = subtask_ref(subtask_id, claim_version)
     tip = await open_target(repo, path, db).branch_tip(ref)

@@ -118,7 +118,7 @@ class LandingQueue:
     async def _pass(self) -> bool:
         """One pass over the led repositories; True when something happened (the loop comes straight back)."""
         await self._count_slots()
-        led = await self.leadership.lead(await self.ctx.db.landing.list_repos())
+        led = await self.leadership.lead(await self.ctx.db.repos.list_repos())
         for name in self.leadership.taken:  # who leads a queue, on the record: replicas hand it over on a crash
             process = f"{socket.gethostname()}:{os.getpid()}"
             log.info("leading the queue of %s now (%s)", name, process)

@@ -121,17 +121,17 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
     head = git.head_of(bare, f"refs/heads/{target_branch}")
     assert head is not None
     try:
-        return await db.landing.create_repo(name=name, target_branch=target_branch,
-                                            verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
-                                            protected_paths=protected_paths or [], max_push_bytes=max_push_bytes,
-                                            max_file_bytes=max_file_bytes, root_sha=head, forge=forge,
-                                            footprint_refuse=footprint_refuse, cache_paths=cache_paths or [],
-                                            cache_key=cache_key or [], setup_command=setup_command or None,
-                                            setup_network=setup_network,
-                                            post_land_command=post_land_command or None,
-                                            sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit_mb,
-                                            memory_limit_mb=memory_limit_mb, report=report,
-                                            check_config=check_globs(check_config))
+        return await db.repos.create_repo(name=name, target_branch=target_branch,
+                                          verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
+                                          protected_paths=protected_paths or [], max_push_bytes=max_push_bytes,
+                                          max_file_bytes=max_file_bytes, root_sha=head, forge=forge,
+                                          footprint_refuse=footprint_refuse, cache_paths=cache_paths or [],
+                                          cache_key=cache_key or [], setup_command=setup_command or None,
+                                          setup_network=setup_network,
+                                          post_land_command=post_land_command or None,
+                                          sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit_mb,
+                                          memory_limit_mb=memory_limit_mb, report=report,
+                                          check_config=check_globs(check_config))
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
@@ -143,8 +143,8 @@ async def set_rules(db: Database, name: str, *, held_out: list[tuple[str, bytes]
     ``add_repo`` checks it; ``held_out`` replaces its held-out checks (``[]``: none any more). Returns the
     repository as it is now."""
     if held_out is not None:
-        await db.landing.get_repo(name)
-        await db.landing.set_held_out(name, held_out)
+        await db.repos.get_repo(name)
+        await db.repos.set_held_out(name, held_out)
     _check_paths(cache_paths=rules.get("cache_paths"), cache_key=rules.get("cache_key"))
     if any(rules.get(k) is not None for k in ("sandbox_paths", "disk_limit_mb", "memory_limit_mb")):
         paths = check_sandbox(rules.get("sandbox_paths"), rules.get("disk_limit_mb") or DISK_LIMIT_MB,
@@ -161,7 +161,7 @@ async def set_rules(db: Database, name: str, *, held_out: list[tuple[str, bytes]
             raise Invalid("--tests needs at least one glob: the paths a judging run takes from main", field="tests")
     if rules.get("suspicious") not in (None, "flag", "refuse"):
         raise Invalid(f"--suspicious is flag or refuse, not {rules['suspicious']!r}", field="suspicious")
-    return await db.landing.update_repo(name, **rules)
+    return await db.repos.update_repo(name, **rules)
 
 
 HELD_OUT_MAX_FILES = 500
@@ -242,13 +242,13 @@ async def hold(db: Database, name: str, action: str, by: Agent, poke: Callable[[
     """An admin pauses or resumes landing on ``name`` (on a resume the queue is poked: parked candidates go back
     to the queue, and a red main whose mend gave up is mended again through ``remend``, the queue's reconcile).
     Returns the repository as it is now."""
-    before = await db.landing.get_repo(name)  # NotFound for a repository that does not exist
+    before = await db.repos.get_repo(name)  # NotFound for a repository that does not exist
     if action == "pause":
-        await db.landing.set_paused(repo=name, paused=True, reason=f"paused by {by.name}")
+        await db.repos.set_paused(repo=name, paused=True, reason=f"paused by {by.name}")
     else:
-        await db.landing.set_paused(repo=name, paused=False, reason=None)
+        await db.repos.set_paused(repo=name, paused=False, reason=None)
         await db.subtasks.announce(author_id=by.id, body=say.resumed_by(name, by.name))
         poke()
         if before.mend_given_up and remend is not None:
             await remend()
-    return await db.landing.get_repo(name)
+    return await db.repos.get_repo(name)

@@ -130,7 +130,7 @@ class Forge:
         try:
             pushed = await asyncio.to_thread(mirror.push_lease, self.path, remote, repo.target_branch, old, new)
         except mirror.ForgeRefused as e:
-            await self.db.landing.set_paused(repo=repo.name, paused=True, reason=e.message)
+            await self.db.repos.set_paused(repo=repo.name, paused=True, reason=e.message)
             await self.db.subtasks.announce(author_id=None, body=say.forge_refused(repo.name, e.message,
                                                                                   repo.target_branch))
             return False

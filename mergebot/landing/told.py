@@ -13,7 +13,7 @@ from mergebot.models import Candidate, Subtask, Verdict, record
 
 async def candidate_verdict(db: Database, cand: Candidate, sub: Subtask | None = None) -> Verdict:
     sub = sub or await db.subtasks.get_subtask(cand.subtask_id)
-    repo = await db.landing.get_repo(cand.repo)
+    repo = await db.repos.get_repo(cand.repo)
     return verdicts.for_candidate(cand, sub, repo.target_branch)
 
 

@@ -242,7 +242,7 @@ class ClaimModel(RuleBasedStateMachine):
 
     def do_land(self, h: Held, candidate: str, owner: int | None = None) -> None:
         """The landing path lands a verified candidate of this claim. Fenced by owner and claim version, not by
-        sha: a newer push that raced the landing is superseded by what landed (queries.sql, subtask_land).
+        sha: a newer push that raced the landing is superseded by what landed (queries/landing.sql, subtask_land).
         With ``owner``, the evidence names someone other than the handle's agent."""
         s = self.subs[h.id]
         owner = h.agent if owner is None else owner

@@ -61,7 +61,7 @@ async def _hook(stage: str, request: Request, services: Services) -> PlainTextRe
         return read
     session, updates = read
     db = services.db
-    repo = await db.landing.get_repo(session.repo)
+    repo = await db.repos.get_repo(session.repo)
     if stage == "post-receive":
         _, answer = await answer_post_receive(db, repo, session.agent, updates,
                                               git.bare_path(services.root, repo.name), session.started)

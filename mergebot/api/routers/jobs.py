@@ -45,7 +45,7 @@ async def claim(body: ClaimIn, agent: Verifier, db: DbDep, services: ServicesDep
     # The worker fetches the commit from this replica next: a forge repository's, made by another replica, is
     # brought from its queue branch first. If the forge cannot give it, the worker's fetch fails and says so.
     try:
-        await have_commit(services.root, await db.landing.get_repo(job.repo), job.commit_sha)
+        await have_commit(services.root, await db.repos.get_repo(job.repo), job.commit_sha)
     except MergebotError as e:
         log.warning("job %s: cannot bring %s of %s here: %s", job.id, job.commit_sha[:12], job.repo, e.message)
     return {"job": record(job)}

@@ -18,7 +18,7 @@ Limit = Annotated[int, Query(ge=1, le=1000)]
 
 @router.get("/repos", summary="Managed repositories and their landing configuration")
 async def repos(agent: Reader, db: DbDep) -> dict[str, Any]:
-    return {"repos": [record(r) for r in await db.landing.list_repos()]}
+    return {"repos": [record(r) for r in await db.repos.list_repos()]}
 
 
 @router.get("/candidates", summary="The merge queue: candidates, newest first")

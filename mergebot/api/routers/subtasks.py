@@ -143,7 +143,7 @@ async def touch(subtask_id: int, body: TouchIn, agent: Claimer, db: DbDep) -> di
              "running claims, and whether it already conflicts with main or with them")
 async def forecast(subtask_id: int, body: ForecastIn, agent: Reader, services: ServicesDep) -> dict[str, Any]:
     db = services.db
-    repo = await db.landing.get_repo(body.repo)
+    repo = await db.repos.get_repo(body.repo)
     f = await forecast_of(db, git.bare_path(services.root, repo.name), repo, subtask_id, sha=body.sha,
                           paths=body.paths)
     return {"forecast": record(f), "lines": say.forecast(f, repo.target_branch)}
@@ -204,7 +204,7 @@ async def allow(subtask_id: int, body: AllowIn, agent: Manager, db: DbDep) -> di
             "every merge of the subtask's candidates, they must pass; they run once on main now (the probe)")
 async def set_acceptance(subtask_id: int, body: AcceptanceIn, agent: Manager, db: DbDep,
                          services: ServicesDep) -> dict[str, Any]:
-    repo = await db.landing.get_repo(body.repo)
+    repo = await db.repos.get_repo(body.repo)
     job = await acceptance.attach(db, repo, git.bare_path(services.root, repo.name), subtask_id=subtask_id,
                                   files=[(f.path, f.text.encode()) for f in body.files], actor_id=agent.id)
     return {"paths": sorted(f.path for f in body.files), "probe_job": job}

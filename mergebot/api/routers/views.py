@@ -6,7 +6,7 @@ Rules of this module:
     included (Prometheus sends the token with ``authorization: {credentials_file: ...}``; a reviewer token is
     the natural choice for a scraper).
   * Every view is bounded: a ``limit`` (and for the tree a ``depth``) caps what one request reads and returns,
-    and the queries (``mergebot/db/views.sql``) go through indexes the write path already keeps.
+    and the queries (``mergebot/db/queries/views.sql``) go through indexes the write path already keeps.
   * Nothing here writes.
 """
 

@@ -118,7 +118,7 @@ async def start(ctx: Context, repo: Repo, run: Result, *, candidate_id: int,
                 sandbox: dict[str, Any] | None = None) -> int | None:
     """The held-out run that follows ``run`` (its job id), when it passed and the repository has held-out checks:
     on the same commit, started as the judging run was (``sandbox``: its plugins)."""
-    if not run.passed or not await ctx.db.landing.held_out_count(repo.name):
+    if not run.passed or not await ctx.db.repos.held_out_count(repo.name):
         return None
     return await runs.start_check(ctx, repo, run.commit_sha, "held_out", candidate_id=candidate_id,
                                   command=repo.held_out_command, sandbox=sandbox)
@@ -126,7 +126,7 @@ async def start(ctx: Context, repo: Repo, run: Result, *, candidate_id: int,
 
 async def combine(ctx: Context, repo: Repo, run: Result, held: Result) -> Result:
     """The candidate's run with its held-out run's verdict (see the module's rules)."""
-    said = summary(held, known_tests(await ctx.db.landing.held_out(repo.name)))
+    said = summary(held, known_tests(await ctx.db.repos.held_out(repo.name)))
     tests = {**(run.tests or {}), "held_out": said}
     verdict = said["outcome"]
     if verdict == "pass":

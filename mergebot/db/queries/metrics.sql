@@ -1,4 +1,5 @@
--- What /metrics reads from the database at scrape time. Named queries, as in queries.sql.
+-- What /metrics reads from the database at scrape time (mergebot/db/views.py, METRIC_QUERIES). Named queries, as
+-- in every file of this folder.
 -- The counters of what grows with the history (verify runs and their histogram, landings, lost leases) are read
 -- from totals the write path keeps (migration 0022's triggers: each finished run, landed row and lost lease adds
 -- itself once), so a scrape reads a few rows however long the history; the rest are one pass over a table that

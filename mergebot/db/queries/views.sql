@@ -1,4 +1,5 @@
--- Read views for the CLI (mergebot status, landed, queue, tree) and their JSON API. Named queries, as in queries.sql.
+-- Read views for the CLI (mergebot status, landed, queue, tree) and their JSON API (mergebot/db/views.py). Named
+-- queries, as in every file of this folder.
 -- Every view is bounded (LIMIT, or a depth and a LIMIT) and reads through indexes the write path already has:
 -- subtasks_owner for holders, candidates_queue and candidates_active for the queue, the primary keys for the
 -- newest events and landed rows, subtasks_parent for the tree.

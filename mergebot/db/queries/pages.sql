@@ -1,6 +1,7 @@
--- The web pages' read model (reviewers and operators). Named queries, as in queries.sql; every name starts with
--- "page_". Agents drive how big these tables grow, so every query is bounded: a LIMIT, keyset paging on an
--- indexed column, or a window over the newest rows ("recent" means within the last few thousand ids).
+-- The web pages' read model (reviewers and operators; mergebot/db/pages.py). Named queries, as in every file of this
+-- folder; every name starts with "page_". Agents drive how big these tables grow, so every query is bounded: a
+-- LIMIT, keyset paging on an indexed column, or a window over the newest rows ("recent" means within the last few
+-- thousand ids).
 
 -- name: page_repos
 SELECT name, target_branch, verifier_command, paused, paused_reason, red_since, forge, forge_repo

@@ -1,0 +1,147 @@
+-- Verify jobs (mergebot/db/jobs.py): claimed by workers, fenced by claim_version like subtasks.
+-- Named queries under "-- name: NAME" headers, loaded with every file of this folder (mergebot.db.queries).
+
+-- name: job_insert
+INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id, cache,
+                         window_width, sandbox)
+VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(candidate_id)s, %(landed_id)s,
+        %(cache)s, %(window_width)s, %(sandbox)s)
+RETURNING *;
+
+-- name: job_claim
+-- Candidate runs first: they move main. Then the runs that judge a candidate that failed (its retry, main's
+-- base check), which only decide that candidate's verdict; while a speculation window refills they would take
+-- a worker from it. Then the checks of what already landed (post-land, manual reruns). Oldest first within each.
+WITH pick AS (
+    SELECT id FROM verify_jobs WHERE status = 'queued'
+    ORDER BY CASE purpose WHEN 'candidate' THEN 0 WHEN 'retry' THEN 1 WHEN 'base' THEN 1 WHEN 'bisect' THEN 1
+                          WHEN 'baseline' THEN 1 WHEN 'acceptance' THEN 1 WHEN 'held_out' THEN 0
+                          WHEN 'old_tests' THEN 0 ELSE 2 END, id
+    LIMIT 1 FOR UPDATE SKIP LOCKED
+)
+UPDATE verify_jobs j
+SET status = 'running', worker_id = %(worker_id)s, worker_name = %(worker_name)s,
+    claim_version = j.claim_version + 1, attempts = j.attempts + 1, started_at = now(),
+    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
+FROM pick WHERE j.id = pick.id
+RETURNING j.*;
+
+-- name: job_heartbeat
+UPDATE verify_jobs SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
+WHERE id = %(id)s AND worker_id IS NOT DISTINCT FROM %(worker_id)s::bigint AND claim_version = %(claim_version)s
+  AND status = 'running'
+RETURNING id;
+
+-- name: job_finish
+-- Only the holder of the current claim may report; each job finishes once. Its tree is the one whose whole suite its
+-- outcomes describe: the merged commit's when the candidate's own tests ran after main's (``judge.compare.suite``).
+UPDATE verify_jobs
+SET status = 'done', outcome = %(outcome)s, result = %(result)s, finished_at = now(), lease_expires_at = NULL,
+    tree_sha = CASE WHEN coalesce(nullif(%(result)s::jsonb -> 'own' ->> 'tree_sha', ''), %(result)s::jsonb ->> 'tree_sha')
+                         ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'
+                    THEN coalesce(nullif(%(result)s::jsonb -> 'own' ->> 'tree_sha', ''), %(result)s::jsonb ->> 'tree_sha')
+               END
+WHERE id = %(id)s AND worker_id IS NOT DISTINCT FROM %(worker_id)s::bigint AND claim_version = %(claim_version)s
+  AND status = 'running'
+RETURNING *;
+
+-- name: job_recover_expired
+-- A worker that went silent loses the job: it goes back to the queue (or ends in error once its attempts are
+-- spent), and the next claim bumps the version so the silent worker's late result is refused. A candidate's job
+-- that nobody waits for any more is cancelled instead: its candidate is no longer being verified (requeued,
+-- landed, refused), or a newer job of the same purpose verifies it now.
+UPDATE verify_jobs j
+SET status = CASE WHEN expired.obsolete THEN 'cancelled'
+                  WHEN j.attempts >= j.max_attempts THEN 'done' ELSE 'queued' END::job_status,
+    outcome = CASE WHEN NOT expired.obsolete AND j.attempts >= j.max_attempts THEN 'error' END,
+    result = CASE WHEN NOT expired.obsolete AND j.attempts >= j.max_attempts
+                  THEN jsonb_build_object('error', 'every worker that took this job lost its lease') END,
+    finished_at = CASE WHEN expired.obsolete OR j.attempts >= j.max_attempts THEN now() END,
+    lease_expires_at = NULL,
+    leases_lost = j.leases_lost + 1
+FROM (
+    SELECT e.id, e.candidate_id IS NOT NULL AND (
+               NOT EXISTS (SELECT 1 FROM candidates c
+                           WHERE c.id = e.candidate_id AND c.status IN ('verifying', 'landing'))
+               OR EXISTS (SELECT 1 FROM verify_jobs n
+                          WHERE n.candidate_id = e.candidate_id AND n.purpose = e.purpose AND n.id > e.id))
+           AS obsolete
+    FROM verify_jobs e
+    WHERE e.status = 'running' AND e.lease_expires_at < now() - make_interval(secs => %(grace_seconds)s)
+    ORDER BY e.id LIMIT 1000 FOR UPDATE OF e SKIP LOCKED
+) expired
+WHERE j.id = expired.id
+RETURNING j.id, j.status, j.claim_version;
+
+-- name: jobs_open_on
+-- For each of these commits that any job names: whether one of its jobs is still queued or running.
+SELECT commit_sha, bool_or(status IN ('queued', 'running')) AS open
+FROM verify_jobs WHERE repo = %(repo)s AND commit_sha = ANY(%(shas)s::text[])
+GROUP BY commit_sha;
+
+-- name: job_get
+SELECT * FROM verify_jobs WHERE id = %(id)s;
+
+-- name: job_fence_state
+SELECT id, status::text AS status, worker_id, claim_version FROM verify_jobs WHERE id = %(id)s;
+
+-- name: job_newest_on_main
+-- The newest run of this check on main's own code that recorded the plugins it loaded (what a judging run names).
+SELECT * FROM verify_jobs
+WHERE repo = %(repo)s AND command = %(command)s AND status = 'done' AND purpose = ANY(%(purposes)s::text[])
+  AND result -> 'tests' -> 'plugins' IS NOT NULL
+ORDER BY id DESC LIMIT 1;
+
+-- name: job_passed_on
+-- Whether this exact check already passed on this commit, or on its tree (a judged job whose own tests ran covers
+-- the merged tree): main is then known green, and a candidate's failure on top of it cannot be pre-existing.
+SELECT id FROM verify_jobs
+WHERE repo = %(repo)s AND (commit_sha = %(sha)s OR tree_sha = %(tree)s) AND command = %(command)s
+  AND status = 'done' AND outcome IN ('pass', 'flaky')
+LIMIT 1;
+
+-- name: job_baseline
+-- The outcomes of this check on this tree: the newest finished run that has them, a run that ran to its end (pass
+-- or fail) before one cut short. NULL result when none has them (the caller then runs one, purpose baseline).
+SELECT * FROM verify_jobs
+WHERE repo = %(repo)s AND tree_sha = %(tree_sha)s AND command = %(command)s AND status = 'done'
+  AND purpose NOT IN ('held_out', 'acceptance', 'old_tests')
+ORDER BY coalesce(result -> 'tests' ->> 'source', '') <> '' DESC, outcome IN ('pass', 'fail') DESC, id DESC
+LIMIT 1;
+
+-- name: job_held_out
+-- A held-out run's checks, for the worker holding it under this claim (nobody else: not even another verifier).
+SELECT h.path, h.content FROM verify_jobs j JOIN held_out_files h ON h.repo = j.repo
+WHERE j.id = %(id)s AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s::bigint AND j.claim_version = %(claim_version)s
+  AND j.status = 'running' AND j.purpose = 'held_out'
+ORDER BY h.path;
+
+-- name: job_many
+SELECT * FROM verify_jobs WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: job_statuses
+SELECT id, status::text AS status FROM verify_jobs WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: job_cancel_for_candidate
+UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
+WHERE candidate_id = %(candidate_id)s AND status IN ('queued', 'running')
+RETURNING id;
+
+-- name: job_cancel_older_post_land
+-- Main moved on before these post-land checks started: the newest head's check (or the run that landed it)
+-- covers main now. Landed rows of one repository are numbered in the order main moved.
+UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
+WHERE repo = %(repo)s AND purpose = 'post_land' AND status = 'queued' AND landed_id < %(newer_landed)s
+RETURNING id;
+
+-- name: job_list
+SELECT * FROM verify_jobs
+WHERE (%(status)s::job_status IS NULL OR status = %(status)s::job_status)
+  AND (%(candidate_id)s::bigint IS NULL OR candidate_id = %(candidate_id)s::bigint)
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: jobs_remote_workers
+-- The verifier workers on other machines (``mergebot verifier worker --server``: a token of their own) that ran a
+-- check lately or run one now: the queue's window counts them as slots of its own.
+SELECT count(DISTINCT worker_name) AS n FROM verify_jobs
+WHERE worker_id IS NOT NULL AND (status = 'running' OR finished_at > now() - make_interval(secs => %(seconds)s));

@@ -1,0 +1,113 @@
+"""Repositories as the database keeps them: their landing rules, their held-out checks, and their state (an
+operator's pause, a red main).
+
+Rules:
+  * Once created (``create_repo``, an event ``repo_added``), a repository's rules change only through
+    ``update_repo``: a rule not given stays as it is, and each change is an event (``repo_updated``) naming the
+    rules it set.
+  * Held-out checks are replaced whole, in one transaction (``set_held_out``), and read only for a verifier
+    worker's run: no agent ever sees their content.
+  * A red main parks candidates (the landing path, ``mergebot.db.landing``); main green again (``set_red`` with
+    no sha) or an operator's resume (``set_paused``) puts the parked ones back in the queue, in the same
+    transaction as the repository's new state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mergebot.db.base import Sql, insert_event
+from mergebot.errors import NotFound
+from mergebot.models import Repo
+
+
+class RepoStore:
+    def __init__(self, sql: Sql) -> None:
+        self.sql = sql
+
+    async def create_repo(self, *, name: str, target_branch: str, verifier_command: str, verifier_timeout_s: int,
+                          protected_paths: list[str], max_push_bytes: int, max_file_bytes: int,
+                          root_sha: str, forge: dict[str, Any] | None = None,
+                          footprint_refuse: bool = False, cache_paths: list[str] | None = None,
+                          cache_key: list[str] | None = None, setup_command: str | None = None,
+                          setup_network: bool = False, post_land_command: str | None = None,
+                          sandbox_paths: list[str] | None = None, disk_limit_mb: int = 2048,
+                          memory_limit_mb: int = 4096, report: str = "pytest",
+                          check_config: list[str] | None = None) -> Repo:
+        f = forge or {}
+        row = await self.sql.one("repo_create", name=name, target_branch=target_branch,
+                                 verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
+                                 protected_paths=protected_paths, max_push_bytes=max_push_bytes,
+                                 max_file_bytes=max_file_bytes, root_sha=root_sha, forge=f.get("forge"),
+                                 forge_repo=f.get("forge_repo"), forge_api_url=f.get("forge_api_url"),
+                                 forge_git_url=f.get("forge_git_url"), webhook_secret_env=f.get("webhook_secret_env"),
+                                 forge_token_env=f.get("forge_token_env"), footprint_refuse=footprint_refuse,
+                                 cache_paths=cache_paths or [], cache_key=cache_key or [],
+                                 setup_command=setup_command, setup_network=setup_network,
+                                 post_land_command=post_land_command, sandbox_paths=sandbox_paths or [],
+                                 disk_limit_mb=disk_limit_mb, memory_limit_mb=memory_limit_mb, report=report,
+                                 check_config=check_config, github_app_id=f.get("github_app_id"),
+                                 github_app_key_env=f.get("github_app_key_env"),
+                                 github_installation_id=f.get("github_installation_id"))
+        assert row is not None
+        await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
+        return Repo.from_row(row)
+
+    async def update_repo(self, name: str, *, actor_id: int | None = None, **rules: Any) -> Repo:
+        """Change the given landing rules of a repository (``repo_update``; a rule not given stays)."""
+        names = ("verifier_command", "verifier_timeout_s", "protected_paths", "cache_paths", "cache_key",
+                 "setup_command", "setup_network", "footprint_refuse", "post_land_command", "sandbox_paths",
+                 "disk_limit_mb", "memory_limit_mb", "report", "check_config", "held_out_command", "old_tests",
+                 "risk_aware", "test_paths", "suspicious")
+        unknown = set(rules) - set(names) - {"clear_setup"}
+        assert not unknown, unknown
+        row = await self.sql.one("repo_update", name=name, clear_setup=bool(rules.get("clear_setup")),
+                                 **{n: rules.get(n) for n in names})
+        if row is None:
+            raise NotFound(f"no repository named {name!r}", field="name")
+        await insert_event(self.sql, actor_id=actor_id, kind="repo_updated",
+                           detail={"repo": name, "rules": sorted(k for k, v in rules.items() if v is not None)})
+        return Repo.from_row(row)
+
+    async def set_held_out(self, repo: str, files: list[tuple[str, bytes]], *, actor_id: int | None = None) -> None:
+        """Replace a repository's held-out checks (never shown to an agent: only verifier workers read them)."""
+        async with self.sql.tx() as tx:
+            await tx.all("held_out_clear", repo=repo)
+            for path, content in files:
+                await tx.all("held_out_insert", repo=repo, path=path, content=content)
+            await insert_event(tx, actor_id=actor_id, kind="held_out_set", detail={"repo": repo, "files": len(files)})
+
+    async def held_out(self, repo: str) -> list[tuple[str, bytes]]:
+        """The held-out checks' files, for a verifier worker's run (never for an agent)."""
+        return [(r["path"], bytes(r["content"])) for r in await self.sql.all("held_out_get", repo=repo)]
+
+    async def held_out_count(self, repo: str) -> int:
+        row = await self.sql.one("held_out_count", repo=repo)
+        return int(row["n"]) if row else 0
+
+    async def get_repo(self, name: str) -> Repo:
+        row = await self.sql.one("repo_get", name=name)
+        if row is None:
+            raise NotFound(f"no repository named {name!r}", field="repo")
+        return Repo.from_row(row)
+
+    async def list_repos(self) -> list[Repo]:
+        return [Repo.from_row(r) for r in await self.sql.all("repo_list")]
+
+    async def forge_repos(self, forges: tuple[str, ...]) -> list[Repo]:
+        return [Repo.from_row(r) for r in await self.sql.all("forge_repos", forges=list(forges))]
+
+    async def set_paused(self, *, repo: str, paused: bool, reason: str | None) -> None:
+        """An operator's hold (the queue skips the repository). Resuming also clears a red main's parking."""
+        async with self.sql.tx() as tx:
+            await tx.all("repo_set_paused", name=repo, paused=paused, reason=reason)
+            if not paused:
+                await tx.all("repo_set_red", name=repo, sha=None, reason=None)
+                await tx.all("candidates_unpark", repo=repo)
+
+    async def set_red(self, *, repo: str, sha: str | None, reason: str | None) -> None:
+        """Main is red at ``sha`` (only fixes land), or green again (None: parked candidates are requeued)."""
+        async with self.sql.tx() as tx:
+            await tx.all("repo_set_red", name=repo, sha=sha, reason=reason)
+            if sha is None:
+                await tx.all("candidates_unpark", repo=repo)
