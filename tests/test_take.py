@@ -42,6 +42,9 @@ async def test_one_statement_takes_the_fenced_candidate_and_supersedes_the_rest(
     assert again is not None and again.id == c.subtask_id and again.claim_version == c.claim_version + 1
     await db.subtasks.cancel(subtask_id=cands[cat.name].subtask_id, reason="not needed", actor_id=None)
     assert [(await db.landing.get_candidate(c.id)).status for c in cands.values()] == ["queued"] * 4
+    # what the window's check of candidates in flight says of them now (``land.fences``), before the take
+    window_says = await db.landing.fences([c.id for c in cands.values()])
+    assert window_says[cands["dan"].id] is None
 
     taken = await db.landing.next_candidate("demo")
     assert taken is not None and taken.id == cands["dan"].id and taken.status == "verifying"
@@ -50,7 +53,8 @@ async def test_one_statement_takes_the_fenced_candidate_and_supersedes_the_rest(
         gone = await db.landing.get_candidate(cands[name].id)
         assert gone.status == "superseded", (name, gone)
         sub = await db.subtasks.get_subtask(gone.subtask_id)
-        # the same sentence the window's fence (``land.fence``) gives for that subtask's row
+        # the sentence the window's check gave for the same row: one rule, ``candidate_unfenced``
+        assert gone.reason == window_says[gone.id], (name, gone.reason, window_says[gone.id])
         expected = (say.fence_status(sub.status) if sub.claim_version == gone.claim_version
                     and sub.owner_id == gone.owner_id else say.fence_reclaimed(sub.claim_version))
         assert gone.reason == expected, (name, gone.reason, sub.status)

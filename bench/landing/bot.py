@@ -82,7 +82,7 @@ class Timed:
             task.cancel()
 
 
-DB_METHODS = (("landing", "next_candidate"), ("landing", "fence_rows"), ("subtasks", "get_subtask"),
+DB_METHODS = (("landing", "next_candidate"), ("landing", "fences"), ("subtasks", "get_subtask"),
               ("landing", "begin_landing"), ("landing", "finish_landing"), ("jobs", "enqueue_job"),
               ("landing", "finish_candidate"), ("subtasks", "reject"), ("subtasks", "log_event"),
               ("landing", "roll_back"))

@@ -111,7 +111,7 @@ class LandingStore:
         """The next candidate that still holds its fence, taken (verifying); every candidate the queue could take
         that no longer holds its fence is superseded, with the reason why, in the same statement."""
         row = await self.sql.one("candidate_next", repo=repo, exclude=exclude or [], max_passes=max_passes,
-                                 **say.FENCE_WORDS)
+                                 words=Jsonb(say.FENCE_WORDS))
         return Candidate.from_row(row) if row else None
 
     async def waiting_candidates(self, repo: str, exclude: list[int], limit: int) -> list[Candidate]:
@@ -126,9 +126,12 @@ class LandingStore:
         row = await self.sql.one("candidate_take", id=cand_id)
         return Candidate.from_row(row) if row else None
 
-    async def fence_rows(self, subtask_ids: list[int]) -> dict[int, Row]:
-        """The subtask rows the candidates' fences are judged against (``mergebot.landing.land.fences``)."""
-        return {r["subtask_id"]: r for r in await self.sql.all("candidate_fence", subtask_ids=sorted(set(subtask_ids)))}
+    async def fences(self, cand_ids: list[int]) -> dict[int, str | None]:
+        """Why each candidate no longer holds its fence, by id (None: it does; ``candidate_unfenced``, the rule the
+        statement that takes the next candidate applies too). A candidate with no row is gone with its subtask."""
+        rows = await self.sql.all("candidate_fences", ids=sorted(set(cand_ids)), words=Jsonb(say.FENCE_WORDS))
+        found = {r["id"]: r["unfenced"] for r in rows}
+        return {i: found[i] if i in found else say.FENCE_GONE for i in cand_ids}
 
     async def finish_candidate(self, cand_id: int, status: str, reason: str | None = None, *,
                                base_sha: str | None = None, merged_sha: str | None = None,

@@ -40,23 +40,10 @@ log = logging.getLogger(__name__)
 # -- fences, taking and merging ---------------------------------------------------------------------------------
 
 
-def fence(row: Row | None, cand: Candidate) -> str | None:
-    """None when the subtask's row still waits on exactly this candidate; else why not."""
-    if row is None:
-        return say.FENCE_GONE
-    if row["claim_version"] != cand.claim_version or row["owner_id"] != cand.owner_id:
-        return say.fence_reclaimed(row["claim_version"])
-    if row["status"] != "submitted":
-        return say.fence_status(row["status"])
-    if row["candidate_sha"] != cand.sha:
-        return say.FENCE_REPLACED
-    return None
-
-
 async def fences(db: Database, cands: Sequence[Candidate]) -> dict[int, str | None]:
-    """``fence`` for many candidates in one query, by candidate id."""
-    rows = await db.landing.fence_rows([c.subtask_id for c in cands])
-    return {c.id: fence(rows.get(c.subtask_id), c) for c in cands}
+    """Why each candidate no longer holds its fence (None: its subtask still waits on exactly it), by id, in one
+    query: the rule is the SQL function the statement that takes the next candidate applies (``candidate_unfenced``)."""
+    return await db.landing.fences([c.id for c in cands])
 
 
 async def fenced(db: Database, cand: Candidate) -> str | None:

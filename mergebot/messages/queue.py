@@ -193,8 +193,8 @@ FENCE_GONE = "the subtask no longer exists"
 FENCE_REPLACED = "a newer push replaced this candidate"
 FENCE_RECLAIMED = "the subtask was reclaimed (claim version {claim_version})"
 FENCE_STATUS = "the subtask is {status}"
-# The same sentences for the statement that takes the next candidate and supersedes the unfenced ones
-# (``candidate_next``), which fills the placeholders in from the subtask's row.
+# The same sentences for the SQL rule of the fence (``candidate_unfenced``), used by the statement that takes the
+# next candidate and by the window's checks; it fills the placeholders in from the subtask's row.
 FENCE_WORDS = {"gone": FENCE_GONE, "replaced": FENCE_REPLACED, "reclaimed": FENCE_RECLAIMED, "status": FENCE_STATUS}
 
 

@@ -151,9 +151,8 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
 -- name: candidate_next
 -- The queue leader takes the next candidate that still holds its fence: its subtask still waits on exactly it (the
 -- same owner and claim version, submitted, with this sha). In the same statement every candidate the queue could
--- take that no longer holds its fence is superseded with the reason why (the sentences are parameters:
--- ``gone``, ``reclaimed`` with ``{claim_version}``, ``status`` with ``{status}``, ``replaced``), so taking reads
--- and writes once, never a fence read in Python and a write after it.
+-- take that no longer holds its fence is superseded with the reason why (the rule and its sentences:
+-- ``candidate_unfenced`` with ``words``), so taking reads and writes once, never a fence read in Python and a write after it.
 -- Of the fenced ones: highest priority; then one that safer candidates have passed over ``max_passes`` times (the
 -- oldest such first, so none is passed over more than that); then the one whose landing unblocks the most subtasks
 -- (its blocked dependents); then the redo of a subtask that lost the most conflicts (its earlier pushes rejected
@@ -164,13 +163,7 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
 -- (lanes). A candidate whose subtask depends on one that is not landed (a reverted landing) is not taken.
 -- A waiting reason ("waits for the candidates ahead of it") ends here: it is being verified now.
 WITH eligible AS (
-    SELECT q.id, r.risk_aware,
-           CASE WHEN s.id IS NULL THEN %(gone)s::text
-                WHEN s.claim_version <> q.claim_version OR s.owner_id IS DISTINCT FROM q.owner_id
-                    THEN replace(%(reclaimed)s::text, '{claim_version}', s.claim_version::text)
-                WHEN s.status <> 'submitted' THEN replace(%(status)s::text, '{status}', s.status::text)
-                WHEN s.candidate_sha IS DISTINCT FROM q.sha THEN %(replaced)s::text
-           END AS unfenced
+    SELECT q.id, r.risk_aware, candidate_unfenced(q, s, %(words)s::jsonb) AS unfenced
     FROM candidates q JOIN repos r ON r.name = q.repo LEFT JOIN subtasks s ON s.id = q.subtask_id
     WHERE q.repo = %(repo)s AND q.status = 'queued' AND NOT (q.id = ANY(%(exclude)s::bigint[]))
       -- a dependency that is no longer landed (its landing was reverted): wait until it lands again
@@ -233,11 +226,12 @@ WHERE c.repo = %(repo)s AND c.subtask_id <> %(subtask_id)s AND c.paths && %(path
 ORDER BY c.status = 'queued', c.priority DESC, c.id
 LIMIT 20;
 
--- name: candidate_fence
--- Are the candidates still what their subtasks wait on? (same owner, claim version and sha, submitted) One query
--- for a whole speculation window.
-SELECT s.id AS subtask_id, s.status::text AS status, s.owner_id, s.claim_version, s.candidate_sha, s.title
-FROM subtasks s WHERE s.id = ANY(%(subtask_ids)s::bigint[]);
+-- name: candidate_fences
+-- Are the candidates still what their subtasks wait on? Why not, by candidate (``candidate_unfenced``: NULL while
+-- it holds its fence). One query for a whole speculation window.
+SELECT q.id, candidate_unfenced(q, s, %(words)s::jsonb) AS unfenced
+FROM candidates q LEFT JOIN subtasks s ON s.id = q.subtask_id
+WHERE q.id = ANY(%(ids)s::bigint[]);
 
 -- name: candidate_finish
 -- ``verdict``: the verdict's kind and facts; a new status without one keeps no stale one (NULL), except that a
