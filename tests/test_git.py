@@ -154,6 +154,11 @@ def test_a_change_s_patch_id_ignores_where_it_was_committed_but_not_binary_conte
     ids = [changes.patch_id(repo, base, sha) for sha in images]
     assert ids[0] != ids[1] and ids[0] == ids[2]
     assert changes.patch_id(repo, base, base) is None  # no change, no id
+    # against a repository's target branch, as the sweep for pushes whose post-receive never ran reads it
+    repo.references.create("refs/heads/main", base)
+    assert changes.patch_id_on(repo.path, "refs/heads/main", text[0]) == changes.patch_id(repo, base, text[0])
+    assert changes.patch_id_on(repo.path, "refs/heads/nope", text[0]) is None  # no target branch yet
+    assert changes.patch_id_on(repo.path, "refs/heads/main", "0" * 40) is None  # an unknown commit
 
 
 def test_only_a_stale_ref_lock_is_cleared(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ Read only: nothing here writes an object or moves a ref (``mergebot.git.repo`` d
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 
 import pygit2
@@ -62,6 +63,17 @@ def patch_id(repo: pygit2.Repository, main: str, candidate: str) -> str | None:
     if not binary:
         return text
     return hashlib.sha256("\n".join([text, *binary]).encode()).hexdigest()
+
+
+def patch_id_on(path: str | os.PathLike[str], target_ref: str, candidate: str) -> str | None:
+    """``patch_id`` of a pushed commit against the target branch of the bare repository at ``path``; None when it
+    changes nothing or cannot be read (no target branch yet, an unknown commit)."""
+    try:
+        repo = pygit2.Repository(str(path))
+        main = repo.references[target_ref].peel(pygit2.Commit).id
+        return patch_id(repo, str(main), candidate)
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
 
 
 def text_at(repo: pygit2.Repository, commit: str, path: str, limit: int = 2 << 20) -> str | None:

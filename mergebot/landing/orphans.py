@@ -14,8 +14,8 @@ from pathlib import Path
 from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
+from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import assess
 from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Repo
 
@@ -49,8 +49,8 @@ async def queue_orphans(db: Database, path: Path, repo: Repo, refs: Collection[s
                 cand = await db.landing.enqueue(repo=repo.name, subtask_id=sid, claim_version=version,
                                                 owner_id=row.owner_id, sha=sha, ref=ref,
                                                 superseded=say.newer_push(sha),
-                                                patch_id=(await asyncio.to_thread(assess.change_of, path,
-                                                                                  repo.target_ref, sha)).patch_id)
+                                                patch_id=await asyncio.to_thread(changes.patch_id_on, path,
+                                                                                 repo.target_ref, sha))
                 out.append(cand.id)
             except ClaimSuperseded:
                 continue
