@@ -131,7 +131,7 @@ class LandingStore:
         statement that takes the next candidate applies too). A candidate with no row is gone with its subtask."""
         rows = await self.sql.all("candidate_fences", ids=sorted(set(cand_ids)), words=Jsonb(say.FENCE_WORDS))
         found = {r["id"]: r["unfenced"] for r in rows}
-        return {i: found[i] if i in found else say.FENCE_GONE for i in cand_ids}
+        return {i: found.get(i, say.FENCE_GONE) for i in cand_ids}
 
     async def finish_candidate(self, cand_id: int, status: str, reason: str | None = None, *,
                                base_sha: str | None = None, merged_sha: str | None = None,

@@ -21,7 +21,6 @@ from typing import Any
 import pygit2
 
 from mergebot import messages as say
-from mergebot.db.base import Row
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import changes
