@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from mergebot.forge.client import (
     client_for,
     post_with_retry,
 )
+from tests.support.bot import free_port
 from tests.support.forge_standin import ForgeStandin
 from tests.support.forge_standin.gitea_schema import validate_gitea
 from tests.support.forge_standin.github_schema import (
@@ -88,13 +88,6 @@ def gitea(forge: ForgeStandin) -> Iterator[GiteaClient]:
     client = GiteaClient(TOKEN, base_url=forge.url, timeout=5)
     yield client
     client.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Sleeps:
@@ -285,14 +278,19 @@ def test_github_429_is_retryable(forge: ForgeStandin, gh: GitHubClient) -> None:
     assert [r.status for r in forge.requests] == [429, 201]
 
 
-def test_github_unreachable_and_timeouts_are_retryable(forge: ForgeStandin) -> None:
+# PyGithub takes whole seconds, so GitHub's shortest timeout is 1 s: the stall must outlast it.
+@pytest.mark.parametrize(("client", "stall", "timeout"), [(GitHubClient, 1.1, 0.5), (GiteaClient, 0.3, 0.1)],
+                         ids=["github", "gitea"])
+def test_unreachable_and_timeouts_are_retryable(
+    forge: ForgeStandin, client: type[GitHubClient] | type[GiteaClient], stall: float, timeout: float
+) -> None:
     with pytest.raises(ForgeCallError) as info:
-        GitHubClient(TOKEN, base_url=f"http://127.0.0.1:{free_port()}").post_status(REPO_NAME, post())
+        client(TOKEN, base_url=f"http://127.0.0.1:{free_port()}").post_status(REPO_NAME, post())
     assert info.value.retryable and info.value.status is None
 
-    forge.stall_next(1, 1.1)  # PyGithub takes whole seconds, so the shortest timeout is 1 s
+    forge.stall_next(1, stall)
     with pytest.raises(ForgeCallError) as info:
-        GitHubClient(TOKEN, base_url=forge.url, timeout=0.5).post_status(REPO_NAME, post())
+        client(TOKEN, base_url=forge.url, timeout=timeout).post_status(REPO_NAME, post())
     assert info.value.retryable and info.value.status is None
 
 
@@ -379,16 +377,6 @@ def test_gitea_errors_and_retries(forge: ForgeStandin, gitea: GiteaClient) -> No
         post_with_retry(gitea, REPO_NAME, post(), attempts=3, base_delay=0.01, sleep=Sleeps())
     assert (info.value.retryable, info.value.status) == (True, 502)
     assert [r.status for r in forge.requests][-3:] == [502, 502, 502]
-
-
-def test_gitea_unreachable_and_timeouts_are_retryable(forge: ForgeStandin) -> None:
-    with pytest.raises(ForgeCallError) as info:
-        GiteaClient(TOKEN, base_url=f"http://127.0.0.1:{free_port()}").post_status(REPO_NAME, post())
-    assert info.value.retryable and info.value.status is None
-    forge.stall_next(1, 0.3)
-    with pytest.raises(ForgeCallError) as info:
-        GiteaClient(TOKEN, base_url=forge.url, timeout=0.1).post_status(REPO_NAME, post())
-    assert info.value.retryable and info.value.status is None
 
 
 def test_gitea_pull_merged(forge: ForgeStandin, gitea: GiteaClient, work: Path) -> None:
