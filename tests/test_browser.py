@@ -59,19 +59,28 @@ class World:
         return self.bot.url
 
 
+def shots_folder(tmp: Path) -> Path:
+    """Where screenshots go: ``$MERGEBOT_SCREENSHOTS``, else a folder of the test's own."""
+    shots = Path(os.environ.get("MERGEBOT_SCREENSHOTS") or tmp / "shots").resolve()
+    shots.mkdir(parents=True, exist_ok=True)
+    return shots
+
+
+async def add_agents(db: Database, **roles: Role) -> dict[str, str]:
+    """Each named agent added with its role: their tokens, by name."""
+    return {name: (await db.agents.add_agent(name=name, role=role))[1] for name, role in roles.items()}
+
+
 @pytest.fixture(scope="module")
 async def world(servers: dict[str, Server], tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
     tmp = tmp_path_factory.mktemp("browser")
-    shots = Path(os.environ.get("MERGEBOT_SCREENSHOTS") or tmp / "shots").resolve()
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = shots_folder(tmp)
     with fresh_database(servers, SERVERS[0]) as url:
         settings = Settings(database_url=url, data_dir=tmp / "data")
         pool = await open_pool(url, settings, statement_timeout_ms=30_000)
         db = Database(pool, lease_seconds=600)
-        tokens = {}
-        for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
-                           ("rita", Role.REVIEWER)):
-            _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+        tokens = await add_agents(db, root=Role.ADMIN, lead=Role.LEAD, ann=Role.AGENT, bob=Role.AGENT,
+                                  rita=Role.REVIEWER)
         await add_repo(db, repos_root(settings.data_dir), name="demo", source=str(make_project(tmp / "src")),
                        verifier_command=check_command(), verifier_timeout_s=120, protected_paths=["ci/"])
         nodes = seeds_tree()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -39,7 +38,7 @@ from mergebot.settings import Settings
 from tests.conftest import SERVERS, fresh_database
 from tests.support.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers
 from tests.support.pg import Server
-from tests.test_browser import CHROMIUM, login, shot
+from tests.test_browser import CHROMIUM, add_agents, login, shot, shots_folder
 from tests.test_browser import browser as browser  # the fixture, shared with the other browser tests
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
@@ -83,18 +82,15 @@ def the_check(flags: Path) -> str:
 async def speculated(servers: dict[str, Server], tmp_path_factory: pytest.TempPathFactory
                      ) -> AsyncIterator[Speculated]:
     tmp = tmp_path_factory.mktemp("speculated")
-    shots = Path(os.environ.get("MERGEBOT_SCREENSHOTS") or tmp / "shots").resolve()
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = shots_folder(tmp)
     flags = tmp / "flags"
     flags.mkdir()
     with fresh_database(servers, SERVERS[0]) as url:
         settings = Settings(database_url=url, data_dir=tmp / "data")
         pool = await open_pool(url, settings, statement_timeout_ms=30_000)
         db = Database(pool, lease_seconds=600)
-        tokens = {}
-        for name, role in (("rita", Role.REVIEWER), ("ann", Role.AGENT), ("bob", Role.AGENT), ("cat", Role.AGENT),
-                           ("dan", Role.AGENT)):
-            _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+        tokens = await add_agents(db, rita=Role.REVIEWER, ann=Role.AGENT, bob=Role.AGENT, cat=Role.AGENT,
+                                  dan=Role.AGENT)
         src = make_project(tmp / "src")
         (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
         git(["commit", "-qam", "a bug on main"], src)
