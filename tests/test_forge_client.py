@@ -53,6 +53,15 @@ def commit(work: Path, name: str) -> str:
     return git(work, "rev-parse", "HEAD")
 
 
+def open_pull(forge: ForgeStandin, work: Path, number: int, branch: str) -> str:
+    """A commit on a new ``branch`` off main, pushed and registered as pull ``number`` into main: its sha."""
+    git(work, "checkout", "-q", "-b", branch)
+    head = commit(work, f"{branch}.txt")
+    git(work, "push", "-q", "origin", branch)
+    forge.add_pull("acme", "widgets", number, head_ref=branch, head_sha=head, base_ref="main")
+    return head
+
+
 @pytest.fixture
 def bare(tmp_path: Path) -> Path:
     path = tmp_path / "widgets.git"
@@ -295,11 +304,7 @@ def test_unreachable_and_timeouts_are_retryable(
 
 
 def test_github_pull_merged_follows_the_bare_repo(forge: ForgeStandin, gh: GitHubClient, work: Path) -> None:
-    git(work, "checkout", "-q", "-b", "feature")
-    head = commit(work, "feature.txt")
-    git(work, "push", "-q", "origin", "feature")
-    forge.add_pull("acme", "widgets", 12, head_ref="feature", head_sha=head, base_ref="main")
-
+    open_pull(forge, work, 12, "feature")
     assert gh.pull_merged(REPO_NAME, 12) is False
     # Someone else lands on main meanwhile: still not merged.
     git(work, "checkout", "-q", "main")
@@ -380,10 +385,7 @@ def test_gitea_errors_and_retries(forge: ForgeStandin, gitea: GiteaClient) -> No
 
 
 def test_gitea_pull_merged(forge: ForgeStandin, gitea: GiteaClient, work: Path) -> None:
-    git(work, "checkout", "-q", "-b", "topic")
-    head = commit(work, "topic.txt")
-    git(work, "push", "-q", "origin", "topic")
-    forge.add_pull("acme", "widgets", 3, head_ref="topic", head_sha=head, base_ref="main")
+    head = open_pull(forge, work, 3, "topic")
     assert gitea.pull_merged(REPO_NAME, 3) is False
     git(work, "push", "-q", "origin", "topic:main")  # fast-forward: the head sha is main's tip
     assert gitea.pull_merged(REPO_NAME, 3) is True
