@@ -16,6 +16,7 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,19 +60,35 @@ class World:
         return self.bot.url
 
 
-@pytest.fixture(scope="module")
-async def world(servers: dict[str, Server], tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
-    tmp = tmp_path_factory.mktemp("browser")
+def shots_folder(tmp: Path) -> Path:
+    """Where screenshots go: ``$MERGEBOT_SCREENSHOTS``, else a folder of the test's own."""
     shots = Path(os.environ.get("MERGEBOT_SCREENSHOTS") or tmp / "shots").resolve()
     shots.mkdir(parents=True, exist_ok=True)
+    return shots
+
+
+@asynccontextmanager
+async def browser_db(servers: dict[str, Server], tmp: Path, **roles: Role
+                     ) -> AsyncIterator[tuple[Settings, Database, dict[str, str]]]:
+    """A fresh database with each named agent added with its role: the settings, the store and the agents'
+    tokens by name. The pool closes on the way out."""
     with fresh_database(servers, SERVERS[0]) as url:
         settings = Settings(database_url=url, data_dir=tmp / "data")
         pool = await open_pool(url, settings, statement_timeout_ms=30_000)
-        db = Database(pool, lease_seconds=600)
-        tokens = {}
-        for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
-                           ("rita", Role.REVIEWER)):
-            _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+        try:
+            db = Database(pool, lease_seconds=600)
+            yield settings, db, {name: (await db.agents.add_agent(name=name, role=role))[1]
+                                 for name, role in roles.items()}
+        finally:
+            await pool.close()
+
+
+@pytest.fixture(scope="module")
+async def world(servers: dict[str, Server], tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
+    tmp = tmp_path_factory.mktemp("browser")
+    shots = shots_folder(tmp)
+    async with browser_db(servers, tmp, root=Role.ADMIN, lead=Role.LEAD, ann=Role.AGENT, bob=Role.AGENT,
+                          rita=Role.REVIEWER) as (settings, db, tokens):
         await add_repo(db, repos_root(settings.data_dir), name="demo", source=str(make_project(tmp / "src")),
                        verifier_command=check_command(), verifier_timeout_s=120, protected_paths=["ci/"])
         nodes = seeds_tree()
@@ -82,12 +99,11 @@ async def world(servers: dict[str, Server], tmp_path_factory: pytest.TempPathFac
         while by_key[chain[-1]].parent is not None:
             chain.append(str(by_key[chain[-1]].parent))
         await _activity(db, tokens)
-        bot = BotProcess(url, settings.data_dir).start()
+        bot = BotProcess(settings.database_url, settings.data_dir).start()
         try:
             yield World(bot, db, tokens, tmp / "work", shots, ids, chain)
         finally:
             bot.stop()
-            await pool.close()
 
 
 async def _activity(db: Database, tokens: dict[str, str]) -> None:

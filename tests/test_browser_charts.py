@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -32,14 +31,11 @@ from typing import Any
 import pytest
 
 from mergebot.auth import Role
-from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.settings import Settings
-from tests.conftest import SERVERS, fresh_database
 from tests.support.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers
 from tests.support.pg import Server
-from tests.test_browser import CHROMIUM, login, shot
+from tests.test_browser import CHROMIUM, browser_db, login, shot, shots_folder
 from tests.test_browser import browser as browser  # the fixture, shared with the other browser tests
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
@@ -83,18 +79,11 @@ def the_check(flags: Path) -> str:
 async def speculated(servers: dict[str, Server], tmp_path_factory: pytest.TempPathFactory
                      ) -> AsyncIterator[Speculated]:
     tmp = tmp_path_factory.mktemp("speculated")
-    shots = Path(os.environ.get("MERGEBOT_SCREENSHOTS") or tmp / "shots").resolve()
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = shots_folder(tmp)
     flags = tmp / "flags"
     flags.mkdir()
-    with fresh_database(servers, SERVERS[0]) as url:
-        settings = Settings(database_url=url, data_dir=tmp / "data")
-        pool = await open_pool(url, settings, statement_timeout_ms=30_000)
-        db = Database(pool, lease_seconds=600)
-        tokens = {}
-        for name, role in (("rita", Role.REVIEWER), ("ann", Role.AGENT), ("bob", Role.AGENT), ("cat", Role.AGENT),
-                           ("dan", Role.AGENT)):
-            _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+    async with browser_db(servers, tmp, rita=Role.REVIEWER, ann=Role.AGENT, bob=Role.AGENT, cat=Role.AGENT,
+                          dan=Role.AGENT) as (settings, db, tokens):
         src = make_project(tmp / "src")
         (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
         git(["commit", "-qam", "a bug on main"], src)
@@ -104,8 +93,8 @@ async def speculated(servers: dict[str, Server], tmp_path_factory: pytest.TempPa
         # risk-aware queue puts the breaking change (its author's fix landed) ahead of it, and then which run
         # takes the one failure depends on which run finishes first.
         await db.repos.update_repo("demo", risk_aware=False)
-        bot = BotProcess(url, settings.data_dir, MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3",
-                         MERGEBOT_VERIFIER_SANDBOX="none").start()
+        bot = BotProcess(settings.database_url, settings.data_dir, MERGEBOT_SPECULATION_WINDOW="3",
+                         MERGEBOT_VERIFIER_WORKERS="3", MERGEBOT_VERIFIER_SANDBOX="none").start()
         fleet = Fleet(bot, db, tokens, tmp / "work")
         try:
             yield Speculated(fleet, shots, await _speculate(fleet))
@@ -113,7 +102,6 @@ async def speculated(servers: dict[str, Server], tmp_path_factory: pytest.TempPa
             (flags / "go").touch()
             stop_keepers(tmp / "work")
             bot.stop()
-            await pool.close()
 
 
 async def _speculate(fleet: Fleet) -> dict[str, int]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from mergebot.forge.client import (
     client_for,
     post_with_retry,
 )
+from tests.support.bot import free_port
 from tests.support.forge_standin import ForgeStandin
 from tests.support.forge_standin.gitea_schema import validate_gitea
 from tests.support.forge_standin.github_schema import (
@@ -51,6 +51,15 @@ def commit(work: Path, name: str) -> str:
     git(work, "add", name)
     git(work, "commit", "-q", "-m", f"add {name}")
     return git(work, "rev-parse", "HEAD")
+
+
+def open_pull(forge: ForgeStandin, work: Path, number: int, branch: str) -> str:
+    """A commit on a new ``branch`` off main, pushed and registered as pull ``number`` into main: its sha."""
+    git(work, "checkout", "-q", "-b", branch)
+    head = commit(work, f"{branch}.txt")
+    git(work, "push", "-q", "origin", branch)
+    forge.add_pull("acme", "widgets", number, head_ref=branch, head_sha=head, base_ref="main")
+    return head
 
 
 @pytest.fixture
@@ -88,13 +97,6 @@ def gitea(forge: ForgeStandin) -> Iterator[GiteaClient]:
     client = GiteaClient(TOKEN, base_url=forge.url, timeout=5)
     yield client
     client.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Sleeps:
@@ -285,23 +287,24 @@ def test_github_429_is_retryable(forge: ForgeStandin, gh: GitHubClient) -> None:
     assert [r.status for r in forge.requests] == [429, 201]
 
 
-def test_github_unreachable_and_timeouts_are_retryable(forge: ForgeStandin) -> None:
+# PyGithub takes whole seconds, so GitHub's shortest timeout is 1 s: the stall must outlast it.
+@pytest.mark.parametrize(("client", "stall", "timeout"), [(GitHubClient, 1.1, 0.5), (GiteaClient, 0.3, 0.1)],
+                         ids=["github", "gitea"])
+def test_unreachable_and_timeouts_are_retryable(
+    forge: ForgeStandin, client: type[GitHubClient] | type[GiteaClient], stall: float, timeout: float
+) -> None:
     with pytest.raises(ForgeCallError) as info:
-        GitHubClient(TOKEN, base_url=f"http://127.0.0.1:{free_port()}").post_status(REPO_NAME, post())
+        client(TOKEN, base_url=f"http://127.0.0.1:{free_port()}").post_status(REPO_NAME, post())
     assert info.value.retryable and info.value.status is None
 
-    forge.stall_next(1, 1.1)  # PyGithub takes whole seconds, so the shortest timeout is 1 s
+    forge.stall_next(1, stall)
     with pytest.raises(ForgeCallError) as info:
-        GitHubClient(TOKEN, base_url=forge.url, timeout=0.5).post_status(REPO_NAME, post())
+        client(TOKEN, base_url=forge.url, timeout=timeout).post_status(REPO_NAME, post())
     assert info.value.retryable and info.value.status is None
 
 
 def test_github_pull_merged_follows_the_bare_repo(forge: ForgeStandin, gh: GitHubClient, work: Path) -> None:
-    git(work, "checkout", "-q", "-b", "feature")
-    head = commit(work, "feature.txt")
-    git(work, "push", "-q", "origin", "feature")
-    forge.add_pull("acme", "widgets", 12, head_ref="feature", head_sha=head, base_ref="main")
-
+    open_pull(forge, work, 12, "feature")
     assert gh.pull_merged(REPO_NAME, 12) is False
     # Someone else lands on main meanwhile: still not merged.
     git(work, "checkout", "-q", "main")
@@ -381,21 +384,8 @@ def test_gitea_errors_and_retries(forge: ForgeStandin, gitea: GiteaClient) -> No
     assert [r.status for r in forge.requests][-3:] == [502, 502, 502]
 
 
-def test_gitea_unreachable_and_timeouts_are_retryable(forge: ForgeStandin) -> None:
-    with pytest.raises(ForgeCallError) as info:
-        GiteaClient(TOKEN, base_url=f"http://127.0.0.1:{free_port()}").post_status(REPO_NAME, post())
-    assert info.value.retryable and info.value.status is None
-    forge.stall_next(1, 0.3)
-    with pytest.raises(ForgeCallError) as info:
-        GiteaClient(TOKEN, base_url=forge.url, timeout=0.1).post_status(REPO_NAME, post())
-    assert info.value.retryable and info.value.status is None
-
-
 def test_gitea_pull_merged(forge: ForgeStandin, gitea: GiteaClient, work: Path) -> None:
-    git(work, "checkout", "-q", "-b", "topic")
-    head = commit(work, "topic.txt")
-    git(work, "push", "-q", "origin", "topic")
-    forge.add_pull("acme", "widgets", 3, head_ref="topic", head_sha=head, base_ref="main")
+    head = open_pull(forge, work, 3, "topic")
     assert gitea.pull_merged(REPO_NAME, 3) is False
     git(work, "push", "-q", "origin", "topic:main")  # fast-forward: the head sha is main's tip
     assert gitea.pull_merged(REPO_NAME, 3) is True

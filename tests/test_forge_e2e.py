@@ -35,8 +35,8 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     claim = await f.claimed("subtract")
     before = f.forge_main()
     wt = f.clone("ann")
-    branch = f"refs/heads/subtasks/{claim.id}/v{claim.claim_version}"
-    sha = f.push(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"}, branch)
+    branch, sha = f.push_claim(wt, claim, {"calc.py": "def add(a, b):\n    return a + b\n\n\n"
+                                                      "def sub(a, b):\n    return a - b\n"})
     f.forge.add_pull("acme", "calc", 7, f"subtasks/{claim.id}/v{claim.claim_version}", sha, "main")
     client = GitHubClient(TOKEN, base_url=f.forge.url)
     assert not client.pull_merged("acme/calc", 7)
@@ -103,8 +103,8 @@ async def test_a_form_encoded_delivery_lands_like_its_json_twin(forge_fleet: For
     f = forge_fleet
     claim = await f.claimed("multiply")
     wt = f.clone("ann")
-    branch = f"refs/heads/subtasks/{claim.id}/v{claim.claim_version}"
-    sha = f.push(wt, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"}, branch)
+    branch, sha = f.push_claim(wt, claim, {"calc.py": "def add(a, b):\n    return a + b\n\n\n"
+                                                      "def mul(a, b):\n    return a * b\n"})
 
     # A text/plain body (signed correctly) is refused before anything is recorded.
     body = (PAYLOADS / "github_push_branch_update.json").read_bytes()

@@ -75,8 +75,7 @@ async def test_statuses_survive_forge_outages_and_failed_deliveries_are_redone(f
     f = forge_fleet
     claim = await f.claimed("docs")
     wt = f.clone("ann")
-    ref = f"refs/heads/subtasks/{claim.id}/v1"
-    sha = f.push(wt, {"README": "docs\n"}, ref)
+    ref, sha = f.push_claim(wt, claim, {"README": "docs\n"})
     # The forge's git remote is away: the delivery fails with 5xx and is recorded as failed ...
     away = f.remote.with_name("away.git")
     f.remote.rename(away)
@@ -116,8 +115,7 @@ async def test_a_crash_after_the_forge_moved_is_finished_by_the_reconciler(forge
     f.bot.stop()
     f.bot.start(MERGEBOT_CRASH_AT="after_forge_push")
     wt = f.clone("ann")
-    ref = f"refs/heads/subtasks/{claim.id}/v1"
-    sha = f.push(wt, {"crash.txt": "x\n"}, ref)
+    ref, sha = f.push_claim(wt, claim, {"crash.txt": "x\n"})
     assert f.deliver(ref, ZERO, sha, "ann-gh").status_code == 202
     assert f.bot.wait_exit(60) == -9
     moved = f.forge_main()
@@ -145,8 +143,7 @@ async def test_a_red_forge_main_is_mended_by_the_bots_revert_pushed_to_the_forge
         claim = await f.db.subtasks.claim(agent_id=f.agents["ann"])
         assert claim is not None and claim.id == subs[name].id
         wt = f.clone(f"ann-{name}")
-        ref = f"refs/heads/subtasks/{claim.id}/v{claim.claim_version}"
-        sha = f.push(wt, {f"{name}.txt": f"{name}\n"}, ref)
+        ref, sha = f.push_claim(wt, claim, {f"{name}.txt": f"{name}\n"})
         assert f.deliver(ref, ZERO, sha, "ann-gh").status_code == 202
         f.wait_status(sha, lambda s: s[-1].state == "success")
     deadline = time.monotonic() + 120

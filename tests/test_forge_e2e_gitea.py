@@ -25,8 +25,7 @@ async def test_a_gitea_repository_lands_through_the_gitea_endpoint(forge_fleet: 
     remote = await f.add_gitea_repo()
     claim = await f.claimed("gitea work")
     wt = f.clone("gitea-ann", remote)
-    ref = f"refs/heads/subtasks/{claim.id}/v1"
-    sha = f.push(wt, {"g.txt": "g\n"}, ref)
+    ref, sha = f.push_claim(wt, claim, {"g.txt": "g\n"})
     payload: dict[str, Any] = json.loads((PAYLOADS / "gitea_push_branch_update.json").read_bytes())
     payload.update(ref=ref, before=ZERO, after=sha)
     payload["repository"]["full_name"] = "acme/gcalc"

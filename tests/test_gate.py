@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 
@@ -18,20 +17,26 @@ async def _hold(gate: Gate, name: str, push: bool, order: list[str], release: as
         await release.wait()
 
 
-def _starter(gate: Gate, order: list[str], done: dict[str, asyncio.Event]
-             ) -> Callable[[str, bool], asyncio.Task[None]]:
-    """start(name, push): a task that holds a slot of ``gate`` from its turn until ``done[name]`` is set."""
-    return lambda name, push: asyncio.create_task(_hold(gate, name, push, order, done[name], [0]))
+class _Holders:
+    """Tasks that each hold a slot of ``gate`` from their turn until let go; ``order`` is the order they got it in."""
 
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self.order: list[str] = []
+        self.done: dict[str, asyncio.Event] = {}
+        self.tasks: list[asyncio.Task[None]] = []
 
-async def _finish(gate: Gate, tasks: list[asyncio.Task[None]], done: dict[str, asyncio.Event],
-                  order: list[str]) -> list[str]:
-    """Let every holder go; the gate ends empty. Returns the order the slots were given in."""
-    for ev in done.values():
-        ev.set()
-    await asyncio.gather(*tasks)
-    assert gate.running == 0 and gate.waiting == 0
-    return order
+    def start(self, name: str, push: bool) -> None:
+        self.done[name] = asyncio.Event()
+        self.tasks.append(asyncio.create_task(_hold(self.gate, name, push, self.order, self.done[name], [0])))
+
+    async def finish(self) -> list[str]:
+        """Let every holder go; the gate ends empty. Returns the order the slots were given in."""
+        for ev in self.done.values():
+            ev.set()
+        await asyncio.gather(*self.tasks)
+        assert self.gate.running == 0 and self.gate.waiting == 0
+        return self.order
 
 
 def test_bound_and_order_pushes_first() -> None:
@@ -62,24 +67,21 @@ def test_bound_and_order_pushes_first() -> None:
 def test_a_fetch_that_waited_its_patience_goes_before_later_pushes() -> None:
     """Pushes first, but not for ever: a stream of pushes cannot hold a fetch until the queue timeout."""
     async def main() -> list[str]:
-        gate = Gate(1, patience=0.5)
-        order: list[str] = []
-        done = {name: asyncio.Event() for name in ("a", "fetch", "p1", "p2")}
-        start = _starter(gate, order, done)
-
-        tasks = [start("a", True)]
+        held = _Holders(Gate(1, patience=0.5))
+        held.start("a", True)
         await asyncio.sleep(0)
-        tasks += [start("fetch", False), start("p1", True)]
+        held.start("fetch", False)
+        held.start("p1", True)
         await asyncio.sleep(0)
-        done["a"].set()  # the fetch has hardly waited: the push goes first
+        held.done["a"].set()  # the fetch has hardly waited: the push goes first
         await asyncio.sleep(0.01)
-        assert order == ["a", "p1"]
+        assert held.order == ["a", "p1"]
         await asyncio.sleep(0.6)  # now the fetch has waited longer than its patience
-        tasks.append(start("p2", True))
+        held.start("p2", True)
         await asyncio.sleep(0)
-        done["p1"].set()
+        held.done["p1"].set()
         await asyncio.sleep(0.01)
-        return await _finish(gate, tasks, done, order)
+        return await held.finish()
 
     assert asyncio.run(main()) == ["a", "p1", "fetch", "p2"]
 
@@ -88,20 +90,16 @@ def test_a_backlog_of_overdue_fetches_does_not_hold_a_push() -> None:
     """The head start is per waiter, not a class rank: a push keeps its place against fetches that have all
     waited past the patience, and goes before any fetch that arrived less than the patience before it."""
     async def main() -> list[str]:
-        gate = Gate(1, patience=0.5)
-        order: list[str] = []
-        done = {name: asyncio.Event() for name in ("a", "f1", "push", "f2")}
-        start = _starter(gate, order, done)
-
-        tasks = [start("a", True)]
+        held = _Holders(Gate(1, patience=0.5))
+        held.start("a", True)
         await asyncio.sleep(0)
-        tasks.append(start("f1", False))  # t0
+        held.start("f1", False)  # t0
         await asyncio.sleep(0.2)
-        tasks.append(start("push", True))  # t0 + 0.2: counts as t0 - 0.3
+        held.start("push", True)  # t0 + 0.2: counts as t0 - 0.3
         await asyncio.sleep(0.7)
-        tasks.append(start("f2", False))  # t0 + 0.9
+        held.start("f2", False)  # t0 + 0.9
         await asyncio.sleep(0.6)  # every waiter has now waited past the patience
-        return await _finish(gate, tasks, done, order)
+        return await held.finish()
 
     assert asyncio.run(main()) == ["a", "push", "f1", "f2"]
 

@@ -35,8 +35,9 @@ from pathlib import Path
 
 import pygit2
 
+from verifier.treefs import opaque, whiteout
+
 COMPLETE = "COMPLETE"
-_OPAQUE = "trusted.overlay.opaque"
 
 
 @dataclass(frozen=True)
@@ -145,18 +146,6 @@ def _copy(src: Path, dst: Path) -> None:
         shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
 
 
-def _whiteout(path: Path) -> bool:
-    st = path.lstat()
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
-
-
-def _opaque(path: Path) -> bool:
-    try:
-        return os.getxattr(path, _OPAQUE, follow_symlinks=False) == b"y"
-    except OSError:
-        return False
-
-
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -168,14 +157,14 @@ def _apply(change: Path, into: Path) -> None:
     """Apply one overlay upper-layer entry (and everything under it) onto ``into``."""
     if not (change.exists() or change.is_symlink()):
         return
-    if _whiteout(change):
+    if whiteout(change.lstat()):
         _remove(into)
         return
     mode = change.lstat().st_mode
     if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # fifos, sockets, devices: not kept
         return
     if change.is_dir() and not change.is_symlink():
-        if _opaque(change) or (into.exists() and not into.is_dir()):
+        if opaque(change) or (into.exists() and not into.is_dir()):
             _remove(into)
         into.mkdir(parents=True, exist_ok=True)
         for entry in os.scandir(change):

@@ -132,12 +132,12 @@ def changed_in_upper(repo: pygit2.Repository, tree: pygit2.Tree, upper: Path, pr
                 continue  # untracked here (the lower layer holds only tracked paths): new output
             path = prefix + entry.name
             st = entry.stat(follow_symlinks=False)
-            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+            if whiteout(st):
                 bad.append(path)  # a whiteout: the tracked path was deleted (or renamed away)
             elif obj.filemode == FileMode.TREE:
                 if not stat.S_ISDIR(st.st_mode):
                     bad.append(path)
-                elif _opaque(entry.path):  # deleted and made again: it must now hold the whole subtree
+                elif opaque(entry.path):  # deleted and made again: it must now hold the whole subtree
                     bad += compare_tree(repo, repo[obj.id].peel(pygit2.Tree), Path(entry.path), path + "/")[0]
                 else:
                     bad += changed_in_upper(repo, repo[obj.id].peel(pygit2.Tree), Path(entry.path), path + "/")
@@ -149,7 +149,13 @@ def changed_in_upper(repo: pygit2.Repository, tree: pygit2.Tree, upper: Path, pr
     return sorted(bad)
 
 
-def _opaque(path: str) -> bool:
+def whiteout(st: os.stat_result) -> bool:
+    """An overlay upper layer's mark of a deleted path: a character device numbered 0/0."""
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def opaque(path: str | Path) -> bool:
+    """An overlay upper layer's directory that replaces the lower one whole (deleted and made again)."""
     try:
         return os.getxattr(path, OPAQUE, follow_symlinks=False) == b"y"
     except OSError:

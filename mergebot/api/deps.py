@@ -1,11 +1,11 @@
-"""Dependencies named once: the database, the app's services, the authenticated agent, and role checks."""
+"""Dependencies named once: the database, the app's services, paging, the authenticated agent, and role checks."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from mergebot import auth
@@ -33,6 +33,10 @@ async def get_db(request: Request) -> Database:
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 DbDep = Annotated[Database, Depends(get_db)]
+
+# Paging query parameters: the last id already seen, and how many rows at the most.
+After = Annotated[int, Query(ge=0)]
+Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
 async def current_agent(

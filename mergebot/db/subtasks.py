@@ -287,10 +287,16 @@ class SubtaskStore:
         return await self.sql.all("subtask_recover_expired", grace_seconds=grace_seconds, limit=limit)
 
     async def cancel(self, *, subtask_id: int, reason: str, actor_id: int | None) -> Subtask:
-        row = await self.sql.one("subtask_cancel", id=subtask_id, reason=reason, actor_id=actor_id)
+        return await self._lead_move("subtask_cancel", subtask_id, reason, actor_id, " and cannot be cancelled")
+
+    async def _lead_move(self, query: str, subtask_id: int, reason: str, actor_id: int | None,
+                         refused: str) -> Subtask:
+        """Run a lead's move of one subtask; when it moves nothing, InvalidTransition says the status and
+        ``refused``."""
+        row = await self.sql.one(query, id=subtask_id, reason=reason, actor_id=actor_id)
         if row is None:
             sub = await self.get_subtask(subtask_id)
-            raise InvalidTransition(f"subtask {subtask_id} is {sub.status} and cannot be cancelled")
+            raise InvalidTransition(f"subtask {subtask_id} is {sub.status}{refused}")
         return Subtask.from_row(row)
 
     async def allow(self, *, subtask_id: int, actor_id: int | None, test_removal: bool | None = None,
@@ -332,11 +338,7 @@ class SubtaskStore:
         await self.sql.all("acceptance_probe_set", subtask_id=subtask_id, job_id=job_id, actor_id=actor_id)
 
     async def retry(self, *, subtask_id: int, reason: str, actor_id: int | None) -> Subtask:
-        row = await self.sql.one("subtask_retry", id=subtask_id, reason=reason, actor_id=actor_id)
-        if row is None:
-            sub = await self.get_subtask(subtask_id)
-            raise InvalidTransition(f"subtask {subtask_id} is {sub.status}, not failed; nothing to retry")
-        return Subtask.from_row(row)
+        return await self._lead_move("subtask_retry", subtask_id, reason, actor_id, ", not failed; nothing to retry")
 
     # -- notes, announcements, events --------------------------------------------------------------------
 

@@ -410,24 +410,26 @@ class ForgeEvent:
     deletion, and for a pull request opened/synchronize/reopened whose head
     branch lives in ``repository`` itself (not a fork). Everything else,
     tags, deletions, closed pull requests, pings and unknown events, is False.
+
+    A fact an event does not carry is None (or False): the defaults, so each parser names only what it found.
     """
 
     forge: str
     event: str
-    action: str | None
-    repository: str | None
-    ref: str | None
-    before: str | None
-    after: str | None
-    sender: str | None
-    pr_number: int | None
-    head_sha: str | None
-    base_ref: str | None
-    created: bool
-    deleted: bool
-    forced: bool
-    is_tag: bool
-    candidate: bool
+    action: str | None = None
+    repository: str | None = None
+    ref: str | None = None
+    before: str | None = None
+    after: str | None = None
+    sender: str | None = None
+    pr_number: int | None = None
+    head_sha: str | None = None
+    base_ref: str | None = None
+    created: bool = False
+    deleted: bool = False
+    forced: bool = False
+    is_tag: bool = False
+    candidate: bool = False
 
 
 def _bad(field: str, problem: str) -> WebhookError:
@@ -538,22 +540,9 @@ def _push(delivery: Delivery) -> ForgeEvent:
     forced = bool(_bool(payload, "forced", "forced"))
     is_branch = ref.startswith("refs/heads/")
     return ForgeEvent(
-        forge=delivery.forge,
-        event=delivery.event,
-        action=None,
-        repository=repository,
-        ref=ref,
-        before=before,
-        after=after,
-        sender=_sender(payload),
-        pr_number=None,
-        head_sha=after,
-        base_ref=None,
-        created=created,
-        deleted=deleted,
-        forced=forced,
-        is_tag=ref.startswith("refs/tags/"),
-        candidate=is_branch and not deleted,
+        delivery.forge, delivery.event, repository=repository, ref=ref, before=before, after=after,
+        sender=_sender(payload), head_sha=after, created=created, deleted=deleted, forced=forced,
+        is_tag=ref.startswith("refs/tags/"), candidate=is_branch and not deleted,
     )
 
 
@@ -582,21 +571,8 @@ def _pull_request(delivery: Delivery) -> ForgeEvent:
     before = _sha(payload, "before", "before") if payload.get("before") is not None else None
     after = _sha(payload, "after", "after") if payload.get("after") is not None else None
     return ForgeEvent(
-        forge=delivery.forge,
-        event=delivery.event,
-        action=action,
-        repository=repository,
-        ref=head_ref,
-        before=before,
-        after=after,
-        sender=_sender(payload),
-        pr_number=number,
-        head_sha=head_sha,
-        base_ref=base_ref,
-        created=False,
-        deleted=False,
-        forced=False,
-        is_tag=False,
+        delivery.forge, delivery.event, action=action, repository=repository, ref=head_ref, before=before,
+        after=after, sender=_sender(payload), pr_number=number, head_sha=head_sha, base_ref=base_ref,
         candidate=action in _CANDIDATE_PR_ACTIONS and same_repository,
     )
 
@@ -616,46 +592,15 @@ def _delete(delivery: Delivery) -> ForgeEvent:
     # Tolerate a full ref name too, should a forge ever send one.
     ref = _ref(name, "ref") if name.startswith(prefix) else _full_ref(prefix, name, "ref")
     return ForgeEvent(
-        forge=delivery.forge,
-        event=delivery.event,
-        action=None,
-        repository=repository,
-        ref=ref,
-        before=None,
-        after=None,
-        sender=_sender(payload),
-        pr_number=None,
-        head_sha=None,
-        base_ref=None,
-        created=False,
-        deleted=True,
-        forced=False,
+        delivery.forge, delivery.event, repository=repository, ref=ref, sender=_sender(payload), deleted=True,
         is_tag=ref_type == "tag",
-        candidate=False,
     )
 
 
 def _other(delivery: Delivery) -> ForgeEvent:
     """ping and every event the merge queue does not act on: recorded, never refused."""
     repository, sender = _lenient(delivery.payload)
-    return ForgeEvent(
-        forge=delivery.forge,
-        event=delivery.event,
-        action=None,
-        repository=repository,
-        ref=None,
-        before=None,
-        after=None,
-        sender=sender,
-        pr_number=None,
-        head_sha=None,
-        base_ref=None,
-        created=False,
-        deleted=False,
-        forced=False,
-        is_tag=False,
-        candidate=False,
-    )
+    return ForgeEvent(delivery.forge, delivery.event, repository=repository, sender=sender)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import httpx
 
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.messages.refs import subtask_ref
 from mergebot.models import Subtask
 from tests.support.bot import BotProcess, check_command, commit, forge_remote, git
 from tests.support.forge_standin import ForgeStandin, PostedStatus
@@ -60,6 +61,12 @@ class ForgeFleet:
         sha = commit(wt, files)
         git(["push", "-q", "origin", f"HEAD:{ref}"], wt)
         return sha
+
+    def push_claim(self, wt: Path, claim: Subtask, files: dict[str, str]) -> tuple[str, str]:
+        """Commit ``files`` in the clone ``wt`` and push the commit to the claim's own branch: the full ref and
+        the commit's sha."""
+        ref = subtask_ref(claim.id, claim.claim_version)
+        return ref, self.push(wt, files, ref)
 
     def forge_main(self, remote: Path | None = None) -> str:
         return git(["rev-parse", "refs/heads/main"], remote or self.remote).stdout.strip()

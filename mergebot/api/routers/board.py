@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from mergebot import messages as say
-from mergebot.api.deps import Admin, CurrentAgent, DbDep, Lead, Noter, Reader
+from mergebot.api.deps import Admin, After, CurrentAgent, DbDep, Lead, Limit, Noter, Reader
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import AgentIn, AssignmentIn, BoardNoteIn, GroupIn, Name
 from mergebot.auth import Role, allowed
@@ -16,8 +16,6 @@ from mergebot.errors import Forbidden
 from mergebot.models import record
 
 router = APIRouter(prefix="/api/v1", tags=["board"], responses=ERROR_RESPONSES)
-Limit = Annotated[int, Query(ge=1, le=1000)]
-After = Annotated[int, Query(ge=0)]
 
 
 @router.get("/me", summary="Who the token belongs to")

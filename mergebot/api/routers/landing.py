@@ -6,14 +6,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from mergebot.api.deps import Admin, DbDep, Reader, ServicesDep
+from mergebot.api.deps import Admin, DbDep, Limit, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.landing import told
 from mergebot.landing.repos import hold
 from mergebot.models import record
 
 router = APIRouter(prefix="/api/v1", tags=["landing"], responses=ERROR_RESPONSES)
-Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
 @router.get("/repos", summary="Managed repositories and their landing configuration")

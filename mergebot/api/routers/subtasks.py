@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response, status
 
 from mergebot import messages as say
-from mergebot.api.deps import Claimer, Creator, DbDep, Manager, Noter, Reader, ServicesDep
+from mergebot.api.deps import After, Claimer, Creator, DbDep, Limit, Manager, Noter, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import (
     AcceptanceIn,
@@ -36,7 +36,6 @@ from mergebot.tree import parse_tree
 router = APIRouter(prefix="/api/v1/subtasks", tags=["subtasks"], responses=ERROR_RESPONSES)
 
 Status = Annotated[str | None, Query(pattern="^(blocked|ready|running|submitted|landed|failed|cancelled)$")]
-Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
 def claim_body(sub: Subtask, handoff: list[dict[str, Any]], overlaps: list[dict[str, Any]] | None = None
@@ -85,8 +84,7 @@ async def create_tree(body: TreeIn, agent: Creator, db: DbDep) -> dict[str, Any]
 
 
 @router.get("", summary="List subtasks (paged by id)")
-async def list_subtasks(agent: Reader, db: DbDep, status: Status = None,
-                        group: str | None = None, after: Annotated[int, Query(ge=0)] = 0,
+async def list_subtasks(agent: Reader, db: DbDep, status: Status = None, group: str | None = None, after: After = 0,
                         limit: Limit = 100) -> dict[str, Any]:
     rows = await db.subtasks.list_subtasks(status=status, group_name=group, after_id=after, limit=limit)
     return {"subtasks": rows, "next_after": rows[-1]["id"] if len(rows) == limit else None}
@@ -120,8 +118,7 @@ async def get(subtask_id: int, agent: Reader, db: DbDep) -> dict[str, Any]:
 
 
 @router.get("/{subtask_id}/events", summary="The subtask's event log")
-async def events(subtask_id: int, agent: Reader, db: DbDep,
-                 after: Annotated[int, Query(ge=0)] = 0, limit: Limit = 100) -> dict[str, Any]:
+async def events(subtask_id: int, agent: Reader, db: DbDep, after: After = 0, limit: Limit = 100) -> dict[str, Any]:
     return {"events": await db.subtasks.events(subtask_id=subtask_id, after_id=after, limit=limit)}
 
 
@@ -181,8 +178,7 @@ async def add_note(subtask_id: int, body: NoteIn, agent: Noter, db: DbDep) -> di
 
 
 @router.get("/{subtask_id}/notes", summary="Notes on a subtask, oldest first (the handoff)")
-async def notes(subtask_id: int, agent: Reader, db: DbDep,
-                after: Annotated[int, Query(ge=0)] = 0, limit: Limit = 100) -> dict[str, Any]:
+async def notes(subtask_id: int, agent: Reader, db: DbDep, after: After = 0, limit: Limit = 100) -> dict[str, Any]:
     return {"notes": await db.subtasks.notes(subtask_id=subtask_id, after_id=after, limit=limit)}
 
 

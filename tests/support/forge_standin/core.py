@@ -169,10 +169,13 @@ class StandinCore:
         tip = run_git(self.bare_repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")
         return tip.stdout.strip() if tip.returncode == 0 else None
 
-    def _pull_state(self, key: tuple[str, str, int]) -> tuple[Pull, str | None] | None:
-        """The registered pull and the tip of its base branch, refreshing whether it is merged."""
+    def _pull_state(self, request: Request) -> tuple[str, str, int, Pull, str | None] | None:
+        """The owner, repo and number the request's path names, the pull registered there and the tip of its base
+        branch, refreshing whether it is merged; None when no such pull is registered."""
+        owner, repo = self._params(request)
+        number = request.path_params["number"]
         with self._lock:
-            pull = self._pulls.get(key)
+            pull = self._pulls.get((owner, repo, number))
         if pull is None:
             return None
         base_tip = self._branch_tip(pull.base_ref)
@@ -185,7 +188,7 @@ class StandinCore:
                 pull.merged_at = utc_now()
             elif not merged:
                 pull.merged_at = None
-        return pull, base_tip
+        return owner, repo, number, pull, base_tip
 
     # ---- requests
 

@@ -46,12 +46,10 @@ class GiteaRoutes(StandinCore):
         return self._json("gitea", [self._gt_status_body(s) for s in posted])
 
     async def _gt_pull(self, request: Request, body: Json) -> Response:
-        owner, repo = self._params(request)
-        number = request.path_params["number"]
-        found = self._pull_state((owner, repo, number))
+        found = self._pull_state(request)
         if found is None:
             return self._error("gitea", 404, "The target couldn't be found.")
-        pull, base_tip = found
+        owner, repo, number, pull, base_tip = found
         merged = pull.merged_at is not None
         web = f"{self.url}/{owner}/{repo}/pulls/{number}"
         data = {

@@ -205,12 +205,10 @@ class GitHubRoutes(StandinCore):
         return self._json("github", data)
 
     async def _gh_pull(self, request: Request, body: Json) -> Response:
-        owner, repo = self._params(request)
-        number = request.path_params["number"]
-        found = self._pull_state((owner, repo, number))
+        found = self._pull_state(request)
         if found is None:
             return self._error("github", 404, "Not Found")
-        pull, base_tip = found
+        owner, repo, number, pull, base_tip = found
         data = self._localize(github_example(PULL, "get", 200), owner, repo)
         data = json.loads(json.dumps(data).replace("/1347", f"/{number}"))
         merged = pull.merged_at is not None
