@@ -32,6 +32,7 @@ from typing import Any
 import uvicorn
 
 from mergebot import agent
+from mergebot import messages as say
 from mergebot.agent import keeper
 from mergebot.api import create_app
 from mergebot.auth import Role
@@ -94,7 +95,7 @@ def _git(args: list[str], cwd: Path, check: bool = True) -> subprocess.Completed
     out = subprocess.run(["git", "-c", "user.name=Demo Agent", "-c", "user.email=agent@demo", *args], cwd=cwd,
                          capture_output=True, text=True, check=False)
     if check and out.returncode != 0:
-        raise RuntimeError(f"git {args[0]}: {out.stderr}")
+        raise RuntimeError(say.demo_git_failed(args[0], out.stderr))
     return out
 
 
@@ -254,7 +255,7 @@ class Scenes:
         wt = self.root / name
         got = agent.start(self.clients[name], self.url, self.tokens[name], "calc", wt, wait=30)
         if got is None:
-            raise RuntimeError(f"{name} found nothing to claim")
+            raise RuntimeError(say.demo_nothing_to_claim(name))
         claim, answer = got
         if keep:
             keeper.spawn(wt)
@@ -314,7 +315,7 @@ class Scenes:
         deadline = time.monotonic() + timeout
         while self.clients["lead"].get(f"/api/v1/subtasks/{subtask_id}")["subtask"]["status"] != status:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"subtask {subtask_id} did not become {status} within {timeout:.0f} s")
+                raise RuntimeError(say.demo_status_timeout(subtask_id, status, timeout))
             time.sleep(0.2)
 
     @staticmethod

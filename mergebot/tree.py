@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from mergebot import messages as say
 from mergebot.errors import Invalid
 
 
@@ -41,7 +42,7 @@ def parse_tree_text(text: str, filename: str = "tree") -> list[Node]:
     try:
         data = yaml.safe_load(text) if not filename.endswith(".json") else json.loads(text)
     except (yaml.YAMLError, json.JSONDecodeError) as e:
-        raise Invalid(f"{filename}: not valid YAML/JSON: {e}", field="file") from e
+        raise Invalid(say.tree_not_parsed(filename, e), field="file") from e
     return parse_tree(data)
 
 
@@ -49,7 +50,7 @@ def parse_tree(data: Any) -> list[Node]:
     if isinstance(data, dict) and "subtasks" in data:
         data = data["subtasks"]
     if not isinstance(data, list):
-        raise Invalid("a task tree is a list of subtasks", field="subtasks")
+        raise Invalid(say.TREE_NOT_A_LIST, field="subtasks")
     nodes: list[Node] = []
     _flatten(data, None, "subtasks", nodes)
     return plan(nodes)
@@ -64,31 +65,29 @@ def _flatten(items: list[Any], parent: str | None, path: str, out: list[Node]) -
     for i, item in enumerate(items):
         where = f"{path}[{i}]"
         if not isinstance(item, dict):
-            raise Invalid(f"{where} must be an object", field=where)
+            raise Invalid(say.node_not_object(where), field=where)
         unknown = [k for k in item if k not in NODE_KEYS]
         if unknown:  # a misspelt key (``prio: 3``) would otherwise be dropped without a word
-            raise Invalid(f"{where}: unknown key {str(unknown[0])!r}; a subtask takes {', '.join(NODE_KEYS)}",
-                          field=f"{where}.{unknown[0]}")
+            raise Invalid(say.node_unknown_key(where, unknown[0], NODE_KEYS), field=f"{where}.{unknown[0]}")
         key = item.get("key")
         title = item.get("title")
         if not isinstance(key, str | int) or isinstance(key, bool) or str(key) == "":
-            raise Invalid(f"{where}.key must be a non-empty string", field=f"{where}.key")
+            raise Invalid(say.node_needs_text(where, "key"), field=f"{where}.key")
         if not isinstance(title, str) or not title.strip():
-            raise Invalid(f"{where}.title must be a non-empty string", field=f"{where}.title")
+            raise Invalid(say.node_needs_text(where, "title"), field=f"{where}.title")
         deps = item.get("depends_on", [])
         if not isinstance(deps, list) or not all(isinstance(d, str | int) for d in deps):
-            raise Invalid(f"{where}.depends_on must be a list of keys or ids", field=f"{where}.depends_on")
+            raise Invalid(say.node_bad_depends_on(where), field=f"{where}.depends_on")
         paths = item.get("paths", [])
         if (not isinstance(paths, list) or len(paths) > MAX_PATHS
                 or not all(isinstance(p, str) and 0 < len(p) <= 500 and not p.startswith("/") for p in paths)):
-            raise Invalid(f"{where}.paths must be a list of at most {MAX_PATHS} paths or globs in the repository "
-                          "(relative, like src/calc/*.py)", field=f"{where}.paths")
+            raise Invalid(say.node_bad_paths(where, MAX_PATHS), field=f"{where}.paths")
         priority = item.get("priority", 0)
         max_attempts = item.get("max_attempts", 3)
         if not isinstance(priority, int) or isinstance(priority, bool):
-            raise Invalid(f"{where}.priority must be an integer", field=f"{where}.priority")
+            raise Invalid(say.node_needs_integer(where, "priority"), field=f"{where}.priority")
         if not isinstance(max_attempts, int) or isinstance(max_attempts, bool):
-            raise Invalid(f"{where}.max_attempts must be an integer", field=f"{where}.max_attempts")
+            raise Invalid(say.node_needs_integer(where, "max_attempts"), field=f"{where}.max_attempts")
         out.append(
             Node(
                 key=str(key),
@@ -104,7 +103,7 @@ def _flatten(items: list[Any], parent: str | None, path: str, out: list[Node]) -
         )
         children = item.get("children", [])
         if not isinstance(children, list):
-            raise Invalid(f"{where}.children must be a list", field=f"{where}.children")
+            raise Invalid(say.node_bad_children(where), field=f"{where}.children")
         node = out[-1]
         first_child = len(out)
         _flatten(children, str(key), f"{where}.children", out)
@@ -122,7 +121,7 @@ def plan(nodes: list[Node]) -> list[Node]:
     by_key: dict[str, Node] = {}
     for n in nodes:
         if n.key in by_key:
-            raise Invalid(f"key {n.key!r} appears twice", field="key")
+            raise Invalid(say.key_twice(n.key), field="key")
         by_key[n.key] = n
 
     def refs(n: Node, extra: list[str | int]) -> list[str]:
@@ -131,7 +130,7 @@ def plan(nodes: list[Node]) -> list[Node]:
             if isinstance(ref, int):
                 continue
             if ref not in by_key:
-                raise Invalid(f"subtask {n.key!r} refers to unknown key {ref!r}", field="depends_on")
+                raise Invalid(say.unknown_key_ref(n.key, ref), field="depends_on")
             out.append(ref)
         return out
 
@@ -155,7 +154,7 @@ def _toposort(by_key: dict[str, Node], edges: Callable[[Node], list[str]]) -> li
                 nxt = todo.pop()
                 if state.get(nxt) == 1:
                     cycle = [*path[path.index(nxt) :], nxt]
-                    raise Invalid("dependency cycle: " + " -> ".join(cycle), field="depends_on", cycle=cycle)
+                    raise Invalid(say.dependency_cycle(cycle), field="depends_on", cycle=cycle)
                 if nxt not in state:
                     state[nxt] = 1
                     path.append(nxt)

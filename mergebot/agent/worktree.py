@@ -28,6 +28,7 @@ from typing import Any
 
 import pygit2
 
+from mergebot import messages as say
 from mergebot.client import ApiError, Client
 from mergebot.errors import Invalid, MergebotError
 from mergebot.messages.refs import subtask_branch
@@ -36,7 +37,7 @@ from mergebot.messages.refs import subtask_branch
 def git(args: list[str], cwd: Path, check: bool = True) -> str:
     out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
     if check and out.returncode != 0:
-        raise MergebotError(f"git {args[0]} failed:\n{out.stderr.strip()}")
+        raise MergebotError(say.git_failed_in_worktree(args[0], out.stderr))
     return out.stdout.strip() + (out.stderr.strip() if not check else "")
 
 
@@ -46,8 +47,7 @@ def _repo(workdir: Path) -> pygit2.Repository:
     processes per subtask, and on a shared machine they compete with the checks."""
     found = pygit2.discover_repository(str(workdir))
     if found is None:
-        raise Invalid(f"{workdir} is not in a git worktree; run `mergebot start --repo NAME --dir DIR` first",
-                      field="dir")
+        raise Invalid(say.not_a_worktree(workdir), field="dir")
     return pygit2.Repository(found)
 
 
@@ -111,8 +111,7 @@ def _dirty(workdir: Path) -> list[str]:
 def check_repo(client: Client, repo: str) -> None:
     names = [r["name"] for r in client.get("/api/v1/repos")["repos"]]
     if repo not in names:
-        raise Invalid(f"no repository named {repo!r} on this server (it has: {', '.join(names) or 'none'}); "
-                      "`mergebot repo list` lists them", field="repo")
+        raise Invalid(say.no_such_repo_here(repo, names), field="repo")
 
 
 def start(client: Client, server: str, token: str, repo: str, workdir: Path, *, carry: bool = False,
@@ -124,15 +123,11 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path, *, 
     check_repo(client, repo)
     dirty = _dirty(workdir)
     if dirty:
-        raise Invalid(f"{workdir} has uncommitted changes ({', '.join(dirty[:5])}): commit them (and "
-                      "`mergebot submit`), or stash them, before `mergebot start`", field="dir")
+        raise Invalid(say.worktree_dirty(workdir, dirty), field="dir")
     unlanded = _unlanded(workdir)
     if unlanded and not carry:
         branch, n = unlanded
-        raise Invalid(f"{workdir} holds {n} commit(s) on {branch} that are not on main. Push them on their claim "
-                      f"(`mergebot submit --dir {workdir}`), or put them on the next claim's branch (`mergebot "
-                      f"start --repo {repo} --dir {workdir} --carry`), or start in another directory (`--dir`).",
-                      field="dir")
+        raise Invalid(say.worktree_unlanded(workdir, n, branch, repo), field="dir")
     got = client.post("/api/v1/subtasks/claim", {"wait": wait} if wait else None)
     if got is None:
         return None
@@ -147,7 +142,7 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path, *, 
     except BaseException as e:
         with contextlib.suppress(ApiError, OSError):
             client.post(f"/api/v1/subtasks/{claim.subtask_id}/release",
-                        {"claim_version": claim.claim_version, "reason": f"the worktree could not be prepared: {e}"})
+                        {"claim_version": claim.claim_version, "reason": say.worktree_not_prepared(e)})
         if created:
             shutil.rmtree(workdir, ignore_errors=True)
         raise
@@ -203,8 +198,7 @@ def current_claim(workdir: Path) -> Claim:
     def cfg(key: str) -> str:
         value = (config[key] or "").strip() if key in config else ""
         if not value:
-            raise Invalid(f"{workdir} is not a mergebot worktree (no {key}); run "
-                          "`mergebot start --repo NAME --dir DIR` first", field="dir")
+            raise Invalid(say.not_a_mergebot_worktree(workdir, key), field="dir")
         return value
 
     return Claim(int(cfg("mergebot.subtask")), int(cfg("mergebot.claimVersion")), cfg("mergebot.repo"),

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.cli.render import emit
 from mergebot.client import DEFAULT_URL, Client
 from mergebot.table import cell as _cell
@@ -48,8 +49,7 @@ def cmd_start(args: argparse.Namespace) -> None:
     got = worktree.start(client_from(args), server, token, args.repo, wt, carry=args.carry, wait=args.wait,
                          touch_paths=args.touch)
     if got is None:
-        emit(args, {"claimed": None, "message": "nothing is ready" + (f" (waited {args.wait:g} s)" if args.wait else
-                                                                       "; `mergebot start --wait 60` waits for work")})
+        emit(args, {"claimed": None, "message": say.nothing_ready(args.wait)})
         return
     claim, body = got
     kept = None if args.no_keeper else keeper.spawn(wt)
@@ -62,18 +62,16 @@ def cmd_start(args: argparse.Namespace) -> None:
         return
     emit(args, {k: v for k, v in out.items() if k not in ("handoff", "carried", "keeper_pid", "overlaps")})
     if out["overlaps"]:
-        print("\nin flight and may touch the same paths (talk to them, or expect a conflict):")
+        print("\n" + say.OVERLAPS_HEADING)
         for o in out["overlaps"]:
-            print(f"  subtask {o['id']} {o['title']!r} ({o['status']}, {o['owner']}): {', '.join(o['paths'][:5])}")
+            print(say.overlap_line(o["id"], o["title"], o["status"], o["owner"], o["paths"]))
     if body.get("carried"):
         c = body["carried"]
-        print(f"\ncarried {c['commits']} commit(s) from {c['branch']} onto {claim.branch}: they are on the new "
-              "claim's branch now.")
+        print("\n" + say.carried(c["commits"], c["branch"], claim.branch))
     if kept:
-        print(f"\nthe claim is kept alive while you work (keeper pid {kept}, idle limit "
-              f"{keeper.idle_limit() / 60:.0f} min); `mergebot stop` lets it go, `mergebot status` shows it.")
+        print("\n" + say.keeper_running(kept, keeper.idle_limit() / 60))
     if body["handoff"]["notes"]:
-        print("\nhandoff notes from earlier owners:")
+        print("\n" + say.HANDOFF_HEADING)
         for n in body["handoff"]["notes"]:
             print(f"--- {n['author']} (claim version {n['claim_version']})\n{n['body']}")
 
@@ -85,8 +83,7 @@ def cmd_stop(args: argparse.Namespace) -> None:
     claim = worktree.current_claim(Path(args.dir))
     stopped = keeper.stop(Path(args.dir))
     emit(args, {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "keeper_stopped": stopped,
-                "message": ("the keeper stopped: the claim lapses after its lease unless you heartbeat or "
-                            "`mergebot start --carry` again") if stopped else "no keeper was running here"})
+                "message": say.KEEPER_STOPPED if stopped else say.NO_KEEPER})
 
 
 def cmd_push(args: argparse.Namespace) -> None:
@@ -100,16 +97,15 @@ def cmd_push(args: argparse.Namespace) -> None:
     if args.json:
         emit(args, result)
     elif result["status"] == "landed":
-        print(f"landed: {result['sha'][:12]} is on main as {str(result.get('merged_sha'))[:12]}")
+        print(say.landed(result["sha"], result.get("merged_sha")))
     else:
         verdict = result.get("verdict") or {}
         print(f"{verdict.get('kind') or result['status']}: {verdict.get('message') or result.get('reason') or ''}"
               .rstrip(), file=sys.stderr)
         if verdict.get("next"):
-            print(f"next: {verdict['next']}", file=sys.stderr)
+            print(say.push_next(verdict["next"]), file=sys.stderr)
     if not args.json and (result.get("verdict") or {}).get("sandbox") == "none":
-        print("sandbox: none (the check ran without isolation: the operator set MERGEBOT_SANDBOX=none)",
-              file=sys.stderr)
+        print(say.NO_SANDBOX, file=sys.stderr)
     if result["status"] != "landed":
         raise SystemExit(5)
 
@@ -140,11 +136,11 @@ def _accept_files(specs: list[Any], base: Path) -> list[dict[str, str]]:
         else:
             local, _, target = str(spec).partition(":")
         if not local or not target:
-            raise SystemExit(f"mergebot create: an acceptance test is LOCAL_FILE:REPO_PATH, not {spec!r}")
+            raise SystemExit(say.create_bad_acceptance(spec))
         try:
             text = (base / local).read_text("utf-8")
         except OSError as e:
-            raise SystemExit(f"mergebot create: cannot read the acceptance test {local}: {e.strerror}") from e
+            raise SystemExit(say.create_unreadable_acceptance(local, e.strerror)) from e
         out.append({"path": target, "text": text})
     return out
 
@@ -154,7 +150,7 @@ def _attach(c: Any, args: argparse.Namespace, subtask_id: int, files: list[dict[
     if not repo:
         repos = c.get("/api/v1/repos")["repos"]
         if len(repos) != 1:
-            raise SystemExit("mergebot create: name the repository the acceptance tests are for (--repo)")
+            raise SystemExit(say.CREATE_NEEDS_REPO)
         repo = repos[0]["name"]
     out: dict[str, Any] = c.put(f"/api/v1/subtasks/{subtask_id}/acceptance", {"repo": repo, "files": files})
     return out
@@ -181,7 +177,7 @@ def cmd_create(args: argparse.Namespace) -> None:
         try:
             data = json.loads(text) if path.name.endswith(".json") else yaml.safe_load(text)
         except (ValueError, yaml.YAMLError) as e:
-            raise SystemExit(f"mergebot create: {path.name}: not valid YAML/JSON: {e}") from e
+            raise SystemExit(say.create_tree_not_parsed(path.name, e)) from e
         if isinstance(data, dict) and "subtasks" in data:
             data = data["subtasks"]
         accept: dict[str, list[Any]] = {}
@@ -196,7 +192,7 @@ def cmd_create(args: argparse.Namespace) -> None:
         emit(args, out, rows, ("key", "id", "status"))
         return
     if not args.title:
-        raise SystemExit("mergebot create: give a TITLE or --file")
+        raise SystemExit(say.CREATE_NEEDS_TITLE)
     body = {"title": args.title, "description": args.description or "", "priority": args.priority,
             "depends_on": args.depends_on or [], "idempotency_key": args.key, "group": args.group,
             "parent_id": args.parent, "max_attempts": args.max_attempts, "paths": args.paths,
@@ -218,13 +214,13 @@ def cmd_claim(args: argparse.Namespace) -> None:
         body["wait"] = args.wait
     out = c.post("/api/v1/subtasks/claim", body or None)
     if out is None:
-        emit(args, {"claimed": None, "message": "nothing is ready"})
+        emit(args, {"claimed": None, "message": say.NOTHING_READY})
         return
     s = out["subtask"]
     emit(args, out, [{"id": s["id"], "claim_version": s["claim_version"], "title": s["title"],
                       "branch": out["branch"], "lease_expires_at": s["lease_expires_at"]}])
     if not args.json and out["handoff"]["notes"]:
-        print("\nhandoff notes:")
+        print("\n" + say.CLAIM_HANDOFF_HEADING)
         for n in out["handoff"]["notes"]:
             print(f"  [{n['author']} v{n['claim_version']}] {n['body']}")
 
@@ -248,7 +244,7 @@ def cmd_submit(args: argparse.Namespace) -> None:
         cmd_push(args)
         return
     if args.version is None:
-        raise SystemExit("mergebot submit ID needs --version (your claim version)")
+        raise SystemExit(say.SUBMIT_NEEDS_VERSION)
     _fenced(args, "submit", {"sha": args.sha} if args.sha else None)
 
 
@@ -316,8 +312,7 @@ def cmd_show(args: argparse.Namespace) -> None:
 def cmd_allow(args: argparse.Namespace) -> None:
     """A lead or admin allows a subtask what its owner may not decide for itself."""
     if args.test_removal is None and args.check_changes is None and args.behaviour_change is None:
-        raise SystemExit("mergebot allow: say what to allow (--test-removal, --check-changes, --behaviour-change; "
-                         "--no-... takes it back)")
+        raise SystemExit(say.ALLOW_NEEDS_WHAT)
     out = client_from(args).post(f"/api/v1/subtasks/{args.id}/allow", {
         "test_removal": args.test_removal, "check_changes": args.check_changes,
         "behaviour_change": args.behaviour_change})
@@ -335,8 +330,7 @@ def cmd_wait(args: argparse.Namespace) -> None:
         out = c.post("/api/v1/subtasks/wait", {"ids": args.ids, "timeout": min(30.0, left)})
         if out["statuses"] != last and not args.json:
             done = sum(1 for s in out["statuses"].values() if s in ("landed", "failed", "cancelled"))
-            print(f"{done}/{len(args.ids)} finished: " +
-                  " ".join(f"{k}={v}" for k, v in sorted(out["statuses"].items())), file=sys.stderr)
+            print(say.wait_progress(done, len(args.ids), out["statuses"]), file=sys.stderr)
         last = out["statuses"]
         if out["done"] or left <= 0:
             break

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.db.base import Row, Sql
 from mergebot.errors import NotFound
 from mergebot.models import Landed
@@ -69,7 +70,7 @@ class ViewStore:
             d = {k: v for k, v in depth[r["name"]].items() if k != "repo"}
             repos.append({**r, "depth": d, "window": {"max": window, "batch": batch, "in_flight": d["verifying"]}})
         if repo is not None and not repos:
-            raise NotFound(f"no repository named {repo!r}", field="repo")
+            raise NotFound(say.no_such_repository(repo), field="repo")
         return {
             "repos": repos,
             "verifying": await self.sql.all("view_queue_active", repo=repo, limit=limit),
@@ -81,7 +82,7 @@ class ViewStore:
     async def tree(self, *, root: int | None, depth: int, limit: int) -> dict[str, Any]:
         rows = await self.sql.all("view_tree", root=root, depth=depth, limit=limit)
         if root is not None and not rows:
-            raise NotFound(f"subtask {root} does not exist", subtask_id=root)
+            raise NotFound(say.no_such_subtask(root), subtask_id=root)
         total = rows[0]["total"] if rows else 0
         nodes = [{k: v for k, v in r.items() if k != "total"} for r in rows]
         return {"root": root, "depth": depth, "total": total, "truncated": total > len(nodes), "nodes": nodes}

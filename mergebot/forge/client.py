@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from mergebot import messages as say
+
 if TYPE_CHECKING:  # PyGithub (and requests) load on first use: a server without a GitHub repository never pays
     import requests  # the 130 ms they add to every start, nor does any CLI command
     from github.GithubException import GithubException
@@ -96,7 +98,7 @@ def _retry_after(headers: object) -> float | None:
 def _split_repo(repo: str) -> tuple[str, str]:
     owner, sep, name = repo.partition("/")
     if not sep or not owner or not name or "/" in name:
-        raise ValueError(f"repo must be 'owner/name', got {repo!r}")
+        raise ValueError(say.forge_repo_malformed(repo))
     return owner, name
 
 
@@ -218,13 +220,13 @@ class GitHubClient:
             if reset is not None:  # the primary rate limit: nothing goes through before it resets
                 retryable, wait = True, max(wait or 0.0, reset)
             return ForgeCallError(
-                f"GitHub {exc.status} while {doing}: {message or exc}",
+                say.forge_answered("GitHub", exc.status, doing, message or exc),
                 retryable=retryable,
                 status=exc.status,
                 retry_after=wait,
             )
         # requests' errors: connection refused or reset, timeouts.
-        return ForgeCallError(f"GitHub unreachable while {doing}: {exc}", retryable=True)
+        return ForgeCallError(say.forge_unreachable("GitHub", doing, exc), retryable=True)
 
 
 class GiteaClient:
@@ -257,8 +259,7 @@ class GiteaClient:
         try:
             data = response.json()
         except ValueError as exc:
-            message = f"Gitea sent no JSON while {doing}"
-            raise ForgeCallError(message, retryable=True, status=response.status_code) from exc
+            raise ForgeCallError(say.gitea_no_json(doing), retryable=True, status=response.status_code) from exc
         return isinstance(data, dict) and data.get("merged") is True
 
     def comment(self, repo: str, number: int, comment_id: int | None, body: str, marker: str) -> int:
@@ -279,14 +280,14 @@ class GiteaClient:
         try:
             response = self._http.request(method, path, json=body)
         except httpx.TransportError as exc:  # connect errors, timeouts, broken connections
-            raise ForgeCallError(f"Gitea unreachable while {doing}: {exc!r}", retryable=True) from exc
+            raise ForgeCallError(say.forge_unreachable("Gitea", doing, repr(exc)), retryable=True) from exc
         if response.is_error:
             try:
                 detail = response.json().get("message")
             except (ValueError, AttributeError):  # a proxy's HTML page, or not an object
                 detail = None
             raise ForgeCallError(
-                f"Gitea {response.status_code} while {doing}: {detail or response.reason_phrase}",
+                say.forge_answered("Gitea", response.status_code, doing, detail or response.reason_phrase),
                 retryable=_retryable_status(response.status_code),
                 status=response.status_code,
                 retry_after=_retry_after(response.headers),
@@ -305,9 +306,9 @@ def client_for(forge: str, *, token: str, base_url: str | None) -> ForgeClient:
         return GitHubClient(token, base_url) if base_url else GitHubClient(token)
     if kind in ("gitea", "forgejo"):
         if not base_url:
-            raise ValueError(f"{forge} needs a base_url")
+            raise ValueError(say.forge_needs_base_url(forge))
         return GiteaClient(token, base_url)
-    raise ValueError(f"unknown forge {forge!r} (expected github, gitea or forgejo)")
+    raise ValueError(say.unknown_forge(forge))
 
 
 def post_with_retry(

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.forge import checkrun, comment
 from mergebot.forge.client import (
@@ -130,7 +131,7 @@ class StatusSender:
         def deliver() -> int:
             client: Any = self.make_client(repo)
             if not hasattr(client, "comment"):
-                raise ForgeCallError("this client writes no comments", retryable=False)
+                raise ForgeCallError(say.CLIENT_WRITES_NO_COMMENTS, retryable=False)
             return int(client.comment(forge_repo, pull.number, pull.comment_id or None, text, mark))
 
         ok, made = await self._deliver(repo, f"the comment on #{pull.number}", pull.attempts, deliver,
@@ -202,7 +203,7 @@ class StatusSender:
             client = self.make_client(repo)
             check_run = getattr(client, "check_run", None)
             if check_run is None:
-                raise ForgeCallError("this client posts no check runs", retryable=False)
+                raise ForgeCallError(say.CLIENT_POSTS_NO_CHECK_RUNS, retryable=False)
             return int(check_run(forge_repo, existing, body))
 
         ok, made = await self._deliver(repo, f"the check run on {row.head_sha[:12]}", row.attempts, deliver,
@@ -266,5 +267,5 @@ def _client(repo: Repo) -> ForgeClient:
         return Renewing(lambda token: client_for(forge, token=token, base_url=api), creds.token, creds.renew)
     token = os.environ.get(repo.forge_token_env or "")
     if not token:
-        raise RuntimeError(f"the environment variable {repo.forge_token_env} (the forge token) is not set")
+        raise RuntimeError(say.forge_token_unset(repo.forge_token_env))
     return client_for(forge, token=token, base_url=api)

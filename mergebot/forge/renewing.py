@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.forge.client import ForgeCallError, ForgeClient, GitHubClient, StatusPost
 
 
@@ -19,7 +20,7 @@ class Renewing:
         self._build, self._renew = build, renew
         self._token = token()
         if not self._token:
-            raise ForgeCallError("no forge token", retryable=True)
+            raise ForgeCallError(say.NO_FORGE_TOKEN, retryable=True)
         self._client = build(self._token)
 
     def _again(self, exc: ForgeCallError) -> bool:
@@ -60,7 +61,7 @@ class Renewing:
     def check_run(self, repo: str, check_run_id: int | None, body: dict[str, Any]) -> int:
         client = self._client
         if not isinstance(client, GitHubClient):
-            raise ForgeCallError("check runs are GitHub's", retryable=False)
+            raise ForgeCallError(say.CHECK_RUNS_ARE_GITHUBS, retryable=False)
         try:
             return client.check_run(repo, check_run_id, body)
         except ForgeCallError as exc:

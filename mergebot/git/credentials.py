@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from mergebot import messages as say
 from mergebot.errors import MergebotError
 
 JWT_LIFETIME_S = 540  # GitHub accepts at most ten minutes; the clock of a machine may be a little ahead of it
@@ -67,7 +68,7 @@ def check_key(pem: str) -> None:
 
     key = load_pem_private_key(pem.encode(), password=None)
     if not isinstance(key, rsa.RSAPrivateKey):
-        raise ValueError("a GitHub App's key is an RSA private key")
+        raise ValueError(say.APP_KEY_NOT_RSA)
 
 
 class AppTokens:
@@ -107,13 +108,11 @@ class AppTokens:
     def _jwt(self) -> str:
         pem = self._environ.get(self.app.key_env)
         if not pem:
-            raise CredentialError(f"the environment variable {self.app.key_env} (the GitHub App's private key) "
-                                  "is not set")
+            raise CredentialError(say.app_key_unset(self.app.key_env))
         try:
             return app_jwt(self.app.app_id, pem, time.time())  # GitHub's clock, not the cache's (``clock``)
         except Exception as e:  # a malformed key: say which variable, never its value
-            raise CredentialError(f"{self.app.key_env} holds no RSA private key that can sign ({type(e).__name__})"
-                                  ) from e
+            raise CredentialError(say.app_key_unusable(self.app.key_env, e)) from e
 
     def _call(self, method: str, path: str, doing: str) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {self._jwt()}", "Accept": "application/vnd.github+json",
@@ -121,17 +120,17 @@ class AppTokens:
         try:
             r = self._http.request(method, self.app.api_url.rstrip("/") + path, headers=headers)
         except httpx.HTTPError as e:
-            raise CredentialError(f"GitHub unreachable while {doing}: {e!r}") from e
+            raise CredentialError(say.forge_unreachable("GitHub", doing, repr(e))) from e
         if r.is_error:
             try:
                 why = r.json().get("message")
             except (ValueError, AttributeError):
                 why = None
-            raise CredentialError(f"GitHub {r.status_code} while {doing}: {why or r.reason_phrase}",
+            raise CredentialError(say.forge_answered("GitHub", r.status_code, doing, why or r.reason_phrase),
                                   http_status=r.status_code)
         body = r.json()
         if not isinstance(body, dict):
-            raise CredentialError(f"GitHub sent no object while {doing}")
+            raise CredentialError(say.github_no_object(doing))
         return body
 
     def _mint(self) -> None:
@@ -146,7 +145,7 @@ class AppTokens:
             token = str(got["token"])
             expires = datetime.fromisoformat(str(got["expires_at"]).replace("Z", "+00:00")).timestamp()
         except (KeyError, ValueError) as e:
-            raise CredentialError("GitHub's installation token answer has no token or expiry") from e
+            raise CredentialError(say.NO_INSTALLATION_TOKEN) from e
         self._token, self._expires = token, expires
         self.minted += 1
 

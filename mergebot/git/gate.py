@@ -21,6 +21,8 @@ import os
 from collections import deque
 from collections.abc import AsyncIterator
 
+from mergebot import messages as say
+
 
 def default_limit() -> int:
     return max(4, 2 * (os.cpu_count() or 1))
@@ -66,7 +68,7 @@ class Gate:
                     with contextlib.suppress(ValueError):
                         self._waiting[ahead].remove(entry)
                 if isinstance(e, TimeoutError):
-                    raise Busy(f"no free git slot within {timeout:g} s ({self.limit} busy)") from None
+                    raise Busy(say.no_git_slot(timeout, self.limit)) from None
                 raise
         try:
             yield

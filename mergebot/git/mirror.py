@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from mergebot import messages as say
 from mergebot.errors import MergebotError
 from mergebot.git import credentials
 from mergebot.git import repo as git
@@ -51,7 +52,7 @@ def _talking_to_forge(what: str) -> Iterator[None]:
     try:
         yield
     except (RuntimeError, subprocess.SubprocessError, OSError) as e:
-        raise ForgeUnavailable(f"{what}: {e}") from e
+        raise ForgeUnavailable(say.forge_git_failed(what, e)) from e
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def fetch_commit(path: Path, remote: Remote, sha: str, ref: str, tag: str) -> No
     got = git.head_of(repo, target)
     if got != sha:
         drop_incoming(path, tag)
-        raise ForgeUnavailable(f"the forge no longer has {sha[:12]} (its {ref} is at {got and got[:12]})")
+        raise ForgeUnavailable(say.forge_lost_commit(sha, ref, got))
 
 
 def drop_incoming(path: Path, tag: str) -> None:
@@ -175,10 +176,10 @@ def push_lease(path: Path, remote: Remote, branch: str, old: str, new: str) -> b
         if "stale info" in text or "fetch first" in text or "non-fast-forward" in text:
             return False
         if "remote rejected" in text or "protected branch" in text or "permission" in text.lower():
-            raise ForgeRefused(f"the forge refused the push to {branch}: {text[-500:]}") from e
-        raise ForgeUnavailable(f"pushing to the forge failed: {text[-500:]}") from e
+            raise ForgeRefused(say.forge_refused_push(branch, text)) from e
+        raise ForgeUnavailable(say.forge_push_failed(text)) from e
     except (subprocess.SubprocessError, OSError) as e:
-        raise ForgeUnavailable(f"pushing to the forge failed: {e}") from e
+        raise ForgeUnavailable(say.forge_push_failed(str(e))) from e
     return True
 
 

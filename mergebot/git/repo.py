@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pygit2
 
+from mergebot import messages as say
+
 # The top-level hooks/ folder, shipped inside the package (mergebot/git/hooks links to it; pyproject's package data
 # puts its files in the wheel): found through the package, so an installed copy has them as an editable one does.
 HOOKS = resources.files("mergebot.git") / "hooks"
@@ -53,7 +55,7 @@ def run_git(args: list[str], cwd: Path | None = None, timeout: float = 300.0,
     out = subprocess.run(["git", *args], cwd=cwd, env={**_git_env(), **(extra_env or {})}, capture_output=True,
                          text=True, timeout=timeout, check=False)
     if out.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args[:2])} failed: {out.stderr.strip()[:2000]}")
+        raise RuntimeError(say.git_failed(args[:2], out.stderr))
     return out.stdout
 
 
@@ -64,7 +66,7 @@ def create_bare(path: Path, *, source: str | None, branch: str, extra_env: dict[
     ``only_branch``: import that branch alone (a forge mirror takes nothing it was not told about by a webhook).
     """
     if path.exists():
-        raise FileExistsError(f"{path} already exists")
+        raise FileExistsError(say.already_exists(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     if source:
         only = ["--single-branch", "--no-tags", "--branch", branch] if only_branch else []
@@ -72,7 +74,7 @@ def create_bare(path: Path, *, source: str | None, branch: str, extra_env: dict[
         repo = pygit2.Repository(str(path))
         if f"refs/heads/{branch}" not in repo.references:
             shutil.rmtree(path)
-            raise ValueError(f"{source} has no branch {branch!r}")
+            raise ValueError(say.no_branch(source, branch))
     else:
         repo = pygit2.init_repository(str(path), bare=True, initial_head=branch)
         tree = repo.TreeBuilder().write()
@@ -95,7 +97,7 @@ def configure(path: Path) -> None:
 def install_hooks(path: Path) -> None:
     """Copy the thin hooks in (a shell script and curl: a Python start would cost more than the check)."""
     if shutil.which("curl") is None:
-        raise RuntimeError("the hooks need curl: install it (apt-get install curl)")
+        raise RuntimeError(say.HOOKS_NEED_CURL)
     hooks = path / "hooks"
     hooks.mkdir(exist_ok=True)
     for name in HOOK_NAMES:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from mergebot import messages as say
 from mergebot.client import ApiError, Client
 from mergebot.errors import ClaimSuperseded, MergebotError
 from mergebot.git import repo as git
@@ -40,7 +41,7 @@ class Servers:
             except httpx.TransportError as e:
                 last = e
                 self.current = (self.current + 1) % len(self.clients)
-        raise MergebotError(f"cannot reach {' or '.join(self.urls)} ({last})")
+        raise MergebotError(say.servers_unreachable(self.urls, last))
 
     def order(self) -> list[str]:
         """Every server, the current one first."""
@@ -108,6 +109,5 @@ class HttpRepos:
                 if got.returncode == 0:
                     break
             else:
-                raise MergebotError(f"could not fetch {sha[:12]} of {repo} from {' or '.join(self.servers.urls)}: "
-                                    f"{got.stderr.strip()[-300:]}")
+                raise MergebotError(say.servers_fetch_failed(sha, repo, self.servers.urls, got.stderr))
         return path

@@ -1,0 +1,59 @@
+"""What whoever writes a task tree is told when its file is wrong (``mergebot create --file``, the API's tree
+upload): which node, which field, and what it must be. ``where`` is the node's place in the file
+(``subtasks[2].children[0]``).
+
+Part of ``mergebot.messages``: its rules hold here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+TREE_NOT_A_LIST = "a task tree is a list of subtasks"
+
+
+def tree_not_parsed(filename: str, error: object) -> str:
+    return f"{filename}: not valid YAML/JSON: {error}"
+
+
+def node_not_object(where: str) -> str:
+    return f"{where} must be an object"
+
+
+def node_unknown_key(where: str, key: object, keys: Iterable[str]) -> str:
+    return f"{where}: unknown key {str(key)!r}; a subtask takes {', '.join(keys)}"
+
+
+def node_needs_text(where: str, field: str) -> str:
+    """``field`` is ``key`` or ``title``."""
+    return f"{where}.{field} must be a non-empty string"
+
+
+def node_bad_depends_on(where: str) -> str:
+    return f"{where}.depends_on must be a list of keys or ids"
+
+
+def node_bad_paths(where: str, most: int) -> str:
+    return (f"{where}.paths must be a list of at most {most} paths or globs in the repository "
+            "(relative, like src/calc/*.py)")
+
+
+def node_needs_integer(where: str, field: str) -> str:
+    """``field`` is ``priority`` or ``max_attempts``."""
+    return f"{where}.{field} must be an integer"
+
+
+def node_bad_children(where: str) -> str:
+    return f"{where}.children must be a list"
+
+
+def key_twice(key: str) -> str:
+    return f"key {key!r} appears twice"
+
+
+def unknown_key_ref(key: str, ref: str) -> str:
+    return f"subtask {key!r} refers to unknown key {ref!r}"
+
+
+def dependency_cycle(cycle: Iterable[str]) -> str:
+    return "dependency cycle: " + " -> ".join(cycle)

@@ -1,0 +1,118 @@
+"""What an agent (or a lead) is told by its own command line and worktree: ``mergebot start``, ``stop``, ``submit``,
+``create``, ``allow``, before or after the server answers. A refusal the server sends is worded elsewhere
+(``push``, ``queue``, ``access``); these are the sentences the command itself says.
+
+Part of ``mergebot.messages``: its rules hold here. A sentence that stops a command names the command that mends
+it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# -- the worktree (``mergebot.agent``) -----------------------------------------------------------------------------
+
+
+def not_a_worktree(workdir: object) -> str:
+    return f"{workdir} is not in a git worktree; run `mergebot start --repo NAME --dir DIR` first"
+
+
+def not_a_mergebot_worktree(workdir: object, key: str) -> str:
+    return f"{workdir} is not a mergebot worktree (no {key}); run `mergebot start --repo NAME --dir DIR` first"
+
+
+def no_such_repo_here(repo: str, names: Sequence[str]) -> str:
+    return (f"no repository named {repo!r} on this server (it has: {', '.join(names) or 'none'}); "
+            "`mergebot repo list` lists them")
+
+
+def worktree_dirty(workdir: object, dirty: Sequence[str]) -> str:
+    return (f"{workdir} has uncommitted changes ({', '.join(dirty[:5])}): commit them (and "
+            "`mergebot submit`), or stash them, before `mergebot start`")
+
+
+def worktree_unlanded(workdir: object, n: int, branch: str, repo: str) -> str:
+    return (f"{workdir} holds {n} commit(s) on {branch} that are not on main. Push them on their claim "
+            f"(`mergebot submit --dir {workdir}`), or put them on the next claim's branch (`mergebot "
+            f"start --repo {repo} --dir {workdir} --carry`), or start in another directory (`--dir`).")
+
+
+def worktree_not_prepared(error: object) -> str:
+    """The reason a claim is given back with when its worktree could not be set up."""
+    return f"the worktree could not be prepared: {error}"
+
+
+# -- ``mergebot start`` and ``stop`` -------------------------------------------------------------------------------
+
+
+NOTHING_READY = "nothing is ready"
+
+
+def nothing_ready(waited: float) -> str:
+    """``mergebot start``'s answer when no claim came, having waited ``waited`` s (0: not at all)."""
+    return NOTHING_READY + (f" (waited {waited:g} s)" if waited else "; `mergebot start --wait 60` waits for work")
+
+
+OVERLAPS_HEADING = "in flight and may touch the same paths (talk to them, or expect a conflict):"
+HANDOFF_HEADING = "handoff notes from earlier owners:"
+
+
+def overlap_line(subtask_id: int, title: str, status: str, owner: str, paths: Sequence[str]) -> str:
+    return f"  subtask {subtask_id} {title!r} ({status}, {owner}): {', '.join(paths[:5])}"
+
+
+def carried(commits: int, branch: str, onto: str) -> str:
+    return f"carried {commits} commit(s) from {branch} onto {onto}: they are on the new claim's branch now."
+
+
+def keeper_running(pid: int, idle_minutes: float) -> str:
+    return (f"the claim is kept alive while you work (keeper pid {pid}, idle limit "
+            f"{idle_minutes:.0f} min); `mergebot stop` lets it go, `mergebot status` shows it.")
+
+
+KEEPER_STOPPED = ("the keeper stopped: the claim lapses after its lease unless you heartbeat or "
+                  "`mergebot start --carry` again")
+NO_KEEPER = "no keeper was running here"
+
+# -- ``mergebot submit`` / ``push`` ----------------------------------------------------------------------------------
+
+
+def landed(sha: str, merged_sha: object) -> str:
+    return f"landed: {sha[:12]} is on main as {str(merged_sha)[:12]}"
+
+
+def push_next(step: str) -> str:
+    return f"next: {step}"
+
+
+NO_SANDBOX = "sandbox: none (the check ran without isolation: the operator set MERGEBOT_SANDBOX=none)"
+SUBMIT_NEEDS_VERSION = "mergebot submit ID needs --version (your claim version)"
+
+# -- ``mergebot create`` and ``allow`` -------------------------------------------------------------------------------
+
+CREATE_NEEDS_TITLE = "mergebot create: give a TITLE or --file"
+CREATE_NEEDS_REPO = "mergebot create: name the repository the acceptance tests are for (--repo)"
+
+
+def create_bad_acceptance(spec: object) -> str:
+    return f"mergebot create: an acceptance test is LOCAL_FILE:REPO_PATH, not {spec!r}"
+
+
+def create_unreadable_acceptance(local: str, why: object) -> str:
+    return f"mergebot create: cannot read the acceptance test {local}: {why}"
+
+
+def create_tree_not_parsed(name: str, error: object) -> str:
+    return f"mergebot create: {name}: not valid YAML/JSON: {error}"
+
+
+ALLOW_NEEDS_WHAT = ("mergebot allow: say what to allow (--test-removal, --check-changes, --behaviour-change; "
+                    "--no-... takes it back)")
+
+# -- ``mergebot claim`` and ``wait`` ---------------------------------------------------------------------------------
+
+CLAIM_HANDOFF_HEADING = "handoff notes:"
+
+
+def wait_progress(done: int, total: int, statuses: dict[str, str]) -> str:
+    return f"{done}/{total} finished: " + " ".join(f"{k}={v}" for k, v in sorted(statuses.items()))
