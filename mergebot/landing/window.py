@@ -37,7 +37,6 @@ from mergebot.landing import apart, evidence, planner, postland, runs, serial, s
 from mergebot.landing import land as landing
 from mergebot.landing.chain import Speculation, Suspect, Window, policy
 from mergebot.landing.context import Context
-from mergebot.landing.judge import heldout
 from mergebot.landing.judge import step as judging
 from mergebot.landing.land import Slot
 from mergebot.landing.target import Target, target_for
@@ -360,15 +359,14 @@ class Speculator:
             if slot.held_job_id is not None and slot.result is None and slot.held_for is not None:
                 held = jobs[slot.held_job_id]
                 if held.status in ("done", "cancelled") or now - slot.started > limit:
-                    slot.result = await heldout.combine(
-                        self.ctx, repo, slot.held_for, runs.result_of(repo, slot.held_for.run.commit_sha, held))
+                    slot.result = await judging.held_finished(self.ctx, repo, slot.held_for, held)
                     slot.held_job_id = slot.held_for = None
             elif slot.job_id is not None and slot.result is None and slot.judging is not None:
                 job = jobs[slot.job_id]
                 if job.status == "done" and job.result:
-                    got = await judging.judge(self.ctx, repo, slot.judging, Result.from_json(job.result))
-                    slot.held_job_id = await judging.held_out(self.ctx, repo, slot.judging, got,
-                                                              candidate_id=slot.cand.id)
+                    got, slot.held_job_id = await judging.finished(self.ctx, repo, slot.judging,
+                                                                   Result.from_json(job.result),
+                                                                   candidate_id=slot.cand.id)
                     if slot.held_job_id is None:
                         slot.result = got
                     else:

@@ -11,8 +11,8 @@ retry alike.
      else is an ``error``); a judging run that passed is held to main's tests (``compare.hold``); then the own tests
      must have passed (the run that decides is then theirs: ``fail``, ``timeout``, a limit); the ``Judgement``;
   4. the held-out checks (``heldout``), on the judged commit, started the same way, for a run that passed.
-``run`` is the four in a row, for a caller that waits (the serial path); the window does them across its steps
-(``judge``, then ``held_out`` and ``heldout.combine``): the sequence itself exists here only.
+``run`` is the four in a row, for a caller that waits (the serial path); the window, which polls its jobs, takes the
+same steps one job at a time (``finished``: 3 then 4; ``held_finished``): the sequence exists here only.
 
 A judgement (``mergebot.models.judgement``) is a typed record beside the run, never written into it: its kind is
 ``pass``, the runner's own (``fail``, ``timeout``, ``error``, ``disk_limit``, ``memory_limit``) or a judged kind
@@ -37,7 +37,7 @@ from mergebot.landing import runs, verdict
 from mergebot.landing.context import Context
 from mergebot.landing.judge import compare, heldout, reset
 from mergebot.landing.target import target_for
-from mergebot.models import Candidate, Repo
+from mergebot.models import Candidate, Job, Repo
 from mergebot.models.judgement import Comparison, Judged, Judgement
 from verifier import compare as cmp
 from verifier import outcomes
@@ -174,14 +174,25 @@ async def held_out(ctx: Context, repo: Repo, judging: Judging, judged: Judged, *
                                sandbox={"plugins": judging.spec()["plugins"]})
 
 
+async def finished(ctx: Context, repo: Repo, judging: Judging, run: Result, *,
+                   candidate_id: int) -> tuple[Judged, int | None]:
+    """Steps 3 and 4 for a judging job that finished: the judgement, and the held-out run it is waiting for (its job
+    id; None when none follows, and the judgement is final)."""
+    judged = await judge(ctx, repo, judging, run)
+    return judged, await held_out(ctx, repo, judging, judged, candidate_id=candidate_id)
+
+
+async def held_finished(ctx: Context, repo: Repo, judged: Judged, job: Job) -> Judged:
+    """The judgement once its held-out job is over (done, cancelled, or given up on: ``runs.result_of``)."""
+    return await heldout.combine(ctx, repo, judged, runs.result_of(repo, judged.run.commit_sha, job))
+
+
 async def run(ctx: Context, repo: Repo, judging: Judging, purpose: str, *, candidate_id: int,
               window_width: int | None = None) -> Judged:
-    """Start, wait for, judge and follow with the held-out checks one judging run: what the verdict reads."""
+    """The four steps in a row for one judging run, waiting for each job: what the verdict reads."""
     job_id = await start(ctx, repo, judging, purpose, candidate_id=candidate_id, window_width=window_width)
     job = await ctx.db.jobs.wait_job(job_id, timeout=runs.run_limit(ctx, repo))
-    judged = await judge(ctx, repo, judging, runs.result_of(repo, judging.sha, job))
-    held = await held_out(ctx, repo, judging, judged, candidate_id=candidate_id)
+    judged, held = await finished(ctx, repo, judging, runs.result_of(repo, judging.sha, job), candidate_id=candidate_id)
     if held is None:
         return judged
-    done = await ctx.db.jobs.wait_job(held, timeout=runs.run_limit(ctx, repo))
-    return await heldout.combine(ctx, repo, judged, runs.result_of(repo, judged.run.commit_sha, done))
+    return await held_finished(ctx, repo, judged, await ctx.db.jobs.wait_job(held, timeout=runs.run_limit(ctx, repo)))
