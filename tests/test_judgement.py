@@ -49,11 +49,13 @@ def test_each_stored_shape_reads_as_fields_and_writes_back_the_same() -> None:
 
 
 def test_old_and_damaged_rows_read_as_absent_never_as_an_exception() -> None:
-    for tests in (None, {}, "x", {"comparison": {}}, {"comparison": "x", "held_out": 3, "own": [1], "reset": "r"}):
+    damaged: list[Any] = [None, {}, "x", {"comparison": {}}, {"comparison": "x", "held_out": 3, "own": [1], "reset": 0}]
+    for tests in damaged:
         j = Judgement.from_json(tests, "pass")
         assert (j.comparison, j.held_out, j.own, j.reset) == (None, None, None, None), tests
     old = Judgement.from_json({"comparison": {"verdict": "tests_weakened", "weakened": [{"id": "a", "now": "failed"},
                                                                                         "junk"]}}, "tests_weakened")
+    assert old.comparison is not None and old.comparison.weakened_count == 1  # counted from the list it kept
     assert old.comparison == Comparison("tests_weakened", weakened=old.comparison.weakened, weakened_count=1)
     assert old.changed == () and old.acceptance is None  # rows from before changed tests and acceptance were kept
     assert Judgement.of_record({"outcome": "pass", "tests": {"held_out": {"outcome": "pass"}}}).held_out == \
