@@ -108,6 +108,11 @@ async def test_each_trick_that_passes_without_passing_is_refused(make_fleet: Cal
     assert weakened(v) == {"tests/test_calc.py::test_add": "skipped", "tests/test_more.py::test_zero": "skipped",
                            "tests/test_more.py::test_negative": "skipped"}, v
     assert "test_add (passed on main, skipped now)" in v["message"] and "--test-removal" in v["next"]
+    # the run exited 0: its job row and its Result keep that; the verdict reads the judgement (issue 42)
+    own = [(j["outcome"], j["result"]["outcome"]) for j in await fleet.db.jobs.jobs(candidate_id=v["candidate_id"])]
+    assert own == [("pass", "pass")], own
+    record = (await fleet.db.landing.get_candidate(v["candidate_id"])).verifier or {}
+    assert (record["outcome"], record["run_outcome"]) == ("tests_weakened", "pass"), record
     page = await candidate_page(fleet, v["candidate_id"])
     assert "Weakened" in page and "tests/test_calc.py::test_add</code>: passed on main, skipped now" in page
 

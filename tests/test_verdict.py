@@ -1,7 +1,8 @@
 """The verdict policy alone (``mergebot.landing.verdict``): what follows each run, from results to a decision.
 
-Every path of a candidate's runs is walked here with plain ``Result`` values, as the queue walks them with real
-runs: the table below is the policy in full, and a property checks the walk always ends, in at most three runs.
+Every path of a candidate's runs is walked here with plain ``Judged`` values (a run and what it was judged to be), as
+the queue walks them with real runs: the table below is the policy in full, and a property checks the walk always
+ends, in at most three runs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from mergebot.landing import verdict
 from mergebot.landing.verdict import Runs, next_step
+from mergebot.models.judgement import Judged, Judgement
 from verifier.runner import Result
 
 OUTCOMES = ("pass", "fail", "timeout", "error", "disk_limit", "memory_limit", "tests_weakened", "no_report")
@@ -21,9 +23,14 @@ def run(outcome: str, tree: str = "t" * 40, sha: str = "m" * 40) -> Result:
     return Result(sha, tree, "pytest -q", outcome, 0 if outcome == "pass" else 1, 10, "", "", 0, "d" * 64)
 
 
+def judged(kind: str) -> Judged:
+    """A run judged ``kind``: a judged kind is a run that exited 0 (its own outcome stays ``pass``)."""
+    return Judged(run("pass" if kind in verdict.JUDGED else kind), Judgement(kind))
+
+
 def walk(first: str, retry: str | None, base: str | None, *, retry_failures: bool = True) -> list[str]:
     """The steps the queue takes when the runs give these outcomes (None: never asked for)."""
-    runs = Runs(run(first))
+    runs = Runs(judged(first))
     steps = []
     for _ in range(5):
         step = next_step(runs, retry_failures=retry_failures)
@@ -31,7 +38,7 @@ def walk(first: str, retry: str | None, base: str | None, *, retry_failures: boo
                      f"{step.action}:{step.outcome or step.kind or (step.deciding and step.deciding.outcome)}")
         if step.action == "retry":
             assert retry is not None, "a retry was asked for that the case did not expect"
-            runs = Runs(runs.first, retry=run(retry))
+            runs = Runs(runs.first, retry=judged(retry))
         elif step.action == "base":
             assert base is not None, "a base check was asked for that the case did not expect"
             runs = Runs(runs.first, runs.retry, run(base, sha="b" * 40))
@@ -75,18 +82,24 @@ def test_without_retries_a_failure_goes_straight_to_the_base_but_an_error_is_sti
 
 
 def test_the_deciding_run_is_the_one_the_decision_rests_on() -> None:
-    first, retry = run("fail"), run("pass")
+    first, retry = judged("fail"), judged("pass")
     assert next_step(Runs(first, retry), retry_failures=True).deciding is retry  # flaky: the pass lands
     base = run("fail", sha="b" * 40)
-    assert next_step(Runs(first, run("fail"), base), retry_failures=True).deciding is first  # parked on it
+    assert next_step(Runs(first, judged("fail"), base), retry_failures=True).deciding is first  # parked on it
+
+
+def test_the_policy_reads_the_judged_outcome_and_the_run_keeps_its_own() -> None:
+    weakened = judged("tests_weakened")
+    step = next_step(Runs(weakened), retry_failures=True)
+    assert (step.action, step.kind) == ("reject", "tests_weakened")
+    assert step.deciding is weakened and weakened.run.outcome == "pass" and weakened.as_json()["run_outcome"] == "pass"
 
 
 def test_a_run_on_another_tree_is_an_error_and_never_a_pass() -> None:
     good = run("pass", tree="a" * 40)
-    assert verdict.tree_checked(good, "a" * 40) is good
-    other = verdict.tree_checked(good, "b" * 40)
-    assert other.outcome == "error" and good.outcome == "pass"  # a new record: the run's own stays as it was
-    assert verdict.tree_checked(run("pass", tree=""), "b" * 40).outcome == "pass"  # no tree named: not checked
+    assert not verdict.about_other_tree(good, "a" * 40)
+    assert verdict.about_other_tree(good, "b" * 40) and good.outcome == "pass"  # judged an error; the run stays
+    assert not verdict.about_other_tree(run("pass", tree=""), "b" * 40)  # no tree named: not checked
 
 
 def test_where_the_base_check_comes_from() -> None:

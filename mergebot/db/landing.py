@@ -25,6 +25,7 @@ from mergebot.db.base import Row, Sql, Tx, insert_event, storable
 from mergebot.db.waiter import CANDIDATE, Waiter, read_until
 from mergebot.errors import ClaimSuperseded, NotFound
 from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Member, Owner
+from mergebot.models.judgement import Judgement
 
 # A candidate's statuses that end its push's story (what ``mergebot submit`` waits for).
 CANDIDATE_VERDICTS = frozenset({"landed", "rejected", "superseded", "cancelled", "parked"})
@@ -210,7 +211,7 @@ class LandingStore:
                     verifier_result=m.outcome or e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
                     main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"),
                     verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"),
-                    tests_changed=list(((v.get("tests") or {}).get("comparison") or {}).get("changed") or []) or None,
+                    tests_changed=list(Judgement.of_record(v).changed) or None,
                     policy=e.policy)
                 try:
                     async with tx.savepoint():  # one member's refusal undoes only it

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from mergebot.models import Verdict
+from mergebot.models.judgement import Judgement
 
 NAME = "mergebot"
 STATUS = {"queued": "queued", "parked": "queued", "verifying": "in_progress", "landing": "in_progress"}
@@ -111,17 +112,15 @@ def comparison(tests: dict[str, Any]) -> str:
     counts = tests.get("counts") or {}
     if counts:
         lines.append("Tests now: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())))
-    c = tests.get("comparison") or {}
-    if c:
-        lines.append(f"Passed on main: {c.get('passed_before', 0)}; passing now: {c.get('passed_now', 0)}; "
-                     f"added: {c.get('added_count', 0)}; removed with permission: {c.get('removed_count', 0)}")
-        for w in (c.get("weakened") or [])[:20]:
-            lines.append(f"- weakened: `{w.get('id')}` passed on main, {w.get('now')} now")
-        for t in (c.get("changed") or [])[:20]:
-            lines.append(f"- edited: `{t}`")
-    held = tests.get("held_out") or {}
-    if held:
-        lines.append(f"Held-out checks: {held.get('outcome')}")
+    judged = Judgement.from_json(tests, "")
+    c = judged.comparison
+    if c is not None:
+        lines.append(f"Passed on main: {c.passed_before}; passing now: {c.passed_now}; "
+                     f"added: {c.added_count}; removed with permission: {c.removed_count}")
+        lines += [f"- weakened: `{w.id}` passed on main, {w.now} now" for w in c.weakened[:20]]
+        lines += [f"- edited: `{t}`" for t in c.changed[:20]]
+    if judged.held_out is not None:
+        lines.append(f"Held-out checks: {judged.held_out.outcome}")
     return "**Tests:**\n" + "\n".join(lines) if lines else ""
 
 

@@ -15,7 +15,7 @@ from mergebot.git import repo as git
 from mergebot.landing import planner
 from mergebot.landing.judge.step import Judging
 from mergebot.models import Candidate, Repo
-from verifier.runner import Result
+from mergebot.models.judgement import Judged
 
 
 @dataclass
@@ -26,13 +26,13 @@ class Speculation:
     base: str
     merge: git.Merge
     job_id: int | None = None  # this slot's own run (a checkpoint); None while a later checkpoint covers it
-    result: Result | None = None
+    result: Judged | None = None  # its run, judged
     valid: bool = True
     started: float = 0.0  # when its run was queued (event-loop time)
     paths: frozenset[str] = frozenset()  # what the candidate changes on top of its base
     judging: Judging | None = None  # what its run judges: its merge with main's tests (``mergebot.landing.judge``)
     held_job_id: int | None = None  # its passing run's held-out run, while it runs (``judge.heldout``)
-    held_for: Result | None = None  # that passing run, until the held-out run's verdict joins it
+    held_for: Judged | None = None  # that passing run, until the held-out run's verdict joins it
     without_suspect: bool = False  # its run is the one on a failed batch without its suspect (a leave-out)
     proven: bool = False  # it passed on main alone after its batch failed (``mergebot.landing.apart``)
 

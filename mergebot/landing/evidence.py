@@ -1,5 +1,6 @@
-"""What a candidate's ``verifier`` record holds: the deciding run with the verdict as its outcome, and the other
-runs the verdict took (a failed first run and its passing retry, for a flaky one).
+"""What a candidate's ``verifier`` record holds: the deciding run with the verdict as its outcome and its judgement in
+its ``tests`` (``Judged.as_json``; ``Judgement.of_record`` reads it back), and the other runs the verdict took (a
+failed first run and its passing retry, for a flaky one).
 
 Each run's per-test outcomes stay with its job (``tests.packed``); here only their counts and the comparison.
 Pure.
@@ -10,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from mergebot.models import Candidate
-from verifier.runner import Result
+from mergebot.models.judgement import Judged
 
 
-def verdict_json(run: Result, outcome: str, runs: dict[str, Any]) -> dict[str, Any]:
+def verdict_json(run: Judged, outcome: str, runs: dict[str, Any]) -> dict[str, Any]:
     """What a candidate's ``verifier`` shows: the deciding run, with the verdict as its outcome, and the runs. Each
     run's per-test outcomes stay with its job (``tests.packed``): here only their counts and the comparison."""
     return {**_unpacked(run.as_json()), "outcome": outcome, **({"runs": runs_json(runs)} if runs else {})}

@@ -31,7 +31,7 @@ from mergebot.landing.evidence import flaky_runs, verdict_json
 from mergebot.landing.orphans import queue_orphans
 from mergebot.landing.target import Target
 from mergebot.models import Candidate, Evidence, Handle, Intent, Landed, Member, Repo
-from verifier.runner import Result
+from mergebot.models.judgement import Judged
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +95,9 @@ async def reject(db: Database, cand: Candidate, r: say.Rejection, *, base_sha: s
     with contextlib.suppress(ClaimSuperseded):  # the subtask moved on (reclaimed, newer push): nothing to hand
         await db.subtasks.reject(handle=Handle(cand.subtask_id, cand.claim_version), reason=reason, sha=cand.sha)
     failing = list(r.run.failing_tests) if r.run is not None else []
-    if r.kind == "held_out_failed" and r.run is not None:  # the held-out run's failing ids, and nothing else of it
-        failing = list(((r.run.tests or {}).get("held_out") or {}).get("failing") or [])
+    held = r.judgement.held_out if r.judgement is not None else None
+    if r.kind == "held_out_failed" and held is not None:  # the held-out run's failing ids, and nothing else of it
+        failing = list(held.failing)
     await db.landing.finish_candidate(cand.id, "rejected", reason, base_sha=base_sha, merged_sha=r.merged_sha,
                                       verifier=verifier, verdict=verdicts.recorded(
                                           r.kind, paths=list(r.paths[:100]), hunks=[dict(h) for h in r.hunks],
@@ -128,7 +129,7 @@ async def reject_unmergeable(db: Database, target: Target, repo: Repo, cand: Can
 # -- landing ----------------------------------------------------------------------------------------------------
 
 
-async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: git.Merge, run: Result,
+async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: git.Merge, run: Judged,
                outcome: str, runs: dict[str, Any], policy: str = "serial") -> Landed | None:
     """Land one verified candidate; the landed row, or None when it did not land (superseded, main moved).
     ``policy``: how the queue got it here, for the landed record (``mergebot.landing.window.policy``)."""
@@ -162,7 +163,7 @@ class Slot:
     merge: git.Merge
 
 
-async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: str, run: Result,
+async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: str, run: Judged,
                      policy: str) -> Landed | None:
     """Land several candidates verified together: one intent, one move of main to the last one's merge (the
     commit the run passed on), and one landed row per candidate naming its own merge commit on main's

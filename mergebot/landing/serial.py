@@ -29,6 +29,7 @@ from mergebot.landing.judge import compare
 from mergebot.landing.judge import step as judge
 from mergebot.landing.target import Target, target_for
 from mergebot.models import Candidate, Repo
+from mergebot.models.judgement import Judged
 from verifier.runner import Result
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,8 @@ async def merge(ctx: Context, repo: Repo, target: Target, cand: Candidate, main:
 
 
 async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, main: str,
-                 first: Result | None = None,
-                 judging: judge.Judging | None = None) -> tuple[Result, str, dict[str, Any]] | None:
+                 first: Judged | None = None,
+                 judging: judge.Judging | None = None) -> tuple[Judged, str, dict[str, Any]] | None:
     """The passing run on the merged commit, the verdict (``pass`` or ``flaky``) and the record of every run it
     took; None when the candidate was rejected or parked. ``first``: a run already made and judged on this commit
     (the speculation window's), with its ``judging`` when known."""
@@ -95,13 +96,13 @@ async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, ma
             return None
 
 
-async def _base(ctx: Context, repo: Repo, cand: Candidate, main: str, merged: str, first: Result) -> Result:
+async def _base(ctx: Context, repo: Repo, cand: Candidate, main: str, merged: str, first: Judged) -> Result:
     """The check's result on main itself, for telling a candidate's failure from main's (``verdict.base_source``)."""
     source = verdict.base_source(red_since=repo.red_since, main=main, merged_sha=merged)
     if source == "known_red":
         return Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
     if source == "same_commit":
-        return first
+        return first.run
     tree = await asyncio.to_thread(compare.tree_of, target_for(ctx, repo).path, main)
     if await ctx.db.jobs.passed_on(repo=repo.name, sha=main, tree=tree, command=repo.verifier_command):
         return Result(main, "", repo.verifier_command, "pass", 0, 0, say.KNOWN_GREEN, "", 0, "", "none")
@@ -115,7 +116,7 @@ async def _refuse(ctx: Context, repo: Repo, cand: Candidate, step: verdict.Step,
     assert deciding is not None
     verifier = evidence.verdict_json(deciding, deciding.outcome, record)
     if step.action == "park":
-        await postland.red_base(ctx, repo, main, say.base_fails(repo.target_branch, main), base or deciding)
+        await postland.red_base(ctx, repo, main, say.base_fails(repo.target_branch, main), base or deciding.run)
         await ctx.db.landing.finish_candidate(cand.id, "parked", say.parked(repo.target_branch, main), base_sha=main,
                                               merged_sha=merged, verifier=verifier, verdict=verdicts.recorded(
                                                   "pre_existing", failing_tests=list(deciding.failing_tests)))
@@ -126,5 +127,5 @@ async def _refuse(ctx: Context, repo: Repo, cand: Candidate, step: verdict.Step,
     if kind in ("check_failed", "check_timeout") and (cand.verdict or {}).get("was_flaky"):
         kind = "flaky_then_failed"  # requeued after a flaky pass, and failed when verified again
     rejection = say.Rejection(kind, repo.target_branch, cand.sha, repo.verifier_command, merged_sha=merged,
-                              run=deciding, retried="retry" in record)
+                              run=deciding.run, judgement=deciding.judgement, retried="retry" in record)
     await landing.reject(ctx.db, cand, rejection, base_sha=main, verifier=verifier)

@@ -13,9 +13,11 @@ A candidate's check runs on its exact merged commit. After each run, ``next_step
   4. a failure stands: compare with main (``base``). Main failing too (fail or timeout; an error on main proves
      nothing about main) means the failure is pre-existing: park the candidate and mark main red. Otherwise it
      is the candidate's: reject as ``check_failed``, ``check_timeout``, ``disk_limit`` or ``memory_limit``.
-A run whose tree is not the merged commit's tree is no evidence for it: it counts as an ``error``
-(``tree_checked``). Where the base's result comes from (``base_source``): main already known red (no run), main
-being the merged commit itself (the first run), main known green (a pass of this command on it), else a run.
+A run whose tree is not the merged commit's tree is no evidence for it: it is judged an ``error``
+(``about_other_tree``; the run keeps its own outcome). The runs are ``Judged``: the worker's run, untouched, and what
+it was judged to be (``mergebot.models.judgement``); the policy reads the judged outcome. Where the base's result
+comes from (``base_source``): main already known red (no run), main being the merged commit itself (the first run),
+main known green (a pass of this command on it), else a run.
 
 After a landing, ``post_land_covered`` says whether the landing's own run answers for main's new head, and
 ``main_change`` turns the post-land check's result into main's status change (red, green again, or none).
@@ -23,10 +25,10 @@ After a landing, ``post_land_covered`` says whether the landing's own run answer
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from mergebot.models.judgement import Judged
 from verifier.runner import Result
 
 Action = Literal["land", "retry", "base", "reject", "park"]
@@ -42,9 +44,9 @@ RETRIED = frozenset({"fail", "timeout"})
 class Runs:
     """The runs made so far on one candidate's merged commit (and on main, for the base check)."""
 
-    first: Result
-    retry: Result | None = None
-    base: Result | None = None
+    first: Judged
+    retry: Judged | None = None
+    base: Result | None = None  # main's own run: nothing judged beyond its outcome
 
 
 @dataclass(frozen=True)
@@ -52,17 +54,16 @@ class Step:
     action: Action
     outcome: str = ""  # land: "pass" or "flaky"
     kind: str = ""  # reject: "check_failed", "check_timeout", "disk_limit", "memory_limit" or "verifier_error"
-    deciding: Result | None = None  # the run the decision rests on (land, reject, park)
+    deciding: Judged | None = None  # the run the decision rests on (land, reject, park)
 
 
-def tree_checked(result: Result, merged_tree: str | None) -> Result:
-    """A result about another tree than the merged commit's is an ``error`` (the verifier vouched for nothing)."""
-    if result.tree_sha and merged_tree and result.tree_sha != merged_tree:
-        return dataclasses.replace(result, outcome="error")
-    return result
+def about_other_tree(result: Result, merged_tree: str | None) -> bool:
+    """Whether a result is about another tree than the merged commit's: then it is judged an ``error`` (the verifier
+    vouched for nothing)."""
+    return bool(result.tree_sha and merged_tree and result.tree_sha != merged_tree)
 
 
-def retry_due(first: Result, *, retry_failures: bool) -> bool:
+def retry_due(first: Judged, *, retry_failures: bool) -> bool:
     return first.outcome == "error" or (retry_failures and first.outcome in RETRIED)
 
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from mergebot.messages import kinds
 from mergebot.messages.refs import subtask_ref
 from mergebot.models import Candidate, Verdict
+from mergebot.models.judgement import Judgement
 
 
 class Now(Protocol):
@@ -100,12 +101,14 @@ def for_candidate(cand: Candidate, sub: Now | None, target_branch: str) -> Verdi
 
 
 def tests_facts(run: dict[str, Any]) -> dict[str, Any] | None:
-    """What a run's tests came to: the counts and, when they were held to main's, the comparison."""
+    """What a run's tests came to: the counts and its judgement (the comparison with main's, the held-out checks,
+    the own tests, the reset), read as a ``Judgement`` from old and new records alike."""
     tests = run.get("tests")
-    if not isinstance(tests, dict) or (not tests.get("source") and not tests.get("comparison")):
+    judged = Judgement.of_record(run)
+    if not isinstance(tests, dict) or (not tests.get("source") and judged.comparison is None):
         return None
-    return {k: tests[k] for k in ("source", "counts", "total", "problem", "flood", "comparison", "held_out", "own",
-                                  "reset") if k in tests}
+    return {**{k: tests[k] for k in ("source", "counts", "total", "problem", "flood") if k in tests},
+            **judged.as_json()}
 
 
 def for_refusal(code: str, message: str, subtask_id: int | None, claim_version: int | None, sha: str | None,

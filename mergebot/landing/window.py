@@ -37,11 +37,11 @@ from mergebot.landing import apart, evidence, planner, postland, runs, serial, s
 from mergebot.landing import land as landing
 from mergebot.landing.chain import Speculation, Suspect, Window, policy
 from mergebot.landing.context import Context
-from mergebot.landing.judge import heldout
 from mergebot.landing.judge import step as judging
 from mergebot.landing.land import Slot
 from mergebot.landing.target import Target, target_for
 from mergebot.models import Candidate, Repo
+from mergebot.models.judgement import Judged
 from verifier.runner import Result
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ class Speculator:
                 if merge.kind not in ("conflict", "up-to-date") and first is not None and merge.sha is not None:
                     judged = await judging.prepare(self.ctx, repo, main,
                                                    [judging.Member(sus.slot.cand, main, merge.sha)])
-                if judged is None or first is None or judged.tree != first.tree_sha:  # not the tree that failed
+                if judged is None or first is None or judged.tree != first.run.tree_sha:  # not the tree that failed
                     await self._defer(window, sus.slot.cand, say.WAITS_FOR_AHEAD)
                     continue
                 head = Speculation(sus.slot.cand, main, merge, job_id=sus.slot.job_id, result=first, paths=paths,
@@ -359,15 +359,14 @@ class Speculator:
             if slot.held_job_id is not None and slot.result is None and slot.held_for is not None:
                 held = jobs[slot.held_job_id]
                 if held.status in ("done", "cancelled") or now - slot.started > limit:
-                    slot.result = await heldout.combine(
-                        self.ctx, repo, slot.held_for, runs.result_of(repo, slot.held_for.commit_sha, held))
+                    slot.result = await judging.held_finished(self.ctx, repo, slot.held_for, held)
                     slot.held_job_id = slot.held_for = None
             elif slot.job_id is not None and slot.result is None and slot.judging is not None:
                 job = jobs[slot.job_id]
                 if job.status == "done" and job.result:
-                    got = (await judging.judge(self.ctx, repo, slot.judging, Result.from_json(job.result))).result()
-                    slot.held_job_id = await judging.held_out(self.ctx, repo, slot.judging, got,
-                                                              candidate_id=slot.cand.id)
+                    got, slot.held_job_id = await judging.finished(self.ctx, repo, slot.judging,
+                                                                   Result.from_json(job.result),
+                                                                   candidate_id=slot.cand.id)
                     if slot.held_job_id is None:
                         slot.result = got
                     else:
@@ -375,7 +374,8 @@ class Speculator:
                 elif job.status == "cancelled":
                     slot.valid = False
                 elif now - slot.started > limit:
-                    slot.result = runs.unfinished(repo, slot.merge.sha or "", say.job_unfinished(slot.job_id))
+                    slot.result = Judged.as_run(runs.unfinished(repo, slot.merge.sha or "",
+                                                                say.job_unfinished(slot.job_id)))
             if slot.valid:
                 slot.valid = fence_of[slot.cand.id] is None
 

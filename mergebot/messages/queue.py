@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from mergebot.messages.refs import subtask_branch
 from mergebot.messages.words import _short, _shown
+from mergebot.models.judgement import Comparison, HeldOut, Judgement
 from verifier.runner import Result
 
 
@@ -22,7 +23,8 @@ class Rejection:
     ``verifier_error`` (the verifier could not run the check, twice: no verdict on the change),
     ``check_failed`` or ``check_timeout`` (``run`` is the deciding run; ``retried`` says whether a retry on
     the same commit ruled flakiness out), ``disk_limit`` or ``memory_limit`` (the run reached that limit of the
-    repository's sandbox and was ended; never retried)."""
+    repository's sandbox and was ended; never retried), or a judged kind (``judgement`` says what the run's tests
+    came to: the comparison with main's, the acceptance tests, the changed tests, the held-out checks)."""
 
     kind: str
     target_branch: str
@@ -33,6 +35,17 @@ class Rejection:
     run: Result | None = None
     retried: bool = True
     hunks: tuple[dict[str, object], ...] = ()  # a conflict's regions (``mergebot.git.repo.conflict_hunks``)
+    judgement: Judgement | None = None  # what the deciding run was judged to be
+
+    @property
+    def comparison(self) -> Comparison:
+        got = self.judgement.comparison if self.judgement is not None else None
+        return got if got is not None else Comparison()
+
+    @property
+    def held_out(self) -> HeldOut:
+        got = self.judgement.held_out if self.judgement is not None else None
+        return got if got is not None else HeldOut("fail")
 
 
 REASON_MAX = 2000  # a subtask's reason holds at most this much (the schema's bound): the whole log is elsewhere
@@ -59,10 +72,8 @@ def _rejection(r: Rejection) -> str:
         return (f"the verifier could not run the check on {_short(r.merged_sha)} (twice): {r.run.excerpt(5)}\n"
                 "This is not a verdict on your change; push again, or ask an operator to look at the verifier.")
     if r.kind == "tests_weakened":
-        comparison = ((r.run.tests or {}).get("comparison") or {})
-        changes = comparison.get("weakened") or []
-        count = int(comparison.get("weakened_count") or len(changes))
-        shown = "; ".join(f"{c['id']} ({c['was']} on {r.target_branch}, {c['now']} now)" for c in changes[:8])
+        changes, count = r.comparison.weakened, r.comparison.weakened_count or len(r.comparison.weakened)
+        shown = "; ".join(f"{c.id} ({c.was} on {r.target_branch}, {c.now} now)" for c in changes[:8])
         more = f"; and {count - 8} more" if count > 8 else ""
         tests = f"{count} test{'s' if count != 1 else ''}"
         return (f"{tests} that pass on {r.target_branch} do not pass on the merged commit {_short(r.merged_sha)}, "
@@ -70,16 +81,14 @@ def _rejection(r: Rejection) -> str:
                 "A change may not weaken the tests that judge it: make them pass as they are (a lead can allow "
                 "a subtask to remove tests).")
     if r.kind == "acceptance_failed":
-        failed = (((r.run.tests or {}).get("comparison") or {}).get("acceptance") or {}).get("failed") or []
-        shown = "; ".join(f"{c['id']} ({c['now']})" for c in failed[:8])
+        failed = r.comparison.acceptance.failed if r.comparison.acceptance is not None else ()
+        shown = "; ".join(f"{c.id} ({c.now})" for c in failed[:8])
         return (f"the subtask's acceptance tests did not all pass on the merged commit {_short(r.merged_sha)}, "
                 f"though the check exited 0{_ran(r)}: {shown}. They are the subtask's contract: they "
                 "run as attached, whatever the branch has at their paths.")
     if r.kind == "tests_changed":
-        comparison = ((r.run.tests or {}).get("comparison") or {})
-        changed = list(comparison.get("changed") or [])
-        if comparison.get("old_tests"):
-            failing = comparison["old_tests"].get("failing") or []
+        changed, failing = r.comparison.changed, r.comparison.old_tests_failing
+        if failing is not None:
             return (f"the check passed on the merged commit {_short(r.merged_sha)}{_ran(r)}, "
                     f"but the change edits existing tests ({', '.join(changed[:8])}), and main's version of them "
                     f"fails against the change's code ({', '.join(failing[:8]) or 'the run failed'}): the edit "
@@ -89,11 +98,10 @@ def _rejection(r: Rejection) -> str:
                 f"({', '.join(changed[:8])}{', ...' if len(changed) > 8 else ''}), which this repository refuses: "
                 "a test that changes with the code no longer checks it.")
     if r.kind == "held_out_failed":
-        held = ((r.run.tests or {}).get("held_out") or {})
-        failing = list(held.get("failing") or []) + ([held["unnamed"]] if held.get("unnamed") else [])
+        held = list(r.held_out.failing) + ([r.held_out.unnamed] if r.held_out.unnamed else [])
         return (f"the repository's held-out checks failed on the merged commit {_short(r.merged_sha)}, though the "
-                f"check passed{_ran(r)} ({', '.join(failing[:8]) or 'a held-out test failed'}"
-                f"{', ...' if len(failing) > 8 else ''}). Held-out checks are not shown; make the change do what the "
+                f"check passed{_ran(r)} ({', '.join(held[:8]) or 'a held-out test failed'}"
+                f"{', ...' if len(held) > 8 else ''}). Held-out checks are not shown; make the change do what the "
                 "subtask asks.")
     if r.kind == "no_report":
         problem = ((r.run.tests or {}).get("problem") or "no outcomes")

@@ -17,6 +17,8 @@ from datetime import UTC, date, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from mergebot.models.judgement import Acceptance, HeldOut, Judgement, TestChange
+
 STATUSES = ("blocked", "ready", "running", "submitted", "landed", "failed", "cancelled")
 CANDIDATE_STATUSES = ("queued", "verifying", "landing", "landed", "rejected", "superseded", "cancelled", "parked")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -300,33 +302,30 @@ class TestsView:
     counts: dict[str, int]
     passed_before: int | None
     passed_now: int | None
-    weakened: list[dict[str, str]]
-    removed: list[str]
+    weakened: tuple[TestChange, ...]
+    removed: tuple[str, ...]
     added: int
-    changed: list[str]
-    acceptance: dict[str, Any] | None
-    held_out: dict[str, Any] | None
+    changed: tuple[str, ...]
+    acceptance: Acceptance | None
+    held_out: HeldOut | None
     problem: str
-    own: dict[str, Any] | None = None  # the change's own tests, run apart on the merged commit
-    reset: dict[str, Any] | None = None  # the test paths the judging run took from main (restored, dropped), or kept
+    own: Mapping[str, Any] | None = None  # the change's own tests, run apart on the merged commit
+    reset: Mapping[str, Any] | None = None  # the test paths the judging run took from main (restored, dropped), or kept
 
 
 def tests_view(verifier: Mapping[str, Any] | None) -> TestsView | None:
-    """The test comparison of a verifier record (a candidate's deciding run), or None when it has none."""
+    """The tests of a verifier record (a candidate's deciding run) and its judgement, or None when it has none."""
     tests = (verifier or {}).get("tests")
     if not isinstance(tests, Mapping):
         return None
-    comparison = tests.get("comparison") if isinstance(tests.get("comparison"), Mapping) else {}
-    assert isinstance(comparison, Mapping)
+    judged = Judgement.of_record(verifier)
+    c = judged.comparison
     return TestsView(source=str(tests.get("source") or ""), counts=dict(tests.get("counts") or {}),
-                     passed_before=comparison.get("passed_before") if comparison else None,
-                     passed_now=comparison.get("passed_now") if comparison else None,
-                     weakened=list(comparison.get("weakened") or []), removed=list(comparison.get("removed") or []),
-                     added=int(comparison.get("added_count") or 0), changed=list(comparison.get("changed") or []),
-                     acceptance=comparison.get("acceptance"), held_out=tests.get("held_out"),
-                     problem=str(tests.get("flood") or tests.get("problem") or ""),
-                     own=tests.get("own") if isinstance(tests.get("own"), Mapping) else None,
-                     reset=tests.get("reset") if isinstance(tests.get("reset"), Mapping) else None)
+                     passed_before=c.passed_before if c else None, passed_now=c.passed_now if c else None,
+                     weakened=c.weakened if c else (), removed=c.removed if c else (), added=c.added_count if c else 0,
+                     changed=judged.changed, acceptance=judged.acceptance, held_out=judged.held_out,
+                     problem=str(tests.get("flood") or tests.get("problem") or ""), own=judged.own,
+                     reset=judged.reset)
 
 
 # -- the queue --------------------------------------------------------------------------------------------

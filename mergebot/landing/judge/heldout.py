@@ -10,10 +10,11 @@ Rules:
     repository's ``held_out_command`` (default ``python -m pytest -q "$VERIFIER_HELD_OUT"``) with the files mounted
     read-only at ``/held-out`` beside the checkout.
   * A held-out run that fails (or times out, or reaches a limit), or in which any test did not pass (a skip, an
-    expected failure and a deselection count as not passing: code can make a test skip itself), makes the
-    candidate's run ``held_out_failed``; one that exits 0 but reports no test outcome is ``no_report``, never a pass
+    expected failure and a deselection count as not passing: code can make a test skip itself), judges the
+    candidate ``held_out_failed`` (its run keeps its own outcome: the judgement is a record beside it); one that
+    exits 0 but reports no test outcome is ``no_report``, never a pass
     (code that notices the held-out mount and exits at once); one past the outcome bounds is ``report_flood``. One
-    that could not run (``error``) is no verdict on the change: the candidate's run becomes an ``error`` too, and is
+    that could not run (``error``) is no verdict on the change: the candidate is judged an ``error`` too, and is
     retried.
   * Every test the bot itself finds in the files (``required``) must have reported a pass: a run that stops after
     its first test, or skips the rest, fails.
@@ -26,7 +27,6 @@ Rules:
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 from collections.abc import Mapping
 from typing import Any
@@ -34,6 +34,7 @@ from typing import Any
 from mergebot.landing import runs
 from mergebot.landing.context import Context
 from mergebot.models import Repo
+from mergebot.models.judgement import HeldOut, Judged
 from verifier import compare as cmp
 from verifier import outcomes
 from verifier.runner import Result
@@ -114,26 +115,22 @@ def summary(run: Result, known: Known) -> dict[str, Any]:
     return out
 
 
-async def start(ctx: Context, repo: Repo, run: Result, *, candidate_id: int,
+async def start(ctx: Context, repo: Repo, judged: Judged, *, candidate_id: int,
                 sandbox: dict[str, Any] | None = None) -> int | None:
-    """The held-out run that follows ``run`` (its job id), when it passed and the repository has held-out checks:
+    """The held-out run that follows ``judged`` (its job id), when it passed and the repository has held-out checks:
     on the same commit, started as the judging run was (``sandbox``: its plugins)."""
-    if not run.passed or not await ctx.db.repos.held_out_count(repo.name):
+    if not judged.passed or not await ctx.db.repos.held_out_count(repo.name):
         return None
-    return await runs.start_check(ctx, repo, run.commit_sha, "held_out", candidate_id=candidate_id,
+    return await runs.start_check(ctx, repo, judged.run.commit_sha, "held_out", candidate_id=candidate_id,
                                   command=repo.held_out_command, sandbox=sandbox)
 
 
-async def combine(ctx: Context, repo: Repo, run: Result, held: Result) -> Result:
-    """The candidate's run with its held-out run's verdict (see the module's rules)."""
+async def combine(ctx: Context, repo: Repo, judged: Judged, held: Result) -> Judged:
+    """The candidate's judgement with its held-out run's verdict (see the module's rules); the run is unchanged."""
     said = summary(held, known_tests(await ctx.db.repos.held_out(repo.name)))
-    tests = {**(run.tests or {}), "held_out": said}
     verdict = said["outcome"]
-    if verdict == "pass":
-        return dataclasses.replace(run, tests=tests)
-    kind = {"error": "error", "fail": "held_out_failed"}.get(verdict, verdict)
-    failing = list(said["failing"]) or ([said["unnamed"]] if said.get("unnamed") else [])
-    return dataclasses.replace(run, tests=tests, outcome=kind, failing_tests=failing, failing_tests_from="held_out")
+    kind = {"pass": judged.outcome, "error": "error", "fail": "held_out_failed"}.get(verdict, verdict)
+    return judged.with_kind(kind, held_out=HeldOut.from_json(said))
 
 
 def for_viewer(job: dict[str, Any], role: str) -> dict[str, Any]:

@@ -11,17 +11,18 @@ retry alike.
      else is an ``error``); a judging run that passed is held to main's tests (``compare.hold``); then the own tests
      must have passed (the run that decides is then theirs: ``fail``, ``timeout``, a limit); the ``Judgement``;
   4. the held-out checks (``heldout``), on the judged commit, started the same way, for a run that passed.
-``run`` is the four in a row, for a caller that waits (the serial path); the window does them across its steps.
+``run`` is the four in a row, for a caller that waits (the serial path); the window, which polls its jobs, takes the
+same steps one job at a time (``finished``: 3 then 4; ``held_finished``): the sequence exists here only.
 
-The outcome of a judgement is ``pass``, the runner's own (``fail``, ``timeout``, ``error``, ``disk_limit``,
-``memory_limit``) or a judged kind (``verdict.JUDGED``); ``Judgement.result()`` is the run the verdict policy, the
-landed record and the pages read, with that outcome and the judgement in its ``tests``.
+A judgement (``mergebot.models.judgement``) is a typed record beside the run, never written into it: its kind is
+``pass``, the runner's own (``fail``, ``timeout``, ``error``, ``disk_limit``, ``memory_limit``) or a judged kind
+(``verdict.JUDGED``). ``judge`` returns the deciding run, untouched, with it (``Judged``): what the verdict policy,
+the messages, the landed record and the pages read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,8 @@ from mergebot.landing import runs, verdict
 from mergebot.landing.context import Context
 from mergebot.landing.judge import compare, heldout, reset
 from mergebot.landing.target import target_for
-from mergebot.models import Candidate, Repo
+from mergebot.models import Candidate, Job, Repo
+from mergebot.models.judgement import Comparison, Judged, Judgement
 from verifier import compare as cmp
 from verifier import outcomes
 from verifier.runner import Result
@@ -73,27 +75,6 @@ class Judging:
         if self.reset.own or self.reset.whole:
             out["own"] = {"commit": self.merged, "files": list(self.reset.own), "whole": self.reset.whole}
         return out
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """A judged run: what it came to, and the run that decided it."""
-
-    outcome: str
-    deciding: Result  # the judging run, or the own tests' run when they decided
-    comparison: dict[str, Any]
-    own: dict[str, Any] | None  # what the own tests' run gave (outcome, files, counts), when there was one
-    reset: dict[str, Any]
-
-    def result(self) -> Result:
-        tests = dict(self.deciding.tests or {})
-        if self.comparison:
-            tests["comparison"] = self.comparison
-        if self.own is not None:
-            tests["own"] = self.own
-        if self.reset.get("restored") or self.reset.get("dropped") or self.reset.get("kept"):
-            tests["reset"] = self.reset
-        return dataclasses.replace(self.deciding, outcome=self.outcome, tests=tests)
 
 
 async def prepare(ctx: Context, repo: Repo, main: str, members: Sequence[Member]) -> Judging:
@@ -148,53 +129,70 @@ async def start(ctx: Context, repo: Repo, judging: Judging, purpose: str, *, can
                                   window_width=window_width, sandbox=judging.spec())
 
 
-async def judge(ctx: Context, repo: Repo, judging: Judging, run: Result) -> Judgement:
+async def judge(ctx: Context, repo: Repo, judging: Judging, run: Result) -> Judged:
     """What a finished job's result comes to (see the module's rules), before the held-out checks."""
-    run = verdict.tree_checked(run, judging.tree)
-    own = Result.from_json(run.own) if run.own is not None else None
-    if own is not None:
-        own = verdict.tree_checked(own, judging.merged_tree)
     record = judging.reset.record()
+    reset = record if record.get("restored") or record.get("dropped") or record.get("kept") else None
+
+    def judged(kind: str, deciding: Result, comparison: dict[str, Any] | None = None,
+               own: dict[str, Any] | None = None) -> Judged:
+        return Judged(deciding, Judgement(kind, Comparison.from_json(comparison), None, own, reset))
+
+    own = Result.from_json(run.own) if run.own is not None else None
+    own_kind = "error" if own is not None and verdict.about_other_tree(own, judging.merged_tree) else None
     if outcomes.unpack(run.tests).flood:  # whatever else it did: nothing it reported is kept
-        return Judgement("report_flood", run, {"verdict": "report_flood"}, None, record)
+        return judged("report_flood", run, {"verdict": "report_flood"})
+    if verdict.about_other_tree(run, judging.tree):  # the worker vouched for another tree: an error, whatever it said
+        return judged("error", run)
     if not (run.passed or run.found_no_tests):
-        return Judgement(run.outcome, run, {}, None, record)
+        return judged(run.outcome, run)
     kind, comparison = await compare.hold(ctx, repo, run, judging)
     apart = bool(judging.reset.own or judging.reset.whole)
     first_tests = run.found_no_tests and not comparison.get("passed_before") and apart  # main had none: its own decide
     if kind or not (run.passed or first_tests):  # judged; or an empty run: still pytest's failure (exit 5)
-        return Judgement(kind or run.outcome, run, comparison, None, record)
+        return judged(kind or run.outcome, run, comparison)
     if not apart:
-        return Judgement("pass", run, comparison, None, record)
-    said = _own_summary(own, judging.reset.own, judging.reset.whole)
-    if own is not None and own.passed:
-        return Judgement("pass", run, comparison, said, record)
+        return judged("pass", run, comparison)
+    said = _own_summary(own, own_kind, judging.reset.own, judging.reset.whole)
+    if own is not None and own_kind is None and own.passed:
+        return judged("pass", run, comparison, said)
     deciding = own if own is not None else runs.unfinished(repo, judging.merged, say.OWN_TESTS_DID_NOT_RUN)
-    return Judgement(deciding.outcome, deciding, comparison, said, record)
+    return judged(own_kind or deciding.outcome, deciding, comparison, said)
 
 
-def _own_summary(own: Result | None, files: tuple[str, ...], whole: bool) -> dict[str, Any]:
+def _own_summary(own: Result | None, kind: str | None, files: tuple[str, ...], whole: bool) -> dict[str, Any]:
     extent = {"whole": True} if whole else {}
     if own is None:
         return {"outcome": "error", "files": list(files), **extent}
-    return {"outcome": own.outcome, "files": list(files), "counts": (own.tests or {}).get("counts") or {},
+    return {"outcome": kind or own.outcome, "files": list(files), "counts": (own.tests or {}).get("counts") or {},
             "failing": list(own.failing_tests), "commit": own.commit_sha, **extent}
 
 
-async def held_out(ctx: Context, repo: Repo, judging: Judging, judged: Result, *, candidate_id: int) -> int | None:
+async def held_out(ctx: Context, repo: Repo, judging: Judging, judged: Judged, *, candidate_id: int) -> int | None:
     """The held-out run after a judged run that passed (its job id), when the repository has held-out checks."""
     return await heldout.start(ctx, repo, judged, candidate_id=candidate_id,
                                sandbox={"plugins": judging.spec()["plugins"]})
 
 
+async def finished(ctx: Context, repo: Repo, judging: Judging, run: Result, *,
+                   candidate_id: int) -> tuple[Judged, int | None]:
+    """Steps 3 and 4 for a judging job that finished: the judgement, and the held-out run it is waiting for (its job
+    id; None when none follows, and the judgement is final)."""
+    judged = await judge(ctx, repo, judging, run)
+    return judged, await held_out(ctx, repo, judging, judged, candidate_id=candidate_id)
+
+
+async def held_finished(ctx: Context, repo: Repo, judged: Judged, job: Job) -> Judged:
+    """The judgement once its held-out job is over (done, cancelled, or given up on: ``runs.result_of``)."""
+    return await heldout.combine(ctx, repo, judged, runs.result_of(repo, judged.run.commit_sha, job))
+
+
 async def run(ctx: Context, repo: Repo, judging: Judging, purpose: str, *, candidate_id: int,
-              window_width: int | None = None) -> Result:
-    """Start, wait for, judge and follow with the held-out checks one judging run: the result the verdict reads."""
+              window_width: int | None = None) -> Judged:
+    """The four steps in a row for one judging run, waiting for each job: what the verdict reads."""
     job_id = await start(ctx, repo, judging, purpose, candidate_id=candidate_id, window_width=window_width)
     job = await ctx.db.jobs.wait_job(job_id, timeout=runs.run_limit(ctx, repo))
-    judged = (await judge(ctx, repo, judging, runs.result_of(repo, judging.sha, job))).result()
-    held = await held_out(ctx, repo, judging, judged, candidate_id=candidate_id)
+    judged, held = await finished(ctx, repo, judging, runs.result_of(repo, judging.sha, job), candidate_id=candidate_id)
     if held is None:
         return judged
-    done = await ctx.db.jobs.wait_job(held, timeout=runs.run_limit(ctx, repo))
-    return await heldout.combine(ctx, repo, judged, runs.result_of(repo, judged.commit_sha, done))
+    return await held_finished(ctx, repo, judged, await ctx.db.jobs.wait_job(held, timeout=runs.run_limit(ctx, repo)))
