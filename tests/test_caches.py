@@ -20,6 +20,7 @@ import pytest
 
 from mergebot import agent, models
 from mergebot.landing import runs
+from mergebot.models.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, Fleet, commit
 from tests.test_verifier import BWRAP, PASSING_SUITE, Repo
 from verifier import cache as caches
@@ -251,14 +252,14 @@ async def test_a_repository_s_rules_change_with_repo_set(e2e_db: Any, tmp_path: 
     from tests.support.bot import make_project
 
     await add_repo(e2e_db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command="pytest -q", cache_paths=[".venv"], setup_command="make deps")
-    repo = await set_rules(e2e_db, "demo", cache_paths=[".venv", ".mypy_cache"], cache_key=["uv.lock"],
-                           setup_network=True)
+                   rules=Rules.of(verifier_command="pytest -q", cache_paths=[".venv"], setup_command="make deps"))
+    repo = await set_rules(e2e_db, "demo", RulesChange.of(cache_paths=[".venv", ".mypy_cache"], cache_key=["uv.lock"],
+                           setup_network=True))
     assert (repo.cache_paths, repo.cache_key, repo.setup_command, repo.setup_network, repo.verifier_command) == (
         [".venv", ".mypy_cache"], ["uv.lock"], "make deps", True, "pytest -q")
-    repo = await set_rules(e2e_db, "demo", clear_setup=True, footprint_refuse=True)
+    repo = await set_rules(e2e_db, "demo", RulesChange.of(footprint_refuse=True, reset={"setup_command"}))
     assert (repo.setup_command, repo.footprint_refuse, repo.cache_paths) == (None, True, [".venv", ".mypy_cache"])
     with pytest.raises(Invalid):
-        await set_rules(e2e_db, "demo", cache_paths=["../outside"])
+        await set_rules(e2e_db, "demo", RulesChange.of(cache_paths=["../outside"]))
     with pytest.raises(NotFound):
-        await set_rules(e2e_db, "nope", verifier_command="true")
+        await set_rules(e2e_db, "nope", RulesChange.of(verifier_command="true"))
