@@ -237,11 +237,11 @@ class RulesChange(_Checked):
 
     def given(self) -> list[str]:
         """The rules this change sets or resets, by name."""
-        return sorted({n for n in self.model_fields if n != "reset" and getattr(self, n) is not None} | self.reset)
+        return sorted({n for n in type(self).model_fields if n != "reset" and getattr(self, n) is not None} | self.reset)
 
     def params(self) -> dict[str, Any]:
         """The store statement's parameters (``repo_update``): every rule (None: unchanged) and the resets."""
-        out = {n: getattr(self, n) for n in self.model_fields if n != "reset"}
+        out = {n: getattr(self, n) for n in type(self).model_fields if n != "reset"}
         return {**out, "reset": sorted(self.reset)}
 
 
