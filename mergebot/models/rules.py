@@ -237,7 +237,8 @@ class RulesChange(_Checked):
 
     def given(self) -> list[str]:
         """The rules this change sets or resets, by name."""
-        return sorted({n for n in type(self).model_fields if n != "reset" and getattr(self, n) is not None} | self.reset)
+        names = type(self).model_fields
+        return sorted({n for n in names if n != "reset" and getattr(self, n) is not None} | self.reset)
 
     def params(self) -> dict[str, Any]:
         """The store statement's parameters (``repo_update``): every rule (None: unchanged) and the resets."""
