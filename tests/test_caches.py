@@ -24,7 +24,7 @@ from mergebot.models.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, Fleet, commit
 from tests.test_verifier import BWRAP, PASSING_SUITE, Repo
 from verifier import cache as caches
-from verifier.runner import Setup, run_check
+from verifier.runner import CheckSpec, Setup, run_check
 
 # The check: it reports what the cache holds, counts its runs there, and passes when asked to by a file at the
 # cache path (what a poisoned cache would hold), else runs the real suite.
@@ -34,7 +34,7 @@ CHECK = ("mkdir -p .cache; echo \"cache held: $(ls .cache | tr '\\n' ' ')\"; "
 
 
 def run(repo: Repo, sha: str, root: Path, slot: Path, *, write: bool) -> dict[str, object]:
-    result = run_check(repo.path, sha, CHECK, 60, slot=slot, sandbox="bwrap",
+    result = run_check(repo.path, sha, CheckSpec(CHECK, 60), slot=slot, sandbox="bwrap",
                        cache=caches.Request(root, (".cache",), ("pyproject.toml",), write=write))
     assert result.cache is not None
     return {"outcome": result.outcome, "log": result.log_head + result.log_tail, **result.cache}
@@ -188,11 +188,11 @@ def test_a_setup_step_runs_first_and_its_failure_is_the_run_s(tmp_path: Path) ->
     fails is the run's failure, saying so, and the check does not run."""
     repo, slot = Repo(tmp_path / "src.git"), tmp_path / "slot"
     sha = repo.commit(PASSING_SUITE)
-    ok = run_check(repo.path, sha, "cat .deps/installed", 60, slot=slot, sandbox="bwrap",
-                   setup=Setup("mkdir -p .deps && echo numpy > .deps/installed"))
+    ok = run_check(repo.path, sha, CheckSpec("cat .deps/installed", 60,
+                   setup=Setup("mkdir -p .deps && echo numpy > .deps/installed")), slot=slot, sandbox="bwrap")
     assert ok.outcome == "pass" and "numpy" in ok.log_head and ok.setup is not None and ok.setup["exit_code"] == 0
-    bad = run_check(repo.path, sha, "echo the check ran", 60, slot=slot, sandbox="bwrap",
-                    setup=Setup("echo no wheel for that; exit 3"))
+    bad = run_check(repo.path, sha, CheckSpec("echo the check ran", 60, setup=Setup("echo no wheel for that; exit 3")),
+                    slot=slot, sandbox="bwrap")
     assert bad.outcome == "fail" and "the setup step" in bad.log_head and "exit 3" in bad.log_head
     assert "no wheel for that" in bad.log_head and "the check ran" not in bad.log_head
 
@@ -208,15 +208,15 @@ def test_only_a_setup_given_the_network_sees_it(tmp_path: Path) -> None:
     queue gives it to no candidate's run."""
     repo, slot = Repo(tmp_path / "src.git"), tmp_path / "slot"
     sha = repo.commit(PASSING_SUITE)
-    online = run_check(repo.path, sha, f"! sh -c \"{HOST_INTERFACES}\"", 60, slot=slot, sandbox="bwrap",
-                       setup=Setup(HOST_INTERFACES, network=True))
+    online = run_check(repo.path, sha, CheckSpec(f"! sh -c \"{HOST_INTERFACES}\"", 60,
+                       setup=Setup(HOST_INTERFACES, network=True)), slot=slot, sandbox="bwrap")
     assert online.outcome == "pass", online.log_head  # the setup saw the host's interfaces, the check did not
-    offline = run_check(repo.path, sha, "true", 60, slot=slot, sandbox="bwrap", setup=Setup(HOST_INTERFACES))
+    offline = run_check(repo.path, sha, CheckSpec("true", 60, setup=Setup(HOST_INTERFACES)), slot=slot, sandbox="bwrap")
     assert offline.outcome == "fail"
     repo_row = models.Repo(name="r", target_branch="main", verifier_command="true", verifier_timeout_s=1,
                            protected_paths=[], max_push_bytes=1, max_file_bytes=1, root_sha="a" * 40,
                            setup_command="pip install -r requirements.txt", setup_network=True)
-    wants = {p: runs.cache_request(repo_row, p) for p in ("candidate", "retry", "base", "post_land")}
+    wants = {p: runs.check_spec(repo_row, p).as_json()["cache"] for p in ("candidate", "retry", "base", "post_land")}
     assert {p: (w or {}).get("setup_network") for p, w in wants.items()} == {
         "candidate": False, "retry": False, "base": True, "post_land": True}
 
@@ -231,7 +231,7 @@ def test_the_sandbox_s_promises_hold_with_a_cache_mounted(tmp_path: Path) -> Non
     req = caches.Request(root, (".cache",), ("pyproject.toml",))
 
     def check(command: str) -> Any:
-        result = run_check(repo.path, main, command, 60, slot=slot, sandbox="bwrap", cache=req)
+        result = run_check(repo.path, main, CheckSpec(command, 60), slot=slot, sandbox="bwrap", cache=req)
         assert result.cache is not None and result.cache["generation"] == 1, result.cache
         return result
 

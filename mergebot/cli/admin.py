@@ -303,24 +303,25 @@ def cmd_verify(args: argparse.Namespace) -> None:
     server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
     import tempfile
 
-    from verifier import cache as caches
-    from verifier.runner import Setup
+    from verifier.runner import CheckSpec, Setup
 
-    setup = Setup(repo["setup_command"]) if repo.get("setup_command") else None  # offline, as a candidate's
-    cache = None
-    if args.cache and repo.get("cache_paths"):  # the bot's own generations, read-only: as a candidate's run sees them
-        # A landed commit is re-run with the generation its deciding run read; any other with the newest.
+    # as a candidate's run: the setup offline, the bot's own cache generations read-only
+    spec = CheckSpec(args.command or repo["verifier_command"], float(args.timeout or repo["verifier_timeout_s"]),
+                     memory_mb=memory, sandbox_paths=tuple(sandbox_paths), disk_limit_mb=disk_limit,
+                     report=str(repo.get("report") or "pytest"),
+                     setup=Setup(repo["setup_command"]) if repo.get("setup_command") else None,
+                     cache_paths=tuple(repo.get("cache_paths") or []) if args.cache else (),
+                     cache_key=tuple(repo.get("cache_key") or []))
+    pin = None
+    if spec.cache_paths:  # a landed commit is re-run with the generation its deciding run read; any other the newest
         landed = c.landed(repo=args.repo, limit=1000)
         pin = next(((r.get("verifier_cache") or {}).get("generation") for r in landed
                     if args.sha in (r.get("merged_sha"), r.get("main_sha"))), None)
-        cache = caches.Request(cache_root(settings.data_dir.resolve() / "slots", args.repo),
-                               tuple(repo["cache_paths"]), tuple(repo.get("cache_key") or []), write=False, pin=pin)
+    cache = spec.cache_request(cache_root(settings.data_dir.resolve() / "slots", args.repo), pin=pin)
     with tempfile.TemporaryDirectory(prefix="mergebot-verify-") as tmp:
         path = local if local.exists() else HttpRepos(server, token, Path(tmp)).path_for(args.repo, args.sha)
-        result = run_check(path, args.sha, args.command or repo["verifier_command"],
-                           float(args.timeout or repo["verifier_timeout_s"]), sandbox=args.sandbox, cache=cache,
-                           setup=setup, sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit, memory_mb=memory,
-                           secrets=secrets, bwrap=settings.bwrap,
+        result = run_check(path, args.sha, spec, sandbox=args.sandbox, cache=cache, secrets=secrets,
+                           bwrap=settings.bwrap,
                            hide=private_paths(settings.data_dir, settings.database_url, settings.database_direct_url))
     data = result.as_json()
     if args.json:
