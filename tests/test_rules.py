@@ -4,6 +4,7 @@ say, the queue rules' fallback to the server's defaults, and, end to end, a repo
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from mergebot.auth import Role
@@ -106,7 +108,8 @@ async def one_at_a_time(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> As
     """A bot whose own queue is wide (a window of 3, batches of 4, 3 workers), with ``demo`` added by ``mergebot
     repo add --window 1 --batch 1``."""
     data, tokens = tmp_path / "data", {}
-    for name, role in (("ann", Role.AGENT), ("bob", Role.AGENT), ("cat", Role.AGENT), ("rita", Role.REVIEWER)):
+    for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT), ("cat", Role.AGENT),
+                       ("rita", Role.REVIEWER)):
         _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
     env = {**os.environ, "MERGEBOT_DATABASE_URL": e2e_db_url, "MERGEBOT_DATA_DIR": str(data)}
     out = subprocess.run([sys.executable, "-m", "mergebot", "repo", "add", "demo", "--from",
@@ -137,5 +140,39 @@ async def test_a_repository_s_window_of_one_lands_one_at_a_time_on_a_wide_server
     # one run per candidate, each alone: a window of one (the serial queue), never overlapping the one before
     assert len(runs) == 3 and {j["window_width"] for j in runs} == {1}, runs
     assert len({j["candidate_id"] for j in runs}) == 3, runs
-    for before, after in zip(runs, runs[1:], strict=False):
+    for before, after in itertools.pairwise(runs):
         assert after["created_at"] >= before["finished_at"], (before, after)
+    # the API changes the same rules: a rule that does not hold is a 422 naming it; reset is the server's again
+    url, root = f"{fleet.bot.url}/api/v1/repos/demo/rules", {"Authorization": f"Bearer {fleet.tokens['root']}"}
+    r = httpx.patch(url, json={"batch_size": 0}, headers=root)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "batch_size", r.text
+    assert "--batch is 1 to 64" in r.json()["error"]["message"]
+    r = httpx.patch(url, json={"reset": ["speculation_window", "batch_size"]}, headers=root)
+    assert r.status_code == 200 and (r.json()["repo"]["speculation_window"], r.json()["repo"]["batch_size"]) == (
+        None, None), r.text
+    ann = {"Authorization": f"Bearer {fleet.tokens['ann']}"}
+    r = httpx.patch(url, json={"retry_failed_checks": False}, headers=ann)
+    assert r.status_code == 403 and (await fleet.db.repos.get_repo("demo")).retry_failed_checks is None
+
+
+def test_a_run_s_spec_survives_its_json_round_trip() -> None:
+    """The per-run part of the rules travels in the job as JSON and comes back the same; a job's spec from before
+    (no plugins, no own tests, no caches) reads with the defaults."""
+    from mergebot.landing import runs
+    from verifier.spec import CheckSpec, Own, Setup
+
+    spec = CheckSpec("pytest -q", 60, memory_mb=512, sandbox_paths=("/opt/tool",), disk_limit_mb=64,
+                     report="junit:out.xml", setup=Setup("make deps", network=True), cache_paths=(".venv",),
+                     cache_key=("uv.lock",), cache_write=True, plugins=("mergebot",),
+                     own=Own("b" * 40, ("tests/test_new.py",), whole=True))
+    assert CheckSpec.from_json(spec.as_json()) == spec
+    assert CheckSpec.from_json({"command": "true", "timeout_s": 5, "sandbox": None, "cache": None}) == CheckSpec(
+        "true", 5.0)
+    repo = Repo(name="x", target_branch="main", verifier_command="pytest", verifier_timeout_s=30, protected_paths=[],
+                max_push_bytes=1, max_file_bytes=1, root_sha="a" * 40, cache_paths=[".venv"], setup_command="make",
+                setup_network=True, disk_limit_mb=100)
+    built = runs.check_spec(repo, "candidate")
+    assert (built.command, built.timeout_s, built.disk_limit_mb, built.cache_paths, built.cache_write) == (
+        "pytest", 30, 100, (".venv",), False)
+    assert built.setup == Setup("make", network=False) and runs.check_spec(repo, "base").setup == Setup("make", True)
+    assert CheckSpec.from_json(built.as_json()) == built

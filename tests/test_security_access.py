@@ -181,7 +181,8 @@ PUBLIC = {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc
           "/ui/static/{name}"}
 EXPECTED_ADMIN = {("POST", "/api/v1/agents"), ("POST", "/api/v1/agents/{name}/revoke"),
                   ("GET", "/api/v1/webhook-deliveries"), ("POST", "/api/v1/repos/{name}/pause"),
-                  ("POST", "/api/v1/repos/{name}/resume"), ("POST", "/api/v1/reconcile")}
+                  ("POST", "/api/v1/repos/{name}/resume"), ("POST", "/api/v1/reconcile"),
+                  ("PATCH", "/api/v1/repos/{name}/rules")}
 
 
 async def test_every_non_public_route_refuses_a_caller_without_a_token(roles_api: Api) -> None:

@@ -116,16 +116,16 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, r
 
 
 async def set_rules(db: Database, name: str, change: RulesChange, *,
-                    held_out: list[tuple[str, bytes]] | None = None) -> Repo:
+                    held_out: list[tuple[str, bytes]] | None = None, actor_id: int | None = None) -> Repo:
     """Change a repository's rules (``mergebot repo set``, the API): only the ones ``change`` gives (checked when
     it was built: ``RulesChange.of``); ``held_out`` replaces its held-out checks (``[]``: none any more). Returns
     the repository as it is now."""
     if held_out is not None:
         await db.repos.get_repo(name)
-        await db.repos.set_held_out(name, held_out)
+        await db.repos.set_held_out(name, held_out, actor_id=actor_id)
     if not change.given():
         return await db.repos.get_repo(name)
-    return await db.repos.update_repo(name, change)
+    return await db.repos.update_repo(name, change, actor_id=actor_id)
 
 
 HELD_OUT_MAX_FILES = 500
