@@ -183,6 +183,10 @@ class LandingQueue:
         if self.rules(repo).windowed:
             moved = await self.speculator.step(repo)
         else:
+            window = self.speculator.windows.get(repo.name)
+            if window is not None:  # its queue rules changed from a window to one at a time: its runs go back
+                await self.speculator.cut(window, 0, say.QUEUE_RULES_CHANGED)
+                self.speculator.drop(repo.name)
             moved = await serial.process_next(ctx, repo) is not None
         await target.tidy(ctx.published)
         return moved
