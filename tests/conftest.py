@@ -16,7 +16,7 @@ from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import BotProcess, Fleet, check_command, forge_remote, git, make_project, stop_keepers
 from tests.support.forge_fleet import SECRET, TOKEN, ForgeFleet

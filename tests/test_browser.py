@@ -29,7 +29,7 @@ from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.models import Handle
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from mergebot.web.sample import seeds_tree
 from tests.conftest import SERVERS, fresh_database

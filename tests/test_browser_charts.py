@@ -35,7 +35,7 @@ from mergebot.auth import Role
 from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models.rules import Rules, RulesChange
+from mergebot.rules import Rules, RulesChange
 from mergebot.settings import Settings
 from tests.conftest import SERVERS, fresh_database
 from tests.support.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers

@@ -20,7 +20,7 @@ import pytest
 
 from mergebot import agent, models
 from mergebot.landing import runs
-from mergebot.models.rules import Rules, RulesChange
+from mergebot.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, Fleet, commit
 from tests.test_verifier import BWRAP, PASSING_SUITE, Repo
 from verifier import cache as caches

@@ -12,7 +12,7 @@ from typing import Any
 from mergebot.cost import add_up
 from mergebot.db.database import Database
 from mergebot.models import Handle
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from tests.test_store import SHA, agents, landing, next_sha
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

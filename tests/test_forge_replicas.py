@@ -23,7 +23,7 @@ import pytest
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from tests.support.bot import BotProcess, check_command, forge_remote, git, make_project
 from tests.support.forge_fleet import SECRET, TOKEN, ZERO, ForgeFleet
 from tests.support.forge_standin import ForgeStandin

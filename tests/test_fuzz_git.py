@@ -38,7 +38,7 @@ from mergebot.landing.checks import (
 )
 from mergebot.landing.prereceive import parse_updates
 from mergebot.models import Agent, Owner
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from tests.support.fuzzing import FAST, HTTP, SHA, ZERO
 
 # ============================================================================================ git refs

@@ -27,7 +27,7 @@ from mergebot.forge.sansio import (
     to_event,
     verify_signature,
 )
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.fuzzing import FAST, HTTP, ZERO
 from tests.support.webhooks import json_depth

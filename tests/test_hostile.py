@@ -46,7 +46,7 @@ from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.verify.worker import psycopg_hosts
 from tests.support.bot import BotProcess, Fleet, check_command, commit, make_project, stop_keepers
 from tests.support.security import routes_of

@@ -26,7 +26,7 @@ from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from tests.support.bot import BotProcess, make_project
 from tests.test_verifier import processes_with
 

@@ -19,7 +19,7 @@ import pygit2
 
 from mergebot import agent
 from mergebot.auth import Role
-from mergebot.models.rules import RulesChange
+from mergebot.rules import RulesChange
 from tests.support.bot import Fleet, check_command, commit, git
 
 BROKEN = {"calc.py": "def add(a, b):\n    return a - b\n"}

@@ -17,7 +17,7 @@ import pytest
 
 from mergebot import agent
 from mergebot.client import ApiError
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from tests.support.bot import Fleet, commit, git
 
 

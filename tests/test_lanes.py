@@ -33,7 +33,7 @@ from mergebot.landing.chain import Window
 from mergebot.landing.context import Context
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.landing.window import Speculator
-from mergebot.models.rules import Rules, RulesChange
+from mergebot.rules import Rules, RulesChange
 from verifier.runner import Result
 
 SHARED = ("a.txt", "b.txt", "c.txt")

@@ -16,7 +16,7 @@ from mergebot.db.database import Database
 from mergebot.landing import verdicts
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.models import Handle
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.tree import Node, plan
 from mergebot.web import session
 from mergebot.web.sample import seeds_tree

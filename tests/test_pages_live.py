@@ -15,7 +15,7 @@ import pytest
 
 from mergebot.auth import Role
 from mergebot.db.database import Database
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.web import live
 from tests.support.bot import BotProcess
 from tests.support.site import SHA

@@ -22,7 +22,7 @@ from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.conftest import fresh_database
 from tests.support.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers

@@ -16,7 +16,7 @@ from mergebot.landing.repos import add_repo, repos_root
 from mergebot.landing.target import target_for
 from mergebot.landing.window import Speculator
 from mergebot.models import Candidate
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from tests.support.bot import make_project
 
 

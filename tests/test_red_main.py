@@ -28,7 +28,7 @@ from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
 from mergebot.landing.mend import next_probe
 from mergebot.landing.repos import add_repo, repos_root, set_rules
-from mergebot.models.rules import Rules, RulesChange
+from mergebot.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, BotProcess, Fleet, commit, git, make_project, stop_keepers
 from tests.test_metrics import Samples, parse
 

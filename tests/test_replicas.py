@@ -25,7 +25,7 @@ from mergebot.db.database import Database
 from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models.rules import Rules, RulesChange
+from mergebot.rules import Rules, RulesChange
 from tests.support.bot import BotProcess, check_command, commit, git, make_project, stop_keepers
 
 COMMON = {"MERGEBOT_VERIFIER_WORKERS": "0", "MERGEBOT_VERIFIER_SANDBOX": "none", "MERGEBOT_JOB_LEASE_SECONDS": "2",

@@ -1,4 +1,4 @@
-"""A repository's rules as one model (``mergebot.models.rules``, issue 42): defaults, the sentences its checks
+"""A repository's rules as one model (``mergebot.rules``, issue 42): defaults, the sentences its checks
 say, the queue rules' fallback to the server's defaults, and, end to end, a repository added with ``--window 1
 --batch 1`` landed one candidate at a time by a server whose own window is wider."""
 
@@ -22,7 +22,7 @@ from mergebot.db.database import Database
 from mergebot.errors import Invalid
 from mergebot.landing.repos import repos_root
 from mergebot.models import Repo
-from mergebot.models.rules import CHECK_CONFIG, QueueRules, Rules, RulesChange, queue_rules
+from mergebot.rules import CHECK_CONFIG, QueueRules, Rules, RulesChange, queue_rules
 from tests.support.bot import BotProcess, Fleet, check_command, make_project
 
 

@@ -18,7 +18,7 @@ import httpx
 
 from mergebot import agent as agent_mod
 from mergebot.db.database import Database
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.web import session as web_session
 from tests.support.bot import Fleet, commit, git
 from tests.support.security import ROLES, ZERO, Api, actions_of, basic, concrete, refs_of, routes_of

@@ -31,7 +31,7 @@ from mergebot.auth import Role
 from mergebot.errors import Invalid
 from mergebot.forge.sansio import MAX_BODY_BYTES
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import Fleet, commit, git, make_project
 from tests.support.security import Api, basic, concrete, raw_get, routes_of

@@ -20,7 +20,7 @@ from mergebot import auth
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.db.queries import QUERIES
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.web import session as web_session
 from tests.support.bot import Fleet, commit, git
 from tests.support.security import ZERO, Api, basic, refs_of

@@ -12,7 +12,7 @@ import time
 import pygit2
 
 from mergebot.auth import Role
-from mergebot.models.rules import RulesChange
+from mergebot.rules import RulesChange
 from tests.support.bot import Fleet
 
 

@@ -12,7 +12,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, Conflict, Invalid, InvalidTransition
 from mergebot.models import Handle, Landing
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.tree import parse_tree
 
 SHA = "a" * 40

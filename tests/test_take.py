@@ -11,7 +11,7 @@ from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.messages.refs import subtask_ref
 from mergebot.models import Handle
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from tests.support.bot import make_project
 
 

@@ -23,7 +23,7 @@ from mergebot import agent
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from tests.support.bot import BotProcess, Fleet, check_command, commit, make_project, stop_keepers
 from tests.test_judged import push
 from verifier import sandbox as sb

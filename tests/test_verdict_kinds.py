@@ -13,7 +13,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.db.migrate import list_migrations
 from mergebot.landing.verdicts import KINDS, kind_for
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from verifier.runner import Result
 
 _FIRST_WORDS = (("conflicts with ", "conflict"), ("nothing to land", "nothing_to_land"),

@@ -23,7 +23,7 @@ from mergebot.client import ApiError
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.models import Handle, Landing
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from mergebot.tree import parse_tree
 from tests.support.bot import make_project

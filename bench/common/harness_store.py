@@ -18,7 +18,7 @@ from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo
 from mergebot.models import Landing
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from mergebot.tree import Node
 

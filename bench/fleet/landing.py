@@ -24,7 +24,7 @@ from bench.common.measure import CpuMeter, pctl
 from bench.fleet.agents import REPO, VERIFY_PURPOSES, AgentRun, Idle, agent_loop, agent_rate, check_command, make_source
 from mergebot.landing import risk
 from mergebot.landing.repos import repos_root
-from mergebot.models.rules import RulesChange
+from mergebot.rules import RulesChange
 from mergebot.settings import Settings
 
 

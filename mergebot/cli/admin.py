@@ -28,7 +28,7 @@ from mergebot.client import DEFAULT_URL, ApiError
 from mergebot.db.database import Database, open_database
 from mergebot.errors import MergebotError
 from mergebot.logs import configure_logging
-from mergebot.models.rules import Rules, RulesChange
+from mergebot.rules import Rules, RulesChange
 from mergebot.settings import Settings
 
 T = TypeVar("T")

@@ -19,7 +19,7 @@ from typing import Any
 from mergebot.db.base import Sql, insert_event
 from mergebot.errors import NotFound
 from mergebot.models import Repo
-from mergebot.models.rules import Rules, RulesChange
+from mergebot.rules import Rules, RulesChange
 
 FORGE_COLUMNS = ("forge", "forge_repo", "forge_api_url", "forge_git_url", "webhook_secret_env", "forge_token_env",
                  "github_app_id", "github_app_key_env", "github_installation_id")
@@ -31,7 +31,7 @@ class RepoStore:
 
     async def create_repo(self, *, name: str, rules: Rules, root_sha: str,
                           forge: dict[str, Any] | None = None) -> Repo:
-        """Record a repository with its ``rules`` (``models.rules.Rules``, checked) and its forge columns."""
+        """Record a repository with its ``rules`` (``mergebot.rules.Rules``, checked) and its forge columns."""
         f = forge or {}
         row = await self.sql.one("repo_create", name=name, root_sha=root_sha,
                                  **{k: f.get(k) for k in FORGE_COLUMNS}, **rules.model_dump())

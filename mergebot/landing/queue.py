@@ -37,8 +37,8 @@ from mergebot.landing.reconcile import Report, reconcile_repo
 from mergebot.landing.target import target_for
 from mergebot.landing.window import Speculator
 from mergebot.models import Repo
-from mergebot.models.rules import QueueRules, queue_rules
 from mergebot.naps import nap
+from mergebot.rules import QueueRules, queue_rules
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

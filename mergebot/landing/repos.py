@@ -17,7 +17,7 @@ from mergebot.errors import Conflict, Invalid
 from mergebot.git import credentials, mirror
 from mergebot.git import repo as git
 from mergebot.models import Agent, Repo
-from mergebot.models.rules import Rules, RulesChange
+from mergebot.rules import Rules, RulesChange
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 FORGE_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9._-]{1,100}$")

@@ -25,7 +25,7 @@ from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push, Violation
 from mergebot.drill.scenarios import Drill
 from mergebot.landing.repos import add_repo, repos_root
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import BotProcess, make_project
 

@@ -22,7 +22,7 @@ import httpx
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
 from mergebot.models import Subtask
-from mergebot.models.rules import Rules
+from mergebot.rules import Rules
 from tests.support.bot import BotProcess, check_command, commit, forge_remote, git
 from tests.support.forge_standin import ForgeStandin, PostedStatus
 from tests.support.webhooks import PAYLOADS

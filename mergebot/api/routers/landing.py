@@ -11,7 +11,7 @@ from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.landing import told
 from mergebot.landing.repos import hold, set_rules
 from mergebot.models import record
-from mergebot.models.rules import RulesChange
+from mergebot.rules import RulesChange
 
 router = APIRouter(prefix="/api/v1", tags=["landing"], responses=ERROR_RESPONSES)
 Limit = Annotated[int, Query(ge=1, le=1000)]

@@ -2,7 +2,7 @@
 -- Named queries under "-- name: NAME" headers, loaded with every file of this folder (mergebot.db.queries).
 
 -- name: repo_create
--- A repository and its rules (``models.rules.Rules``: every rule given, its default filled in).
+-- A repository and its rules (``mergebot.rules.Rules``: every rule given, its default filled in).
 INSERT INTO repos (name, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
                    forge_token_env, github_app_id, github_app_key_env, github_installation_id,
                    target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
@@ -21,7 +21,7 @@ VALUES (%(name)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s, %(
 RETURNING *;
 
 -- name: repo_update
--- Change a repository's rules (``models.rules.RulesChange``): a NULL leaves that rule as it is; a rule named in
+-- Change a repository's rules (``mergebot.rules.RulesChange``): a NULL leaves that rule as it is; a rule named in
 -- ``reset`` goes back to NULL (no setup, main checked by the verifier command, the server's queue rules).
 UPDATE repos SET
     verifier_command = coalesce(%(verifier_command)s, verifier_command),

@@ -10,7 +10,8 @@ their defaults and their checks in one place.
 A rule that does not hold raises ``Invalid`` with a sentence a person can act on and the rule's name as ``field``,
 never pydantic's own error: the CLI prints it, the API answers 422 with it.
 
-Part of ``mergebot.models`` (layer 0): it checks values, it reads and writes nothing.
+Layer 0 (tests/test_layers.py), beside the records of ``mergebot.models``: it checks values, it reads and writes
+nothing.
 """
 
 from __future__ import annotations
