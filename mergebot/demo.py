@@ -39,6 +39,7 @@ from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.db.database import Database, open_database
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from mergebot.table import render_table
 from verifier.sandbox import bwrap_problem
@@ -137,8 +138,8 @@ def run_demo(data_dir: Path | None = None) -> None:
                 _, tokens[name] = await db.agents.rotate_token(name=name)
         if not any(r.name == "calc" for r in await db.repos.list_repos()):
             await add_repo(db, repos_root(data_dir), name="calc", source=str(src),
-                           verifier_command=CHECK,
-                           verifier_timeout_s=120, protected_paths=["tests/test_smoke.py"])
+                           rules=Rules.of(verifier_command=CHECK, verifier_timeout_s=120,
+                           protected_paths=["tests/test_smoke.py"]))
         return tokens
 
     async def prepared() -> dict[str, str]:

@@ -16,6 +16,7 @@ from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import BotProcess, Fleet, check_command, forge_remote, git, make_project, stop_keepers
 from tests.support.forge_fleet import SECRET, TOKEN, ForgeFleet
@@ -154,9 +155,9 @@ async def site(settings: Settings) -> AsyncIterator[Site]:
             for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
                                ("rita", Role.REVIEWER)):
                 s.agents[name], s.tokens[name] = await s.db.agents.add_agent(name=name, role=role)
-            await s.db.repos.create_repo(name="app", target_branch="main", verifier_command="pytest -q",
-                                         verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
-                                         max_file_bytes=1 << 20, root_sha=SHA)
+            await s.db.repos.create_repo(name="app", root_sha=SHA, rules=Rules.of(target_branch="main",
+                                         verifier_command="pytest -q", verifier_timeout_s=60, protected_paths=[],
+                                         max_push_bytes=1 << 20, max_file_bytes=1 << 20))
             yield s
 
 
@@ -168,7 +169,7 @@ async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
     for name, role in (("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT), ("rita", Role.REVIEWER)):
         _, tokens[name] = await db.agents.add_agent(name=name, role=role)
     await add_repo(db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"])
+                   rules=Rules.of(verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"]))
     bot = BotProcess(e2e_db_url, data).start()
     try:
         yield Fleet(bot, db, tokens, tmp_path / "work")
@@ -194,8 +195,8 @@ async def forge_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
     await db.forge.link(forge="github", login="Ann-GH", agent_id=agents["ann"])
     with ForgeStandin(token=TOKEN, bare_repo=remote) as forge:
         data = tmp_path / "data"
-        await add_repo(db, repos_root(data), name="calc", source=None, verifier_command=check_command(),
-                       verifier_timeout_s=60, protected_paths=["ci/"],
+        await add_repo(db, repos_root(data), name="calc", source=None, rules=Rules.of(verifier_command=check_command(),
+                       verifier_timeout_s=60, protected_paths=["ci/"]),
                        forge=forge_settings("github", "acme/calc", api_url=forge.url, git_url=str(remote)))
         bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=TOKEN, GITEA_TOKEN=TOKEN,
                          MERGEBOT_WEBHOOK_SECRET=SECRET).start()
@@ -247,8 +248,8 @@ async def make_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> Async
         for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
             _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
         data = tmp_path / "data"
-        await add_repo(e2e_db, repos_root(data), name="demo", source=str(src), verifier_command=verifier,
-                       **{"verifier_timeout_s": 60, **(repo or {})})
+        await add_repo(e2e_db, repos_root(data), name="demo", source=str(src), rules=Rules.of(verifier_command=verifier,
+                       **{"verifier_timeout_s": 60, **(repo or {})}))
         bot = BotProcess(e2e_db_url, data, **env).start()
         bots.append(bot)
         return Fleet(bot, e2e_db, tokens, tmp_path / "work")

@@ -30,6 +30,7 @@ from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.models import Handle
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from mergebot.web.sample import seeds_tree
 from tests.conftest import SERVERS, fresh_database
@@ -90,7 +91,8 @@ async def world(servers: dict[str, Server], tmp_path_factory: pytest.TempPathFac
     async with browser_db(servers, tmp, root=Role.ADMIN, lead=Role.LEAD, ann=Role.AGENT, bob=Role.AGENT,
                           rita=Role.REVIEWER) as (settings, db, tokens):
         await add_repo(db, repos_root(settings.data_dir), name="demo", source=str(make_project(tmp / "src")),
-                       verifier_command=check_command(), verifier_timeout_s=120, protected_paths=["ci/"])
+                       rules=Rules.of(verifier_command=check_command(), verifier_timeout_s=120,
+                       protected_paths=["ci/"]))
         nodes = seeds_tree()
         made = await db.subtasks.create_tree(actor_id=None, nodes=nodes)
         ids = {k: s.id for k, s in made.items()}

@@ -33,6 +33,7 @@ import pytest
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules, RulesChange
 from tests.support.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers
 from tests.support.pg import Server
 from tests.test_browser import CHROMIUM, browser_db, login, shot, shots_folder
@@ -88,11 +89,11 @@ async def speculated(servers: dict[str, Server], tmp_path_factory: pytest.TempPa
         (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
         git(["commit", "-qam", "a bug on main"], src)
         await add_repo(db, repos_root(settings.data_dir), name="demo", source=str(src),
-                       verifier_command=the_check(flags), verifier_timeout_s=120)
+                       rules=Rules.of(verifier_command=the_check(flags), verifier_timeout_s=120))
         # The flaky check fails only the flaky change's own merge, which needs the window in arrival order: a
         # risk-aware queue puts the breaking change (its author's fix landed) ahead of it, and then which run
         # takes the one failure depends on which run finishes first.
-        await db.repos.update_repo("demo", risk_aware=False)
+        await db.repos.update_repo("demo", RulesChange.of(risk_aware=False))
         bot = BotProcess(settings.database_url, settings.data_dir, MERGEBOT_SPECULATION_WINDOW="3",
                          MERGEBOT_VERIFIER_WORKERS="3", MERGEBOT_VERIFIER_SANDBOX="none").start()
         fleet = Fleet(bot, db, tokens, tmp / "work")

@@ -20,10 +20,11 @@ import pytest
 
 from mergebot import agent, models
 from mergebot.landing import runs
+from mergebot.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, Fleet, commit
 from tests.test_verifier import BWRAP, PASSING_SUITE, Repo
 from verifier import cache as caches
-from verifier.runner import Setup, run_check
+from verifier.runner import CheckSpec, Setup, run_check
 
 # The check: it reports what the cache holds, counts its runs there, and passes when asked to by a file at the
 # cache path (what a poisoned cache would hold), else runs the real suite.
@@ -33,7 +34,7 @@ CHECK = ("mkdir -p .cache; echo \"cache held: $(ls .cache | tr '\\n' ' ')\"; "
 
 
 def run(repo: Repo, sha: str, root: Path, slot: Path, *, write: bool) -> dict[str, object]:
-    result = run_check(repo.path, sha, CHECK, 60, slot=slot, sandbox="bwrap",
+    result = run_check(repo.path, sha, CheckSpec(CHECK, 60), slot=slot, sandbox="bwrap",
                        cache=caches.Request(root, (".cache",), ("pyproject.toml",), write=write))
     assert result.cache is not None
     return {"outcome": result.outcome, "log": result.log_head + result.log_tail, **result.cache}
@@ -187,11 +188,11 @@ def test_a_setup_step_runs_first_and_its_failure_is_the_run_s(tmp_path: Path) ->
     fails is the run's failure, saying so, and the check does not run."""
     repo, slot = Repo(tmp_path / "src.git"), tmp_path / "slot"
     sha = repo.commit(PASSING_SUITE)
-    ok = run_check(repo.path, sha, "cat .deps/installed", 60, slot=slot, sandbox="bwrap",
-                   setup=Setup("mkdir -p .deps && echo numpy > .deps/installed"))
+    ok = run_check(repo.path, sha, CheckSpec("cat .deps/installed", 60,
+                   setup=Setup("mkdir -p .deps && echo numpy > .deps/installed")), slot=slot, sandbox="bwrap")
     assert ok.outcome == "pass" and "numpy" in ok.log_head and ok.setup is not None and ok.setup["exit_code"] == 0
-    bad = run_check(repo.path, sha, "echo the check ran", 60, slot=slot, sandbox="bwrap",
-                    setup=Setup("echo no wheel for that; exit 3"))
+    bad = run_check(repo.path, sha, CheckSpec("echo the check ran", 60, setup=Setup("echo no wheel for that; exit 3")),
+                    slot=slot, sandbox="bwrap")
     assert bad.outcome == "fail" and "the setup step" in bad.log_head and "exit 3" in bad.log_head
     assert "no wheel for that" in bad.log_head and "the check ran" not in bad.log_head
 
@@ -207,15 +208,15 @@ def test_only_a_setup_given_the_network_sees_it(tmp_path: Path) -> None:
     queue gives it to no candidate's run."""
     repo, slot = Repo(tmp_path / "src.git"), tmp_path / "slot"
     sha = repo.commit(PASSING_SUITE)
-    online = run_check(repo.path, sha, f"! sh -c \"{HOST_INTERFACES}\"", 60, slot=slot, sandbox="bwrap",
-                       setup=Setup(HOST_INTERFACES, network=True))
+    online = run_check(repo.path, sha, CheckSpec(f"! sh -c \"{HOST_INTERFACES}\"", 60,
+                       setup=Setup(HOST_INTERFACES, network=True)), slot=slot, sandbox="bwrap")
     assert online.outcome == "pass", online.log_head  # the setup saw the host's interfaces, the check did not
-    offline = run_check(repo.path, sha, "true", 60, slot=slot, sandbox="bwrap", setup=Setup(HOST_INTERFACES))
+    offline = run_check(repo.path, sha, CheckSpec("true", 60, setup=Setup(HOST_INTERFACES)), slot=slot, sandbox="bwrap")
     assert offline.outcome == "fail"
     repo_row = models.Repo(name="r", target_branch="main", verifier_command="true", verifier_timeout_s=1,
                            protected_paths=[], max_push_bytes=1, max_file_bytes=1, root_sha="a" * 40,
                            setup_command="pip install -r requirements.txt", setup_network=True)
-    wants = {p: runs.cache_request(repo_row, p) for p in ("candidate", "retry", "base", "post_land")}
+    wants = {p: runs.check_spec(repo_row, p).as_json()["cache"] for p in ("candidate", "retry", "base", "post_land")}
     assert {p: (w or {}).get("setup_network") for p, w in wants.items()} == {
         "candidate": False, "retry": False, "base": True, "post_land": True}
 
@@ -230,7 +231,7 @@ def test_the_sandbox_s_promises_hold_with_a_cache_mounted(tmp_path: Path) -> Non
     req = caches.Request(root, (".cache",), ("pyproject.toml",))
 
     def check(command: str) -> Any:
-        result = run_check(repo.path, main, command, 60, slot=slot, sandbox="bwrap", cache=req)
+        result = run_check(repo.path, main, CheckSpec(command, 60), slot=slot, sandbox="bwrap", cache=req)
         assert result.cache is not None and result.cache["generation"] == 1, result.cache
         return result
 
@@ -251,14 +252,14 @@ async def test_a_repository_s_rules_change_with_repo_set(e2e_db: Any, tmp_path: 
     from tests.support.bot import make_project
 
     await add_repo(e2e_db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command="pytest -q", cache_paths=[".venv"], setup_command="make deps")
-    repo = await set_rules(e2e_db, "demo", cache_paths=[".venv", ".mypy_cache"], cache_key=["uv.lock"],
-                           setup_network=True)
+                   rules=Rules.of(verifier_command="pytest -q", cache_paths=[".venv"], setup_command="make deps"))
+    repo = await set_rules(e2e_db, "demo", RulesChange.of(cache_paths=[".venv", ".mypy_cache"], cache_key=["uv.lock"],
+                           setup_network=True))
     assert (repo.cache_paths, repo.cache_key, repo.setup_command, repo.setup_network, repo.verifier_command) == (
         [".venv", ".mypy_cache"], ["uv.lock"], "make deps", True, "pytest -q")
-    repo = await set_rules(e2e_db, "demo", clear_setup=True, footprint_refuse=True)
+    repo = await set_rules(e2e_db, "demo", RulesChange.of(footprint_refuse=True, reset={"setup_command"}))
     assert (repo.setup_command, repo.footprint_refuse, repo.cache_paths) == (None, True, [".venv", ".mypy_cache"])
     with pytest.raises(Invalid):
-        await set_rules(e2e_db, "demo", cache_paths=["../outside"])
+        await set_rules(e2e_db, "demo", RulesChange.of(cache_paths=["../outside"]))
     with pytest.raises(NotFound):
-        await set_rules(e2e_db, "nope", verifier_command="true")
+        await set_rules(e2e_db, "nope", RulesChange.of(verifier_command="true"))

@@ -12,6 +12,7 @@ from typing import Any
 from mergebot.cost import add_up
 from mergebot.db.database import Database
 from mergebot.models import Handle
+from mergebot.rules import Rules
 from tests.test_store import SHA, agents, landing, next_sha
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -19,8 +20,9 @@ T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 async def test_every_second_of_a_window_is_charged_once(db: Database) -> None:
     ann, bob, worker = await agents(db, 3)
-    await db.repos.create_repo(name="demo", target_branch="main", verifier_command="pytest", verifier_timeout_s=60,
-                               protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
+    await db.repos.create_repo(name="demo", root_sha=SHA, rules=Rules.of(target_branch="main",
+                               verifier_command="pytest", verifier_timeout_s=60, protected_paths=[],
+                               max_push_bytes=1 << 20, max_file_bytes=1 << 20))
 
     async def push(agent: int) -> tuple[Any, Any]:
         sub = await db.subtasks.claim(agent_id=agent)

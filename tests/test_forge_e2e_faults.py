@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from mergebot.landing.repos import set_rules
+from mergebot.rules import RulesChange
 from tests.support.bot import check_command, commit, git
 from tests.support.forge_fleet import SECRET, ZERO, ForgeFleet, final, pull_request
 from tests.support.webhooks import PAYLOADS
@@ -136,7 +137,7 @@ async def test_a_red_forge_main_is_mended_by_the_bots_revert_pushed_to_the_forge
     with a lease), so the forge's main is green again with the first landing kept."""
     f = forge_fleet
     together = f"sh -c '! {{ test -e a.txt && test -e b.txt; }}' && {check_command()}"
-    await set_rules(f.db, "calc", post_land_command=together)
+    await set_rules(f.db, "calc", RulesChange.of(post_land_command=together))
     subs = {}
     for name in ("a", "b"):
         subs[name], _ = await f.db.subtasks.create_subtask(actor_id=None, title=f"add {name}")

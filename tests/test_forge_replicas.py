@@ -23,6 +23,7 @@ import pytest
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.rules import Rules
 from tests.support.bot import BotProcess, check_command, forge_remote, git, make_project
 from tests.support.forge_fleet import SECRET, TOKEN, ZERO, ForgeFleet
 from tests.support.forge_standin import ForgeStandin
@@ -114,7 +115,7 @@ async def replicas(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
     (tmp_path / "work").mkdir()
     with ForgeStandin(token=TOKEN, bare_repo=remote) as forge:
         await add_repo(db, repos_root(tmp_path / "data-a"), name="calc", source=None,
-                       verifier_command=check_command(), verifier_timeout_s=60,
+                       rules=Rules.of(verifier_command=check_command(), verifier_timeout_s=60),
                        forge=forge_settings("github", "acme/calc", api_url=forge.url, git_url=str(remote)))
         fleet = ForgeFleet(None, db, forge, remote, tmp_path / "work", {"ann": ann})  # type: ignore[arg-type]
         r = Replicas(fleet, e2e_db_url, tmp_path, tokens)

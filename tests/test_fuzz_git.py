@@ -38,6 +38,7 @@ from mergebot.landing.checks import (
 )
 from mergebot.landing.prereceive import parse_updates
 from mergebot.models import Agent, Owner
+from mergebot.rules import Rules
 from tests.support.fuzzing import FAST, HTTP, SHA, ZERO
 
 # ============================================================================================ git refs
@@ -158,8 +159,9 @@ HOOK_BODY = st.one_of(
 
 
 async def test_hook_endpoints_take_any_body_without_a_5xx(db: Database, app_client: TestClient) -> None:
-    await db.repos.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                               protected_paths=["ci/"], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=ZERO)
+    await db.repos.create_repo(name="demo", root_sha=ZERO, rules=Rules.of(target_branch="main", verifier_command="true",
+                               verifier_timeout_s=60, protected_paths=["ci/"], max_push_bytes=1 << 20,
+                               max_file_bytes=1 << 20))
     agent, _ = await db.agents.add_agent(name="ann", role=Role.AGENT)
     client = app_client
     git_app: GitHttp = client.app.state.services.git  # type: ignore[attr-defined]

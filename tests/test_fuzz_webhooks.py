@@ -27,6 +27,7 @@ from mergebot.forge.sansio import (
     to_event,
     verify_signature,
 )
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.fuzzing import FAST, HTTP, ZERO
 from tests.support.webhooks import json_depth
@@ -181,9 +182,10 @@ def webhook_app(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator
 async def test_malformed_webhooks_over_http_are_4xx_and_change_nothing(db: Database,
                                                                        webhook_app: TestClient) -> None:
     for forge, repo in (("github", "acme/app"), ("gitea", "acme/lib")):
-        await db.repos.create_repo(name=repo.split("/")[1], target_branch="main", verifier_command="true",
-                                   verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
-                                   max_file_bytes=1 << 20, root_sha=ZERO, forge={
+        await db.repos.create_repo(name=repo.split("/")[1], root_sha=ZERO, rules=Rules.of(target_branch="main",
+                                   verifier_command="true", verifier_timeout_s=60, protected_paths=[],
+                                   max_push_bytes=1 << 20, max_file_bytes=1 << 20),
+                                   forge={
                                     "forge": forge, "forge_repo": repo, "forge_api_url": "https://forge.invalid",
                                     "forge_git_url": f"https://forge.invalid/{repo}.git",
                                     "webhook_secret_env": SECRET_ENV, "forge_token_env": SECRET_ENV})

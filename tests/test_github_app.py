@@ -32,6 +32,7 @@ from mergebot.forge.client import GitHubClient, StatusPost
 from mergebot.forge.renewing import Renewing
 from mergebot.git import credentials
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.rules import Rules
 from tests.support.bot import BotProcess, check_command, commit, forge_remote, git, make_project
 from tests.support.forge_standin import ForgeStandin, GitHubApp, PostedStatus
 from tests.support.forge_standin.github_schema import ACCESS_TOKENS, INSTALLATION
@@ -217,8 +218,8 @@ async def app_fleet(e2e_db: Database, e2e_db_url: str, forge: ForgeStandin, keys
     data = tmp_path / "data"
     settings = forge_settings("github", "acme/calc", api_url=forge.url, git_url=f"{forge.url}/acme/calc.git",
                               app_id=APP_ID, app_key_env=KEY_ENV)
-    await add_repo(e2e_db, repos_root(data), name="calc", source=None, verifier_command=check_command(),
-                   verifier_timeout_s=60, forge=settings)  # the mirror is cloned over HTTP with a minted token
+    await add_repo(e2e_db, repos_root(data), name="calc", source=None, rules=Rules.of(verifier_command=check_command(),
+                   verifier_timeout_s=60), forge=settings)  # the mirror is cloned over HTTP with a minted token
     assert len(forge.minted) == 1 and forge.git_requests[-1][1] == forge.minted[0]
     bot = BotProcess(e2e_db_url, data, MERGEBOT_WEBHOOK_SECRET=SECRET).start()
     (tmp_path / "work").mkdir()

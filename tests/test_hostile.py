@@ -46,6 +46,7 @@ from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules
 from mergebot.verify.worker import psycopg_hosts
 from tests.support.bot import BotProcess, Fleet, check_command, commit, make_project, stop_keepers
 from tests.support.security import routes_of
@@ -258,9 +259,8 @@ async def drill(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
         _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=Role.AGENT)
     _, tokens["lead"] = await e2e_db.agents.add_agent(name="lead", role=Role.LEAD)
     await add_repo(e2e_db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command=check_command(),
-                   verifier_timeout_s=TIMEOUT_S, sandbox_paths=[str(leakdir)], disk_limit_mb=DISK_LIMIT_MB,
-                   memory_limit_mb=MEMORY_LIMIT_MB)
+                   rules=Rules.of(verifier_command=check_command(), verifier_timeout_s=TIMEOUT_S,
+                   sandbox_paths=[str(leakdir)], disk_limit_mb=DISK_LIMIT_MB, memory_limit_mb=MEMORY_LIMIT_MB))
     for name in AGENTS:
         await e2e_db.subtasks.create_subtask(actor_id=None, title=f"{name}'s change")
     bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=secrets["forge_token"],

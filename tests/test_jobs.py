@@ -26,6 +26,7 @@ from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules
 from tests.support.bot import BotProcess, make_project
 from tests.test_verifier import processes_with
 
@@ -55,7 +56,7 @@ async def rig(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterato
         _, tokens[name] = await db.agents.add_agent(name=name, role=role)
     data = tmp_path / "data"
     repo = await add_repo(db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
-                          verifier_command="true")
+                          rules=Rules.of(verifier_command="true"))
     sha = git.head_of(git.open_repo(git.bare_path(repos_root(data), "demo")), "refs/heads/main")
     assert sha is not None and repo.name == "demo"
     bot = BotProcess(e2e_db_url, data, MERGEBOT_VERIFIER_WORKERS="0", MERGEBOT_JOB_LEASE_SECONDS="2",
@@ -239,7 +240,7 @@ async def test_waits_share_the_process_listener(db: Database, tmp_path: Path,
     """Waiting on verify jobs opens no connection of its own (the database's one listener serves every wait) and
     still wakes at once when a job finishes or is cancelled."""
     await add_repo(db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command="true")
+                   rules=Rules.of(verifier_command="true"))
     sha = git.head_of(git.open_repo(git.bare_path(repos_root(tmp_path / "data"), "demo")), "refs/heads/main")
     assert sha is not None
     await db.waiter.start()

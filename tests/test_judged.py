@@ -19,6 +19,7 @@ import pygit2
 
 from mergebot import agent
 from mergebot.auth import Role
+from mergebot.rules import RulesChange
 from tests.support.bot import Fleet, check_command, commit, git
 
 BROKEN = {"calc.py": "def add(a, b):\n    return a - b\n"}
@@ -193,7 +194,7 @@ async def test_a_batch_whose_middle_member_weakens_a_test_lands_the_other_two(ma
     batch, the planner bisects it, the culprit is judged alone (``tests_weakened``) and the other two land."""
     fleet: Fleet = await make_fleet(check_command(), MERGEBOT_BATCH_SIZE="3", MERGEBOT_VERIFIER_WORKERS="2",
                                     MERGEBOT_RETRY_FAILED_CHECKS="0")
-    await fleet.db.repos.update_repo("demo", risk_aware=False)  # one batch of three, by count
+    await fleet.db.repos.update_repo("demo", RulesChange.of(risk_aware=False))  # one batch of three, by count
     await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a batch")
     members = {}
     for who, title, files, allow in (

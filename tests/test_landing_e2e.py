@@ -17,6 +17,7 @@ import pytest
 
 from mergebot import agent
 from mergebot.client import ApiError
+from mergebot.rules import Rules
 from tests.support.bot import Fleet, commit, git
 
 
@@ -255,7 +256,7 @@ async def test_one_broken_repository_does_not_hold_the_others(fleet: Fleet, tmp_
 
     data = fleet.bot.data_dir
     await add_repo(fleet.db, repos_root(data), name="broken", source=str(make_project(tmp_path / "src2")),
-                   verifier_command="true")
+                   rules=Rules.of(verifier_command="true"))
     fleet.bot.stop()
     shutil.rmtree(repos_root(data) / "broken.git")
     fleet.bot.start()

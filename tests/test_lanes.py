@@ -33,6 +33,7 @@ from mergebot.landing.chain import Window
 from mergebot.landing.context import Context
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.landing.window import Speculator
+from mergebot.rules import Rules, RulesChange
 from verifier.runner import Result
 
 SHARED = ("a.txt", "b.txt", "c.txt")
@@ -119,8 +120,8 @@ async def test_lanes_hold_and_only_passed_commits_land(e2e_db: Database, tmp_pat
                                                       batch: int, risk_aware: bool) -> None:
     db, n = e2e_db, next(_names)
     name, root = f"lanes{n}", repos_root(tmp_path / "data")
-    await add_repo(db, root, name=name, source=str(source), verifier_command="true")
-    await db.repos.update_repo(name, risk_aware=risk_aware)
+    await add_repo(db, root, name=name, source=str(source), rules=Rules.of(verifier_command="true"))
+    await db.repos.update_repo(name, RulesChange.of(risk_aware=risk_aware))
     bare = git.open_repo(git.bare_path(root, name))
     start = git.head_of(bare, "refs/heads/main")
     assert start is not None

@@ -5,7 +5,8 @@ Every module belongs to a *unit*: the first component of its name under ``mergeb
 ``__init__`` in unit ``mergebot``). ``UNITS`` below places each unit on a layer, lowest first:
 
   0. records and plain helpers: the package ``__init__``, models, messages (every sentence anyone is told),
-     errors, settings, auth, tree, similar, cost, logs, client, table, secrets, naps;
+     rules (a repository's rules, one model), errors, settings, auth, tree, similar, cost, logs, client, table,
+     secrets, naps;
   1. storage and git: db, git;
   2. the work: landing, forge, verify, agent, recovery, drill;
   3. the doors: cli, web, api, mcp, demo, ``__main__``.
@@ -47,6 +48,7 @@ UNITS: dict[str, tuple[int, str]] = {
     "mergebot": (0, "any"),  # the package __init__
     "models": (0, "any"),
     "messages": (0, "package"),
+    "rules": (0, "any"),
     "errors": (0, "any"),
     "settings": (0, "any"),
     "auth": (0, "any"),

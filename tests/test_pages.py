@@ -16,6 +16,7 @@ from mergebot.db.database import Database
 from mergebot.landing import verdicts
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.models import Handle
+from mergebot.rules import Rules
 from mergebot.tree import Node, plan
 from mergebot.web import session
 from mergebot.web.sample import seeds_tree
@@ -123,7 +124,7 @@ def _commit(bare: Path, parent: str, files: dict[str, str]) -> str:
 async def test_landed_shows_the_evidence_and_filters(site: Site, tmp_path: Path) -> None:
     root = repos_root(site.app.state.settings.data_dir)
     repo = await add_repo(site.db, root, name="demo", source=str(make_project(tmp_path / "src")),
-                          verifier_command="pytest -q")
+                          rules=Rules.of(verifier_command="pytest -q"))
     merged = _commit(root / "demo.git", repo.root_sha, {"calc.py": "def add(a, b):\n    return a + b\n# one\n",
                                                          "new.txt": "x\ny\n"})
     s1, c1, l1 = await site.land("ann", "parse the config", repo="demo", base=repo.root_sha, merged=merged,

@@ -15,6 +15,7 @@ import pytest
 
 from mergebot.auth import Role
 from mergebot.db.database import Database
+from mergebot.rules import Rules
 from mergebot.web import live
 from tests.support.bot import BotProcess
 from tests.support.site import SHA
@@ -28,8 +29,9 @@ async def _events(resp: httpx.Response, out: list[str]) -> None:
 async def test_live_stream_speaks_on_change_and_ends_on_shutdown(e2e_db: Database, e2e_db_url: str,
                                                                  tmp_path: Path) -> None:
     _, token = await e2e_db.agents.add_agent(name="rita", role=Role.REVIEWER)
-    await e2e_db.repos.create_repo(name="app", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                                   protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
+    await e2e_db.repos.create_repo(name="app", root_sha=SHA, rules=Rules.of(target_branch="main",
+                                   verifier_command="true", verifier_timeout_s=60, protected_paths=[],
+                                   max_push_bytes=1 << 20, max_file_bytes=1 << 20))
     await e2e_db.repos.set_paused(repo="app", paused=True, reason="held for the test")
     bot = BotProcess(e2e_db_url, tmp_path / "data").start()
     try:

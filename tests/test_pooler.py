@@ -22,6 +22,7 @@ from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.conftest import fresh_database
 from tests.support.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers
@@ -57,7 +58,7 @@ async def pooled_fleet(pg15_db: str, bouncer: Bouncer, tmp_path: Path) -> AsyncI
     for name, role in (("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT), ("rita", Role.REVIEWER)):
         _, tokens[name] = await db.agents.add_agent(name=name, role=role)
     await add_repo(db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command=check_command(), verifier_timeout_s=60)
+                   rules=Rules.of(verifier_command=check_command(), verifier_timeout_s=60))
     bot = BotProcess(pooled, tmp_path / "data", MERGEBOT_DATABASE_DIRECT_URL=pg15_db,
                      MERGEBOT_VERIFIER_SANDBOX="none").start()
     try:

@@ -16,13 +16,14 @@ from mergebot.landing.repos import add_repo, repos_root
 from mergebot.landing.target import target_for
 from mergebot.landing.window import Speculator
 from mergebot.models import Candidate
+from mergebot.rules import Rules
 from tests.support.bot import make_project
 
 
 async def test_the_candidate_that_unblocks_most_goes_first(e2e_db: Database, tmp_path: Path) -> None:
     db = e2e_db
     await add_repo(db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command="true")
+                   rules=Rules.of(verifier_command="true"))
     ann, _ = await db.agents.add_agent(name="ann", role=Role.AGENT)
     bob, _ = await db.agents.add_agent(name="bob", role=Role.AGENT)
     cat, _ = await db.agents.add_agent(name="cat", role=Role.AGENT)
@@ -52,7 +53,8 @@ async def test_the_candidate_that_unblocks_most_goes_first(e2e_db: Database, tmp
 async def _demo_repo(db: Database, tmp_path: Path) -> tuple[Path, pygit2.Repository, str]:
     """The demo repository in the bot's db: its repos root, its bare repository and main's head."""
     root = repos_root(tmp_path / "data")
-    await add_repo(db, root, name="demo", source=str(make_project(tmp_path / "src")), verifier_command="true")
+    await add_repo(db, root, name="demo", source=str(make_project(tmp_path / "src")),
+                   rules=Rules.of(verifier_command="true"))
     bare = git.open_repo(git.bare_path(root, "demo"))
     main = git.head_of(bare, "refs/heads/main")
     assert main is not None
@@ -232,7 +234,7 @@ async def test_a_risk_aware_queue_takes_the_safer_first_but_passes_none_over_mor
     passed over K times already; a repository with ``risk_aware`` off keeps arrival order."""
     db = e2e_db
     await add_repo(db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command="true")
+                   rules=Rules.of(verifier_command="true"))
     risks = [0.9, 0.5, 0.05, 0.04, 0.03, 0.02, 0.01]  # arrival order: the riskiest first
     ids = []
     for i, p in enumerate(risks):

@@ -28,6 +28,7 @@ from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
 from mergebot.landing.mend import next_probe
 from mergebot.landing.repos import add_repo, repos_root, set_rules
+from mergebot.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, BotProcess, Fleet, commit, git, make_project, stop_keepers
 from tests.test_metrics import Samples, parse
 
@@ -53,8 +54,8 @@ async def fleet_with(db: Database, url: str, tmp: Path, post_land: str, verifier
     for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
         _, tokens[name] = await db.agents.add_agent(name=name, role=role)
     data = tmp / "data"
-    await add_repo(db, repos_root(data), name="demo", source=str(src), verifier_command=verifier, verifier_timeout_s=60,
-                   post_land_command=post_land)
+    await add_repo(db, repos_root(data), name="demo", source=str(src), rules=Rules.of(verifier_command=verifier,
+                   verifier_timeout_s=60, post_land_command=post_land))
     bot = BotProcess(url, data, MERGEBOT_VERIFIER_SANDBOX="none").start()
     return Fleet(bot, db, tokens, tmp / "work")
 
@@ -285,7 +286,7 @@ async def test_a_red_main_found_by_the_next_candidates_base_check_is_mended_like
         rows = await e2e_db.landing.landed(repo="demo")
         assert [(r.subtask_id, r.main_status) for r in rows] == [(a_sub.id, "pass"), (x_sub.id, "pass")]
         stricter = f"sh -c 'if [ -e a.py ]; then exit 1; fi; {QUICK}'"  # a's change does not hold up to it
-        await set_rules(e2e_db, "demo", verifier_command=stricter, post_land_command=stricter)
+        await set_rules(e2e_db, "demo", RulesChange.of(verifier_command=stricter, post_land_command=stricter))
         land(f, "bob", "bob-b", {"b.py": "VALUE = 0\n"})
         await until(lambda: landed(b_sub.id), "b landed after the revert", f)
         rows = await e2e_db.landing.landed(repo="demo")
@@ -357,7 +358,8 @@ async def test_a_mend_that_gave_up_stays_given_up_until_main_moves_or_an_admin_r
 
     db = e2e_db
     root = repos_root(tmp_path / "data")
-    await add_repo(db, root, name="demo", source=str(make_project(tmp_path / "src")), verifier_command="true")
+    await add_repo(db, root, name="demo", source=str(make_project(tmp_path / "src")),
+                   rules=Rules.of(verifier_command="true"))
     ann, _ = await db.agents.add_agent(name="ann", role=Role.AGENT)
     admin, _ = await db.agents.add_agent(name="root", role=Role.ADMIN)
     for title in ("landed", "its revert"):

@@ -25,6 +25,7 @@ from mergebot.db.database import Database
 from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules, RulesChange
 from tests.support.bot import BotProcess, check_command, commit, git, make_project, stop_keepers
 
 COMMON = {"MERGEBOT_VERIFIER_WORKERS": "0", "MERGEBOT_VERIFIER_SANDBOX": "none", "MERGEBOT_JOB_LEASE_SECONDS": "2",
@@ -114,7 +115,7 @@ async def replicas(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIt
         _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
     data = tmp_path / "data"
     await add_repo(e2e_db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"])
+                   rules=Rules.of(verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"]))
     (tmp_path / "work").mkdir()
     r = Replicas(e2e_db, e2e_db_url, data, tmp_path / "work", tokens, [], [])
     try:
@@ -175,7 +176,7 @@ async def test_leaders_killed_at_each_landing_step_are_replaced_and_nothing_land
 
 async def test_a_remote_worker_killed_mid_run_is_replaced_and_its_late_result_refused(replicas: Replicas) -> None:
     r = replicas
-    await r.db.repos.update_repo("demo", verifier_command=f"sleep 2 && {check_command()}")
+    await r.db.repos.update_repo("demo", RulesChange.of(verifier_command=f"sleep 2 && {check_command()}"))
     sub, _ = await r.db.subtasks.create_subtask(actor_id=None, title="slow")
     a = r.replica("a").start()
     await r.wait_leader(a)

@@ -33,7 +33,7 @@ from tests.test_verifier import BWRAP, Repo
 from verifier import disk, limits
 from verifier import view as views
 from verifier.mask import MASK, Masker
-from verifier.runner import LOG_HEAD, run_check
+from verifier.runner import LOG_HEAD, CheckSpec, run_check
 
 PY = sys.executable
 ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (the sandbox does)")
@@ -47,7 +47,9 @@ def repo(var_tmp: Path) -> Repo:
 
 def run(repo: Repo, files: dict[str, bytes], command: str, slot: Path, **kw: object) -> tuple[str, object]:
     sha = repo.commit(files)
-    result = run_check(repo.path, sha, command, 60, slot=slot, sandbox="bwrap", **kw)  # type: ignore[arg-type]
+    spec = {k: v for k, v in kw.items() if k in CheckSpec.__dataclass_fields__}
+    result = run_check(repo.path, sha, CheckSpec(command, 60, **spec), slot=slot, sandbox="bwrap",  # type: ignore[arg-type]
+                       **{k: v for k, v in kw.items() if k not in spec})
     return result.log_head + result.log_tail, result
 
 
@@ -194,15 +196,15 @@ def test_filling_the_disk_ends_the_run_and_leaves_nothing_mounted(repo: Repo, va
     assert "disk=tmpfs" in limits_["enforced"] and limits_["disk_limit_mb"] == 32
     assert 24 << 20 < limits_["disk_peak_bytes"] <= 32 << 20, limits_  # the three places counted together
     assert disk.mounts_under(slot) == [] and not (slot / "run").exists()
-    again = run_check(repo.path, str(repo.head), "df -k /tmp | tail -1", 60, slot=slot, sandbox="bwrap",
-                      disk_limit_mb=32)
+    again = run_check(repo.path, str(repo.head), CheckSpec("df -k /tmp | tail -1", 60, disk_limit_mb=32), slot=slot,
+                      sandbox="bwrap")
     assert again.passed and again.limits and again.limits["disk_peak_bytes"] < 1 << 20, again.log_head
 
 
 def test_without_the_sandbox_the_disk_limit_is_polled_and_says_so(repo: Repo, var_tmp: Path) -> None:
     command = "for i in $(seq 1 40); do dd if=/dev/zero of=f$i bs=1M count=2 2>/dev/null; sleep 0.1; done; sleep 30"
     sha = repo.commit({"a.txt": b"a"})
-    result = run_check(repo.path, sha, command, 60, slot=var_tmp / "slot", sandbox="none", disk_limit_mb=16)
+    result = run_check(repo.path, sha, CheckSpec(command, 60, disk_limit_mb=16), slot=var_tmp / "slot", sandbox="none")
     assert result.outcome == "disk_limit", result.log_head
     assert result.limits and "disk=poll" in result.limits["enforced"]
     assert "measured every 1 s" in result.limits["disk_note"]
@@ -332,10 +334,11 @@ def test_cut_edges_lose_their_pieces_of_a_secret() -> None:
 def test_without_bubblewrap_a_check_is_refused_and_says_how_to_install_it(repo: Repo, var_tmp: Path) -> None:
     sha = repo.commit({"a.txt": b"a"})
     marker = var_tmp / "ran"
-    refused = run_check(repo.path, sha, f"touch {marker}", 60, slot=var_tmp / "slot", bwrap="/nonexistent/bwrap")
+    refused = run_check(repo.path, sha, CheckSpec(f"touch {marker}", 60), slot=var_tmp / "slot",
+                        bwrap="/nonexistent/bwrap")
     assert refused.outcome == "error" and not marker.exists()
     assert "apt-get install -y bubblewrap" in refused.log_head and "MERGEBOT_SANDBOX=none" in refused.log_head
-    plain = run_check(repo.path, sha, f"touch {marker}", 60, slot=var_tmp / "slot", sandbox="none",
+    plain = run_check(repo.path, sha, CheckSpec(f"touch {marker}", 60), slot=var_tmp / "slot", sandbox="none",
                       bwrap="/nonexistent/bwrap")
     assert plain.passed and plain.sandbox == "none" and marker.exists()
 

@@ -18,6 +18,7 @@ import httpx
 
 from mergebot import agent as agent_mod
 from mergebot.db.database import Database
+from mergebot.rules import Rules
 from mergebot.web import session as web_session
 from tests.support.bot import Fleet, commit, git
 from tests.support.security import ROLES, ZERO, Api, actions_of, basic, concrete, refs_of, routes_of
@@ -180,7 +181,8 @@ PUBLIC = {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc
           "/ui/static/{name}"}
 EXPECTED_ADMIN = {("POST", "/api/v1/agents"), ("POST", "/api/v1/agents/{name}/revoke"),
                   ("GET", "/api/v1/webhook-deliveries"), ("POST", "/api/v1/repos/{name}/pause"),
-                  ("POST", "/api/v1/repos/{name}/resume"), ("POST", "/api/v1/reconcile")}
+                  ("POST", "/api/v1/repos/{name}/resume"), ("POST", "/api/v1/reconcile"),
+                  ("PATCH", "/api/v1/repos/{name}/rules")}
 
 
 async def test_every_non_public_route_refuses_a_caller_without_a_token(roles_api: Api) -> None:
@@ -214,8 +216,9 @@ async def test_admin_routes_refuse_every_other_role(roles_api: Api, db: Database
     app = roles_api.client.app
     admin = {(m, p) for m, p, route in routes_of(app) if "admin" in actions_of(route.dependant)}
     assert admin == EXPECTED_ADMIN  # a new admin route is checked below, and named here on purpose
-    await db.repos.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                               protected_paths=["ci/"], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=ZERO)
+    await db.repos.create_repo(name="demo", root_sha=ZERO, rules=Rules.of(target_branch="main", verifier_command="true",
+                               verifier_timeout_s=60, protected_paths=["ci/"], max_push_bytes=1 << 20,
+                               max_file_bytes=1 << 20))
     for method, path in sorted(admin):
         for who in ("lead", "ann", "rita", "vera"):
             r = roles_api.call(method, concrete(path).replace("/agents/demo/", "/agents/bob/"), who,

@@ -31,6 +31,7 @@ from mergebot.auth import Role
 from mergebot.errors import Invalid
 from mergebot.forge.sansio import MAX_BODY_BYTES
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import Fleet, commit, git, make_project
 from tests.support.security import Api, basic, concrete, raw_get, routes_of
@@ -213,7 +214,7 @@ async def test_path_traversal_in_repository_names_is_refused(fleet: Fleet, tmp_p
     src = make_project(tmp_path / "src-traversal")
     for name in [*TRAVERSALS, str(tmp_path / "abs"), "a" * 65, "", "demo\n"]:
         with pytest.raises(Invalid):
-            await add_repo(fleet.db, root, name=name, source=str(src), verifier_command="true")
+            await add_repo(fleet.db, root, name=name, source=str(src), rules=Rules.of(verifier_command="true"))
     assert sorted(p.name for p in data.iterdir()) == before and not (tmp_path / "abs.git").exists()
     assert sorted(p.name for p in root.iterdir()) == ["demo.git"]
     # ...and through the command line.

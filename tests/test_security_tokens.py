@@ -20,6 +20,7 @@ from mergebot import auth
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.db.queries import QUERIES
+from mergebot.rules import Rules
 from mergebot.web import session as web_session
 from tests.support.bot import Fleet, commit, git
 from tests.support.security import ZERO, Api, basic, refs_of
@@ -77,9 +78,9 @@ async def test_no_plaintext_secret_in_the_database_or_the_log(fleet: Fleet) -> N
     httpx.post(f"{url}/login", data={"token": fleet.tokens["rita"], "next": "/ui/landed"})
     # A forge repository whose webhook secret is read from the environment (no mirror on disk: only webhooks
     # that stop before any git work are sent to it).
-    await fleet.db.repos.create_repo(name="mirror", target_branch="main", verifier_command="true",
-                                     verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
-                                     max_file_bytes=1 << 20, root_sha=ZERO,
+    await fleet.db.repos.create_repo(name="mirror", root_sha=ZERO, rules=Rules.of(target_branch="main",
+                                     verifier_command="true", verifier_timeout_s=60, protected_paths=[],
+                                     max_push_bytes=1 << 20, max_file_bytes=1 << 20),
                                      forge={"forge": "github", "forge_repo": "acme/app",
                                               "forge_api_url": "https://forge.invalid",
                                               "forge_git_url": "https://forge.invalid/acme/app.git",

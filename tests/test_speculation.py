@@ -12,6 +12,7 @@ import time
 import pygit2
 
 from mergebot.auth import Role
+from mergebot.rules import RulesChange
 from tests.support.bot import Fleet
 
 
@@ -85,7 +86,8 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
     main, the commit main moved to and the run that passed on it."""
     fleet.bot.stop()
     fleet.bot.start(MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2")
-    await fleet.db.repos.update_repo("demo", risk_aware=False)  # batches by count: the plain policy's bisection
+    # batches by count: the plain policy's bisection
+    await fleet.db.repos.update_repo("demo", RulesChange.of(risk_aware=False))
     for name in ("cat", "dan"):
         _, fleet.tokens[name] = await fleet.db.agents.add_agent(name=name, role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0]
@@ -150,7 +152,8 @@ async def test_a_batch_is_bisected_at_once_and_never_spans_a_lane_being_judged(f
     each."""
     fleet.bot.stop()
     fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3", MERGEBOT_BATCH_SIZE="4")
-    await fleet.db.repos.update_repo("demo", risk_aware=False)  # batches by count: the plain policy's bisection
+    # batches by count: the plain policy's bisection
+    await fleet.db.repos.update_repo("demo", RulesChange.of(risk_aware=False))
     for name in ("cat", "dan", "eve"):
         _, fleet.tokens[name] = await fleet.db.agents.add_agent(name=name, role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0]

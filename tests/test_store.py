@@ -12,6 +12,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, Conflict, Invalid, InvalidTransition
 from mergebot.models import Handle, Landing
+from mergebot.rules import Rules
 from mergebot.tree import parse_tree
 
 SHA = "a" * 40
@@ -100,8 +101,9 @@ async def test_a_twin_is_a_change_that_may_still_land(db: Database) -> None:
     """A live candidate with the same patch id is a twin while its subtask waits on it; once that subtask is
     cancelled, its leftover candidate will never land and is no twin of anyone's."""
     a, b = await agents(db, 2)
-    await db.repos.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                               protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
+    await db.repos.create_repo(name="demo", root_sha=SHA, rules=Rules.of(target_branch="main", verifier_command="true",
+                               verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
+                               max_file_bytes=1 << 20))
     first, _ = await db.subtasks.create_subtask(actor_id=a, title="first")
     second, _ = await db.subtasks.create_subtask(actor_id=a, title="second")
     sub = await db.subtasks.claim(agent_id=a)
@@ -428,8 +430,9 @@ async def test_a_requeued_candidate_s_old_runs_are_cancelled_not_run_for_nobody(
     """A killed leader leaves its candidates verifying and their jobs running. The reconciler's requeue cancels
     those jobs with them; and a lost lease re-queues a job only while its candidate still waits on it."""
     a, w = await agents(db, 2)
-    await db.repos.create_repo(name="demo", target_branch="main", verifier_command="true", verifier_timeout_s=60,
-                               protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha=SHA)
+    await db.repos.create_repo(name="demo", root_sha=SHA, rules=Rules.of(target_branch="main", verifier_command="true",
+                               verifier_timeout_s=60, protected_paths=[], max_push_bytes=1 << 20,
+                               max_file_bytes=1 << 20))
     cands = []
     for i in range(3):
         await db.subtasks.create_subtask(actor_id=a, title=f"work {i}")

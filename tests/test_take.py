@@ -11,6 +11,7 @@ from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.messages.refs import subtask_ref
 from mergebot.models import Handle
+from mergebot.rules import Rules
 from tests.support.bot import make_project
 
 
@@ -18,7 +19,7 @@ async def test_one_statement_takes_the_fenced_candidate_and_supersedes_the_rest(
                                                                                 tmp_path: Path) -> None:
     db = e2e_db
     await add_repo(db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command="true")
+                   rules=Rules.of(verifier_command="true"))
     agents = [(await db.agents.add_agent(name=n, role=Role.AGENT))[0] for n in ("ann", "bob", "cat", "dan")]
     for i in range(4):
         await db.subtasks.create_subtask(actor_id=None, title=f"task {i}", priority=10 - i)  # ann's goes first

@@ -23,6 +23,7 @@ from mergebot import agent
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules
 from tests.support.bot import BotProcess, Fleet, check_command, commit, make_project, stop_keepers
 from tests.test_judged import push
 from verifier import sandbox as sb
@@ -122,7 +123,7 @@ async def test_a_job_that_loses_its_lease_again_and_again_ends_and_the_queue_goe
         _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
     data = tmp_path / "data"
     await add_repo(e2e_db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command=check_command(), verifier_timeout_s=60)
+                   rules=Rules.of(verifier_command=check_command(), verifier_timeout_s=60))
     for who in ("ann", "bob"):
         await e2e_db.subtasks.create_subtask(actor_id=None, title=f"{who}'s change")
     bot = BotProcess(e2e_db_url, data, MERGEBOT_VERIFIER_WORKERS="0", MERGEBOT_JOB_LEASE_SECONDS="3",

@@ -13,6 +13,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.db.migrate import list_migrations
 from mergebot.landing.verdicts import KINDS, kind_for
+from mergebot.rules import Rules
 from verifier.runner import Result
 
 _FIRST_WORDS = (("conflicts with ", "conflict"), ("nothing to land", "nothing_to_land"),
@@ -57,8 +58,9 @@ REASONS: list[str | None] = [
 async def _rejected_rows(db: Database, verdicts: list[Any]) -> list[int]:
     """One rejected candidate per verdict, each with its own subtask, written as an old row would be."""
     agent, _ = await db.agents.add_agent(name="old-rows", role=Role.AGENT)
-    await db.repos.create_repo(name="demo", target_branch="main", verifier_command="pytest", verifier_timeout_s=60,
-                               protected_paths=[], max_push_bytes=1 << 20, max_file_bytes=1 << 20, root_sha="a" * 40)
+    await db.repos.create_repo(name="demo", root_sha="a" * 40, rules=Rules.of(target_branch="main",
+                               verifier_command="pytest", verifier_timeout_s=60, protected_paths=[],
+                               max_push_bytes=1 << 20, max_file_bytes=1 << 20))
     ids = []
     for i, _ in enumerate(verdicts):
         await db.subtasks.create_subtask(actor_id=agent.id, title=f"old row {i}")

@@ -25,7 +25,7 @@ import pytest
 from pygit2.enums import FileMode
 
 from verifier import sandbox as sb
-from verifier.runner import LOG_HEAD, LOG_TAIL, Result, run_check
+from verifier.runner import LOG_HEAD, LOG_TAIL, CheckSpec, Result, run_check
 
 PY = sys.executable
 BWRAP = pytest.mark.skipif(not sb.bwrap_usable(), reason=f"bwrap sandbox not usable here: {sb.bwrap_problem()}")
@@ -75,7 +75,9 @@ def slot(tmp_path: Path) -> Path:
 
 def check(repo: Repo, sha: str, command: str, *, slot: Path | None, sandbox: str, timeout: float = 60,
           **kw: int) -> Result:
-    result = run_check(repo.path, sha, command, timeout, slot=slot, sandbox=sandbox, **kw)  # type: ignore[arg-type]
+    spec = {k: v for k, v in kw.items() if k in CheckSpec.__dataclass_fields__}
+    result = run_check(repo.path, sha, CheckSpec(command, timeout, **spec), slot=slot, sandbox=sandbox,  # type: ignore[arg-type]
+                       **{k: v for k, v in kw.items() if k not in spec})
     assert result.sandbox == sandbox
     return result
 
@@ -145,19 +147,20 @@ def test_temporary_checkout_when_no_slot(repo: Repo, sandbox: str) -> None:
 
 def test_unknown_commit_is_an_error(repo: Repo, slot: Path) -> None:
     repo.commit({"a.txt": b"a"})
-    result = run_check(repo.path, "0" * 40, "true", 10, slot=slot, sandbox="none")
+    result = run_check(repo.path, "0" * 40, CheckSpec("true", 10), slot=slot, sandbox="none")
     assert result.outcome == "error" and "could not prepare the check" in result.log_head
 
 
 def test_sandbox_is_recorded(repo: Repo, slot: Path) -> None:
     sha = repo.commit({"a.txt": b"a"})
-    assert run_check(repo.path, sha, "true", 10, slot=slot, sandbox="none").sandbox == "none"
-    auto = run_check(repo.path, sha, "true", 10, slot=slot, sandbox="auto")
+    assert run_check(repo.path, sha, CheckSpec("true", 10), slot=slot, sandbox="none").sandbox == "none"
+    auto = run_check(repo.path, sha, CheckSpec("true", 10), slot=slot, sandbox="auto")
     assert auto.passed and auto.sandbox == ("bwrap" if sb.bwrap_usable() else "none")
-    default = run_check(repo.path, sha, "true", 10, slot=slot)  # bwrap, or refused: never silently without it
+    # bwrap, or refused: never silently without it
+    default = run_check(repo.path, sha, CheckSpec("true", 10), slot=slot)
     assert default.sandbox == "bwrap" and default.passed == sb.bwrap_usable()
     with pytest.raises(ValueError):
-        run_check(repo.path, sha, "true", 10, slot=slot, sandbox="docker")
+        run_check(repo.path, sha, CheckSpec("true", 10), slot=slot, sandbox="docker")
 
 
 @BOTH
@@ -347,14 +350,14 @@ def test_hidden_directories_are_empty_and_read_only(var_tmp: Path, tmp_path: Pat
     sha = repo.commit({"probe.py": WRITE_PROBE.encode()})
     command = f"ls -A {data}/pg; cat {data}/pg/secret.txt; ls {tools}; {PY} probe.py {data}/pg/x in-checkout"
     hidden = [data, tmp_path / "sock", var_tmp / "missing"]
-    seen = run_check(repo.path, sha, command, 60, slot=var_tmp / "slot", sandbox="bwrap", hide=hidden,
-                     sandbox_paths=[str(tools)])
+    seen = run_check(repo.path, sha, CheckSpec(command, 60, sandbox_paths=tuple([str(tools)])), slot=var_tmp / "slot",
+                     sandbox="bwrap", hide=hidden)
     assert seen.outcome == "pass", seen.log_head
     assert "bot data" not in seen.log_head and "bin" in seen.log_head, seen.log_head
     assert f"refused {data}/pg/x No such file or directory" in seen.log_head, seen.log_head
     assert "wrote in-checkout" in seen.log_head
-    plain = run_check(repo.path, sha, f"cat {data}/pg/secret.txt", 60, slot=var_tmp / "slot", sandbox="bwrap",
-                      sandbox_paths=[str(tools)])
+    plain = run_check(repo.path, sha, CheckSpec(f"cat {data}/pg/secret.txt", 60, sandbox_paths=tuple([str(tools)])),
+                      slot=var_tmp / "slot", sandbox="bwrap")
     assert plain.log_head == "bot data"
 
 

@@ -23,6 +23,7 @@ from mergebot.client import ApiError
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.models import Handle, Landing
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from mergebot.tree import parse_tree
 from tests.support.bot import make_project
@@ -78,7 +79,7 @@ async def test_landed_filters_by_repo_agent_subtask_and_since(db: Database) -> N
 
 async def test_summary_counts_queue_depth_and_holders(db: Database, tmp_path: Path) -> None:
     await add_repo(db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command="true")
+                   rules=Rules.of(verifier_command="true"))
     ann, _ = await db.agents.add_agent(name="ann", role=Role.AGENT)
     bob, _ = await db.agents.add_agent(name="bob", role=Role.AGENT)
     root, _ = await db.subtasks.create_subtask(actor_id=None, title="root")
@@ -104,7 +105,7 @@ async def test_summary_counts_queue_depth_and_holders(db: Database, tmp_path: Pa
 
 async def test_queue_lists_waiting_in_the_order_the_queue_takes_them(db: Database, tmp_path: Path) -> None:
     await add_repo(db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
-                   verifier_command="true")
+                   rules=Rules.of(verifier_command="true"))
     agents = [(await db.agents.add_agent(name=n, role=Role.AGENT))[0] for n in ("ann", "bob", "cat", "dan")]
     leaf, _ = await db.subtasks.create_subtask(actor_id=None, title="a leaf")
     root, _ = await db.subtasks.create_subtask(actor_id=None, title="many wait on it")

@@ -7,6 +7,8 @@ usable (no network, read-only system, writable checkout overlay and private ``/t
 memory limits, scrubbed environment) or plainly otherwise, and return a ``Result`` with a bounded log.
 
 - ``verifier.runner``: ``run_check`` and ``Result``, the public interface;
+- ``verifier.spec``: ``CheckSpec`` — what one run is asked to do (command, timeout, limits, sandbox paths, report,
+  setup, caches, plugins, own tests), as a job carries it in JSON;
 - ``verifier.checkout``: slots — how a checkout is created, moved between commits and checked;
 - ``verifier.sandbox``: how a command runs — bwrap or plain, the limits, the bounded log.
 

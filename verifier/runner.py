@@ -72,6 +72,11 @@ from verifier.checkout import CheckoutError, Slot
 from verifier.disk import RunFs
 from verifier.mask import Masker
 from verifier.result import Result as Result  # where every caller has imported it from
+from verifier.spec import DISK_LIMIT_MB as DISK_LIMIT_MB
+from verifier.spec import MEMORY_MB as MEMORY_MB
+from verifier.spec import CheckSpec as CheckSpec
+from verifier.spec import Own as Own
+from verifier.spec import Setup as Setup
 
 LOG_HEAD = sb.LOG_HEAD
 LOG_TAIL = sb.LOG_TAIL
@@ -80,8 +85,6 @@ PASS_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHASHS
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SANDBOXES = ("auto", "bwrap", "none")
 OUTCOMES = ("pass", "fail", "timeout", "error", "disk_limit", "memory_limit")
-DISK_LIMIT_MB = 2048  # what a run may write in all, by default (``repo add/set --disk-limit``)
-MEMORY_MB = 4096  # the memory a run may use, by default (``repo add/set --memory-limit``)
 HELD_OUT_ENV = "VERIFIER_HELD_OUT"  # where a held-out run's checks are, for its command
 
 
@@ -103,38 +106,29 @@ class Box:
     only: tuple[str, ...] | None = None  # the files its pytest sessions collect (None: what the command says)
 
 
-@dataclass(frozen=True)
-class Own:
-    """The candidate's own tests, run apart: ``files`` (paths in the checkout) on ``commit`` (the merged commit); with
-    ``whole``, the whole command there."""
+def run_check(repo_path: Path, commit_sha: str, spec: CheckSpec, *, slot: Path | None = None, sandbox: str = "bwrap",
+              hide: Sequence[Path | str] = (), stop: sb.Stop | None = None, cache: caches.Request | None = None,
+              secrets: Sequence[str] = (), bwrap: str = sb.BWRAP, held_out: Path | None = None) -> Result:
+    """Materialize ``commit_sha``, run ``spec``'s command on exactly its tree under limits, and return the evidence.
 
-    commit: str
-    files: tuple[str, ...]
-    whole: bool = False
-
-
-def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *, slot: Path | None = None,
-              sandbox: str = "bwrap", memory_mb: int = MEMORY_MB, max_procs: int = 512,
-              hide: Sequence[Path | str] = (), stop: sb.Stop | None = None,
-              cache: caches.Request | None = None, setup: Setup | None = None,
-              sandbox_paths: Sequence[str] = (), disk_limit_mb: int | None = DISK_LIMIT_MB,
-              secrets: Sequence[str] = (), bwrap: str = sb.BWRAP, report: str = "pytest",
-              held_out: Path | None = None, plugins: Sequence[str] | None = None, own: Own | None = None) -> Result:
-    """Materialize ``commit_sha``, run ``command`` on exactly its tree under limits, and return the evidence.
+    ``spec`` (``verifier.spec.CheckSpec``) is the run's own part: the command, its timeout and limits, the sandbox
+    paths, the report, the setup, the plugins and the own tests. The rest is where it runs:
 
     ``sandbox``: ``bwrap`` (the default; if it is not usable here, the result is an ``error`` saying how to
     install it: the verifier fails closed), ``none`` (no isolation, only limits) or ``auto`` (bwrap when usable,
     else none: for benchmarks and tools, never for candidates). ``hide``: directories covered with an empty
-    read-only tmpfs wherever they fall inside the sandbox's view (e.g. the bot's data directory).
-    ``sandbox_paths``: more paths the check may read (``verifier.view``). ``disk_limit_mb``: what the run may
-    write in all (``verifier.disk``; None: unbounded). ``secrets``: values masked in everything the result holds
-    (``verifier.mask``). ``stop``: set from another thread to kill the check (its outcome is then ``error``,
-    saying so: a stopped run is no verdict). ``cache``: the repository's caches, read-only (and, for a commit
-    on main that passes, written as the next generation): ``verifier.cache``. ``setup``: a command run first in
-    the same checkout (installing dependencies, building), with the network only when the caller allows it (a
-    commit on main); if it fails, the check does not run and the run fails, saying so. ``plugins``: the entry-point
-    plugins pytest loads (see the module's rules); ``own``: the candidate's own tests, run after a pass.
+    read-only tmpfs wherever they fall inside the sandbox's view (e.g. the bot's data directory). ``secrets``: values
+    masked in everything the result holds (``verifier.mask``). ``stop``: set from another thread to kill the check
+    (its outcome is then ``error``, saying so: a stopped run is no verdict). ``cache``: the repository's caches on
+    this disk (``spec.cache_request``), read-only (and, for a commit on main that passes, written as the next
+    generation): ``verifier.cache``. The spec's ``sandbox_paths``: more paths the check may read
+    (``verifier.view``); ``disk_limit_mb``: what the run may write in all (``verifier.disk``; None: unbounded);
+    ``setup``: a command run first in the same checkout (installing dependencies, building), with the network only
+    when the caller allows it (a commit on main); if it fails, the check does not run and the run fails, saying so;
+    ``plugins``: the entry-point plugins pytest loads (see the module's rules); ``own``: the candidate's own tests,
+    run after a pass.
     """
+    command, setup, own = spec.command, spec.setup, spec.own
     start = time.monotonic()
     if sandbox not in SANDBOXES:
         raise ValueError(f"sandbox must be one of {', '.join(SANDBOXES)}, not {sandbox!r}")
@@ -146,9 +140,8 @@ def run_check(repo_path: Path, commit_sha: str, command: str, timeout: float, *,
             if sandbox == "bwrap":
                 return _error(commit_sha, "", command, start, say_unsandboxed(problem), "bwrap")
             mode = "none"
-    box = Box(mode, sb.Limits(timeout=timeout, memory_mb=memory_mb, max_procs=max_procs), tuple(hide),
-              tuple(sandbox_paths), disk_limit_mb, mask, bwrap, report, held_out,
-              tuple(plugins) if plugins is not None else None)
+    box = Box(mode, sb.Limits(timeout=spec.timeout_s, memory_mb=spec.memory_mb, max_procs=spec.max_procs),
+              tuple(hide), spec.sandbox_paths, spec.disk_limit_mb, mask, bwrap, spec.report, held_out, spec.plugins)
     temp = Path(tempfile.mkdtemp(prefix="mb-verify-")) if slot is None else None
     try:
         owned = Slot(temp / "slot" if temp is not None else Path(slot or "."))
@@ -194,14 +187,6 @@ def say_unsandboxed(problem: str) -> str:
     return (f"refused: checks run only in the bubblewrap sandbox, and it is not usable on this verifier: {problem}. "
             f"The operator can {sb.INSTALL}, or set MERGEBOT_SANDBOX=none to run checks with the whole machine "
             "in view (not for code an agent wrote)")
-
-
-@dataclass(frozen=True)
-class Setup:
-    """A repository's setup step, run before its check in the same checkout."""
-
-    command: str
-    network: bool = False  # the host's network for the setup (given only for a commit already on main)
 
 
 def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, box: Box, start: float,

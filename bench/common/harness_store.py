@@ -18,6 +18,7 @@ from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo
 from mergebot.models import Landing
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from mergebot.tree import Node
 
@@ -118,8 +119,8 @@ async def add_bench_repo(db: Database, root: Path, *, name: str, source: Path, c
                          timeout_s: int) -> Repo:
     """A repository imported from ``source`` with its check, as ``mergebot repo add --verifier`` does, in the
     repositories' directory ``root`` (a server's: ``repos_root(data_dir)``); the store's record of it."""
-    return await add_repo(db, root, name=name, source=str(source), verifier_command=command,
-                          verifier_timeout_s=timeout_s)
+    return await add_repo(db, root, name=name, source=str(source), rules=Rules.of(verifier_command=command,
+                          verifier_timeout_s=timeout_s))
 
 
 async def pause_repos(db: Database, names: list[str], reason: str) -> None:

@@ -24,6 +24,7 @@ from bench.common.measure import CpuMeter, pctl
 from bench.fleet.agents import REPO, VERIFY_PURPOSES, AgentRun, Idle, agent_loop, agent_rate, check_command, make_source
 from mergebot.landing import risk
 from mergebot.landing.repos import repos_root
+from mergebot.rules import RulesChange
 from mergebot.settings import Settings
 
 
@@ -91,7 +92,7 @@ async def setup_landing(url: str, data: Path, source: Path, agents: int, subtask
             ids.append(sub.id)
         await harness.add_bench_repo(store, repos_root(data), name=REPO, source=source, command=command,
                                      timeout_s=timeout_s)
-        await store.repos.update_repo(REPO, risk_aware=risk)
+        await store.repos.update_repo(REPO, RulesChange.of(risk_aware=risk))
         return tokens
 
 

@@ -53,8 +53,9 @@ def collection(work: Path, tests: int, seconds: float, rounds: int, sandbox: str
     for r in range(rounds + 1):  # the first round warms the slot and the page cache, and is not counted
         for mode in (("with", "without") if r % 2 == 0 else ("without", "with")):
             t0 = time.perf_counter()
-            got = runner.run_check(repo, sha, command, 600, slot=work / f"slot-{tests}", sandbox=sandbox,
-                                   report="pytest" if mode == "with" else "junit:never-written.xml")
+            got = runner.run_check(repo, sha, runner.CheckSpec(command, 600,
+                                   report="pytest" if mode == "with" else "junit:never-written.xml"),
+                                   slot=work / f"slot-{tests}", sandbox=sandbox)
             took = time.perf_counter() - t0
             assert got.passed, got.log_tail[-2000:]
             if mode == "with":

@@ -68,11 +68,11 @@ def bench(work: Path, tests: int, seconds: float, adds: int, rounds: int, mode: 
         for way in (*order, "no tests", "no tests, again"):
             t0 = time.perf_counter()
             if way == "now":
-                got = runner.run_check(repo, judged, command, 600, slot=slot, sandbox=mode, own=own)
+                got = runner.run_check(repo, judged, runner.CheckSpec(command, 600, own=own), slot=slot, sandbox=mode)
                 assert got.passed and got.own and got.own["outcome"] == "pass", got.own or got.log_tail[-2000:]
                 took_own = got.own["duration_ms"] / 1000
             else:
-                got = runner.run_check(repo, merged, command, 600, slot=slot, sandbox=mode)
+                got = runner.run_check(repo, merged, runner.CheckSpec(command, 600), slot=slot, sandbox=mode)
                 assert got.passed, got.log_tail[-2000:]
             took = time.perf_counter() - t0
             if r:

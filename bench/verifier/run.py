@@ -111,7 +111,7 @@ def bench_verifier(repo: Path, shas: tuple[str, str], slot: Path, runs: int, mod
     steps = Steps()
     with instrumented(steps):
         t0 = time.perf_counter()
-        first = runner.run_check(repo, shas[0], NOOP, 60, slot=slot, sandbox=mode)
+        first = runner.run_check(repo, shas[0], runner.CheckSpec(NOOP, 60), slot=slot, sandbox=mode)
         first_ms = (time.perf_counter() - t0) * 1000
         assert first.passed, first.log_head
         totals = []
@@ -119,7 +119,7 @@ def bench_verifier(repo: Path, shas: tuple[str, str], slot: Path, runs: int, mod
             steps.current = {}
             sha = shas[(i + 1) % 2]
             t0 = time.perf_counter()
-            result = runner.run_check(repo, sha, NOOP, 60, slot=slot, sandbox=mode)
+            result = runner.run_check(repo, sha, runner.CheckSpec(NOOP, 60), slot=slot, sandbox=mode)
             total = (time.perf_counter() - t0) * 1000
             if not result.passed or result.commit_sha != sha:
                 raise SystemExit(f"run {i} did not pass: {result.outcome}\n{result.log_head}")

@@ -38,7 +38,7 @@ import pygit2
 
 from verifier import cache as caches
 from verifier import sandbox
-from verifier.runner import Result, Setup, run_check
+from verifier.runner import CheckSpec, Result, Setup, run_check
 
 TARGET = 5.0
 ROOT = Path(__file__).resolve().parents[2]  # the repository: bench/verifier/warm.py
@@ -109,8 +109,8 @@ def main() -> None:
 
         def timed(label: str, req: caches.Request | None) -> float:
             t0 = time.perf_counter()
-            result: Result = run_check(base / "project.git", sha, command, 900, slot=slot, sandbox=mode, cache=req,
-                                       setup=setup)
+            result: Result = run_check(base / "project.git", sha, CheckSpec(command, 900, setup=setup), slot=slot,
+                                       sandbox=mode, cache=req)
             took = time.perf_counter() - t0
             used = result.cache or {}
             step = f"setup {result.setup['duration_ms'] / 1000:5.2f} s" if result.setup else ""

@@ -28,6 +28,7 @@ from mergebot.client import DEFAULT_URL, ApiError
 from mergebot.db.database import Database, open_database
 from mergebot.errors import MergebotError
 from mergebot.logs import configure_logging
+from mergebot.rules import Rules, RulesChange
 from mergebot.settings import Settings
 
 T = TypeVar("T")
@@ -155,50 +156,66 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
                                secret_env=args.secret_env, token_env=args.token_env, app_id=args.github_app_id,
                                app_key_env=args.github_app_key_env, installation_id=args.installation_id)
 
-    async def go(db: Database) -> Any:
-        repo = await add_repo(db, repos_root(settings.data_dir), name=args.name, source=args.source,
-                              verifier_command=args.verifier, target_branch=args.target,
-                              verifier_timeout_s=args.timeout, protected_paths=args.protect or [],
-                              max_push_bytes=args.max_push_bytes, max_file_bytes=args.max_file_bytes, forge=forge,
-                              footprint_refuse=args.footprint_refuse, cache_paths=args.cache or [],
-                              cache_key=args.cache_key or [], setup_command=args.setup,
-                              setup_network=args.setup_network, post_land_command=args.post_land,
-                              sandbox_paths=args.sandbox_path or [], disk_limit_mb=args.disk_limit,
-                              memory_limit_mb=args.memory_limit, report=args.report,
-                              check_config=args.check_config)
-        if args.risk == "off":  # on is the table's default
-            from mergebot.landing.repos import set_rules
+    given = rules_given(args)
+    rules = Rules.of(**{k: None if v == "default" else v for k, v in given.items()},
+                     target_branch=args.target, max_push_bytes=args.max_push_bytes,
+                     max_file_bytes=args.max_file_bytes)
+    held = held_out_of(args)
 
-            repo = await set_rules(db, args.name, risk_aware=False)
+    async def go(db: Database) -> Any:
+        repo = await add_repo(db, repos_root(settings.data_dir), name=args.name, source=args.source, rules=rules,
+                              forge=forge)
+        if held:
+            await db.repos.set_held_out(repo.name, held)
         return repo
 
-    repo = with_db(settings, go)
-    emit(args, asdict(repo))
+    out = asdict(with_db(settings, go))
+    if held:
+        out["held_out_files"] = len(held)
+    emit(args, out)
+
+
+def rules_given(args: argparse.Namespace) -> dict[str, Any]:
+    """The rules ``repo add`` or ``repo set`` was given, by the model's names (None: not given; ``default``: the
+    server's queue rule again)."""
+    return {"verifier_command": args.verifier, "verifier_timeout_s": args.timeout, "protected_paths": args.protect,
+            "cache_paths": args.cache, "cache_key": args.cache_key, "setup_command": args.setup or None,
+            "setup_network": args.setup_network, "footprint_refuse": args.footprint_refuse,
+            "post_land_command": args.post_land or None, "sandbox_paths": args.sandbox_path,
+            "disk_limit_mb": args.disk_limit, "memory_limit_mb": args.memory_limit, "report": args.report,
+            "check_config": args.check_config, "held_out_command": args.held_out_command,
+            "old_tests": args.old_tests, "risk_aware": None if args.risk is None else args.risk == "on",
+            "test_paths": args.test_paths, "suspicious": args.suspicious, "speculation_window": args.window,
+            "batch_size": args.batch, "retry_failed_checks": args.retry_failures}
+
+
+def held_out_of(args: argparse.Namespace) -> list[tuple[str, bytes]] | None:
+    """The held-out checks ``--held-out DIR`` gives (``[]`` for ``--no-held-out``; None: unchanged)."""
+    if args.held_out:
+        from mergebot.landing.repos import read_held_out
+
+        return read_held_out(Path(args.held_out))
+    return [] if getattr(args, "no_held_out", False) else None
 
 
 def cmd_repo_set(args: argparse.Namespace) -> None:
     from mergebot.landing.repos import set_rules
 
-    rules: dict[str, Any] = {
-        "verifier_command": args.verifier, "verifier_timeout_s": args.timeout, "protected_paths": args.protect,
-        "cache_paths": [] if args.no_cache else args.cache, "cache_key": [] if args.no_cache else args.cache_key,
-        "setup_command": args.setup, "clear_setup": args.no_setup, "setup_network": args.setup_network,
-        "footprint_refuse": args.footprint_refuse, "post_land_command": args.post_land,
-        "sandbox_paths": [] if args.no_sandbox_path else args.sandbox_path, "disk_limit_mb": args.disk_limit,
-        "memory_limit_mb": args.memory_limit, "report": args.report, "check_config": args.check_config,
-        "held_out_command": args.held_out_command, "old_tests": args.old_tests,
-        "risk_aware": None if args.risk is None else args.risk == "on", "test_paths": args.test_paths,
-        "suspicious": args.suspicious}
-    held = None
-    if args.held_out:
-        from mergebot.landing.repos import read_held_out
-
-        held = read_held_out(Path(args.held_out))
-    elif args.no_held_out:
-        held = []
-    if all(v is None or v is False for v in rules.values()) and held is None:
+    given = rules_given(args)
+    reset = {k for k, v in given.items() if v == "default"}
+    if args.no_cache:
+        given["cache_paths"] = given["cache_key"] = []
+    if args.no_setup:
+        reset.add("setup_command")
+    if args.post_land == "":  # the --verifier again
+        reset.add("post_land_command")
+    if args.no_sandbox_path:
+        given["sandbox_paths"] = []
+    change = RulesChange.of(**{k: v for k, v in given.items() if v != "default"}, reset=reset)
+    held = held_out_of(args)
+    if not change.given() and held is None:
         raise SystemExit("mergebot repo set: give at least one rule to change (see --help)")
-    repo = with_db(settings_from(args), lambda db: set_rules(db, args.name, held_out=held, **rules))
+    repo = with_db(settings_from(args), lambda db: set_rules(db, args.name, change, held_out=held))
     out = asdict(repo)
     if held is not None:
         out["held_out_files"] = len(held)
@@ -286,24 +303,25 @@ def cmd_verify(args: argparse.Namespace) -> None:
     server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
     import tempfile
 
-    from verifier import cache as caches
-    from verifier.runner import Setup
+    from verifier.runner import CheckSpec, Setup
 
-    setup = Setup(repo["setup_command"]) if repo.get("setup_command") else None  # offline, as a candidate's
-    cache = None
-    if args.cache and repo.get("cache_paths"):  # the bot's own generations, read-only: as a candidate's run sees them
-        # A landed commit is re-run with the generation its deciding run read; any other with the newest.
+    # as a candidate's run: the setup offline, the bot's own cache generations read-only
+    spec = CheckSpec(args.command or repo["verifier_command"], float(args.timeout or repo["verifier_timeout_s"]),
+                     memory_mb=memory, sandbox_paths=tuple(sandbox_paths), disk_limit_mb=disk_limit,
+                     report=str(repo.get("report") or "pytest"),
+                     setup=Setup(repo["setup_command"]) if repo.get("setup_command") else None,
+                     cache_paths=tuple(repo.get("cache_paths") or []) if args.cache else (),
+                     cache_key=tuple(repo.get("cache_key") or []))
+    pin = None
+    if spec.cache_paths:  # a landed commit is re-run with the generation its deciding run read; any other the newest
         landed = c.landed(repo=args.repo, limit=1000)
         pin = next(((r.get("verifier_cache") or {}).get("generation") for r in landed
                     if args.sha in (r.get("merged_sha"), r.get("main_sha"))), None)
-        cache = caches.Request(cache_root(settings.data_dir.resolve() / "slots", args.repo),
-                               tuple(repo["cache_paths"]), tuple(repo.get("cache_key") or []), write=False, pin=pin)
+    cache = spec.cache_request(cache_root(settings.data_dir.resolve() / "slots", args.repo), pin=pin)
     with tempfile.TemporaryDirectory(prefix="mergebot-verify-") as tmp:
         path = local if local.exists() else HttpRepos(server, token, Path(tmp)).path_for(args.repo, args.sha)
-        result = run_check(path, args.sha, args.command or repo["verifier_command"],
-                           float(args.timeout or repo["verifier_timeout_s"]), sandbox=args.sandbox, cache=cache,
-                           setup=setup, sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit, memory_mb=memory,
-                           secrets=secrets, bwrap=settings.bwrap,
+        result = run_check(path, args.sha, spec, sandbox=args.sandbox, cache=cache, secrets=secrets,
+                           bwrap=settings.bwrap,
                            hide=private_paths(settings.data_dir, settings.database_url, settings.database_direct_url))
     data = result.as_json()
     if args.json:

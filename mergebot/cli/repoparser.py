@@ -27,6 +27,49 @@ def disk_size(text: str) -> int:
     return n * 1024 if (m.group(2) or "M").upper() == "G" else n
 
 
+def queue_number(text: str) -> int | str:
+    """A queue rule's number (``--window``, ``--batch``), or ``default``: the server's again (``repo set``)."""
+    if text.strip() == "default":
+        return "default"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (or default: the server's)") from None
+
+
+def queue_flags(sp: argparse.ArgumentParser) -> None:
+    """The queue rules' flags, the same for ``repo add`` and ``repo set`` (not given: the server's default)."""
+    sp.add_argument("--window", type=queue_number, metavar="N", help="speculation: candidates verified at once, "
+                    "each on top of the ones ahead (0: as wide as the verifier slots; 1 with --batch 1: one at a "
+                    "time; default: the server's MERGEBOT_SPECULATION_WINDOW)")
+    sp.add_argument("--batch", type=queue_number, metavar="N", help="the most candidates one run may cover "
+                    "(default: the server's MERGEBOT_BATCH_SIZE)")
+    sp.add_argument("--retry-failures", action=argparse.BooleanOptionalAction, dest="retry_failures",
+                    help="whether a failed check runs once more on the same commit before it counts (default: the "
+                    "server's MERGEBOT_RETRY_FAILED_CHECKS)")
+
+
+def judge_flags(sp: argparse.ArgumentParser) -> None:
+    """How a candidate is judged beyond its check: the same flags for ``repo add`` and ``repo set``."""
+    sp.add_argument("--held-out", metavar="DIR", dest="held_out",
+                    help="held-out checks: the tests in DIR, stored by the bot, never shown to an agent, run on every "
+                    "candidate that passed its check (replaces them)")
+    sp.add_argument("--old-tests", choices=["flag", "refuse", "run"], dest="old_tests",
+                    help="a candidate that edits existing tests: named on its verdict and landed record (flag, the "
+                    "default; main's version of every test file judges its code either way, so run is the same), "
+                    "or refused (tests_changed) unless a lead marked its subtask as changing behaviour")
+    sp.add_argument("--tests", action="append", metavar="GLOB", dest="test_paths",
+                    help="the test paths a judging run takes from main (replaces them; repeatable; default test_*.py "
+                    "*_test.py tests/ test/ conftest.py: a glob ending in / names a folder anywhere)")
+    sp.add_argument("--suspicious", choices=["flag", "refuse"],
+                    help="non-test code that reaches into the test machinery (the tamper signal): named on the "
+                    "verdict and the candidate's page (flag, the default), or refused at push")
+    sp.add_argument("--held-out-command", dest="held_out_command", metavar="COMMAND",
+                    help="how the held-out checks run (default: python -m pytest -q -p no:cacheprovider "
+                    "\"$VERIFIER_HELD_OUT\"; $VERIFIER_HELD_OUT is their read-only directory)")
+    queue_flags(sp)
+
+
 def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mergebot repo add|set|list|pause|resume`` on the top-level subparsers ``sub``."""
     repo = sub.add_parser("repo", help="managed repositories").add_subparsers(
@@ -35,8 +78,8 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     sp.add_argument("name")
     sp.add_argument("--from", dest="source", help="import from a path or URL (default: a new, empty repository)")
     sp.add_argument("--verifier", required=True, help="the check run on every merged commit, e.g. 'python -m pytest'")
-    sp.add_argument("--timeout", type=int, default=600, help="the check's time limit in seconds")
-    sp.add_argument("--target", default="main", help="the branch Mergebot lands into")
+    sp.add_argument("--timeout", type=int, help="the check's time limit in seconds (default 600)")
+    sp.add_argument("--target", help="the branch Mergebot lands into (default main)")
     sp.add_argument("--protect", action="append", help="a path pattern agents may not change (repeatable; "
                     "'dir/' protects a folder)")
     sp.add_argument("--cache", action="append", metavar="PATH", help="a cache path inside the checkout the check "
@@ -55,13 +98,13 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     sp.add_argument("--sandbox-path", action="append", metavar="PATH", dest="sandbox_path",
                     help="a directory or file the check may read, read-only (repeatable): a toolchain outside the "
                     "usual places, e.g. a pyenv version or a node install (`mergebot verify --explain-sandbox`)")
-    sp.add_argument("--disk-limit", type=disk_size, default=2048, dest="disk_limit", metavar="SIZE",
+    sp.add_argument("--disk-limit", type=disk_size, dest="disk_limit", metavar="SIZE",
                     help="what one run may write in all: its checkout's changes, /tmp, /dev/shm (MiB, or 512M, "
                     "4G; default 2G)")
-    sp.add_argument("--memory-limit", type=disk_size, default=4096, dest="memory_limit", metavar="SIZE",
+    sp.add_argument("--memory-limit", type=disk_size, dest="memory_limit", metavar="SIZE",
                     help="the memory one run may use: resident in all, and address space per process (MiB, or 4G; "
                     "default 4G)")
-    sp.add_argument("--report", default="pytest", metavar="pytest|junit:PATH",
+    sp.add_argument("--report", metavar="pytest|junit:PATH",
                     help="where the check's tests report each outcome: our pytest plugin (default; any pytest the "
                     "check runs loads it), or a JUnit XML file the check leaves at PATH (other runners)")
     sp.add_argument("--check-config", action="append", metavar="GLOB", dest="check_config",
@@ -69,9 +112,10 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
                     "(repeatable; replaces the default conftest.py, pytest.ini, tox.ini, noxfile.py; a glob without "
                     "'/' matches in any folder; setup.cfg's and pyproject.toml's pytest sections and the files the "
                     "command names always count)")
-    sp.add_argument("--risk", choices=["on", "off"], default="on", help=RISK_HELP)
-    sp.add_argument("--max-push-bytes", type=int, default=100 << 20, dest="max_push_bytes")
-    sp.add_argument("--max-file-bytes", type=int, default=10 << 20, dest="max_file_bytes")
+    sp.add_argument("--risk", choices=["on", "off"], help=RISK_HELP)
+    judge_flags(sp)
+    sp.add_argument("--max-push-bytes", type=int, dest="max_push_bytes")
+    sp.add_argument("--max-file-bytes", type=int, dest="max_file_bytes")
     sp.add_argument("--github", nargs=1, metavar="OWNER/REPO", help="a GitHub repository: webhooks in, statuses "
                     "and merges out (token from $GITHUB_TOKEN, webhook secret from $MERGEBOT_WEBHOOK_SECRET)")
     sp.add_argument("--gitea", nargs=2, metavar=("URL", "OWNER/REPO"), help="a Gitea repository ($GITEA_TOKEN)")
@@ -117,23 +161,8 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     sp.add_argument("--report", metavar="pytest|junit:PATH", help="where the check's tests report their outcomes")
     sp.add_argument("--check-config", action="append", metavar="GLOB", dest="check_config",
                     help="the files that configure the check (replaces them; repeatable)")
-    sp.add_argument("--held-out", metavar="DIR", dest="held_out",
-                    help="held-out checks: the tests in DIR, stored by the bot, never shown to an agent, run on every "
-                    "candidate that passed its check (replaces them)")
     sp.add_argument("--no-held-out", action="store_true", dest="no_held_out", help="no held-out checks any more")
-    sp.add_argument("--old-tests", choices=["flag", "refuse", "run"], dest="old_tests",
-                    help="a candidate that edits existing tests: named on its verdict and landed record (flag, the "
-                    "default; main's version of every test file judges its code either way, so run is the same), "
-                    "or refused (tests_changed) unless a lead marked its subtask as changing behaviour")
-    sp.add_argument("--tests", action="append", metavar="GLOB", dest="test_paths",
-                    help="the test paths a judging run takes from main (replaces them; repeatable; default test_*.py "
-                    "*_test.py tests/ test/ conftest.py: a glob ending in / names a folder anywhere)")
-    sp.add_argument("--suspicious", choices=["flag", "refuse"],
-                    help="non-test code that reaches into the test machinery (the tamper signal): named on the "
-                    "verdict and the candidate's page (flag, the default), or refused at push")
-    sp.add_argument("--held-out-command", dest="held_out_command", metavar="COMMAND",
-                    help="how the held-out checks run (default: python -m pytest -q -p no:cacheprovider "
-                    "\"$VERIFIER_HELD_OUT\"; $VERIFIER_HELD_OUT is their read-only directory)")
+    judge_flags(sp)
     sp.add_argument("--risk", choices=["on", "off"], help=RISK_HELP)
     sp.set_defaults(fn=cmd_repo_set)
     sp = repo.add_parser("list", parents=[common], help="list repositories")

@@ -19,54 +19,33 @@ from typing import Any
 from mergebot.db.base import Sql, insert_event
 from mergebot.errors import NotFound
 from mergebot.models import Repo
+from mergebot.rules import Rules, RulesChange
+
+FORGE_COLUMNS = ("forge", "forge_repo", "forge_api_url", "forge_git_url", "webhook_secret_env", "forge_token_env",
+                 "github_app_id", "github_app_key_env", "github_installation_id")
 
 
 class RepoStore:
     def __init__(self, sql: Sql) -> None:
         self.sql = sql
 
-    async def create_repo(self, *, name: str, target_branch: str, verifier_command: str, verifier_timeout_s: int,
-                          protected_paths: list[str], max_push_bytes: int, max_file_bytes: int,
-                          root_sha: str, forge: dict[str, Any] | None = None,
-                          footprint_refuse: bool = False, cache_paths: list[str] | None = None,
-                          cache_key: list[str] | None = None, setup_command: str | None = None,
-                          setup_network: bool = False, post_land_command: str | None = None,
-                          sandbox_paths: list[str] | None = None, disk_limit_mb: int = 2048,
-                          memory_limit_mb: int = 4096, report: str = "pytest",
-                          check_config: list[str] | None = None) -> Repo:
+    async def create_repo(self, *, name: str, rules: Rules, root_sha: str,
+                          forge: dict[str, Any] | None = None) -> Repo:
+        """Record a repository with its ``rules`` (``mergebot.rules.Rules``, checked) and its forge columns."""
         f = forge or {}
-        row = await self.sql.one("repo_create", name=name, target_branch=target_branch,
-                                 verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
-                                 protected_paths=protected_paths, max_push_bytes=max_push_bytes,
-                                 max_file_bytes=max_file_bytes, root_sha=root_sha, forge=f.get("forge"),
-                                 forge_repo=f.get("forge_repo"), forge_api_url=f.get("forge_api_url"),
-                                 forge_git_url=f.get("forge_git_url"), webhook_secret_env=f.get("webhook_secret_env"),
-                                 forge_token_env=f.get("forge_token_env"), footprint_refuse=footprint_refuse,
-                                 cache_paths=cache_paths or [], cache_key=cache_key or [],
-                                 setup_command=setup_command, setup_network=setup_network,
-                                 post_land_command=post_land_command, sandbox_paths=sandbox_paths or [],
-                                 disk_limit_mb=disk_limit_mb, memory_limit_mb=memory_limit_mb, report=report,
-                                 check_config=check_config, github_app_id=f.get("github_app_id"),
-                                 github_app_key_env=f.get("github_app_key_env"),
-                                 github_installation_id=f.get("github_installation_id"))
+        row = await self.sql.one("repo_create", name=name, root_sha=root_sha,
+                                 **{k: f.get(k) for k in FORGE_COLUMNS}, **rules.model_dump())
         assert row is not None
         await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)
 
-    async def update_repo(self, name: str, *, actor_id: int | None = None, **rules: Any) -> Repo:
-        """Change the given landing rules of a repository (``repo_update``; a rule not given stays)."""
-        names = ("verifier_command", "verifier_timeout_s", "protected_paths", "cache_paths", "cache_key",
-                 "setup_command", "setup_network", "footprint_refuse", "post_land_command", "sandbox_paths",
-                 "disk_limit_mb", "memory_limit_mb", "report", "check_config", "held_out_command", "old_tests",
-                 "risk_aware", "test_paths", "suspicious")
-        unknown = set(rules) - set(names) - {"clear_setup"}
-        assert not unknown, unknown
-        row = await self.sql.one("repo_update", name=name, clear_setup=bool(rules.get("clear_setup")),
-                                 **{n: rules.get(n) for n in names})
+    async def update_repo(self, name: str, change: RulesChange, *, actor_id: int | None = None) -> Repo:
+        """Change the rules ``change`` gives (``repo_update``; a rule not given stays)."""
+        row = await self.sql.one("repo_update", name=name, **change.params())
         if row is None:
             raise NotFound(f"no repository named {name!r}", field="name")
         await insert_event(self.sql, actor_id=actor_id, kind="repo_updated",
-                           detail={"repo": name, "rules": sorted(k for k, v in rules.items() if v is not None)})
+                           detail={"repo": name, "rules": change.given()})
         return Repo.from_row(row)
 
     async def set_held_out(self, repo: str, files: list[tuple[str, bytes]], *, actor_id: int | None = None) -> None:

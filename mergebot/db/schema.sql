@@ -407,6 +407,11 @@ CREATE TABLE repos (
     test_paths        text[] NOT NULL DEFAULT '{test_*.py,*_test.py,tests/,test/,conftest.py}'
                           CHECK (cardinality(test_paths) <= 100),
     suspicious        text NOT NULL DEFAULT 'flag' CHECK (suspicious IN ('flag', 'refuse')),
+    -- Queue rules (0028): the speculation window (0: as wide as the verifier slots), the largest batch, whether a
+    -- failed check runs once more; NULL: the server's default (MERGEBOT_SPECULATION_WINDOW, ...).
+    speculation_window integer CHECK (speculation_window BETWEEN 0 AND 64),
+    batch_size        integer CHECK (batch_size BETWEEN 1 AND 64),
+    retry_failed_checks boolean,
     CONSTRAINT forge_complete CHECK (
         (forge IS NULL) = (forge_repo IS NULL) AND (forge IS NULL) = (forge_api_url IS NULL)
         AND (forge IS NULL) = (forge_git_url IS NULL) AND (forge IS NULL) = (webhook_secret_env IS NULL)

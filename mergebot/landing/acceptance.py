@@ -63,9 +63,10 @@ async def attach(db: Database, repo: Repo, path: Any, *, subtask_id: int, files:
     sha = await asyncio.to_thread(lambda: git.commit_with_files(git.open_repo(path), main, files,
                                                                 say.acceptance_probe(subtask_id, sub.title)))
     await target.publish(sha)  # for a worker on another machine; the leader's sweep deletes it
-    job = await db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=repo.verifier_command,
-                                    timeout_s=repo.verifier_timeout_s, purpose="acceptance",
-                                    cache=runs.cache_request(repo, "acceptance"), sandbox=runs.sandbox_request(repo))
+    spec = runs.check_spec(repo, "acceptance").as_json()
+    job = await db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=spec["command"],
+                                    timeout_s=spec["timeout_s"], purpose="acceptance", cache=spec["cache"],
+                                    sandbox=spec["sandbox"])
     await db.subtasks.set_acceptance_probe(subtask_id=subtask_id, job_id=job.id, actor_id=actor_id)
     return job.id
 

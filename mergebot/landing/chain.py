@@ -67,6 +67,7 @@ class Suspect:
 @dataclass
 class Window:
     width: int  # verifier runs in flight at most (Zuul's window)
+    ceiling: int = 1  # the widest it may grow (its repository's queue rules: ``Speculator.step`` sets it)
     slots: list[Speculation] = field(default_factory=list)
     fail_rate: float = 0.1  # measured share of candidates that fail their check (sets the batch size)
     deferred: set[int] = field(default_factory=set)  # re-planned after the slots ahead of them (lanes)

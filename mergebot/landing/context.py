@@ -64,5 +64,9 @@ class Context:
     def poke(self) -> None:
         self.wake.set()
 
+    def retry_for(self, repo: Repo) -> bool:
+        """Whether a failing check of ``repo`` runs once more: its own queue rule, else the server's."""
+        return self.retry_failures if repo.retry_failed_checks is None else repo.retry_failed_checks
+
     def path(self, repo: Repo) -> Path:
         return git.bare_path(self.root, repo.name)

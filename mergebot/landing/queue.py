@@ -38,6 +38,7 @@ from mergebot.landing.target import target_for
 from mergebot.landing.window import Speculator
 from mergebot.models import Repo
 from mergebot.naps import nap
+from mergebot.rules import QueueRules, queue_rules
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -56,14 +57,26 @@ class LandingQueue:
         # this process) and the remote workers seen lately (``_count_slots``)
         self.auto = speculation == 0
         self.slots = slots
-        self.windowed = self.auto or speculation > 1 or batch > 1  # else the serial queue
-        self.speculator = Speculator(self.ctx, width=max(1, slots) if self.auto else speculation, batch=batch)
+        self.speculator = Speculator(self.ctx, width=max(1, slots) if self.auto else speculation, batch=batch,
+                                     limits=self.limits)
         self._counted = 0.0
+        # the server's queue rules (MERGEBOT_*): a repository's own, where it set them, win (``rules``)
+        self.defaults = QueueRules(speculation, batch, retry_failures)
+        self.known_slots = max(1, slots)  # the verifier slots counted last (``_count_slots``)
         self.leadership = Leadership(db.url)
         self._backoff: dict[str, tuple[float, float]] = {}  # repository -> (not before, current wait)
         self._reconcile_waiters: list[asyncio.Future[list[Report]]] = []
         self.orphan_sweep = orphan_sweep  # seconds between sweeps for pushes whose post-receive never ran
         self._swept = 0.0
+
+    def rules(self, repo: Repo) -> QueueRules:
+        """How ``repo``'s queue lands: its own queue rules where it set them, else the server's."""
+        return queue_rules(repo, self.defaults)
+
+    def limits(self, repo: Repo) -> tuple[int, int]:
+        """``repo``'s widest window and largest batch (the speculator's ``limits``)."""
+        rules = self.rules(repo)
+        return rules.width(self.known_slots), rules.batch
 
     @property
     def window(self) -> int:
@@ -107,11 +120,12 @@ class LandingQueue:
     async def _count_slots(self) -> None:
         """An automatic window's width, every ``SLOT_COUNT_SECONDS``: this process's workers and the remote ones."""
         now = asyncio.get_running_loop().time()
-        if not self.auto or now - self._counted < SLOT_COUNT_SECONDS:
+        if now - self._counted < SLOT_COUNT_SECONDS:
             return
         self._counted = now
-        width = max(1, self.slots + await self.ctx.db.jobs.remote_workers(seconds=REMOTE_SEEN_SECONDS))
-        if width != self.speculator.width:
+        width = self.known_slots = max(1, self.slots + await self.ctx.db.jobs.remote_workers(
+            seconds=REMOTE_SEEN_SECONDS))
+        if self.auto and width != self.speculator.width:
             log.info("the speculation window is %s wide now (the verifier slots this bot knows)", width)
             self.speculator.width = width
 
@@ -166,9 +180,13 @@ class LandingQueue:
         in (``target.Forge``)."""
         ctx, target = self.ctx, target_for(self.ctx, repo)
         await target.gather(lambda cand: fenced(ctx.db, cand))
-        if self.windowed:
+        if self.rules(repo).windowed:
             moved = await self.speculator.step(repo)
         else:
+            window = self.speculator.windows.get(repo.name)
+            if window is not None:  # its queue rules changed from a window to one at a time: its runs go back
+                await self.speculator.cut(window, 0, say.QUEUE_RULES_CHANGED)
+                self.speculator.drop(repo.name)
             moved = await serial.process_next(ctx, repo) is not None
         await target.tidy(ctx.published)
         return moved

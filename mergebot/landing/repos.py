@@ -17,10 +17,7 @@ from mergebot.errors import Conflict, Invalid
 from mergebot.git import credentials, mirror
 from mergebot.git import repo as git
 from mergebot.models import Agent, Repo
-from verifier import cache as caches
-from verifier import outcomes as outcome_files
-from verifier import view as views
-from verifier.runner import DISK_LIMIT_MB, MEMORY_MB
+from mergebot.rules import Rules, RulesChange
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 FORGE_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9._-]{1,100}$")
@@ -88,24 +85,15 @@ def repos_root(data_dir: Path) -> Path:
     return (data_dir / "repos").resolve()
 
 
-async def add_repo(db: Database, root: Path, *, name: str, source: str | None, verifier_command: str,
-                   target_branch: str = "main", verifier_timeout_s: int = 600, protected_paths: list[str] | None = None,
-                   max_push_bytes: int = 100 << 20, max_file_bytes: int = 10 << 20,
-                   forge: dict[str, Any] | None = None, footprint_refuse: bool = False,
-                   cache_paths: list[str] | None = None, cache_key: list[str] | None = None,
-                   setup_command: str | None = None, setup_network: bool = False,
-                   post_land_command: str | None = None, sandbox_paths: list[str] | None = None,
-                   disk_limit_mb: int = DISK_LIMIT_MB, memory_limit_mb: int = MEMORY_MB,
-                   report: str = "pytest", check_config: list[str] | None = None) -> Repo:
-    """Create (or import from ``source``, a path or URL) the bare repository and record its configuration.
+async def add_repo(db: Database, root: Path, *, name: str, source: str | None, rules: Rules,
+                   forge: dict[str, Any] | None = None) -> Repo:
+    """Create (or import from ``source``, a path or URL) the bare repository and record its ``rules`` (checked
+    when they were built: ``Rules.of``).
 
     With ``forge`` (see ``forge_settings``) the repository is a mirror of the forge's, cloned from it.
     """
     if not NAME.fullmatch(name):  # fullmatch: "$" would let a trailing newline through
         raise Invalid("a repository name is letters, digits, '-' and '_' (at most 64)", field="name")
-    _check_paths(cache=cache_paths, cache_key=cache_key)
-    sandbox_paths = check_sandbox(sandbox_paths, disk_limit_mb, memory_limit_mb)
-    check_report(report)
     path = git.bare_path(root, name)
     if path.exists():
         raise Conflict(f"repository {name!r} already exists at {path}", field="name")
@@ -114,54 +102,30 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, v
         remote = mirror.remote_of(forge)
         source, extra_env = remote.url, remote.env()
     try:
-        bare = await asyncio.to_thread(git.create_bare, path, source=source, branch=target_branch,
+        bare = await asyncio.to_thread(git.create_bare, path, source=source, branch=rules.target_branch,
                                        extra_env=extra_env, only_branch=forge is not None)
     except (RuntimeError, ValueError) as e:
         raise Invalid(str(e), field="source") from e
-    head = git.head_of(bare, f"refs/heads/{target_branch}")
+    head = git.head_of(bare, f"refs/heads/{rules.target_branch}")
     assert head is not None
     try:
-        return await db.repos.create_repo(name=name, target_branch=target_branch,
-                                          verifier_command=verifier_command, verifier_timeout_s=verifier_timeout_s,
-                                          protected_paths=protected_paths or [], max_push_bytes=max_push_bytes,
-                                          max_file_bytes=max_file_bytes, root_sha=head, forge=forge,
-                                          footprint_refuse=footprint_refuse, cache_paths=cache_paths or [],
-                                          cache_key=cache_key or [], setup_command=setup_command or None,
-                                          setup_network=setup_network,
-                                          post_land_command=post_land_command or None,
-                                          sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit_mb,
-                                          memory_limit_mb=memory_limit_mb, report=report,
-                                          check_config=check_globs(check_config))
+        return await db.repos.create_repo(name=name, rules=rules, root_sha=head, forge=forge)
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
 
 
-async def set_rules(db: Database, name: str, *, held_out: list[tuple[str, bytes]] | None = None,
-                    **rules: Any) -> Repo:
-    """Change a repository's landing rules (``mergebot repo set``): only the ones given, each checked as
-    ``add_repo`` checks it; ``held_out`` replaces its held-out checks (``[]``: none any more). Returns the
-    repository as it is now."""
+async def set_rules(db: Database, name: str, change: RulesChange, *,
+                    held_out: list[tuple[str, bytes]] | None = None, actor_id: int | None = None) -> Repo:
+    """Change a repository's rules (``mergebot repo set``, the API): only the ones ``change`` gives (checked when
+    it was built: ``RulesChange.of``); ``held_out`` replaces its held-out checks (``[]``: none any more). Returns
+    the repository as it is now."""
     if held_out is not None:
         await db.repos.get_repo(name)
-        await db.repos.set_held_out(name, held_out)
-    _check_paths(cache_paths=rules.get("cache_paths"), cache_key=rules.get("cache_key"))
-    if any(rules.get(k) is not None for k in ("sandbox_paths", "disk_limit_mb", "memory_limit_mb")):
-        paths = check_sandbox(rules.get("sandbox_paths"), rules.get("disk_limit_mb") or DISK_LIMIT_MB,
-                              rules.get("memory_limit_mb") or MEMORY_MB)
-        if rules.get("sandbox_paths") is not None:
-            rules["sandbox_paths"] = paths
-    if rules.get("report") is not None:
-        check_report(rules["report"])
-    if rules.get("check_config") is not None:
-        rules["check_config"] = check_globs(rules["check_config"])
-    if rules.get("test_paths") is not None:
-        rules["test_paths"] = check_globs(rules["test_paths"], "tests")
-        if not rules["test_paths"]:
-            raise Invalid("--tests needs at least one glob: the paths a judging run takes from main", field="tests")
-    if rules.get("suspicious") not in (None, "flag", "refuse"):
-        raise Invalid(f"--suspicious is flag or refuse, not {rules['suspicious']!r}", field="suspicious")
-    return await db.repos.update_repo(name, **rules)
+        await db.repos.set_held_out(name, held_out, actor_id=actor_id)
+    if not change.given():
+        return await db.repos.get_repo(name)
+    return await db.repos.update_repo(name, change, actor_id=actor_id)
 
 
 HELD_OUT_MAX_FILES = 500
@@ -185,56 +149,6 @@ def read_held_out(folder: Path) -> list[tuple[str, bytes]]:
     if not out or len(out) > HELD_OUT_MAX_FILES:
         raise Invalid(f"--held-out {folder} holds {len(out)} files: give 1 to {HELD_OUT_MAX_FILES}", field="held_out")
     return out
-
-
-def check_globs(globs: list[str] | None, option: str = "check-config") -> list[str] | None:
-    """The globs of a repository's paths (``--check-config``, ``--tests``; None: the default list)."""
-    if globs is None:
-        return None
-    out = [g.strip() for g in globs if g.strip()]
-    for g in out:
-        if g.startswith("/") or ".." in g.split("/") or len(g) > 500:
-            raise Invalid(f"--{option} {g!r} is not a glob inside the repository", field=option.replace("-", "_"))
-    if len(out) > 100:
-        raise Invalid(f"--{option}: at most 100 globs", field=option.replace("-", "_"))
-    return out
-
-
-def check_report(report: str) -> None:
-    """Where a repository's tests report: ``pytest`` (our plugin) or ``junit:PATH`` inside the checkout."""
-    if report != "pytest" and outcome_files.junit_path(report) is None:
-        raise Invalid(f"--report is pytest or junit:PATH (a path inside the checkout), not {report!r}", field="report")
-
-
-def check_sandbox(paths: list[str] | None, disk_limit_mb: int, memory_limit_mb: int = MEMORY_MB) -> list[str]:
-    """A repository's sandbox paths (absolute, normalized; never ``/``, ``/root``, ``/home`` or a whole home
-    directory: bind what it holds instead), its disk limit (16 MiB to 1 TiB) and memory limit (64 MiB to 1 TiB).
-    Returns the paths normalized."""
-    out = []
-    for p in paths or []:
-        norm = os.path.normpath(str(p))
-        if not os.path.isabs(norm) or "\0" in norm or len(norm) > 4000:
-            raise Invalid(f"sandbox path {p!r} is not an absolute path", field="sandbox_paths")
-        if views.too_wide(norm):
-            raise Invalid(f"sandbox path {p!r} would show a whole home directory or more to every check: give the "
-                          "directories inside it that the check needs", field="sandbox_paths")
-        out.append(norm)
-    if len(out) > 50:
-        raise Invalid("at most 50 sandbox paths", field="sandbox_paths")
-    if not 16 <= int(disk_limit_mb) <= 1 << 20:
-        raise Invalid("the disk limit is between 16 MiB and 1 TiB", field="disk_limit_mb")
-    if not 64 <= int(memory_limit_mb) <= 1 << 20:
-        raise Invalid("the memory limit is between 64 MiB and 1 TiB", field="memory_limit_mb")
-    return list(dict.fromkeys(out))
-
-
-def _check_paths(**lists: list[str] | None) -> None:
-    """Cache paths and key files must be paths inside the checkout (``verifier.cache.valid_path``)."""
-    for what, paths in lists.items():
-        bad = [p for p in paths or [] if not caches.valid_path(str(p))]
-        if bad:
-            raise Invalid(f"{what} {bad[0]!r} is not a path inside the checkout (relative, no '..' or .git)",
-                          field=what)
 
 
 async def hold(db: Database, name: str, action: str, by: Agent, poke: Callable[[], None],

@@ -14,6 +14,7 @@ from mergebot.landing.context import Context
 from mergebot.landing.target import target_for
 from mergebot.models import Job, Repo
 from verifier.runner import Result
+from verifier.spec import CheckSpec, Setup
 
 
 def unfinished(repo: Repo, sha: str, why: str) -> Result:
@@ -36,22 +37,15 @@ def run_limit(ctx: Context, repo: Repo) -> float:
 WRITES_CACHE = frozenset({"base", "post_land", "baseline"})  # runs on commits already on main: they write a generation
 
 
-def cache_request(repo: Repo, purpose: str) -> dict[str, object] | None:
-    """What a run on this repository does with its caches (``verifier.cache``) and its setup step; None when it
-    declares neither. Only a run on a commit already on main writes a cache generation, and only its setup may
-    use the network (where the repository allows it)."""
-    if not repo.cache_paths and not repo.setup_command:
-        return None
+def check_spec(repo: Repo, purpose: str, command: str | None = None) -> CheckSpec:
+    """A run's spec (``verifier.spec.CheckSpec``), from the repository's rules: the candidates' check (or
+    ``command``), its timeout, sandbox paths and limits, report, setup and caches. Only a run on a commit already on
+    main writes a cache generation, and only its setup may use the network (where the repository allows it)."""
     on_main = purpose in WRITES_CACHE
-    return {"paths": list(repo.cache_paths), "key_files": list(repo.cache_key), "write": on_main,
-            "setup": repo.setup_command, "setup_network": repo.setup_network and on_main}
-
-
-def sandbox_request(repo: Repo) -> dict[str, object]:
-    """The repository's sandbox for a run: the paths its view adds (read-only), what the run may write and the
-    memory it may use."""
-    return {"paths": list(repo.sandbox_paths), "disk_limit_mb": repo.disk_limit_mb, "memory_mb": repo.memory_limit_mb,
-            "report": repo.report}
+    return CheckSpec(command or repo.verifier_command, repo.verifier_timeout_s, memory_mb=repo.memory_limit_mb,
+                     sandbox_paths=tuple(repo.sandbox_paths), disk_limit_mb=repo.disk_limit_mb, report=repo.report,
+                     setup=Setup(repo.setup_command, repo.setup_network and on_main) if repo.setup_command else None,
+                     cache_paths=tuple(repo.cache_paths), cache_key=tuple(repo.cache_key), cache_write=on_main)
 
 
 async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
@@ -62,11 +56,11 @@ async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candi
     starts (the plugins it names, the candidate's own tests: ``mergebot.landing.judge.step``). A forge repository's
     commit goes to its queue branch first, for a worker or replica without this disk (``target.Forge``)."""
     await target_for(ctx, repo).publish(sha, ctx.published)
-    job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=command or repo.verifier_command,
-                                        timeout_s=repo.verifier_timeout_s, purpose=purpose,
-                                        candidate_id=candidate_id, landed_id=landed_id,
-                                        cache=cache_request(repo, purpose), window_width=window_width,
-                                        sandbox={**sandbox_request(repo), **(sandbox or {})})
+    spec = check_spec(repo, purpose, command).as_json()
+    job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=spec["command"],
+                                        timeout_s=spec["timeout_s"], purpose=purpose,
+                                        candidate_id=candidate_id, landed_id=landed_id, cache=spec["cache"],
+                                        window_width=window_width, sandbox={**spec["sandbox"], **(sandbox or {})})
     for wake in ctx.on_job:
         wake.set()
     return job.id

@@ -78,7 +78,7 @@ async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, ma
     state = verdict.Runs(first)
     record: dict[str, Any] = {}
     while True:
-        step = verdict.next_step(state, retry_failures=ctx.retry_failures)
+        step = verdict.next_step(state, retry_failures=ctx.retry_for(repo))
         if step.action == "land":
             assert step.deciding is not None
             return step.deciding, step.outcome, record

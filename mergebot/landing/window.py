@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from mergebot import messages as say
 from mergebot.git import repo as git
@@ -48,10 +49,13 @@ log = logging.getLogger(__name__)
 
 
 class Speculator:
-    def __init__(self, ctx: Context, *, width: int, batch: int = 1) -> None:
+    def __init__(self, ctx: Context, *, width: int, batch: int = 1,
+                 limits: Callable[[Repo], tuple[int, int]] | None = None) -> None:
         self.ctx = ctx
-        self.width = width  # the widest window
-        self.batch = batch  # the largest batch one run may cover
+        self.width = width  # the widest window (the server's)
+        self.batch = batch  # the largest batch one run may cover (the server's)
+        # a repository's widest window and largest batch: its queue rules (``LandingQueue.rules``), else the server's
+        self.limits = limits or (lambda _: (self.width, self.batch))
         self.windows: dict[str, Window] = {}
 
     def drop(self, repo: str | None = None) -> None:
@@ -63,7 +67,8 @@ class Speculator:
 
     async def step(self, repo: Repo) -> bool:
         """Fill the window, then land, cut, bisect, judge or wait. True when something happened."""
-        window = self.windows.setdefault(repo.name, Window(width=self.width))
+        window = self.windows.setdefault(repo.name, Window(width=(ceiling := self.limits(repo)[0])))
+        window.ceiling, window.width = ceiling, min(window.width, ceiling)  # its queue rules may have changed
         if repo.red_since:  # while main is red only a fix lands, one at a time, judged against main itself
             if window.slots or window.staged is not None:
                 await self.cut(window, 0, say.red_alone(repo.target_branch))
@@ -212,8 +217,8 @@ class Speculator:
                 window.deferred.discard(cid)
 
     def _next_width(self, window: Window, *, passed: bool) -> int:
-        return planner.next_width(window.width, passed=passed, ceiling=self.width,
-                                  floor=planner.window_floor(window.fail_rate, self.width))
+        return planner.next_width(window.width, passed=passed, ceiling=window.ceiling,
+                                  floor=planner.window_floor(window.fail_rate, window.ceiling))
 
     async def _checkpoint(self, repo: Repo, window: Window, slot: Speculation) -> None:
         """Queue a run on ``slot``'s merge (with main's tests: ``judge``); it covers every unchecked slot ahead of
@@ -239,9 +244,10 @@ class Speculator:
         not apply there waits too: it is judged against main once main has moved, never before."""
         db = self.ctx.db
         # the widest window: one halved by failures would make batches look cheap when failures are frequent
-        size = planner.batch_size(window.fail_rate, self.batch, self.width)
+        width, batch = self.limits(repo)
+        size = planner.batch_size(window.fail_rate, batch, width)
         # a risk-aware queue batches while the batch stays likely to pass, and runs a likely failure alone
-        least = planner.pass_threshold(window.fail_rate, self.batch, self.width) if repo.risk_aware else None
+        least = planner.pass_threshold(window.fail_rate, batch, width) if repo.risk_aware else None
         if not window.slots and not window.aside:  # nothing ahead to wait for: a deferral has nothing to end it
             window.deferred.clear()
         skip = set(window.deferred) | set(window.aside) | set(window.suspects)
@@ -279,7 +285,7 @@ class Speculator:
             unchecked = len(window.slots) - max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
             if least is not None and 1.0 - slot.risk(window.fail_rate) < least:
                 await self._checkpoint(repo, window, slot)  # a likely failure runs alone
-            elif unchecked >= (size if least is None else self.batch):
+            elif unchecked >= (size if least is None else batch):
                 await self._checkpoint(repo, window, slot)
         if window.slots and not window.slots[-1].checkpoint and not window.failing():
             await self._checkpoint(repo, window, window.slots[-1])  # the queue ran dry: cover the batch as it is

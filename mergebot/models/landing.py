@@ -108,6 +108,10 @@ class Repo(FromRow):
     test_paths: list[str] = field(default_factory=lambda: ["test_*.py", "*_test.py", "tests/", "test/",
                                                              "conftest.py"])  # taken from main by a judging run
     suspicious: str = "flag"  # what the tamper signal on a candidate's diff does: flag (name it) or refuse
+    # queue rules (``mergebot.rules.queue_rules``); None: the server's MERGEBOT_* default
+    speculation_window: int | None = None  # runs in flight at most (0: as wide as the verifier slots)
+    batch_size: int | None = None  # candidates one run may cover
+    retry_failed_checks: bool | None = None  # a failed check runs once more on the same commit
 
     @property
     def main_check(self) -> str:

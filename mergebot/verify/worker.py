@@ -31,9 +31,8 @@ from mergebot.git import mirror
 from mergebot.git import repo as git
 from mergebot.models import Job, Repo
 from mergebot.naps import nap
-from verifier import cache as caches
 from verifier import disk
-from verifier.runner import DISK_LIMIT_MB, MEMORY_MB, Own, Result, Setup, run_check
+from verifier.runner import CheckSpec, Result, run_check
 from verifier.sandbox import BWRAP, Stop
 
 log = logging.getLogger(__name__)
@@ -264,32 +263,13 @@ class Worker:
             shutil.rmtree(where, ignore_errors=True)
 
     def _check(self, job: Job, path: Path, stop: Stop, secrets: Sequence[str], held_out: Path | None) -> Result:
-        box = job.sandbox or {}
-        own, plugins = box.get("own"), box.get("plugins")
-        return run_check(path, job.commit_sha, job.command, float(job.timeout_s), slot=self.slot,
-                         plugins=[str(p) for p in plugins] if isinstance(plugins, list) else None,
-                         own=Own(str(own["commit"]), tuple(str(f) for f in own.get("files") or []),
-                                 bool(own.get("whole")))
-                         if isinstance(own, dict) and isinstance(own.get("commit"), str) else None,
-                         sandbox=self.sandbox, hide=self.hide, stop=stop, cache=self._cache(job),
-                         setup=Setup(str(setup), bool((job.cache or {}).get("setup_network")))
-                         if (setup := (job.cache or {}).get("setup")) else None,
-                         sandbox_paths=[str(p) for p in box.get("paths") or [] if isinstance(p, str)],
-                         disk_limit_mb=int(box.get("disk_limit_mb") or DISK_LIMIT_MB),
-                         memory_mb=int(box.get("memory_mb") or MEMORY_MB), secrets=secrets,
-                         report=str(box.get("report") or "pytest"), held_out=held_out,
-                         bwrap=self.bwrap)
-
-    def _cache(self, job: Job) -> caches.Request | None:
-        """The job's cache request, on this worker's disk: one line of generations per repository, shared by
-        this machine's slots."""
-        want = job.cache or {}
-        paths = tuple(p for p in want.get("paths") or [] if caches.valid_path(p))
-        if not paths:
-            return None
-        return caches.Request(cache_root(self.slot.parent, job.repo), paths,
-                              tuple(p for p in want.get("key_files") or [] if caches.valid_path(p)),
-                              write=bool(want.get("write")))
+        """The job's run (its spec decoded here, once); its caches on this worker's disk: one line of generations
+        per repository, shared by this machine's slots."""
+        spec = CheckSpec.from_json({"command": job.command, "timeout_s": job.timeout_s, "sandbox": job.sandbox,
+                                    "cache": job.cache})
+        return run_check(path, job.commit_sha, spec, slot=self.slot, sandbox=self.sandbox, hide=self.hide, stop=stop,
+                         cache=spec.cache_request(cache_root(self.slot.parent, job.repo)), secrets=secrets,
+                         held_out=held_out, bwrap=self.bwrap)
 
     async def _heartbeat(self, job: Job, stop: Stop) -> None:
         while True:

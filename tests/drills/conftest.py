@@ -25,6 +25,7 @@ from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push, Violation
 from mergebot.drill.scenarios import Drill
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import BotProcess, make_project
 
@@ -97,7 +98,7 @@ async def make_rig(db: Database, db_url: str, tmp: Path, *, verifier: str = QUIC
     _, admin = await db.agents.add_agent(name="root", role=Role.ADMIN)
     data = tmp / "data"
     await add_repo(db, repos_root(data), name="demo", source=str(make_project(tmp / "src")),
-                   verifier_command=verifier, verifier_timeout_s=60, protected_paths=["ci/"])
+                   rules=Rules.of(verifier_command=verifier, verifier_timeout_s=60, protected_paths=["ci/"]))
     bot = BotProcess(db_url, data, MERGEBOT_VERIFIER_SANDBOX="none", **env).start()
     (tmp / "work").mkdir()
     return Rig(bot, db, admin, tmp / "work", data)

@@ -23,6 +23,7 @@ from mergebot.db.database import Database
 from mergebot.drill.invariants import Push
 from mergebot.drill.storm import github_push_body, redelivery_storm
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.rules import Rules
 from tests.drills.conftest import QUICK_CHECK, Rig
 from tests.support.bot import BotProcess, commit, forge_remote, git, make_project
 from tests.support.forge_standin import ForgeStandin
@@ -56,8 +57,8 @@ async def forge_rig(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
     await db.forge.link(forge="github", login="ann-gh", agent_id=ann.id)
     with ForgeStandin(token=TOKEN, bare_repo=remote) as forge:
         data = tmp_path / "data"
-        await add_repo(db, repos_root(data), name="calc", source=None, verifier_command=QUICK_CHECK,
-                       verifier_timeout_s=60, protected_paths=["ci/"],
+        await add_repo(db, repos_root(data), name="calc", source=None, rules=Rules.of(verifier_command=QUICK_CHECK,
+                       verifier_timeout_s=60, protected_paths=["ci/"]),
                        forge=forge_settings("github", "acme/calc", api_url=forge.url, git_url=str(remote)))
         bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=TOKEN, MERGEBOT_WEBHOOK_SECRET=SECRET,
                          MERGEBOT_VERIFIER_SANDBOX="none").start()

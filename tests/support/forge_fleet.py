@@ -23,6 +23,7 @@ from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
 from mergebot.messages.refs import subtask_ref
 from mergebot.models import Subtask
+from mergebot.rules import Rules
 from tests.support.bot import BotProcess, check_command, commit, forge_remote, git
 from tests.support.forge_standin import ForgeStandin, PostedStatus
 from tests.support.webhooks import PAYLOADS
@@ -105,7 +106,7 @@ class ForgeFleet:
         ``ann`` linked; its bare remote."""
         remote = forge_remote(self.remote, self.remote.with_name("gitea-calc.git"))
         await add_repo(self.db, repos_root(self.bot.data_dir), name="gcalc", source=None,
-                       verifier_command=check_command(), verifier_timeout_s=60,
+                       rules=Rules.of(verifier_command=check_command(), verifier_timeout_s=60),
                        forge=forge_settings("gitea", "acme/gcalc", url=self.forge.url, git_url=str(remote)))
         await self.db.forge.link(forge="gitea", login="ann", agent_id=self.agents["ann"])
         return remote

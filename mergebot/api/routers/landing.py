@@ -9,8 +9,9 @@ from fastapi import APIRouter, Query
 from mergebot.api.deps import Admin, DbDep, Limit, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.landing import told
-from mergebot.landing.repos import hold
+from mergebot.landing.repos import hold, set_rules
 from mergebot.models import record
+from mergebot.rules import RulesChange
 
 router = APIRouter(prefix="/api/v1", tags=["landing"], responses=ERROR_RESPONSES)
 
@@ -55,6 +56,14 @@ async def pause(name: str, agent: Admin, services: ServicesDep) -> dict[str, Any
 async def resume(name: str, agent: Admin, services: ServicesDep) -> dict[str, Any]:
     return {"repo": record(await hold(services.db, name, "resume", agent, services.queue.poke,
                                       services.queue.reconcile_now))}
+
+
+@router.patch("/repos/{name}/rules", summary="Change a repository's rules, only those given; `reset` names the "
+              "optional ones that go back to their default (admin; `mergebot repo set`)")
+async def change_rules(name: str, change: RulesChange, agent: Admin, services: ServicesDep) -> dict[str, Any]:
+    repo = await set_rules(services.db, name, change, actor_id=agent.id)
+    services.queue.poke()  # a queue rule may have changed
+    return {"repo": record(repo)}
 
 
 @router.post("/reconcile", summary="Run the reconciler now, between two landings (admin)")

@@ -2,32 +2,38 @@
 -- Named queries under "-- name: NAME" headers, loaded with every file of this folder (mergebot.db.queries).
 
 -- name: repo_create
-INSERT INTO repos (name, target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
-                   max_file_bytes, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
-                   forge_token_env, footprint_refuse, cache_paths, cache_key, setup_command, setup_network,
+-- A repository and its rules (``mergebot.rules.Rules``: every rule given, its default filled in).
+INSERT INTO repos (name, root_sha, forge, forge_repo, forge_api_url, forge_git_url, webhook_secret_env,
+                   forge_token_env, github_app_id, github_app_key_env, github_installation_id,
+                   target_branch, verifier_command, verifier_timeout_s, protected_paths, max_push_bytes,
+                   max_file_bytes, footprint_refuse, cache_paths, cache_key, setup_command, setup_network,
                    post_land_command, sandbox_paths, disk_limit_mb, memory_limit_mb, report, check_config,
-                   github_app_id, github_app_key_env, github_installation_id)
-VALUES (%(name)s, %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s,
-        %(max_push_bytes)s, %(max_file_bytes)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s,
-        %(forge_git_url)s, %(webhook_secret_env)s, %(forge_token_env)s, %(footprint_refuse)s, %(cache_paths)s,
-        %(cache_key)s, %(setup_command)s, %(setup_network)s, %(post_land_command)s, %(sandbox_paths)s,
-        %(disk_limit_mb)s, %(memory_limit_mb)s, %(report)s,
-        coalesce(%(check_config)s::text[], '{conftest.py,pytest.ini,tox.ini,noxfile.py}'),
-        %(github_app_id)s, %(github_app_key_env)s, %(github_installation_id)s)
+                   held_out_command, old_tests, risk_aware, test_paths, suspicious, speculation_window, batch_size,
+                   retry_failed_checks)
+VALUES (%(name)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s, %(forge_git_url)s,
+        %(webhook_secret_env)s, %(forge_token_env)s, %(github_app_id)s, %(github_app_key_env)s,
+        %(github_installation_id)s,
+        %(target_branch)s, %(verifier_command)s, %(verifier_timeout_s)s, %(protected_paths)s, %(max_push_bytes)s,
+        %(max_file_bytes)s, %(footprint_refuse)s, %(cache_paths)s, %(cache_key)s, %(setup_command)s,
+        %(setup_network)s, %(post_land_command)s, %(sandbox_paths)s, %(disk_limit_mb)s, %(memory_limit_mb)s,
+        %(report)s, %(check_config)s, %(held_out_command)s, %(old_tests)s, %(risk_aware)s, %(test_paths)s,
+        %(suspicious)s, %(speculation_window)s, %(batch_size)s, %(retry_failed_checks)s)
 RETURNING *;
 
 -- name: repo_update
--- Change a repository's landing rules; a NULL leaves that rule as it is (``clear_setup`` removes the setup).
+-- Change a repository's rules (``mergebot.rules.RulesChange``): a NULL leaves that rule as it is; a rule named in
+-- ``reset`` goes back to NULL (no setup, main checked by the verifier command, the server's queue rules).
 UPDATE repos SET
     verifier_command = coalesce(%(verifier_command)s, verifier_command),
     verifier_timeout_s = coalesce(%(verifier_timeout_s)s, verifier_timeout_s),
     protected_paths = coalesce(%(protected_paths)s::text[], protected_paths),
+    footprint_refuse = coalesce(%(footprint_refuse)s, footprint_refuse),
     cache_paths = coalesce(%(cache_paths)s::text[], cache_paths),
     cache_key = coalesce(%(cache_key)s::text[], cache_key),
-    setup_command = CASE WHEN %(clear_setup)s THEN NULL ELSE coalesce(%(setup_command)s, setup_command) END,
+    setup_command = CASE WHEN 'setup_command' = ANY(%(reset)s::text[]) THEN NULL
+                         ELSE coalesce(%(setup_command)s, setup_command) END,
     setup_network = coalesce(%(setup_network)s, setup_network),
-    footprint_refuse = coalesce(%(footprint_refuse)s, footprint_refuse),
-    post_land_command = CASE WHEN %(post_land_command)s = '' THEN NULL
+    post_land_command = CASE WHEN 'post_land_command' = ANY(%(reset)s::text[]) THEN NULL
                              ELSE coalesce(%(post_land_command)s, post_land_command) END,
     sandbox_paths = coalesce(%(sandbox_paths)s::text[], sandbox_paths),
     disk_limit_mb = coalesce(%(disk_limit_mb)s::integer, disk_limit_mb),
@@ -38,7 +44,13 @@ UPDATE repos SET
     old_tests = coalesce(%(old_tests)s::text, old_tests),
     risk_aware = coalesce(%(risk_aware)s::boolean, risk_aware),
     test_paths = coalesce(%(test_paths)s::text[], test_paths),
-    suspicious = coalesce(%(suspicious)s::text, suspicious)
+    suspicious = coalesce(%(suspicious)s::text, suspicious),
+    speculation_window = CASE WHEN 'speculation_window' = ANY(%(reset)s::text[]) THEN NULL
+                              ELSE coalesce(%(speculation_window)s::integer, speculation_window) END,
+    batch_size = CASE WHEN 'batch_size' = ANY(%(reset)s::text[]) THEN NULL
+                      ELSE coalesce(%(batch_size)s::integer, batch_size) END,
+    retry_failed_checks = CASE WHEN 'retry_failed_checks' = ANY(%(reset)s::text[]) THEN NULL
+                               ELSE coalesce(%(retry_failed_checks)s::boolean, retry_failed_checks) END
 WHERE name = %(name)s
 RETURNING *;
 

@@ -1,0 +1,277 @@
+"""A repository's rules as one model (issue 42): what ``repo add`` / ``repo set``, the API and the stores take, with
+their defaults and their checks in one place.
+
+  * ``Rules``: every rule of a repository, checked; what ``add_repo`` records (``Rules.of(**given)``).
+  * ``RulesChange``: the rules ``repo set`` changes, each checked as ``Rules`` checks it; a rule not given (None)
+    stays, and ``reset`` names the optional ones that go back to their default (NULL).
+  * ``QueueRules``: the queue's rules for one repository (``queue_rules``): the repository's own, where it set
+    them, else the server's (MERGEBOT_SPECULATION_WINDOW, MERGEBOT_BATCH_SIZE, MERGEBOT_RETRY_FAILED_CHECKS).
+
+A rule that does not hold raises ``Invalid`` with a sentence a person can act on and the rule's name as ``field``,
+never pydantic's own error: the CLI prints it, the API answers 422 with it.
+
+Layer 0 (tests/test_layers.py), beside the records of ``mergebot.models``: it checks values, it reads and writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from mergebot.errors import Invalid
+from verifier import cache as caches
+from verifier import outcomes as outcome_files
+from verifier import view as views
+from verifier.runner import DISK_LIMIT_MB, MEMORY_MB
+
+CHECK_CONFIG = ["conftest.py", "pytest.ini", "tox.ini", "noxfile.py"]
+TEST_PATHS = ["test_*.py", "*_test.py", "tests/", "test/", "conftest.py"]
+HELD_OUT_COMMAND = 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"'
+RESETTABLE = ("setup_command", "post_land_command", "speculation_window", "batch_size", "retry_failed_checks")
+
+
+def check_globs(globs: list[str] | None, option: str = "check-config") -> list[str] | None:
+    """The globs of a repository's paths (``--check-config``, ``--tests``; None: the default list)."""
+    if globs is None:
+        return None
+    out = [g.strip() for g in globs if g.strip()]
+    for g in out:
+        if g.startswith("/") or ".." in g.split("/") or len(g) > 500:
+            raise Invalid(f"--{option} {g!r} is not a glob inside the repository", field=option.replace("-", "_"))
+    if len(out) > 100:
+        raise Invalid(f"--{option}: at most 100 globs", field=option.replace("-", "_"))
+    return out
+
+
+def check_report(report: str) -> str:
+    """Where a repository's tests report: ``pytest`` (our plugin) or ``junit:PATH`` inside the checkout."""
+    if report != "pytest" and outcome_files.junit_path(report) is None:
+        raise Invalid(f"--report is pytest or junit:PATH (a path inside the checkout), not {report!r}", field="report")
+    return report
+
+
+def check_sandbox_paths(paths: list[str] | None) -> list[str]:
+    """A repository's sandbox paths, normalized: absolute, never ``/``, ``/root``, ``/home`` or a whole home
+    directory (bind what it holds instead), at most 50."""
+    out = []
+    for p in paths or []:
+        norm = os.path.normpath(str(p))
+        if not os.path.isabs(norm) or "\0" in norm or len(norm) > 4000:
+            raise Invalid(f"sandbox path {p!r} is not an absolute path", field="sandbox_paths")
+        if views.too_wide(norm):
+            raise Invalid(f"sandbox path {p!r} would show a whole home directory or more to every check: give the "
+                          "directories inside it that the check needs", field="sandbox_paths")
+        out.append(norm)
+    if len(out) > 50:
+        raise Invalid("at most 50 sandbox paths", field="sandbox_paths")
+    return list(dict.fromkeys(out))
+
+
+def _inside(what: str, paths: list[str]) -> list[str]:
+    """Cache paths and key files must be paths inside the checkout (``verifier.cache.valid_path``)."""
+    bad = [p for p in paths if not caches.valid_path(str(p))]
+    if bad:
+        raise Invalid(f"{what} {bad[0]!r} is not a path inside the checkout (relative, no '..' or .git)", field=what)
+    if len(paths) > 20:
+        raise Invalid(f"{what}: at most 20 paths", field=what)
+    return paths
+
+
+def _between(low: int, high: int, sentence: str, field: str) -> Any:
+    def check(v: int) -> int:
+        if not low <= v <= high:
+            raise Invalid(sentence, field=field)
+        return v
+    return check
+
+
+def _one_of(choices: tuple[str, ...], option: str, field: str) -> Any:
+    def check(v: str) -> str:
+        if v not in choices:
+            raise Invalid(f"--{option} is {' or '.join(choices)}, not {v!r}", field=field)
+        return v
+    return check
+
+
+def _command(field: str, what: str) -> Any:
+    def check(v: str) -> str:
+        if not 1 <= len(v) <= 4000 or not v.strip():
+            raise Invalid(f"{what} is a command of 1 to 4000 characters", field=field)
+        return v
+    return check
+
+
+def _test_paths(v: list[str]) -> list[str]:
+    out = check_globs(v, "tests") or []
+    if not out:
+        raise Invalid("--tests needs at least one glob: the paths a judging run takes from main", field="test_paths")
+    return out
+
+
+# Each rule's check, by name: run on a value given (never on None, which is "the default" or "unchanged").
+CHECKS: dict[str, Any] = {
+    "verifier_command": _command("verifier_command", "--verifier"),
+    "verifier_timeout_s": _between(1, 86400, "the check's timeout is 1 to 86400 seconds", "verifier_timeout_s"),
+    "max_push_bytes": _between(1, 1 << 62, "the push limit is a positive number of bytes", "max_push_bytes"),
+    "max_file_bytes": _between(1, 1 << 62, "the file limit is a positive number of bytes", "max_file_bytes"),
+    "cache_paths": lambda v: _inside("cache_paths", v),
+    "cache_key": lambda v: _inside("cache_key", v),
+    "setup_command": _command("setup_command", "--setup"),
+    "post_land_command": _command("post_land_command", "--post-land-check"),
+    "sandbox_paths": check_sandbox_paths,
+    "disk_limit_mb": _between(16, 1 << 20, "the disk limit is between 16 MiB and 1 TiB", "disk_limit_mb"),
+    "memory_limit_mb": _between(64, 1 << 20, "the memory limit is between 64 MiB and 1 TiB", "memory_limit_mb"),
+    "report": check_report,
+    "check_config": check_globs,
+    "held_out_command": _command("held_out_command", "--held-out-command"),
+    "old_tests": _one_of(("flag", "refuse", "run"), "old-tests", "old_tests"),
+    "test_paths": _test_paths,
+    "suspicious": _one_of(("flag", "refuse"), "suspicious", "suspicious"),
+    "speculation_window": _between(0, 64, "--window is 0 (as wide as the verifier slots) to 64", "speculation_window"),
+    "batch_size": _between(1, 64, "--batch is 1 to 64 candidates per run", "batch_size"),
+}
+
+
+class _Checked(BaseModel):
+    """The checks every rule model shares: each value given goes through its rule's check (``CHECKS``), and a
+    value of the wrong type is an ``Invalid`` naming the rule, never pydantic's ``ValidationError``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*")
+    @classmethod
+    def _check(cls, v: Any, info: Any) -> Any:
+        check = CHECKS.get(info.field_name)
+        return v if v is None or check is None else check(v)
+
+    @classmethod
+    def of(cls, **given: Any) -> Self:
+        """The model of ``given`` (a rule given as None takes its default), checked."""
+        try:
+            return cls.model_validate({k: v for k, v in given.items() if v is not None})
+        except ValidationError as e:
+            raise invalid(e) from None
+
+
+def invalid(e: ValidationError) -> Invalid:
+    """Pydantic's first complaint as one sentence naming the rule."""
+    err = e.errors()[0]
+    name = str(err["loc"][0]) if err.get("loc") else "rules"
+    if err["type"] == "extra_forbidden":
+        return Invalid(f"{name!r} is not a repository rule", field=name)
+    return Invalid(f"{name}: {err['msg'][0].lower()}{err['msg'][1:]}", field=name)
+
+
+class Rules(_Checked):
+    """Every rule of a repository, with its default (the columns of ``repos`` that are rules)."""
+
+    verifier_command: str
+    target_branch: str = "main"
+    verifier_timeout_s: int = 600
+    protected_paths: list[str] = []
+    max_push_bytes: int = 100 << 20
+    max_file_bytes: int = 10 << 20
+    footprint_refuse: bool = False
+    cache_paths: list[str] = []
+    cache_key: list[str] = []
+    setup_command: str | None = None
+    setup_network: bool = False
+    post_land_command: str | None = None
+    sandbox_paths: list[str] = []
+    disk_limit_mb: int = DISK_LIMIT_MB
+    memory_limit_mb: int = MEMORY_MB
+    report: str = "pytest"
+    check_config: list[str] = CHECK_CONFIG
+    held_out_command: str = HELD_OUT_COMMAND
+    old_tests: str = "flag"
+    risk_aware: bool = True
+    test_paths: list[str] = TEST_PATHS
+    suspicious: str = "flag"
+    speculation_window: int | None = None  # None: the server's MERGEBOT_SPECULATION_WINDOW
+    batch_size: int | None = None  # None: the server's MERGEBOT_BATCH_SIZE
+    retry_failed_checks: bool | None = None  # None: the server's MERGEBOT_RETRY_FAILED_CHECKS
+
+    @classmethod
+    def of_repo(cls, repo: Any) -> Rules:
+        """The rules a repository record (``models.Repo``) holds now, as stored (not checked again)."""
+        return cls.model_construct(**{n: getattr(repo, n) for n in cls.model_fields})
+
+
+class RulesChange(_Checked):
+    """The rules ``repo set`` changes: None leaves a rule as it is; ``reset`` puts the optional ones named back to
+    their default (no setup, main checked by the verifier command, the server's queue rules)."""
+
+    verifier_command: str | None = None
+    verifier_timeout_s: int | None = None
+    protected_paths: list[str] | None = None
+    footprint_refuse: bool | None = None
+    cache_paths: list[str] | None = None
+    cache_key: list[str] | None = None
+    setup_command: str | None = None
+    setup_network: bool | None = None
+    post_land_command: str | None = None
+    sandbox_paths: list[str] | None = None
+    disk_limit_mb: int | None = None
+    memory_limit_mb: int | None = None
+    report: str | None = None
+    check_config: list[str] | None = None
+    held_out_command: str | None = None
+    old_tests: str | None = None
+    risk_aware: bool | None = None
+    test_paths: list[str] | None = None
+    suspicious: str | None = None
+    speculation_window: int | None = None
+    batch_size: int | None = None
+    retry_failed_checks: bool | None = None
+    reset: frozenset[str] = frozenset()
+
+    @field_validator("reset")
+    @classmethod
+    def _resettable(cls, v: frozenset[str]) -> frozenset[str]:
+        for name in sorted(v - set(RESETTABLE)):
+            raise Invalid(f"{name!r} has no default to go back to (only {', '.join(RESETTABLE)})", field="reset")
+        return v
+
+    def given(self) -> list[str]:
+        """The rules this change sets or resets, by name."""
+        names = type(self).model_fields
+        return sorted({n for n in names if n != "reset" and getattr(self, n) is not None} | self.reset)
+
+    def params(self) -> dict[str, Any]:
+        """The store statement's parameters (``repo_update``): every rule (None: unchanged) and the resets."""
+        out = {n: getattr(self, n) for n in type(self).model_fields if n != "reset"}
+        return {**out, "reset": sorted(self.reset)}
+
+
+@dataclass(frozen=True)
+class QueueRules:
+    """How the queue lands one repository's candidates. ``window``: runs in flight at most (0: as wide as the
+    verifier slots the bot knows); ``batch``: candidates one run may cover; ``retry``: a failed check runs once
+    more on the same commit before it counts."""
+
+    window: int
+    batch: int
+    retry: bool
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the speculating window lands it (else the serial queue: one candidate at a time)."""
+        return self.window != 1 or self.batch > 1
+
+    def width(self, slots: int) -> int:
+        """The widest window, given the verifier slots the bot knows now."""
+        return max(1, slots) if self.window == 0 else self.window
+
+
+def queue_rules(repo: Any, defaults: QueueRules) -> QueueRules:
+    """A repository's queue rules: its own (``speculation_window``, ``batch_size``, ``retry_failed_checks``) where
+    set, else the server's ``defaults``."""
+    window, batch, retry = (getattr(repo, n, None) for n in ("speculation_window", "batch_size",
+                                                              "retry_failed_checks"))
+    return QueueRules(defaults.window if window is None else int(window),
+                      defaults.batch if batch is None else int(batch),
+                      defaults.retry if retry is None else bool(retry))
