@@ -161,7 +161,12 @@ async def site(settings: Settings) -> AsyncIterator[Site]:
 
 
 @pytest.fixture
-async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path, request: pytest.FixtureRequest
+                ) -> AsyncIterator[Fleet]:
+    """Agents lead, ann, bob and rita; repository ``demo``; the bot started. A test marked
+    ``@pytest.mark.bot_env(NAME="value", ...)`` has its bot's first start given those variables, as
+    ``fleet.bot.start(NAME="value")`` gives them (a later ``start()`` runs without them), instead of starting a bot
+    only to stop it and start it again (3-4 s a test, issue 42)."""
     db = e2e_db
     data = tmp_path / "data"
     tokens = {}
@@ -169,7 +174,8 @@ async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
         _, tokens[name] = await db.agents.add_agent(name=name, role=role)
     await add_repo(db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
                    verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"])
-    bot = BotProcess(e2e_db_url, data).start()
+    marker = request.node.get_closest_marker("bot_env")
+    bot = BotProcess(e2e_db_url, data).start(**(marker.kwargs if marker else {}))
     try:
         yield Fleet(bot, db, tokens, tmp_path / "work")
     finally:
