@@ -161,8 +161,19 @@ async def site(settings: Settings) -> AsyncIterator[Site]:
             yield s
 
 
+def bot_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The variables a test's ``@pytest.mark.bot_env(NAME="value", ...)`` gives its fixture's first bot start."""
+    marker = request.node.get_closest_marker("bot_env")
+    return dict(marker.kwargs) if marker else {}
+
+
 @pytest.fixture
-async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path, request: pytest.FixtureRequest
+                ) -> AsyncIterator[Fleet]:
+    """Agents lead, ann, bob and rita; repository ``demo``; the bot started. A test marked
+    ``@pytest.mark.bot_env(NAME="value", ...)`` has its bot's first start given those variables, as
+    ``fleet.bot.start(NAME="value")`` gives them (a later ``start()`` runs without them), instead of starting a bot
+    only to stop it and start it again (3-4 s a test, issue 42)."""
     db = e2e_db
     data = tmp_path / "data"
     tokens = {}
@@ -170,7 +181,7 @@ async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
         _, tokens[name] = await db.agents.add_agent(name=name, role=role)
     await add_repo(db, repos_root(data), name="demo", source=str(make_project(tmp_path / "src")),
                    rules=Rules.of(verifier_command=check_command(), verifier_timeout_s=60, protected_paths=["ci/"]))
-    bot = BotProcess(e2e_db_url, data).start()
+    bot = BotProcess(e2e_db_url, data).start(**bot_env(request))
     try:
         yield Fleet(bot, db, tokens, tmp_path / "work")
     finally:
@@ -179,10 +190,10 @@ async def fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
 
 
 @pytest.fixture
-async def forge_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
-                      monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ForgeFleet]:
+async def forge_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                      request: pytest.FixtureRequest) -> AsyncIterator[ForgeFleet]:
     """A bot in forge mode on the GitHub stand-in (``tests.support.forge_fleet``): repository ``calc``, agents ann
-    (GitHub login Ann-GH linked) and bob."""
+    (GitHub login Ann-GH linked) and bob. ``@pytest.mark.bot_env(...)`` as for ``fleet``."""
     db = e2e_db
     remote = forge_remote(make_project(tmp_path / "src"), tmp_path / "forge" / "calc.git")
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
@@ -199,7 +210,7 @@ async def forge_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path,
                        verifier_timeout_s=60, protected_paths=["ci/"]),
                        forge=forge_settings("github", "acme/calc", api_url=forge.url, git_url=str(remote)))
         bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=TOKEN, GITEA_TOKEN=TOKEN,
-                         MERGEBOT_WEBHOOK_SECRET=SECRET).start()
+                         MERGEBOT_WEBHOOK_SECRET=SECRET).start(**bot_env(request))
         (tmp_path / "work").mkdir()
         try:
             yield ForgeFleet(bot, db, forge, remote, tmp_path / "work", agents)

@@ -33,14 +33,14 @@ async def wait_status(fleet: Fleet, subtask_id: int, status: str, timeout: float
     raise AssertionError(f"subtask {subtask_id} never became {status}; log:\n{fleet.bot.log.read_text()[-3000:]}")
 
 
-@pytest.mark.parametrize("step", ["after_verify", "after_intent", "after_cas", "after_commit"])
+@pytest.mark.parametrize("step", [pytest.param(step, marks=pytest.mark.bot_env(MERGEBOT_CRASH_AT=step))
+                                  for step in ("after_verify", "after_intent", "after_cas", "after_commit")])
 async def test_sigkill_at_each_landing_step(fleet: Fleet, step: str) -> None:
+    # the bot runs with MERGEBOT_CRASH_AT=step (the mark): it dies at that step of the landing
     sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="work")
     child, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="after", depends_on=[sub.id])
     before = fleet.main()
 
-    fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_CRASH_AT=step)
     claim, wt = fleet.start("ann")
     sha = commit(wt, {"feature.txt": "done\n"})
     git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from mergebot.landing.repos import set_rules
 from mergebot.rules import RulesChange
@@ -107,14 +108,13 @@ async def test_odd_refs_never_reach_a_shell(forge_fleet: ForgeFleet, tmp_path: P
     assert f.bot.proc is not None and f.bot.proc.poll() is None
 
 
+@pytest.mark.bot_env(MERGEBOT_CRASH_AT="after_forge_push")  # the bot dies at that step of its landing
 async def test_a_crash_after_the_forge_moved_is_finished_by_the_reconciler(forge_fleet: ForgeFleet) -> None:
     """SIGKILL after the forge accepted the merge but before the mirror and the database knew: on restart the
     reconciler reads the forge's branch, finishes the landing from the intent, and nothing lands twice."""
     f = forge_fleet
     claim = await f.claimed("crash")
     before = f.forge_main()
-    f.bot.stop()
-    f.bot.start(MERGEBOT_CRASH_AT="after_forge_push")
     wt = f.clone("ann")
     ref, sha = f.push_claim(wt, claim, {"crash.txt": "x\n"})
     assert f.deliver(ref, ZERO, sha, "ann-gh").status_code == 202

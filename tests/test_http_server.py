@@ -16,9 +16,8 @@ from tests.support.bot import Fleet, commit, git
 pytest.importorskip("granian")
 
 
+@pytest.mark.bot_env(MERGEBOT_HTTP_SERVER="granian")
 async def test_a_push_lands_under_granian_and_sigterm_stops_it(fleet: Fleet) -> None:
-    fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_HTTP_SERVER="granian")
     sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="under granian")
     claim, wt = fleet.start("ann")
     assert claim.subtask_id == sub.id

@@ -27,6 +27,7 @@ from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing.repos import add_repo, repos_root
 from mergebot.rules import Rules
+from tests.conftest import bot_env
 from tests.support.bot import BotProcess, make_project
 from tests.test_verifier import processes_with
 
@@ -48,7 +49,9 @@ class Rig:
 
 
 @pytest.fixture
-async def rig(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
+async def rig(e2e_db: Database, e2e_db_url: str, tmp_path: Path, request: pytest.FixtureRequest
+              ) -> AsyncIterator[Rig]:
+    """``@pytest.mark.bot_env(...)`` as for the ``fleet`` fixture (tests/conftest.py)."""
     db = e2e_db
     db.jobs.lease_seconds = 2
     tokens = {}
@@ -60,7 +63,7 @@ async def rig(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterato
     sha = git.head_of(git.open_repo(git.bare_path(repos_root(data), "demo")), "refs/heads/main")
     assert sha is not None and repo.name == "demo"
     bot = BotProcess(e2e_db_url, data, MERGEBOT_VERIFIER_WORKERS="0", MERGEBOT_JOB_LEASE_SECONDS="2",
-                     MERGEBOT_RECOVERY_GRACE_SECONDS="0").start()
+                     MERGEBOT_RECOVERY_GRACE_SECONDS="0").start(**bot_env(request))
     work = tmp_path / "work"
     work.mkdir()
     try:
@@ -197,11 +200,10 @@ async def test_a_cancelled_run_stops_at_once_in_a_remote_worker(rig: Rig) -> Non
         worker.wait()
 
 
+@pytest.mark.bot_env(MERGEBOT_VERIFIER_WORKERS="1", MERGEBOT_JOB_LEASE_SECONDS="300", MERGEBOT_VERIFIER_SANDBOX="none")
 async def test_a_cancelled_run_stops_at_once_in_the_server_s_worker(rig: Rig) -> None:
     """Inside ``mergebot serve`` the worker hears the job's cancellation on the server's listening connection,
     long before its next heartbeat (a 300 s lease here: one every 100 s)."""
-    rig.bot.stop()
-    rig.bot.start(MERGEBOT_VERIFIER_WORKERS="1", MERGEBOT_JOB_LEASE_SECONDS="300", MERGEBOT_VERIFIER_SANDBOX="none")
     token = f"1000.{time.monotonic_ns() % 10**9:09d}"
     marker = rig.work / "after-the-sleep"
     job = await rig.db.jobs.enqueue_job(repo="demo", commit_sha=rig.sha, command=f"sleep {token}; touch {marker}",

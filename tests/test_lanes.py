@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 from pathlib import Path
 
 import pygit2
@@ -112,7 +113,8 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _base(tmp_path_factory.mktemp("lanes") / "src")
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
+# 25 examples under MERGEBOT_LONG_DRILLS=1 (the long run), 10 in the default suite: 4 s, not 11 s (issue 42)
+@settings(max_examples=25 if os.environ.get("MERGEBOT_LONG_DRILLS") == "1" else 10, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(cands=CANDIDATES, width=st.integers(1, 3), batch=st.integers(1, 4), risk_aware=st.booleans())
 async def test_lanes_hold_and_only_passed_commits_land(e2e_db: Database, tmp_path: Path, source: Path,

@@ -16,6 +16,7 @@ import sys
 
 import httpx
 import pygit2
+import pytest
 
 from mergebot.auth import Role
 from tests.conftest import SERIAL_ENV
@@ -51,10 +52,9 @@ def _covers(bare: pygit2.Repository, sha: str, tip: str) -> bool:
     return sha == tip or bare.descendant_of(sha, tip)
 
 
+@pytest.mark.bot_env(**BATCHES)
 async def test_a_failed_batch_leaves_its_likeliest_culprit_out_and_the_rest_lands_on_its_own_run(
         fleet: Fleet) -> None:
-    fleet.bot.stop()
-    fleet.bot.start(**BATCHES)
     sub = await _pushes(fleet, {"ann": 0.2, "bob": 0.01, "cat": 0.01, "dan": 0.01})
     safe = [sub[w] for w in ("bob", "cat", "dan")]
     await wait_for(fleet, safe, {"landed"})
@@ -83,10 +83,9 @@ async def test_a_failed_batch_leaves_its_likeliest_culprit_out_and_the_rest_land
     assert await fleet.db.landing.pending_intents("demo") == []
 
 
+@pytest.mark.bot_env(**BATCHES)
 async def test_a_failed_batch_with_no_clear_culprit_is_judged_apart_and_its_good_candidates_land_after(
         fleet: Fleet) -> None:
-    fleet.bot.stop()
-    fleet.bot.start(**BATCHES)
     sub = await _pushes(fleet, {"ann": 0.04, "bob": 0.04, "cat": 0.04, "dan": 0.04})  # equal: no clear culprit
     good = [sub[w] for w in ("bob", "cat", "dan")]
     await wait_for(fleet, good, {"landed"})
@@ -120,9 +119,8 @@ async def test_a_failed_batch_with_no_clear_culprit_is_judged_apart_and_its_good
     assert await fleet.db.landing.pending_intents("demo") == []
 
 
+@pytest.mark.bot_env(**BATCHES)
 async def test_a_likely_failure_runs_alone_behind_a_batch_of_likely_passes(fleet: Fleet) -> None:
-    fleet.bot.stop()
-    fleet.bot.start(**BATCHES)
     # ann's push came first, but the safer ones go before it; her estimate is below the batches' least chance
     sub = await _pushes(fleet, {"ann": 0.6, "bob": 0.01, "cat": 0.01, "dan": 0.01})
     safe = [sub[w] for w in ("bob", "cat", "dan")]

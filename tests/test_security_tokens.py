@@ -54,11 +54,10 @@ async def test_tokens_are_hashed_looked_up_by_hash_and_compared_in_constant_time
     assert await db.agents.authenticate(roles_api.tokens["ann"] + "x") is None
 
 
+# The bot runs with a webhook secret in its environment and every log line on.
+@pytest.mark.bot_env(MERGEBOT_WEBHOOK_SECRET=WEBHOOK_SECRET, MERGEBOT_LOG_LEVEL="debug", MERGEBOT_ACCESS_LOG="1",
+                     MERGEBOT_LOG_FORMAT="json")
 async def test_no_plaintext_secret_in_the_database_or_the_log(fleet: Fleet) -> None:
-    # Restart the bot with a webhook secret in its environment and every log line on.
-    fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_WEBHOOK_SECRET=WEBHOOK_SECRET, MERGEBOT_LOG_LEVEL="debug", MERGEBOT_ACCESS_LOG="1",
-                    MERGEBOT_LOG_FORMAT="json")
     url = fleet.bot.url
     await fleet.db.subtasks.create_subtask(actor_id=None, title="add subtract")
     # A landing: API calls, a clone and a push with the token, a verifier run.

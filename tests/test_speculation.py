@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import pygit2
+import pytest
 
 from mergebot.auth import Role
 from mergebot.rules import RulesChange
@@ -26,9 +27,8 @@ async def wait_for(fleet: Fleet, ids: list[int], statuses: set[str], timeout: fl
     raise AssertionError(f"subtasks {ids} never reached {statuses}:\n" + fleet.bot.log.read_text()[-3000:])
 
 
+@pytest.mark.bot_env(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3")
 async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: Fleet) -> None:
-    fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3")
     _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
     start = fleet.main()
@@ -81,11 +81,10 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
     assert findings == [], findings
 
 
+@pytest.mark.bot_env(MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2")
 async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fleet) -> None:
     """Batches of up to 4 (one run covers them), bisected on failure; every landed row names its own merge on
     main, the commit main moved to and the run that passed on it."""
-    fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2")
     # batches by count: the plain policy's bisection
     await fleet.db.repos.update_repo("demo", RulesChange.of(risk_aware=False))
     for name in ("cat", "dan"):
@@ -145,13 +144,12 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
     assert findings == [], findings
 
 
+@pytest.mark.bot_env(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3", MERGEBOT_BATCH_SIZE="4")
 async def test_a_batch_is_bisected_at_once_and_never_spans_a_lane_being_judged(fleet: Fleet) -> None:
     """A batch of four whose first member breaks the suite, with three workers: the bisection runs on every
     free worker at once, the culprit is judged apart, and the next batch leaves out the candidate touching the
     culprit's file (its lane) until the verdict. The others land together: one move of main, one run, a row
     each."""
-    fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3", MERGEBOT_BATCH_SIZE="4")
     # batches by count: the plain policy's bisection
     await fleet.db.repos.update_repo("demo", RulesChange.of(risk_aware=False))
     for name in ("cat", "dan", "eve"):
@@ -207,11 +205,10 @@ async def test_a_batch_is_bisected_at_once_and_never_spans_a_lane_being_judged(f
     assert findings == [], findings
 
 
+@pytest.mark.bot_env(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3")
 async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fleet) -> None:
     """The head fails alone: it is judged apart while the window refills without it. A candidate on other
     paths is verified without waiting for that verdict; one touching the same file waits for it."""
-    fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3")
     _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("breaks", "same", "other")]
     await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a window")
@@ -259,13 +256,12 @@ async def main_has_outcomes(fleet: Fleet) -> None:
     assert done.status == "done" and (done.result or {}).get("tests", {}).get("source") == "pytest", done
 
 
+@pytest.mark.bot_env(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="1", MERGEBOT_POST_LAND_RERUN="1")
 async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet) -> None:
     """Three landings in a row with one worker: candidate runs go first, so the first head's post-land check is
     still queued when the second lands; it is cancelled and its row says ``superseded``. Main's newest head is
     always checked. (The post-land checks run again on purpose here: by default a head a run passed on reuses
     that run.)"""
-    fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="1", MERGEBOT_POST_LAND_RERUN="1")
     await main_has_outcomes(fleet)
     _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]

@@ -126,7 +126,8 @@ async def test_a_job_that_loses_its_lease_again_and_again_ends_and_the_queue_goe
                    rules=Rules.of(verifier_command=check_command(), verifier_timeout_s=60))
     for who in ("ann", "bob"):
         await e2e_db.subtasks.create_subtask(actor_id=None, title=f"{who}'s change")
-    bot = BotProcess(e2e_db_url, data, MERGEBOT_VERIFIER_WORKERS="0", MERGEBOT_JOB_LEASE_SECONDS="3",
+    # 1.5 s job leases (three of the worker's 0.5 s heartbeats each): six lost leases take ~12 s, not ~21 s at 3 s
+    bot = BotProcess(e2e_db_url, data, MERGEBOT_VERIFIER_WORKERS="0", MERGEBOT_JOB_LEASE_SECONDS="1.5",
                      MERGEBOT_RECOVERY_GRACE_SECONDS="0", MERGEBOT_RETRY_FAILED_CHECKS="0").start()
     work = tmp_path / "work"
     work.mkdir()

@@ -79,13 +79,12 @@ async def test_waiting_superseded_and_after_landing(make_fleet: Callable[..., An
     assert f"subtask {sub.id} is landed at claim version 1" in v["next"] and "claim other work" in v["next"]
 
 
+@pytest.mark.bot_env(MERGEBOT_CRASH_AT="after_intent")  # the bot dies at that step of its landing
 async def test_a_push_while_the_last_one_is_landing(fleet: Fleet, e2e_db_url: str) -> None:
     """The bot dies between writing its landing intent and moving main, and comes back while another process
     leads the repository (so nothing reconciles it yet): the candidate is ``landing``, and a new push of the
     subtask is refused until that landing is settled."""
     sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="lands slowly")
-    fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_CRASH_AT="after_intent")
     claim, wt = fleet.start("ann")
     branch = f"refs/heads/{claim.branch}"
     commit(wt, {"f.txt": "one\n"})
@@ -112,12 +111,11 @@ async def test_a_push_while_the_last_one_is_landing(fleet: Fleet, e2e_db_url: st
     await until(landed, timeout=60)  # the bot leads now: it reconciles (rolls the intent back) and lands it
 
 
+@pytest.mark.bot_env(MERGEBOT_CRASH_AT="after_cas")  # the bot dies at that step of its landing
 async def test_a_landing_nobody_may_record_is_cancelled(fleet: Fleet) -> None:
     """main moved, then the bot died before recording the landing, and the subtask was cancelled meanwhile: the
     reconciler keeps main and the evidence, and the candidate is ``cancelled``."""
     sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="cancelled under a landing")
-    fleet.bot.stop()
-    fleet.bot.start(MERGEBOT_CRASH_AT="after_cas")
     claim, wt = fleet.start("ann")
     commit(wt, {"f.txt": "one\n"})
     git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
