@@ -34,6 +34,7 @@ from mergebot import messages as say
 from mergebot.errors import MergebotError
 from mergebot.git import credentials
 from mergebot.git import repo as git
+from mergebot.models import Repo
 
 INCOMING = "refs/mergebot/incoming/"
 QUEUE = "refs/heads/mergebot-queue/"
@@ -222,6 +223,14 @@ def have_commit(path: Path, remote: Remote, branch: str, sha: str, ref: str | No
     tag = f"have-{sha}"
     fetch_commit(path, remote, sha, ref or queue_ref(branch, sha), tag)
     drop_incoming(path, tag)  # the objects stay; nothing here needs the ref
+
+
+def commit_here(root: Path, repo: Repo, sha: str) -> None:
+    """Make sure this machine's copy of ``repo`` holds ``sha`` before a run checks it out: a forge
+    repository's mirror fetches it when another replica made or received it; a repository hosted here always has
+    it (its pushes land in this very directory), so nothing is done."""
+    if repo.forge:
+        have_commit(git.bare_path(root, repo.name), remote_of(repo), repo.target_branch, sha)
 
 
 def missing(path: Path, shas: list[str]) -> list[str]:

@@ -163,10 +163,8 @@ class LocalRepos:
 
 
 async def have_commit(root: Path, repo: Repo, sha: str) -> None:
-    """A forge repository's commit in this machine's mirror, fetched from the forge when another replica made it."""
-    if repo.forge:
-        await asyncio.to_thread(mirror.have_commit, git.bare_path(root, repo.name), mirror.remote_of(repo),
-                                repo.target_branch, sha)
+    """The job's commit in this machine's copy of the repository (``mirror.commit_here``)."""
+    await asyncio.to_thread(mirror.commit_here, root, repo, sha)
 
 
 def cache_root(slots: Path, repo: str) -> Path:
