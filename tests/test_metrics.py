@@ -26,6 +26,7 @@ from mergebot.cli import render
 from mergebot.db.database import Database
 from mergebot.db.views import Snapshot
 from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import Fleet, commit, git, make_project
 
@@ -135,7 +136,7 @@ def scraper(settings: Settings, tmp_path: Path) -> Iterator[Scraper]:
         for name, role in (("ann", Role.AGENT), ("bob", Role.AGENT), ("rita", Role.REVIEWER)):
             s.add(name, role)
         s.run(add_repo, s.db, repos_root(settings.data_dir), name="demo",
-              source=str(make_project(tmp_path / "src")), verifier_command="true")
+              source=str(make_project(tmp_path / "src")), rules=Rules.of(verifier_command="true"))
         yield s
 
 
