@@ -20,8 +20,8 @@ from bench.common.measure import Steps
 from bench.landing.repo import NOOP, T, fmt, header, make_commit, row, stats, touched_file
 from mergebot.db.database import Database
 from mergebot.git import repo as gitrepo
+from mergebot.landing import alone, postland, serial
 from mergebot.landing import land as landing_land
-from mergebot.landing import postland, serial
 from mergebot.landing import runs as landing_runs
 from mergebot.landing import target as landing_target
 from mergebot.landing.context import Context
@@ -37,8 +37,8 @@ from mergebot.verify import worker as worker_mod
 STAGES = (
     (landing_land, "take", "stage.take"),
     (landing_target.Hosted, "head", "stage.read_main"),
-    (serial, "merge", "stage.merge"),
-    (serial, "verify", "stage.verify"),
+    (alone, "merge", "stage.merge"),
+    (alone, "verify", "stage.verify"),
     (landing_land, "land", "stage.land"),
     (landing_runs, "check", "job.check"),
 )

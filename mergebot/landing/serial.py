@@ -16,22 +16,12 @@ While main is red the speculation window runs this path too: a fix is judged aga
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from typing import Any
-
-from mergebot import messages as say
-from mergebot.git import repo as git
-from mergebot.landing import evidence, postland, runs, verdict, verdicts
+from mergebot.landing import alone, postland
 from mergebot.landing import land as landing
 from mergebot.landing.context import Context, crash_point
-from mergebot.landing.judge import compare
 from mergebot.landing.judge import step as judge
-from mergebot.landing.target import Target, target_for
+from mergebot.landing.target import target_for
 from mergebot.models import Candidate, Repo
-from verifier.runner import Result
-
-log = logging.getLogger(__name__)
 
 
 async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
@@ -41,11 +31,11 @@ async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
         return None
     target = target_for(ctx, repo)
     main = await target.head()
-    merged = await merge(ctx, repo, target, cand, main)
+    merged = await alone.merge(ctx, repo, target, cand, main)
     if merged is None:
         return cand
     await judge.prefetch(ctx, repo, main)
-    passed = await verify(ctx, repo, cand, merged, main)
+    passed = await alone.verify(ctx, repo, cand, merged, main)
     if passed is None:
         return cand
     crash_point("after_verify")
@@ -53,78 +43,3 @@ async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
     if landed is not None:
         postland.start(ctx, repo, landed)
     return cand
-
-
-async def merge(ctx: Context, repo: Repo, target: Target, cand: Candidate, main: str) -> git.Merge | None:
-    """The candidate merged onto main; None when it was rejected (a conflict, or nothing to land)."""
-    merged = await landing.merge_onto(ctx.db, target, cand, main)
-    if await landing.reject_unmergeable(ctx.db, target, repo, cand, merged, main):
-        return None
-    return merged
-
-
-async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, main: str,
-                 first: Result | None = None,
-                 judging: judge.Judging | None = None) -> tuple[Result, str, dict[str, Any]] | None:
-    """The passing run on the merged commit, the verdict (``pass`` or ``flaky``) and the record of every run it
-    took; None when the candidate was rejected or parked. ``first``: a run already made and judged on this commit
-    (the speculation window's), with its ``judging`` when known."""
-    assert merge.sha is not None
-    if judging is None:
-        judging = await judge.prepare(ctx, repo, main, [judge.Member(cand, main, merge.sha)])
-    if first is None:  # the serial queue: a window of one
-        first = await judge.run(ctx, repo, judging, "candidate", candidate_id=cand.id, window_width=1)
-    state = verdict.Runs(first)
-    record: dict[str, Any] = {}
-    while True:
-        step = verdict.next_step(state, retry_failures=ctx.retry_failures)
-        if step.action == "land":
-            assert step.deciding is not None
-            return step.deciding, step.outcome, record
-        record.setdefault("first", state.first.as_json())
-        if step.action == "retry":
-            retry = await judge.run(ctx, repo, judging, "retry", candidate_id=cand.id)
-            state = verdict.Runs(state.first, retry=retry)
-            record["retry"] = retry.as_json()
-        elif step.action == "base":
-            base = await _base(ctx, repo, cand, main, merge.sha, state.first)
-            state = verdict.Runs(state.first, state.retry, base)
-            record["base"] = base.as_json()
-        else:
-            await _refuse(ctx, repo, cand, step, merge.sha, main, record, state.base)
-            return None
-
-
-async def _base(ctx: Context, repo: Repo, cand: Candidate, main: str, merged: str, first: Result) -> Result:
-    """The check's result on main itself, for telling a candidate's failure from main's (``verdict.base_source``)."""
-    source = verdict.base_source(red_since=repo.red_since, main=main, merged_sha=merged)
-    if source == "known_red":
-        return Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
-    if source == "same_commit":
-        return first
-    tree = await asyncio.to_thread(compare.tree_of, target_for(ctx, repo).path, main)
-    if await ctx.db.jobs.passed_on(repo=repo.name, sha=main, tree=tree, command=repo.verifier_command):
-        return Result(main, "", repo.verifier_command, "pass", 0, 0, say.KNOWN_GREEN, "", 0, "", "none")
-    return await runs.check(ctx, repo, main, "base", candidate_id=cand.id)
-
-
-async def _refuse(ctx: Context, repo: Repo, cand: Candidate, step: verdict.Step, merged: str, main: str,
-                  record: dict[str, Any], base: Result | None) -> None:
-    """Reject the candidate (its failure), or park it (main's failure: main turns red, and is mended)."""
-    deciding = step.deciding
-    assert deciding is not None
-    verifier = evidence.verdict_json(deciding, deciding.outcome, record)
-    if step.action == "park":
-        await postland.red_base(ctx, repo, main, say.base_fails(repo.target_branch, main), base or deciding)
-        await ctx.db.landing.finish_candidate(cand.id, "parked", say.parked(repo.target_branch, main), base_sha=main,
-                                              merged_sha=merged, verifier=verifier, verdict=verdicts.recorded(
-                                                  "pre_existing", failing_tests=list(deciding.failing_tests)))
-        log.info("parked candidate %s of subtask %s: pre_existing (%s fails on its own)", cand.id, cand.subtask_id,
-                 repo.target_branch, extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": "pre_existing"})
-        return
-    kind = step.kind
-    if kind in ("check_failed", "check_timeout") and (cand.verdict or {}).get("was_flaky"):
-        kind = "flaky_then_failed"  # requeued after a flaky pass, and failed when verified again
-    rejection = say.Rejection(kind, repo.target_branch, cand.sha, repo.verifier_command, merged_sha=merged,
-                              run=deciding, retried="retry" in record)
-    await landing.reject(ctx.db, cand, rejection, base_sha=main, verifier=verifier)
