@@ -118,9 +118,11 @@ class Window:
         self.tried_on = None
 
 
-def policy(repo: Repo, unit: list[Speculation]) -> str:
-    """How the window landed ``unit``, for its landed rows: speculative, with ``batched`` when one run covered
-    several, ``risk-aware`` when the estimates shaped it, ``left-out`` when it is a failed batch's rest."""
-    parts = ["speculative", *(["batched"] if len(unit) > 1 else []), *(["risk-aware"] if repo.risk_aware else []),
+def policy(repo: Repo, unit: list[Speculation], *, serial: bool = False) -> str:
+    """How the window landed ``unit``, for its landed rows: serial (a window one wide with batches of one) or
+    speculative, with ``batched`` when one run covered several, ``risk-aware`` when the estimates shaped it,
+    ``left-out`` when it is a failed batch's rest."""
+    parts = ["serial" if serial else "speculative", *(["batched"] if len(unit) > 1 else []),
+             *(["risk-aware"] if repo.risk_aware else []),
              *(["left-out"] if unit[-1].without_suspect else [])]
     return "+".join(parts)

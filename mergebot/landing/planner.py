@@ -6,15 +6,19 @@ covers every slot up to k. With W verifier workers the queue keeps up to W check
 candidates (batching, as bors), and a failing batch is bisected.
 
 The rules, in order (``decide``):
+  0. while main is red only a fix lands, one candidate at a time, judged against main itself (``alone``): the
+     executor re-plans whatever the window holds and takes the next candidate alone;
   1. a withdrawn slot (superseded, reclaimed) is cut, with everything built on it;
   2. the furthest passing checkpoint with no failing checkpoint ahead of it lands every slot up to it, by one
      move of main to exactly the commit that run passed on (a later pass covers an earlier pending run);
   3. everything behind a failing checkpoint is cut: it was built on a commit that will not land;
-  4. a failing head unit is judged alone when it holds one candidate, else bisected (bors): new checkpoints
-     inside it, as many as there are free verifier workers, spread evenly by the candidates' estimated failure
-     probability (``risk``; by count when none is known), so a batch of B with B-1 free workers finds its culprit
-     in one run's time instead of log2(B) runs one after another; a checkpoint that passes inside it lands its
-     prefix at once (rule 2);
+  4. a failing head unit is judged alone when it holds one candidate — apart, while the window refills without it
+     (``judge_head``), or, in a serial window (one wide, batches of one: the serial queue), in its place (``alone``:
+     one candidate at a time, retried, compared with main, then landed, rejected or parked) — else bisected
+     (bors): new checkpoints inside it, as many as there are free verifier workers, spread evenly by the
+     candidates' estimated failure probability (``risk``; by count when none is known), so a batch of B with B-1
+     free workers finds its culprit in one run's time instead of log2(B) runs one after another; a checkpoint that
+     passes inside it lands its prefix at once (rule 2);
   4a. but when the slots carry estimates (a risk-aware queue) and one of them carries more than half the stretch's
      failure mass, that likeliest culprit is left out first (Zuul re-speculates so after a failure): it leaves
      the chain, and the rest of its stretch gets a checkpoint of its own, so the window goes on filling behind
@@ -39,7 +43,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 PASSING = frozenset({"pass", "flaky"})
 MIN_PASS = 0.7  # a batch expected to fail more than three times in ten is not formed (see ``pass_threshold``)
@@ -65,20 +69,59 @@ class Slot:
 
 
 @dataclass(frozen=True)
+class Sizing:
+    """What the window's width follows: its width now, the widest it may be, and the measured failure rate."""
+
+    width: int
+    ceiling: int
+    fail_rate: float = 0.1
+
+
+@dataclass(frozen=True)
 class Decision:
-    action: str  # "land", "judge_head", "cut", "checkpoint", "leave_out", "apart", "wait"
+    action: str  # "land", "judge_head", "alone", "cut", "checkpoint", "leave_out", "apart", "wait"
     index: int = 0  # "land": slots up to here; "cut": from here on; "checkpoint": run the check on this slot;
+    # "alone": the failed head judged in its place, or (no failed head: main is red) the next candidate taken alone;
     # "leave_out": the suspect, taken out of the chain (the rest of its stretch gets a checkpoint at its end);
     # "apart": the failed stretch, from here to the end, leaves the chain and each of its slots is judged alone
     more: tuple[int, ...] = ()  # "checkpoint" while bisecting: these slots too
+    width: int | None = None  # the window's width once this step is carried out (``resize``); None: unchanged.
+    # "land": once the unit landed (a landing that does not happen is a failure: ``resize(..., passed=False)``)
 
 
-def decide(slots: Sequence[Slot], free: int = 1, clear_share: float = CLEAR_SHARE) -> Decision:
+def decide(slots: Sequence[Slot], free: int = 1, clear_share: float = CLEAR_SHARE, *, red: bool = False,
+           serial: bool = False, sizing: Sizing | None = None) -> Decision:
     """The next step for a window (see the module's rules), with ``free`` verifier runs to spare for a bisection;
     ``clear_share``: the share of a failed stretch's mass its suspect must exceed to be left out (rule 4a; at 0 a
-    suspect is always left out, at 1 never: ``python -m bench.fleet.window_model`` compares them).
+    suspect is always left out, at 1 never: ``python -m bench.fleet.window_model`` compares them); ``red``: main is
+    red (rule 0); ``serial``: the window is one wide with batches of one (rule 4: a failed head judged in its place);
+    ``sizing``: the window's width now, with which the decision carries its new width (``resize``): one wider after
+    a landing, smaller after a failure (a cut behind a failed run, a failed head judged, a suspect left out, a
+    stretch judged apart), unchanged otherwise (so is a red main's step: it is not the window's failure).
     Landing a passing unit comes before cutting behind a failure further back: its landing does not depend on
     anything behind it, and it must never wait."""
+    decision = _decide(slots, free, clear_share, red=red, serial=serial)
+    if sizing is None:
+        return decision
+    if decision.action == "land":
+        return replace(decision, width=resize(sizing, passed=True))
+    failed = decision.action in ("judge_head", "leave_out", "apart") or (decision.action == "alone" and not red) or (
+        decision.action == "cut" and decision.index > 0 and slots[decision.index - 1].failed)
+    return replace(decision, width=resize(sizing, passed=False)) if failed else decision
+
+
+def resize(sizing: Sizing, *, passed: bool) -> int:
+    """The window's width after a landing (``passed``) or a failure: ``next_width`` within [``window_floor``, the
+    ceiling]."""
+    return next_width(sizing.width, passed=passed, ceiling=sizing.ceiling,
+                      floor=window_floor(sizing.fail_rate, sizing.ceiling))
+
+
+def _decide(slots: Sequence[Slot], free: int = 1, clear_share: float = CLEAR_SHARE, *, red: bool = False,
+            serial: bool = False) -> Decision:
+    """The module's rules, in order (``decide`` adds the width)."""
+    if red:
+        return Decision("alone")
     for i, slot in enumerate(slots):
         if not slot.valid:
             return Decision("cut", i)  # it, and everything built on it
@@ -97,7 +140,7 @@ def decide(slots: Sequence[Slot], free: int = 1, clear_share: float = CLEAR_SHAR
             return Decision("cut", i + 1)
     failed = next((i for i, s in enumerate(slots) if s.failed), None)
     if failed == 0:
-        return Decision("judge_head")
+        return Decision("alone" if serial else "judge_head")
     if failed is not None:  # the last slot (rule 3 cut what was behind it), with pending runs or none ahead
         if (suspect := leave_out(slots, failed, free, clear_share)) is not None:
             return suspect

@@ -1,28 +1,33 @@
-"""The speculation window: up to W candidates verified at once, each on top of the ones ahead of it.
+"""The landing executor: the one engine of every queue, up to W candidates verified at once, each on top of the
+ones ahead of it. The serial queue is this window one wide with batches of one (MERGEBOT_SPECULATION_WINDOW=1,
+MERGEBOT_BATCH_SIZE=1): one candidate at a time.
 
-With MERGEBOT_SPECULATION_WINDOW > 1 (or batches, MERGEBOT_BATCH_SIZE > 1) the queue keeps, per repository, a
-chain of merges main + c1 + ... + ck, with runs in flight on up to W of them, each covering the batch of slots
-ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this module does what it says:
+Per repository it keeps a chain of merges main + c1 + ... + ck, with runs in flight on up to W of them, each
+covering the batch of slots ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this module
+does what it says:
   * land  — a passing run lands every slot it covers by one move of main to exactly the commit it passed on;
   * cut   — a failing or withdrawn slot cuts everything built on it (their runs are cancelled, their candidates
             go back to the queue); a failing batch is bisected with checkpoints, on every free worker at once;
-  * judge — a candidate failing alone is judged apart (retry, main's status: ``serial.verify``) while the window
+  * judge — a candidate failing alone is judged apart (retry, main's status: ``alone.verify``) while the window
             refills without it — only candidates touching the same paths wait for that verdict, and a candidate
-            that does not apply on top of the slots ahead is re-planned after them (lanes);
+            that does not apply on top of the slots ahead is re-planned after them (lanes); in a serial window it
+            is judged in its place (``alone``), and landed on its passing run;
+  * alone — while main is red (planner rule 0) only a fix lands: whatever the window holds is re-planned, and the
+            next candidate is merged onto main and judged against main itself, one at a time (``alone``);
   * leave out — in a risk-aware queue, a failed batch's likeliest culprit leaves the chain (a ``Suspect``) and the
             rest gets a run of its own while the window fills on behind it; the suspect is judged on its failed run
             once the rest lands (it then sits on that very tree), or re-planned when the rest fails too. With no
             clear culprit the whole failed batch leaves the chain and each candidate is judged on main alone
             (``mergebot.landing.apart``), while the window fills on with the queue. Batches
             grow while they stay likely to pass (``planner.pass_threshold``), and a likely failure runs alone;
-  * wait  — for any run of the window; meanwhile the next candidate is taken and merged onto the chain's tail
-            (staged), so the run a result frees starts without waiting for that merge, and the queued candidates
-            are tried on main (``sweep``): one that conflicts with main is rejected now, not when its turn comes.
+  * wait  — for any run of the window (results are read back by ``checkpoints``); meanwhile the next candidate is
+            taken and merged onto the chain's tail (staged), so the run a result frees starts without waiting for
+            that merge, and the queued candidates are tried on main (``sweep``): one that conflicts with main is
+            rejected now, not when its turn comes.
 A candidate that does not apply on the chain's tail is tried on main at once: rejected if it does not apply there
 either, else re-planned after the slots ahead (tried again when one of them lands or is cut). A newer push, a
 reclaim or a moved main cuts the window from there. The width grows by one per landing and halves on a failure,
-never below the deepest slot still likelier to land than not at the measured failure rate (``planner``). While
-main is red, the serial path runs instead: a fix is judged against main itself.
+never below the deepest slot still likelier to land than not at the measured failure rate (``planner``).
 """
 
 from __future__ import annotations
@@ -33,16 +38,14 @@ import logging
 
 from mergebot import messages as say
 from mergebot.git import repo as git
-from mergebot.landing import apart, evidence, planner, postland, runs, serial, sweep
+from mergebot.landing import alone, apart, checkpoints, evidence, planner, postland, sweep
 from mergebot.landing import land as landing
 from mergebot.landing.chain import Speculation, Suspect, Window, policy
-from mergebot.landing.context import Context
-from mergebot.landing.judge import heldout
+from mergebot.landing.context import Context, crash_point
 from mergebot.landing.judge import step as judging
 from mergebot.landing.land import Slot
 from mergebot.landing.target import Target, target_for
 from mergebot.models import Candidate, Repo
-from verifier.runner import Result
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +64,17 @@ class Speculator:
             if window is not None:
                 window.drop()
 
+    @property
+    def serial(self) -> bool:
+        """One wide with batches of one: the serial queue, one candidate at a time (a failed head is judged in its
+        place, not apart while the window refills)."""
+        return self.width == 1 and self.batch == 1
+
     async def step(self, repo: Repo) -> bool:
         """Fill the window, then land, cut, bisect, judge or wait. True when something happened."""
         window = self.windows.setdefault(repo.name, Window(width=self.width))
-        if repo.red_since:  # while main is red only a fix lands, one at a time, judged against main itself
-            if window.slots or window.staged is not None:
-                await self.cut(window, 0, say.red_alone(repo.target_branch))
-            return await serial.process_next(self.ctx, repo) is not None
+        if planner.decide(window.plan(repo.risk_aware), red=bool(repo.red_since)).action == "alone":
+            return await self.alone(repo) is not None  # rule 0: main is red, only a fix lands, judged against main
         target = target_for(self.ctx, repo)
         main = await target.head()
         if window.slots and window.slots[0].base != main:  # main moved under the speculation
@@ -75,12 +82,17 @@ class Speculator:
         await self.fill(repo, window, target, main)
         if not window.slots:
             return False
-        await self._collect(repo, window)
+        await checkpoints.collect(self.ctx, repo, window)
         if window.suspects:  # a suspect whose rest failed, or was cut, goes back to the queue
             await self._suspects_after(repo, window, target, set(), main)
         pending = [s.held_job_id or s.job_id for s in window.slots if s.job_id is not None and s.result is None]
         free = max(0 if pending else 1, window.width - len(pending))  # runs to spare for a bisection
-        decision = planner.decide(window.plan(repo.risk_aware), free=free)
+        sizing = planner.Sizing(window.width, self.width, window.fail_rate)
+        decision = planner.decide(window.plan(repo.risk_aware), free=free, serial=self.serial, sizing=sizing)
+        if decision.width is not None and decision.action != "land":  # a landing resizes once it is done
+            window.width = decision.width
+        if decision.action == "alone":  # a serial window's failed head, judged in its place
+            return await self.alone(repo, main) is not None
         if decision.action == "wait":
             if not pending:
                 return False
@@ -90,22 +102,18 @@ class Speculator:
             return True
         if decision.action == "checkpoint":  # a tail left uncovered by a cut, or bisecting a failed batch
             for index in (decision.index, *decision.more):
-                await self._checkpoint(repo, window, window.slots[index])
+                await checkpoints.start(self.ctx, repo, window, window.slots[index])
             return True
         if decision.action == "cut":
-            if decision.index > 0 and window.slots[decision.index - 1].plan().failed:
-                window.width = self._next_width(window, passed=False)
             await self.cut(window, decision.index, say.AHEAD_FAILED_OR_WITHDRAWN)
             return True
         if decision.action == "land":
-            await self._land(repo, window, target, main, decision.index)
+            await self._land(repo, window, target, main, decision, sizing)
             return True
         if decision.action == "leave_out":
-            window.width = self._next_width(window, passed=False)
             await self._leave_out(repo, window, target, main, decision)
             return True
         if decision.action == "apart":  # no clear culprit: each candidate of the failed stretch judged on main alone
-            window.width = self._next_width(window, passed=False)
             stretch, window.slots = window.slots[decision.index:], window.slots[:decision.index]
             await apart.stretch(self.ctx, repo, window, target, stretch, main)
             return True
@@ -114,11 +122,50 @@ class Speculator:
         head = window.slots[0]
         await self.cut(window, 1, say.AHEAD_FAILED)
         window.slots.pop(0)
-        window.width = self._next_width(window, passed=False)
         apart.start(self.ctx, repo, window, head, main)
         return True
 
-    async def _land(self, repo: Repo, window: Window, target: Target, main: str, index: int) -> None:
+    async def alone(self, repo: Repo, main: str | None = None) -> Candidate | None:
+        """Planner: ``alone``. One candidate judged against main itself, as the whole step (``mergebot.landing.alone``:
+        retried, compared with main, then landed, rejected or parked): a serial window's failed head in its place, or,
+        while main is red, the next queued candidate, merged onto ``main`` (whatever the window held is re-planned).
+        The candidate judged; None when none was queued."""
+        window = self.windows.setdefault(repo.name, Window(width=self.width))
+        target = target_for(self.ctx, repo)
+        main = main if main is not None else await target.head()
+        ctx = self.ctx
+        head = window.slots[0] if window.slots and window.slots[0].plan().failed and not repo.red_since else None
+        if head is not None:
+            await self.cut(window, 1, say.AHEAD_FAILED)
+            window.slots.pop(0)
+            cand, merge, first, judged = head.cand, head.merge, head.result, head.judging
+            if judged is not None and (judged.main != main or len(judged.members) != 1):
+                judged = None  # its run judged more than this candidate on main: the retry is judged anew
+        else:
+            if window.slots or window.staged is not None:
+                await self.cut(window, 0, say.red_alone(repo.target_branch))
+            taken = await landing.take(ctx, repo)
+            if taken is None:
+                return None
+            cand, first, judged = taken, None, None
+            merged = await alone.merge(ctx, repo, target, cand, main)
+            if merged is None:
+                return cand
+            merge = merged
+            await judging.prefetch(ctx, repo, main)
+        passed = await alone.verify(ctx, repo, cand, merge, main, first=first, judging=judged)
+        window.fail_rate = planner.observe_failure(window.fail_rate, passed is None)
+        if passed is not None:
+            crash_point("after_verify")
+            landed = await landing.land(ctx, target, cand, main, merge, *passed)
+            if landed is not None:
+                postland.start(ctx, repo, landed)
+        return cand
+
+    async def _land(self, repo: Repo, window: Window, target: Target, main: str, decision: planner.Decision,
+                    sizing: planner.Sizing) -> None:
+        index = decision.index
+        crash_point("after_verify")  # a drill's: the unit's run passed, nothing moved yet
         unit, window.slots = window.slots[:index + 1], window.slots[index + 1:]
         for slot in unit[:-1]:  # the last slot's pass covers them: their own runs are no longer needed
             if slot.job_id is not None and slot.result is None:
@@ -134,15 +181,17 @@ class Speculator:
                 await self.cut(window, 0, say.REPLANNED_AFTER_ERROR)
         last = unit[-1]
         assert last.result is not None
+        how = policy(repo, unit, serial=self.serial)
         if len(unit) == 1:
             flaky = evidence.flaky_runs(last.cand)  # it failed once and passed a retry before main moved on
             landed = await landing.land(self.ctx, target, last.cand, main, last.merge, last.result,
-                                        "pass" if flaky is None else "flaky", flaky or {}, policy(repo, unit))
+                                        "pass" if flaky is None else "flaky", flaky or {}, how)
         else:
             landed = await landing.land_batch(self.ctx, target, [Slot(s.cand, s.base, s.merge) for s in unit], main,
-                                              last.result, policy(repo, unit))
+                                              last.result, how)
         window.deferred.clear()
-        window.width = self._next_width(window, passed=landed is not None)
+        # the planner's width once the unit landed; a landing that did not happen counts as a failure
+        window.width = decision.width if landed is not None and decision.width else planner.resize(sizing, passed=False)
         if landed is not None:
             postland.start(self.ctx, repo, landed)
             window.proven.difference_update(s.cand.id for s in unit)
@@ -178,7 +227,7 @@ class Speculator:
         rest = window.slots[-1]
         if not rest.checkpoint:  # the rest of its batch, verified without it (else: the run ahead of it, as it is)
             rest.without_suspect = True
-            await self._checkpoint(repo, window, rest)
+            await checkpoints.start(self.ctx, repo, window, rest)
         suspect.result, suspect.job_id = failing.result, failing.job_id
         window.suspects[suspect.cand.id] = Suspect(suspect, rest.cand.id)
         log.info("left candidate %s of subtask %s out of its failed batch (estimated failure %.2f)", suspect.cand.id,
@@ -210,22 +259,6 @@ class Speculator:
                 window.suspects.pop(cid)
                 await self.ctx.db.landing.finish_candidate(cid, "queued", say.REPLANNED_AFTER_FAILURE)
                 window.deferred.discard(cid)
-
-    def _next_width(self, window: Window, *, passed: bool) -> int:
-        return planner.next_width(window.width, passed=passed, ceiling=self.width,
-                                  floor=planner.window_floor(window.fail_rate, self.width))
-
-    async def _checkpoint(self, repo: Repo, window: Window, slot: Speculation) -> None:
-        """Queue a run on ``slot``'s merge (with main's tests: ``judge``); it covers every unchecked slot ahead of
-        it."""
-        assert slot.merge.sha is not None
-        upto = next(i for i, s in enumerate(window.slots) if s is slot) + 1
-        members = [judging.Member(s.cand, s.base, s.merge.sha or "") for s in window.slots[:upto]]
-        slot.judging = await judging.prepare(self.ctx, repo, window.slots[0].base, members)
-        slot.job_id = await judging.start(self.ctx, repo, slot.judging, "candidate", candidate_id=slot.cand.id,
-                                          window_width=window.width)
-        slot.result = slot.held_for = slot.held_job_id = None
-        slot.started = asyncio.get_running_loop().time()
 
     async def merge(self, target: Target, cand: Candidate, base: str) -> tuple[git.Merge, frozenset[str]]:
         return await landing.merge_with_paths(self.ctx.db, target, cand, base)
@@ -278,11 +311,12 @@ class Speculator:
             window.slots.append(slot)
             unchecked = len(window.slots) - max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
             if least is not None and 1.0 - slot.risk(window.fail_rate) < least:
-                await self._checkpoint(repo, window, slot)  # a likely failure runs alone
+                await checkpoints.start(self.ctx, repo, window, slot)  # a likely failure runs alone
             elif unchecked >= (size if least is None else self.batch):
-                await self._checkpoint(repo, window, slot)
+                await checkpoints.start(self.ctx, repo, window, slot)
         if window.slots and not window.slots[-1].checkpoint and not window.failing():
-            await self._checkpoint(repo, window, window.slots[-1])  # the queue ran dry: cover the batch as it is
+            # the queue ran dry: cover the batch as it is
+            await checkpoints.start(self.ctx, repo, window, window.slots[-1])
 
     async def _batch_with(self, repo: Repo, window: Window, slot: Speculation, least: float) -> bool:
         """Whether ``slot`` may join the batch of unchecked slots at the chain's tail: yes while that batch stays at
@@ -297,7 +331,7 @@ class Speculator:
             passes *= 1.0 - other.risk(window.fail_rate)
         if passes >= least:
             return True
-        await self._checkpoint(repo, window, batch[-1])
+        await checkpoints.start(self.ctx, repo, window, batch[-1])
         return sum(s.checkpoint for s in window.slots) < window.width
 
     async def stage(self, repo: Repo, window: Window, target: Target, main: str) -> None:
@@ -346,38 +380,6 @@ class Speculator:
         await self.ctx.db.landing.finish_candidate(cand.id, "queued", why)
         log.info("deferred candidate %s of subtask %s: %s", cand.id, cand.subtask_id, why,
                  extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": "deferred"})
-
-    async def _collect(self, repo: Repo, window: Window) -> None:
-        """Results that are in, runs that overran, and whether each slot is still wanted."""
-        db = self.ctx.db
-        now = asyncio.get_running_loop().time()
-        limit = runs.run_limit(self.ctx, repo)
-        jobs = await db.jobs.get_jobs([s.held_job_id or s.job_id for s in window.slots
-                                       if s.job_id is not None and s.result is None])
-        fence_of = await landing.fences(db, [s.cand for s in window.slots if s.valid])
-        for slot in window.slots:
-            if slot.held_job_id is not None and slot.result is None and slot.held_for is not None:
-                held = jobs[slot.held_job_id]
-                if held.status in ("done", "cancelled") or now - slot.started > limit:
-                    slot.result = await heldout.combine(
-                        self.ctx, repo, slot.held_for, runs.result_of(repo, slot.held_for.commit_sha, held))
-                    slot.held_job_id = slot.held_for = None
-            elif slot.job_id is not None and slot.result is None and slot.judging is not None:
-                job = jobs[slot.job_id]
-                if job.status == "done" and job.result:
-                    got = (await judging.judge(self.ctx, repo, slot.judging, Result.from_json(job.result))).result()
-                    slot.held_job_id = await judging.held_out(self.ctx, repo, slot.judging, got,
-                                                              candidate_id=slot.cand.id)
-                    if slot.held_job_id is None:
-                        slot.result = got
-                    else:
-                        slot.held_for = got
-                elif job.status == "cancelled":
-                    slot.valid = False
-                elif now - slot.started > limit:
-                    slot.result = runs.unfinished(repo, slot.merge.sha or "", say.job_unfinished(slot.job_id))
-            if slot.valid:
-                slot.valid = fence_of[slot.cand.id] is None
 
     async def cut(self, window: Window, index: int, reason: str) -> None:
         """Cancel the runs of slots ``index`` and after and put their candidates back in the queue."""

@@ -11,7 +11,8 @@ retry alike.
      else is an ``error``); a judging run that passed is held to main's tests (``compare.hold``); then the own tests
      must have passed (the run that decides is then theirs: ``fail``, ``timeout``, a limit); the ``Judgement``;
   4. the held-out checks (``heldout``), on the judged commit, started the same way, for a run that passed.
-``run`` is the four in a row, for a caller that waits (the serial path); the window does them across its steps.
+``run`` is the four in a row, for a caller that waits (``mergebot.landing.alone``); the window does them across its
+steps.
 
 The outcome of a judgement is ``pass``, the runner's own (``fail``, ``timeout``, ``error``, ``disk_limit``,
 ``memory_limit``) or a judged kind (``verdict.JUDGED``); ``Judgement.result()`` is the run the verdict policy, the
