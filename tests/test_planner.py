@@ -6,15 +6,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mergebot.landing.planner import (
+    Batching,
     Decision,
     Sizing,
     Slot,
     batch_rate,
     batch_size,
+    batching,
     bisection,
     bisection_rounds,
+    closes,
     decide,
     expected_landings_per_run,
+    joins,
     next_width,
     observe_failure,
     pass_threshold,
@@ -283,6 +287,22 @@ def test_a_batch_must_stay_likely_to_pass() -> None:
     assert pass_threshold(0.5, 8) == 0.7  # never a batch expected to fail more than three times in ten
     assert pass_threshold(0.01, 8, 4) == 0.99 ** 8
     assert 0.7 <= pass_threshold(0.1, 8, 4) < 0.9
+
+
+def test_the_fill_forms_batches_as_the_planner_says() -> None:
+    """Which slots get a run as the window fills: by count, a run per full batch; risk-aware, a batch grows while it
+    stays likely enough to pass, and a likely failure runs alone. A serial window (batches of one) runs each."""
+    assert batching(0.1, 1, 1, False) == Batching(1) and batching(0.1, 1, 1, True) == Batching(1, 0.9)
+    assert batching(0.5, 8, 4, True) == Batching(8, 0.7)
+    assert closes([0.1], Batching(1)) and closes([0.1], Batching(1, 0.9))
+    by_count = Batching(3)
+    assert not closes([0.9, 0.9], by_count) and closes([0.0, 0.0, 0.0], by_count)
+    assert joins([0.9, 0.9, 0.9], 0.9, by_count)  # by count, estimates do not matter
+    risky = Batching(4, 0.7)
+    assert joins([], 0.9, risky)  # an empty batch takes anyone
+    assert joins([0.1, 0.1], 0.1, risky) and not joins([0.1, 0.1, 0.1], 0.1, risky)  # 0.9^3 = 0.73, 0.9^4 = 0.66
+    assert closes([0.05, 0.4], risky)  # a likely failure runs alone (its batch closes on it)
+    assert not closes([0.05, 0.1], risky) and closes([0.0] * 4, risky)
 
 
 @given(st.integers(1, 64), st.booleans(), st.integers(1, 64))

@@ -88,6 +88,10 @@ class Window:
     def failing(self) -> bool:
         return any(s.plan().failed for s in self.slots)
 
+    def unchecked(self) -> list[Speculation]:
+        """The slots at the chain's tail that no run covers yet (the batch the fill is forming)."""
+        return self.slots[max((i + 1 for i, s in enumerate(self.slots) if s.checkpoint), default=0):]
+
     def busy_paths(self) -> frozenset[str]:
         """What the candidates being judged apart, or left out, change: candidates touching it wait (lanes)."""
         return frozenset().union(*(paths for _, paths in self.aside.values()),

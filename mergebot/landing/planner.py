@@ -36,7 +36,11 @@ The rules, in order (``decide``):
 The window adapts like Zuul's: one wider after a landing, halved after a failure, never below the floor. The
 floor follows the measured failure rate p: the deepest slot k whose run is still more likely to land than to be
 thrown away, (1-p)^k >= 1/2 (``window_floor``). So a rare failure costs no speculation depth (at p = 0.1 a run
-six deep still lands with probability 0.53), while at p = 0.3 a failure halves the window down to one.
+six deep still lands with probability 0.53), while at p = 0.3 a failure halves the window down to one. Each
+decision carries the width it leaves (``Sizing``, ``resize``): the executor sets it and computes none.
+The fill forms batches as ``batching`` says: by count (``batch_size``), or in a risk-aware queue while a batch
+stays likely to pass (``joins``); the chain's unchecked tail gets its run when it is full or holds a likely
+failure (``closes``). A serial window (one wide, batches of one: the serial queue) is this planner at W = B = 1.
 """
 
 from __future__ import annotations
@@ -187,6 +191,44 @@ def leave_out(slots: Sequence[Slot], failed: int, free: int, clear_share: float 
     if slots[suspect].risk <= clear_share * sum(risks):  # never at 0: the suspect's estimate is above 0
         return Decision("apart", lo + 1)  # no clear culprit; its runs on main queue beside the window's
     return Decision("leave_out", suspect) if free >= 1 else None
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How the fill forms batches (``mergebot.landing.window``): ``size`` candidates at most under one run, and in a
+    risk-aware queue ``least``, the least probability of passing a batch may have (None: batches by count)."""
+
+    size: int
+    least: float | None = None
+
+
+def batching(failure_rate: float, ceiling: int, width: int, risk_aware: bool) -> Batching:
+    """The fill's batches at the measured failure rate: by count, ``batch_size`` (at the widest window: one halved by
+    failures would make batches look cheap when failures are frequent); risk-aware, up to ``ceiling`` while the batch
+    stays at least ``pass_threshold`` likely to pass."""
+    if risk_aware:
+        return Batching(ceiling, pass_threshold(failure_rate, ceiling, width))
+    return Batching(batch_size(failure_rate, ceiling, width))
+
+
+def joins(batch: Sequence[float], risk: float, rule: Batching) -> bool:
+    """Whether a candidate of estimated failure probability ``risk`` may join the batch of unchecked slots at the
+    chain's tail (``batch``: theirs): always by count; risk-aware, while the batch stays ``rule.least`` likely to pass
+    (else that batch gets its run first, and the candidate starts the next one)."""
+    if rule.least is None or not batch:
+        return True
+    passes = 1.0 - risk
+    for other in batch:
+        passes *= 1.0 - other
+    return passes >= rule.least
+
+
+def closes(batch: Sequence[float], rule: Batching) -> bool:
+    """Whether the chain's unchecked tail (``batch``: its estimates, the slot just added last) gets its run now: a full
+    batch does, and in a risk-aware queue so does a likely failure (it runs alone)."""
+    if rule.least is not None and 1.0 - batch[-1] < rule.least:
+        return True
+    return len(batch) >= rule.size
 
 
 def pass_threshold(failure_rate: float, ceiling: int, width: int = 1) -> float:

@@ -271,10 +271,7 @@ class Speculator:
         ``tail``: where an empty chain starts instead of ``main`` (the merge of a unit about to land). What does
         not apply there waits too: it is judged against main once main has moved, never before."""
         db = self.ctx.db
-        # the widest window: one halved by failures would make batches look cheap when failures are frequent
-        size = planner.batch_size(window.fail_rate, self.batch, self.width)
-        # a risk-aware queue batches while the batch stays likely to pass, and runs a likely failure alone
-        least = planner.pass_threshold(window.fail_rate, self.batch, self.width) if repo.risk_aware else None
+        rule = planner.batching(window.fail_rate, self.batch, self.width, repo.risk_aware)
         if not window.slots and not window.aside:  # nothing ahead to wait for: a deferral has nothing to end it
             window.deferred.clear()
         skip = set(window.deferred) | set(window.aside) | set(window.suspects)
@@ -305,31 +302,22 @@ class Speculator:
             slot = Speculation(cand, base, merge, paths=paths, proven=cand.id in window.proven)
             if not window.slots:
                 await judging.prefetch(self.ctx, repo, base)
-            if least is not None and not await self._batch_with(repo, window, slot, least):
+            if not await self._batch_with(repo, window, slot, rule):
                 window.staged = slot  # the batch ahead took the last run: this one starts the next batch
                 break
             window.slots.append(slot)
-            unchecked = len(window.slots) - max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
-            if least is not None and 1.0 - slot.risk(window.fail_rate) < least:
-                await checkpoints.start(self.ctx, repo, window, slot)  # a likely failure runs alone
-            elif unchecked >= (size if least is None else self.batch):
+            if planner.closes([s.risk(window.fail_rate) for s in window.unchecked()], rule):
                 await checkpoints.start(self.ctx, repo, window, slot)
         if window.slots and not window.slots[-1].checkpoint and not window.failing():
             # the queue ran dry: cover the batch as it is
             await checkpoints.start(self.ctx, repo, window, window.slots[-1])
 
-    async def _batch_with(self, repo: Repo, window: Window, slot: Speculation, least: float) -> bool:
-        """Whether ``slot`` may join the batch of unchecked slots at the chain's tail: yes while that batch stays at
-        least ``least`` likely to pass. If not, the batch is closed with a run on its last slot first; False when
-        that run was the window's last (``slot`` then waits for the next fill)."""
-        start = max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
-        batch = window.slots[start:]
-        if not batch:
-            return True
-        passes = 1.0 - slot.risk(window.fail_rate)
-        for other in batch:
-            passes *= 1.0 - other.risk(window.fail_rate)
-        if passes >= least:
+    async def _batch_with(self, repo: Repo, window: Window, slot: Speculation, rule: planner.Batching) -> bool:
+        """Whether ``slot`` may join the batch of unchecked slots at the chain's tail (``planner.joins``). If not, the
+        batch is closed with a run on its last slot first; False when that run was the window's last (``slot`` then
+        waits for the next fill)."""
+        batch = window.unchecked()
+        if planner.joins([s.risk(window.fail_rate) for s in batch], slot.risk(window.fail_rate), rule):
             return True
         await checkpoints.start(self.ctx, repo, window, batch[-1])
         return sum(s.checkpoint for s in window.slots) < window.width
