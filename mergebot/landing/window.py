@@ -71,7 +71,8 @@ class Speculator:
         return self.width == 1 and self.batch == 1
 
     async def step(self, repo: Repo) -> bool:
-        """Fill the window, then land, cut, bisect, judge or wait. True when something happened."""
+        """Fill the window, then land, cut, bisect, judge or wait, as the planner decides (while main is red: one
+        candidate judged alone). True when something happened."""
         window = self.windows.setdefault(repo.name, Window(width=self.width))
         if planner.decide(window.plan(repo.risk_aware), red=bool(repo.red_since)).action == "alone":
             return await self.alone(repo) is not None  # rule 0: main is red, only a fix lands, judged against main
