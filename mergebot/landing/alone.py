@@ -45,8 +45,11 @@ async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, ma
                  first: Result | None = None, judging: judge.Judging | None = None) -> Passed | None:
     """The passing run on the merged commit, the verdict (``pass`` or ``flaky``) and the record of every run it
     took; None when the candidate was rejected or parked. ``first``: a run already made and judged on this commit
-    (the window's), with its ``judging`` when known."""
+    (the window's), with its ``judging`` when known: reused when it judged this one candidate on ``main``, else the
+    retry is judged anew."""
     assert merge.sha is not None
+    if judging is not None and (judging.main != main or len(judging.members) != 1):
+        judging = None
     if judging is None:
         judging = await judge.prepare(ctx, repo, main, [judge.Member(cand, main, merge.sha)])
     if first is None:  # no run yet: the one candidate's first

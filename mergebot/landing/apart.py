@@ -50,9 +50,7 @@ async def _judge(ctx: Context, repo: Repo, window: Window, slot: Speculation, ma
     on the same commit: flaky; or its first run on main, apart from its failed batch), it goes back to the queue:
     main has moved on since, so it is merged and verified again before it lands."""
     try:
-        passed = await alone.verify(ctx, repo, slot.cand, slot.merge, main, first=slot.result, judging=slot.judging
-                                     if slot.judging is not None and slot.judging.main == main
-                                     and len(slot.judging.members) == 1 else None)
+        passed = await alone.verify(ctx, repo, slot.cand, slot.merge, main, first=slot.result, judging=slot.judging)
         window.fail_rate = planner.observe_failure(window.fail_rate, passed is None)
         if passed is not None:
             flaky = slot.result is not None

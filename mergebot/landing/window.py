@@ -140,8 +140,6 @@ class Speculator:
             await self.cut(window, 1, say.AHEAD_FAILED)
             window.slots.pop(0)
             cand, merge, first, judged = head.cand, head.merge, head.result, head.judging
-            if judged is not None and (judged.main != main or len(judged.members) != 1):
-                judged = None  # its run judged more than this candidate on main: the retry is judged anew
         else:
             if window.slots or window.staged is not None:
                 await self.cut(window, 0, say.red_alone(repo.target_branch))
