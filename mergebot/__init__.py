@@ -4,7 +4,7 @@ Where things live (imports point down this list only; ``tests/test_layers.py`` c
   * the pages, the HTTP API, the command line and the demo: ``mergebot.web``, ``mergebot.api``, ``mergebot.cli``,
     ``mergebot.demo``;
   * where a push is judged and where main moves: ``mergebot.landing`` (``prereceive`` and ``checks``, the queue's
-    ``serial``, ``window`` and ``land``); forge webhooks and statuses: ``mergebot.forge``; verifier workers:
+    executor ``window``, ``alone`` and ``land``); forge webhooks and statuses: ``mergebot.forge``; verifier workers:
     ``mergebot.verify``; the agent's side of a push: ``mergebot.agent``; failure drills: ``mergebot.drill``; lease
     recovery: ``mergebot.recovery``;
   * the database, one pool and small stores composed on it: ``mergebot.db`` (``database.Database``; a claim is

@@ -258,9 +258,9 @@ class QueueRules:
     retry: bool
 
     @property
-    def windowed(self) -> bool:
-        """Whether the speculating window lands it (else the serial queue: one candidate at a time)."""
-        return self.window != 1 or self.batch > 1
+    def serial(self) -> bool:
+        """One wide with batches of one: the executor lands one candidate at a time (the serial queue)."""
+        return self.window == 1 and self.batch == 1
 
     def width(self, slots: int) -> int:
         """The widest window, given the verifier slots the bot knows now."""

@@ -108,6 +108,32 @@ def _crossings(window: Window, before: list[int], ahead: dict[int, set[int]]) ->
             if s.paths & paths and s.cand.id not in ahead[cid]]
 
 
+async def _queued(db: Database, root: Path, source: Path, cands: list[tuple[frozenset[str], str, float]],
+                  risk_aware: bool) -> tuple[str, pygit2.Repository, str, dict[int, tuple[int, str]]]:
+    """A new repository with one queued candidate per entry of ``cands``: its name, bare repository, main, and
+    candidate id -> (subtask id, kind)."""
+    n = next(_names)
+    name = f"lanes{n}"
+    await add_repo(db, root, name=name, source=str(source), rules=Rules.of(verifier_command="true"))
+    await db.repos.update_repo(name, RulesChange.of(risk_aware=risk_aware))
+    bare = git.open_repo(git.bare_path(root, name))
+    start = git.head_of(bare, "refs/heads/main")
+    assert start is not None
+    ids: dict[int, tuple[int, str]] = {}
+    for i, (shared, kind, risk) in enumerate(cands):
+        agent, _ = await db.agents.add_agent(name=f"l{n}-{i}", role=Role.AGENT)
+        sub, _ = await db.subtasks.create_subtask(actor_id=None, title=f"lanes {n}: candidate {i}")
+        claim = await db.subtasks.claim(agent_id=agent.id)
+        assert claim is not None and claim.id == sub.id
+        cand = await db.landing.enqueue(repo=name, subtask_id=sub.id, claim_version=claim.claim_version,
+                                        owner_id=agent.id, sha=_change(bare, start, i, shared, kind),
+                                        ref=f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}",
+                                        superseded="a newer push", risk=(risk, {}),
+                                        paths=sorted({*shared, f"own-{i}.txt"}))
+        ids[cand.id] = (sub.id, kind)
+    return name, bare, start, ids
+
+
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _base(tmp_path_factory.mktemp("lanes") / "src")
@@ -120,26 +146,9 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def test_lanes_hold_and_only_passed_commits_land(e2e_db: Database, tmp_path: Path, source: Path,
                                                       cands: list[tuple[frozenset[str], str, float]], width: int,
                                                       batch: int, risk_aware: bool) -> None:
-    db, n = e2e_db, next(_names)
-    name, root = f"lanes{n}", repos_root(tmp_path / "data")
-    await add_repo(db, root, name=name, source=str(source), rules=Rules.of(verifier_command="true"))
-    await db.repos.update_repo(name, RulesChange.of(risk_aware=risk_aware))
-    bare = git.open_repo(git.bare_path(root, name))
-    start = git.head_of(bare, "refs/heads/main")
-    assert start is not None
-    ids: dict[int, tuple[int, str]] = {}  # candidate id -> (subtask id, kind)
-    for i, (shared, kind, risk) in enumerate(cands):
-        agent, _ = await db.agents.add_agent(name=f"l{n}-{i}", role=Role.AGENT)
-        sub, _ = await db.subtasks.create_subtask(actor_id=None, title=f"lanes {n}: candidate {i}")
-        claim = await db.subtasks.claim(agent_id=agent.id)
-        assert claim is not None and claim.id == sub.id
-        cand = await db.landing.enqueue(repo=name, subtask_id=sub.id, claim_version=claim.claim_version,
-                                        owner_id=agent.id, sha=_change(bare, start, i, shared, kind),
-                                        ref=f"refs/heads/subtasks/{sub.id}/v{claim.claim_version}",
-                                        superseded="a newer push", risk=(risk, {}),
-                                        paths=sorted({*shared, f"own-{i}.txt"}))
-        ids[cand.id] = (sub.id, kind)
-
+    db = e2e_db
+    root = repos_root(tmp_path / "data")
+    name, bare, start, ids = await _queued(db, root, source, cands, risk_aware)
     ctx = Context(db, root, poll=0.05)
     spec = Speculator(ctx, width=width, batch=batch)
     passed: set[str] = set()
@@ -190,3 +199,44 @@ async def test_lanes_hold_and_only_passed_commits_land(e2e_db: Database, tmp_pat
     assert sorted(chain) == sorted(row.merged_sha for row in landed)  # every merge on main has its landed row
     # main moved only to commits a run passed on, exactly those
     assert {row.main_sha or row.merged_sha for row in landed} <= passed
+
+
+async def test_a_window_one_wide_with_batches_of_one_is_the_serial_queue(e2e_db: Database, tmp_path: Path,
+                                                                         source: Path) -> None:
+    """The one executor at width 1, batch 1 behaves as the serial queue did: one candidate's runs at a time, a failed
+    head judged in its place (never apart while the window refills), a flaky one retried and landed on its passing
+    retry, a failing one rejected; each landing recorded as ``serial``, in queue order."""
+    db = e2e_db
+    root = repos_root(tmp_path / "data")
+    kinds = ["passes", "flaky", "fails", "passes"]
+    cands = [(frozenset({SHARED[i % 3]}), kind, 0.1) for i, kind in enumerate(kinds)]
+    name, _, _, ids = await _queued(db, root, source, cands, risk_aware=False)
+    ctx = Context(db, root, poll=0.05)
+    spec = Speculator(ctx, width=1, batch=1)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(_work(db, root, set(), stop))
+    try:
+        async with asyncio.timeout(60):
+            while {(await db.landing.get_candidate(cid)).status for cid in ids} - {"landed", "rejected"}:
+                if not await spec.step(await db.repos.get_repo(name)):
+                    await asyncio.sleep(0.01)
+                assert not spec.windows[name].aside  # nothing judged apart
+                open_runs = [j for j in await db.jobs.jobs(limit=100) if j["repo"] == name and j["candidate_id"]
+                             and j["status"] in ("queued", "running")]  # a post-land check of main may run beside
+                assert len({j["candidate_id"] for j in open_runs}) <= 1, open_runs  # one candidate at a time
+    finally:
+        if ctx.post_land:
+            await asyncio.wait(ctx.post_land, timeout=30)
+        stop.set()
+        await asyncio.wait([worker], timeout=30)
+        spec.drop(name)
+        for task in [worker, *ctx.post_land]:
+            task.cancel()
+        await asyncio.gather(worker, *ctx.post_land, return_exceptions=True)
+    order = sorted(ids)
+    statuses = [(await db.landing.get_candidate(cid)).status for cid in order]
+    assert statuses == ["landed", "landed", "rejected", "landed"], statuses
+    landed = sorted(await db.landing.landed(repo=name, limit=100), key=lambda r: r.id)
+    assert [r.subtask_id for r in landed] == [ids[order[i]][0] for i in (0, 1, 3)]
+    assert [r.verifier_result for r in landed] == ["pass", "flaky", "pass"], landed
+    assert {r.policy for r in landed} == {"serial"}, landed

@@ -6,17 +6,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mergebot.landing.planner import (
+    Batching,
     Decision,
+    Sizing,
     Slot,
     batch_rate,
     batch_size,
+    batching,
     bisection,
     bisection_rounds,
+    closes,
     decide,
     expected_landings_per_run,
+    joins,
     next_width,
     observe_failure,
     pass_threshold,
+    resize,
     window_floor,
 )
 
@@ -31,6 +37,27 @@ def test_a_passing_head_lands_and_a_failing_head_is_judged() -> None:
     assert decide([Slot(1, "fail")]) == Decision("judge_head")
     assert decide([Slot(1, "error")]) == Decision("judge_head")
     assert decide([Slot(1), Slot(2)]) == Decision("wait")
+
+
+def test_while_main_is_red_one_candidate_is_judged_alone_against_main() -> None:
+    """Rule 0: red main is a decision of the planner, not another engine: whatever the window holds (a pass, a
+    failure, pending runs) the step is one candidate judged against main itself."""
+    for slots in ([], [Slot(1)], [Slot(1, "pass")], [Slot(1, "fail"), Slot(2)], [Slot(1, valid=False)]):
+        assert decide(slots, red=True) == Decision("alone"), slots
+        assert decide(slots, red=True, serial=True) == Decision("alone"), slots
+
+
+def test_a_serial_window_judges_its_failed_head_in_its_place() -> None:
+    """The serial queue is the window one wide with batches of one: a failed head is judged there (``alone``: one
+    candidate at a time), where a wider window judges it apart and refills (``judge_head``); the rest is the same."""
+    assert decide([Slot(1, "fail")], serial=True) == Decision("alone")
+    assert decide([Slot(1, "timeout")], serial=True) == Decision("alone")
+    assert decide([Slot(1, "fail")]) == Decision("judge_head")
+    assert decide([Slot(1, "pass")], serial=True) == Decision("land", 0)
+    assert decide([Slot(1, "flaky")], serial=True) == Decision("land", 0)
+    assert decide([Slot(1)], serial=True) == Decision("wait")
+    assert decide([Slot(1, valid=False)], serial=True) == Decision("cut", 0)
+    assert decide([], serial=True) == Decision("wait")
 
 
 def test_a_later_pass_covers_the_runs_ahead_of_it() -> None:
@@ -65,6 +92,26 @@ def test_the_window_grows_by_one_and_halves_within_bounds() -> None:
     assert next_width(4, passed=False, ceiling=4) == 2
     assert next_width(1, passed=False, ceiling=4) == 1
     assert next_width(5, passed=False, floor=2, ceiling=8) == 2
+
+
+def test_the_decision_carries_the_new_width() -> None:
+    """The executor only carries out the width the planner gives: one wider after a landing, halved (never below the
+    floor the failure rate allows) after a failure, unchanged while waiting or cutting a withdrawn slot, and
+    unchanged by a red main's step (main's failure is not the window's)."""
+    size = Sizing(width=4, ceiling=8, fail_rate=0.3)  # floor 1
+    assert decide([Slot(1, "pass")], sizing=size) == Decision("land", 0, width=5)
+    assert decide([Slot(1, "fail")], sizing=size) == Decision("judge_head", width=2)
+    assert decide([Slot(1, "fail"), Slot(2)], sizing=size) == Decision("cut", 1, width=2)
+    assert decide([Slot(1), Slot(2, valid=False)], sizing=size) == Decision("cut", 1)
+    assert decide([Slot(1)], sizing=size) == Decision("wait")
+    assert decide([Slot(1, "fail")], red=True, sizing=size) == Decision("alone")
+    assert decide([Slot(1, "fail")], serial=True, sizing=Sizing(1, 1)) == Decision("alone", width=1)
+    risky = [Slot(1, checkpoint=False, risk=0.1), Slot(2, "fail", risk=0.1)]
+    assert decide(risky, sizing=size) == Decision("apart", 0, width=2)
+    assert decide([Slot(1, risk=0.1), Slot(2, "fail", risk=0.1)], sizing=size) == Decision("leave_out", 1, width=2)
+    # at p = 0.2 the floor is 3: a failure halves an 8-wide window to 4, a 4-wide one to 3 only
+    assert resize(Sizing(8, 8, 0.2), passed=False) == 4 and resize(Sizing(4, 8, 0.2), passed=False) == 3
+    assert resize(Sizing(8, 8, 0.2), passed=True) == 8
 
 
 def test_the_window_floor_is_as_deep_as_a_run_still_likely_to_land() -> None:
@@ -240,6 +287,22 @@ def test_a_batch_must_stay_likely_to_pass() -> None:
     assert pass_threshold(0.5, 8) == 0.7  # never a batch expected to fail more than three times in ten
     assert pass_threshold(0.01, 8, 4) == 0.99 ** 8
     assert 0.7 <= pass_threshold(0.1, 8, 4) < 0.9
+
+
+def test_the_fill_forms_batches_as_the_planner_says() -> None:
+    """Which slots get a run as the window fills: by count, a run per full batch; risk-aware, a batch grows while it
+    stays likely enough to pass, and a likely failure runs alone. A serial window (batches of one) runs each."""
+    assert batching(0.1, 1, 1, False) == Batching(1) and batching(0.1, 1, 1, True) == Batching(1, 0.9)
+    assert batching(0.5, 8, 4, True) == Batching(8, 0.7)
+    assert closes([0.1], Batching(1)) and closes([0.1], Batching(1, 0.9))
+    by_count = Batching(3)
+    assert not closes([0.9, 0.9], by_count) and closes([0.0, 0.0, 0.0], by_count)
+    assert joins([0.9, 0.9, 0.9], 0.9, by_count)  # by count, estimates do not matter
+    risky = Batching(4, 0.7)
+    assert joins([], 0.9, risky)  # an empty batch takes anyone
+    assert joins([0.1, 0.1], 0.1, risky) and not joins([0.1, 0.1, 0.1], 0.1, risky)  # 0.9^3 = 0.73, 0.9^4 = 0.66
+    assert closes([0.05, 0.4], risky)  # a likely failure runs alone (its batch closes on it)
+    assert not closes([0.05, 0.1], risky) and closes([0.0] * 4, risky)
 
 
 @given(st.integers(1, 64), st.booleans(), st.integers(1, 64))

@@ -20,11 +20,12 @@ from bench.common.measure import Steps
 from bench.landing.repo import NOOP, T, fmt, header, make_commit, row, stats, touched_file
 from mergebot.db.database import Database
 from mergebot.git import repo as gitrepo
+from mergebot.landing import alone, postland
 from mergebot.landing import land as landing_land
-from mergebot.landing import postland, serial
 from mergebot.landing import runs as landing_runs
 from mergebot.landing import target as landing_target
 from mergebot.landing.context import Context
+from mergebot.landing.window import Speculator
 from mergebot.models import Candidate, Repo
 from mergebot.settings import Settings
 from mergebot.verify import worker as worker_mod
@@ -33,12 +34,13 @@ from mergebot.verify import worker as worker_mod
 
 
 # The stages of the serial queue, timed where they are looked up: (module, attribute, step). Each is a module
-# function (or a method of the hosted target) that ``serial.process_next`` calls through its module.
+# function (or a method of the hosted target) that the executor's one-candidate step (``Speculator.alone``: take,
+# merge onto main, judge alone, land) calls through its module.
 STAGES = (
     (landing_land, "take", "stage.take"),
     (landing_target.Hosted, "head", "stage.read_main"),
-    (serial, "merge", "stage.merge"),
-    (serial, "verify", "stage.verify"),
+    (alone, "merge", "stage.merge"),
+    (alone, "verify", "stage.verify"),
     (landing_land, "land", "stage.land"),
     (landing_runs, "check", "job.check"),
 )
@@ -50,11 +52,12 @@ class Timed:
 
     def __init__(self, store: Database, root: Path, steps: Steps) -> None:
         self.ctx = Context(store, root)
+        self.executor = Speculator(self.ctx, width=1, batch=1)
         self.steps = steps
         self.post_land_ms: list[float] = []
 
     async def process_next(self, repo: Repo) -> Candidate | None:
-        return await serial.process_next(self.ctx, repo)
+        return await self.executor.alone(repo)
 
     def patches(self) -> Iterator[tuple[Any, str, Any]]:
         for owner, name, key in STAGES:
@@ -256,7 +259,7 @@ def print_bot(bot: dict[str, Any], files: int) -> None:
             print(row(label, xs, med if len(xs) == len(total) else None))
 
     how = "through a verify job and an in-process verifier worker" if bot["jobs"] else "in process"
-    print(f"\n1. bot: serial.process_next, no-op check `{NOOP}` run {how} "
+    print(f"\n1. bot: the executor's one-candidate step (Speculator.alone), no-op check `{NOOP}` run {how} "
           f"({bot['landings']} landings: {n_ff} fast-forward, {n_merge} merge; {bot['landed']} landed)")
     if bot["landed"] < bot["landings"]:
         missed = [r for r in bot["rows"] if not r["landed"]]

@@ -8,8 +8,8 @@ deterministic content, one commit on ``main``). Three measurements:
    added with ``add_repo`` and the no-op check ``true``. For each landing: create a subtask, claim it, write
    the candidate commit straight into the bare repository with pygit2 under
    ``refs/heads/subtasks/<id>/v<version>`` and ``db.landing.enqueue`` it as post-receive would (none of this is
-   timed), then time ``serial.process_next(ctx, repo)`` end to end. Landings alternate: even ones are
-   fast-forwards (the candidate sits on the current ``main``), odd ones true merges (the candidate sits on the
+   timed), then time the executor's one-candidate step (``Speculator.alone``) end to end. Landings alternate: even
+   ones are fast-forwards (the candidate sits on the current ``main``), odd ones true merges (the candidate sits on the
    ``main`` before the previous landing and touches another file). The steps are timed by wrapping the
    queue's own stages (take, merge, verify, land) and what they call, where it is looked up (``merge_onto``,
    ``cas``, the store's queries, and the runner's steps: checkout, tree checks and the command, for whichever

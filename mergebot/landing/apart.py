@@ -1,7 +1,7 @@
 """Candidates the speculation window judges apart from its chain, while the chain goes on without them.
 
 Three kinds leave the chain to be judged on their own (``mergebot.landing.window`` hands them here):
-  * a candidate that failed alone at the head: judged on that run (retry, main's status: ``serial.verify``);
+  * a candidate that failed alone at the head: judged on that run (retry, main's status: ``alone.verify``);
   * a left-out suspect whose rest landed: judged on its failed run, the very tree it now sits on;
   * the candidates of a failed stretch with no clear culprit (planner rule 4b): each merged onto main alone and
     verified there. The culprit is rejected on its own run; one that passes goes back to the queue as passed
@@ -15,7 +15,7 @@ import asyncio
 import logging
 
 from mergebot import messages as say
-from mergebot.landing import evidence, planner, serial, verdicts
+from mergebot.landing import alone, evidence, planner, verdicts
 from mergebot.landing import land as landing
 from mergebot.landing.chain import Speculation, Window
 from mergebot.landing.context import Context
@@ -50,9 +50,7 @@ async def _judge(ctx: Context, repo: Repo, window: Window, slot: Speculation, ma
     on the same commit: flaky; or its first run on main, apart from its failed batch), it goes back to the queue:
     main has moved on since, so it is merged and verified again before it lands."""
     try:
-        passed = await serial.verify(ctx, repo, slot.cand, slot.merge, main, first=slot.result, judging=slot.judging
-                                     if slot.judging is not None and slot.judging.main == main
-                                     and len(slot.judging.members) == 1 else None)
+        passed = await alone.verify(ctx, repo, slot.cand, slot.merge, main, first=slot.result, judging=slot.judging)
         window.fail_rate = planner.observe_failure(window.fail_rate, passed is None)
         if passed is not None:
             flaky = slot.result is not None

@@ -89,6 +89,10 @@ class Window:
     def failing(self) -> bool:
         return any(s.plan().failed for s in self.slots)
 
+    def unchecked(self) -> list[Speculation]:
+        """The slots at the chain's tail that no run covers yet (the batch the fill is forming)."""
+        return self.slots[max((i + 1 for i, s in enumerate(self.slots) if s.checkpoint), default=0):]
+
     def busy_paths(self) -> frozenset[str]:
         """What the candidates being judged apart, or left out, change: candidates touching it wait (lanes)."""
         return frozenset().union(*(paths for _, paths in self.aside.values()),
@@ -119,9 +123,11 @@ class Window:
         self.tried_on = None
 
 
-def policy(repo: Repo, unit: list[Speculation]) -> str:
-    """How the window landed ``unit``, for its landed rows: speculative, with ``batched`` when one run covered
-    several, ``risk-aware`` when the estimates shaped it, ``left-out`` when it is a failed batch's rest."""
-    parts = ["speculative", *(["batched"] if len(unit) > 1 else []), *(["risk-aware"] if repo.risk_aware else []),
+def policy(repo: Repo, unit: list[Speculation], *, serial: bool = False) -> str:
+    """How the window landed ``unit``, for its landed rows: serial (a window one wide with batches of one) or
+    speculative, with ``batched`` when one run covered several, ``risk-aware`` when the estimates shaped it,
+    ``left-out`` when it is a failed batch's rest."""
+    parts = ["serial" if serial else "speculative", *(["batched"] if len(unit) > 1 else []),
+             *(["risk-aware"] if repo.risk_aware else []),
              *(["left-out"] if unit[-1].without_suspect else [])]
     return "+".join(parts)

@@ -6,15 +6,19 @@ covers every slot up to k. With W verifier workers the queue keeps up to W check
 candidates (batching, as bors), and a failing batch is bisected.
 
 The rules, in order (``decide``):
+  0. while main is red only a fix lands, one candidate at a time, judged against main itself (``alone``): the
+     executor re-plans whatever the window holds and takes the next candidate alone;
   1. a withdrawn slot (superseded, reclaimed) is cut, with everything built on it;
   2. the furthest passing checkpoint with no failing checkpoint ahead of it lands every slot up to it, by one
      move of main to exactly the commit that run passed on (a later pass covers an earlier pending run);
   3. everything behind a failing checkpoint is cut: it was built on a commit that will not land;
-  4. a failing head unit is judged alone when it holds one candidate, else bisected (bors): new checkpoints
-     inside it, as many as there are free verifier workers, spread evenly by the candidates' estimated failure
-     probability (``risk``; by count when none is known), so a batch of B with B-1 free workers finds its culprit
-     in one run's time instead of log2(B) runs one after another; a checkpoint that passes inside it lands its
-     prefix at once (rule 2);
+  4. a failing head unit is judged alone when it holds one candidate — apart, while the window refills without it
+     (``judge_head``), or, in a serial window (one wide, batches of one: the serial queue), in its place (``alone``:
+     one candidate at a time, retried, compared with main, then landed, rejected or parked) — else bisected
+     (bors): new checkpoints inside it, as many as there are free verifier workers, spread evenly by the
+     candidates' estimated failure probability (``risk``; by count when none is known), so a batch of B with B-1
+     free workers finds its culprit in one run's time instead of log2(B) runs one after another; a checkpoint that
+     passes inside it lands its prefix at once (rule 2);
   4a. but when the slots carry estimates (a risk-aware queue) and one of them carries more than half the stretch's
      failure mass, that likeliest culprit is left out first (Zuul re-speculates so after a failure): it leaves
      the chain, and the rest of its stretch gets a checkpoint of its own, so the window goes on filling behind
@@ -32,14 +36,18 @@ The rules, in order (``decide``):
 The window adapts like Zuul's: one wider after a landing, halved after a failure, never below the floor. The
 floor follows the measured failure rate p: the deepest slot k whose run is still more likely to land than to be
 thrown away, (1-p)^k >= 1/2 (``window_floor``). So a rare failure costs no speculation depth (at p = 0.1 a run
-six deep still lands with probability 0.53), while at p = 0.3 a failure halves the window down to one.
+six deep still lands with probability 0.53), while at p = 0.3 a failure halves the window down to one. Each
+decision carries the width it leaves (``Sizing``, ``resize``): the executor sets it and computes none.
+The fill forms batches as ``batching`` says: by count (``batch_size``), or in a risk-aware queue while a batch
+stays likely to pass (``joins``); the chain's unchecked tail gets its run when it is full or holds a likely
+failure (``closes``). A serial window (one wide, batches of one: the serial queue) is this planner at W = B = 1.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 PASSING = frozenset({"pass", "flaky"})
 MIN_PASS = 0.7  # a batch expected to fail more than three times in ten is not formed (see ``pass_threshold``)
@@ -65,20 +73,59 @@ class Slot:
 
 
 @dataclass(frozen=True)
+class Sizing:
+    """What the window's width follows: its width now, the widest it may be, and the measured failure rate."""
+
+    width: int
+    ceiling: int
+    fail_rate: float = 0.1
+
+
+@dataclass(frozen=True)
 class Decision:
-    action: str  # "land", "judge_head", "cut", "checkpoint", "leave_out", "apart", "wait"
+    action: str  # "land", "judge_head", "alone", "cut", "checkpoint", "leave_out", "apart", "wait"
     index: int = 0  # "land": slots up to here; "cut": from here on; "checkpoint": run the check on this slot;
+    # "alone": the failed head judged in its place, or (no failed head: main is red) the next candidate taken alone;
     # "leave_out": the suspect, taken out of the chain (the rest of its stretch gets a checkpoint at its end);
     # "apart": the failed stretch, from here to the end, leaves the chain and each of its slots is judged alone
     more: tuple[int, ...] = ()  # "checkpoint" while bisecting: these slots too
+    width: int | None = None  # the window's width once this step is carried out (``resize``); None: unchanged.
+    # "land": once the unit landed (a landing that does not happen is a failure: ``resize(..., passed=False)``)
 
 
-def decide(slots: Sequence[Slot], free: int = 1, clear_share: float = CLEAR_SHARE) -> Decision:
+def decide(slots: Sequence[Slot], free: int = 1, clear_share: float = CLEAR_SHARE, *, red: bool = False,
+           serial: bool = False, sizing: Sizing | None = None) -> Decision:
     """The next step for a window (see the module's rules), with ``free`` verifier runs to spare for a bisection;
     ``clear_share``: the share of a failed stretch's mass its suspect must exceed to be left out (rule 4a; at 0 a
-    suspect is always left out, at 1 never: ``python -m bench.fleet.window_model`` compares them).
+    suspect is always left out, at 1 never: ``python -m bench.fleet.window_model`` compares them); ``red``: main is
+    red (rule 0); ``serial``: the window is one wide with batches of one (rule 4: a failed head judged in its place);
+    ``sizing``: the window's width now, with which the decision carries its new width (``resize``): one wider after
+    a landing, smaller after a failure (a cut behind a failed run, a failed head judged, a suspect left out, a
+    stretch judged apart), unchanged otherwise (so is a red main's step: it is not the window's failure).
     Landing a passing unit comes before cutting behind a failure further back: its landing does not depend on
     anything behind it, and it must never wait."""
+    decision = _decide(slots, free, clear_share, red=red, serial=serial)
+    if sizing is None:
+        return decision
+    if decision.action == "land":
+        return replace(decision, width=resize(sizing, passed=True))
+    failed = decision.action in ("judge_head", "leave_out", "apart") or (decision.action == "alone" and not red) or (
+        decision.action == "cut" and decision.index > 0 and slots[decision.index - 1].failed)
+    return replace(decision, width=resize(sizing, passed=False)) if failed else decision
+
+
+def resize(sizing: Sizing, *, passed: bool) -> int:
+    """The window's width after a landing (``passed``) or a failure: ``next_width`` within [``window_floor``, the
+    ceiling]."""
+    return next_width(sizing.width, passed=passed, ceiling=sizing.ceiling,
+                      floor=window_floor(sizing.fail_rate, sizing.ceiling))
+
+
+def _decide(slots: Sequence[Slot], free: int = 1, clear_share: float = CLEAR_SHARE, *, red: bool = False,
+            serial: bool = False) -> Decision:
+    """The module's rules, in order (``decide`` adds the width)."""
+    if red:
+        return Decision("alone")
     for i, slot in enumerate(slots):
         if not slot.valid:
             return Decision("cut", i)  # it, and everything built on it
@@ -97,7 +144,7 @@ def decide(slots: Sequence[Slot], free: int = 1, clear_share: float = CLEAR_SHAR
             return Decision("cut", i + 1)
     failed = next((i for i, s in enumerate(slots) if s.failed), None)
     if failed == 0:
-        return Decision("judge_head")
+        return Decision("alone" if serial else "judge_head")
     if failed is not None:  # the last slot (rule 3 cut what was behind it), with pending runs or none ahead
         if (suspect := leave_out(slots, failed, free, clear_share)) is not None:
             return suspect
@@ -144,6 +191,44 @@ def leave_out(slots: Sequence[Slot], failed: int, free: int, clear_share: float 
     if slots[suspect].risk <= clear_share * sum(risks):  # never at 0: the suspect's estimate is above 0
         return Decision("apart", lo + 1)  # no clear culprit; its runs on main queue beside the window's
     return Decision("leave_out", suspect) if free >= 1 else None
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How the fill forms batches (``mergebot.landing.window``): ``size`` candidates at most under one run, and in a
+    risk-aware queue ``least``, the least probability of passing a batch may have (None: batches by count)."""
+
+    size: int
+    least: float | None = None
+
+
+def batching(failure_rate: float, ceiling: int, width: int, risk_aware: bool) -> Batching:
+    """The fill's batches at the measured failure rate: by count, ``batch_size`` (at the widest window: one halved by
+    failures would make batches look cheap when failures are frequent); risk-aware, up to ``ceiling`` while the batch
+    stays at least ``pass_threshold`` likely to pass."""
+    if risk_aware:
+        return Batching(ceiling, pass_threshold(failure_rate, ceiling, width))
+    return Batching(batch_size(failure_rate, ceiling, width))
+
+
+def joins(batch: Sequence[float], risk: float, rule: Batching) -> bool:
+    """Whether a candidate of estimated failure probability ``risk`` may join the batch of unchecked slots at the
+    chain's tail (``batch``: theirs): always by count; risk-aware, while the batch stays ``rule.least`` likely to pass
+    (else that batch gets its run first, and the candidate starts the next one)."""
+    if rule.least is None or not batch:
+        return True
+    passes = 1.0 - risk
+    for other in batch:
+        passes *= 1.0 - other
+    return passes >= rule.least
+
+
+def closes(batch: Sequence[float], rule: Batching) -> bool:
+    """Whether the chain's unchecked tail (``batch``: its estimates, the slot just added last) gets its run now: a full
+    batch does, and in a risk-aware queue so does a likely failure (it runs alone)."""
+    if rule.least is not None and 1.0 - batch[-1] < rule.least:
+        return True
+    return len(batch) >= rule.size
 
 
 def pass_threshold(failure_rate: float, ceiling: int, width: int = 1) -> float:

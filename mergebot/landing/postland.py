@@ -10,7 +10,7 @@ Rules:
     main confirmed is announced and parks the queue (while red only a candidate that passes, a fix, lands), and
     ``mend`` bisects the landings since the last green check and queues the culprit's revert first. A pass on
     main again clears it and requeues the parked candidates.
-  * A red main found first by the serial path's base check (the next candidate's check fails on main too) is
+  * A red main found first by a base check (a candidate judged alone, ``alone``, fails on main too) is
     mended the same way (``red_base``): at once when main's head is a landing whose check is over, or by that
     landing's own post-land check when it fails later (main was red at its commit already).
   * The database going away meanwhile is waited out: the check is asked for again once it is back (found by the
@@ -107,7 +107,7 @@ async def _check_once(ctx: Context, repo: Repo, landed: Landed) -> None:
 
 
 async def red_base(ctx: Context, repo: Repo, main: str, why: str, base: Result) -> None:
-    """The serial path's base check failed on main at ``main``: main is red (the queue parks), and it is mended as a
+    """A base check (``alone``) failed on main at ``main``: main is red (the queue parks), and it is mended as a
     red post-land check would be, with ``base`` as the run that found it. Not when main was red already (its mend
     is under way), when the landing's own post-land check has not ended (it mends when it fails: ``red_here``), or
     when main is not a landing's head (moved outside the queue: there is nothing of ours to bisect)."""

@@ -2,9 +2,10 @@
 
 Each pass: take the leadership of the repositories nobody leads (``leader``), reconcile the ones not reconciled
 since this leadership began (``reconcile``: a new leader, a restart, an admin's ``mergebot reconcile``), then
-take one step of each led repository's queue — the serial path (``serial.process_next``) or, with a speculation
-window or batches, the window (``window.Speculator``). While idle it sweeps for accepted pushes whose
-post-receive step never ran, and sleeps until poked (a push, a result, a resume) or the poll interval passes.
+take one step of each led repository's queue: the one landing executor (``window.Speculator``), whose planner
+decides every step; the serial queue is its window one wide with batches of one. While idle it sweeps for accepted
+pushes whose post-receive step never ran, and sleeps until poked (a push, a result, a resume) or the poll interval
+passes.
 
 Failures stay where they belong: one repository's failure (its directory is gone, its forge is away, a bug) holds
 only that repository, backing off up to a minute, and it is reconciled again before it moves; an operational
@@ -28,7 +29,7 @@ import psycopg
 from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import MergebotError
-from mergebot.landing import postland, serial
+from mergebot.landing import postland
 from mergebot.landing.context import Context
 from mergebot.landing.land import fenced
 from mergebot.landing.leader import Leadership
@@ -180,14 +181,7 @@ class LandingQueue:
         in (``target.Forge``)."""
         ctx, target = self.ctx, target_for(self.ctx, repo)
         await target.gather(lambda cand: fenced(ctx.db, cand))
-        if self.rules(repo).windowed:
-            moved = await self.speculator.step(repo)
-        else:
-            window = self.speculator.windows.get(repo.name)
-            if window is not None:  # its queue rules changed from a window to one at a time: its runs go back
-                await self.speculator.cut(window, 0, say.QUEUE_RULES_CHANGED)
-                self.speculator.drop(repo.name)
-            moved = await serial.process_next(ctx, repo) is not None
+        moved = await self.speculator.step(repo)
         await target.tidy(ctx.published)
         return moved
 

@@ -117,8 +117,8 @@ def post_land_covered(*, rerun: bool, landed_result: str, landed_command: str, c
 
 def main_change(*, passed: bool, red: bool, red_here: bool = False) -> Literal["red", "green", None]:
     """What a post-land result changes: main turns red (announce, park, mend), is green again (resume), or neither.
-    ``red_here``: main was found red at this very commit before its post-land check ended (the serial path's base
-    check of the next candidate), which leaves the mend to this check when it fails."""
+    ``red_here``: main was found red at this very commit before its post-land check ended (a candidate judged
+    alone found it: ``alone``'s base check), which leaves the mend to this check when it fails."""
     if passed:
         return "green" if red else None
     return "red" if red_here or not red else None

@@ -1,28 +1,33 @@
-"""The speculation window: up to W candidates verified at once, each on top of the ones ahead of it.
+"""The landing executor: the one engine of every queue, up to W candidates verified at once, each on top of the
+ones ahead of it. The serial queue is this window one wide with batches of one (MERGEBOT_SPECULATION_WINDOW=1,
+MERGEBOT_BATCH_SIZE=1): one candidate at a time.
 
-With MERGEBOT_SPECULATION_WINDOW > 1 (or batches, MERGEBOT_BATCH_SIZE > 1) the queue keeps, per repository, a
-chain of merges main + c1 + ... + ck, with runs in flight on up to W of them, each covering the batch of slots
-ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this module does what it says:
+Per repository it keeps a chain of merges main + c1 + ... + ck, with runs in flight on up to W of them, each
+covering the batch of slots ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this module
+does what it says:
   * land  — a passing run lands every slot it covers by one move of main to exactly the commit it passed on;
   * cut   — a failing or withdrawn slot cuts everything built on it (their runs are cancelled, their candidates
             go back to the queue); a failing batch is bisected with checkpoints, on every free worker at once;
-  * judge — a candidate failing alone is judged apart (retry, main's status: ``serial.verify``) while the window
+  * judge — a candidate failing alone is judged apart (retry, main's status: ``alone.verify``) while the window
             refills without it — only candidates touching the same paths wait for that verdict, and a candidate
-            that does not apply on top of the slots ahead is re-planned after them (lanes);
+            that does not apply on top of the slots ahead is re-planned after them (lanes); in a serial window it
+            is judged in its place (``alone``), and landed on its passing run;
+  * alone — while main is red (planner rule 0) only a fix lands: whatever the window holds is re-planned, and the
+            next candidate is merged onto main and judged against main itself, one at a time (``alone``);
   * leave out — in a risk-aware queue, a failed batch's likeliest culprit leaves the chain (a ``Suspect``) and the
             rest gets a run of its own while the window fills on behind it; the suspect is judged on its failed run
             once the rest lands (it then sits on that very tree), or re-planned when the rest fails too. With no
             clear culprit the whole failed batch leaves the chain and each candidate is judged on main alone
             (``mergebot.landing.apart``), while the window fills on with the queue. Batches
             grow while they stay likely to pass (``planner.pass_threshold``), and a likely failure runs alone;
-  * wait  — for any run of the window; meanwhile the next candidate is taken and merged onto the chain's tail
-            (staged), so the run a result frees starts without waiting for that merge, and the queued candidates
-            are tried on main (``sweep``): one that conflicts with main is rejected now, not when its turn comes.
+  * wait  — for any run of the window (results are read back by ``checkpoints``); meanwhile the next candidate is
+            taken and merged onto the chain's tail (staged), so the run a result frees starts without waiting for
+            that merge, and the queued candidates are tried on main (``sweep``): one that conflicts with main is
+            rejected now, not when its turn comes.
 A candidate that does not apply on the chain's tail is tried on main at once: rejected if it does not apply there
 either, else re-planned after the slots ahead (tried again when one of them lands or is cut). A newer push, a
 reclaim or a moved main cuts the window from there. The width grows by one per landing and halves on a failure,
-never below the deepest slot still likelier to land than not at the measured failure rate (``planner``). While
-main is red, the serial path runs instead: a fix is judged against main itself.
+never below the deepest slot still likelier to land than not at the measured failure rate (``planner``).
 """
 
 from __future__ import annotations
@@ -34,16 +39,14 @@ from collections.abc import Callable
 
 from mergebot import messages as say
 from mergebot.git import repo as git
-from mergebot.landing import apart, evidence, planner, postland, runs, serial, sweep
+from mergebot.landing import alone, apart, checkpoints, evidence, planner, postland, sweep
 from mergebot.landing import land as landing
 from mergebot.landing.chain import Speculation, Suspect, Window, policy
-from mergebot.landing.context import Context
+from mergebot.landing.context import Context, crash_point
 from mergebot.landing.judge import step as judging
 from mergebot.landing.land import Slot
 from mergebot.landing.target import Target, target_for
 from mergebot.models import Candidate, Repo
-from mergebot.models.judgement import Judged
-from verifier.runner import Result
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +68,23 @@ class Speculator:
             if window is not None:
                 window.drop()
 
-    async def step(self, repo: Repo) -> bool:
-        """Fill the window, then land, cut, bisect, judge or wait. True when something happened."""
+    def serial(self, repo: Repo) -> bool:
+        """One wide with batches of one (the repository's queue rules, else the server's): the serial queue, one
+        candidate at a time (a failed head is judged in its place, not apart while the window refills)."""
+        return self.limits(repo) == (1, 1)
+
+    def window_of(self, repo: Repo) -> Window:
+        """The repository's window, its ceiling the widest its queue rules allow now (they may have changed)."""
         window = self.windows.setdefault(repo.name, Window(width=(ceiling := self.limits(repo)[0])))
-        window.ceiling, window.width = ceiling, min(window.width, ceiling)  # its queue rules may have changed
-        if repo.red_since:  # while main is red only a fix lands, one at a time, judged against main itself
-            if window.slots or window.staged is not None:
-                await self.cut(window, 0, say.red_alone(repo.target_branch))
-            return await serial.process_next(self.ctx, repo) is not None
+        window.ceiling, window.width = ceiling, min(window.width, ceiling)
+        return window
+
+    async def step(self, repo: Repo) -> bool:
+        """Fill the window, then land, cut, bisect, judge or wait, as the planner decides (while main is red: one
+        candidate judged alone). True when something happened."""
+        window = self.window_of(repo)
+        if planner.decide(window.plan(repo.risk_aware), red=bool(repo.red_since)).action == "alone":
+            return await self.alone(repo) is not None  # rule 0: main is red, only a fix lands, judged against main
         target = target_for(self.ctx, repo)
         main = await target.head()
         if window.slots and window.slots[0].base != main:  # main moved under the speculation
@@ -80,12 +92,17 @@ class Speculator:
         await self.fill(repo, window, target, main)
         if not window.slots:
             return False
-        await self._collect(repo, window)
+        await checkpoints.collect(self.ctx, repo, window)
         if window.suspects:  # a suspect whose rest failed, or was cut, goes back to the queue
             await self._suspects_after(repo, window, target, set(), main)
         pending = [s.held_job_id or s.job_id for s in window.slots if s.job_id is not None and s.result is None]
         free = max(0 if pending else 1, window.width - len(pending))  # runs to spare for a bisection
-        decision = planner.decide(window.plan(repo.risk_aware), free=free)
+        sizing = planner.Sizing(window.width, window.ceiling, window.fail_rate)
+        decision = planner.decide(window.plan(repo.risk_aware), free=free, serial=self.serial(repo), sizing=sizing)
+        if decision.width is not None and decision.action != "land":  # a landing resizes once it is done
+            window.width = decision.width
+        if decision.action == "alone":  # a serial window's failed head, judged in its place
+            return await self.alone(repo, main) is not None
         if decision.action == "wait":
             if not pending:
                 return False
@@ -95,22 +112,18 @@ class Speculator:
             return True
         if decision.action == "checkpoint":  # a tail left uncovered by a cut, or bisecting a failed batch
             for index in (decision.index, *decision.more):
-                await self._checkpoint(repo, window, window.slots[index])
+                await checkpoints.start(self.ctx, repo, window, window.slots[index])
             return True
         if decision.action == "cut":
-            if decision.index > 0 and window.slots[decision.index - 1].plan().failed:
-                window.width = self._next_width(window, passed=False)
             await self.cut(window, decision.index, say.AHEAD_FAILED_OR_WITHDRAWN)
             return True
         if decision.action == "land":
-            await self._land(repo, window, target, main, decision.index)
+            await self._land(repo, window, target, main, decision, sizing)
             return True
         if decision.action == "leave_out":
-            window.width = self._next_width(window, passed=False)
             await self._leave_out(repo, window, target, main, decision)
             return True
         if decision.action == "apart":  # no clear culprit: each candidate of the failed stretch judged on main alone
-            window.width = self._next_width(window, passed=False)
             stretch, window.slots = window.slots[decision.index:], window.slots[:decision.index]
             await apart.stretch(self.ctx, repo, window, target, stretch, main)
             return True
@@ -119,11 +132,48 @@ class Speculator:
         head = window.slots[0]
         await self.cut(window, 1, say.AHEAD_FAILED)
         window.slots.pop(0)
-        window.width = self._next_width(window, passed=False)
         apart.start(self.ctx, repo, window, head, main)
         return True
 
-    async def _land(self, repo: Repo, window: Window, target: Target, main: str, index: int) -> None:
+    async def alone(self, repo: Repo, main: str | None = None) -> Candidate | None:
+        """Planner: ``alone``. One candidate judged against main itself, as the whole step (``mergebot.landing.alone``:
+        retried, compared with main, then landed, rejected or parked): a serial window's failed head in its place, or,
+        while main is red, the next queued candidate, merged onto ``main`` (whatever the window held is re-planned).
+        The candidate judged; None when none was queued."""
+        window = self.window_of(repo)
+        target = target_for(self.ctx, repo)
+        main = main if main is not None else await target.head()
+        ctx = self.ctx
+        head = window.slots[0] if window.slots and window.slots[0].plan().failed and not repo.red_since else None
+        if head is not None:
+            await self.cut(window, 1, say.AHEAD_FAILED)
+            window.slots.pop(0)
+            cand, merge, first, judged = head.cand, head.merge, head.result, head.judging
+        else:
+            if window.slots or window.staged is not None:
+                await self.cut(window, 0, say.red_alone(repo.target_branch))
+            taken = await landing.take(ctx, repo)
+            if taken is None:
+                return None
+            cand, first, judged = taken, None, None
+            merged = await alone.merge(ctx, repo, target, cand, main)
+            if merged is None:
+                return cand
+            merge = merged
+            await judging.prefetch(ctx, repo, main)
+        passed = await alone.verify(ctx, repo, cand, merge, main, first=first, judging=judged)
+        window.fail_rate = planner.observe_failure(window.fail_rate, passed is None)
+        if passed is not None:
+            crash_point("after_verify")
+            landed = await landing.land(ctx, target, cand, main, merge, *passed)
+            if landed is not None:
+                postland.start(ctx, repo, landed)
+        return cand
+
+    async def _land(self, repo: Repo, window: Window, target: Target, main: str, decision: planner.Decision,
+                    sizing: planner.Sizing) -> None:
+        index = decision.index
+        crash_point("after_verify")  # a drill's: the unit's run passed, nothing moved yet
         unit, window.slots = window.slots[:index + 1], window.slots[index + 1:]
         for slot in unit[:-1]:  # the last slot's pass covers them: their own runs are no longer needed
             if slot.job_id is not None and slot.result is None:
@@ -139,15 +189,17 @@ class Speculator:
                 await self.cut(window, 0, say.REPLANNED_AFTER_ERROR)
         last = unit[-1]
         assert last.result is not None
+        how = policy(repo, unit, serial=self.serial)
         if len(unit) == 1:
             flaky = evidence.flaky_runs(last.cand)  # it failed once and passed a retry before main moved on
             landed = await landing.land(self.ctx, target, last.cand, main, last.merge, last.result,
-                                        "pass" if flaky is None else "flaky", flaky or {}, policy(repo, unit))
+                                        "pass" if flaky is None else "flaky", flaky or {}, how)
         else:
             landed = await landing.land_batch(self.ctx, target, [Slot(s.cand, s.base, s.merge) for s in unit], main,
-                                              last.result, policy(repo, unit))
+                                              last.result, how)
         window.deferred.clear()
-        window.width = self._next_width(window, passed=landed is not None)
+        # the planner's width once the unit landed; a landing that did not happen counts as a failure
+        window.width = decision.width if landed is not None and decision.width else planner.resize(sizing, passed=False)
         if landed is not None:
             postland.start(self.ctx, repo, landed)
             window.proven.difference_update(s.cand.id for s in unit)
@@ -183,7 +235,7 @@ class Speculator:
         rest = window.slots[-1]
         if not rest.checkpoint:  # the rest of its batch, verified without it (else: the run ahead of it, as it is)
             rest.without_suspect = True
-            await self._checkpoint(repo, window, rest)
+            await checkpoints.start(self.ctx, repo, window, rest)
         suspect.result, suspect.job_id = failing.result, failing.job_id
         window.suspects[suspect.cand.id] = Suspect(suspect, rest.cand.id)
         log.info("left candidate %s of subtask %s out of its failed batch (estimated failure %.2f)", suspect.cand.id,
@@ -216,22 +268,6 @@ class Speculator:
                 await self.ctx.db.landing.finish_candidate(cid, "queued", say.REPLANNED_AFTER_FAILURE)
                 window.deferred.discard(cid)
 
-    def _next_width(self, window: Window, *, passed: bool) -> int:
-        return planner.next_width(window.width, passed=passed, ceiling=window.ceiling,
-                                  floor=planner.window_floor(window.fail_rate, window.ceiling))
-
-    async def _checkpoint(self, repo: Repo, window: Window, slot: Speculation) -> None:
-        """Queue a run on ``slot``'s merge (with main's tests: ``judge``); it covers every unchecked slot ahead of
-        it."""
-        assert slot.merge.sha is not None
-        upto = next(i for i, s in enumerate(window.slots) if s is slot) + 1
-        members = [judging.Member(s.cand, s.base, s.merge.sha or "") for s in window.slots[:upto]]
-        slot.judging = await judging.prepare(self.ctx, repo, window.slots[0].base, members)
-        slot.job_id = await judging.start(self.ctx, repo, slot.judging, "candidate", candidate_id=slot.cand.id,
-                                          window_width=window.width)
-        slot.result = slot.held_for = slot.held_job_id = None
-        slot.started = asyncio.get_running_loop().time()
-
     async def merge(self, target: Target, cand: Candidate, base: str) -> tuple[git.Merge, frozenset[str]]:
         return await landing.merge_with_paths(self.ctx.db, target, cand, base)
 
@@ -243,11 +279,8 @@ class Speculator:
         ``tail``: where an empty chain starts instead of ``main`` (the merge of a unit about to land). What does
         not apply there waits too: it is judged against main once main has moved, never before."""
         db = self.ctx.db
-        # the widest window: one halved by failures would make batches look cheap when failures are frequent
-        width, batch = self.limits(repo)
-        size = planner.batch_size(window.fail_rate, batch, width)
-        # a risk-aware queue batches while the batch stays likely to pass, and runs a likely failure alone
-        least = planner.pass_threshold(window.fail_rate, batch, width) if repo.risk_aware else None
+        width, batch = self.limits(repo)  # the repository's queue rules, else the server's
+        rule = planner.batching(window.fail_rate, batch, width, repo.risk_aware)
         if not window.slots and not window.aside:  # nothing ahead to wait for: a deferral has nothing to end it
             window.deferred.clear()
         skip = set(window.deferred) | set(window.aside) | set(window.suspects)
@@ -278,32 +311,24 @@ class Speculator:
             slot = Speculation(cand, base, merge, paths=paths, proven=cand.id in window.proven)
             if not window.slots:
                 await judging.prefetch(self.ctx, repo, base)
-            if least is not None and not await self._batch_with(repo, window, slot, least):
+            if not await self._batch_with(repo, window, slot, rule):
                 window.staged = slot  # the batch ahead took the last run: this one starts the next batch
                 break
             window.slots.append(slot)
-            unchecked = len(window.slots) - max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
-            if least is not None and 1.0 - slot.risk(window.fail_rate) < least:
-                await self._checkpoint(repo, window, slot)  # a likely failure runs alone
-            elif unchecked >= (size if least is None else batch):
-                await self._checkpoint(repo, window, slot)
+            if planner.closes([s.risk(window.fail_rate) for s in window.unchecked()], rule):
+                await checkpoints.start(self.ctx, repo, window, slot)
         if window.slots and not window.slots[-1].checkpoint and not window.failing():
-            await self._checkpoint(repo, window, window.slots[-1])  # the queue ran dry: cover the batch as it is
+            # the queue ran dry: cover the batch as it is
+            await checkpoints.start(self.ctx, repo, window, window.slots[-1])
 
-    async def _batch_with(self, repo: Repo, window: Window, slot: Speculation, least: float) -> bool:
-        """Whether ``slot`` may join the batch of unchecked slots at the chain's tail: yes while that batch stays at
-        least ``least`` likely to pass. If not, the batch is closed with a run on its last slot first; False when
-        that run was the window's last (``slot`` then waits for the next fill)."""
-        start = max((i + 1 for i, s in enumerate(window.slots) if s.checkpoint), default=0)
-        batch = window.slots[start:]
-        if not batch:
+    async def _batch_with(self, repo: Repo, window: Window, slot: Speculation, rule: planner.Batching) -> bool:
+        """Whether ``slot`` may join the batch of unchecked slots at the chain's tail (``planner.joins``). If not, the
+        batch is closed with a run on its last slot first; False when that run was the window's last (``slot`` then
+        waits for the next fill)."""
+        batch = window.unchecked()
+        if planner.joins([s.risk(window.fail_rate) for s in batch], slot.risk(window.fail_rate), rule):
             return True
-        passes = 1.0 - slot.risk(window.fail_rate)
-        for other in batch:
-            passes *= 1.0 - other.risk(window.fail_rate)
-        if passes >= least:
-            return True
-        await self._checkpoint(repo, window, batch[-1])
+        await checkpoints.start(self.ctx, repo, window, batch[-1])
         return sum(s.checkpoint for s in window.slots) < window.width
 
     async def stage(self, repo: Repo, window: Window, target: Target, main: str) -> None:
@@ -352,38 +377,6 @@ class Speculator:
         await self.ctx.db.landing.finish_candidate(cand.id, "queued", why)
         log.info("deferred candidate %s of subtask %s: %s", cand.id, cand.subtask_id, why,
                  extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": "deferred"})
-
-    async def _collect(self, repo: Repo, window: Window) -> None:
-        """Results that are in, runs that overran, and whether each slot is still wanted."""
-        db = self.ctx.db
-        now = asyncio.get_running_loop().time()
-        limit = runs.run_limit(self.ctx, repo)
-        jobs = await db.jobs.get_jobs([s.held_job_id or s.job_id for s in window.slots
-                                       if s.job_id is not None and s.result is None])
-        fence_of = await landing.fences(db, [s.cand for s in window.slots if s.valid])
-        for slot in window.slots:
-            if slot.held_job_id is not None and slot.result is None and slot.held_for is not None:
-                held = jobs[slot.held_job_id]
-                if held.status in ("done", "cancelled") or now - slot.started > limit:
-                    slot.result = await judging.held_finished(self.ctx, repo, slot.held_for, held)
-                    slot.held_job_id = slot.held_for = None
-            elif slot.job_id is not None and slot.result is None and slot.judging is not None:
-                job = jobs[slot.job_id]
-                if job.status == "done" and job.result:
-                    got, slot.held_job_id = await judging.finished(self.ctx, repo, slot.judging,
-                                                                   Result.from_json(job.result),
-                                                                   candidate_id=slot.cand.id)
-                    if slot.held_job_id is None:
-                        slot.result = got
-                    else:
-                        slot.held_for = got
-                elif job.status == "cancelled":
-                    slot.valid = False
-                elif now - slot.started > limit:
-                    slot.result = Judged.as_run(runs.unfinished(repo, slot.merge.sha or "",
-                                                                say.job_unfinished(slot.job_id)))
-            if slot.valid:
-                slot.valid = fence_of[slot.cand.id] is None
 
     async def cut(self, window: Window, index: int, reason: str) -> None:
         """Cancel the runs of slots ``index`` and after and put their candidates back in the queue."""

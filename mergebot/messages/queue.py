@@ -163,7 +163,6 @@ def dependency_reverted(subtask_id: int) -> str:
 
 # Why a candidate was put back in the queue, or waits there.
 RECONCILING = "reconciling; verifying again"
-QUEUE_RULES_CHANGED = "the repository's queue rules changed to one at a time; verifying again"
 AHEAD_FAILED = "a candidate ahead of it failed; re-planned"
 AHEAD_FAILED_OR_WITHDRAWN = "a candidate ahead of it failed or was withdrawn; re-planned"
 AHEAD_DID_NOT_LAND = "the candidate ahead of it did not land; re-planned"

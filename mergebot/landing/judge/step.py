@@ -11,8 +11,9 @@ retry alike.
      else is an ``error``); a judging run that passed is held to main's tests (``compare.hold``); then the own tests
      must have passed (the run that decides is then theirs: ``fail``, ``timeout``, a limit); the ``Judgement``;
   4. the held-out checks (``heldout``), on the judged commit, started the same way, for a run that passed.
-``run`` is the four in a row, for a caller that waits (the serial path); the window, which polls its jobs, takes the
-same steps one job at a time (``finished``: 3 then 4; ``held_finished``): the sequence exists here only.
+``run`` is the four in a row, for a caller that waits (``mergebot.landing.alone``); the window, which polls its
+jobs, takes the same steps one job at a time (``finished``: 3 then 4; ``held_finished``): the sequence exists here
+only.
 
 A judgement (``mergebot.models.judgement``) is a typed record beside the run, never written into it: its kind is
 ``pass``, the runner's own (``fail``, ``timeout``, ``error``, ``disk_limit``, ``memory_limit``) or a judged kind

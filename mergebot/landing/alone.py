@@ -1,17 +1,14 @@
-"""The serial queue: one candidate at a time, each step its own function.
+"""One candidate judged alone, against main itself: the one judgement every executor path shares.
 
-  1. take   — the next queued candidate, highest priority then arrival; it must still be what its subtask
-              waits on (same owner, claim version and sha), else it is superseded (``land.take``);
-  2. merge  — onto the current main, in memory; a conflict rejects it with the paths and the subtask goes
-              back to running for the same owner;
-  3. verify — main's tests on the merged commit's code, and the candidate's own tests apart, run by a verifier
-              worker and judged (``mergebot.landing.judge``), then retried, and compared with main as
-              ``mergebot.landing.verdict`` decides: landed (pass or flaky), rejected (the failure is the
-              candidate's), or parked (the failure is main's: main turns red and is mended like a red post-land
-              check, ``postland.red_base``);
-  4. land   — the intent, main moved by compare-and-swap (or a guarded push to the forge), the landed row
-              (``mergebot.landing.land``); then main's post-land check (``mergebot.landing.postland``).
-While main is red the speculation window runs this path too: a fix is judged against main itself.
+The landing executor (``mergebot.landing.window``) comes here for a single candidate on a single merge onto main:
+  * a window one wide with batches of one (the serial queue) whose head failed: it is judged in its place;
+  * while main is red (planner: ``alone``): the next queued candidate, merged onto main and judged there;
+  * candidates judged apart while the window goes on (``mergebot.landing.apart``): a head that failed alone, a
+    left-out suspect whose rest landed, each candidate of a failed stretch with no clear culprit.
+The walk (``verify``): the first run (the window's, when it made one), then as ``mergebot.landing.verdict`` says:
+a retry of a failed check, main's own status (``_base``), and the end: pass or flaky (the passing run is
+returned: the caller lands it or requeues it), rejected (the failure is the candidate's), or parked (the failure
+is main's: main turns red and is mended like a red post-land check, ``postland.red_base``).
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from mergebot import messages as say
 from mergebot.git import repo as git
 from mergebot.landing import evidence, postland, runs, verdict, verdicts
 from mergebot.landing import land as landing
-from mergebot.landing.context import Context, crash_point
+from mergebot.landing.context import Context
 from mergebot.landing.judge import compare
 from mergebot.landing.judge import step as judge
 from mergebot.landing.target import Target, target_for
@@ -34,26 +31,7 @@ from verifier.runner import Result
 
 log = logging.getLogger(__name__)
 
-
-async def process_next(ctx: Context, repo: Repo) -> Candidate | None:
-    """Take, merge, verify and land the next candidate; the candidate taken (None when none was queued)."""
-    cand = await landing.take(ctx, repo)
-    if cand is None:
-        return None
-    target = target_for(ctx, repo)
-    main = await target.head()
-    merged = await merge(ctx, repo, target, cand, main)
-    if merged is None:
-        return cand
-    await judge.prefetch(ctx, repo, main)
-    passed = await verify(ctx, repo, cand, merged, main)
-    if passed is None:
-        return cand
-    crash_point("after_verify")
-    landed = await landing.land(ctx, target, cand, main, merged, *passed)
-    if landed is not None:
-        postland.start(ctx, repo, landed)
-    return cand
+Passed = tuple[Judged, str, dict[str, Any]]  # the deciding run (judged), ``pass`` or ``flaky``, the record of every run
 
 
 async def merge(ctx: Context, repo: Repo, target: Target, cand: Candidate, main: str) -> git.Merge | None:
@@ -65,15 +43,17 @@ async def merge(ctx: Context, repo: Repo, target: Target, cand: Candidate, main:
 
 
 async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, main: str,
-                 first: Judged | None = None,
-                 judging: judge.Judging | None = None) -> tuple[Judged, str, dict[str, Any]] | None:
+                 first: Judged | None = None, judging: judge.Judging | None = None) -> Passed | None:
     """The passing run on the merged commit, the verdict (``pass`` or ``flaky``) and the record of every run it
     took; None when the candidate was rejected or parked. ``first``: a run already made and judged on this commit
-    (the speculation window's), with its ``judging`` when known."""
+    (the window's), with its ``judging`` when known: reused when it judged this one candidate on ``main``, else the
+    retry is judged anew."""
     assert merge.sha is not None
+    if judging is not None and (judging.main != main or len(judging.members) != 1):
+        judging = None
     if judging is None:
         judging = await judge.prepare(ctx, repo, main, [judge.Member(cand, main, merge.sha)])
-    if first is None:  # the serial queue: a window of one
+    if first is None:  # no run yet: the one candidate's first
         first = await judge.run(ctx, repo, judging, "candidate", candidate_id=cand.id, window_width=1)
     state = verdict.Runs(first)
     record: dict[str, Any] = {}

@@ -1,0 +1,62 @@
+"""The window's runs: started on a slot (``start``: a checkpoint, which covers every unchecked slot ahead of it),
+and read back once per step, before the planner decides (``collect``): results that are in (judged, then held out:
+``mergebot.landing.judge``), runs that overran their limit (an unfinished result), cancelled runs, and whether each
+slot's candidate still holds its fence (a newer push or a reclaim withdraws it: the planner cuts it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from mergebot import messages as say
+from mergebot.landing import land as landing
+from mergebot.landing import runs
+from mergebot.landing.chain import Speculation, Window
+from mergebot.landing.context import Context
+from mergebot.landing.judge import step as judging
+from mergebot.models import Repo
+from mergebot.models.judgement import Judged
+from verifier.runner import Result
+
+
+async def start(ctx: Context, repo: Repo, window: Window, slot: Speculation) -> None:
+    """Queue a run on ``slot``'s merge (with main's tests: ``judge``); it covers every unchecked slot ahead of it."""
+    assert slot.merge.sha is not None
+    upto = next(i for i, s in enumerate(window.slots) if s is slot) + 1
+    members = [judging.Member(s.cand, s.base, s.merge.sha or "") for s in window.slots[:upto]]
+    slot.judging = await judging.prepare(ctx, repo, window.slots[0].base, members)
+    slot.job_id = await judging.start(ctx, repo, slot.judging, "candidate", candidate_id=slot.cand.id,
+                                      window_width=window.width)
+    slot.result = slot.held_for = slot.held_job_id = None
+    slot.started = asyncio.get_running_loop().time()
+
+
+async def collect(ctx: Context, repo: Repo, window: Window) -> None:
+    """Results that are in, runs that overran, and whether each slot is still wanted."""
+    db = ctx.db
+    now = asyncio.get_running_loop().time()
+    limit = runs.run_limit(ctx, repo)
+    jobs = await db.jobs.get_jobs([s.held_job_id or s.job_id for s in window.slots
+                                   if s.job_id is not None and s.result is None])
+    fence_of = await landing.fences(db, [s.cand for s in window.slots if s.valid])
+    for slot in window.slots:
+        if slot.held_job_id is not None and slot.result is None and slot.held_for is not None:
+            held = jobs[slot.held_job_id]
+            if held.status in ("done", "cancelled") or now - slot.started > limit:
+                slot.result = await judging.held_finished(ctx, repo, slot.held_for, held)
+                slot.held_job_id = slot.held_for = None
+        elif slot.job_id is not None and slot.result is None and slot.judging is not None:
+            job = jobs[slot.job_id]
+            if job.status == "done" and job.result:
+                got, slot.held_job_id = await judging.finished(ctx, repo, slot.judging, Result.from_json(job.result),
+                                                               candidate_id=slot.cand.id)
+                if slot.held_job_id is None:
+                    slot.result = got
+                else:
+                    slot.held_for = got
+            elif job.status == "cancelled":
+                slot.valid = False
+            elif now - slot.started > limit:
+                slot.result = Judged.as_run(runs.unfinished(repo, slot.merge.sha or "", say.job_unfinished(slot.job_id)))
+        if slot.valid:
+            slot.valid = fence_of[slot.cand.id] is None
