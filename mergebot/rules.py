@@ -257,11 +257,6 @@ class QueueRules:
     batch: int
     retry: bool
 
-    @property
-    def serial(self) -> bool:
-        """One wide with batches of one: the executor lands one candidate at a time (the serial queue)."""
-        return self.window == 1 and self.batch == 1
-
     def width(self, slots: int) -> int:
         """The widest window, given the verifier slots the bot knows now."""
         return max(1, slots) if self.window == 0 else self.window

@@ -74,9 +74,9 @@ def test_queue_rules_fall_back_to_the_server_s_and_a_repository_s_own_win() -> N
     server = QueueRules(window=0, batch=4, retry=True)
     unset = Repo(name="x", target_branch="main", verifier_command="true", verifier_timeout_s=60, protected_paths=[],
                  max_push_bytes=1, max_file_bytes=1, root_sha="a" * 40)
-    assert queue_rules(unset, server) == server and not server.serial and server.width(3) == 3
+    assert queue_rules(unset, server) == server and server.width(3) == 3 and server.width(0) == 1
     own = Repo(**{**unset.__dict__, "speculation_window": 1, "batch_size": 1, "retry_failed_checks": False})
-    assert queue_rules(own, server) == QueueRules(1, 1, False) and queue_rules(own, server).serial
+    assert queue_rules(own, server) == QueueRules(1, 1, False) and queue_rules(own, server).width(3) == 1
     assert queue_rules(Repo(**{**unset.__dict__, "batch_size": 2}), server) == QueueRules(0, 2, True)
 
 

@@ -57,6 +57,7 @@ async def collect(ctx: Context, repo: Repo, window: Window) -> None:
             elif job.status == "cancelled":
                 slot.valid = False
             elif now - slot.started > limit:
-                slot.result = Judged.as_run(runs.unfinished(repo, slot.merge.sha or "", say.job_unfinished(slot.job_id)))
+                slot.result = Judged.as_run(runs.unfinished(repo, slot.merge.sha or "",
+                                                            say.job_unfinished(slot.job_id)))
         if slot.valid:
             slot.valid = fence_of[slot.cand.id] is None

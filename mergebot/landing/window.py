@@ -189,7 +189,7 @@ class Speculator:
                 await self.cut(window, 0, say.REPLANNED_AFTER_ERROR)
         last = unit[-1]
         assert last.result is not None
-        how = policy(repo, unit, serial=self.serial)
+        how = policy(repo, unit, serial=self.serial(repo))
         if len(unit) == 1:
             flaky = evidence.flaky_runs(last.cand)  # it failed once and passed a retry before main moved on
             landed = await landing.land(self.ctx, target, last.cand, main, last.merge, last.result,
