@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from mergebot.forge import sansio
 from mergebot.forge.sansio import (
     MAX_BODY_BYTES,
     WebhookError,
@@ -20,6 +19,7 @@ from mergebot.forge.sansio import (
     to_event,
     verify_signature,
 )
+from mergebot.forge.sansio import delivery as sansio_delivery
 from tests.support.webhooks import (
     OTHER,
     SECRET,
@@ -110,7 +110,7 @@ def test_bad_signatures_are_401_before_any_json(
     def never(body: bytes) -> dict[str, Any]:
         raise AssertionError("parse_json reached before the signature was checked")
 
-    monkeypatch.setattr(sansio, "parse_json", never)
+    monkeypatch.setattr(sansio_delivery, "parse_json", never)
     assert detect_forge(headers) == forge
     with pytest.raises(WebhookError) as info:
         parse_delivery(headers, NOT_JSON, [SECRET])
@@ -168,8 +168,8 @@ def test_body_over_the_limit_is_413_before_anything_else(monkeypatch: pytest.Mon
     def never(*args: object) -> object:
         raise AssertionError("work done on an oversized body")
 
-    monkeypatch.setattr(sansio, "verify_signature", never)
-    monkeypatch.setattr(sansio, "detect_forge", never)
+    monkeypatch.setattr(sansio_delivery, "verify_signature", never)
+    monkeypatch.setattr(sansio_delivery, "detect_forge", never)
     body = b" " * (MAX_BODY_BYTES + 1)
     with pytest.raises(WebhookError) as info:
         parse_delivery([], body, [SECRET])

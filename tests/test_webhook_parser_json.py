@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mergebot.forge import sansio
 from mergebot.forge.sansio import (
     MAX_CONTAINERS,
     MAX_DEPTH,
@@ -20,6 +19,7 @@ from mergebot.forge.sansio import (
     WebhookError,
     parse_delivery,
     parse_json,
+    strict_json,
     to_event,
 )
 from tests.support.webhooks import (
@@ -96,7 +96,7 @@ def test_parse_json_depth_limit_is_exact() -> None:
 
 def test_parse_json_caps_the_number_of_containers(monkeypatch: pytest.MonkeyPatch) -> None:
     assert MAX_CONTAINERS == 1_000_000
-    monkeypatch.setattr(sansio, "MAX_CONTAINERS", 100)
+    monkeypatch.setattr(strict_json, "MAX_CONTAINERS", 100)
     at_cap = b'{"a": [' + b",".join([b"[]", b"{}"] * 49) + b"]}"  # 1 + 1 + 98
     assert len(parse_json(at_cap)["a"]) == 98
     with pytest.raises(WebhookError) as info:
