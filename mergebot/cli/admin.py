@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mergebot import __version__
+from mergebot import messages as say
 from mergebot.auth import Role
 from mergebot.cli.agent import client_from
 from mergebot.cli.render import emit
@@ -60,20 +61,20 @@ def cmd_init(args: argparse.Namespace) -> None:
             agent, token = await db.agents.add_agent(name=args.admin, role=Role.ADMIN)
         except MergebotError:
             return {"data_dir": str(settings.data_dir), "admin": args.admin,
-                    "token": "(exists; use 'mergebot agent rotate' for a new token)"}
+                    "token": say.ADMIN_TOKEN_EXISTS}
         return {"data_dir": str(settings.data_dir), "admin": agent.name, "token": token}
 
     out = with_db(settings, go)
     emit(args, out)
     if not args.json and out["token"].startswith("mb_"):
-        print("(the token is shown once: only its hash is stored; keep it now)", file=sys.stderr)
+        print(say.INIT_TOKEN_SHOWN_ONCE, file=sys.stderr)
 
 
 def cmd_agent_add(args: argparse.Namespace) -> None:
     agent, token = with_db(settings_from(args), lambda db: db.agents.add_agent(name=args.name, role=Role(args.role)))
     emit(args, {"agent": agent.name, "role": agent.role, "token": token})
     if not args.json:
-        print("(the token is shown once; store it now)", file=sys.stderr)
+        print(say.TOKEN_SHOWN_ONCE, file=sys.stderr)
 
 
 def cmd_agent_list(args: argparse.Namespace) -> None:
@@ -141,12 +142,12 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
 
     forge = None
     if (args.github_app_id or args.github_app_key_env or args.installation_id) and not args.github:
-        raise SystemExit("mergebot: a GitHub App (--github-app-id, --github-app-key-env) is for a --github repository")
+        raise SystemExit(say.GITHUB_APP_NEEDS_GITHUB)
     if args.github or args.gitea or args.forgejo:
         from mergebot.landing.repos import forge_settings
 
         if sum(bool(x) for x in (args.github, args.gitea, args.forgejo, args.source)) > 1:
-            raise SystemExit("mergebot: give one of --from, --github, --gitea, --forgejo")
+            raise SystemExit(say.REPO_ADD_ONE_SOURCE)
         if args.github:
             kind, url, owner_repo = "github", args.forge_url, args.github[0]
         else:
@@ -214,7 +215,7 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
     change = RulesChange.of(**{k: v for k, v in given.items() if v != "default"}, reset=reset)
     held = held_out_of(args)
     if not change.given() and held is None:
-        raise SystemExit("mergebot repo set: give at least one rule to change (see --help)")
+        raise SystemExit(say.REPO_SET_NEEDS_A_RULE)
     repo = with_db(settings_from(args), lambda db: set_rules(db, args.name, change, held_out=held))
     out = asdict(repo)
     if held is not None:
@@ -231,15 +232,14 @@ def cmd_verifier_worker(args: argparse.Namespace) -> None:
 
     token = args.token or os.environ.get("MERGEBOT_TOKEN")
     if not token:
-        raise SystemExit("mergebot verifier worker needs a verifier token (--token or MERGEBOT_TOKEN)")
+        raise SystemExit(say.WORKER_NEEDS_TOKEN)
     server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
     work = Path(args.work_dir).resolve()
-    print(f"verifier worker: {args.slots} slot(s) against {server}, work dir {work}", file=sys.stderr)
+    print(say.worker_starting(args.slots, server, work), file=sys.stderr)
     if args.sandbox == "none":
-        print("verifier worker: MERGEBOT_SANDBOX=none: checks run WITHOUT a sandbox, with the whole machine in view",
-              file=sys.stderr)
+        print(say.WORKER_NO_SANDBOX, file=sys.stderr)
     elif (problem := bwrap_problem(os.environ.get("MERGEBOT_BWRAP") or "bwrap")) is not None:
-        print(f"verifier worker: every check is refused until the sandbox works: {problem}", file=sys.stderr)
+        print(say.worker_sandbox_broken(problem), file=sys.stderr)
 
     servers = Servers(server.split(","), token)  # several replicas: --server URL1,URL2
     with contextlib.suppress(ApiError):  # a wrong URL is told now; once running, an outage is waited out
@@ -279,7 +279,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
     c = client_from(args)
     repo = next((r for r in c.get("/api/v1/repos")["repos"] if r["name"] == args.repo), None)
     if repo is None:
-        raise SystemExit(f"mergebot verify: no repository named {args.repo!r}")
+        raise SystemExit(say.verify_no_such_repository(args.repo))
     sandbox_paths = list(repo.get("sandbox_paths") or [])
     disk_limit = int(repo.get("disk_limit_mb") or DISK_LIMIT_MB)
     memory = int(repo.get("memory_limit_mb") or MEMORY_MB)
@@ -291,11 +291,11 @@ def cmd_verify(args: argparse.Namespace) -> None:
         if args.json:
             emit(args, seen)
         else:
-            print(f"repository {args.repo}: the check `{args.command or repo['verifier_command']}`")
+            print(say.verify_the_check(args.repo, args.command or repo["verifier_command"]))
             print(seen["text"])
         return
     if not args.sha:
-        raise SystemExit("mergebot verify: give the commit to check (or --explain-sandbox)")
+        raise SystemExit(say.VERIFY_NEEDS_COMMIT)
     secrets = secret_values(os.environ, named=[n for n in (repo.get("webhook_secret_env"), repo.get("forge_token_env"))
                                                if n], urls=[settings.database_url])
     local = git.bare_path(repos_root(settings.data_dir), args.repo)
@@ -345,8 +345,7 @@ def cmd_drill(args: argparse.Namespace) -> None:
 
     token = args.token or os.environ.get("MERGEBOT_TOKEN")
     if not token:
-        raise SystemExit("mergebot drill needs a token (--token or MERGEBOT_TOKEN): an admin's; any role's with "
-                         "--check-only")
+        raise SystemExit(say.DRILL_NEEDS_TOKEN)
     raise SystemExit(drill.run(args, token, args.url or args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)))
 
 

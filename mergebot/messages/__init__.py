@@ -10,15 +10,15 @@ Rules:
     first words, in SQL, ``refusal_reason``: they are history, and no new sentence reaches them.) What each kind
     means and what to do next is ``kinds``.
   * Pure: no I/O, nothing but strings from the facts given; it imports nothing of ``mergebot`` but itself.
-  * The sentences live in submodules by audience. Agents: ``push`` (at push time), ``queue`` (a candidate's
-    verdict and why it waits), ``kinds`` (each verdict kind's meaning and next step), ``claims`` (a claim gone),
-    ``workdir`` (their command line and worktree), ``tasks`` (a task tree's file). Reviewers: ``evidence``
-    (commit messages, reflog lines, notes on a run). Operators: ``operators`` (main's state, the database),
-    ``setup`` (secrets, forge configuration, the demo), ``git`` (git and the remotes failing), ``apis`` (a
+  * The sentences live in submodules by audience. Agents: ``push`` (at push time), ``queue`` (a candidate's verdict
+    and why it waits), ``kinds`` (each verdict kind's meaning and next step), ``claims`` (a claim gone), ``workdir``
+    (their command line and worktree), ``tasks`` (a task tree's file). Reviewers: ``evidence`` (commit messages,
+    reflog lines, notes on a run). Operators: ``operators`` (main's state, the database), ``admin`` (their command
+    line), ``setup`` (secrets, forge configuration, the demo), ``git`` (git and the remotes failing), ``apis`` (a
     forge's API failing). Forges: ``forges`` (webhook deliveries), ``commands`` (answers in a pull request). Any
     caller: ``access``, ``lookups`` (nothing by that name or id). Shared: ``words``. Every sentence is exported
-    here, so ``from mergebot import messages as say`` reaches them all; ``refs`` (a subtask branch's name, made
-    and parsed) is imported on its own.
+    here, so ``from mergebot import messages as say`` reaches them all; ``refs`` (a subtask branch's name, made and
+    parsed) is imported on its own.
   * A ``raise`` elsewhere takes its sentence from here; only programming errors no user sees (a gate of no
     slots, a walk cut short and caught) keep theirs inline. ``tests/test_messages_sources.py`` holds the files
     cleaned so far to it.
@@ -27,6 +27,7 @@ Rules:
 from __future__ import annotations
 
 from mergebot.messages.access import *  # noqa: F403
+from mergebot.messages.admin import *  # noqa: F403
 from mergebot.messages.apis import *  # noqa: F403
 from mergebot.messages.claims import *  # noqa: F403
 from mergebot.messages.commands import *  # noqa: F403

@@ -1,0 +1,52 @@
+"""What an operator is told by the admin command line (``mergebot.cli.admin``): ``init`` and ``agent add`` showing a
+token once, ``repo add`` and ``repo set`` given too little or too much, ``verifier worker``, ``verify`` and ``drill``
+starting or missing what they need. A refusal the server sends is worded elsewhere (``setup``, ``lookups``); these
+are the sentences the command itself says.
+
+Part of ``mergebot.messages``: its rules hold here. A sentence that stops a command names the command (or the
+option) that mends it.
+"""
+
+from __future__ import annotations
+
+# -- ``mergebot init`` and ``agent add`` -----------------------------------------------------------------------------
+
+ADMIN_TOKEN_EXISTS = "(exists; use 'mergebot agent rotate' for a new token)"
+INIT_TOKEN_SHOWN_ONCE = "(the token is shown once: only its hash is stored; keep it now)"
+TOKEN_SHOWN_ONCE = "(the token is shown once; store it now)"
+
+# -- ``mergebot repo add`` and ``repo set`` -------------------------------------------------------------------------
+
+GITHUB_APP_NEEDS_GITHUB = "mergebot: a GitHub App (--github-app-id, --github-app-key-env) is for a --github repository"
+REPO_ADD_ONE_SOURCE = "mergebot: give one of --from, --github, --gitea, --forgejo"
+REPO_SET_NEEDS_A_RULE = "mergebot repo set: give at least one rule to change (see --help)"
+
+# -- ``mergebot verifier worker`` -----------------------------------------------------------------------------------
+
+WORKER_NEEDS_TOKEN = "mergebot verifier worker needs a verifier token (--token or MERGEBOT_TOKEN)"
+WORKER_NO_SANDBOX = ("verifier worker: MERGEBOT_SANDBOX=none: checks run WITHOUT a sandbox, with the whole machine "
+                     "in view")
+
+
+def worker_starting(slots: int, server: str, work: object) -> str:
+    return f"verifier worker: {slots} slot(s) against {server}, work dir {work}"
+
+
+def worker_sandbox_broken(problem: str) -> str:
+    return f"verifier worker: every check is refused until the sandbox works: {problem}"
+
+
+# -- ``mergebot verify`` and ``drill`` ------------------------------------------------------------------------------
+
+
+def verify_no_such_repository(repo: str) -> str:
+    return f"mergebot verify: no repository named {repo!r}"
+
+
+def verify_the_check(repo: str, command: str) -> str:
+    """The heading of ``mergebot verify --explain-sandbox``: which check the explanation is for."""
+    return f"repository {repo}: the check `{command}`"
+
+
+VERIFY_NEEDS_COMMIT = "mergebot verify: give the commit to check (or --explain-sandbox)"
+DRILL_NEEDS_TOKEN = "mergebot drill needs a token (--token or MERGEBOT_TOKEN): an admin's; any role's with --check-only"
