@@ -35,34 +35,32 @@ def forge_settings(forge: str, forge_repo: str, *, url: str | None = None, api_u
     (``installation_id``, or the one GitHub names for the repository): its key must be an RSA private key, and the
     personal token's variable is then not needed."""
     if forge not in ("github", "gitea", "forgejo"):
-        raise Invalid(f"unknown forge {forge!r}", field="forge")
+        raise Invalid(say.repo_unknown_forge(forge), field="forge")
     if not FORGE_REPO.match(forge_repo) or forge_repo.endswith(".git"):
-        raise Invalid("the forge repository is OWNER/NAME", field="forge_repo")
+        raise Invalid(say.FORGE_REPO_NOT_OWNER_NAME, field="forge_repo")
     if forge == "github":
         web = (url or "https://github.com").rstrip("/")
         api = api_url or ("https://api.github.com" if web == "https://github.com" else f"{web}/api/v3")
     else:
         if not url:
-            raise Invalid(f"a {forge} repository needs the server's URL", field="url")
+            raise Invalid(say.forge_needs_url(forge), field="url")
         web = url.rstrip("/")
         api = api_url or web
     for u in (web, api, git_url or ""):
         if "@" in u.split("://", 1)[-1].split("/", 1)[0]:
-            raise Invalid("put no credentials in a forge URL: the token comes from the environment", field="url")
+            raise Invalid(say.CREDENTIALS_IN_FORGE_URL, field="url")
     token_env = token_env or ("GITHUB_TOKEN" if forge == "github" else "GITEA_TOKEN")
     app = github_app(forge, app_id, app_key_env, installation_id)
     for env in (secret_env, token_env, *([app_key_env] if app else [])):
         if not ENV_NAME.match(env or ""):
-            raise Invalid(f"{env!r} is not an environment variable name", field="env")
+            raise Invalid(say.not_an_env_name(env), field="env")
         if not os.environ.get(env or "") and not (app and env == token_env):
-            raise Invalid(f"set the environment variable {env} first (the server reads it; it is never stored)",
-                          field="env")
+            raise Invalid(say.env_unset(env), field="env")
     if app:
         try:
             credentials.check_key(os.environ[str(app_key_env)])
         except (ValueError, TypeError) as e:
-            raise Invalid(f"{app_key_env} holds no RSA private key (a GitHub App's .pem file): {e}",
-                          field="github_app_key_env") from e
+            raise Invalid(say.app_key_not_rsa(app_key_env, e), field="github_app_key_env") from e
     return {"forge": forge, "forge_repo": forge_repo, "forge_api_url": api,
             "forge_git_url": git_url or f"{web}/{forge_repo}.git", "webhook_secret_env": secret_env,
             "forge_token_env": token_env, **app}
@@ -73,11 +71,11 @@ def github_app(forge: str, app_id: int | None, key_env: str | None, installation
     if app_id is None and key_env is None and installation_id is None:
         return {}
     if forge != "github":
-        raise Invalid("only a GitHub repository authenticates as a GitHub App", field="github_app_id")
+        raise Invalid(say.APP_ONLY_ON_GITHUB, field="github_app_id")
     if app_id is None or not key_env:
-        raise Invalid("a GitHub App needs both --github-app-id and --github-app-key-env", field="github_app_id")
+        raise Invalid(say.APP_NEEDS_ID_AND_KEY, field="github_app_id")
     if app_id <= 0 or (installation_id is not None and installation_id <= 0):
-        raise Invalid("a GitHub App's id and installation id are positive numbers", field="github_app_id")
+        raise Invalid(say.APP_IDS_POSITIVE, field="github_app_id")
     return {"github_app_id": app_id, "github_app_key_env": key_env, "github_installation_id": installation_id}
 
 
@@ -93,10 +91,10 @@ async def add_repo(db: Database, root: Path, *, name: str, source: str | None, r
     With ``forge`` (see ``forge_settings``) the repository is a mirror of the forge's, cloned from it.
     """
     if not NAME.fullmatch(name):  # fullmatch: "$" would let a trailing newline through
-        raise Invalid("a repository name is letters, digits, '-' and '_' (at most 64)", field="name")
+        raise Invalid(say.REPO_NAME_MALFORMED, field="name")
     path = git.bare_path(root, name)
     if path.exists():
-        raise Conflict(f"repository {name!r} already exists at {path}", field="name")
+        raise Conflict(say.repo_exists(name, path), field="name")
     extra_env: dict[str, str] = {}
     if forge:
         remote = mirror.remote_of(forge)
@@ -136,7 +134,7 @@ def read_held_out(folder: Path) -> list[tuple[str, bytes]]:
     """The files of a held-out checks directory (``repo set --held-out DIR``), by path relative to it; caches and
     byte code are left out."""
     if not folder.is_dir():
-        raise Invalid(f"--held-out {folder} is not a directory", field="held_out")
+        raise Invalid(say.held_out_not_a_dir(folder), field="held_out")
     out = []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()
@@ -144,10 +142,10 @@ def read_held_out(folder: Path) -> list[tuple[str, bytes]]:
             continue
         data = path.read_bytes()
         if len(data) > HELD_OUT_MAX_BYTES:
-            raise Invalid(f"held-out file {rel} is over {HELD_OUT_MAX_BYTES >> 20} MiB", field="held_out")
+            raise Invalid(say.held_out_file_too_big(rel, HELD_OUT_MAX_BYTES >> 20), field="held_out")
         out.append((rel, data))
     if not out or len(out) > HELD_OUT_MAX_FILES:
-        raise Invalid(f"--held-out {folder} holds {len(out)} files: give 1 to {HELD_OUT_MAX_FILES}", field="held_out")
+        raise Invalid(say.held_out_count(folder, len(out), HELD_OUT_MAX_FILES), field="held_out")
     return out
 
 
@@ -158,7 +156,7 @@ async def hold(db: Database, name: str, action: str, by: Agent, poke: Callable[[
     Returns the repository as it is now."""
     before = await db.repos.get_repo(name)  # NotFound for a repository that does not exist
     if action == "pause":
-        await db.repos.set_paused(repo=name, paused=True, reason=f"paused by {by.name}")
+        await db.repos.set_paused(repo=name, paused=True, reason=say.paused_by(by.name))
     else:
         await db.repos.set_paused(repo=name, paused=False, reason=None)
         await db.subtasks.announce(author_id=by.id, body=say.resumed_by(name, by.name))

@@ -86,3 +86,11 @@ def commits_stalled(n: int, seconds: float) -> str | None:
     return (f"{n} commit(s) wait for a synchronous standby, the oldest for {seconds:.0f} s: nothing can be written "
             "until the standby is back, or synchronous_standby_names is cleared on this server (after a failover "
             "by hand, the promoted server keeps the old primary's)")
+
+
+# -- an operator's hold on a repository's queue ----------------------------------------------------------------
+
+
+def paused_by(who: str) -> str:
+    """The paused repository's reason when an admin paused it (``mergebot repo pause``)."""
+    return f"paused by {who}"

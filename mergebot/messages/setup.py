@@ -53,3 +53,54 @@ def demo_nothing_to_claim(name: str) -> str:
 
 def demo_status_timeout(subtask_id: int, status: str, timeout: float) -> str:
     return f"subtask {subtask_id} did not become {status} within {timeout:.0f} s"
+
+
+# -- adding a repository and its held-out checks (``mergebot repo add``/``repo set``, the API) ----------------------
+
+
+def repo_unknown_forge(forge: str) -> str:
+    return f"unknown forge {forge!r}"
+
+
+FORGE_REPO_NOT_OWNER_NAME = "the forge repository is OWNER/NAME"
+
+
+def forge_needs_url(forge: str) -> str:
+    return f"a {forge} repository needs the server's URL"
+
+
+CREDENTIALS_IN_FORGE_URL = "put no credentials in a forge URL: the token comes from the environment"
+
+
+def not_an_env_name(env: str | None) -> str:
+    return f"{env!r} is not an environment variable name"
+
+
+def env_unset(env: str | None) -> str:
+    return f"set the environment variable {env} first (the server reads it; it is never stored)"
+
+
+def app_key_not_rsa(env: str | None, error: BaseException) -> str:
+    return f"{env} holds no RSA private key (a GitHub App's .pem file): {error}"
+
+
+APP_ONLY_ON_GITHUB = "only a GitHub repository authenticates as a GitHub App"
+APP_NEEDS_ID_AND_KEY = "a GitHub App needs both --github-app-id and --github-app-key-env"
+APP_IDS_POSITIVE = "a GitHub App's id and installation id are positive numbers"
+REPO_NAME_MALFORMED = "a repository name is letters, digits, '-' and '_' (at most 64)"
+
+
+def repo_exists(name: str, path: object) -> str:
+    return f"repository {name!r} already exists at {path}"
+
+
+def held_out_not_a_dir(folder: object) -> str:
+    return f"--held-out {folder} is not a directory"
+
+
+def held_out_file_too_big(rel: str, most_mib: int) -> str:
+    return f"held-out file {rel} is over {most_mib} MiB"
+
+
+def held_out_count(folder: object, n: int, most: int) -> str:
+    return f"--held-out {folder} holds {n} files: give 1 to {most}"
