@@ -55,7 +55,7 @@ class JobStore:
     async def _superseded(self, job_id: int, claim_version: int) -> ClaimSuperseded | NotFound:
         row = await self.sql.one("job_fence_state", id=job_id)
         if row is None:
-            return NotFound(f"verify job {job_id} does not exist")
+            return NotFound(say.no_such_job(job_id))
         return ClaimSuperseded(
             say.job_superseded(job_id, claim_version, status=row["status"], current=row["claim_version"]),
             job_id=job_id, current_version=row["claim_version"])
@@ -74,7 +74,7 @@ class JobStore:
             row = await self.sql.one("job_finish", id=job_id, worker_id=worker_id, claim_version=claim_version,
                                      outcome=outcome, result=Jsonb(storable(result)))
         except MergebotError as e:  # Invalid (a value), Unavailable (too slow), a limit of the server's
-            why = f"the run's result could not be stored: {e.message}"
+            why = say.result_not_stored(e.message)
             row = await self.sql.one("job_finish", id=job_id, worker_id=worker_id, claim_version=claim_version,
                                      outcome="error", result=Jsonb({
                                          "commit_sha": str(result.get("commit_sha") or ""), "tree_sha": "",
@@ -104,7 +104,7 @@ class JobStore:
     async def get_job(self, job_id: int) -> Job:
         row = await self.sql.one("job_get", id=job_id)
         if row is None:
-            raise NotFound(f"verify job {job_id} does not exist")
+            raise NotFound(say.no_such_job(job_id))
         return Job.from_row(row)
 
     async def get_jobs(self, ids: list[int]) -> dict[int, Job]:

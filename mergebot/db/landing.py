@@ -152,7 +152,7 @@ class LandingStore:
     async def get_candidate(self, cand_id: int) -> Candidate:
         row = await self.sql.one("candidate_get", id=cand_id)
         if row is None:
-            raise NotFound(f"candidate {cand_id} does not exist")
+            raise NotFound(say.no_such_candidate(cand_id))
         return Candidate.from_row(row)
 
     async def wait_candidate(self, cand_id: int, timeout: float) -> Candidate:
@@ -290,7 +290,7 @@ class LandingStore:
     async def get_landed(self, landed_id: int) -> Landed:
         row = await self.sql.one("landed_get", id=landed_id)
         if row is None:
-            raise NotFound(f"no landed row {landed_id}", field="id")
+            raise NotFound(say.no_such_landed(landed_id), field="id")
         return Landed.from_row(row)
 
     async def landed_chain(self, repo: str) -> dict[str, Row]:

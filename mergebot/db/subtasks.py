@@ -16,7 +16,7 @@ Rules (DESIGN.md, "Subtask lifecycle"):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mergebot import messages as say
@@ -25,7 +25,7 @@ from mergebot.db.base import Row, Sql, Tx, insert_event
 from mergebot.db.waiter import FINISHED, READY, Waiter
 from mergebot.errors import ClaimSuperseded, Conflict, Invalid, InvalidTransition, MergebotError, NotFound
 from mergebot.models import Handle, Subtask
-from mergebot.tree import Node
+from mergebot.tree import MAX_PATHS, Node
 
 OPEN_TEXTS = 20_000  # open subtasks a new one is compared with, newest first
 DONE = frozenset({"landed", "failed", "cancelled"})  # a subtask's statuses that end its story
@@ -43,7 +43,7 @@ class SubtaskStore:
         which version, and what to do."""
         row = await self.sql.one("subtask_fence_state", id=subtask_id, claim_version=claim_version)
         if row is None:
-            return NotFound(f"subtask {subtask_id} does not exist", subtask_id=subtask_id)
+            return NotFound(say.no_such_subtask(subtask_id), subtask_id=subtask_id)
         lapsed = row["lapsed_at"].isoformat(timespec="seconds") if row["lapsed_at"] else None
         return ClaimSuperseded(
             say.claim_superseded(subtask_id, claim_version, status=row["status"], current=row["claim_version"],
@@ -89,13 +89,12 @@ class SubtaskStore:
                 sub = Subtask.from_row(existing)
                 if (sub.title, sub.parent_id, sub.group_name) != (title, parent_id, group_name):
                     raise Conflict(
-                        f"idempotency key {idempotency_key!r} was used for subtask {sub.id} with a different "
-                        "title, parent or group",
+                        say.idempotency_key_reused(idempotency_key, sub.id),
                         field="idempotency_key", subtask_id=sub.id)
                 return sub, False
         found = {r["id"] for r in await tx.all("subtasks_existing", ids=deps)}
         missing = [d for d in deps if d not in found]
-        raise Invalid(f"depends_on names subtasks that do not exist: {missing}", field="depends_on")
+        raise Invalid(say.unknown_dependencies(missing), field="depends_on")
 
     async def create_tree(self, *, actor_id: int | None, nodes: Sequence[Node],
                           key_prefix: str | None = None) -> dict[str, Subtask]:
@@ -120,8 +119,7 @@ class SubtaskStore:
                     guard = await tx.one("subtask_dep_guard", id=made[n.key].id, depends_on=children)
                     assert guard is not None
                     if guard["unlanded"] and guard["status"] not in ("blocked", "ready"):
-                        raise Conflict(f"subtask {made[n.key].id} ({n.key!r}) is {guard['status']}; it cannot wait "
-                                       "for new children that have not landed. Give them another parent.",
+                        raise Conflict(say.cannot_wait_for_children(made[n.key].id, n.key, guard["status"]),
                                        field="children", subtask_id=made[n.key].id)
                     if await tx.all("subtask_add_deps", id=made[n.key].id, actor_id=actor_id, depends_on=children):
                         made[n.key].status = "blocked"  # the query returns the row only when it re-blocked it
@@ -170,7 +168,7 @@ class SubtaskStore:
     async def get_subtask(self, subtask_id: int) -> Subtask:
         row = await self.sql.one("subtask_get", id=subtask_id)
         if row is None:
-            raise NotFound(f"subtask {subtask_id} does not exist", subtask_id=subtask_id)
+            raise NotFound(say.no_such_subtask(subtask_id), subtask_id=subtask_id)
         return Subtask.from_row(row)
 
     async def list_subtasks(self, *, status: str | None = None, group_name: str | None = None,
@@ -194,7 +192,7 @@ class SubtaskStore:
             seen.update(await self.statuses(ids))
             missing = [i for i in ids if i not in seen]
             if missing:
-                raise NotFound(f"no such subtasks: {missing}", field="ids")
+                raise NotFound(say.no_such_subtasks(missing), field="ids")
             return all(s in DONE for s in seen.values())
 
         await self.waiter.until(FINISHED, ids, done, timeout)
@@ -240,8 +238,7 @@ class SubtaskStore:
         sub = await self.get_subtask(handle.id)
         if sub.owner_id == agent_id and sub.claim_version == handle.claim_version \
                 and sub.status in ("running", "submitted"):
-            raise Invalid(f"a footprint holds at most 100 paths; subtask {handle.id} has {len(sub.paths)}",
-                          field="paths")
+            raise Invalid(say.footprint_too_large(handle.id, len(sub.paths), MAX_PATHS), field="paths")
         raise await self.superseded(handle.id, handle.claim_version)
 
     async def _claim_once(self, agent_id: int, complete: Handle | None, sha: str | None) -> Subtask | None:
@@ -287,16 +284,16 @@ class SubtaskStore:
         return await self.sql.all("subtask_recover_expired", grace_seconds=grace_seconds, limit=limit)
 
     async def cancel(self, *, subtask_id: int, reason: str, actor_id: int | None) -> Subtask:
-        return await self._lead_move("subtask_cancel", subtask_id, reason, actor_id, " and cannot be cancelled")
+        return await self._lead_move("subtask_cancel", subtask_id, reason, actor_id, say.cannot_cancel)
 
     async def _lead_move(self, query: str, subtask_id: int, reason: str, actor_id: int | None,
-                         refused: str) -> Subtask:
-        """Run a lead's move of one subtask; when it moves nothing, InvalidTransition says the status and
-        ``refused``."""
+                         refused: Callable[[int, str], str]) -> Subtask:
+        """Run a lead's move of one subtask; when it moves nothing, InvalidTransition says why: ``refused`` words
+        it from the subtask's id and status."""
         row = await self.sql.one(query, id=subtask_id, reason=reason, actor_id=actor_id)
         if row is None:
             sub = await self.get_subtask(subtask_id)
-            raise InvalidTransition(f"subtask {subtask_id} is {sub.status}{refused}")
+            raise InvalidTransition(refused(subtask_id, sub.status))
         return Subtask.from_row(row)
 
     async def allow(self, *, subtask_id: int, actor_id: int | None, test_removal: bool | None = None,
@@ -306,7 +303,7 @@ class SubtaskStore:
             row = await tx.one("subtask_allow", id=subtask_id, actor_id=actor_id, test_removal=test_removal,
                                check_changes=check_changes, behaviour_change=behaviour_change)
             if row is None:
-                raise NotFound(f"no subtask {subtask_id}", field="subtask_id")
+                raise NotFound(say.no_subtask(subtask_id), field="subtask_id")
             await insert_event(tx, actor_id=actor_id, kind="allowed", subtask_id=subtask_id,
                                detail={"test_removal": row["allow_test_removal"],
                                        "check_changes": row["allow_check_changes"],
@@ -318,7 +315,7 @@ class SubtaskStore:
         """Replace a subtask's acceptance tests (path, content) in one transaction."""
         async with self.sql.tx() as tx:
             if await tx.one("subtask_get", id=subtask_id) is None:
-                raise NotFound(f"no subtask {subtask_id}", field="subtask_id")
+                raise NotFound(say.no_subtask(subtask_id), field="subtask_id")
             await tx.all("acceptance_clear", subtask_id=subtask_id)
             for path, content in files:
                 await tx.all("acceptance_insert", subtask_id=subtask_id, path=path, content=content,
@@ -338,7 +335,7 @@ class SubtaskStore:
         await self.sql.all("acceptance_probe_set", subtask_id=subtask_id, job_id=job_id, actor_id=actor_id)
 
     async def retry(self, *, subtask_id: int, reason: str, actor_id: int | None) -> Subtask:
-        return await self._lead_move("subtask_retry", subtask_id, reason, actor_id, ", not failed; nothing to retry")
+        return await self._lead_move("subtask_retry", subtask_id, reason, actor_id, say.nothing_to_retry)
 
     # -- notes, announcements, events --------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pygit2
 
+from mergebot import messages as say
 from mergebot.client import Client
 from mergebot.drill.invariants import Push, Snapshot, Violation, check
 from mergebot.drill.wire import _git, basic_header
@@ -38,7 +39,7 @@ def gather(client: Client, server: str, token: str, repo_name: str, cache: Path,
     between shows up as a row whose commit is not on main yet (``stable_check`` retries that away)."""
     repos = {r["name"]: r for r in client.get("/api/v1/repos")["repos"]}
     if repo_name not in repos:
-        raise ValueError(f"no repository named {repo_name!r} on {server}")
+        raise ValueError(say.no_such_repository_on(repo_name, server))
     repo = repos[repo_name]
     branch = repo["target_branch"]
     git_dir = cache / f"{repo_name}.git"

@@ -78,3 +78,8 @@ def job_unfinished(job_id: int, status: str | None = None) -> str:
 OWN_TESTS_DID_NOT_RUN = "the change's own tests did not run after main's tests passed (the verifier gave no result)"
 LANDING_RUN_COVERS = "the run that landed this commit passed on it"
 KNOWN_GREEN = "not run again: this check already passed on this commit"
+
+
+def result_not_stored(why: str) -> str:
+    """The log of a run whose result the database refused: the job ends as an error saying so."""
+    return f"the run's result could not be stored: {why}"

@@ -7,7 +7,7 @@ Part of ``mergebot.messages``: its rules hold here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 TREE_NOT_A_LIST = "a task tree is a list of subtasks"
 
@@ -57,3 +57,31 @@ def unknown_key_ref(key: str, ref: str) -> str:
 
 def dependency_cycle(cycle: Iterable[str]) -> str:
     return "dependency cycle: " + " -> ".join(cycle)
+
+
+# -- a subtask made, or moved by a lead (``mergebot.db.subtasks``) -------------------------------------------------
+
+
+def idempotency_key_reused(key: str, subtask_id: int) -> str:
+    return f"idempotency key {key!r} was used for subtask {subtask_id} with a different title, parent or group"
+
+
+def unknown_dependencies(missing: Sequence[int]) -> str:
+    return f"depends_on names subtasks that do not exist: {list(missing)}"
+
+
+def cannot_wait_for_children(subtask_id: int, key: str, status: str) -> str:
+    return (f"subtask {subtask_id} ({key!r}) is {status}; it cannot wait for new children that have not landed. "
+            "Give them another parent.")
+
+
+def footprint_too_large(subtask_id: int, n: int, most: int) -> str:
+    return f"a footprint holds at most {most} paths; subtask {subtask_id} has {n}"
+
+
+def cannot_cancel(subtask_id: int, status: str) -> str:
+    return f"subtask {subtask_id} is {status} and cannot be cancelled"
+
+
+def nothing_to_retry(subtask_id: int, status: str) -> str:
+    return f"subtask {subtask_id} is {status}, not failed; nothing to retry"
