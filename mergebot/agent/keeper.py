@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.agent.worktree import Claim, current_claim, state_dir, token_of
 from mergebot.client import ApiError, Client
 from mergebot.errors import MergebotError
@@ -107,35 +108,33 @@ class Keeper:
                 except (OSError, MergebotError, ValueError) as e:  # the server is away: try again, not forever
                     unreachable_since = unreachable_since or self.now()
                     if self.now() - unreachable_since > self.lease:
-                        why = f"the server has not answered for {self.now() - unreachable_since:.0f} s ({e})"
+                        why = say.keeper_server_silent(self.now() - unreachable_since, e)
             if why is not None:
                 return self.stop(why)
             self.sleep(interval)
 
     def _why_stop(self) -> str | None:
         if not self.workdir.exists() or not self.gitdir.exists():
-            return "the worktree was removed"
+            return say.KEEPER_WORKTREE_REMOVED
         try:
             held = current_claim(self.workdir)
         except MergebotError:
-            return "the worktree is no longer a mergebot worktree"
+            return say.KEEPER_NOT_A_WORKTREE
         if (held.subtask_id, held.claim_version) != (self.claim.subtask_id, self.claim.claim_version):
-            return f"the worktree now holds subtask {held.subtask_id} v{held.claim_version}"
+            return say.keeper_worktree_moved_on(held.subtask_id, held.claim_version)
         idle = self.now() - last_activity(self.workdir, self.gitdir)
         if idle > self.idle:
-            return (f"the agent has been idle for {idle / 60:.0f} min (MERGEBOT_AGENT_IDLE is {self.idle / 60:.0f} "
-                    "min): no file changed, no commit, no mergebot command in the worktree. The lease now lapses as "
-                    "for a silent agent; run `mergebot start --carry` in the worktree to claim again.")
+            return say.keeper_agent_idle(idle / 60, self.idle / 60)
         return None
 
     def _refused(self, e: ApiError) -> str:
         with contextlib.suppress(ApiError, OSError):
             sub = self.client.get(f"/api/v1/subtasks/{self.claim.subtask_id}")["subtask"]
             if sub["status"] == "landed":
-                return "the subtask landed"
+                return say.KEEPER_SUBTASK_LANDED
             if sub["claim_version"] == self.claim.claim_version and sub["status"] == "ready":
-                return "the claim was released (or its lease lapsed) and the subtask is ready again"
-        return f"the claim is gone: {e.message}"
+                return say.KEEPER_CLAIM_RELEASED
+        return say.keeper_claim_gone(e.message)
 
     def stop(self, why: str) -> str:
         self.save(kept=False, stopped_at=_iso(self.now()), stopped_because=why)
@@ -219,7 +218,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, on_term)
     keeper.save(kept=True, started_at=_iso(time.time()), lease_seconds=keeper.lease, idle_seconds=keeper.idle)
     why = keeper.run()
-    print(f"{_iso(time.time())} keeper stopped: {why}", flush=True)
+    print(say.keeper_stopped(_iso(time.time()), why), flush=True)
     pidfile = state_dir(workdir) / "keeper.pid"
     with contextlib.suppress(OSError, ValueError):  # gone at once: an unreaped exit must not look alive
         if int(pidfile.read_text()) == os.getpid():

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.agent.worktree import current_claim, head_sha, touch
 from mergebot.client import Client
 from mergebot.messages.refs import subtask_ref
@@ -87,13 +88,12 @@ def follow(client: Client, subtask_id: int, claim_version: int, sha: str, cand_i
         mine = client.get(f"/api/v1/candidates/{cand_id}", wait=round(left, 1))
         assert mine is not None
         if progress and mine["status"] != last:
-            print(f"subtask {subtask_id}: candidate {mine['id']} {mine['status']}", file=sys.stderr)
+            print(say.candidate_progress(subtask_id, mine["id"], mine["status"]), file=sys.stderr)
             last = mine["status"]
         if mine["status"] in STOPS and not (through_parked and mine["status"] == "parked"):
             return mine
     return {"status": "waiting", "sha": sha, "id": cand_id, "verdict": mine["verdict"] if mine else None,
-            "reason": f"no verdict within {wait:.0f}s; it is still "
-                      f"{mine['status'] if mine else 'on its way to the queue'} (`mergebot wait {subtask_id}`)"}
+            "reason": say.no_verdict_yet(wait, mine["status"] if mine else None, subtask_id)}
 
 
 def refused(subtask_id: int, claim_version: int, sha: str, message: str, *,
@@ -104,7 +104,7 @@ def refused(subtask_id: int, claim_version: int, sha: str, message: str, *,
     text = "\n".join(line for line in message.splitlines() if VERDICT_LINE not in line).strip()
     verdict = records[0] if records else {"kind": "push_failed", "message": text, "final": True, "branch": branch,
                                           "subtask_id": subtask_id, "claim_version": claim_version, "sha": sha,
-                                          "next": "read git's message; check `mergebot status` and the token"}
+                                          "next": say.PUSH_FAILED_NEXT}
     return {"status": "refused", "reason": text, "sha": sha, "subtask_id": subtask_id, "claim_version": claim_version,
             "verdict": verdict, "verdicts": records}
 
@@ -112,10 +112,8 @@ def refused(subtask_id: int, claim_version: int, sha: str, message: str, *,
 def unchanged(subtask_id: int, claim_version: int, sha: str, last: dict[str, Any] | None, *,
               branch: str | None = None) -> dict[str, Any]:
     """The branch already held this commit, so git pushed nothing and nothing was queued."""
-    text = (f"nothing was pushed: subtask {subtask_id}'s branch already holds {sha[:12]}"
-            + (f", whose candidate {last['id']} was {last['status']}" if last else "")
-            + ". Commit a change and `mergebot submit`, or `mergebot submit --again` to queue it once more.")
+    text = say.nothing_pushed(subtask_id, sha, last)
     return {"status": "unchanged", "reason": text, "sha": sha, "subtask_id": subtask_id,
             "claim_version": claim_version, "last": last,
-            "verdict": {"kind": "unchanged", "message": text, "final": True, "next": "`mergebot submit --again`",
+            "verdict": {"kind": "unchanged", "message": text, "final": True, "next": say.UNCHANGED_NEXT,
                         "branch": branch, "subtask_id": subtask_id, "claim_version": claim_version, "sha": sha}}

@@ -8,7 +8,8 @@ it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 # -- the worktree (``mergebot.agent``) -----------------------------------------------------------------------------
 
@@ -116,3 +117,60 @@ CLAIM_HANDOFF_HEADING = "handoff notes:"
 
 def wait_progress(done: int, total: int, statuses: dict[str, str]) -> str:
     return f"{done}/{total} finished: " + " ".join(f"{k}={v}" for k, v in sorted(statuses.items()))
+
+
+# -- the keeper (``mergebot.agent.keeper``): why it stopped keeping the claim alive -------------------------------
+
+KEEPER_WORKTREE_REMOVED = "the worktree was removed"
+KEEPER_NOT_A_WORKTREE = "the worktree is no longer a mergebot worktree"
+KEEPER_SUBTASK_LANDED = "the subtask landed"
+KEEPER_CLAIM_RELEASED = "the claim was released (or its lease lapsed) and the subtask is ready again"
+
+
+def keeper_server_silent(seconds: float, error: object) -> str:
+    return f"the server has not answered for {seconds:.0f} s ({error})"
+
+
+def keeper_worktree_moved_on(subtask_id: int, claim_version: int) -> str:
+    return f"the worktree now holds subtask {subtask_id} v{claim_version}"
+
+
+def keeper_agent_idle(idle_minutes: float, limit_minutes: float) -> str:
+    return (f"the agent has been idle for {idle_minutes:.0f} min (MERGEBOT_AGENT_IDLE is {limit_minutes:.0f} "
+            "min): no file changed, no commit, no mergebot command in the worktree. The lease now lapses as "
+            "for a silent agent; run `mergebot start --carry` in the worktree to claim again.")
+
+
+def keeper_claim_gone(message: str) -> str:
+    return f"the claim is gone: {message}"
+
+
+def keeper_stopped(at: str, why: str) -> str:
+    """The last line of the keeper's log."""
+    return f"{at} keeper stopped: {why}"
+
+
+# -- following a push to its verdict (``mergebot.agent.submit``) ----------------------------------------------------
+
+
+def candidate_progress(subtask_id: int, cand_id: object, status: str) -> str:
+    return f"subtask {subtask_id}: candidate {cand_id} {status}"
+
+
+def no_verdict_yet(wait: float, status: str | None, subtask_id: int) -> str:
+    """``status``: the candidate's, None while it is on its way to the queue (a forge's push)."""
+    return (f"no verdict within {wait:.0f}s; it is still "
+            f"{status if status is not None else 'on its way to the queue'} (`mergebot wait {subtask_id}`)")
+
+
+PUSH_FAILED_NEXT = "read git's message; check `mergebot status` and the token"
+
+
+def nothing_pushed(subtask_id: int, sha: str, last: Mapping[str, Any] | None) -> str:
+    """git pushed nothing: the branch already held ``sha``; ``last``: its last candidate (``id``, ``status``)."""
+    return (f"nothing was pushed: subtask {subtask_id}'s branch already holds {sha[:12]}"
+            + (f", whose candidate {last['id']} was {last['status']}" if last else "")
+            + ". Commit a change and `mergebot submit`, or `mergebot submit --again` to queue it once more.")
+
+
+UNCHANGED_NEXT = "`mergebot submit --again`"
