@@ -2,7 +2,8 @@
 sentence from ``say``, so no sentence is worded twice or drifts from its siblings.
 
 Read with ``ast``, never by importing. A sentence inline is a ``raise X("…")`` or ``raise X(f"…")`` (or an
-exception built as ``SomethingError("…")`` anywhere, to be returned or raised later) whose first argument is a
+exception built as ``SomethingError("…")`` or as one of ``mergebot.errors``' classes, ``NotFound("…")``, anywhere,
+to be returned or raised later) whose first argument is a
 string literal holding at least ``MIN_WORDS`` words, or an f-string or a sum with one holding at least
 ``MIN_BUILT_WORDS`` words of its own (its holes are the facts). A file
 joins ``CLEANED`` when its sentences have moved; it never leaves. The few inline ones left are programming errors
@@ -32,6 +33,14 @@ CLEANED = (
     "mergebot/git/gate.py",
     "mergebot/forge/renewing.py",
     "mergebot/db/views.py",
+    "mergebot/landing/repos.py",
+    "mergebot/cli/admin.py",
+    "mergebot/drill/gather.py",
+    "mergebot/db/landing.py",
+    "mergebot/db/jobs.py",
+    "mergebot/db/subtasks.py",
+    "mergebot/agent/keeper.py",
+    "mergebot/agent/submit.py",
 )
 
 # (file, the sentence's literal words): a developer's mistake, caught by the code or never reached by a user.
@@ -43,6 +52,10 @@ INTERNAL = {
 
 MIN_WORDS = 3  # "no forge token" is a sentence; "bad" or "unknown query" alone is a developer's label
 MIN_BUILT_WORDS = 2  # "dependency cycle: " + the cycle, f"{x} holds {n}": words around facts
+
+# The exceptions of ``mergebot.errors`` (``NotFound``, ``Conflict``, ...): built anywhere, they carry a sentence.
+ERRORS = frozenset(node.name for node in ast.walk(ast.parse((ROOT / "mergebot/errors.py").read_text("utf-8")))
+                   if isinstance(node, ast.ClassDef))
 
 
 def _literal_words(node: ast.expr) -> str | None:
@@ -68,7 +81,8 @@ def inline_sentences(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
             calls.append(node.exc)
-        elif isinstance(node, ast.Call) and _called_name(node).endswith(("Error", "Exception")):
+        elif isinstance(node, ast.Call) and (_called_name(node).endswith(("Error", "Exception"))
+                                             or _called_name(node) in ERRORS):
             calls.append(node)
     found = set()
     for call in calls:
@@ -103,8 +117,10 @@ def f(where, x):
     raise ValueError(f"{x}: {where}")
     raise RuntimeError(x)
     raise
+    return NotFound(f"verify job {x} does not exist")
+    return errors.Conflict("a subtask cannot wait for its children")
 '''
-    assert [line for line, _ in inline_sentences(source)] == [5, 6, 7, 8, 9, 10]
+    assert [line for line, _ in inline_sentences(source)] == [5, 6, 7, 8, 9, 10, 20, 21]
     assert (10, "holds commits that are not on main") in inline_sentences(source)
 
 
@@ -114,6 +130,10 @@ def test_cleaned_files_raise_no_inline_sentence(path: str) -> None:
               if (path, words) not in INTERNAL]
     assert not inline, (f"{path} words a sentence inline again: move it to mergebot/messages (by audience) and "
                         f"raise say.NAME / say.name(facts) instead: {inline}")
+
+
+def test_the_rule_knows_the_errors_of_mergebot() -> None:
+    assert {"Invalid", "NotFound", "Conflict", "Forbidden", "InvalidTransition"} <= ERRORS
 
 
 def test_internal_exceptions_are_still_there() -> None:
