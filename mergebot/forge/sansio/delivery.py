@@ -58,16 +58,25 @@ def content_type(headers: Headers) -> str:
     raw = single_header(headers, ("content-type",), status=415, what="content type")
     media = (JSON_TYPE if raw is None else raw).split(";", 1)[0].strip().lower()
     if media not in (JSON_TYPE, FORM_TYPE):
-        raise WebhookError(415, f"content type {media or '(empty)'!r} is not a webhook body: send {JSON_TYPE} "
-                                f"or {FORM_TYPE} (GitHub's 'Content type' setting of the webhook)")
+        raise WebhookError(
+            415,
+            f"content type {media or '(empty)'!r} is not a webhook body: send {JSON_TYPE} "
+            f"or {FORM_TYPE} (GitHub's 'Content type' setting of the webhook)",
+        )
     return media
 
 
 def form_payload(body: bytes) -> bytes:
     """The JSON in a form-encoded delivery: its one ``payload`` field, percent-decoded as strict UTF-8 (400)."""
     try:
-        fields = urllib.parse.parse_qsl(body.decode("ascii"), keep_blank_values=True, strict_parsing=True,
-                                        encoding="utf-8", errors="strict", max_num_fields=1)
+        fields = urllib.parse.parse_qsl(
+            body.decode("ascii"),
+            keep_blank_values=True,
+            strict_parsing=True,
+            encoding="utf-8",
+            errors="strict",
+            max_num_fields=1,
+        )
     except (UnicodeDecodeError, ValueError) as e:
         raise WebhookError(400, f"malformed form body: {e}") from None
     if [name for name, _ in fields] != ["payload"]:

@@ -170,9 +170,19 @@ def _push(delivery: Delivery) -> ForgeEvent:
     forced = bool(_bool(payload, "forced", "forced"))
     is_branch = ref.startswith("refs/heads/")
     return ForgeEvent(
-        delivery.forge, delivery.event, repository=repository, ref=ref, before=before, after=after,
-        sender=_sender(payload), head_sha=after, created=created, deleted=deleted, forced=forced,
-        is_tag=ref.startswith("refs/tags/"), candidate=is_branch and not deleted,
+        delivery.forge,
+        delivery.event,
+        repository=repository,
+        ref=ref,
+        before=before,
+        after=after,
+        sender=_sender(payload),
+        head_sha=after,
+        created=created,
+        deleted=deleted,
+        forced=forced,
+        is_tag=ref.startswith("refs/tags/"),
+        candidate=is_branch and not deleted,
     )
 
 
@@ -201,8 +211,17 @@ def _pull_request(delivery: Delivery) -> ForgeEvent:
     before = _sha(payload, "before", "before") if payload.get("before") is not None else None
     after = _sha(payload, "after", "after") if payload.get("after") is not None else None
     return ForgeEvent(
-        delivery.forge, delivery.event, action=action, repository=repository, ref=head_ref, before=before,
-        after=after, sender=_sender(payload), pr_number=number, head_sha=head_sha, base_ref=base_ref,
+        delivery.forge,
+        delivery.event,
+        action=action,
+        repository=repository,
+        ref=head_ref,
+        before=before,
+        after=after,
+        sender=_sender(payload),
+        pr_number=number,
+        head_sha=head_sha,
+        base_ref=base_ref,
         candidate=action in _CANDIDATE_PR_ACTIONS and same_repository,
     )
 
@@ -222,7 +241,12 @@ def _delete(delivery: Delivery) -> ForgeEvent:
     # Tolerate a full ref name too, should a forge ever send one.
     ref = _ref(name, "ref") if name.startswith(prefix) else _full_ref(prefix, name, "ref")
     return ForgeEvent(
-        delivery.forge, delivery.event, repository=repository, ref=ref, sender=_sender(payload), deleted=True,
+        delivery.forge,
+        delivery.event,
+        repository=repository,
+        ref=ref,
+        sender=_sender(payload),
+        deleted=True,
         is_tag=ref_type == "tag",
     )
 

@@ -19,6 +19,7 @@ FORGES = ("github", "gitea", "forgejo")
 _GITHUB_SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")
 _BARE_SIGNATURE = re.compile(r"[0-9a-fA-F]{64}")
 
+
 class WebhookError(Exception):
     """A delivery that must be refused; ``status`` is the HTTP status to send."""
 
