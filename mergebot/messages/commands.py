@@ -20,18 +20,23 @@ def command_unlinked(sender: str | None, forge: str) -> str:
             f"is for everyone). An admin links it with `mergebot agent link NAME --{forge} {sender}`.")
 
 
+def _refused(why: str) -> str:
+    """A command refused: why, and that it changed nothing."""
+    return f"{why} Nothing changed."
+
+
 def command_needs_manager(name: str) -> str:
-    return (f"`@mergebot {name}` is for leads and admins only: an owner must not move its own work up the queue. "
-            "Nothing changed.")
+    return _refused(f"`@mergebot {name}` is for leads and admins only: an owner must not move its own work up the "
+                    "queue.")
 
 
 def command_priority_number(low: int, high: int) -> str:
-    return f"`@mergebot priority N` takes a whole number from {low} to {high}. Nothing changed."
+    return _refused(f"`@mergebot priority N` takes a whole number from {low} to {high}.")
 
 
 def command_not_owner(name: str) -> str:
-    return (f"`@mergebot {name}` is for the pull request's owner (the agent whose claim it is), or a lead or admin. "
-            "Nothing changed.")
+    return _refused(f"`@mergebot {name}` is for the pull request's owner (the agent whose claim it is), or a lead "
+                    "or admin.")
 
 
 def command_done(login: str | None, name: str, what: str) -> str:
