@@ -5,7 +5,7 @@ Part of ``mergebot.messages``: its rules hold here.
 
 from __future__ import annotations
 
-from mergebot.messages.words import _short
+from mergebot.messages.words import _counted, _short
 
 # -- commands in a pull request's comments (mergebot.forge.commands) ------------------------------------------
 
@@ -84,5 +84,4 @@ def cancelled(subtask_id: int) -> str:
 
 
 def priority_set(subtask_id: int, priority: int, moved: int) -> str:
-    return (f"subtask {subtask_id} has priority {priority} now ({moved} waiting candidate{'s' if moved != 1 else ''} "
-            "moved).")
+    return f"subtask {subtask_id} has priority {priority} now ({_counted(moved, 'waiting candidate')} moved)."

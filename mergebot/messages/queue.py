@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mergebot.messages.refs import subtask_branch
-from mergebot.messages.words import _short, _shown
+from mergebot.messages.words import _counted, _short, _shown
 from mergebot.models.judgement import Comparison, HeldOut, Judgement
 from verifier.runner import Result
 
@@ -75,9 +75,8 @@ def _rejection(r: Rejection) -> str:
         changes, count = r.comparison.weakened, r.comparison.weakened_count or len(r.comparison.weakened)
         shown = "; ".join(f"{c.id} ({c.was} on {r.target_branch}, {c.now} now)" for c in changes[:8])
         more = f"; and {count - 8} more" if count > 8 else ""
-        tests = f"{count} test{'s' if count != 1 else ''}"
-        return (f"{tests} that pass on {r.target_branch} do not pass on the merged commit {_short(r.merged_sha)}, "
-                f"though the check exited 0{_ran(r)}: {shown}{more}. "
+        return (f"{_counted(count, 'test')} that pass on {r.target_branch} do not pass on the merged commit "
+                f"{_short(r.merged_sha)}, though the check exited 0{_ran(r)}: {shown}{more}. "
                 "A change may not weaken the tests that judge it: make them pass as they are (a lead can allow "
                 "a subtask to remove tests).")
     if r.kind == "acceptance_failed":
@@ -94,7 +93,7 @@ def _rejection(r: Rejection) -> str:
                     f"fails against the change's code ({', '.join(failing[:8]) or 'the run failed'}): the edit "
                     "changed what the tests check, not only how.")
         return (f"the check passed on the merged commit {_short(r.merged_sha)}{_ran(r)}, but the change edits "
-                f"{len(changed)} existing test{'s' if len(changed) != 1 else ''} "
+                f"{_counted(len(changed), 'existing test')} "
                 f"({', '.join(changed[:8])}{', ...' if len(changed) > 8 else ''}), which this repository refuses: "
                 "a test that changes with the code no longer checks it.")
     if r.kind == "held_out_failed":
