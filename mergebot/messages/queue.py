@@ -131,15 +131,6 @@ def parked(target_branch: str, main: str) -> str:
             "candidate's. Parked until main is green again.")
 
 
-def flaky_requeued(target_branch: str) -> str:
-    return (f"failed once and passed on a retry of the same commit; verified again on the current {target_branch}")
-
-
-def passed_apart(target_branch: str) -> str:
-    return (f"its batch failed without a clear culprit, and it passed on {target_branch} alone; verified again on "
-            f"the current {target_branch} in a later batch")
-
-
 def reverted_evidence(subtask_id: int, version: int, target_branch: str, merged_sha: str, red_sha: str,
                       failing: list[str], probes: list[tuple[str, str]], candidate_sha: str) -> str:
     """What a reverted subtask's owner is told (its status reason), with the next command."""
@@ -174,16 +165,18 @@ BATCH_WITHDRAWN = "a candidate landing with it was withdrawn; verified again wit
 STOPPED_BEFORE_MAIN_MOVED = "the bot stopped before main moved; verifying again"
 
 
-def red_alone(target_branch: str) -> str:
-    return f"{target_branch} is red; verifying against it alone"
+# The reasons that name the candidate's target branch: templates that ``on_branch`` fills in.
+RED_ALONE = "{target_branch} is red; verifying against it alone"
+MOVED_UNDER_SPECULATION = "{target_branch} moved under the speculation; verifying again"
+MOVED_DURING_LANDING = "{target_branch} moved during landing; retrying"
+FLAKY_REQUEUED = "failed once and passed on a retry of the same commit; verified again on the current {target_branch}"
+PASSED_APART = ("its batch failed without a clear culprit, and it passed on {target_branch} alone; verified again on "
+                "the current {target_branch} in a later batch")
 
 
-def moved_under_speculation(target_branch: str) -> str:
-    return f"{target_branch} moved under the speculation; verifying again"
-
-
-def moved_during_landing(target_branch: str) -> str:
-    return f"{target_branch} moved during landing; retrying"
+def on_branch(reason: str, target_branch: str) -> str:
+    """``reason``, one of the templates above, said of ``target_branch``."""
+    return reason.format(target_branch=target_branch)
 
 
 def newer_push(sha: str) -> str:
