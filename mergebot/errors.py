@@ -33,27 +33,35 @@ class MergebotError(Exception):
 class Invalid(MergebotError, status=422, code="invalid"):
     """Bad input. ``field`` names the offending field."""
 
+
 class Unauthorized(MergebotError, status=401, code="unauthorized"):
     """No token, or an unknown or revoked one."""
+
 
 class Forbidden(MergebotError, status=403, code="forbidden"):
     """The token's role may not do this."""
 
+
 class NotFound(MergebotError, status=404, code="not_found"):
     """No such thing (``field`` names what was looked up, where known)."""
 
+
 class Conflict(MergebotError, status=409, code="conflict"):
     """The change clashes with what is there now: it exists already, or its state moved on."""
+
 
 class Duplicate(Conflict, code="duplicate"):
     """The subtask nearly matches an open one (``twins`` lists the pairs); create it anyway with
     ``allow_duplicate``."""
 
+
 class ClaimSuperseded(Conflict, code="claim_superseded"):
     """The caller's (id, claim_version) no longer owns the subtask. Stop working on it."""
 
+
 class InvalidTransition(Conflict, code="invalid_transition"):
     """The status the subtask has does not allow this change."""
+
 
 class Unavailable(MergebotError, status=503, code="unavailable"):
     """The database is unreachable or too slow; nothing was written. Retry later."""

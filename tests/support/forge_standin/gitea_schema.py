@@ -26,8 +26,22 @@ def _plain(**names: list[str]) -> dict[str, Any]:
 
 _GITEA_USER = _plain(
     integer=["id", "followers_count", "following_count", "starred_repos_count"],
-    string=["login", "login_name", "full_name", "email", "avatar_url", "html_url", "language", "last_login", "created",
-            "location", "website", "description", "visibility", "username"],
+    string=[
+        "login",
+        "login_name",
+        "full_name",
+        "email",
+        "avatar_url",
+        "html_url",
+        "language",
+        "last_login",
+        "created",
+        "location",
+        "website",
+        "description",
+        "visibility",
+        "username",
+    ],
     boolean=["is_admin", "restricted", "active", "prohibit_login"],
 )
 _GITEA_BRANCH = _plain(string=["label", "ref", "sha"], integer=["repo_id"])
