@@ -30,7 +30,7 @@ import string
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 CAP = 1 << 16  # the longest string a fold builds
 DEPTH = 48  # the deepest a fold or a resolution recurses
@@ -49,21 +49,14 @@ _FAILS = (ValueError, TypeError, IndexError, OverflowError, LookupError, zlib.er
 _T = TypeVar("_T")
 
 
-class _Memo(Generic[_T]):
-    """What ``compute`` gives each node, remembered: None past ``DEPTH``, and None while a node is being computed
-    (a name defined through itself is nothing)."""
-
-    def __init__(self) -> None:
-        self.values: dict[int, _T | None] = {}
+class _Memo(dict[int, _T | None]):
+    """Each node's answer, once: None past ``DEPTH``, and while it is computed (a name defined through itself)."""
 
     def once(self, node: ast.AST, depth: int, compute: Callable[[ast.AST, int], _T | None]) -> _T | None:
-        if id(node) in self.values:
-            return self.values[id(node)]
-        if depth > DEPTH:
-            return None
-        self.values[id(node)] = None
-        self.values[id(node)] = value = compute(node, depth + 1)
-        return value
+        if id(node) not in self and depth <= DEPTH:
+            self[id(node)] = None
+            self[id(node)] = compute(node, depth + 1)
+        return self.get(id(node))
 
 
 def _inflate(data: bytes) -> bytes:
