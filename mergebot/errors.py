@@ -10,8 +10,16 @@ from typing import Any
 
 
 class MergebotError(Exception):
+    """``status``: the HTTP status it is answered with; ``code``: its name in the answer. A subclass gives either as a
+    class keyword (``class NotFound(MergebotError, status=404, code="not_found")``), else keeps its base's."""
+
     status = 500
     code = "internal"
+
+    def __init_subclass__(cls, *, status: int | None = None, code: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.status = status or cls.status
+        cls.code = code or cls.code
 
     def __init__(self, message: str, **detail: Any) -> None:
         super().__init__(message)
@@ -22,52 +30,38 @@ class MergebotError(Exception):
         return {"error": {"code": self.code, "message": self.message, **self.detail}}
 
 
-class Invalid(MergebotError):
+class Invalid(MergebotError, status=422, code="invalid"):
     """Bad input. ``field`` names the offending field."""
 
-    status = 422
-    code = "invalid"
+
+class Unauthorized(MergebotError, status=401, code="unauthorized"):
+    """No token, or an unknown or revoked one."""
 
 
-class Unauthorized(MergebotError):
-    status = 401
-    code = "unauthorized"
+class Forbidden(MergebotError, status=403, code="forbidden"):
+    """The token's role may not do this."""
 
 
-class Forbidden(MergebotError):
-    status = 403
-    code = "forbidden"
+class NotFound(MergebotError, status=404, code="not_found"):
+    """No such thing (``field`` names what was looked up, where known)."""
 
 
-class NotFound(MergebotError):
-    status = 404
-    code = "not_found"
+class Conflict(MergebotError, status=409, code="conflict"):
+    """The change clashes with what is there now: it exists already, or its state moved on."""
 
 
-class Conflict(MergebotError):
-    status = 409
-    code = "conflict"
-
-
-class Duplicate(Conflict):
+class Duplicate(Conflict, code="duplicate"):
     """The subtask nearly matches an open one (``twins`` lists the pairs); create it anyway with
     ``allow_duplicate``."""
 
-    code = "duplicate"
 
-
-class ClaimSuperseded(Conflict):
+class ClaimSuperseded(Conflict, code="claim_superseded"):
     """The caller's (id, claim_version) no longer owns the subtask. Stop working on it."""
 
-    code = "claim_superseded"
+
+class InvalidTransition(Conflict, code="invalid_transition"):
+    """The status the subtask has does not allow this change."""
 
 
-class InvalidTransition(Conflict):
-    code = "invalid_transition"
-
-
-class Unavailable(MergebotError):
+class Unavailable(MergebotError, status=503, code="unavailable"):
     """The database is unreachable or too slow; nothing was written. Retry later."""
-
-    status = 503
-    code = "unavailable"

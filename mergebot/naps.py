@@ -1,4 +1,4 @@
-"""Waiting for an event with a limit, so that a cancel is never lost.
+"""Waiting for an event with a limit, so that a cancel is never lost; and cancelling tasks until they have ended.
 
 Every long-lived loop of the server (the queue, the workers, the status outbox, the database waiter) sleeps until
 it is woken or a limit passes. ``asyncio.wait_for`` on Python 3.11 loses a cancel that arrives in the same turn as
@@ -10,6 +10,8 @@ from a cancel from outside, and lets the latter through.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
+from typing import Any
 
 
 async def nap(event: asyncio.Event, seconds: float) -> bool:
@@ -20,3 +22,11 @@ async def nap(event: asyncio.Event, seconds: float) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+async def cancel_all(tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """Cancel ``tasks`` and wait until every one has ended; what they raised (their cancel too) is dropped."""
+    tasks = list(tasks)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

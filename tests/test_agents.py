@@ -252,13 +252,7 @@ async def test_push_refusals_are_typed_records(fleet: Fleet) -> None:
 
 
 async def test_a_conflict_verdict_names_its_paths_and_hunks(fleet: Fleet) -> None:
-    await fleet.db.subtasks.create_subtask(actor_id=None, title="one")
-    await fleet.db.subtasks.create_subtask(actor_id=None, title="two")
-    _, ann_wt = fleet.start("ann")
-    bob, bob_wt = fleet.start("bob")
-    commit(ann_wt, {"notes.txt": "line 1\nANN\nline 3\n"})
-    commit(bob_wt, {"notes.txt": "line 1\nBOB\nline 3\n"})
-    assert agent.push(fleet.client("ann"), ann_wt, wait=60, progress=False)["status"] == "landed"
+    bob, bob_wt = await fleet.bob_conflicts_with_ann()
     rejected = agent.push(fleet.client("bob"), bob_wt, wait=60, progress=False)
     v = rejected["verdict"]
     assert (v["kind"], v["paths"], v["final"], v["branch"]) == ("conflict", ["notes.txt"], True,

@@ -130,13 +130,7 @@ async def test_stale_claim_version_refused(fleet: Fleet) -> None:
 
 
 async def test_conflict_rejected_with_paths_and_back_to_running(fleet: Fleet) -> None:
-    await fleet.db.subtasks.create_subtask(actor_id=None, title="one")
-    await fleet.db.subtasks.create_subtask(actor_id=None, title="two")
-    _, wt1 = fleet.start("ann")
-    c2, wt2 = fleet.start("bob")
-    commit(wt1, {"notes.txt": "line 1\nANN\nline 3\n"})
-    commit(wt2, {"notes.txt": "line 1\nBOB\nline 3\n"})
-    assert agent.push(fleet.client("ann"), wt1, wait=60, progress=False)["status"] == "landed"
+    c2, wt2 = await fleet.bob_conflicts_with_ann()
     head = fleet.main()
     result = agent.push(fleet.client("bob"), wt2, wait=60, progress=False)
     assert result["status"] == "rejected" and "conflicts with main in: notes.txt" in result["reason"]

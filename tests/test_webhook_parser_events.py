@@ -56,27 +56,30 @@ from tests.support.webhooks import (
     status_of,
 )
 
+Case = tuple[str, str, str, str | None, ForgeEvent]
+PUSHERS = {"github": (GH_REPO, "agent-7"), "gitea": (GT_REPO, "agent-3"), "forgejo": (GT_REPO, "agent-5")}
+
+
+def push(fixture: str, ref: str, before: str, after: str, repository: str | None = None, **flags: bool) -> Case:
+    """A recorded push (its forge is the fixture's first word) by that forge's agent, to its repository unless
+    ``repository`` names another; the pushed head is ``after``. GitHub sends no X-*-Event-Type, Gitea and Forgejo
+    send ``push``."""
+    forge = fixture.split("_")[0]
+    default, sender = PUSHERS[forge]
+    return (fixture, forge, "push", None if forge == "github" else "push", expect(
+        forge, "push", repository=repository or default, ref=ref, before=before, after=after, sender=sender,
+        head_sha=after, **flags))
+
+
 # (fixture, forge, event header, Gitea's X-*-Event-Type, expected event)
-CASES: list[tuple[str, str, str, str | None, ForgeEvent]] = [
+CASES: list[Case] = [
     # ---- GitHub push
-    ("github_push_branch_create.json", "github", "push", None, expect(
-        "github", "push", repository=GH_REPO, ref=GH_BRANCH, before=Z40, after=GH_C1, sender="agent-7",
-        head_sha=GH_C1, created=True, candidate=True)),
-    ("github_push_branch_update.json", "github", "push", None, expect(
-        "github", "push", repository=GH_REPO, ref=GH_BRANCH, before=GH_C1, after=GH_C2, sender="agent-7",
-        head_sha=GH_C2, candidate=True)),
-    ("github_push_branch_force.json", "github", "push", None, expect(
-        "github", "push", repository=GH_REPO, ref=GH_BRANCH, before=GH_C2, after=GH_C3, sender="agent-7",
-        head_sha=GH_C3, forced=True, candidate=True)),
-    ("github_push_branch_delete.json", "github", "push", None, expect(
-        "github", "push", repository=GH_REPO, ref=GH_BRANCH, before=GH_C3, after=Z40, sender="agent-7",
-        head_sha=Z40, deleted=True)),
-    ("github_push_tag.json", "github", "push", None, expect(
-        "github", "push", repository=GH_REPO, ref="refs/tags/v1.4.0", before=Z40, after=GH_TAG, sender="agent-7",
-        head_sha=GH_TAG, created=True, is_tag=True)),
-    ("github_push_tag_delete.json", "github", "push", None, expect(
-        "github", "push", repository=GH_REPO, ref="refs/tags/v1.4.0", before=GH_TAG, after=Z40, sender="agent-7",
-        head_sha=Z40, deleted=True, is_tag=True)),
+    push("github_push_branch_create.json", GH_BRANCH, Z40, GH_C1, created=True, candidate=True),
+    push("github_push_branch_update.json", GH_BRANCH, GH_C1, GH_C2, candidate=True),
+    push("github_push_branch_force.json", GH_BRANCH, GH_C2, GH_C3, forced=True, candidate=True),
+    push("github_push_branch_delete.json", GH_BRANCH, GH_C3, Z40, deleted=True),
+    push("github_push_tag.json", "refs/tags/v1.4.0", Z40, GH_TAG, created=True, is_tag=True),
+    push("github_push_tag_delete.json", "refs/tags/v1.4.0", GH_TAG, Z40, deleted=True, is_tag=True),
     # ---- GitHub pull_request
     ("github_pull_request_opened.json", "github", "pull_request", None, expect(
         "github", "pull_request", action="opened", repository=GH_REPO, ref=GH_BRANCH, sender="agent-7",
@@ -97,18 +100,10 @@ CASES: list[tuple[str, str, str, str | None, ForgeEvent]] = [
     ("github_ping.json", "github", "ping", None, expect(
         "github", "ping", repository=GH_REPO, sender="mona-ops")),
     # ---- Gitea push
-    ("gitea_push_branch_create.json", "gitea", "push", "push", expect(
-        "gitea", "push", repository=GT_REPO, ref=GT_BRANCH, before=Z40, after=GT_C1, sender="agent-3",
-        head_sha=GT_C1, created=True, candidate=True)),
-    ("gitea_push_branch_update.json", "gitea", "push", "push", expect(
-        "gitea", "push", repository=GT_REPO, ref=GT_BRANCH, before=GT_C1, after=GT_C2, sender="agent-3",
-        head_sha=GT_C2, candidate=True)),
-    ("gitea_push_tag.json", "gitea", "push", "push", expect(
-        "gitea", "push", repository=GT_REPO, ref="refs/tags/v0.9.0", before=Z40, after=GT_TAG, sender="agent-3",
-        head_sha=GT_TAG, created=True, is_tag=True)),
-    ("gitea_push_sha256.json", "gitea", "push", "push", expect(
-        "gitea", "push", repository="fleet/gadgets", ref=MAIN, before=GT_S0, after=GT_S2, sender="agent-3",
-        head_sha=GT_S2, candidate=True)),
+    push("gitea_push_branch_create.json", GT_BRANCH, Z40, GT_C1, created=True, candidate=True),
+    push("gitea_push_branch_update.json", GT_BRANCH, GT_C1, GT_C2, candidate=True),
+    push("gitea_push_tag.json", "refs/tags/v0.9.0", Z40, GT_TAG, created=True, is_tag=True),
+    push("gitea_push_sha256.json", MAIN, GT_S0, GT_S2, repository="fleet/gadgets", candidate=True),
     # ---- Gitea pull_request (one event name, X-Gitea-Event-Type tells them apart)
     ("gitea_pull_request_opened.json", "gitea", "pull_request", "pull_request", expect(
         "gitea", "pull_request", action="opened", repository=GT_REPO, ref=GT_BRANCH, sender="agent-3",
@@ -128,9 +123,7 @@ CASES: list[tuple[str, str, str, str | None, ForgeEvent]] = [
     ("gitea_delete_tag.json", "gitea", "delete", "delete", expect(
         "gitea", "delete", repository=GT_REPO, ref="refs/tags/v0.9.0", sender="agent-3", deleted=True, is_tag=True)),
     # ---- Forgejo push
-    ("forgejo_push.json", "forgejo", "push", "push", expect(
-        "forgejo", "push", repository=GT_REPO, ref="refs/heads/agent-5/docs", before=FJ_BEFORE, after=FJ_C1,
-        sender="agent-5", head_sha=FJ_C1, candidate=True)),
+    push("forgejo_push.json", "refs/heads/agent-5/docs", FJ_BEFORE, FJ_C1, candidate=True),
 ]
 
 
@@ -318,50 +311,42 @@ def _set(obj: dict[str, Any], path: str, value: Any) -> None:
     else:
         obj[last] = value
 
+
+# (fixture, event): each field's path in the payload, with the values that make the payload malformed
+_MALFORMED: dict[tuple[str, str], dict[str, list[Any]]] = {
+    ("github_push_branch_update.json", "push"): {
+        "ref": [_DELETE, 7, ["refs/heads/x"]],
+        "before": [_DELETE, GH_C1.upper(), GH_C1[:39]],
+        "after": [GH_C2 + "0", None, GT_S2],
+        "created": ["yes"],
+        "forced": [1],
+        "repository": [_DELETE, "octo-fleet/widgets"],
+        "repository.full_name": [_DELETE, "widgets", "a/b/c", "/widgets"],
+        "sender": ["agent-7"],
+        "sender.login": [_DELETE, ""],
+    },
+    ("gitea_push_branch_update.json", "push"): {"sender.login": [7]},
+    ("github_pull_request_opened.json", "pull_request"): {
+        "action": [_DELETE, 1],
+        "number": ["42", True, 0, 4.2],
+        "pull_request": [_DELETE, []],
+        "pull_request.head": [None],
+        "pull_request.head.sha": [_DELETE, "HEAD"],
+        "pull_request.head.ref": [3],
+        "pull_request.base": [_DELETE],
+        "pull_request.base.ref": [""],
+    },
+    ("github_pull_request_synchronize.json", "pull_request"): {"before": ["nope"]},
+    ("gitea_pull_request_synchronized.json", "pull_request"): {"pull_request.head.sha": [GT_C2[:12]]},
+    ("gitea_delete_branch.json", "delete"): {
+        "ref_type": ["commit", _DELETE],
+        "ref": [_DELETE, ""],
+        "repository": [None],
+    },
+}
 SHAPE_ERRORS: list[tuple[str, str, str, Any]] = [
-    ("github_push_branch_update.json", "push", "ref", _DELETE),
-    ("github_push_branch_update.json", "push", "ref", 7),
-    ("github_push_branch_update.json", "push", "ref", ["refs/heads/x"]),
-    ("github_push_branch_update.json", "push", "before", _DELETE),
-    ("github_push_branch_update.json", "push", "before", GH_C1.upper()),
-    ("github_push_branch_update.json", "push", "before", GH_C1[:39]),
-    ("github_push_branch_update.json", "push", "after", GH_C2 + "0"),
-    ("github_push_branch_update.json", "push", "after", None),
-    ("github_push_branch_update.json", "push", "after", GT_S2),
-    ("github_push_branch_update.json", "push", "created", "yes"),
-    ("github_push_branch_update.json", "push", "forced", 1),
-    ("github_push_branch_update.json", "push", "repository", _DELETE),
-    ("github_push_branch_update.json", "push", "repository", "octo-fleet/widgets"),
-    ("github_push_branch_update.json", "push", "repository.full_name", _DELETE),
-    ("github_push_branch_update.json", "push", "repository.full_name", "widgets"),
-    ("github_push_branch_update.json", "push", "repository.full_name", "a/b/c"),
-    ("github_push_branch_update.json", "push", "repository.full_name", "/widgets"),
-    ("github_push_branch_update.json", "push", "sender", "agent-7"),
-    ("github_push_branch_update.json", "push", "sender.login", _DELETE),
-    ("github_push_branch_update.json", "push", "sender.login", ""),
-    ("gitea_push_branch_update.json", "push", "sender.login", 7),
-    ("github_pull_request_opened.json", "pull_request", "action", _DELETE),
-    ("github_pull_request_opened.json", "pull_request", "action", 1),
-    ("github_pull_request_opened.json", "pull_request", "number", "42"),
-    ("github_pull_request_opened.json", "pull_request", "number", True),
-    ("github_pull_request_opened.json", "pull_request", "number", 0),
-    ("github_pull_request_opened.json", "pull_request", "number", 4.2),
-    ("github_pull_request_opened.json", "pull_request", "pull_request", _DELETE),
-    ("github_pull_request_opened.json", "pull_request", "pull_request", []),
-    ("github_pull_request_opened.json", "pull_request", "pull_request.head", None),
-    ("github_pull_request_opened.json", "pull_request", "pull_request.head.sha", _DELETE),
-    ("github_pull_request_opened.json", "pull_request", "pull_request.head.sha", "HEAD"),
-    ("github_pull_request_opened.json", "pull_request", "pull_request.head.ref", 3),
-    ("github_pull_request_opened.json", "pull_request", "pull_request.base", _DELETE),
-    ("github_pull_request_opened.json", "pull_request", "pull_request.base.ref", ""),
-    ("github_pull_request_synchronize.json", "pull_request", "before", "nope"),
-    ("gitea_pull_request_synchronized.json", "pull_request", "pull_request.head.sha", GT_C2[:12]),
-    ("gitea_delete_branch.json", "delete", "ref_type", "commit"),
-    ("gitea_delete_branch.json", "delete", "ref_type", _DELETE),
-    ("gitea_delete_branch.json", "delete", "ref", _DELETE),
-    ("gitea_delete_branch.json", "delete", "ref", ""),
-    ("gitea_delete_branch.json", "delete", "repository", None),
-]
+    (fixture, event, path, value)
+    for (fixture, event), fields in _MALFORMED.items() for path, values in fields.items() for value in values]
 
 
 @pytest.mark.parametrize(("fixture", "event", "path", "value"), SHAPE_ERRORS,

@@ -226,13 +226,14 @@ def _sweep(base: Path) -> None:
             owner = int(d.name[len(PREFIX):].split("-")[0])
         except ValueError:
             continue
-        if owner == os.getpid() or _alive(owner):
+        if owner == os.getpid() or pid_alive(owner):
             continue
         _kill_in(d)
         _rmdir(d)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` lives on this machine (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -247,18 +247,13 @@ def report(args: argparse.Namespace, info: dict[str, str], runs: list[Run]) -> d
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.claims.cost",
-                                description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = harness.parser("python -m bench.claims.cost", __doc__)
     p.add_argument("--rounds", type=int, default=None, help="rounds per rung; the median is reported [7; 3 quick]")
     p.add_argument("--n", type=int, default=None, help="statements per round [3000; 500 with --quick]")
     p.add_argument("--warmup", type=int, default=None, help="untimed statements per rung first [300; 100 quick]")
     p.add_argument("--quick", action="store_true", help="smoke run: 3 rounds of 500 statements")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
-    args = p.parse_args(argv)
-    harness.quick_defaults(args, rounds=(7, 3), n=(3000, 500), warmup=(300, 100))
-    if args.rounds < 1 or args.n < 1 or args.warmup < 1:
-        p.error("--rounds, --n and --warmup must be positive")
-    return args
+    return harness.parse_counts(p, argv, rounds=(7, 3), n=(3000, 500), warmup=(300, 100))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -280,8 +280,7 @@ def report(args: argparse.Namespace, info: dict[str, str], agent_counts: list[in
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.claims",
-                                description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = harness.parser("python -m bench.claims", __doc__)
     p.add_argument("--subtasks", type=int, default=None,
                    help="ready subtasks (and jobs, rows) per run [20000]")
     p.add_argument("--history", type=int, default=None, help="finished subtasks in the history runs [100000]")

@@ -128,6 +128,22 @@ EXTERNAL = "external (MERGEBOT_DATABASE_URL)"
 # -- the command line and the machine -------------------------------------------------------------------------
 
 
+def parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """A benchmark's command line, described by the first paragraph of its module's ``doc``."""
+    return argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0] if doc else None)
+
+
+def parse_counts(p: argparse.ArgumentParser, argv: list[str] | None, **counts: tuple[int, int]) -> argparse.Namespace:
+    """The command line, with each ``name=(full, quick)`` count left unset filled in (``quick_defaults``); a count
+    under 1 is refused."""
+    args = p.parse_args(argv)
+    quick_defaults(args, **counts)
+    if any(getattr(args, name) < 1 for name in counts):
+        flags = [f"--{name}" for name in counts]
+        p.error(f"{', '.join(flags[:-1])} and {flags[-1]} must be positive")
+    return args
+
+
 def quick_defaults(args: argparse.Namespace, **values: tuple[Any, Any]) -> None:
     """Each ``name=(full, quick)`` the command line left unset (None): ``quick`` with ``--quick``, else ``full``."""
     for name, (full, quick) in values.items():

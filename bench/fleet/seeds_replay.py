@@ -20,6 +20,7 @@ from bench.common import harness, rawhttp
 from bench.common.measure import CpuMeter
 from bench.fleet.seeds import SeedsPlan, read_sequence
 from mergebot.db.database import Database
+from mergebot.naps import cancel_all
 
 
 async def call(http: rawhttp.Pool, method: str, path: str, token: str, body: Any = None) -> tuple[int, bytes, float]:
@@ -317,10 +318,7 @@ async def replay_seeds(store: Database, http: rawhttp.Pool, url: str, plan: Seed
     cpu = meter.read()
     replay.done.set()
     replay.wake_all()
-    ticker.cancel()
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, ticker, return_exceptions=True)
+    await cancel_all([*tasks, ticker])
     with psycopg.connect(url, autocommit=True) as conn:
         statuses = dict(conn.execute("SELECT status::text, count(*) FROM subtasks GROUP BY 1").fetchall())
         depth = conn.execute(

@@ -164,8 +164,7 @@ async def bench_all(server: harness.PgServer, tmp: Path, args: argparse.Namespac
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.landing",
-                                description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = harness.parser("python -m bench.landing", __doc__)
     p.add_argument("--files", type=int, default=None, help="files in the generated repository [5000; 1000 quick]")
     p.add_argument("--landings", type=int, default=None, help="bot landings [30; 6 quick]")
     p.add_argument("--naive", type=int, default=None, help="naive clone+merge+push landings [10; 3 quick]")
@@ -173,11 +172,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smoke run: 1000 files, 6 landings, 3 naive, 5 pushes")
     p.add_argument("--only", metavar="PARTS", help="comma-separated subset of bot,naive,hooks")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
-    args = p.parse_args(argv)
-    harness.quick_defaults(args, files=(5000, 1000), landings=(30, 6), naive=(10, 3), pushes=(20, 5))
-    if args.files < 1 or args.landings < 1 or args.naive < 1 or args.pushes < 1:
-        p.error("--files, --landings, --naive and --pushes must be positive")
-    return args
+    return harness.parse_counts(p, argv, files=(5000, 1000), landings=(30, 6), naive=(10, 3), pushes=(20, 5))
 
 
 def main(argv: list[str] | None = None) -> None:

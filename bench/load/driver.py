@@ -45,6 +45,7 @@ from bench.load.scene import (
     Stopped,
 )
 from mergebot.db.database import Database
+from mergebot.naps import cancel_all
 
 
 class Load:
@@ -231,9 +232,7 @@ class Load:
             await asyncio.sleep(0.01)
         if self.in_flight:
             self.f.errors[f"still in flight 60 s after the end (not counted above): {self.in_flight}"] += 1
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(tasks)
         if self.raw is not None:
             await self.raw.close()
         if self.httpx is not None:

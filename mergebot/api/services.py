@@ -29,6 +29,7 @@ from mergebot.git.smarthttp import GitHttp
 from mergebot.landing.queue import LandingQueue
 from mergebot.landing.repos import repos_root
 from mergebot.models import Agent
+from mergebot.naps import cancel_all
 from mergebot.recovery import recovery_loop
 from mergebot.secrets import secret_values
 from mergebot.settings import Settings
@@ -154,9 +155,7 @@ class Services:
 
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(tasks)
         if self._queue is not None:
             await self._queue.close()
         if self._db is not None:

@@ -37,16 +37,13 @@ class AgentStore:
 
     async def rotate_token(self, *, name: str) -> tuple[Agent, str]:
         token = auth.new_token()
-        row = await self.sql.one("agent_rotate_token", name=name, token_hash=auth.hash_token(token))
-        if row is None:
-            raise NotFound(f"no agent named {name!r}")
+        row = await self.sql.found("agent_rotate_token", NotFound(f"no agent named {name!r}"), name=name,
+                                   token_hash=auth.hash_token(token))
         await insert_event(self.sql, actor_id=None, kind="token_rotated", detail={"agent": name})
         return Agent.from_row(row), token
 
     async def revoke_agent(self, *, name: str) -> Agent:
-        row = await self.sql.one("agent_revoke", name=name)
-        if row is None:
-            raise NotFound(f"no active agent named {name!r}")
+        row = await self.sql.found("agent_revoke", NotFound(f"no active agent named {name!r}"), name=name)
         await insert_event(self.sql, actor_id=None, kind="agent_revoked", detail={"agent": name})
         return Agent.from_row(row)
 
@@ -74,9 +71,7 @@ class AgentStore:
         return (await self.agent_by_name(BOT_NAME)).id
 
     async def agent_by_name(self, name: str) -> Agent:
-        row = await self.sql.one("agent_by_name", name=name)
-        if row is None:
-            raise NotFound(f"no agent named {name!r}", field="agent")
+        row = await self.sql.found("agent_by_name", NotFound(f"no agent named {name!r}", field="agent"), name=name)
         return Agent.from_row(row)
 
     async def list_agents(self) -> list[Row]:
@@ -90,9 +85,8 @@ class AgentStore:
         return row
 
     async def set_group_open(self, *, name: str, open: bool, actor_id: int | None) -> Row:
-        row = await self.sql.one("group_set_open", name=name, open=open)
-        if row is None:
-            raise NotFound(f"no group named {name!r}", field="group")
+        row = await self.sql.found("group_set_open", NotFound(f"no group named {name!r}", field="group"), name=name,
+                                   open=open)
         await insert_event(self.sql, actor_id=actor_id, kind="group_opened" if open else "group_closed",
                            detail={"group": name})
         return row

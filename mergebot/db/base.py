@@ -134,6 +134,13 @@ class Sql:
         rows = await self.all(query, **params)
         return rows[0] if rows else None
 
+    async def found(self, query: str, missing: MergebotError, /, **params: Any) -> Row:
+        """The one row ``query`` returns; ``missing`` is raised when it returns none."""
+        row = await self.one(query, **params)
+        if row is None:
+            raise missing
+        return row
+
     @contextlib.asynccontextmanager
     async def tx(self) -> AsyncIterator[Tx]:
         with translated():

@@ -41,9 +41,8 @@ class RepoStore:
 
     async def update_repo(self, name: str, change: RulesChange, *, actor_id: int | None = None) -> Repo:
         """Change the rules ``change`` gives (``repo_update``; a rule not given stays)."""
-        row = await self.sql.one("repo_update", name=name, **change.params())
-        if row is None:
-            raise NotFound(f"no repository named {name!r}", field="name")
+        row = await self.sql.found("repo_update", NotFound(f"no repository named {name!r}", field="name"), name=name,
+                                   **change.params())
         await insert_event(self.sql, actor_id=actor_id, kind="repo_updated",
                            detail={"repo": name, "rules": change.given()})
         return Repo.from_row(row)
@@ -65,9 +64,7 @@ class RepoStore:
         return int(row["n"]) if row else 0
 
     async def get_repo(self, name: str) -> Repo:
-        row = await self.sql.one("repo_get", name=name)
-        if row is None:
-            raise NotFound(f"no repository named {name!r}", field="repo")
+        row = await self.sql.found("repo_get", NotFound(f"no repository named {name!r}", field="repo"), name=name)
         return Repo.from_row(row)
 
     async def list_repos(self) -> list[Repo]:

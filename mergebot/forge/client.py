@@ -259,7 +259,8 @@ class GiteaClient:
         try:
             data = response.json()
         except ValueError as exc:
-            raise ForgeCallError(say.gitea_no_json(doing), retryable=True, status=response.status_code) from exc
+            raise ForgeCallError(say.forge_sent_no("Gitea", "JSON", doing), retryable=True,
+                                 status=response.status_code) from exc
         return isinstance(data, dict) and data.get("merged") is True
 
     def comment(self, repo: str, number: int, comment_id: int | None, body: str, marker: str) -> int:

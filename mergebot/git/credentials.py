@@ -130,7 +130,7 @@ class AppTokens:
                                   http_status=r.status_code)
         body = r.json()
         if not isinstance(body, dict):
-            raise CredentialError(say.github_no_object(doing))
+            raise CredentialError(say.forge_sent_no("GitHub", "object", doing))
         return body
 
     def _mint(self) -> None:

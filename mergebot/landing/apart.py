@@ -57,7 +57,7 @@ async def _judge(ctx: Context, repo: Repo, window: Window, slot: Speculation, ma
             if not flaky:
                 window.proven.add(slot.cand.id)
             why = await landing.fenced(ctx.db, slot.cand)
-            note = say.flaky_requeued(repo.target_branch) if flaky else say.passed_apart(repo.target_branch)
+            note = say.on_branch(say.FLAKY_REQUEUED if flaky else say.PASSED_APART, repo.target_branch)
             await ctx.db.landing.finish_candidate(
                 slot.cand.id, "queued" if why is None else "superseded", note if why is None else why,
                 verdict=verdicts.recorded("queued", was_flaky=True, flaky_runs=evidence.runs_json(passed[2]))

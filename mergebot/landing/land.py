@@ -216,7 +216,7 @@ async def _move_and_record(ctx: Context, target: Target, intent: Intent, why: st
     it (the intent is rolled back) or no subtask could take the landing (recorded as a finding)."""
     crash_point("after_intent")
     if not await target.move(intent.old_sha, intent.new_sha, why):
-        await ctx.db.landing.roll_back(intent, say.moved_during_landing(target.repo.target_branch))
+        await ctx.db.landing.roll_back(intent, say.on_branch(say.MOVED_DURING_LANDING, target.repo.target_branch))
         return None
     crash_point("after_cas")
     try:

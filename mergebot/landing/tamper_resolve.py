@@ -30,6 +30,7 @@ import string
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 CAP = 1 << 16  # the longest string a fold builds
 DEPTH = 48  # the deepest a fold or a resolution recurses
@@ -45,6 +46,17 @@ _TEXT_CODECS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1"})
 _STR_METHODS = frozenset({"upper", "lower", "casefold", "swapcase", "title", "capitalize", "strip", "lstrip",
                           "rstrip", "removeprefix", "removesuffix", "replace"})
 _FAILS = (ValueError, TypeError, IndexError, OverflowError, LookupError, zlib.error)  # a fold that fails is None
+_T = TypeVar("_T")
+
+
+class _Memo(dict[int, _T | None]):
+    """Each node's answer, once: None past ``DEPTH``, and while it is computed (a name defined through itself)."""
+
+    def once(self, node: ast.AST, depth: int, compute: Callable[[ast.AST, int], _T | None]) -> _T | None:
+        if id(node) not in self and depth <= DEPTH:
+            self[id(node)] = None
+            self[id(node)] = compute(node, depth + 1)
+        return self.get(id(node))
 
 
 def _inflate(data: bytes) -> bytes:
@@ -95,8 +107,8 @@ class Resolver:
         self.imports: dict[str, str] = {}
         self.defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.bare: set[int] = set()  # string constants that are statements of their own (docstrings)
-        self._folds: dict[int, Value | None] = {}
-        self._quals: dict[int, str | None] = {}
+        self._folds: _Memo[Value] = _Memo()
+        self._quals: _Memo[str] = _Memo()
         self._index(tree, at_import)
 
     def _index(self, tree: ast.Module, at_import: bool) -> None:
@@ -173,13 +185,7 @@ class Resolver:
 
     def qual(self, node: ast.AST, depth: int = 0) -> str | None:
         """The dotted name an expression stands for (``sys.modules``, ``builtins.exec``), or None."""
-        if id(node) in self._quals:
-            return self._quals[id(node)]
-        if depth > DEPTH:
-            return None
-        self._quals[id(node)] = None  # while it is being resolved: a name defined through itself is nothing
-        self._quals[id(node)] = name = self._qual(node, depth + 1)
-        return name
+        return self._quals.once(node, depth, self._qual)
 
     def _qual(self, node: ast.AST, depth: int) -> str | None:
         if isinstance(node, ast.Name):
@@ -219,18 +225,16 @@ class Resolver:
 
     def fold(self, node: ast.AST, depth: int = 0) -> Value | None:
         """The value of an expression built from constants only, or None."""
-        if id(node) in self._folds:
-            return self._folds[id(node)]
-        if depth > DEPTH:
-            return None
-        self._folds[id(node)] = None  # while it is being folded: a name defined through itself is nothing
+        return self._folds.once(node, depth, self._bounded_fold)
+
+    def _bounded_fold(self, node: ast.AST, depth: int) -> Value | None:
+        """``_fold``, with a fold that fails, or yields a value over ``CAP`` or ``_INT``, None."""
         try:
-            value = self._fold(node, depth + 1)
+            value = self._fold(node, depth)
         except _FAILS:
-            value = None
+            return None
         if (isinstance(value, str | bytes) and len(value) > CAP) or (isinstance(value, int) and abs(value) > _INT):
-            value = None
-        self._folds[id(node)] = value
+            return None
         return value
 
     def _fold(self, node: ast.AST, depth: int) -> Value | None:

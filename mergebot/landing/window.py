@@ -88,7 +88,7 @@ class Speculator:
         target = target_for(self.ctx, repo)
         main = await target.head()
         if window.slots and window.slots[0].base != main:  # main moved under the speculation
-            await self.cut(window, 0, say.moved_under_speculation(repo.target_branch))
+            await self.cut(window, 0, say.on_branch(say.MOVED_UNDER_SPECULATION, repo.target_branch))
         await self.fill(repo, window, target, main)
         if not window.slots:
             return False
@@ -151,7 +151,7 @@ class Speculator:
             cand, merge, first, judged = head.cand, head.merge, head.result, head.judging
         else:
             if window.slots or window.staged is not None:
-                await self.cut(window, 0, say.red_alone(repo.target_branch))
+                await self.cut(window, 0, say.on_branch(say.RED_ALONE, repo.target_branch))
             taken = await landing.take(ctx, repo)
             if taken is None:
                 return None

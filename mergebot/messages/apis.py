@@ -19,12 +19,9 @@ def forge_answered(forge: str, status: int, doing: str, why: object) -> str:
     return f"{forge} {status} while {doing}: {why}"
 
 
-def github_no_object(doing: str) -> str:
-    return f"GitHub sent no object while {doing}"
-
-
-def gitea_no_json(doing: str) -> str:
-    return f"Gitea sent no JSON while {doing}"
+def forge_sent_no(forge: str, what: str, doing: str) -> str:
+    """An answer without the body asked for: ``what`` is ``object`` (GitHub's) or ``JSON`` (Gitea's)."""
+    return f"{forge} sent no {what} while {doing}"
 
 
 NO_INSTALLATION_TOKEN = "GitHub's installation token answer has no token or expiry"

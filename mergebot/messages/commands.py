@@ -5,7 +5,7 @@ Part of ``mergebot.messages``: its rules hold here.
 
 from __future__ import annotations
 
-from mergebot.messages.words import _short
+from mergebot.messages.words import _counted, _short
 
 # -- commands in a pull request's comments (mergebot.forge.commands) ------------------------------------------
 
@@ -20,18 +20,23 @@ def command_unlinked(sender: str | None, forge: str) -> str:
             f"is for everyone). An admin links it with `mergebot agent link NAME --{forge} {sender}`.")
 
 
+def _refused(why: str) -> str:
+    """A command refused: why, and that it changed nothing."""
+    return f"{why} Nothing changed."
+
+
 def command_needs_manager(name: str) -> str:
-    return (f"`@mergebot {name}` is for leads and admins only: an owner must not move its own work up the queue. "
-            "Nothing changed.")
+    return _refused(f"`@mergebot {name}` is for leads and admins only: an owner must not move its own work up the "
+                    "queue.")
 
 
 def command_priority_number(low: int, high: int) -> str:
-    return f"`@mergebot priority N` takes a whole number from {low} to {high}. Nothing changed."
+    return _refused(f"`@mergebot priority N` takes a whole number from {low} to {high}.")
 
 
 def command_not_owner(name: str) -> str:
-    return (f"`@mergebot {name}` is for the pull request's owner (the agent whose claim it is), or a lead or admin. "
-            "Nothing changed.")
+    return _refused(f"`@mergebot {name}` is for the pull request's owner (the agent whose claim it is), or a lead "
+                    "or admin.")
 
 
 def command_done(login: str | None, name: str, what: str) -> str:
@@ -79,5 +84,4 @@ def cancelled(subtask_id: int) -> str:
 
 
 def priority_set(subtask_id: int, priority: int, moved: int) -> str:
-    return (f"subtask {subtask_id} has priority {priority} now ({moved} waiting candidate{'s' if moved != 1 else ''} "
-            "moved).")
+    return f"subtask {subtask_id} has priority {priority} now ({_counted(moved, 'waiting candidate')} moved)."

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mergebot.messages.words import _short
+from mergebot.messages.words import _counted, _short
 
 # -- the evidence's own words -----------------------------------------------------------------------------------
 
@@ -50,8 +50,8 @@ def acceptance_probe(subtask_id: int, title: str) -> str:
 
 
 def acceptance_tests_new(failing: int) -> str:
-    return (f"the acceptance tests fail on main ({failing} test{'s' if failing != 1 else ''} or files that do not "
-            "pass there): they test what the subtask must change")
+    return (f"the acceptance tests fail on main ({_counted(failing, 'test')} or files that do not pass there): they "
+            "test what the subtask must change")
 
 
 def acceptance_tests_nothing_new(main: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mergebot.messages.refs import subtask_branch
-from mergebot.messages.words import _short, _shown
+from mergebot.messages.words import _counted, _short, _shown
 from mergebot.models.judgement import Comparison, HeldOut, Judgement
 from verifier.runner import Result
 
@@ -75,9 +75,8 @@ def _rejection(r: Rejection) -> str:
         changes, count = r.comparison.weakened, r.comparison.weakened_count or len(r.comparison.weakened)
         shown = "; ".join(f"{c.id} ({c.was} on {r.target_branch}, {c.now} now)" for c in changes[:8])
         more = f"; and {count - 8} more" if count > 8 else ""
-        tests = f"{count} test{'s' if count != 1 else ''}"
-        return (f"{tests} that pass on {r.target_branch} do not pass on the merged commit {_short(r.merged_sha)}, "
-                f"though the check exited 0{_ran(r)}: {shown}{more}. "
+        return (f"{_counted(count, 'test')} that pass on {r.target_branch} do not pass on the merged commit "
+                f"{_short(r.merged_sha)}, though the check exited 0{_ran(r)}: {shown}{more}. "
                 "A change may not weaken the tests that judge it: make them pass as they are (a lead can allow "
                 "a subtask to remove tests).")
     if r.kind == "acceptance_failed":
@@ -94,7 +93,7 @@ def _rejection(r: Rejection) -> str:
                     f"fails against the change's code ({', '.join(failing[:8]) or 'the run failed'}): the edit "
                     "changed what the tests check, not only how.")
         return (f"the check passed on the merged commit {_short(r.merged_sha)}{_ran(r)}, but the change edits "
-                f"{len(changed)} existing test{'s' if len(changed) != 1 else ''} "
+                f"{_counted(len(changed), 'existing test')} "
                 f"({', '.join(changed[:8])}{', ...' if len(changed) > 8 else ''}), which this repository refuses: "
                 "a test that changes with the code no longer checks it.")
     if r.kind == "held_out_failed":
@@ -132,15 +131,6 @@ def parked(target_branch: str, main: str) -> str:
             "candidate's. Parked until main is green again.")
 
 
-def flaky_requeued(target_branch: str) -> str:
-    return (f"failed once and passed on a retry of the same commit; verified again on the current {target_branch}")
-
-
-def passed_apart(target_branch: str) -> str:
-    return (f"its batch failed without a clear culprit, and it passed on {target_branch} alone; verified again on "
-            f"the current {target_branch} in a later batch")
-
-
 def reverted_evidence(subtask_id: int, version: int, target_branch: str, merged_sha: str, red_sha: str,
                       failing: list[str], probes: list[tuple[str, str]], candidate_sha: str) -> str:
     """What a reverted subtask's owner is told (its status reason), with the next command."""
@@ -175,16 +165,18 @@ BATCH_WITHDRAWN = "a candidate landing with it was withdrawn; verified again wit
 STOPPED_BEFORE_MAIN_MOVED = "the bot stopped before main moved; verifying again"
 
 
-def red_alone(target_branch: str) -> str:
-    return f"{target_branch} is red; verifying against it alone"
+# The reasons that name the candidate's target branch: templates that ``on_branch`` fills in.
+RED_ALONE = "{target_branch} is red; verifying against it alone"
+MOVED_UNDER_SPECULATION = "{target_branch} moved under the speculation; verifying again"
+MOVED_DURING_LANDING = "{target_branch} moved during landing; retrying"
+FLAKY_REQUEUED = "failed once and passed on a retry of the same commit; verified again on the current {target_branch}"
+PASSED_APART = ("its batch failed without a clear culprit, and it passed on {target_branch} alone; verified again on "
+                "the current {target_branch} in a later batch")
 
 
-def moved_under_speculation(target_branch: str) -> str:
-    return f"{target_branch} moved under the speculation; verifying again"
-
-
-def moved_during_landing(target_branch: str) -> str:
-    return f"{target_branch} moved during landing; retrying"
+def on_branch(reason: str, target_branch: str) -> str:
+    """``reason``, one of the templates above, said of ``target_branch``."""
+    return reason.format(target_branch=target_branch)
 
 
 def newer_push(sha: str) -> str:

@@ -12,8 +12,13 @@ from __future__ import annotations
 APP_KEY_NOT_RSA = "a GitHub App's key is an RSA private key"
 
 
+def env_unset(env: str | None, what: str) -> str:
+    """``env`` is the variable's name; ``what`` says what it should hold."""
+    return f"the environment variable {env} ({what}) is not set"
+
+
 def app_key_unset(env: str) -> str:
-    return f"the environment variable {env} (the GitHub App's private key) is not set"
+    return env_unset(env, "the GitHub App's private key")
 
 
 def app_key_unusable(env: str, error: BaseException) -> str:
@@ -22,7 +27,7 @@ def app_key_unusable(env: str, error: BaseException) -> str:
 
 
 def forge_token_unset(env: str | None) -> str:
-    return f"the environment variable {env} (the forge token) is not set"
+    return env_unset(env, "the forge token")
 
 
 # -- a forge's configuration -------------------------------------------------------------------------------------

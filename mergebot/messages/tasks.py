@@ -16,8 +16,13 @@ def tree_not_parsed(filename: str, error: object) -> str:
     return f"{filename}: not valid YAML/JSON: {error}"
 
 
+def _must(where: str, what: str) -> str:
+    """What a node's place in the file (or one of its fields: ``where.field``) must be."""
+    return f"{where} must be {what}"
+
+
 def node_not_object(where: str) -> str:
-    return f"{where} must be an object"
+    return _must(where, "an object")
 
 
 def node_unknown_key(where: str, key: object, keys: Iterable[str]) -> str:
@@ -26,25 +31,25 @@ def node_unknown_key(where: str, key: object, keys: Iterable[str]) -> str:
 
 def node_needs_text(where: str, field: str) -> str:
     """``field`` is ``key`` or ``title``."""
-    return f"{where}.{field} must be a non-empty string"
+    return _must(f"{where}.{field}", "a non-empty string")
 
 
 def node_bad_depends_on(where: str) -> str:
-    return f"{where}.depends_on must be a list of keys or ids"
+    return _must(f"{where}.depends_on", "a list of keys or ids")
 
 
 def node_bad_paths(where: str, most: int) -> str:
-    return (f"{where}.paths must be a list of at most {most} paths or globs in the repository "
-            "(relative, like src/calc/*.py)")
+    return _must(f"{where}.paths", f"a list of at most {most} paths or globs in the repository (relative, like "
+                 "src/calc/*.py)")
 
 
 def node_needs_integer(where: str, field: str) -> str:
     """``field`` is ``priority`` or ``max_attempts``."""
-    return f"{where}.{field} must be an integer"
+    return _must(f"{where}.{field}", "an integer")
 
 
 def node_bad_children(where: str) -> str:
-    return f"{where}.children must be a list"
+    return _must(f"{where}.children", "a list")
 
 
 def key_twice(key: str) -> str:

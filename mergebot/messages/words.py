@@ -1,4 +1,4 @@
-"""The words every sentence shares: short commit ids, lists cut to length.
+"""The words every sentence shares: short commit ids, counted nouns, lists cut to length.
 
 Part of ``mergebot.messages``: its rules hold here.
 """
@@ -10,6 +10,11 @@ from collections.abc import Sequence
 
 def _short(sha: str | None) -> str:
     return (sha or "")[:12]
+
+
+def _counted(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless ``n`` is 1: "1 test", "3 tests"."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def _shown(items: Sequence[str], most: int) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mergebot.messages.tasks import tree_not_parsed
+
 # -- the worktree (``mergebot.agent``) -----------------------------------------------------------------------------
 
 
@@ -91,20 +93,22 @@ SUBMIT_NEEDS_VERSION = "mergebot submit ID needs --version (your claim version)"
 
 # -- ``mergebot create`` and ``allow`` -------------------------------------------------------------------------------
 
-CREATE_NEEDS_TITLE = "mergebot create: give a TITLE or --file"
-CREATE_NEEDS_REPO = "mergebot create: name the repository the acceptance tests are for (--repo)"
+CREATE_PREFIX = "mergebot create: "  # what each of its refusals starts with
+CREATE_NEEDS_TITLE = CREATE_PREFIX + "give a TITLE or --file"
+CREATE_NEEDS_REPO = CREATE_PREFIX + "name the repository the acceptance tests are for (--repo)"
 
 
 def create_bad_acceptance(spec: object) -> str:
-    return f"mergebot create: an acceptance test is LOCAL_FILE:REPO_PATH, not {spec!r}"
+    return f"{CREATE_PREFIX}an acceptance test is LOCAL_FILE:REPO_PATH, not {spec!r}"
 
 
 def create_unreadable_acceptance(local: str, why: object) -> str:
-    return f"mergebot create: cannot read the acceptance test {local}: {why}"
+    return f"{CREATE_PREFIX}cannot read the acceptance test {local}: {why}"
 
 
 def create_tree_not_parsed(name: str, error: object) -> str:
-    return f"mergebot create: {name}: not valid YAML/JSON: {error}"
+    """``tasks.tree_not_parsed``, as ``mergebot create`` says it."""
+    return CREATE_PREFIX + tree_not_parsed(name, error)
 
 
 ALLOW_NEEDS_WHAT = ("mergebot allow: say what to allow (--test-removal, --check-changes, --behaviour-change; "

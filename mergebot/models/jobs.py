@@ -39,8 +39,27 @@ class Job(FromRow):
     tree_sha: str | None = None  # the tree the run was proven to be (set when it finishes)
 
 
+@dataclass(kw_only=True)
+class Outgoing(FromRow):
+    """What each row of the forge outbox keeps of its sending: the tries so far, the last one's error, and when the
+    bot gave up on it."""
+
+    attempts: int = 0
+    last_error: str | None = None
+    given_up_at: datetime | None = None
+
+
+@dataclass(kw_only=True)
+class Revised(Outgoing):
+    """An outbox row the forge is sent again as it changes: ``version`` counts its changes, ``sent_version`` is
+    the one the forge has."""
+
+    version: int = 1
+    sent_version: int = 0
+
+
 @dataclass
-class StatusRow(FromRow):
+class StatusRow(Outgoing):
     """A commit status waiting in the forge outbox (or sent, or given up)."""
 
     id: int
@@ -49,14 +68,11 @@ class StatusRow(FromRow):
     state: str
     description: str
     candidate_id: int | None = None
-    attempts: int = 0
     sent_at: datetime | None = None
-    given_up_at: datetime | None = None
-    last_error: str | None = None
 
 
 @dataclass
-class CheckRunRow(FromRow):
+class CheckRunRow(Revised):
     """A check run in the forge outbox (a candidate's, or main's new commit's): GitHub's id once created, and how
     far it was sent."""
 
@@ -66,29 +82,19 @@ class CheckRunRow(FromRow):
     repo: str
     head_sha: str
     check_run_id: int | None = None
-    version: int = 1
-    sent_version: int = 0
-    attempts: int = 0
-    last_error: str | None = None
-    given_up_at: datetime | None = None
 
 
 @dataclass
-class PullRow(FromRow):
+class PullRow(Revised):
     """A pull request the bot heard of, with its one living comment once posted, and how far it was sent."""
 
     repo: str
     number: int
     head_ref: str
     comment_id: int | None = None
-    version: int = 1
-    sent_version: int = 0
     sent_digest: str | None = None
     answer: str | None = None  # to the last command given on the pull request
     full_verdict: bool = False  # "@mergebot why" was asked: the comment shows the whole verdict
-    attempts: int = 0
-    last_error: str | None = None
-    given_up_at: datetime | None = None
 
 
 @dataclass

@@ -32,6 +32,7 @@ from mergebot.git import repo as git
 from mergebot.models import Job, Repo
 from mergebot.naps import nap
 from verifier import disk
+from verifier.limits import pid_alive
 from verifier.runner import CheckSpec, Result, run_check
 from verifier.sandbox import BWRAP, Stop
 
@@ -75,18 +76,8 @@ def sweep_slots(slots: Path) -> None:
             pid = int(slot.name.split("-", 1)[0])
         except ValueError:
             continue
-        if pid != os.getpid() and not _alive(pid):
+        if pid != os.getpid() and not pid_alive(pid):
             disk.sweep(slot)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def worker_name(slot: int = 0) -> str:

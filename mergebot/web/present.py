@@ -10,8 +10,9 @@ Rules:
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -39,40 +40,45 @@ def when(at: datetime | None) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+# A unit ladder: the first step whose bound the value is under shows it (the last step's bound is infinite).
+Ladder = tuple[tuple[float, Callable[[int], str]], ...]
+
+_AGO: Ladder = (
+    (0, lambda s: "just now"),
+    (60, lambda s: f"{s}s"),
+    (3600, lambda s: f"{s // 60}m"),
+    (86400, lambda s: f"{s // 3600}h {s % 3600 // 60:02d}m"),
+    (math.inf, lambda s: f"{s // 86400}d {s % 86400 // 3600}h"),
+)
+_DURATION: Ladder = (
+    (1000, lambda ms: f"{ms} ms"),
+    (60_000, lambda ms: f"{ms / 1000:.1f} s"),
+    (math.inf, lambda ms: f"{ms // 60_000}m {ms % 60_000 // 1000:02d}s"),
+)
+_SIZE: Ladder = (
+    (1024, lambda n: f"{n} B"),
+    (1 << 20, lambda n: f"{n / 1024:.1f} KiB"),
+    (math.inf, lambda n: f"{n / (1 << 20):.1f} MiB"),
+)
+
+
+def _scaled(value: int | None, ladder: Ladder) -> str:
+    if value is None:
+        return "—"
+    return next(shown(value) for bound, shown in ladder if value < bound)
+
+
 def ago(at: datetime | None, now: datetime | None = None) -> str:
     """How long ago, in the largest unit that fits: "12s", "4m", "3h 05m", "2d 4h"."""
-    if at is None:
-        return "—"
-    secs = int(((now or datetime.now(UTC)) - at).total_seconds())
-    if secs < 0:
-        return "just now"
-    if secs < 60:
-        return f"{secs}s"
-    if secs < 3600:
-        return f"{secs // 60}m"
-    if secs < 86400:
-        return f"{secs // 3600}h {secs % 3600 // 60:02d}m"
-    return f"{secs // 86400}d {secs % 86400 // 3600}h"
+    return _scaled(None if at is None else int(((now or datetime.now(UTC)) - at).total_seconds()), _AGO)
 
 
 def duration(ms: int | None) -> str:
-    if ms is None:
-        return "—"
-    if ms < 1000:
-        return f"{ms} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
-    return f"{ms // 60_000}m {ms % 60_000 // 1000:02d}s"
+    return _scaled(ms, _DURATION)
 
 
 def size(n: int | None) -> str:
-    if n is None:
-        return "—"
-    if n < 1024:
-        return f"{n} B"
-    if n < 1 << 20:
-        return f"{n / 1024:.1f} KiB"
-    return f"{n / (1 << 20):.1f} MiB"
+    return _scaled(n, _SIZE)
 
 
 def tone(status: str | None) -> str:

@@ -165,6 +165,18 @@ class Fleet:
         git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
         return claim, wt, sha
 
+    async def bob_conflicts_with_ann(self) -> tuple[agent.Claim, Path]:
+        """Two subtasks: ann and bob each claim one and change the same line of notes.txt, and ann's lands. Bob's
+        claim and worktree, holding his change, not pushed yet."""
+        await self.db.subtasks.create_subtask(actor_id=None, title="one")
+        await self.db.subtasks.create_subtask(actor_id=None, title="two")
+        _, ann_wt = self.start("ann")
+        bob, bob_wt = self.start("bob")
+        commit(ann_wt, {"notes.txt": "line 1\nANN\nline 3\n"})
+        commit(bob_wt, {"notes.txt": "line 1\nBOB\nline 3\n"})
+        assert agent.push(self.client("ann"), ann_wt, wait=60, progress=False)["status"] == "landed"
+        return bob, bob_wt
+
     def bare(self) -> pygit2.Repository:
         return pygit2.Repository(str(repos_root(self.bot.data_dir) / "demo.git"))
 

@@ -24,7 +24,12 @@ OTHER = b"whsec-fleet-gadgets-Lx91"
 DELIVERY = "9b3c0f4e-3d6a-11f0-8c1a-7e2b9c2f6a10"
 Z40 = "0" * 40
 
-# Object names in the recorded payloads.
+# Names in the recorded payloads: repositories, branches, objects.
+GH_REPO = "octo-fleet/widgets"
+GT_REPO = "fleet/widgets"
+GH_BRANCH = "refs/heads/agent-7/sizing"
+GT_BRANCH = "refs/heads/agent-3/cache"
+MAIN = "refs/heads/main"
 GH_C1 = "ef8a50cc608150b8a9079e7c977e0645b7946238"
 GH_C2 = "0c44607bfcc6ddbadf635fce83627eebd5e96f2d"
 GH_C3 = "b964dff4bc59f450826cb2961207ff135d49d378"
@@ -148,13 +153,6 @@ def event_of(forge: str, event: str, obj: dict[str, Any], event_type: str | None
 def expect(forge: str, event: str, **fields: Any) -> ForgeEvent:
     """A ForgeEvent with every field not named left at its default, None/False."""
     return ForgeEvent(forge=forge, event=event, **fields)
-
-
-GH_REPO = "octo-fleet/widgets"
-GT_REPO = "fleet/widgets"
-GH_BRANCH = "refs/heads/agent-7/sizing"
-GT_BRANCH = "refs/heads/agent-3/cache"
-MAIN = "refs/heads/main"
 
 
 def json_depth(value: object) -> int:

@@ -62,10 +62,15 @@ class CommentRoutes(StandinCore):
             shown = [self._comment_body(forge, owner, repo, i) for i in ids[(page - 1) * per: page * per]]
         return self._json(forge, shown)
 
-    async def _create_comment(self, request: Request, body: Json) -> Response:
+    def _comment_call(self, request: Request, body: Json, path: str, method: str,
+                      key: str) -> tuple[str, str, str, Any, Response | None]:
+        """A create or edit: the forge, owner, repo, the path's ``key``, and the refusal its body earns (or None)."""
         owner, repo = self._params(request)
-        forge, number = self._forge_of(request), request.path_params["number"]
-        refused = self._comment_refused(forge, ISSUE_COMMENTS, "post", body)
+        forge = self._forge_of(request)
+        return forge, owner, repo, request.path_params[key], self._comment_refused(forge, path, method, body)
+
+    async def _create_comment(self, request: Request, body: Json) -> Response:
+        forge, owner, repo, number, refused = self._comment_call(request, body, ISSUE_COMMENTS, "post", "number")
         if refused is not None:
             return refused
         with self._lock:
@@ -76,9 +81,8 @@ class CommentRoutes(StandinCore):
         return self._json(forge, data, 201)
 
     async def _edit_comment(self, request: Request, body: Json) -> Response:
-        owner, repo = self._params(request)
-        forge, comment_id = self._forge_of(request), request.path_params["comment_id"]
-        refused = self._comment_refused(forge, ISSUE_COMMENT, "patch", body)
+        forge, owner, repo, comment_id, refused = self._comment_call(request, body, ISSUE_COMMENT, "patch",
+                                                                     "comment_id")
         if refused is not None:
             return refused
         with self._lock:

@@ -18,42 +18,34 @@ GITEA_STATES = ("pending", "success", "error", "failure", "warning")
 
 Json = Any
 
-_GITEA_USER = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "integer"},
-        "login": {"type": "string"},
-        "login_name": {"type": "string"},
-        "full_name": {"type": "string"},
-        "email": {"type": "string"},
-        "avatar_url": {"type": "string"},
-        "html_url": {"type": "string"},
-        "language": {"type": "string"},
-        "is_admin": {"type": "boolean"},
-        "last_login": {"type": "string"},
-        "created": {"type": "string"},
-        "restricted": {"type": "boolean"},
-        "active": {"type": "boolean"},
-        "prohibit_login": {"type": "boolean"},
-        "location": {"type": "string"},
-        "website": {"type": "string"},
-        "description": {"type": "string"},
-        "visibility": {"type": "string"},
-        "followers_count": {"type": "integer"},
-        "following_count": {"type": "integer"},
-        "starred_repos_count": {"type": "integer"},
-        "username": {"type": "string"},
-    },
-}
-_GITEA_BRANCH = {
-    "type": "object",
-    "properties": {
-        "label": {"type": "string"},
-        "ref": {"type": "string"},
-        "sha": {"type": "string"},
-        "repo_id": {"type": "integer"},
-    },
-}
+
+def _plain(**names: list[str]) -> dict[str, Any]:
+    """An object whose properties are all of JSON's simple types, named per type (``string=["login", ...]``)."""
+    return {"type": "object", "properties": {name: {"type": kind} for kind, group in names.items() for name in group}}
+
+
+_GITEA_USER = _plain(
+    integer=["id", "followers_count", "following_count", "starred_repos_count"],
+    string=[
+        "login",
+        "login_name",
+        "full_name",
+        "email",
+        "avatar_url",
+        "html_url",
+        "language",
+        "last_login",
+        "created",
+        "location",
+        "website",
+        "description",
+        "visibility",
+        "username",
+    ],
+    boolean=["is_admin", "restricted", "active", "prohibit_login"],
+)
+_GITEA_BRANCH = _plain(string=["label", "ref", "sha"], integer=["repo_id"])
+
 # Gitea's swagger (templates/swagger/v1_json.tmpl) is Swagger 2.0 with no "required" lists; the stand-in's
 # bodies always carry every property listed here, so the schemas below require them all.
 GITEA_SCHEMAS: dict[str, dict[str, Any]] = {

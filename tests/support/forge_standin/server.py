@@ -148,24 +148,21 @@ class ForgeStandin(GitHubRoutes, GiteaRoutes, CommentRoutes):
             Route(CHECK_RUNS, self._wrap(gh, self._gh_create_check_run), methods=["POST"]),
             Route("/repos/{owner}/{repo}/check-runs/{check_run_id:int}", self._wrap(gh, self._gh_update_check_run),
                   methods=["PATCH"]),
-            Route("/repos/{owner}/{repo}/issues/{number:int}/comments", self._wrap(gh, self._list_comments),
-                  methods=["GET"]),
-            Route("/repos/{owner}/{repo}/issues/{number:int}/comments", self._wrap(gh, self._create_comment),
-                  methods=["POST"]),
-            Route("/repos/{owner}/{repo}/issues/comments/{comment_id:int}", self._wrap(gh, self._edit_comment),
-                  methods=["PATCH"]),
-            Route("/api/v1/repos/{owner}/{repo}/issues/{number:int}/comments", self._wrap(gt, self._list_comments),
-                  methods=["GET"]),
-            Route("/api/v1/repos/{owner}/{repo}/issues/{number:int}/comments", self._wrap(gt, self._create_comment),
-                  methods=["POST"]),
-            Route("/api/v1/repos/{owner}/{repo}/issues/comments/{comment_id:int}",
-                  self._wrap(gt, self._edit_comment), methods=["PATCH"]),
+            *self._comment_routes(),
             Route("/{owner}/{repo}.git/{rest:path}", self._git_http, methods=["GET", "POST"]),
             Route("/api/v1/repos/{owner}/{repo}/statuses/{sha}", self._wrap(gt, self._gt_create), methods=["POST"]),
             Route("/api/v1/repos/{owner}/{repo}/statuses/{sha}", self._wrap(gt, self._gt_list), methods=["GET"]),
             Route("/api/v1/repos/{owner}/{repo}/pulls/{number:int}", self._wrap(gt, self._gt_pull), methods=["GET"]),
         ]
         return Starlette(routes=routes)
+
+    def _comment_routes(self) -> list[Route]:
+        """The issue-comment routes, the same on both forges: GitHub's at the root, Gitea's under ``/api/v1``."""
+        return [Route(f"{root}/repos/{{owner}}/{{repo}}/issues/{path}", self._wrap(forge, handler), methods=[method])
+                for forge, root in (("github", ""), ("gitea", "/api/v1"))
+                for path, handler, method in (("{number:int}/comments", self._list_comments, "GET"),
+                                              ("{number:int}/comments", self._create_comment, "POST"),
+                                              ("comments/{comment_id:int}", self._edit_comment, "PATCH"))]
 
     def _wrap(self, forge: str, handler: Handler, *,
               app_auth: bool = False) -> Callable[[Request], Awaitable[Response]]:
