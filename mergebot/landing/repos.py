@@ -55,7 +55,7 @@ def forge_settings(forge: str, forge_repo: str, *, url: str | None = None, api_u
         if not ENV_NAME.match(env or ""):
             raise Invalid(say.not_an_env_name(env), field="env")
         if not os.environ.get(env or "") and not (app and env == token_env):
-            raise Invalid(say.env_unset(env), field="env")
+            raise Invalid(say.set_env_first(env), field="env")
     if app:
         try:
             credentials.check_key(os.environ[str(app_key_env)])

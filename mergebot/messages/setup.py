@@ -81,7 +81,7 @@ def not_an_env_name(env: str | None) -> str:
     return f"{env!r} is not an environment variable name"
 
 
-def env_unset(env: str | None) -> str:
+def set_env_first(env: str | None) -> str:
     return f"set the environment variable {env} first (the server reads it; it is never stored)"
 
 
