@@ -26,7 +26,6 @@ from tests.support.security import ROLES, Api
 from tests.support.site import BASE, SHA, Site
 
 SERVERS = available_servers()
-SERIAL_ENV = {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_BATCH_SIZE": "1"}
 
 
 @contextlib.contextmanager
@@ -48,17 +47,6 @@ def _clean_git_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     with environ_restored("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "HOME"):
         os.environ["GIT_CONFIG_GLOBAL"] = str(home / "gitconfig")
         os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
-        yield
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _serial_queue_unless_said() -> Iterator[None]:
-    """Most tests were written for the serial queue and check its steps run by run; a new server's defaults are a
-    window as wide as its verifier slots with risk-aware batches. Tests of speculation, batches and the defaults
-    say what they want: a server's own environment, or the process's without the ``SERIAL_ENV`` keys (as
-    tests/test_demo.py and tests/test_risk_queue.py do)."""
-    with environ_restored(*SERIAL_ENV):
-        os.environ.update(SERIAL_ENV)
         yield
 
 

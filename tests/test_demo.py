@@ -13,13 +13,12 @@ from mergebot.db.database import Database
 from mergebot.demo import LEASE
 from mergebot.landing.told import candidate_verdict
 from mergebot.models import Candidate
-from tests.conftest import SERIAL_ENV
 
 
 async def test_the_demo_plays_every_scene_for_real(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = {**{k: v for k, v in os.environ.items() if k not in SERIAL_ENV},  # the README's first try: the defaults
+    env = {**os.environ,  # the README's first try: the defaults
            "MERGEBOT_DATABASE_URL": e2e_db_url, "TMPDIR": str(tmp)}
     out = subprocess.run([sys.executable, "-m", "mergebot", "demo"], capture_output=True, text=True, env=env,
                          cwd=tmp_path, timeout=600, check=False)

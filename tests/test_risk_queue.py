@@ -19,7 +19,6 @@ import pygit2
 import pytest
 
 from mergebot.auth import Role
-from tests.conftest import SERIAL_ENV
 from tests.support.bot import Fleet, commit, git
 from tests.test_judged import candidate_page
 from tests.test_speculation import wait_for
@@ -241,13 +240,6 @@ async def test_every_landing_records_where_its_time_went(fleet: Fleet) -> None:
 async def test_a_new_server_speculates_as_wide_as_its_workers_with_risk_aware_batches(fleet: Fleet) -> None:
     """The defaults a new user gets (no MERGEBOT_SPECULATION_WINDOW, no MERGEBOT_BATCH_SIZE): a window as wide as
     the verifier slots the bot knows (its two workers), batches of up to four shaped by the estimates."""
-    fleet.bot.stop()
-    fleet.bot.env = {k: v for k, v in fleet.bot.env.items() if k not in SERIAL_ENV}
-    saved = {k: os.environ.pop(k) for k in SERIAL_ENV if k in os.environ}
-    try:
-        fleet.bot.start()
-    finally:
-        os.environ.update(saved)
     queue = fleet.client("rita").get("/api/v1/queue", repo="demo")
     window = queue["repos"][0]["window"]
     assert (window["max"], window["batch"]) == (2, 4), window

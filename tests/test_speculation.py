@@ -81,12 +81,13 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
     assert findings == [], findings
 
 
-@pytest.mark.bot_env(MERGEBOT_BATCH_SIZE="4", MERGEBOT_VERIFIER_WORKERS="2")
+@pytest.mark.bot_env(MERGEBOT_VERIFIER_WORKERS="2")
 async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fleet) -> None:
     """Batches of up to 4 (one run covers them), bisected on failure; every landed row names its own merge on
     main, the commit main moved to and the run that passed on it."""
-    # batches by count: the plain policy's bisection
-    await fleet.db.repos.update_repo("demo", RulesChange.of(risk_aware=False))
+    # the repository's rules: one batch at a time (a window one wide), batches of 4 by count (the plain policy's
+    # bisection, not the risk-aware shaping)
+    await fleet.db.repos.update_repo("demo", RulesChange.of(risk_aware=False, speculation_window=1, batch_size=4))
     for name in ("cat", "dan"):
         _, fleet.tokens[name] = await fleet.db.agents.add_agent(name=name, role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0]
@@ -261,7 +262,8 @@ async def test_post_land_checks_are_coalesced_to_main_s_newest_head(fleet: Fleet
     """Three landings in a row with one worker: candidate runs go first, so the first head's post-land check is
     still queued when the second lands; it is cancelled and its row says ``superseded``. Main's newest head is
     always checked. (The post-land checks run again on purpose here: by default a head a run passed on reuses
-    that run.)"""
+    that run; and the repository lands one candidate per move of main, so there are three heads to check.)"""
+    await fleet.db.repos.update_repo("demo", RulesChange.of(batch_size=1))
     await main_has_outcomes(fleet)
     _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]

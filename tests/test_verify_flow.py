@@ -38,13 +38,17 @@ async def push_x(fleet: Fleet) -> tuple[int, dict[str, Any]]:
 
 
 async def test_flaky_check_lands_with_both_runs(make_fleet: Callable[..., object], tmp_path: Path) -> None:
-    fleet: Fleet = await make_fleet(fails_once(tmp_path), MERGEBOT_VERIFIER_SANDBOX="none")  # type: ignore[operator]
+    """A repository whose queue runs one candidate at a time (its rules: a window one wide, batches of one): the
+    failed run is retried in place and the candidate lands on that retry. (The defaults' path, the failed head
+    judged apart and verified again, is test_under_speculation_a_flaky_check_lands_as_flaky.)"""
+    fleet: Fleet = await make_fleet(fails_once(tmp_path), MERGEBOT_VERIFIER_SANDBOX="none",  # type: ignore[operator]
+                                    repo={"speculation_window": 1, "batch_size": 1})
     sub_id, result = await push_x(fleet)
     assert result["status"] == "landed", result
     landed = (await fleet.db.landing.landed(subtask_id=sub_id))[0]
     assert landed.verifier_result == "flaky"
     jobs = await fleet.db.jobs.jobs(candidate_id=result["id"])
-    assert sorted(j["purpose"] for j in jobs) == ["candidate", "retry"]
+    assert sorted(j["purpose"] for j in jobs) == ["candidate", "retry"], jobs
     assert {j["purpose"]: j["outcome"] for j in jobs} == {"candidate": "fail", "retry": "pass"}
     assert {j["purpose"]: j["window_width"] for j in jobs} == {"candidate": 1, "retry": None}  # serial: one wide
     evidence = (await fleet.db.landing.get_candidate(result["id"])).verifier or {}

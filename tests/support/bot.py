@@ -86,7 +86,11 @@ class BotProcess:
 
     def wait_exit(self, timeout: float = 60) -> int:
         assert self.proc is not None
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            tail = self.log.read_text()[-4000:]
+            raise AssertionError(f"the bot did not exit in {timeout} s; its log:\n{tail}") from None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
