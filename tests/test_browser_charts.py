@@ -92,8 +92,9 @@ async def speculated(servers: dict[str, Server], tmp_path_factory: pytest.TempPa
                        rules=Rules.of(verifier_command=the_check(flags), verifier_timeout_s=120))
         # The flaky check fails only the flaky change's own merge, which needs the window in arrival order: a
         # risk-aware queue puts the breaking change (its author's fix landed) ahead of it, and then which run
-        # takes the one failure depends on which run finishes first.
-        await db.repos.update_repo("demo", RulesChange.of(risk_aware=False))
+        # takes the one failure depends on which run finishes first. Batches of one: each change its own run, so
+        # the charts draw two runs at once (a batch would verify both slow ones in one run).
+        await db.repos.update_repo("demo", RulesChange.of(risk_aware=False, batch_size=1))
         bot = BotProcess(settings.database_url, settings.data_dir, MERGEBOT_SPECULATION_WINDOW="3",
                          MERGEBOT_VERIFIER_WORKERS="3", MERGEBOT_VERIFIER_SANDBOX="none").start()
         fleet = Fleet(bot, db, tokens, tmp / "work")

@@ -165,9 +165,9 @@ async def test_a_push_after_failures_is_estimated_likelier_to_fail_and_says_why(
 
 async def test_a_redo_after_a_lost_conflict_goes_first_and_is_not_counted_as_a_further_attempt(
         fleet: Fleet) -> None:
-    """Serial queue: ann's first push conflicts with bob's, which lands first. Her redo goes before cat's fresher
-    and safer push (else, behind fresher pushes on the same file, it could lose every next conflict too), and it is
-    her first push to be judged on its check: no attempt term."""
+    """Ann's first push conflicts with bob's, which lands first. Her redo goes before cat's fresher and safer push
+    (else, behind fresher pushes on the same file, it could lose every next conflict too): main takes it first,
+    alone or ahead of cat's in one batch. It is her first push to be judged on its check: no attempt term."""
     await fleet.db.repos.set_paused(repo="demo", paused=True, reason="two pushes of one new file")
     pushed = {}
     for who in ("bob", "ann"):
@@ -200,7 +200,9 @@ async def test_a_redo_after_a_lost_conflict_goes_first_and_is_not_counted_as_a_f
     redo = (await fleet.db.landing.candidates(repo="demo", subtask_id=ann.subtask_id))[0]
     cats = (await fleet.db.landing.candidates(repo="demo", subtask_id=cat.subtask_id))[0]
     assert redo["id"] != first["id"] and redo["status"] == "landed", redo
-    assert cats["id"] < redo["id"] and redo["finished_at"] < cats["finished_at"], (redo, cats)
+    assert cats["id"] < redo["id"], (redo, cats)
+    rows = {row.subtask_id: row for row in await fleet.db.landing.landed(repo="demo")}
+    assert fleet.bare().descendant_of(rows[cat.subtask_id].merged_sha, rows[ann.subtask_id].merged_sha), rows
     facts = redo["risk_facts"]
     assert facts["facts"]["attempt"] == 1 and facts["facts"]["after_failure"] is False, facts
     assert "attempt" not in facts["terms"], facts
