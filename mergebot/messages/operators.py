@@ -37,6 +37,10 @@ def flaky_on_main(repo: str, target_branch: str, sha: str, outcome: str) -> str:
             "again: recorded as flaky on main; nothing reverted, landing goes on.")
 
 
+# The failed run a mend resumed after a restart starts from (``runs.unfinished``'s ``why``).
+MEND_RESUMED = "main's check failed before a restart; its result is on the landed row's post-land run"
+
+
 def mend_found(repo: str, target_branch: str, red_sha: str, subtask_id: int, owner: str | None,
                merged_sha: str) -> str:
     return (f"[{repo}] {target_branch} is red at {_short(red_sha)}; bisection found subtask {subtask_id}'s landing "
@@ -53,7 +57,6 @@ def mend_gave_up(repo: str, target_branch: str, why: str) -> str:
 MEND_NO_SUSPECTS = "no landing since the last green check to blame"
 MEND_REVERT_RED = "the red commits include a revert the bot made already; it does not revert twice"
 MEND_CONFLICT = "the culprit's revert no longer applies cleanly on main"
-MEND_RESUMED = "main's check failed before a restart; its result is on the landed row's post-land run"
 
 
 def mend_inconclusive(sha: str, outcome: str) -> str:
