@@ -21,8 +21,12 @@ def post_land_failed(outcome: str) -> str:
     return f"the post-land check gave {outcome}"
 
 
+def _red_at(target_branch: str, sha: str) -> str:
+    return f"{target_branch} is red at {_short(sha)}"
+
+
 def red_main(target_branch: str, sha: str, why: str) -> str:
-    return f"{target_branch} is red at {_short(sha)}: {why}. Landing is paused: only a fix lands."
+    return _red_at(target_branch, sha) + f": {why}. Landing is paused: only a fix lands."
 
 
 # -- announced on the board ------------------------------------------------------------------------------------
@@ -43,7 +47,7 @@ MEND_RESUMED = "main's check failed before a restart; its result is on the lande
 
 def mend_found(repo: str, target_branch: str, red_sha: str, subtask_id: int, owner: str | None,
                merged_sha: str) -> str:
-    return (f"[{repo}] {target_branch} is red at {_short(red_sha)}; bisection found subtask {subtask_id}'s landing "
+    return (f"[{repo}] {_red_at(target_branch, red_sha)}; bisection found subtask {subtask_id}'s landing "
             f"{_short(merged_sha)} (by {owner or 'unknown'}) to be the culprit. Its revert is queued first; the rest "
             "of the queue waits only until it lands.")
 
