@@ -18,7 +18,16 @@ from mergebot.db.database import Database
 from mergebot.landing.repos import add_repo, forge_settings, repos_root
 from mergebot.rules import Rules
 from mergebot.settings import Settings
-from tests.support.bot import BotProcess, Fleet, check_command, forge_remote, git, make_project, stop_keepers
+from tests.support.bot import (
+    BotProcess,
+    Fleet,
+    check_command,
+    forge_remote,
+    git,
+    make_project,
+    start_fleet,
+    stop_keepers,
+)
 from tests.support.forge_fleet import SECRET, TOKEN, ForgeFleet
 from tests.support.forge_standin import ForgeStandin
 from tests.support.pg import Server, available_servers, with_db
@@ -243,15 +252,10 @@ async def make_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> Async
         if broken_main:
             (src / "calc.py").write_text("def add(a, b):\n    return a - b\n")
             git(["commit", "-qam", "a bug on main"], src)
-        tokens = {}
-        for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
-            _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
-        data = tmp_path / "data"
-        await add_repo(e2e_db, repos_root(data), name="demo", source=str(src), rules=Rules.of(verifier_command=verifier,
-                       **{"verifier_timeout_s": 60, **(repo or {})}))
-        bot = BotProcess(e2e_db_url, data, **env).start()
-        bots.append(bot)
-        return Fleet(bot, e2e_db, tokens, tmp_path / "work")
+        rules = Rules.of(verifier_command=verifier, **{"verifier_timeout_s": 60, **(repo or {})})
+        fleet = await start_fleet(e2e_db, e2e_db_url, src, tmp_path, rules, **env)
+        bots.append(fleet.bot)
+        return fleet
 
     yield make
     stop_keepers(tmp_path / "work")

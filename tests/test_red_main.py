@@ -29,7 +29,7 @@ from mergebot.drill.invariants import Push
 from mergebot.landing.mend import next_probe
 from mergebot.landing.repos import add_repo, repos_root, set_rules
 from mergebot.rules import Rules, RulesChange
-from tests.support.bot import PYTEST, BotProcess, Fleet, commit, git, make_project, stop_keepers
+from tests.support.bot import PYTEST, Fleet, commit, git, make_project, start_fleet, stop_keepers
 from tests.test_metrics import Samples, parse
 
 QUICK = f"{PYTEST} tests"
@@ -50,14 +50,8 @@ async def fleet_with(db: Database, url: str, tmp: Path, post_land: str, verifier
     (src / "full" / "test_together.py").write_text(TOGETHER)
     git(["add", "-A"], src)
     git(["commit", "-qm", "the full suite"], src)
-    tokens = {}
-    for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
-        _, tokens[name] = await db.agents.add_agent(name=name, role=role)
-    data = tmp / "data"
-    await add_repo(db, repos_root(data), name="demo", source=str(src), rules=Rules.of(verifier_command=verifier,
-                   verifier_timeout_s=60, post_land_command=post_land))
-    bot = BotProcess(url, data, MERGEBOT_VERIFIER_SANDBOX="none").start()
-    return Fleet(bot, db, tokens, tmp / "work")
+    rules = Rules.of(verifier_command=verifier, verifier_timeout_s=60, post_land_command=post_land)
+    return await start_fleet(db, url, src, tmp, rules, MERGEBOT_VERIFIER_SANDBOX="none")
 
 
 @pytest.fixture

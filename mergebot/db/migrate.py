@@ -20,18 +20,21 @@ _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 @dataclass(frozen=True)
 class Migration:
-    version: int
-    name: str
+    name: str  # NNNN_name.sql
     sql: str
+
+    @property
+    def version(self) -> int:
+        """The number its name starts with (``_NAME``)."""
+        return int(self.name[:4])
 
 
 def list_migrations() -> list[Migration]:
     folder = resources.files("mergebot.db").joinpath("migrations")
     found = []
     for entry in folder.iterdir():
-        m = _NAME.match(entry.name)
-        if m:
-            found.append(Migration(int(m.group(1)), entry.name, entry.read_text("utf-8")))
+        if _NAME.match(entry.name):
+            found.append(Migration(entry.name, entry.read_text("utf-8")))
     found.sort(key=lambda x: x.version)
     versions = [m.version for m in found]
     if versions != list(range(1, len(found) + 1)):

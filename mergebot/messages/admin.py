@@ -9,6 +9,8 @@ option) that mends it.
 
 from __future__ import annotations
 
+from mergebot.messages.lookups import no_such_repository
+
 # -- ``mergebot init`` and ``agent add`` -----------------------------------------------------------------------------
 
 ADMIN_TOKEN_EXISTS = "(exists; use 'mergebot agent rotate' for a new token)"
@@ -24,23 +26,27 @@ REPO_SET_NEEDS_A_RULE = "mergebot repo set: give at least one rule to change (se
 # -- ``mergebot verifier worker`` -----------------------------------------------------------------------------------
 
 WORKER_NEEDS_TOKEN = "mergebot verifier worker needs a verifier token (--token or MERGEBOT_TOKEN)"
-WORKER_NO_SANDBOX = ("verifier worker: MERGEBOT_SANDBOX=none: checks run WITHOUT a sandbox, with the whole machine "
+WORKER_PREFIX = "verifier worker: "  # what each line the running worker says starts with
+WORKER_NO_SANDBOX = (WORKER_PREFIX + "MERGEBOT_SANDBOX=none: checks run WITHOUT a sandbox, with the whole machine "
                      "in view")
 
 
 def worker_starting(slots: int, server: str, work: object) -> str:
-    return f"verifier worker: {slots} slot(s) against {server}, work dir {work}"
+    return WORKER_PREFIX + f"{slots} slot(s) against {server}, work dir {work}"
 
 
 def worker_sandbox_broken(problem: str) -> str:
-    return f"verifier worker: every check is refused until the sandbox works: {problem}"
+    return WORKER_PREFIX + f"every check is refused until the sandbox works: {problem}"
 
 
 # -- ``mergebot verify`` and ``drill`` ------------------------------------------------------------------------------
 
+VERIFY_PREFIX = "mergebot verify: "  # what each of its refusals starts with
+
 
 def verify_no_such_repository(repo: str) -> str:
-    return f"mergebot verify: no repository named {repo!r}"
+    """``lookups.no_such_repository``, as ``mergebot verify`` says it."""
+    return VERIFY_PREFIX + no_such_repository(repo)
 
 
 def verify_the_check(repo: str, command: str) -> str:
@@ -48,5 +54,5 @@ def verify_the_check(repo: str, command: str) -> str:
     return f"repository {repo}: the check `{command}`"
 
 
-VERIFY_NEEDS_COMMIT = "mergebot verify: give the commit to check (or --explain-sandbox)"
+VERIFY_NEEDS_COMMIT = VERIFY_PREFIX + "give the commit to check (or --explain-sandbox)"
 DRILL_NEEDS_TOKEN = "mergebot drill needs a token (--token or MERGEBOT_TOKEN): an admin's; any role's with --check-only"

@@ -5,37 +5,33 @@ Part of ``mergebot.messages``: its rules hold here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 def no_such_repository(repo: str) -> str:
     return f"no repository named {repo!r}"
 
 
-def no_such_subtask(subtask_id: int) -> str:
-    return f"subtask {subtask_id} does not exist"
-
-
 def no_such_repository_on(repo: str, server: str) -> str:
     """``mergebot drill``'s check, asking a running server."""
-    return f"no repository named {repo!r} on {server}"
+    return f"{no_such_repository(repo)} on {server}"
 
 
 def no_such_subtasks(missing: Sequence[int]) -> str:
     return f"no such subtasks: {list(missing)}"
 
 
-def no_subtask(subtask_id: int) -> str:
-    return f"no subtask {subtask_id}"
+def _by_id(template: str) -> Callable[[int], str]:
+    """The sentence for a row asked for by its id and not there: ``template``, its ``{}`` the id."""
+
+    def sentence(row_id: int) -> str:
+        return template.format(row_id)
+
+    return sentence
 
 
-def no_such_candidate(cand_id: int) -> str:
-    return f"candidate {cand_id} does not exist"
-
-
-def no_such_landed(landed_id: int) -> str:
-    return f"no landed row {landed_id}"
-
-
-def no_such_job(job_id: int) -> str:
-    return f"verify job {job_id} does not exist"
+no_such_subtask = _by_id("subtask {} does not exist")
+no_subtask = _by_id("no subtask {}")
+no_such_candidate = _by_id("candidate {} does not exist")
+no_such_landed = _by_id("no landed row {}")
+no_such_job = _by_id("verify job {} does not exist")

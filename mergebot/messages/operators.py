@@ -21,8 +21,12 @@ def post_land_failed(outcome: str) -> str:
     return f"the post-land check gave {outcome}"
 
 
+def _red_at(target_branch: str, sha: str) -> str:
+    return f"{target_branch} is red at {_short(sha)}"
+
+
 def red_main(target_branch: str, sha: str, why: str) -> str:
-    return f"{target_branch} is red at {_short(sha)}: {why}. Landing is paused: only a fix lands."
+    return _red_at(target_branch, sha) + f": {why}. Landing is paused: only a fix lands."
 
 
 # -- announced on the board ------------------------------------------------------------------------------------
@@ -37,9 +41,13 @@ def flaky_on_main(repo: str, target_branch: str, sha: str, outcome: str) -> str:
             "again: recorded as flaky on main; nothing reverted, landing goes on.")
 
 
+# The failed run a mend resumed after a restart starts from (``runs.unfinished``'s ``why``).
+MEND_RESUMED = "main's check failed before a restart; its result is on the landed row's post-land run"
+
+
 def mend_found(repo: str, target_branch: str, red_sha: str, subtask_id: int, owner: str | None,
                merged_sha: str) -> str:
-    return (f"[{repo}] {target_branch} is red at {_short(red_sha)}; bisection found subtask {subtask_id}'s landing "
+    return (f"[{repo}] {_red_at(target_branch, red_sha)}; bisection found subtask {subtask_id}'s landing "
             f"{_short(merged_sha)} (by {owner or 'unknown'}) to be the culprit. Its revert is queued first; the rest "
             "of the queue waits only until it lands.")
 
@@ -53,7 +61,6 @@ def mend_gave_up(repo: str, target_branch: str, why: str) -> str:
 MEND_NO_SUSPECTS = "no landing since the last green check to blame"
 MEND_REVERT_RED = "the red commits include a revert the bot made already; it does not revert twice"
 MEND_CONFLICT = "the culprit's revert no longer applies cleanly on main"
-MEND_RESUMED = "main's check failed before a restart; its result is on the landed row's post-land run"
 
 
 def mend_inconclusive(sha: str, outcome: str) -> str:

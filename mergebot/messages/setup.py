@@ -99,8 +99,13 @@ def repo_exists(name: str, path: object) -> str:
     return f"repository {name!r} already exists at {path}"
 
 
+def _held_out(folder: object) -> str:
+    """How a refusal of ``--held-out DIR`` starts: the option and the directory, as given."""
+    return f"--held-out {folder}"
+
+
 def held_out_not_a_dir(folder: object) -> str:
-    return f"--held-out {folder} is not a directory"
+    return _held_out(folder) + " is not a directory"
 
 
 def held_out_file_too_big(rel: str, most_mib: int) -> str:
@@ -108,4 +113,4 @@ def held_out_file_too_big(rel: str, most_mib: int) -> str:
 
 
 def held_out_count(folder: object, n: int, most: int) -> str:
-    return f"--held-out {folder} holds {n} files: give 1 to {most}"
+    return _held_out(folder) + f" holds {n} files: give 1 to {most}"

@@ -16,9 +16,11 @@ import httpx
 import pygit2
 
 from mergebot import agent
+from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.db.database import Database
-from mergebot.landing.repos import repos_root
+from mergebot.landing.repos import add_repo, repos_root
+from mergebot.rules import Rules
 
 
 def free_port() -> int:
@@ -186,6 +188,18 @@ class Fleet:
 
     def main(self) -> str:
         return str(self.bare().references["refs/heads/main"].target)
+
+
+async def start_fleet(db: Database, url: str, src: Path, tmp: Path, rules: Rules, **env: str) -> Fleet:
+    """The end-to-end tests' fleet: agents root (an admin), ann and bob, the repository ``demo`` made from ``src``
+    with ``rules``, and a bot serving it from ``tmp / "data"`` (``env``: its environment), started; the agents'
+    worktrees go under ``tmp / "work"``."""
+    tokens = {}
+    for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT)):
+        _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+    data = tmp / "data"
+    await add_repo(db, repos_root(data), name="demo", source=str(src), rules=rules)
+    return Fleet(BotProcess(url, data, **env).start(), db, tokens, tmp / "work")
 
 
 def commit(wt: Path, files: dict[str, str], message: str = "work") -> str:
