@@ -138,6 +138,20 @@ async def _queued(db: Database, root: Path, source: Path, cands: list[tuple[froz
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _base(tmp_path_factory.mktemp("lanes") / "src")
 
+async def _wind_down(ctx: Context, spec: Speculator, name: str, worker: asyncio.Task[None],
+                     stop: asyncio.Event) -> None:
+    """Stopped, not cancelled: a task cancelled in the middle of a query could leave the shared pool's connection
+    unusable for the next example. The post-land checks end on their own (the worker is still up)."""
+    if ctx.post_land:
+        await asyncio.wait(ctx.post_land, timeout=30)
+    stop.set()
+    await asyncio.wait([worker], timeout=30)
+    spec.drop(name)
+    for task in [worker, *ctx.post_land]:
+        task.cancel()
+    await asyncio.gather(worker, *ctx.post_land, return_exceptions=True)
+
+
 
 # 25 examples under MERGEBOT_LONG_DRILLS=1 (the long run), 10 in the default suite: 4 s, not 11 s (issue 42)
 @settings(max_examples=25 if os.environ.get("MERGEBOT_LONG_DRILLS") == "1" else 10, deadline=None, derandomize=True,
@@ -171,16 +185,7 @@ async def test_lanes_hold_and_only_passed_commits_land(e2e_db: Database, tmp_pat
                 if statuses <= {"landed", "running"} and not spec.windows[name].aside:
                     break
     finally:
-        # Stopped, not cancelled: a task cancelled in the middle of a query could leave the shared pool's
-        # connection unusable for the next example. The post-land checks end on their own (the worker is still up).
-        if ctx.post_land:
-            await asyncio.wait(ctx.post_land, timeout=30)
-        stop.set()
-        await asyncio.wait([worker], timeout=30)
-        spec.drop(name)
-        for task in [worker, *ctx.post_land]:
-            task.cancel()
-        await asyncio.gather(worker, *ctx.post_land, return_exceptions=True)
+        await _wind_down(ctx, spec, name, worker, stop)
 
     assert crossed == [], f"lanes crossed (slot, out): {crossed}"
     for cid, (sid, kind) in ids.items():
@@ -225,14 +230,7 @@ async def test_a_window_one_wide_with_batches_of_one_is_the_serial_queue(e2e_db:
                              and j["status"] in ("queued", "running")]  # a post-land check of main may run beside
                 assert len({j["candidate_id"] for j in open_runs}) <= 1, open_runs  # one candidate at a time
     finally:
-        if ctx.post_land:
-            await asyncio.wait(ctx.post_land, timeout=30)
-        stop.set()
-        await asyncio.wait([worker], timeout=30)
-        spec.drop(name)
-        for task in [worker, *ctx.post_land]:
-            task.cancel()
-        await asyncio.gather(worker, *ctx.post_land, return_exceptions=True)
+        await _wind_down(ctx, spec, name, worker, stop)
     order = sorted(ids)
     statuses = [(await db.landing.get_candidate(cid)).status for cid in order]
     assert statuses == ["landed", "landed", "rejected", "landed"], statuses

@@ -26,6 +26,18 @@ async def wait_for(fleet: Fleet, ids: list[int], statuses: set[str], timeout: fl
         time.sleep(0.2)
     raise AssertionError(f"subtasks {ids} never reached {statuses}:\n" + fleet.bot.log.read_text()[-3000:])
 
+async def pushed_together(fleet: Fleet, pushes: list[tuple[str, dict[str, str]]]) -> dict[int, str]:
+    """Each agent claims and pushes its files while the queue is held, so all of them are queued together and go
+    into one window: each subtask's pushed commit."""
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a window")
+    shas = {}
+    for who, files in pushes:
+        claim, _, sha = fleet.start_and_push(who, files)
+        shas[claim.subtask_id] = sha
+    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
+    return shas
+
+
 
 @pytest.mark.bot_env(MERGEBOT_SPECULATION_WINDOW="3", MERGEBOT_VERIFIER_WORKERS="3")
 async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: Fleet) -> None:
@@ -33,14 +45,11 @@ async def test_a_failing_candidate_mid_window_lands_nothing_built_on_it(fleet: F
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("one", "two", "three")]
     start = fleet.main()
     # Hold the queue so all three are queued together and go into one window.
-    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a window")
-    shas = {}
-    for who, files in (("ann", {"one.txt": "1\n"}),
-                       ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
-                       ("cat", {"three.txt": "3\n"})):
-        claim, _, sha = fleet.start_and_push(who, files)
-        shas[claim.subtask_id] = sha
-    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
+    shas = await pushed_together(fleet, [
+        ("ann", {"one.txt": "1\n"}),
+        ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
+        ("cat", {"three.txt": "3\n"})
+    ])
     one, two, three = (s.id for s in subs)
     await wait_for(fleet, [one, three], {"landed"})
     await wait_for(fleet, [two], {"running"})  # rejected, back to its owner
@@ -93,15 +102,12 @@ async def test_a_failing_batch_is_bisected_and_the_rest_land_together(fleet: Fle
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0]
             for t in ("one", "two", "three", "four")]
     start = fleet.main()
-    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a batch")
-    shas = {}
-    for who, files in (("ann", {"one.txt": "1\n"}),
-                       ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
-                       ("cat", {"three.txt": "3\n"}),
-                       ("dan", {"four.txt": "4\n"})):
-        claim, _, sha = fleet.start_and_push(who, files)
-        shas[claim.subtask_id] = sha
-    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
+    shas = await pushed_together(fleet, [
+        ("ann", {"one.txt": "1\n"}),
+        ("bob", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
+        ("cat", {"three.txt": "3\n"}),
+        ("dan", {"four.txt": "4\n"})
+    ])
     one, two, three, four = (s.id for s in subs)
     await wait_for(fleet, [one, three, four], {"landed"})
     await wait_for(fleet, [two], {"running"})
@@ -157,17 +163,14 @@ async def test_a_batch_is_bisected_at_once_and_never_spans_a_lane_being_judged(f
         _, fleet.tokens[name] = await fleet.db.agents.add_agent(name=name, role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0]
             for t in ("breaks", "a", "b", "same", "c")]
-    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a batch")
-    shas = {}
     test = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == {}\n"
-    for who, files in (("ann", {"tests/test_calc.py": test.format(5)}),  # breaks the suite
-                       ("bob", {"a.txt": "a\n"}),
-                       ("cat", {"b.txt": "b\n"}),
-                       ("dan", {"tests/test_calc.py": "import os\n" + test.format(4)}),  # merges with it cleanly
-                       ("eve", {"c.txt": "c\n"})):
-        claim, _, sha = fleet.start_and_push(who, files)
-        shas[claim.subtask_id] = sha
-    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
+    shas = await pushed_together(fleet, [
+        ("ann", {"tests/test_calc.py": test.format(5)}),  # breaks the suite
+        ("bob", {"a.txt": "a\n"}),
+        ("cat", {"b.txt": "b\n"}),
+        ("dan", {"tests/test_calc.py": "import os\n" + test.format(4)}),  # merges with it cleanly
+        ("eve", {"c.txt": "c\n"})
+    ])
     breaks, a, b, same, c = (s.id for s in subs)
     await wait_for(fleet, [a, b, same, c], {"landed"})
     await wait_for(fleet, [breaks], {"running"})
@@ -212,14 +215,11 @@ async def test_lanes_a_failure_holds_back_only_what_touches_its_paths(fleet: Fle
     paths is verified without waiting for that verdict; one touching the same file waits for it."""
     _, fleet.tokens["cat"] = await fleet.db.agents.add_agent(name="cat", role=Role.AGENT)
     subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("breaks", "same", "other")]
-    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a window")
-    shas = {}
-    for who, files in (("ann", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
-                       ("bob", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef one():\n    return 1\n"}),
-                       ("cat", {"other.txt": "other\n"})):
-        claim, _, sha = fleet.start_and_push(who, files)
-        shas[claim.subtask_id] = sha
-    await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
+    shas = await pushed_together(fleet, [
+        ("ann", {"calc.py": "def add(a, b):\n    return a - b\n"}),  # breaks the suite
+        ("bob", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef one():\n    return 1\n"}),
+        ("cat", {"other.txt": "other\n"})
+    ])
     breaks, same, other = (s.id for s in subs)
     await wait_for(fleet, [same, other], {"landed"})
     await wait_for(fleet, [breaks], {"running"})
