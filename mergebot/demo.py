@@ -38,7 +38,7 @@ from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.db.database import Database, open_database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules
 from mergebot.settings import Settings
 from mergebot.table import render_table

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.landing.main.repos import add_repo, forge_settings, repos_root
 from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import (

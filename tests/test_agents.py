@@ -24,8 +24,8 @@ from typing import Any
 from mergebot import agent
 from mergebot.agent import guide, keeper
 from mergebot.cli.parser import build_parser
-from mergebot.landing import verdicts
-from mergebot.landing.verdicts import KINDS
+from mergebot.landing.judge import verdicts
+from mergebot.landing.judge.verdicts import KINDS
 from tests.support.bot import PYTEST, Fleet, check_command, commit, git, until
 
 SHORT_LEASE = {"MERGEBOT_LEASE_SECONDS": "2", "MERGEBOT_RECOVERY_GRACE_SECONDS": "0"}
@@ -294,7 +294,7 @@ async def test_a_pre_existing_failure_is_not_final(make_fleet: Callable[..., Any
 
 def test_every_kind_the_code_can_produce_is_in_the_guide() -> None:
     root = Path(__file__).resolve().parents[1] / "mergebot"
-    codes = set(re.findall(r'Refusal\(ref, "(\w+)"', (root / "landing" / "checks.py").read_text()))
+    codes = set(re.findall(r'Refusal\(ref, "(\w+)"', (root / "landing" / "intake" / "checks.py").read_text()))
     assert len(codes) >= 9  # the push rules' codes, read from the rules themselves
     produced = {verdicts.for_refusal(c, "", 1, 1, None, "main", None).kind for c in codes}
     produced |= {kind for kind in KINDS}  # the queue records only kinds of KINDS (verdicts.recorded checks it)

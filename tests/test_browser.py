@@ -28,7 +28,7 @@ from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.models import Handle
 from mergebot.rules import Rules
 from mergebot.settings import Settings

@@ -32,7 +32,7 @@ import pytest
 
 from mergebot.auth import Role
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules, RulesChange
 from tests.support.bot import BotProcess, Fleet, check_command, commit, git, make_project, stop_keepers
 from tests.support.pg import Server

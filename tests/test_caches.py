@@ -19,7 +19,7 @@ import pygit2
 import pytest
 
 from mergebot import agent, models
-from mergebot.landing import runs
+from mergebot.landing.judge import runs
 from mergebot.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, Fleet, commit
 from tests.test_verifier import BWRAP, PASSING_SUITE, Repo
@@ -248,7 +248,7 @@ async def test_a_repository_s_rules_change_with_repo_set(e2e_db: Any, tmp_path: 
     """``mergebot repo set`` changes only the rules it is given, checks cache paths as ``repo add`` does, clears a
     setup step when asked, and names a repository that does not exist."""
     from mergebot.errors import Invalid, NotFound
-    from mergebot.landing.repos import add_repo, repos_root, set_rules
+    from mergebot.landing.main.repos import add_repo, repos_root, set_rules
     from tests.support.bot import make_project
 
     await add_repo(e2e_db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mergebot.landing.checks import (
+from mergebot.landing.intake.checks import (
     Content,
     Limits,
     RefUpdate,
@@ -113,7 +113,7 @@ def test_summary_lists_every_reason() -> None:
 def test_what_configures_the_check_is_read_from_the_change() -> None:
     """Rule 7 alone: the globs (a name in any folder, a path), the pytest sections of setup.cfg and pyproject.toml
     compared parsed, the files the command names, and the verifier's own plugin's name."""
-    from mergebot.landing.checks import check_config_paths, command_files, is_ours, pytest_sections
+    from mergebot.landing.intake.checks import check_config_paths, command_files, is_ours, pytest_sections
 
     globs = ["conftest.py", "pytest.ini", "ci/*.sh"]
     changed = ["src/conftest.py", "pytest.ini", "ci/check.sh", "ci/notes.md", "README.md", "setup.cfg",

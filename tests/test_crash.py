@@ -20,7 +20,7 @@ import pygit2
 import pytest
 
 from mergebot import agent
-from mergebot.landing.orphans import queue_orphans
+from mergebot.landing.main.orphans import queue_orphans
 from tests.support.bot import Fleet, commit, git
 
 

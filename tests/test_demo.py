@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mergebot.db.database import Database
 from mergebot.demo import LEASE
-from mergebot.landing.told import candidate_verdict
+from mergebot.landing.judge.told import candidate_verdict
 from mergebot.models import Candidate
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mergebot.landing.repos import set_rules
+from mergebot.landing.main.repos import set_rules
 from mergebot.rules import RulesChange
 from tests.support.bot import check_command, commit, git
 from tests.support.forge_fleet import SECRET, ZERO, ForgeFleet, final, pull_request

@@ -22,7 +22,7 @@ import pytest
 
 from mergebot.auth import Role
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.landing.main.repos import add_repo, forge_settings, repos_root
 from mergebot.rules import Rules
 from tests.support.bot import BotProcess, check_command, forge_remote, git, make_project
 from tests.support.forge_fleet import SECRET, TOKEN, ZERO, ForgeFleet

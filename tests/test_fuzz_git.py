@@ -27,7 +27,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.git import cgi, smarthttp
 from mergebot.git.smarthttp import GitHttp, PushSession
-from mergebot.landing.checks import (
+from mergebot.landing.intake.checks import (
     Content,
     Limits,
     RefUpdate,
@@ -36,7 +36,7 @@ from mergebot.landing.checks import (
     judge_ref,
     parse_subtask_ref,
 )
-from mergebot.landing.prereceive import parse_updates
+from mergebot.landing.intake.prereceive import parse_updates
 from mergebot.models import Agent, Owner
 from mergebot.rules import Rules
 from tests.support.fuzzing import FAST, HTTP, SHA, ZERO

@@ -108,7 +108,7 @@ def test_merge_onto_dates_the_merge_now(tmp_path: Path) -> None:
 def test_push_check_names_the_subtask_whose_branch_holds_a_commit(tmp_path: Path) -> None:
     """``prereceive._foreign``: the one walk finds nothing for fresh work, and a hit is named by subtask, also when
     the walk over every branch is too long to finish and the branches are looked at one by one."""
-    from mergebot.landing.prereceive import _foreign
+    from mergebot.landing.intake.prereceive import _foreign
 
     repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
     t = int(time.time())

@@ -31,7 +31,7 @@ from mergebot.errors import Invalid
 from mergebot.forge.client import GitHubClient, StatusPost
 from mergebot.forge.renewing import Renewing
 from mergebot.git import credentials
-from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.landing.main.repos import add_repo, forge_settings, repos_root
 from mergebot.rules import Rules
 from tests.support.bot import BotProcess, check_command, commit, forge_remote, git, make_project
 from tests.support.forge_standin import ForgeStandin, GitHubApp, PostedStatus

@@ -45,7 +45,7 @@ from mergebot import agent
 from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules
 from mergebot.verify.worker import psycopg_hosts
 from tests.support.bot import BotProcess, Fleet, check_command, commit, make_project, stop_keepers

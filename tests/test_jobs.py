@@ -25,7 +25,7 @@ from mergebot.client import ApiError, Client
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules
 from tests.conftest import bot_env
 from tests.support.bot import BotProcess, make_project

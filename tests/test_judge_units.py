@@ -8,7 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mergebot.landing.checks import shadowing
+from mergebot.landing.intake.checks import shadowing
 from mergebot.landing.judge import heldout
 from mergebot.landing.judge.reset import DEFAULT_GLOBS, Allowed, Change, matches, plan
 from verifier import outcomes, startup

@@ -8,7 +8,7 @@ from typing import Any
 
 from mergebot import messages as say
 from mergebot.forge import checkrun
-from mergebot.landing import evidence, verdicts
+from mergebot.landing.judge import evidence, verdicts
 from mergebot.models.judgement import Comparison, HeldOut, Judged, Judgement
 from mergebot.web import present
 from verifier import compare as cmp

@@ -245,7 +245,7 @@ async def test_one_broken_repository_does_not_hold_the_others(fleet: Fleet, tmp_
     repositories' queues go on, and the broken one is retried with a back-off, not dropped."""
     import shutil
 
-    from mergebot.landing.repos import add_repo, repos_root
+    from mergebot.landing.main.repos import add_repo, repos_root
     from tests.support.bot import make_project
 
     data = fleet.bot.data_dir

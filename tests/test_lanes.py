@@ -30,10 +30,10 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
-from mergebot.landing.chain import Window
 from mergebot.landing.context import Context
-from mergebot.landing.repos import add_repo, repos_root
-from mergebot.landing.window import Speculator
+from mergebot.landing.main.repos import add_repo, repos_root
+from mergebot.landing.window.chain import Window
+from mergebot.landing.window.executor import Speculator
 from mergebot.rules import Rules, RulesChange
 from verifier.runner import Result
 

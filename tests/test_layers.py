@@ -1,7 +1,7 @@
 """The layering of ``mergebot``, checked from the code: imports point down only.
 
 Every module belongs to a *unit*: the first component of its name under ``mergebot``
-(``mergebot.landing.queue`` is in unit ``landing``, ``mergebot.models`` in ``models``, the package's own
+(``mergebot.landing.window.queue`` is in unit ``landing``, ``mergebot.models`` in ``models``, the package's own
 ``__init__`` in unit ``mergebot``). ``UNITS`` below places each unit on a layer, lowest first:
 
   0. records and plain helpers: the package ``__init__``, models, messages (every sentence anyone is told),
@@ -19,6 +19,11 @@ Rules, each checked by its own test below:
   4. ``verifier/`` imports nothing from ``mergebot``: it is shipped and run on its own.
   5. The scan found something to judge (at least ``MIN_MODULES`` modules and ``MIN_EDGES`` import edges
      inside ``mergebot``), so the checks above cannot pass by looking at nothing.
+  6. Inside unit ``landing`` every module belongs to a *room* of ``ROOMS`` (a module directly under
+     ``mergebot/landing/`` or a package of it), and the rooms stand on levels: context 0, target 1, judge 2,
+     main 3, intake and window 4. An import inside ``landing`` points to its own room or to a lower level, never
+     up and never sideways between two rooms of one level; the scan finds at least ``MIN_ROOM_MODULES`` modules
+     in rooms and ``MIN_ROOM_EDGES`` imports between rooms, and every room holds a module.
 
 What counts as an import: every ``import`` and ``from ... import`` statement anywhere in a file — at the
 top, inside functions (lazy imports), under ``if TYPE_CHECKING:`` — read with ``ast``, never by importing.
@@ -113,7 +118,8 @@ class Edge:
 
 
 def module_name(path: PurePosixPath) -> str:
-    """``mergebot/landing/queue.py`` -> ``mergebot.landing.queue``; ``mergebot/db/__init__.py`` -> ``mergebot.db``."""
+    """``mergebot/landing/window/queue.py`` -> ``mergebot.landing.window.queue``; ``mergebot/db/__init__.py`` ->
+    ``mergebot.db``."""
     parts = list(path.with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -290,11 +296,11 @@ def edge(module: str, target: str, line: int = 1) -> Edge:
 
 
 def test_module_names() -> None:
-    assert module_name(PurePosixPath("mergebot/landing/queue.py")) == "mergebot.landing.queue"
+    assert module_name(PurePosixPath("mergebot/landing/window/queue.py")) == "mergebot.landing.window.queue"
     assert module_name(PurePosixPath("mergebot/db/__init__.py")) == "mergebot.db"
     assert module_name(PurePosixPath("mergebot/__init__.py")) == "mergebot"
     assert module_name(PurePosixPath("mergebot/__main__.py")) == "mergebot.__main__"
-    assert [unit_of(n) for n in ("mergebot", "mergebot.landing.queue", "mergebot.models", "verifier.runner",
+    assert [unit_of(n) for n in ("mergebot", "mergebot.landing.window.queue", "mergebot.models", "verifier.runner",
                                  "mergebotx")] == ["mergebot", "landing", "models", None, None]
 
 
@@ -327,10 +333,10 @@ def test_from_import_reaches_a_submodule_only_when_there_is_one() -> None:
 
 
 def test_relative_imports_resolve_against_the_package() -> None:
-    known = {"mergebot.landing.checks", "mergebot.db.base"}
-    source = "from . import checks\nfrom .planner import plan\nfrom ..db import base\nfrom .. import errors\n"
-    got = [e.target for e in _edges("mergebot.landing.queue", source, known=known)]
-    assert got == ["mergebot.landing.checks", "mergebot.landing.planner", "mergebot.db.base", "mergebot"]
+    known = {"mergebot.landing.intake.checks", "mergebot.db.base"}
+    source = "from ..intake import checks\nfrom .planner import plan\nfrom ...db import base\nfrom ... import errors\n"
+    got = [e.target for e in _edges("mergebot.landing.window.queue", source, known=known)]
+    assert got == ["mergebot.landing.intake.checks", "mergebot.landing.window.planner", "mergebot.db.base", "mergebot"]
     # in an __init__ the package is the module itself
     got = [e.target for e in _edges("mergebot.db", "from . import base\nfrom .base import x\n", True, known)]
     assert got == ["mergebot.db.base", "mergebot.db.base"]
@@ -340,7 +346,7 @@ def test_relative_imports_resolve_against_the_package() -> None:
 
 def test_an_unknown_unit_and_a_wrong_shape_are_reported() -> None:
     files = {"mergebot": "mergebot/__init__.py", "mergebot.models": "mergebot/models.py",
-             "mergebot.landing.queue": "mergebot/landing/queue.py", "mergebot.store": "mergebot/store.py",
+             "mergebot.landing.window.queue": "mergebot/landing/window/queue.py", "mergebot.store": "mergebot/store.py",
              "mergebot.cli": "mergebot/cli.py", "mergebot.__main__": "mergebot/__main__.py",
              "mergebot.metrics.counters": "mergebot/metrics/counters.py", "verifier.runner": "verifier/runner.py"}
     problems = unplaced(files, UNITS)
@@ -353,10 +359,10 @@ def test_an_unknown_unit_and_a_wrong_shape_are_reported() -> None:
 
 def test_an_upward_import_is_reported() -> None:
     edges = [edge("mergebot.db.connect", "mergebot.landing.store", 7),  # 1 -> 2: up
-             edge("mergebot.landing.queue", "mergebot.db.connect"),  # 2 -> 1: down
-             edge("mergebot.landing.queue", "mergebot.forge.client"),  # 2 -> 2: same layer
+             edge("mergebot.landing.window.queue", "mergebot.db.connect"),  # 2 -> 1: down
+             edge("mergebot.landing.window.queue", "mergebot.forge.client"),  # 2 -> 2: same layer
              edge("mergebot.models", "mergebot.cli"),  # 0 -> 3: up
-             edge("mergebot.landing.queue", "mergebot.landing.planner"),  # inside one unit
+             edge("mergebot.landing.window.queue", "mergebot.landing.window.planner"),  # inside one unit
              edge("mergebot.store", "mergebot.api"),  # unknown unit: rule 1's
              edge("mergebot.web.render", "mergebot")]  # to the package __init__: layer 0
     bad = upward(edges, UNITS)
@@ -365,9 +371,9 @@ def test_an_upward_import_is_reported() -> None:
 
 
 def test_a_mutual_import_is_reported_even_within_one_layer() -> None:
-    edges = [edge("mergebot.landing.queue", "mergebot.forge.client", 3),
+    edges = [edge("mergebot.landing.window.queue", "mergebot.forge.client", 3),
              edge("mergebot.forge.webhooks", "mergebot.landing.store", 9),
-             edge("mergebot.landing.queue", "mergebot.landing.store"),  # inside one unit
+             edge("mergebot.landing.window.queue", "mergebot.landing.store"),  # inside one unit
              edge("mergebot.verify.jobs", "mergebot.db.connect")]  # one way only
     assert mutual(edges) == {("forge", "landing"): [edges[1], edges[0]]}
     assert mutual(edges[:1] + edges[2:]) == {}
@@ -384,3 +390,123 @@ def test_the_sanity_count_keeps_only_edges_inside_the_package() -> None:
              edge("mergebot.cli", "mergebot.agent", 2), edge("mergebot.agent", "mergebot.agent"),
              edge("verifier.runner", "mergebot.models")]
     assert internal(edges) == {("mergebot.cli", "mergebot.agent"), ("mergebot.agent", "mergebot.agent")}
+
+
+# --- rule 6: the rooms of unit landing -------------------------------------------------------------------------
+
+LANDING = f"{PACKAGE}.landing"
+# room -> (level, shape), lowest first. Shape "module": ``mergebot/landing/<room>.py``; "package":
+# ``mergebot/landing/<room>/``. A new module of ``landing`` goes into the room whose job it does.
+ROOMS: dict[str, tuple[int, str]] = {
+    "context": (0, "module"),  # what the landing path runs with: database, git, crash points
+    "target": (1, "module"),  # where main lives: a hosted repository or a forge's
+    "judge": (2, "package"),  # a finished run to a typed verdict
+    "main": (3, "package"),  # where main moves, is reconciled and mended
+    "intake": (4, "package"),  # what a push is checked against before it queues
+    "window": (4, "package"),  # which candidates run, speculation, the executor
+}
+MIN_ROOM_MODULES = 35
+MIN_ROOM_EDGES = 50
+
+
+def room_of(name: str) -> str | None:
+    """The room of a dotted name inside LANDING (its component below LANDING), or None outside it or for LANDING."""
+    parts, top = name.split("."), LANDING.split(".")
+    if parts[: len(top)] != top or len(parts) == len(top):
+        return None
+    return parts[len(top)]
+
+
+def unroomed(files: Mapping[str, str], rooms: Mapping[str, tuple[int, str]]) -> list[str]:
+    """Rule 6, for ``files`` (module -> path): modules under LANDING in no room of the table, or of the wrong shape."""
+    problems = []
+    for module, path in sorted(files.items(), key=lambda kv: kv[1]):
+        room = room_of(module)
+        if room is None:
+            continue
+        if room not in rooms:
+            problems.append(f"{path} ({module}): room {room!r} is not in the table; put the module in a room of ROOMS")
+            continue
+        shape = rooms[room][1]
+        is_module_file = PurePosixPath(path).parent == PurePosixPath(*LANDING.split("."))
+        if shape == "package" and is_module_file:
+            problems.append(f"{path} ({module}): the table has room {room!r} as a package, not a single module")
+        elif shape == "module" and not is_module_file:
+            problems.append(f"{path} ({module}): the table has room {room!r} as a single module, not a package")
+    return problems
+
+
+def crossing(edges: Iterable[Edge], rooms: Mapping[str, tuple[int, str]]) -> list[Edge]:
+    """Rule 6: edges between two rooms of LANDING that point up or sideways (rooms missing from the table are
+    left to the placement check)."""
+    bad = []
+    for e in edges:
+        src, dst = room_of(e.module), room_of(e.target)
+        if src is None or dst is None or src == dst or src not in rooms or dst not in rooms:
+            continue
+        if rooms[dst][0] >= rooms[src][0]:
+            bad.append(e)
+    return bad
+
+
+def test_every_landing_module_is_in_a_room(tree: Tree) -> None:
+    problems = unroomed(tree.files, ROOMS)
+    assert not problems, f"{len(problems)} module(s) of {LANDING} outside the rooms (tests/test_layers.py ROOMS):\n" \
+                         + _listing(problems)
+
+
+def test_landing_imports_point_to_a_lower_room(tree: Tree) -> None:
+    bad = crossing(tree.of(PACKAGE), ROOMS)
+    lines = [f"{e}  [{room_of(e.module)} is level {ROOMS[room_of(e.module) or ''][0]}, "
+             f"{room_of(e.target)} is level {ROOMS[room_of(e.target) or ''][0]}]" for e in bad]
+    assert not bad, f"{len(bad)} import(s) inside {LANDING} point up or sideways between rooms (move the helper " \
+                    "down to the room both can import):\n" + _listing(lines)
+
+
+def test_the_rooms_scan_found_the_code(tree: Tree) -> None:
+    modules = [m for m in tree.files if room_of(m)]
+    between = {(e.module, e.target) for e in tree.of(PACKAGE)
+               if room_of(e.module) and room_of(e.target) and room_of(e.module) != room_of(e.target)}
+    assert len(modules) >= MIN_ROOM_MODULES, f"only {len(modules)} modules found in the rooms of {LANDING}"
+    assert len(between) >= MIN_ROOM_EDGES, f"only {len(between)} imports found between the rooms of {LANDING}"
+    empty = set(ROOMS) - {room_of(m) for m in modules}
+    assert not empty, f"rooms of the table without a module: {sorted(empty)}"
+
+
+def test_room_names() -> None:
+    assert [room_of(n) for n in ("mergebot.landing.main.land", "mergebot.landing.context", "mergebot.landing.window",
+                                 "mergebot.landing", "mergebot.landingx.y", "mergebot.db.landing", "verifier.runner")] \
+        == ["main", "context", "window", None, None, None, None]
+
+
+def test_an_import_up_or_sideways_between_rooms_is_reported() -> None:
+    edges = [edge("mergebot.landing.main.land", "mergebot.landing.window.planner", 5),  # 3 -> 4: up
+             edge("mergebot.landing.intake.assess", "mergebot.landing.window.queue", 6),  # 4 -> 4: sideways
+             edge("mergebot.landing.window.alone", "mergebot.landing.main.land"),  # 4 -> 3: down
+             edge("mergebot.landing.window.queue", "mergebot.landing.window.planner"),  # its own room
+             edge("mergebot.landing.context", "mergebot.landing.target", 9),  # 0 -> 1: up
+             edge("mergebot.landing.window.queue", "mergebot.db.landing"),  # out of the unit: rules 2 and 3
+             edge("mergebot.cli.admin", "mergebot.landing.window.queue"),  # into the unit from outside
+             edge("mergebot.landing.store.x", "mergebot.landing.context"),  # no such room: the placement check's
+             edge("mergebot.landing.window", "mergebot.landing")]  # to the unit's own package
+    bad = crossing(edges, ROOMS)
+    assert bad == [edges[0], edges[1], edges[4]]
+    assert str(bad[1]) == ("mergebot.landing.intake.assess (mergebot/landing/intake/assess.py:6) imports "
+                           "mergebot.landing.window.queue")
+
+
+def test_a_module_outside_every_room_is_reported() -> None:
+    files = {"mergebot.landing.context": "mergebot/landing/context.py",
+             "mergebot.landing.main.land": "mergebot/landing/main/land.py",
+             "mergebot.landing.window": "mergebot/landing/window/__init__.py",
+             "mergebot.landing": "mergebot/landing/__init__.py",
+             "mergebot.models": "mergebot/models.py",
+             "mergebot.landing.stray": "mergebot/landing/stray.py",  # in no room
+             "mergebot.landing.judge": "mergebot/landing/judge.py",  # a room that is a package
+             "mergebot.landing.target.x": "mergebot/landing/target/x.py"}  # a room that is a module
+    problems = unroomed(files, ROOMS)
+    assert len(problems) == 3
+    assert any(p.startswith("mergebot/landing/stray.py (mergebot.landing.stray): room 'stray' is not in the table")
+               for p in problems)
+    assert any(p.startswith("mergebot/landing/judge.py") and "as a package" in p for p in problems)
+    assert any(p.startswith("mergebot/landing/target/x.py") and "as a single module" in p for p in problems)

@@ -33,7 +33,7 @@ CLEANED = (
     "mergebot/git/gate.py",
     "mergebot/forge/renewing.py",
     "mergebot/db/views.py",
-    "mergebot/landing/repos.py",
+    "mergebot/landing/main/repos.py",
     "mergebot/cli/admin.py",
     "mergebot/drill/gather.py",
     "mergebot/db/landing.py",

@@ -25,7 +25,7 @@ from mergebot.auth import Role
 from mergebot.cli import render
 from mergebot.db.database import Database
 from mergebot.db.views import Snapshot
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import Fleet, commit, git, make_project

@@ -13,8 +13,8 @@ import httpx
 import pygit2
 
 from mergebot.db.database import Database
-from mergebot.landing import verdicts
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.judge import verdicts
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.models import Handle
 from mergebot.rules import Rules
 from mergebot.tree import Node, plan

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mergebot.landing.planner import (
+from mergebot.landing.window.planner import (
     Batching,
     Decision,
     Sizing,

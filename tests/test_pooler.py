@@ -21,7 +21,7 @@ import pytest
 from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.conftest import fresh_database

@@ -10,11 +10,11 @@ import pygit2
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.git import repo as git
-from mergebot.landing.chain import Window
 from mergebot.landing.context import Context
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.landing.target import target_for
-from mergebot.landing.window import Speculator
+from mergebot.landing.window.chain import Window
+from mergebot.landing.window.executor import Speculator
 from mergebot.models import Candidate
 from mergebot.rules import Rules
 from tests.support.bot import make_project

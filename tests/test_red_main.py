@@ -26,8 +26,8 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
-from mergebot.landing.mend import next_probe
-from mergebot.landing.repos import add_repo, repos_root, set_rules
+from mergebot.landing.main.mend import next_probe
+from mergebot.landing.main.repos import add_repo, repos_root, set_rules
 from mergebot.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, Fleet, commit, git, make_project, start_fleet, stop_keepers
 from tests.test_metrics import Samples, parse
@@ -344,9 +344,9 @@ async def test_a_mend_that_gave_up_stays_given_up_until_main_moves_or_an_admin_r
     """Mending never reverts a revert: with the bot's own revert among the red landings it gives up, announced once.
     A restart (``mend.resume``) does not try again at the same red commit; a new red commit, or an admin's
     resume, does."""
-    from mergebot.landing import mend
     from mergebot.landing.context import Context
-    from mergebot.landing.repos import hold
+    from mergebot.landing.main import mend
+    from mergebot.landing.main.repos import hold
     from tests.test_views import land as land_directly
     from verifier.runner import Result
 

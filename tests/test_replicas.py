@@ -24,7 +24,7 @@ from mergebot.client import ApiError, Client
 from mergebot.db.database import Database
 from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules, RulesChange
 from tests.support.bot import BotProcess, check_command, commit, git, make_project, stop_keepers
 

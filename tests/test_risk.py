@@ -1,4 +1,4 @@
-"""The failure estimate alone (``mergebot.landing.risk``): what raises it, what bounds it, and its calibration
+"""The failure estimate alone (``mergebot.landing.intake.risk``): what raises it, what bounds it, and its calibration
 table. Pure, like the planner: plain ``Facts`` in, a probability out."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mergebot.landing import risk
-from mergebot.landing.risk import Facts, estimate
+from mergebot.landing.intake import risk
+from mergebot.landing.intake.risk import Facts, estimate
 
 SEASONED = Facts(agent_finished=40, agent_failed=2, repo_finished=300, repo_failed=30)
 

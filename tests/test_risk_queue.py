@@ -1,5 +1,5 @@
-"""A risk-aware queue end to end (``mergebot.landing.risk``, the window's batches, rules 4a and 4b of the planner):
-a real server, real pushes, the real verifier.
+"""A risk-aware queue end to end (``mergebot.landing.intake.risk``, the window's batches, rules 4a and 4b of the
+planner): a real server, real pushes, the real verifier.
 
 Each push's failure estimate is made from the records when it is queued; the queue takes the safer first,
 batches likely passes together, runs a likely failure alone and, when a batch fails, leaves its clear culprit out

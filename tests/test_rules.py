@@ -20,7 +20,7 @@ from mergebot.auth import Role
 from mergebot.cli.parser import build_parser
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
-from mergebot.landing.repos import repos_root
+from mergebot.landing.main.repos import repos_root
 from mergebot.models import Repo
 from mergebot.rules import CHECK_CONFIG, QueueRules, Rules, RulesChange, queue_rules
 from tests.support.bot import BotProcess, Fleet, check_command, make_project
@@ -158,7 +158,7 @@ async def test_a_repository_s_window_of_one_lands_one_at_a_time_on_a_wide_server
 def test_a_run_s_spec_survives_its_json_round_trip() -> None:
     """The per-run part of the rules travels in the job as JSON and comes back the same; a job's spec from before
     (no plugins, no own tests, no caches) reads with the defaults."""
-    from mergebot.landing import runs
+    from mergebot.landing.judge import runs
     from verifier.spec import CheckSpec, Own, Setup
 
     spec = CheckSpec("pytest -q", 60, memory_mb=512, sandbox_paths=("/opt/tool",), disk_limit_mb=64,

@@ -30,7 +30,7 @@ from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.errors import Invalid
 from mergebot.forge.sansio import MAX_BODY_BYTES
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import Fleet, commit, git, make_project

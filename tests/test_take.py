@@ -8,7 +8,7 @@ from pathlib import Path
 from mergebot import messages as say
 from mergebot.auth import Role
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.messages.refs import subtask_ref
 from mergebot.models import Handle
 from mergebot.rules import Rules

@@ -1,5 +1,5 @@
-"""The tamper signal (``mergebot.landing.tamper``): every hack of the corpus named on exactly its marked lines, no
-honest change flagged, only what a change adds, the cap, files that do not parse, and never an exception."""
+"""The tamper signal (``mergebot.landing.intake.tamper``): every hack of the corpus named on exactly its marked lines,
+no honest change flagged, only what a change adds, the cap, files that do not parse, and never an exception."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mergebot.landing.tamper import MAX_BYTES, MAX_FINDINGS, RULES, TEXT_CHARS, Finding, scan
+from mergebot.landing.intake.tamper import MAX_BYTES, MAX_FINDINGS, RULES, TEXT_CHARS, Finding, scan
 from tests.support.tamper_corpus import HACKS, HONEST, MARK, Case, changes, is_test
 
 

@@ -22,7 +22,7 @@ import pytest
 from mergebot import agent
 from mergebot.auth import Role
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules
 from tests.support.bot import BotProcess, Fleet, check_command, commit, make_project, stop_keepers
 from tests.test_judged import push

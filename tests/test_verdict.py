@@ -1,4 +1,4 @@
-"""The verdict policy alone (``mergebot.landing.verdict``): what follows each run, from results to a decision.
+"""The verdict policy alone (``mergebot.landing.judge.verdict``): what follows each run, from results to a decision.
 
 Every path of a candidate's runs is walked here with plain ``Judged`` values (a run and what it was judged to be), as
 the queue walks them with real runs: the table below is the policy in full, and a property checks the walk always
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mergebot.landing import verdict
-from mergebot.landing.verdict import Runs, next_step
+from mergebot.landing.judge import verdict
+from mergebot.landing.judge.verdict import Runs, next_step
 from mergebot.models.judgement import Judged, Judgement
 from verifier.runner import Result
 

@@ -1,5 +1,5 @@
 """Migration 0026 writes each old rejected candidate's verdict kind onto its row, as its reason's first words gave
-it when read (``mergebot.landing.verdicts`` before issue 42), so the kind is never read from a sentence again.
+it when read (``mergebot.landing.judge.verdicts`` before issue 42), so the kind is never read from a sentence again.
 Real PostgreSQL (both servers): old rows are made by hand, the migration's own text is run on them, and each row's
 kind is compared with the classification it replaces (kept here as the oracle)."""
 
@@ -12,7 +12,7 @@ from mergebot import messages as say
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.db.migrate import list_migrations
-from mergebot.landing.verdicts import KINDS, kind_for
+from mergebot.landing.judge.verdicts import KINDS, kind_for
 from mergebot.rules import Rules
 from verifier.runner import Result
 

@@ -24,7 +24,7 @@ import pytest
 from mergebot import agent
 from mergebot.client import ApiError
 from mergebot.db.locks import SessionLocks
-from mergebot.landing.verdicts import KINDS
+from mergebot.landing.judge.verdicts import KINDS
 from tests.support.bot import Fleet, check_command, commit, git, until
 from verifier import limits
 from verifier import sandbox as sb

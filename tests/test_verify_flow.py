@@ -14,7 +14,7 @@ import pytest
 
 from mergebot import agent
 from mergebot.client import Client
-from mergebot.landing.repos import repos_root
+from mergebot.landing.main.repos import repos_root
 from mergebot.models import Subtask
 from mergebot.verify.worker import private_paths, psycopg_host
 from tests.support.bot import Fleet, check_command, commit, git, until

@@ -21,7 +21,7 @@ from mergebot.cli import render
 from mergebot.cli import views as cli_views
 from mergebot.client import ApiError
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.models import Handle, Landing
 from mergebot.rules import Rules
 from mergebot.settings import Settings

@@ -31,7 +31,7 @@ from mergebot import agent
 from mergebot.client import Client
 from mergebot.db.embedded import alive
 from mergebot.git import repo as gitrepo
-from mergebot.landing.repos import repos_root
+from mergebot.landing.main.repos import repos_root
 from tests.support.bot import BotProcess, commit, git, make_project
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 from mergebot.auth import Role
 from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo
+from mergebot.landing.main.repos import add_repo
 from mergebot.models import Landing
 from mergebot.rules import Rules
 from mergebot.settings import Settings

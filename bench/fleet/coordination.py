@@ -42,7 +42,7 @@ from bench.common import harness
 from bench.common.gitenv import agent_worktrees, commit_all, git_env, run_git
 from mergebot import agent
 from mergebot.client import ApiError, Client
-from mergebot.landing.repos import repos_root
+from mergebot.landing.main.repos import repos_root
 
 REPO = "coord"
 TARGET_CUT = 0.5  # footprints: conflict rejections per landing at most half of what they are without

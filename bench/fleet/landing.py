@@ -22,8 +22,8 @@ from bench.common import harness
 from bench.common.gitenv import agent_worktrees
 from bench.common.measure import CpuMeter, pctl
 from bench.fleet.agents import REPO, VERIFY_PURPOSES, AgentRun, Idle, agent_loop, agent_rate, check_command, make_source
-from mergebot.landing import risk
-from mergebot.landing.repos import repos_root
+from mergebot.landing.intake import risk
+from mergebot.landing.main.repos import repos_root
 from mergebot.rules import RulesChange
 from mergebot.settings import Settings
 

@@ -1,15 +1,15 @@
-"""The speculation window's policies in a model: the real planner (``mergebot.landing.planner.decide``) over an
+"""The speculation window's policies in a model: the real planner (``mergebot.landing.window.planner.decide``) over an
 abstract queue, with no git, no database and no server, so a policy's ceiling is known in seconds.
 
 The model: ``W`` verifier workers, a check of ``D`` (within +-3%), a queue that never runs dry (the fleet's 100 agents
 keep about 90 candidates waiting), and candidates that fail with their agent's rate (a uniform ``p``, or a mix of agents
 as ``python -m bench.fleet --agents-mix``). A run fails when any candidate it covers is bad: deterministic, as the
-fleet's synthetic check, and without retries. The executor here does what ``mergebot.landing.window`` does with each
-decision, simplified: it fills the chain up to ``W`` runs with batches that stay likelier to pass than the threshold,
-lands a passing prefix, cuts behind a failure (the cut runs count: a worker started them), judges a failing single apart
-(rejected on its run), leaves a suspect out (judged on its failed run when its rest lands, else back to the queue), and
-judges a failed stretch apart (each candidate on main alone: one run each; one that passes comes back with the estimate
-``planner.PROVEN``). No stage costs time but the check.
+fleet's synthetic check, and without retries. The executor here does what ``mergebot.landing.window.executor`` does with
+each decision, simplified: it fills the chain up to ``W`` runs with batches that stay likelier to pass than the
+threshold, lands a passing prefix, cuts behind a failure (the cut runs count: a worker started them), judges a failing
+single apart (rejected on its run), leaves a suspect out (judged on its failed run when its rest lands, else back to the
+queue), and judges a failed stretch apart (each candidate on main alone: one run each; one that passes comes back with
+the estimate ``planner.PROVEN``). No stage costs time but the check.
 
 Policies (``--policies``):
   * ``speculative``: no batches, no estimates (the fleet's ``speculative`` mode);
@@ -43,7 +43,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from bench.fleet.agents import agent_mix
-from mergebot.landing import planner
+from mergebot.landing.window import planner
 
 POLICIES = ("speculative", "bisect", "leave-out", "apart")
 CLEAR = {"bisect": planner.CLEAR_SHARE, "leave-out": 0.0, "apart": planner.CLEAR_SHARE, "speculative": 1.0}

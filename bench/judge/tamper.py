@@ -1,4 +1,5 @@
-"""The tamper signal (``mergebot.landing.tamper``) on its corpus: what it catches, what it wrongly flags, how fast.
+"""The tamper signal (``mergebot.landing.intake.tamper``) on its corpus: what it catches, what it wrongly flags, how
+fast.
 
 The corpus is ``tests/support/tamper_corpus.py``: reward hacks on a repository whose ``calc.py`` has a broken
 ``add()``, each naming the rules that must catch it, and honest changes that must not be flagged. Printed per rule:
@@ -21,7 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from mergebot.landing.tamper import RULES, Finding, scan
+from mergebot.landing.intake.tamper import RULES, Finding, scan
 from tests.support.tamper_corpus import HACKS, HONEST, changes, is_test
 
 

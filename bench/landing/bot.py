@@ -20,12 +20,13 @@ from bench.common.measure import Steps
 from bench.landing.repo import NOOP, T, fmt, header, make_commit, row, stats, touched_file
 from mergebot.db.database import Database
 from mergebot.git import repo as gitrepo
-from mergebot.landing import alone, postland
-from mergebot.landing import land as landing_land
-from mergebot.landing import runs as landing_runs
 from mergebot.landing import target as landing_target
 from mergebot.landing.context import Context
-from mergebot.landing.window import Speculator
+from mergebot.landing.judge import runs as landing_runs
+from mergebot.landing.main import land as landing_land
+from mergebot.landing.main import postland
+from mergebot.landing.window import alone
+from mergebot.landing.window.executor import Speculator
 from mergebot.models import Candidate, Repo
 from mergebot.settings import Settings
 from mergebot.verify import worker as worker_mod

@@ -49,7 +49,7 @@ from bench.common.gitenv import agent_worktrees, commit_all, git_env, run_git
 from bench.landing import realsize
 from mergebot import agent
 from mergebot.client import Client
-from mergebot.landing.repos import repos_root
+from mergebot.landing.main.repos import repos_root
 
 REPO = "chain"
 STEPS = ("released", "claimed", "pushed", "to the queue", "merged", "picked up", "dispatched", "check", "landed")

@@ -19,7 +19,7 @@ import pygit2
 from bench.common import harness
 from bench.landing.repo import GIT, NOOP, header, make_commit, row, run, touched_file
 from mergebot.git import repo as gitrepo
-from mergebot.landing.repos import repos_root
+from mergebot.landing.main.repos import repos_root
 
 # -- 2. the naive script ------------------------------------------------------------------------------------
 

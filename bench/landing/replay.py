@@ -39,7 +39,7 @@ from bench.common.gitenv import agent_worktrees, git_env, run_git
 from bench.landing import realsize
 from mergebot import agent
 from mergebot.client import Client
-from mergebot.landing.repos import repos_root
+from mergebot.landing.main.repos import repos_root
 
 REPO = "replay"
 MODES = {"defaults": {}, "serial": {"MERGEBOT_SPECULATION_WINDOW": "1", "MERGEBOT_BATCH_SIZE": "1"},

@@ -33,7 +33,7 @@ import httpx
 
 from bench.common import harness
 from bench.common.measure import cpu_jiffies, fmt, pctl
-from mergebot.landing.repos import repos_root
+from mergebot.landing.main.repos import repos_root
 
 BURN = ("import multiprocessing as m, os, sys, time\n"
         "def spin(t):\n"

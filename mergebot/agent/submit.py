@@ -9,7 +9,7 @@ Rules:
   * The wait is one long-poll request per verdict (or 30 s), never a tight poll. It ends at a final verdict;
     ``parked`` is not final (it lands by itself once main is green again) but it ends the wait too, unless
     ``through_parked`` asks to wait on.
-  * The answer is the candidate's record with its typed ``verdict`` (``mergebot.landing.verdicts``), or, for a
+  * The answer is the candidate's record with its typed ``verdict`` (``mergebot.landing.judge.verdicts``), or, for a
     push git refused, a verdict built from the refusal.
 """
 

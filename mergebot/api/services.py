@@ -26,8 +26,8 @@ from mergebot.forge.outbox import StatusSender
 from mergebot.forge.webhooks import WebhookHandler
 from mergebot.git import credentials
 from mergebot.git.smarthttp import GitHttp
-from mergebot.landing.queue import LandingQueue
-from mergebot.landing.repos import repos_root
+from mergebot.landing.main.repos import repos_root
+from mergebot.landing.window.queue import LandingQueue
 from mergebot.models import Agent
 from mergebot.naps import cancel_all
 from mergebot.recovery import recovery_loop

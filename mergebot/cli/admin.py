@@ -136,7 +136,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 def cmd_repo_add(args: argparse.Namespace) -> None:
-    from mergebot.landing.repos import add_repo, repos_root
+    from mergebot.landing.main.repos import add_repo, repos_root
 
     settings = settings_from(args)
 
@@ -144,7 +144,7 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
     if (args.github_app_id or args.github_app_key_env or args.installation_id) and not args.github:
         raise SystemExit(say.GITHUB_APP_NEEDS_GITHUB)
     if args.github or args.gitea or args.forgejo:
-        from mergebot.landing.repos import forge_settings
+        from mergebot.landing.main.repos import forge_settings
 
         if sum(bool(x) for x in (args.github, args.gitea, args.forgejo, args.source)) > 1:
             raise SystemExit(say.REPO_ADD_ONE_SOURCE)
@@ -193,14 +193,14 @@ def rules_given(args: argparse.Namespace) -> dict[str, Any]:
 def held_out_of(args: argparse.Namespace) -> list[tuple[str, bytes]] | None:
     """The held-out checks ``--held-out DIR`` gives (``[]`` for ``--no-held-out``; None: unchanged)."""
     if args.held_out:
-        from mergebot.landing.repos import read_held_out
+        from mergebot.landing.main.repos import read_held_out
 
         return read_held_out(Path(args.held_out))
     return [] if getattr(args, "no_held_out", False) else None
 
 
 def cmd_repo_set(args: argparse.Namespace) -> None:
-    from mergebot.landing.repos import set_rules
+    from mergebot.landing.main.repos import set_rules
 
     given = rules_given(args)
     reset = {k for k, v in given.items() if v == "default"}
@@ -268,7 +268,7 @@ def cmd_verifier_worker(args: argparse.Namespace) -> None:
 def cmd_verify(args: argparse.Namespace) -> None:
     """Re-run a repository's check on one commit by hand, exactly as the verifier does, and print the record."""
     from mergebot.git import repo as git
-    from mergebot.landing.repos import repos_root
+    from mergebot.landing.main.repos import repos_root
     from mergebot.secrets import secret_values
     from mergebot.verify.remote import HttpRepos
     from mergebot.verify.worker import cache_root, private_paths

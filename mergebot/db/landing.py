@@ -45,7 +45,7 @@ class LandingStore:
 
     async def risk_facts(self, *, repo: str, owner_id: int, subtask_id: int, paths: list[str],
                          own: tuple[str, ...]) -> Row:
-        """What a push's failure estimate rests on (``mergebot.landing.risk.Facts``), before it is queued."""
+        """What a push's failure estimate rests on (``mergebot.landing.intake.risk.Facts``), before it is queued."""
         row = await self.sql.one("candidate_risk_facts", repo=repo, owner_id=owner_id, subtask_id=subtask_id,
                                  paths=paths[:1000], own=list(own))
         assert row is not None

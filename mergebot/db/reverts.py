@@ -1,6 +1,6 @@
 """A red main's mending, as the database keeps it: the landings since main was last green (the suspects), the
 bot's revert of a culprit queued once as a candidate of its own, what builds on a reverted landing held until it
-lands again, and a mend that gave up remembered (``mergebot.landing.mend`` does the work).
+lands again, and a mend that gave up remembered (``mergebot.landing.main.mend`` does the work).
 
 Rules:
   * A revert is queued once per culprit: a second call returns the first candidate (an idempotency key on its

@@ -15,7 +15,7 @@ from mergebot.db.database import Database
 from mergebot.errors import MergebotError
 from mergebot.forge import commands
 from mergebot.forge.sansio import PullComment
-from mergebot.landing import prereceive
+from mergebot.landing.intake import prereceive
 from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Agent, Repo
 

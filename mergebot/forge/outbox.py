@@ -36,7 +36,7 @@ from mergebot.forge.client import (
 )
 from mergebot.forge.renewing import Renewing
 from mergebot.git import credentials
-from mergebot.landing import told, verdicts
+from mergebot.landing.judge import told, verdicts
 from mergebot.models import Candidate, CheckRunRow, PullRow, Repo, StatusRow
 from mergebot.naps import nap
 from verifier import outcomes as outcome_files

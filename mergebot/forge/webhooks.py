@@ -8,7 +8,7 @@ Steps for one delivery (the pure parsing is ``mergebot.forge.sansio``; this modu
   3. map the event: pings, tags, deletions, closed pull requests and other repositories are acknowledged and
      ignored; the sender's login must be linked to an agent (else a failure status says so);
   4. fetch the announced commit into the local mirror, judge it with the same rules as a push to our remote
-     (``landing.prereceive.judge_push``), and either queue it as a candidate or post a failure status with
+     (``landing.intake.prereceive.judge_push``), and either queue it as a candidate or post a failure status with
      the reason.
 A failure of our own (the forge unreachable, the database down) answers 5xx and marks the delivery failed,
 so the forge's redelivery processes it again.
@@ -33,8 +33,8 @@ from mergebot.forge import answer
 from mergebot.forge.sansio import Delivery, WebhookError, parse_delivery, to_event, to_pull_comment
 from mergebot.git import mirror
 from mergebot.git import repo as git
-from mergebot.landing.checks import RefUpdate
-from mergebot.landing.prereceive import accept_push, judge_push
+from mergebot.landing.intake.checks import RefUpdate
+from mergebot.landing.intake.prereceive import accept_push, judge_push
 from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Repo
 

@@ -1,10 +1,10 @@
 """What each verdict kind means and what to do next, as an agent reads it on every door (API, CLI, MCP tools,
-pages, commit statuses). ``mergebot.landing.verdicts`` holds the logic (which kinds are final, which one a candidate
-or a refusal is); the words are here.
+pages, commit statuses). ``mergebot.landing.judge.verdicts`` holds the logic (which kinds are final, which one a
+candidate or a refusal is); the words are here.
 
 Part of ``mergebot.messages``: its rules hold here. Besides:
   * ``KINDS`` names every kind there is; ``docs/agents.md`` explains each one (a test checks it).
-  * ``meaning`` may name ``{target}``, ``next`` also ``{sid}``; ``mergebot.landing.verdicts`` fills them in.
+  * ``meaning`` may name ``{target}``, ``next`` also ``{sid}``; ``mergebot.landing.judge.verdicts`` fills them in.
   * ``next`` is one command, or the few steps that lead to one.
 """
 

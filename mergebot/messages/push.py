@@ -1,4 +1,4 @@
-"""What a push is told at push time (``mergebot.landing.checks``, ``prereceive``), and the forecast.
+"""What a push is told at push time (``mergebot.landing.intake.checks``, ``prereceive``), and the forecast.
 
 Part of ``mergebot.messages``: its rules hold here.
 """
@@ -11,7 +11,7 @@ from typing import Any
 from mergebot.messages.refs import PATTERN as SUBTASK_BRANCH
 from mergebot.messages.words import _short, _shown
 
-# -- push refusals (``mergebot.landing.checks``) ----------------------------------------------------------------
+# -- push refusals (``mergebot.landing.intake.checks``) ----------------------------------------------------------------
 
 
 def pushed_to_target(ref: str, target_branch: str) -> str:
@@ -137,7 +137,7 @@ def suspicious_warning(subtask_id: int, findings: Sequence[Any]) -> str:
 
 
 def forecast(f: Any, target_branch: str) -> list[str]:
-    """The forecast (``mergebot.landing.forecast.Forecast``) as lines for the pusher; none when it is quiet."""
+    """The forecast (``mergebot.landing.intake.forecast.Forecast``) as lines for the pusher; none when it is quiet."""
     lines = []
     if f.conflicts_with_main:
         lines.append(f"Mergebot: forecast: the change already conflicts with {target_branch} in "

@@ -147,7 +147,7 @@ class Candidate(FromRow):
     suspicious: list[dict[str, Any]] | None = None  # the tamper signal's findings: path, line, rule, text
     patch_id: str | None = None  # its change as one id (``git.patch_id``): the same change elsewhere is a duplicate
     reverts: int | None = None  # the bot's revert of this landed row's change (a red main mending itself)
-    failure_risk: float | None = None  # its estimated probability of failing its check (``landing.risk``)
+    failure_risk: float | None = None  # its estimated probability of failing its check (``landing.intake.risk``)
     risk_facts: dict[str, Any] | None = None  # what that estimate rests on, term by term
     passed_over: int = 0  # how often a safer candidate went before it (a risk-aware queue)
     queued_at: datetime | None = None
@@ -163,7 +163,7 @@ class Verdict:
     """What became of a push, and what to do next: the record every door shows (API, ``mergebot submit --json``,
     the MCP tools, the pages, a forge's commit status), with ``message`` its sentence.
 
-    ``kind`` is one of ``mergebot.landing.verdicts.KINDS``. ``final``: nothing more happens by itself (a parked
+    ``kind`` is one of ``mergebot.landing.judge.verdicts.KINDS``. ``final``: nothing more happens by itself (a parked
     candidate is not final: it lands once main is green again). ``next``: the command to run. ``branch``: the exact
     ref to push to next while the claim holds (``refs/heads/subtasks/<id>/v<version>``), else None. ``hunks``: a
     conflict's regions per path; ``failing_tests``: a failed check's tests (from its JUnit report, or pytest's log).

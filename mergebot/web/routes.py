@@ -24,9 +24,8 @@ from mergebot import messages as say
 from mergebot.db.base import Row
 from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
-from mergebot.landing import told, verdicts
-from mergebot.landing.judge import heldout
-from mergebot.landing.repos import hold
+from mergebot.landing.judge import heldout, told, verdicts
+from mergebot.landing.main.repos import hold
 from mergebot.web import charts as drawn
 from mergebot.web import diffstat, graph, live, present, render, session
 from mergebot.web.deps import Site, Visitor, Who

@@ -24,7 +24,7 @@ from mergebot.db.database import Database
 from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push, Violation
 from mergebot.drill.scenarios import Drill
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import BotProcess, make_project

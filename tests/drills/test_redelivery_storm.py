@@ -22,7 +22,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.drill.invariants import Push
 from mergebot.drill.storm import github_push_body, redelivery_storm
-from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.landing.main.repos import add_repo, forge_settings, repos_root
 from mergebot.rules import Rules
 from tests.drills.conftest import QUICK_CHECK, Rig
 from tests.support.bot import BotProcess, commit, forge_remote, git, make_project

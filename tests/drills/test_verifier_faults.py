@@ -20,7 +20,7 @@ import pytest
 from psycopg import sql
 
 from mergebot.auth import Role
-from mergebot.landing.repos import repos_root
+from mergebot.landing.main.repos import repos_root
 from tests.drills.conftest import Rig, RigFactory, drill_seed
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from mergebot import agent
 from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, repos_root
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from mergebot.db.database import Database
-from mergebot.landing.repos import add_repo, forge_settings, repos_root
+from mergebot.landing.main.repos import add_repo, forge_settings, repos_root
 from mergebot.messages.refs import subtask_ref
 from mergebot.models import Subtask
 from mergebot.rules import Rules

@@ -1,4 +1,4 @@
-"""Changes for ``mergebot.landing.tamper``: reward hacks it must name, and honest changes it must leave alone.
+"""Changes for ``mergebot.landing.intake.tamper``: reward hacks it must name, and honest changes it must leave alone.
 
 The repository's ``calc.py`` has a broken ``add()`` (it subtracts); ``tests/test_calc.py`` asserts ``add(1, 2) == 3``.
 Each of ``HACKS`` is a change an agent could push to pass that test without fixing ``add``; each line of it that the

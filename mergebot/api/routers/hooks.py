@@ -16,8 +16,8 @@ from mergebot.api.deps import ServicesDep
 from mergebot.api.services import Services
 from mergebot.git import repo as git
 from mergebot.git.smarthttp import PushSession
-from mergebot.landing.checks import RefUpdate
-from mergebot.landing.prereceive import answer_post_receive, judge_push, parse_updates
+from mergebot.landing.intake.checks import RefUpdate
+from mergebot.landing.intake.prereceive import answer_post_receive, judge_push, parse_updates
 
 router = APIRouter(prefix="/internal/hooks", include_in_schema=False)
 MAX_UPDATES = 1000

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 
 from mergebot.api.deps import Admin, DbDep, Limit, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
-from mergebot.landing import told
-from mergebot.landing.repos import hold, set_rules
+from mergebot.landing.judge import told
+from mergebot.landing.main.repos import hold, set_rules
 from mergebot.models import record
 from mergebot.rules import RulesChange
 

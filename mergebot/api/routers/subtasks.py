@@ -27,8 +27,9 @@ from mergebot.api.schemas import (
 from mergebot.auth import Role
 from mergebot.errors import Duplicate, Invalid
 from mergebot.git import repo as git
-from mergebot.landing import acceptance, prereceive, told
-from mergebot.landing.forecast import forecast as forecast_of
+from mergebot.landing.intake import prereceive
+from mergebot.landing.intake.forecast import forecast as forecast_of
+from mergebot.landing.judge import acceptance, told
 from mergebot.messages.refs import subtask_branch
 from mergebot.models import Handle, Subtask, record
 from mergebot.tree import parse_tree

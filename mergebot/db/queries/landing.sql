@@ -304,7 +304,7 @@ WHERE repo = (SELECT repo FROM landed WHERE id = %(id)s)
 RETURNING id;
 
 -- name: candidate_risk_facts
--- What a push's failure estimate rests on (``mergebot.landing.risk.Facts``), read before it is queued: among the
+-- What a push's failure estimate rests on (``mergebot.landing.intake.risk.Facts``), read before it is queued: among the
 -- repository's last 2,000 candidates, the ones that ran their check to a verdict (landed, or rejected for a failure
 -- of their own: ``own`` names those kinds): the agent's last 50 and the repository's last 300 of them, the last 500
 -- that touch any of ``paths``, and the last 300 that came right after a failure of their own subtask (how often a

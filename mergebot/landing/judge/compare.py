@@ -35,8 +35,8 @@ import pygit2
 
 from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import runs
 from mergebot.landing.context import Context
+from mergebot.landing.judge import runs
 from mergebot.landing.target import target_for
 from mergebot.models import Job, Repo
 from verifier import compare as cmp

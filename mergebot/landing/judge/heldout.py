@@ -31,8 +31,8 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from mergebot.landing import runs
 from mergebot.landing.context import Context
+from mergebot.landing.judge import runs
 from mergebot.models import Repo
 from mergebot.models.judgement import HeldOut, Judged
 from verifier import compare as cmp

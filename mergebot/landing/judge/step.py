@@ -11,7 +11,7 @@ retry alike.
      else is an ``error``); a judging run that passed is held to main's tests (``compare.hold``); then the own tests
      must have passed (the run that decides is then theirs: ``fail``, ``timeout``, a limit); the ``Judgement``;
   4. the held-out checks (``heldout``), on the judged commit, started the same way, for a run that passed.
-``run`` is the four in a row, for a caller that waits (``mergebot.landing.alone``); the window, which polls its
+``run`` is the four in a row, for a caller that waits (``mergebot.landing.window.alone``); the window, which polls its
 jobs, takes the same steps one job at a time (``finished``: 3 then 4; ``held_finished``): the sequence exists here
 only.
 
@@ -34,9 +34,8 @@ import pygit2
 from mergebot import messages as say
 from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import runs, verdict
 from mergebot.landing.context import Context
-from mergebot.landing.judge import compare, heldout, reset
+from mergebot.landing.judge import compare, heldout, reset, runs, verdict
 from mergebot.landing.target import target_for
 from mergebot.models import Candidate, Job, Repo
 from mergebot.models.judgement import Comparison, Judged, Judgement

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 
 from mergebot import messages as say
-from mergebot.landing import land as landing
-from mergebot.landing import runs
-from mergebot.landing.chain import Speculation, Window
 from mergebot.landing.context import Context
+from mergebot.landing.judge import runs
 from mergebot.landing.judge import step as judging
+from mergebot.landing.main import land as landing
+from mergebot.landing.window.chain import Speculation, Window
 from mergebot.models import Repo
 from mergebot.models.judgement import Judged
 from verifier.runner import Result

@@ -26,8 +26,8 @@ import logging
 
 from mergebot import messages as say
 from mergebot.git import repo as git
-from mergebot.landing import runs, verdict
 from mergebot.landing.context import Context, crash_point
+from mergebot.landing.judge import runs, verdict
 from mergebot.landing.target import target_for
 from mergebot.models import Landed, Repo
 from verifier.runner import Result

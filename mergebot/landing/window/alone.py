@@ -1,11 +1,12 @@
 """One candidate judged alone, against main itself: the one judgement every executor path shares.
 
-The landing executor (``mergebot.landing.window``) comes here for a single candidate on a single merge onto main:
+The landing executor (``mergebot.landing.window.executor``) comes here for a single candidate on a single merge onto
+main:
   * a window one wide with batches of one (the serial queue) whose head failed: it is judged in its place;
   * while main is red (planner: ``alone``): the next queued candidate, merged onto main and judged there;
-  * candidates judged apart while the window goes on (``mergebot.landing.apart``): a head that failed alone, a
+  * candidates judged apart while the window goes on (``mergebot.landing.window.apart``): a head that failed alone, a
     left-out suspect whose rest landed, each candidate of a failed stretch with no clear culprit.
-The walk (``verify``): the first run (the window's, when it made one), then as ``mergebot.landing.verdict`` says:
+The walk (``verify``): the first run (the window's, when it made one), then as ``mergebot.landing.judge.verdict`` says:
 a retry of a failed check, main's own status (``_base``), and the end: pass or flaky (the passing run is
 returned: the caller lands it or requeues it), rejected (the failure is the candidate's), or parked (the failure
 is main's: main turns red and is mended like a red post-land check, ``postland.red_base``).
@@ -19,11 +20,11 @@ from typing import Any
 
 from mergebot import messages as say
 from mergebot.git import repo as git
-from mergebot.landing import evidence, postland, runs, verdict, verdicts
-from mergebot.landing import land as landing
 from mergebot.landing.context import Context
-from mergebot.landing.judge import compare
+from mergebot.landing.judge import compare, evidence, runs, verdict, verdicts
 from mergebot.landing.judge import step as judge
+from mergebot.landing.main import land as landing
+from mergebot.landing.main import postland
 from mergebot.landing.target import Target, target_for
 from mergebot.models import Candidate, Repo
 from mergebot.models.judgement import Judged

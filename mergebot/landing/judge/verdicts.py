@@ -114,7 +114,7 @@ def tests_facts(run: dict[str, Any]) -> dict[str, Any] | None:
 def for_refusal(code: str, message: str, subtask_id: int | None, claim_version: int | None, sha: str | None,
                 target_branch: str, sub: Now | None, paths: list[str] | None = None,
                 twin: dict[str, Any] | None = None) -> Verdict:
-    """A push git refused (its rule's ``code``, ``mergebot.landing.checks``)."""
+    """A push git refused (its rule's ``code``, ``mergebot.landing.intake.checks``)."""
     kind = _PUSH_CODES.get(code, code if code in KINDS else "history_anomaly")
     return _verdict(kind, message, sub, subtask_id, claim_version, target_branch, sha=sha, paths=paths or [],
                     twin=twin)

@@ -1,6 +1,6 @@
 """Judging a push: pure decisions from facts; the sentences are ``mergebot.messages``'.
 
-The pre-receive path (``mergebot.landing.prereceive``) gathers facts — the pushed ref updates, the subtask
+The pre-receive path (``mergebot.landing.intake.prereceive``) gathers facts — the pushed ref updates, the subtask
 rows they name, the commits and paths they bring — and asks the functions here. Nothing here does I/O, so
 every rule is tested on its own.
 
@@ -32,7 +32,7 @@ Rules, in the order they are checked:
      plugin's name (``mergebot_outcomes``) is refused even then: a module of that name in the checkout would speak
      for it.
   8. Where the repository refuses it (``--suspicious refuse``), non-test code that reaches into the test machinery
-     (the tamper signal, ``mergebot.landing.tamper``: the outcome pipe, pytest's variables, the held-out mount,
+     (the tamper signal, ``mergebot.landing.intake.tamper``: the outcome pipe, pytest's variables, the held-out mount,
      ``sys.modules`` or builtins written, an exit at import, an ``__eq__`` that is always true...) is refused
      (``suspicious``), unless a lead allowed the subtask to change the check; elsewhere it is named on the verdict.
 """

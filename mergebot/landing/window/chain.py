@@ -1,9 +1,9 @@
 """The speculation window's records: its slots (``Speculation``), the suspects left out of failed batches
 (``Suspect``), and the window itself (``Window``) with what a landing's policy is called.
 
-Plain data with small derived views; ``mergebot.landing.window`` acts on them and ``mergebot.landing.planner`` decides
-from their plans. A slot is one candidate merged onto the slot ahead's merge (or main); it is a checkpoint while a
-run of its own covers it and the unchecked slots ahead of it.
+Plain data with small derived views; ``mergebot.landing.window.executor`` acts on them and
+``mergebot.landing.window.planner`` decides from their plans. A slot is one candidate merged onto the slot ahead's merge
+(or main); it is a checkpoint while a run of its own covers it and the unchecked slots ahead of it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import asyncio
 from dataclasses import dataclass, field
 
 from mergebot.git import repo as git
-from mergebot.landing import planner
 from mergebot.landing.judge.step import Judging
+from mergebot.landing.window import planner
 from mergebot.models import Candidate, Repo
 from mergebot.models.judgement import Judged
 
@@ -34,7 +34,7 @@ class Speculation:
     held_job_id: int | None = None  # its passing run's held-out run, while it runs (``judge.heldout``)
     held_for: Judged | None = None  # that passing run, until the held-out run's verdict joins it
     without_suspect: bool = False  # its run is the one on a failed batch without its suspect (a leave-out)
-    proven: bool = False  # it passed on main alone after its batch failed (``mergebot.landing.apart``)
+    proven: bool = False  # it passed on main alone after its batch failed (``mergebot.landing.window.apart``)
 
     @property
     def checkpoint(self) -> bool:

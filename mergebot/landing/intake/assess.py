@@ -2,9 +2,9 @@
 
 The post-receive step asks here once per accepted push, before the candidate is queued. The patch id finds the
 same change elsewhere (duplicates), the paths feed the forecast and the lanes, the tamper signal
-(``mergebot.landing.tamper``) names the lines of its non-test code that reach into the test machinery, and the estimate
-(``mergebot.landing.risk``) is recorded on the candidate, orders the queue and shapes its batches. An estimate
-that cannot be made (the commit is not readable, the database is slow) is never a reason to refuse a push: the
+(``mergebot.landing.intake.tamper``) names the lines of its non-test code that reach into the test machinery, and the
+estimate (``mergebot.landing.intake.risk``) is recorded on the candidate, orders the queue and shapes its batches. An
+estimate that cannot be made (the commit is not readable, the database is slow) is never a reason to refuse a push: the
 candidate is queued without one, and the queue treats it as the repository's prior.
 """
 
@@ -23,7 +23,7 @@ from mergebot.db.database import Database
 from mergebot.errors import MergebotError
 from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import risk, tamper
+from mergebot.landing.intake import risk, tamper
 from mergebot.landing.judge import reset
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,8 @@ def change_of(path: Path, target_ref: str, sha: str, tests: Sequence[str] = ()) 
 
 def suspicious_lines(bare: pygit2.Repository, main: str, sha: str, paths: Sequence[str],
                      tests: Sequence[str]) -> list[tamper.Finding]:
-    """The tamper signal on a change (``mergebot.landing.tamper``): its non-test Python files on main and pushed."""
+    """The tamper signal on a change (``mergebot.landing.intake.tamper``): its non-test Python files on main and
+    pushed."""
     read = [(p, changes.text_at(bare, main, p), changes.text_at(bare, sha, p)) for p in paths if p.endswith(".py")
             and not reset.matches(p, tests or reset.DEFAULT_GLOBS)]
     return tamper.scan(read, is_test=lambda p: False)

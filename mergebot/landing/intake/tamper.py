@@ -7,10 +7,10 @@ each such line (a ``Finding`` under one of ``RULES``) so that a reviewer looks a
 The rules of ``scan``:
   1. Only ``.py`` files that are not tests (``is_test(path)`` is false) and that the candidate keeps are read. A
      version over ``MAX_BYTES`` is never parsed: the candidate's is skipped, main's counts as having no findings.
-  2. Each version is parsed and matched on its tree, never run (``mergebot.landing.tamper_rules``, which says how
+  2. Each version is parsed and matched on its tree, never run (``mergebot.landing.intake.tamper_rules``, which says how
      each rule is matched). What a name or an expression stands for is resolved statically
-     (``mergebot.landing.tamper_resolve``: imports, aliases, ``getattr``, ``__import__``, and constants folded through
-     concatenation, slicing, base64 and the like), so a name spelt in pieces is still that name.
+     (``mergebot.landing.intake.tamper_resolve``: imports, aliases, ``getattr``, ``__import__``, and constants folded
+     through concatenation, slicing, base64 and the like), so a name spelt in pieces is still that name.
   3. Source handed to ``exec``/``eval``/``compile`` that folds to a constant is scanned too (two levels deep), and
      what it would do is reported on the call's line.
   4. A version that does not parse is read line by line for the string rules only (the names of the outcome channel,
@@ -59,7 +59,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from mergebot.landing.tamper_rules import analyse
+from mergebot.landing.intake.tamper_rules import analyse
 
 MAX_FINDINGS = 200
 MAX_BYTES = 1 << 20

@@ -29,14 +29,14 @@ import psycopg
 from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import MergebotError
-from mergebot.landing import postland
 from mergebot.landing.context import Context
-from mergebot.landing.land import fenced
-from mergebot.landing.leader import Leadership
-from mergebot.landing.orphans import queue_orphans
-from mergebot.landing.reconcile import Report, reconcile_repo
+from mergebot.landing.main import postland
+from mergebot.landing.main.land import fenced
+from mergebot.landing.main.orphans import queue_orphans
+from mergebot.landing.main.reconcile import Report, reconcile_repo
 from mergebot.landing.target import target_for
-from mergebot.landing.window import Speculator
+from mergebot.landing.window.executor import Speculator
+from mergebot.landing.window.leader import Leadership
 from mergebot.models import Repo
 from mergebot.naps import nap
 from mergebot.rules import QueueRules, queue_rules

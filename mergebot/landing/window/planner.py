@@ -23,7 +23,7 @@ The rules, in order (``decide``):
      failure mass, that likeliest culprit is left out first (Zuul re-speculates so after a failure): it leaves
      the chain, and the rest of its stretch gets a checkpoint of its own, so the window goes on filling behind
      the rest instead of waiting for a bisection. A candidate failing alone behind a run still pending is left
-     out the same way, with that run as its rest (no new run). The executor (``mergebot.landing.window``) keeps
+     out the same way, with that run as its rest (no new run). The executor (``mergebot.landing.window.executor``) keeps
      the suspect with its failed run: if the rest lands, the suspect sits on the very tree that failed and is
      judged on it;
   4b. when the estimates name no clear culprit (at a uniform rate, a batch of two fails as often by its first as by
@@ -61,7 +61,7 @@ class Slot:
     outcome: str | None = None  # a checkpoint's run: None while pending; "pass", "flaky", "fail", "timeout", "error"
     valid: bool = True  # False once its candidate was superseded, reclaimed or withdrawn
     checkpoint: bool = True  # a verifier run covers this slot (and the unchecked slots ahead of it)
-    risk: float = 0.0  # its estimated failure probability (``mergebot.landing.risk``); 0 when unknown
+    risk: float = 0.0  # its estimated failure probability (``mergebot.landing.intake.risk``); 0 when unknown
 
     @property
     def failed(self) -> bool:
@@ -195,8 +195,8 @@ def leave_out(slots: Sequence[Slot], failed: int, free: int, clear_share: float 
 
 @dataclass(frozen=True)
 class Batching:
-    """How the fill forms batches (``mergebot.landing.window``): ``size`` candidates at most under one run, and in a
-    risk-aware queue ``least``, the least probability of passing a batch may have (None: batches by count)."""
+    """How the fill forms batches (``mergebot.landing.window.executor``): ``size`` candidates at most under one run, and
+    in a risk-aware queue ``least``, the least probability of passing a batch may have (None: batches by count)."""
 
     size: int
     least: float | None = None
@@ -232,8 +232,8 @@ def closes(batch: Sequence[float], rule: Batching) -> bool:
 
 
 def pass_threshold(failure_rate: float, ceiling: int, width: int = 1) -> float:
-    """The least probability of passing a batch may have (``mergebot.landing.window`` adds candidates to a batch
-    while it stays above): that of the best batch of equal candidates at the measured failure rate
+    """The least probability of passing a batch may have (``mergebot.landing.window.executor`` adds candidates to a
+    batch while it stays above): that of the best batch of equal candidates at the measured failure rate
     (``batch_size``), and never below ``MIN_PASS``. A candidate less likely to pass than this runs alone."""
     q = 1.0 - failure_rate
     return max(MIN_PASS, q ** batch_size(failure_rate, ceiling, width))

@@ -16,9 +16,9 @@ import pygit2
 from mergebot.db.database import Database
 from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import land as landing
-from mergebot.landing.chain import Window
+from mergebot.landing.main import land as landing
 from mergebot.landing.target import Target
+from mergebot.landing.window.chain import Window
 from mergebot.models import Repo
 
 SWEEP = 32  # queued candidates tried on main per queue step, at most

@@ -25,10 +25,10 @@ from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import verdicts
 from mergebot.landing.context import Context, crash_point
-from mergebot.landing.evidence import flaky_runs, verdict_json
-from mergebot.landing.orphans import queue_orphans
+from mergebot.landing.judge import verdicts
+from mergebot.landing.judge.evidence import flaky_runs, verdict_json
+from mergebot.landing.main.orphans import queue_orphans
 from mergebot.landing.target import Target
 from mergebot.models import Candidate, Evidence, Handle, Intent, Landed, Member, Repo
 from mergebot.models.judgement import Judged
@@ -132,7 +132,7 @@ async def reject_unmergeable(db: Database, target: Target, repo: Repo, cand: Can
 async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: git.Merge, run: Judged,
                outcome: str, runs: dict[str, Any], policy: str = "serial") -> Landed | None:
     """Land one verified candidate; the landed row, or None when it did not land (superseded, main moved).
-    ``policy``: how the queue got it here, for the landed record (``mergebot.landing.window.policy``)."""
+    ``policy``: how the queue got it here, for the landed record (``mergebot.landing.window.executor.policy``)."""
     assert merge.sha is not None and merge.tree is not None
     verdict = verdict_json(run, outcome, runs)
     why = await fenced(ctx.db, cand)  # a newer push during verification wins

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mergebot.db.database import Database
-from mergebot.landing import verdicts
+from mergebot.landing.judge import verdicts
 from mergebot.messages.refs import subtask_branch
 from mergebot.models import Candidate, Subtask, Verdict, record
 

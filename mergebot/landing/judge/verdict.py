@@ -7,7 +7,7 @@ A candidate's check runs on its exact merged commit. After each run, ``next_step
      A run that reached its disk or memory limit (``disk_limit``, ``memory_limit``) is never retried: the
      candidate made it use that much, which a second run would not change, and a pass after it is no flake;
      nor is a run that exited 0 but whose tests did not hold up to main's (``tests_weakened``, ``no_report``:
-     ``mergebot.landing.compare``): it is rejected with that kind at once;
+     ``mergebot.landing.judge.compare``): it is rejected with that kind at once;
   3. the retry passed: land (``flaky``: failed once, passed on the same commit, not the candidate's fault);
      the retry errored too: reject as ``verifier_error`` (no verdict on the change);
   4. a failure stands: compare with main (``base``). Main failing too (fail or timeout; an error on main proves

@@ -1,6 +1,6 @@
 """Candidates the speculation window judges apart from its chain, while the chain goes on without them.
 
-Three kinds leave the chain to be judged on their own (``mergebot.landing.window`` hands them here):
+Three kinds leave the chain to be judged on their own (``mergebot.landing.window.executor`` hands them here):
   * a candidate that failed alone at the head: judged on that run (retry, main's status: ``alone.verify``);
   * a left-out suspect whose rest landed: judged on its failed run, the very tree it now sits on;
   * the candidates of a failed stretch with no clear culprit (planner rule 4b): each merged onto main alone and
@@ -15,11 +15,12 @@ import asyncio
 import logging
 
 from mergebot import messages as say
-from mergebot.landing import alone, evidence, planner, verdicts
-from mergebot.landing import land as landing
-from mergebot.landing.chain import Speculation, Window
 from mergebot.landing.context import Context
+from mergebot.landing.judge import evidence, verdicts
+from mergebot.landing.main import land as landing
 from mergebot.landing.target import Target
+from mergebot.landing.window import alone, planner
+from mergebot.landing.window.chain import Speculation, Window
 from mergebot.models import Repo
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@ ones ahead of it. The serial queue is this window one wide with batches of one (
 MERGEBOT_BATCH_SIZE=1): one candidate at a time.
 
 Per repository it keeps a chain of merges main + c1 + ... + ck, with runs in flight on up to W of them, each
-covering the batch of slots ahead of it. ``mergebot.landing.planner`` decides from the slots' state; this module
+covering the batch of slots ahead of it. ``mergebot.landing.window.planner`` decides from the slots' state; this module
 does what it says:
   * land  — a passing run lands every slot it covers by one move of main to exactly the commit it passed on;
   * cut   — a failing or withdrawn slot cuts everything built on it (their runs are cancelled, their candidates
@@ -18,7 +18,7 @@ does what it says:
             rest gets a run of its own while the window fills on behind it; the suspect is judged on its failed run
             once the rest lands (it then sits on that very tree), or re-planned when the rest fails too. With no
             clear culprit the whole failed batch leaves the chain and each candidate is judged on main alone
-            (``mergebot.landing.apart``), while the window fills on with the queue. Batches
+            (``mergebot.landing.window.apart``), while the window fills on with the queue. Batches
             grow while they stay likely to pass (``planner.pass_threshold``), and a likely failure runs alone;
   * wait  — for any run of the window (results are read back by ``checkpoints``); meanwhile the next candidate is
             taken and merged onto the chain's tail (staged), so the run a result frees starts without waiting for
@@ -39,13 +39,15 @@ from collections.abc import Callable
 
 from mergebot import messages as say
 from mergebot.git import repo as git
-from mergebot.landing import alone, apart, checkpoints, evidence, planner, postland, sweep
-from mergebot.landing import land as landing
-from mergebot.landing.chain import Speculation, Suspect, Window, policy
 from mergebot.landing.context import Context, crash_point
+from mergebot.landing.judge import evidence
 from mergebot.landing.judge import step as judging
-from mergebot.landing.land import Slot
+from mergebot.landing.main import land as landing
+from mergebot.landing.main import postland
+from mergebot.landing.main.land import Slot
 from mergebot.landing.target import Target, target_for
+from mergebot.landing.window import alone, apart, checkpoints, planner, sweep
+from mergebot.landing.window.chain import Speculation, Suspect, Window, policy
 from mergebot.models import Candidate, Repo
 
 log = logging.getLogger(__name__)
@@ -136,10 +138,10 @@ class Speculator:
         return True
 
     async def alone(self, repo: Repo, main: str | None = None) -> Candidate | None:
-        """Planner: ``alone``. One candidate judged against main itself, as the whole step (``mergebot.landing.alone``:
-        retried, compared with main, then landed, rejected or parked): a serial window's failed head in its place, or,
-        while main is red, the next queued candidate, merged onto ``main`` (whatever the window held is re-planned).
-        The candidate judged; None when none was queued."""
+        """Planner: ``alone``. One candidate judged against main itself, as the whole step
+        (``mergebot.landing.window.alone``: retried, compared with main, then landed, rejected or parked): a serial
+        window's failed head in its place, or, while main is red, the next queued candidate, merged onto ``main``
+        (whatever the window held is re-planned). The candidate judged; None when none was queued."""
         window = self.window_of(repo)
         target = target_for(self.ctx, repo)
         main = main if main is not None else await target.head()

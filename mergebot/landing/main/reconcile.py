@@ -25,7 +25,7 @@ from mergebot import messages as say
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing.context import Context
-from mergebot.landing.orphans import queue_orphans
+from mergebot.landing.main.orphans import queue_orphans
 from mergebot.landing.target import target_for
 from mergebot.models import Repo
 

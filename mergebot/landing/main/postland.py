@@ -27,8 +27,9 @@ from typing import Any
 
 from mergebot import messages as say
 from mergebot.errors import Unavailable
-from mergebot.landing import mend, runs, verdict
 from mergebot.landing.context import Context
+from mergebot.landing.judge import runs, verdict
+from mergebot.landing.main import mend
 from mergebot.models import Landed, Repo
 from verifier.runner import Result
 

@@ -1,6 +1,6 @@
 """How each tamper rule is matched on one parsed version of one file (``analyse``): the rules' detail is in
-``mergebot.landing.tamper``, names and constants come from ``mergebot.landing.tamper_resolve``. A *unit* is one
-function, else one module-level statement; "now" is at import: outside any function and outside
+``mergebot.landing.intake.tamper``, names and constants come from ``mergebot.landing.intake.tamper_resolve``. A *unit*
+is one function, else one module-level statement; "now" is at import: outside any function and outside
 ``if __name__ == "__main__":``.
 """
 
@@ -12,7 +12,7 @@ import sys
 import warnings
 from collections.abc import Iterable, Iterator
 
-from mergebot.landing.tamper_resolve import Resolver, Value
+from mergebot.landing.intake.tamper_resolve import Resolver, Value
 
 _EXEC_DEPTH = 2  # levels of exec'd source scanned
 

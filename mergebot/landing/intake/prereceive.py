@@ -28,8 +28,8 @@ from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded, Forbidden, Invalid, MergebotError
 from mergebot.git import changes
 from mergebot.git import repo as git
-from mergebot.landing import assess, verdicts
-from mergebot.landing.checks import (
+from mergebot.landing.intake import assess
+from mergebot.landing.intake.checks import (
     ROOT_MARKERS,
     Content,
     Limits,
@@ -45,9 +45,10 @@ from mergebot.landing.checks import (
     shadowing,
     summary,
 )
-from mergebot.landing.forecast import forecast
+from mergebot.landing.intake.forecast import forecast
+from mergebot.landing.judge import verdicts
 from mergebot.landing.judge.reset import is_module
-from mergebot.landing.orphans import branch_tips
+from mergebot.landing.main.orphans import branch_tips
 from mergebot.landing.target import open_target
 from mergebot.messages.refs import parse_subtask_ref, subtask_ref
 from mergebot.models import VERDICT_LINE, Agent, Candidate, Repo, Verdict, record

@@ -21,7 +21,7 @@ from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
 from mergebot.git import repo as git
-from mergebot.landing import runs
+from mergebot.landing.judge import runs
 from mergebot.landing.target import open_target
 from mergebot.models import Job, Repo
 from verifier import compare as cmp

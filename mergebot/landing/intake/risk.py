@@ -1,7 +1,7 @@
 """How likely a candidate is to fail its check, from what the bot already knows, decided without I/O.
 
 Failures are not uniform: a few agents, a push right after a failing check, a large change or paths whose checks
-failed lately carry most of them. The queue uses the estimate (``mergebot.landing.window``) to batch the likely
+failed lately carry most of them. The queue uses the estimate (``mergebot.landing.window.executor``) to batch the likely
 passes together, run a likely failure alone, take the safer of two equal candidates first and, when a batch fails,
 leave its likeliest culprit out. Uber's SubmitQueue builds its speculation the same way, from a predicted success
 probability per change.
