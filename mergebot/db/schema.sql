@@ -1,5 +1,5 @@
 -- Mergebot's current schema, declared: every type, table, index, view, function and trigger once, in its final
--- form. Servers are built and upgraded by the migrations (migrations/0001 to 0025, the history, never edited);
+-- form. Servers are built and upgraded by the migrations (migrations/0001 to 0028, the history, never edited);
 -- tests/test_migrations.py proves that a database built from this file equals one built from them, catalog for
 -- catalog (columns in order, constraints and indexes by name, functions, triggers, views, privileges, seed rows).
 -- A schema change is a new migration and the same change here, in place.
