@@ -39,6 +39,7 @@ from mergebot.auth import Role
 from mergebot.client import Client
 from mergebot.db.database import Database, open_database
 from mergebot.landing.main.repos import add_repo, repos_root
+from mergebot.messages import demo as tell
 from mergebot.rules import Rules
 from mergebot.settings import Settings
 from mergebot.table import render_table
@@ -121,10 +122,8 @@ def run_demo(data_dir: Path | None = None) -> None:
         # A real server refuses every check without its sandbox; the demo's own scenes run their small test suite
         # without one instead, and say so, so that a first try works before bubblewrap is installed.
         settings.sandbox = "none"
-        print(f"sandbox: none for the demo's own checks ({problem}); a real server refuses checks without it, "
-              "unless MERGEBOT_SANDBOX=none")
-    print(f"data directory: {data_dir} ({'kept' if keep else 'removed at the end'}; embedded PostgreSQL unless "
-          "MERGEBOT_DATABASE_URL is set)")
+        print(tell.no_sandbox(problem))
+    print(tell.data_directory(data_dir, keep))
     src = data_dir / "seed-project"
     if not src.exists():
         make_project(src)
@@ -154,7 +153,7 @@ def run_demo(data_dir: Path | None = None) -> None:
     while not server.started:
         time.sleep(0.05)
     url = f"http://127.0.0.1:{settings.port}"
-    print(f"server: {url}   repository: {url}/git/calc.git\n")
+    print(tell.serving(url))
     root = data_dir / "worktrees"
     try:
         ids = Scenes(url, tokens, root, Show()).play()
@@ -182,10 +181,10 @@ class Scenes:
         made = lead.post("/api/v1/subtasks/batch", {"subtasks": TREE, "key_prefix": f"demo-{time.time_ns()}",
                                                     "allow_duplicate": True})  # the same tree as any earlier demo
         self.keys = {v["id"]: k for k, v in made["subtasks"].items()}
-        self.show("lead", f"created {len(self.keys)} subtasks in a tree with dependencies")
+        self.show("lead", tell.tree_created(len(self.keys)))
         ids = {k: v["id"] for k, v in made["subtasks"].items()}
 
-        self.show("", "-- scene 1: a conflict --")
+        self.show("", tell.SCENE_CONFLICT)
         _, ann_wt = self.claim("ann")
         _, bob_wt = self.claim("bob", keep=True)  # he waits for ann's landing before he pushes: longer than a lease
         self.write_op(ann_wt, "add")
@@ -193,38 +192,36 @@ class Scenes:
         self.land("ann", ann_wt)
         self.land("bob", bob_wt)
 
-        self.show("", "-- scene 2: a failing test --")
+        self.show("", tell.SCENE_FAILING_TEST)
         _, cy_wt = self.claim("cy")
         self.write_op(cy_wt, "mul", buggy=True)
         verdict = self.land("cy", cy_wt)
         if verdict["kind"] in ("check_failed", "flaky_then_failed"):
-            self.show("cy", f"the failing test: {', '.join(verdict['failing_tests']) or '(not named)'}; a shortcut "
-                      "first: a conftest.py that skips it")
+            self.show("cy", tell.failing_test(verdict["failing_tests"]))
             (cy_wt / "tests" / "conftest.py").write_text(SKIP_MUL)
             _git(["add", "-A"], cy_wt)
             _git(["commit", "-qm", "Skip the mul test"], cy_wt)
             self.submit("cy", cy_wt)  # refused at push time: what decides how the tests run is main's
             _git(["rm", "-q", "tests/conftest.py"], cy_wt)
             _git(["commit", "-qm", "No shortcut"], cy_wt)
-            self.show("cy", "took the conftest out; fixing mul for real")
+            self.show("cy", tell.SHORTCUT_TAKEN_OUT)
             self.write_op(cy_wt, "mul", changes=False)
             self.land("cy", cy_wt)
 
-        self.show("", "-- scene 3: a silent agent, and scene 5 begins: a long thinker --")
+        self.show("", tell.SCENE_SILENT_AGENT)
         zed, zed_wt = self.claim("zed")
         note = agent.handoff_note(zed_wt, done="read the tests; % is Python's modulo",
                                   remains="ops/mod.py, tests/test_mod.py and a CHANGES.md line", tried=[], checks=[])
         self.clients["zed"].post(f"/api/v1/subtasks/{zed.subtask_id}/notes",
                                  {"body": note, "claim_version": zed.claim_version})
-        self.show("zed", "left a handoff note, and goes silent: no keeper, no heartbeat")
+        self.show("zed", tell.WENT_SILENT)
         thinker, bob_wt = self.claim("bob", keep=True)
         thought_from = time.monotonic()
-        self.show("bob", f"thinks for {THINK:.0f} s ({THINK / LEASE:.1f} leases) with a keeper and no heartbeat of "
-                  "his own")
+        self.show("bob", tell.thinks(THINK, LEASE))
         self.wait_status(zed.subtask_id, "ready", timeout=10 * LEASE)
-        self.show("zed", f"lease lapsed: subtask #{zed.subtask_id} is ready again")
+        self.show("zed", tell.lease_lapsed(zed.subtask_id))
 
-        self.show("", "-- scene 4: the next owner picks up the handoff --")
+        self.show("", tell.SCENE_HANDOFF)
         taken, ann_wt = self.claim("ann")
         self.write_op(ann_wt, self.keys[taken.subtask_id])
         self.land("ann", ann_wt)
@@ -232,18 +229,18 @@ class Scenes:
         self.write_op(cy_wt, "pow")
         self.land("cy", cy_wt)
         self.write_op(zed_wt, "mod")
-        self.show("zed", "came back and pushes its work")
+        self.show("zed", tell.CAME_BACK)
         self.submit("zed", zed_wt)
 
-        self.show("", "-- scene 5: the long thinker lands --")
+        self.show("", tell.SCENE_LONG_THINKER)
         time.sleep(max(0.0, THINK - (time.monotonic() - thought_from)))
         sub = self.clients["bob"].get(f"/api/v1/subtasks/{thinker.subtask_id}")["subtask"]
-        self.show("bob", f"done thinking after {time.monotonic() - thought_from:.0f} s: still claim version "
-                  f"{sub['claim_version']}, lease until {sub['lease_expires_at']}")
+        self.show("bob", tell.done_thinking(time.monotonic() - thought_from, sub["claim_version"],
+                                            sub["lease_expires_at"]))
         self.write_op(bob_wt, "div")
         self.land("bob", bob_wt)
         state = self.wait_keeper(bob_wt)
-        self.show("bob", f"his keeper stopped: {state.get('stopped_because', 'still running')}")
+        self.show("bob", tell.keeper_stopped(state.get("stopped_because", "still running")))
 
         _, ann_wt = self.claim("ann")  # the root: everything below it landed
         with open(ann_wt / "CHANGES.md", "a") as f:
@@ -260,11 +257,11 @@ class Scenes:
         claim, answer = got
         if keep:
             keeper.spawn(wt)
-        self.show(name, f"claimed #{claim.subtask_id} {self.keys[claim.subtask_id]!r} v{claim.claim_version} -> "
-                  f"{claim.branch}" + (" (kept by a keeper)" if keep else ""))
+        self.show(name, tell.claimed(claim.subtask_id, self.keys[claim.subtask_id], claim.claim_version, claim.branch,
+                                     keep))
         for n in answer["handoff"]["notes"]:
             first = next((line for line in n["body"].splitlines() if line.startswith("###") is False and line), "")
-            self.show(name, f"handoff note from {n['author']} (v{n['claim_version']}): {first[:100]}")
+            self.show(name, tell.handoff_read(n["author"], n["claim_version"], first))
         return claim, wt
 
     def write_op(self, wt: Path, op: str, *, buggy: bool = False, changes: bool = True) -> None:
@@ -296,9 +293,9 @@ class Scenes:
             if verdict["kind"] != "conflict":
                 break
             hunk = verdict["hunks"][0] if verdict["hunks"] else {"path": "?", "hunks": [""]}
-            self.show(name, f"the hunk in {hunk['path']}: {' | '.join(hunk['hunks'][0].splitlines()[:5])}")
+            self.show(name, tell.conflict_hunk(hunk["path"], str(hunk["hunks"][0]).splitlines()[:5]))
             self.rebase_and_resolve(wt)
-            self.show(name, f"ran `{verdict['next'].split(',')[0].strip('`')}`, resolved CHANGES.md, committed")
+            self.show(name, tell.rebased(verdict["next"].split(",")[0].strip("`")))
             verdict = self.submit(name, wt)
         return verdict
 
@@ -306,10 +303,10 @@ class Scenes:
         out = agent.push(self.clients[name], wt, wait=120, progress=False)
         v = out.get("verdict") or {"kind": out["status"], "message": out.get("reason", ""), "next": ""}
         if v["kind"] == "landed":
-            self.show(name, f"landed as {str(out.get('merged_sha'))[:10]}")
+            self.show(name, tell.landed_as(str(out.get("merged_sha"))[:10]))
         else:
-            self.show(name, f"{v['kind']}: {_first_line(v.get('message'))}")
-            self.show(name, f"  next: {v.get('next')}")
+            self.show(name, tell.refused(v["kind"], _first_line(v.get("message"))))
+            self.show(name, tell.next_step(v.get("next")))
         return dict(v)
 
     def wait_status(self, subtask_id: int, status: str, timeout: float) -> None:
@@ -339,19 +336,18 @@ def _first_line(text: Any) -> str:
 def summary(c: Client, data_dir: Path, ids: dict[str, int]) -> None:
     """What happened, read from the records."""
     landed = c.get("/api/v1/landed", repo="calc")["landed"]
-    print("\nlanded, newest first:")
+    print(tell.LANDED_HEADING)
     print(render_table(landed, ("subtask_id", "owner", "claim_version", "merged_sha", "verifier_result",
                                 "duration_ms")))
     cands = c.get("/api/v1/candidates", repo="calc", limit=200)["candidates"]
     verdicts = [c.get(f"/api/v1/candidates/{x['id']}")["verdict"] for x in cands if x["status"] == "rejected"]
     by_key = {v: k for k, v in ids.items()}
-    print(f"\ncandidates: {len(cands)}, landed {len(landed)}, rejected {len(verdicts)}")
-    print("\nwhat happened (from the records):")
+    print(tell.counts(len(cands), len(landed), len(verdicts)))
+    print(tell.HAPPENED_HEADING)
     for v in verdicts:
         facts = v["paths"] if v["kind"] == "conflict" else v["failing_tests"]
         fixed = any(x["subtask_id"] == v["subtask_id"] for x in landed)
-        print(f"  {v['kind']}: #{v['subtask_id']} {by_key.get(v['subtask_id'], '')!r} ({', '.join(facts)})"
-              + ("; fixed and landed" if fixed else "; not landed"))
+        print(tell.rejection(v["kind"], v["subtask_id"], by_key.get(v["subtask_id"], ""), facts, fixed))
     for key in ("mod", "div"):
         sid = ids[key]
         events = c.get(f"/api/v1/subtasks/{sid}/events")["events"]
@@ -361,22 +357,17 @@ def summary(c: Client, data_dir: Path, ids: dict[str, int]) -> None:
         notes = c.get(f"/api/v1/subtasks/{sid}/notes")["notes"]
         row = next((x for x in landed if x["subtask_id"] == sid), None)
         if lapsed:
-            print(f"  lease lapsed: #{sid} {key!r} went back to ready from claim version "
-                  f"{lapsed[0]['claim_version']}; " + "; ".join(
-                      f"a late push refused ({e['detail'].get('code')}, claim version {e['claim_version']})"
-                      for e in refused))
+            print(tell.lapsed_and_refused(sid, key, lapsed[0]["claim_version"],
+                                          [(e["detail"].get("code"), e["claim_version"]) for e in refused]))
         handoffs = [n for n in notes if n["body"].startswith("## Handoff")]
         if handoffs and row:
-            print(f"  handoff: {handoffs[0]['author']}'s note on #{sid} {key!r} was handed to {row['owner']}, who "
-                  f"landed it at claim version {row['claim_version']}")
+            print(tell.handed_over(handoffs[0]["author"], sid, key, row["owner"], row["claim_version"]))
         kept = [n for n in notes if n["body"].startswith("[keeper]")]
         if kept and row:
-            print(f"  kept claim: #{sid} {key!r} landed by {row['owner']} at claim version {row['claim_version']} "
-                  f"after a quiet spell of {THINK:.0f} s (leases of {LEASE:.0f} s); the keeper's note: "
-                  f"{kept[-1]['body'].split(': ', 1)[-1]}")
+            print(tell.kept_claim(sid, key, row["owner"], row["claim_version"], THINK, LEASE,
+                                  kept[-1]["body"].split(": ", 1)[-1]))
     main_log = subprocess.run(["git", "--git-dir", str(repos_root(data_dir) / "calc.git"), "log", "--oneline",
                                "--first-parent", "main"], capture_output=True, text=True, check=False).stdout
-    print("\nmain (first parent):\n" + main_log)
+    print(tell.main_log(main_log))
     report = c.get("/api/v1/findings", repo="calc")["findings"]
-    print("reconciler findings: " + ("none: every commit on main is explained by a landed row" if not report
-                                     else str(report)))
+    print(tell.findings(report))

@@ -14,11 +14,12 @@ Rules:
     and why it waits), ``kinds`` (each verdict kind's meaning and next step), ``claims`` (a claim gone), ``workdir``
     (their command line and worktree), ``tasks`` (a task tree's file). Reviewers: ``evidence`` (commit messages,
     reflog lines, notes on a run). Operators: ``operators`` (main's state, the database), ``admin`` (their command
-    line), ``setup`` (secrets, forge configuration, the demo), ``git`` (git and the remotes failing), ``apis`` (a
-    forge's API failing). Forges: ``forges`` (webhook deliveries), ``commands`` (answers in a pull request). Any
-    caller: ``access``, ``lookups`` (nothing by that name or id). Shared: ``words``. Every sentence is exported
-    here, so ``from mergebot import messages as say`` reaches them all; ``refs`` (a subtask branch's name, made and
-    parsed) is imported on its own.
+    line), ``setup`` (secrets, forge configuration, the demo's errors), ``git`` (git and the remotes failing),
+    ``apis`` (a forge's API failing). Forges: ``forges`` (webhook deliveries), ``commands`` (answers in a pull
+    request). Any caller: ``access``, ``lookups`` (nothing by that name or id). Shared: ``words``. Every sentence
+    is exported here, so ``from mergebot import messages as say`` reaches them all; ``refs`` (a subtask branch's
+    name, made and parsed) is imported on its own, and so is ``demo`` (what ``mergebot demo`` narrates to a new
+    user).
   * A ``raise`` elsewhere takes its sentence from here; only programming errors no user sees (a gate of no
     slots, a walk cut short and caught) keep theirs inline. ``tests/test_messages_sources.py`` holds the files
     cleaned so far to it.
