@@ -21,6 +21,7 @@ from psycopg import sql
 
 from mergebot.auth import Role
 from mergebot.landing.main.repos import repos_root
+from mergebot.rules import RulesChange
 from tests.drills.conftest import Rig, RigFactory, drill_seed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,6 +97,10 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
     rig = await rig_factory(verifier=f"sleep $(cat {pace}) && test -f calc.py", MERGEBOT_VERIFIER_WORKERS="0",
                             MERGEBOT_JOB_LEASE_SECONDS="2", MERGEBOT_RECOVERY_GRACE_SECONDS="0",
                             MERGEBOT_RECOVERY_INTERVAL_SECONDS="0.3")
+    # Each killed job must be run to its end by another worker: the repository's rules keep one candidate per run
+    # and one run at a time, so no landing makes a job unneeded (a window cancels the runs a later pass covers, and
+    # a cancelled job proves nothing about its worker's death).
+    await rig.db.repos.update_repo("demo", RulesChange.of(speculation_window=1, batch_size=1))
     _, vera = await rig.db.agents.add_agent(name="vera", role=Role.VERIFIER)
     workers = Workers(rig, vera, tmp_path)
     db = rig.db
@@ -186,7 +191,10 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
         taken_over = 0
         for job_id, version, pid in killed:
             j = await db.jobs.get_job(job_id)
-            assert j.status == "done" and j.worker_name is not None and j.finished_at is not None
+            cand = await db.landing.get_candidate(j.candidate_id) if j.candidate_id else None
+            assert j.status == "done" and j.worker_name is not None and j.finished_at is not None, (
+                f"{(j.purpose, j.status, j.claim_version, version, j.worker_name, pid)} candidate "
+                f"{cand and (cand.id, cand.subtask_id, cand.status, cand.reason)}\n{rig.bot.log.read_text()[-5000:]}")
             if j.claim_version == version:  # its result was on the wire when the worker died: that holder's, once
                 assert int(j.worker_name.split("/")[1]) == pid
             else:  # killed mid-run: another worker ran it under a newer claim version
