@@ -300,7 +300,7 @@ def _control_commands(add: Callable[[str, Callable[[argparse.Namespace], None], 
              "higher first (lead or admin)")
     sp.add_argument("id", type=int, metavar="SUBTASK", help="the subtask's id")
     sp.add_argument("level", type=int, metavar="LEVEL", help="a whole number from -1000 to 1000 (default 0)")
-    sp = add("pause", cmd_pause, "hold landing on a repository: pushes still queue and are verified, nothing lands "
+    sp = add("pause", cmd_pause, "hold landing on a repository: pushes still queue, nothing is verified or lands "
              "until `mergebot resume` (admin)")
     sp.add_argument("--repo", required=True, help="the repository")
     sp.add_argument("--reason", help="why, shown on the queue's view and pages with who paused it")

@@ -67,8 +67,8 @@ def by_command_line(command: str) -> str:
 
 
 def landing_paused(repo: str, reason: str | None) -> str:
-    return (f"landing on {repo} is paused ({reason or 'by an admin'}): pushes still queue and are verified, nothing "
-            f"lands until `mergebot resume --repo {repo}`.")
+    return (f"landing on {repo} is paused ({reason or 'by an admin'}): pushes still queue, nothing is verified "
+            f"or lands until `mergebot resume --repo {repo}`.")
 
 
 def landing_resumed(repo: str) -> str:
