@@ -299,7 +299,7 @@ def _control_commands(add: Callable[[str, Callable[[argparse.Namespace], None], 
     sp = add("priority", cmd_priority, "set a subtask's priority and its waiting candidates': the queue takes "
              "higher first (lead or admin)")
     sp.add_argument("id", type=int, metavar="SUBTASK", help="the subtask's id")
-    sp.add_argument("level", type=int, metavar="LEVEL", help="a whole number from -1000 to 1000 (default 0)")
+    sp.add_argument("level", type=int, metavar="LEVEL", help="a whole number from -1000 to 1000 (a new subtask has 0)")
     sp = add("pause", cmd_pause, "hold landing on a repository: pushes still queue, nothing is verified or lands "
              "until `mergebot resume` (admin)")
     sp.add_argument("--repo", required=True, help="the repository")
