@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from mergebot.auth import Role
+from mergebot.forge.commands import PRIORITY_RANGE
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
@@ -89,6 +90,16 @@ class BoardNoteIn(Body):
 
 class ReasonIn(Body):
     reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
+class PauseIn(Body):
+    """Why a repository's landing is held (optional: without it the reason names who paused it)."""
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)] | None = None
+
+
+class PriorityIn(Body):
+    """A subtask's priority, as ``@mergebot priority N`` takes it: the queue takes higher first."""
+    priority: Annotated[int, Field(ge=PRIORITY_RANGE.start, le=PRIORITY_RANGE.stop - 1)]
 
 
 class AcceptanceFile(Body):

@@ -7,12 +7,13 @@ Two kinds of commands:
     (``--server``/MERGEBOT_URL and ``--token``/MERGEBOT_TOKEN), so identity is always the token's.
 
 Every command prints a readable table, or JSON with ``--json``. A refusal prints the server's reason and
-exits non-zero (2 for bad input, 3 for "claim superseded", 1 otherwise).
+exits non-zero (2 for bad input, 3 for "claim superseded", 1 otherwise); README's "Exit codes" lists them all.
 
 The package: ``parser`` assembles the commands; ``admin`` holds the local ones (database, processes),
-``agent`` those that go through the API, ``views`` the read views (``--watch``), ``render`` the text.
-Imports point down that list (``admin`` and ``views`` also take ``client_from`` from ``agent``), never back
-up, and nothing else in ``mergebot`` imports this package.
+``agent`` those that go through the API, ``controls`` the queue's controls (retry, cancel, priority, pause,
+resume), ``views`` the read views (``--watch``), ``render`` the text. Imports point down that list (``admin``,
+``controls`` and ``views`` also take ``client_from`` from ``agent``), never back up, and nothing else in
+``mergebot`` imports this package.
 """
 
 from __future__ import annotations

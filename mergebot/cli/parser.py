@@ -50,6 +50,7 @@ from mergebot.cli.agent import (
     cmd_submit,
     cmd_wait,
 )
+from mergebot.cli.controls import cmd_cancel, cmd_pause, cmd_priority, cmd_resume, cmd_retry
 from mergebot.cli.repoparser import add_repo_commands
 from mergebot.cli.views import cmd_cost, cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
 from mergebot.client import DEFAULT_URL
@@ -278,7 +279,30 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--behaviour-change", action=argparse.BooleanOptionalAction, dest="behaviour_change",
                     help="mark it as changing behaviour: its edits of existing tests are expected (--old-tests refuse "
                     "lets them land)")
+    _control_commands(add)
     sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled")
     sp.add_argument("ids", type=int, nargs="+")
     sp.add_argument("--timeout", type=float, default=3600.0)
     return p
+
+
+def _control_commands(add: Callable[[str, Callable[[argparse.Namespace], None], str], argparse.ArgumentParser]
+                      ) -> None:
+    """The queue's controls (``controls``): what a lead or admin does to a subtask, and an admin to a repository."""
+    for name, fn, text in (("retry", cmd_retry, "give a failed subtask another round: ready again, its attempts "
+                            "counted from zero (lead or admin; the owner re-queues its push with `submit --again`)"),
+                           ("cancel", cmd_cancel, "cancel a subtask that has not landed: its claim ends and it is "
+                            "never claimed again (lead or admin)")):
+        sp = add(name, fn, text)
+        sp.add_argument("id", type=int, metavar="SUBTASK", help="the subtask's id")
+        sp.add_argument("--reason", help="why, recorded on the subtask (default: the command's name)")
+    sp = add("priority", cmd_priority, "set a subtask's priority and its waiting candidates': the queue takes "
+             "higher first (lead or admin)")
+    sp.add_argument("id", type=int, metavar="SUBTASK", help="the subtask's id")
+    sp.add_argument("level", type=int, metavar="LEVEL", help="a whole number from -1000 to 1000 (a new subtask has 0)")
+    sp = add("pause", cmd_pause, "hold landing on a repository: pushes still queue, nothing is verified or lands "
+             "until `mergebot resume` (admin)")
+    sp.add_argument("--repo", required=True, help="the repository")
+    sp.add_argument("--reason", help="why, shown on the queue's view and pages with who paused it")
+    sp = add("resume", cmd_resume, "resume landing on a repository: parked candidates go back to the queue (admin)")
+    sp.add_argument("--repo", required=True, help="the repository")

@@ -56,3 +56,20 @@ def verify_the_check(repo: str, command: str) -> str:
 
 VERIFY_NEEDS_COMMIT = VERIFY_PREFIX + "give the commit to check (or --explain-sandbox)"
 DRILL_NEEDS_TOKEN = "mergebot drill needs a token (--token or MERGEBOT_TOKEN): an admin's; any role's with --check-only"
+
+
+# -- the queue's controls: ``mergebot retry``, ``cancel``, ``priority``, ``pause``, ``resume`` ----------------------
+
+
+def by_command_line(command: str) -> str:
+    """The reason recorded for what a control changed when its ``--reason`` was not given."""
+    return f"`mergebot {command}` on the command line"
+
+
+def landing_paused(repo: str, reason: str | None) -> str:
+    return (f"landing on {repo} is paused ({reason or 'by an admin'}): pushes still queue, nothing is verified "
+            f"or lands until `mergebot resume --repo {repo}`.")
+
+
+def landing_resumed(repo: str) -> str:
+    return f"landing on {repo} resumed: parked candidates go back to the queue."

@@ -98,6 +98,6 @@ def commits_stalled(n: int, seconds: float) -> str | None:
 # -- an operator's hold on a repository's queue ----------------------------------------------------------------
 
 
-def paused_by(who: str) -> str:
-    """The paused repository's reason when an admin paused it (``mergebot repo pause``)."""
-    return f"paused by {who}"
+def paused_by(who: str, reason: str | None = None) -> str:
+    """The paused repository's reason when an admin paused it (``mergebot pause``, with ``--reason``)."""
+    return f"paused by {who}" + (f": {reason}" if reason else "")

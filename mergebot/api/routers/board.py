@@ -97,4 +97,6 @@ async def landed(agent: Reader, db: DbDep, repo: str | None = None, subtask: int
                  limit: Limit = 100) -> dict[str, Any]:
     rows = await db.views.landed(repo=repo, subtask_id=subtask, owner=owner, since=since, before_id=before,
                                  limit=limit)
+    if repo is not None and not rows:
+        await db.repos.get_repo(repo)  # nothing landed, or no such repository: a 404 then, as the queue's view says
     return {"landed": [record(r) for r in rows]}

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from mergebot.api.deps import Admin, DbDep, Limit, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
+from mergebot.api.schemas import PauseIn
 from mergebot.landing.judge import told
 from mergebot.landing.main.repos import hold, set_rules
 from mergebot.models import record
@@ -47,9 +48,11 @@ async def findings(agent: Reader, db: DbDep, repo: str | None = None, limit: Lim
     return {"findings": await db.landing.findings(repo=repo, limit=limit)}
 
 
-@router.post("/repos/{name}/pause", summary="Pause landing on a repository (admin)")
-async def pause(name: str, agent: Admin, services: ServicesDep) -> dict[str, Any]:
-    return {"repo": record(await hold(services.db, name, "pause", agent, services.queue.poke))}
+@router.post("/repos/{name}/pause", summary="Pause landing on a repository (admin); pushes still queue, nothing "
+             "lands; an optional `reason` is shown with who paused")
+async def pause(name: str, agent: Admin, services: ServicesDep, body: PauseIn | None = None) -> dict[str, Any]:
+    return {"repo": record(await hold(services.db, name, "pause", agent, services.queue.poke,
+                                      reason=body.reason if body else None))}
 
 
 @router.post("/repos/{name}/resume", summary="Resume landing; parked candidates go back to the queue (admin)")

@@ -16,6 +16,7 @@ from mergebot.api.schemas import (
     FenceIn,
     ForecastIn,
     NoteIn,
+    PriorityIn,
     ReasonIn,
     ReleaseIn,
     SubmitIn,
@@ -220,3 +221,13 @@ async def get_acceptance(subtask_id: int, agent: Reader, db: DbDep) -> dict[str,
 @router.post("/{subtask_id}/retry", summary="Give a failed subtask another round (lead or admin)")
 async def retry(subtask_id: int, body: ReasonIn, agent: Manager, db: DbDep) -> dict[str, Any]:
     return {"subtask": record(await db.subtasks.retry(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
+
+
+@router.post("/{subtask_id}/priority", summary="Set a subtask's priority, and its waiting candidates' (lead or admin; "
+             "`@mergebot priority N`): the queue takes higher first")
+async def priority(subtask_id: int, body: PriorityIn, agent: Manager, services: ServicesDep) -> dict[str, Any]:
+    db = services.db
+    await db.subtasks.get_subtask(subtask_id)  # NotFound for a subtask that does not exist
+    moved = await db.forge.set_priority(subtask_id=subtask_id, priority=body.priority, actor_id=agent.id)
+    services.queue.poke()  # the waiting order may have changed
+    return {"subtask": record(await db.subtasks.get_subtask(subtask_id)), "candidates_moved": moved}

@@ -150,13 +150,13 @@ def read_held_out(folder: Path) -> list[tuple[str, bytes]]:
 
 
 async def hold(db: Database, name: str, action: str, by: Agent, poke: Callable[[], None],
-               remend: Callable[[], Awaitable[object]] | None = None) -> Repo:
+               remend: Callable[[], Awaitable[object]] | None = None, reason: str | None = None) -> Repo:
     """An admin pauses or resumes landing on ``name`` (on a resume the queue is poked: parked candidates go back
     to the queue, and a red main whose mend gave up is mended again through ``remend``, the queue's reconcile).
-    Returns the repository as it is now."""
+    A pause's ``reason`` is shown with who paused. Returns the repository as it is now."""
     before = await db.repos.get_repo(name)  # NotFound for a repository that does not exist
     if action == "pause":
-        await db.repos.set_paused(repo=name, paused=True, reason=say.paused_by(by.name))
+        await db.repos.set_paused(repo=name, paused=True, reason=say.paused_by(by.name, reason))
     else:
         await db.repos.set_paused(repo=name, paused=False, reason=None)
         await db.subtasks.announce(author_id=by.id, body=say.resumed_by(name, by.name))

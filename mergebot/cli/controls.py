@@ -1,0 +1,48 @@
+"""The queue's controls, for leads and admins, each one request to the API as the token's agent (the server
+decides who may): ``retry``, ``cancel`` and ``priority`` of a subtask (a lead or admin; what ``@mergebot retry``,
+``cancel`` and ``priority N`` do in a pull request's comment), ``pause`` and ``resume`` of a repository's landing (an
+admin). A refusal is an ``ApiError`` for ``main`` to print, with its exit code (see README's table of them).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mergebot import messages as say
+from mergebot.cli.agent import client_from
+from mergebot.cli.render import emit
+
+
+def cmd_retry(args: argparse.Namespace) -> None:
+    out = client_from(args).post(f"/api/v1/subtasks/{args.id}/retry",
+                                 {"reason": args.reason or say.by_command_line("retry")})
+    _said(args, out, say.another_round(args.id))
+
+
+def cmd_cancel(args: argparse.Namespace) -> None:
+    out = client_from(args).post(f"/api/v1/subtasks/{args.id}/cancel",
+                                 {"reason": args.reason or say.by_command_line("cancel")})
+    _said(args, out, say.cancelled(args.id))
+
+
+def cmd_priority(args: argparse.Namespace) -> None:
+    out = client_from(args).post(f"/api/v1/subtasks/{args.id}/priority", {"priority": args.level})
+    _said(args, out, say.priority_set(args.id, args.level, out["candidates_moved"]))
+
+
+def cmd_pause(args: argparse.Namespace) -> None:
+    out = client_from(args).post(f"/api/v1/repos/{args.repo}/pause", {"reason": args.reason} if args.reason else None)
+    _said(args, out, say.landing_paused(args.repo, out["repo"].get("paused_reason")))
+
+
+def cmd_resume(args: argparse.Namespace) -> None:
+    out = client_from(args).post(f"/api/v1/repos/{args.repo}/resume")
+    _said(args, out, say.landing_resumed(args.repo))
+
+
+def _said(args: argparse.Namespace, out: object, sentence: str) -> None:
+    """The API's answer with ``--json``, else the sentence."""
+    if args.json:
+        emit(args, out)
+    else:
+        print(sentence)
