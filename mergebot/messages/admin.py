@@ -56,3 +56,20 @@ def verify_the_check(repo: str, command: str) -> str:
 
 VERIFY_NEEDS_COMMIT = VERIFY_PREFIX + "give the commit to check (or --explain-sandbox)"
 DRILL_NEEDS_TOKEN = "mergebot drill needs a token (--token or MERGEBOT_TOKEN): an admin's; any role's with --check-only"
+
+# -- ``mergebot serve`` starting, and the name ``agent add`` is given ------------------------------------------------
+
+
+def serve_cannot_listen(host: str, port: int, why: object) -> str:
+    return (f"mergebot serve: cannot listen on {host}:{port} ({why}): is another server there? Choose another port "
+            "with --port (or MERGEBOT_PORT), and point agents at it with MERGEBOT_URL")
+
+
+def serve_no_agents(where: object) -> str:
+    return (f"the database ({where}) has no agents, so every token is refused: a new or mistyped --data-dir? "
+            "`mergebot init` (with the same --data-dir) makes the admin and prints its token")
+
+
+def agent_name_malformed(name: str) -> str:
+    return (f"{name!r} is not an agent name: 1 to 64 letters, digits, '.', '_' and '-', the first a letter or digit "
+            "(for example ann or ci-bot.2)")
