@@ -25,7 +25,8 @@ from mergebot.table import render_table
 
 def server_from(args: argparse.Namespace) -> str:
     """The server a command talks to: ``--server``, else MERGEBOT_URL, else the default (an empty one is unset)."""
-    return getattr(args, "server", None) or os.environ.get("MERGEBOT_URL") or DEFAULT_URL
+    server: str = getattr(args, "server", None) or os.environ.get("MERGEBOT_URL") or DEFAULT_URL
+    return server
 
 
 def client_from(args: argparse.Namespace) -> Client:
