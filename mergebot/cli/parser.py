@@ -1,7 +1,8 @@
 """The argument parser: every command, its flags and help text, and the function it runs (``fn``).
 
 Assembly only: what a command does lives in ``admin``, ``agent`` and ``views``. Every command takes the
-common flags (``--json``, ``--data-dir``, ``--server``, ``--token``), whether it uses them or not.
+common flags (``--json``, ``--data-dir``, ``--server``, ``--token``), whether it uses them or not, except those
+that talk to no server: ``init`` and ``serve`` take only what they use.
 """
 
 from __future__ import annotations
@@ -62,14 +63,19 @@ def _watch_flag(sp: argparse.ArgumentParser) -> None:
                     "a terminal, print one line per change")
 
 
-def _common_options(p: argparse.ArgumentParser, *, defaults: bool) -> None:
-    """The options every command takes. Without ``defaults`` an option left out leaves the value the top-level
-    parser already set, so they may come before or after the command."""
+COMMON = ("json", "data-dir", "server", "token")
+
+
+def _common_options(p: argparse.ArgumentParser, *, defaults: bool, only: tuple[str, ...] = COMMON) -> None:
+    """The options every command takes (``only``: those of them a command uses). Without ``defaults`` an option
+    left out leaves the value the top-level parser already set, so they may come before or after the command."""
     kw: dict[str, Any] = {} if defaults else {"default": argparse.SUPPRESS}
-    p.add_argument("--json", action="store_true", help="print JSON for machines", **kw)
+    if "json" in only:
+        p.add_argument("--json", action="store_true", help="print JSON for machines", **kw)
     p.add_argument("--data-dir", help="data directory (default .mergebot, or MERGEBOT_DATA_DIR)", **kw)
-    p.add_argument("--server", help=f"API base URL (default MERGEBOT_URL or {DEFAULT_URL})", **kw)
-    p.add_argument("--token", help="agent token (default MERGEBOT_TOKEN)", **kw)
+    if "server" in only:
+        p.add_argument("--server", help=f"API base URL (default MERGEBOT_URL or {DEFAULT_URL})", **kw)
+        p.add_argument("--token", help="agent token (default MERGEBOT_TOKEN)", **kw)
 
 
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
@@ -82,16 +88,25 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     _common_options(common, defaults=False)  # ... or after it; given after, it wins
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, fn: Callable[[argparse.Namespace], None], help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, parents=[common], help=help, description=help)
+    # init and serve talk to no server: no --server, no --token (nor --json, which serve never prints)
+    init_flags, serve_flags = argparse.ArgumentParser(add_help=False), argparse.ArgumentParser(add_help=False)
+    _common_options(init_flags, defaults=False, only=("json", "data-dir"))
+    _common_options(serve_flags, defaults=False, only=("data-dir",))
+
+    def add(name: str, fn: Callable[[argparse.Namespace], None], help: str,
+            parent: argparse.ArgumentParser = common) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, parents=[parent], help=help, description=help)
         sp.set_defaults(fn=fn)
         return sp
 
-    sp = add("init", cmd_init, "create the data directory and database, and an admin agent (token shown once)")
+    sp = add("init", cmd_init, "create the data directory and database, and an admin agent (token shown once)",
+             init_flags)
     sp.add_argument("--admin", default="admin")
-    sp = add("serve", cmd_serve, "run the server (API, waiter, recovery loop)")
-    sp.add_argument("--host")
-    sp.add_argument("--port", type=int)
+    sp = add("serve", cmd_serve, "run the server (API, waiter, recovery loop)", serve_flags)
+    sp.add_argument("--host", help="the address to listen on (default 127.0.0.1, this machine only; or "
+                    "MERGEBOT_HOST; 0.0.0.0 for every interface)")
+    sp.add_argument("--port", type=int, help="the port to listen on (default 8470, or MERGEBOT_PORT); agents find "
+                    "it through MERGEBOT_URL")
     add("demo", cmd_demo, "start a server on the embedded database and let four simulated agents work a tree "
                           "(a temporary data directory, removed after; --data-dir keeps one)")
 

@@ -9,14 +9,17 @@ Rules:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mergebot import auth
+from mergebot import messages as say
 from mergebot.db.base import Row, Sql, insert_event
-from mergebot.errors import Conflict, NotFound
+from mergebot.errors import Conflict, Invalid, NotFound
 from mergebot.models import Agent
 
 BOT_NAME = "mergebot"  # the bot's own agent: the owner of the reverts it lands
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # schema.sql's CHECK on agents.name, told before it refuses
 
 
 class AgentStore:
@@ -25,6 +28,8 @@ class AgentStore:
 
     async def add_agent(self, *, name: str, role: auth.Role) -> tuple[Agent, str]:
         """Create an agent; return it and its token (shown once, stored only as a hash)."""
+        if not NAME.fullmatch(name):
+            raise Invalid(say.agent_name_malformed(name), field="name")
         token = auth.new_token()
         try:
             row = await self.sql.one("agent_create", name=name, role=role.value, token_hash=auth.hash_token(token))

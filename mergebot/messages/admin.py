@@ -73,3 +73,21 @@ def landing_paused(repo: str, reason: str | None) -> str:
 
 def landing_resumed(repo: str) -> str:
     return f"landing on {repo} resumed: parked candidates go back to the queue."
+
+
+# -- ``mergebot serve`` starting, and the name ``agent add`` is given ------------------------------------------------
+
+
+def serve_cannot_listen(host: str, port: int, why: object) -> str:
+    return (f"mergebot serve: cannot listen on {host}:{port} ({why}): is another server there? Choose another port "
+            "with --port (or MERGEBOT_PORT), and point agents at it with MERGEBOT_URL")
+
+
+def serve_no_agents(where: object) -> str:
+    return (f"the database ({where}) has no agents, so every token is refused: a new or mistyped --data-dir? "
+            "`mergebot init` (with the same --data-dir) makes the admin and prints its token")
+
+
+def agent_name_malformed(name: str) -> str:
+    return (f"{name!r} is not an agent name: 1 to 64 letters, digits, '.', '_' and '-', the first a letter or digit "
+            "(for example ann or ci-bot.2)")

@@ -178,3 +178,35 @@ def nothing_pushed(subtask_id: int, sha: str, last: Mapping[str, Any] | None) ->
 
 
 UNCHANGED_NEXT = "`mergebot submit --again`"
+
+
+# -- the command line as a whole (``mergebot.cli``): Ctrl-C, a server out of reach, what ``wait`` and ``start`` end
+# with --------------------------------------------------------------------------------------------------------------
+
+INTERRUPTED = "mergebot: interrupted (Ctrl-C)"
+
+
+def still_queued(subtask_id: int, cand_id: int | None) -> str:
+    """Ctrl-C while ``mergebot submit`` waited for its verdict: the push stands (``main`` puts ``mergebot: `` first)."""
+    what = f"candidate {cand_id}" if cand_id is not None else "its push"
+    return (f"interrupted: only the waiting stopped. Subtask {subtask_id}'s {what} is still in the queue: "
+            f"`mergebot wait {subtask_id}` follows it to its verdict")
+
+
+def cannot_reach_server(url: str, error: object) -> str:
+    return (f"mergebot: cannot reach the server at {url} ({error}); is `mergebot serve` running there? "
+            "--server or MERGEBOT_URL sets the URL")
+
+
+def start_nothing_ready(waited: float) -> str:
+    """``nothing_ready`` as the last line of ``mergebot start`` (which then exits 4, as ``wait`` does when what it
+    waited for did not come)."""
+    return "mergebot start: " + nothing_ready(waited)
+
+
+def wait_verdict(done: bool, statuses: Mapping[str, str], timeout: float) -> str:
+    """``mergebot wait``'s last line: each subtask's status, and whether they all finished."""
+    each = ", ".join(f"subtask {k} {v}" for k, v in sorted(statuses.items(), key=lambda kv: int(kv[0])))
+    if done:
+        return f"finished: {each}"
+    return f"not finished within {timeout:g} s: {each} (`mergebot wait` again to go on waiting)"

@@ -66,7 +66,8 @@ class BotProcess:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     said = self.log.read_bytes()[seen:].decode(errors="replace")
-                    if retries and f"{self.port}): address already in use" in said:
+                    taken = (f"{self.port}): address already in use", f"cannot listen on 127.0.0.1:{self.port} ")
+                    if retries and any(t in said for t in taken):  # told by the server's bind, or before it
                         break
                     raise RuntimeError(f"mergebot serve exited {self.proc.returncode}:\n{self.tail()}")
                 try:
