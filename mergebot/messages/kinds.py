@@ -47,9 +47,10 @@ KINDS: dict[str, Words] = {
     "tests_weakened": Words("the check exited 0 on the merged commit, but tests that pass on {target} do not "
                             "pass now (failed, skipped, xfailed, deselected, missing or deleted: tests.weakened names "
                             "each and what it became)",
-                            "make those tests pass again without changing them (`git diff origin/{target} -- "
-                            "'*test*'` shows what you changed), commit, `mergebot submit`; if a test must go, ask a "
-                            "lead: `mergebot allow {sid} --test-removal`"),
+                            "make those tests pass again without changing, skipping or deselecting them (`git diff "
+                            "origin/{target} -- '*test*'` shows what you changed; a skipped test is not a removed "
+                            "one), commit, `mergebot submit`; only if a test must go: delete it and ask a lead, "
+                            "`mergebot allow {sid} --test-removal`"),
     "no_report": Words("the check exited 0 on the merged commit, but reported no test outcome at all, where "
                        "{target}'s tests do: something stopped pytest from reporting (an exit before the tests ran, "
                        "a disabled plugin, a report that was not written)",
