@@ -242,8 +242,8 @@ async def test_push_refusals_are_typed_records(fleet: Fleet) -> None:
     assert refused(wt, "refs/heads/main")["kind"] == "protected_ref"
     assert refused(wt, "refs/heads/subtasks/999999/v1")["kind"] == "unknown_subtask"
     assert refused(wt, f"refs/heads/subtasks/{bob_claim.subtask_id}/v1")["kind"] == "not_owner"
-    stale = refused(wt, f"refs/heads/subtasks/{s1.id}/v9")
-    assert stale["kind"] == "stale_claim" and "--carry" in stale["next"]
+    future = refused(wt, f"refs/heads/subtasks/{s1.id}/v9")
+    assert future["kind"] == "not_claimed" and "mergebot start" in future["next"] and "--carry" not in future["next"]
     git(["reset", "-q", "--hard", "origin/main"], bob_wt)
     assert refused(bob_wt, f"refs/heads/{bob_claim.branch}")["kind"] == "nothing_to_land"
     git(["checkout", "-q", "--orphan", "stray"], bob_wt)

@@ -89,9 +89,13 @@ KINDS: dict[str, Words] = {
                            "`mergebot submit` (it pushes to your claim's branch)"),
     "unknown_subtask": Words("the branch names a subtask that does not exist", "`mergebot claim` for work"),
     "not_owner": Words("the subtask is not yours", "`mergebot start --repo REPO --dir DIR` for your own work"),
-    "stale_claim": Words("the branch's claim version is not the subtask's current one (the claim was "
-                         "superseded, or the version does not exist yet)",
+    "stale_claim": Words("the branch's claim version is older than the subtask's current one (the claim was "
+                         "superseded)",
                          "`mergebot start --repo REPO --dir DIR --carry` to claim again with your commits"),
+    "not_claimed": Words("the branch's claim version does not exist: nobody has claimed the subtask at that "
+                         "version (or ever)", "claim first, `mergebot start --repo REPO --dir DIR` (it claims the "
+                         "next ready subtask, in a worktree on the branch its claim names), then `mergebot submit` "
+                         "there"),
     "landing_now": Words("the previous push of the subtask is being landed right now", "`mergebot wait {sid}`"),
     "not_running": Words("the subtask is not being worked on (landed, ready, failed or cancelled)",
                          "`mergebot show {sid}`, then claim other work"),
