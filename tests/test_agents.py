@@ -26,6 +26,7 @@ from mergebot.agent import guide, keeper
 from mergebot.cli.parser import build_parser
 from mergebot.landing.judge import verdicts
 from mergebot.landing.judge.verdicts import KINDS
+from mergebot.models import VERDICT_HEADER
 from tests.support.bot import PYTEST, Fleet, check_command, commit, git, until
 
 SHORT_LEASE = {"MERGEBOT_LEASE_SECONDS": "2", "MERGEBOT_RECOVERY_GRACE_SECONDS": "0"}
@@ -225,8 +226,8 @@ async def test_push_refusals_are_typed_records(fleet: Fleet) -> None:
     bob_claim, bob_wt = fleet.start("bob")
 
     def refused(wt: Path, ref: str) -> dict[str, Any]:
-        out = subprocess.run(["git", "push", "--force", "origin", f"HEAD:{ref}"], cwd=wt, capture_output=True,
-                             text=True, check=False)
+        out = subprocess.run(["git", "-c", f"http.extraHeader={VERDICT_HEADER}: 1", "push", "--force", "origin",
+                              f"HEAD:{ref}"], cwd=wt, capture_output=True, text=True, check=False)
         assert out.returncode != 0
         verdict: dict[str, Any] = agent.submit.refused(0, 0, "", "\n".join(
             line.removeprefix("remote:").strip() for line in out.stderr.splitlines()))["verdict"]

@@ -214,3 +214,8 @@ def never_claimed(ref: str, subtask_id: int, status: str) -> str:
     return (f"{ref}: subtask {subtask_id} has never been claimed (it is {status}), so this branch is nobody's. "
             "Claim first (`mergebot start --repo REPO --dir DIR` claims the next ready subtask and prepares a "
             "worktree on the branch its claim names), then `mergebot submit` there.")
+
+
+def refused_next(nexts: Sequence[str]) -> list[str]:
+    """After a refused push's sentences, for a person (``git push``): what to do next, once per distinct step."""
+    return [f"Next: {n}" for n in nexts]
