@@ -178,3 +178,24 @@ def nothing_pushed(subtask_id: int, sha: str, last: Mapping[str, Any] | None) ->
 
 
 UNCHANGED_NEXT = "`mergebot submit --again`"
+
+
+# -- the keeper, asked to stop (``mergebot.agent.keeper.Stopped``) ----------------------------------------------------
+
+KEEPER_STOP_ASKED = "it was asked to stop (`mergebot stop`, or a release through the MCP tools)"
+KEEPER_REPLACED = "`mergebot start` was run again in this worktree: that start's own keeper keeps its claim"
+
+
+# -- where a worktree is (``mergebot.agent.worktree``, ``mergebot status``) -------------------------------------------
+
+
+def no_such_dir(workdir: object) -> str:
+    return (f"{workdir} does not exist; give the worktree's directory (`--dir`), or `mergebot start --repo NAME "
+            "--dir DIR` to make one")
+
+
+def head_elsewhere(head: str | None, branch: str) -> str:
+    """``mergebot status`` when HEAD is not on the claim's branch: both, and where ``submit`` pushes."""
+    on = f"HEAD is on {head}" if head else "HEAD is detached"
+    return (f"{on}, not on the claim's branch {branch}: `mergebot submit` pushes HEAD to {branch} all the same "
+            f"(`git switch {branch}` to work on it)")
