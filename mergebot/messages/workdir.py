@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mergebot.messages.tasks import tree_not_parsed
-
 # -- the worktree (``mergebot.agent``) -----------------------------------------------------------------------------
 
 
@@ -104,11 +102,6 @@ def create_bad_acceptance(spec: object) -> str:
 
 def create_unreadable_acceptance(local: str, why: object) -> str:
     return f"{CREATE_PREFIX}cannot read the acceptance test {local}: {why}"
-
-
-def create_tree_not_parsed(name: str, error: object) -> str:
-    """``tasks.tree_not_parsed``, as ``mergebot create`` says it."""
-    return CREATE_PREFIX + tree_not_parsed(name, error)
 
 
 ALLOW_NEEDS_WHAT = ("mergebot allow: say what to allow (--test-removal, --check-changes, --behaviour-change; "
