@@ -117,6 +117,8 @@ async def test_bad_input_gets_a_sentence_and_a_nonzero_exit(fleet: Fleet, tmp_pa
     plain.mkdir()
     cases: list[tuple[list[str], dict[str, str], str]] = [
         (["submit", "--dir", str(plain)], {}, "is not in a git worktree"),
+        (["submit", "--dir", str(tmp_path / "no" / "such")], {}, f"{tmp_path / 'no' / 'such'} does not exist"),
+        (["create", "--file", str(tmp_path / "none.yaml")], {}, "cannot read the task tree"),
         (["stop", "--dir", str(plain)], {}, "is not in a git worktree"),
         (["heartbeat", "999", "--version", "1"], {}, "subtask 999 does not exist"),
         (["show", "999"], {}, "subtask 999 does not exist"),
