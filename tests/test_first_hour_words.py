@@ -169,7 +169,7 @@ def test_the_keeper_says_who_stopped_it(tmp_path: Path, stopped: keeper.Stopped,
 async def test_keepers_notes_stay_on_their_subtask_and_off_the_board(db: Database) -> None:
     ann, _ = await db.agents.add_agent(name="ann", role=Role.AGENT)
     sub, _ = await db.subtasks.create_subtask(actor_id=None, title="t")
-    await db.subtasks.add_note(author_id=ann.id, subtask_id=sub.id, body="[keeper] stopped keeping the claim: idle")
+    await db.subtasks.add_note(author_id=ann.id, subtask_id=sub.id, body=say.keeper_note(sub.id, 1, "idle"))
     await db.subtasks.add_note(author_id=ann.id, subtask_id=sub.id, body="plan: add mul first")
     await db.subtasks.add_note(author_id=ann.id, body="board: who takes the parser?")
     board = [n["body"] for n in await db.subtasks.notes()]

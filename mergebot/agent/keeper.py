@@ -147,8 +147,7 @@ class Keeper:
 
     def stop(self, why: str) -> str:
         self.save(kept=False, stopped_at=_iso(self.now()), stopped_because=why)
-        body = (f"[keeper] stopped keeping the claim on subtask {self.claim.subtask_id} "
-                f"v{self.claim.claim_version}: {why}")
+        body = say.keeper_note(self.claim.subtask_id, self.claim.claim_version, why)
         path = f"/api/v1/subtasks/{self.claim.subtask_id}/notes"
         with contextlib.suppress(ApiError, OSError):  # refused once another agent has claimed the subtask
             self.client.post(path, {"claim_version": self.claim.claim_version, "body": body})

@@ -177,6 +177,12 @@ UNCHANGED_NEXT = "`mergebot submit --again`"
 
 KEEPER_STOP_ASKED = "it was asked to stop (`mergebot stop`, or a release through the MCP tools)"
 KEEPER_REPLACED = "`mergebot start` was run again in this worktree: that start's own keeper keeps its claim"
+KEEPER_NOTE_PREFIX = "[keeper] "  # the board leaves these notes out (``page_notes``, ``note_list``: the same text)
+
+
+def keeper_note(subtask_id: int, claim_version: int, why: str) -> str:
+    """The note the keeper leaves on its subtask when it stops: for the subtask's next owner, not for the board."""
+    return f"{KEEPER_NOTE_PREFIX}stopped keeping the claim on subtask {subtask_id} v{claim_version}: {why}"
 
 
 # -- where a worktree is (``mergebot.agent.worktree``, ``mergebot status``) -------------------------------------------
