@@ -166,6 +166,13 @@ def test_the_keeper_says_who_stopped_it(tmp_path: Path, stopped: keeper.Stopped,
     assert keeper.REPLACED != signal.SIGTERM  # so the keeper can tell a new start from `mergebot stop`
 
 
+def test_the_boards_queries_leave_out_what_the_keeper_writes() -> None:
+    queries = Path(__file__).resolve().parents[1] / "mergebot" / "db" / "queries"
+    for name in ("pages.sql", "subtasks.sql"):
+        assert f"starts_with(n.body, '{say.KEEPER_NOTE_PREFIX}')" in (queries / name).read_text(), name
+    assert say.keeper_note(5, 1, "why").startswith(say.KEEPER_NOTE_PREFIX)
+
+
 async def test_keepers_notes_stay_on_their_subtask_and_off_the_board(db: Database) -> None:
     ann, _ = await db.agents.add_agent(name="ann", role=Role.AGENT)
     sub, _ = await db.subtasks.create_subtask(actor_id=None, title="t")
