@@ -252,6 +252,10 @@ async def test_push_refusals_are_typed_records(fleet: Fleet) -> None:
     git(["checkout", "-q", "--orphan", "stray"], bob_wt)
     commit(bob_wt, {"stray.txt": "no history\n"})
     assert refused(bob_wt, f"refs/heads/{bob_claim.branch}")["kind"] == "history_anomaly"
+    fleet.client("ann").post(f"/api/v1/subtasks/{claim.subtask_id}/release", {"claim_version": claim.claim_version})
+    fleet.start("ann", "ann2")  # claimed again, at version 2: the first claim's branch is stale
+    stale = refused(wt, f"refs/heads/{claim.branch}")
+    assert stale["kind"] == "stale_claim" and "--carry" in stale["next"]
 
 
 async def test_a_conflict_verdict_names_its_paths_and_hunks(fleet: Fleet) -> None:
