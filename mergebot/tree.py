@@ -13,9 +13,11 @@ naming the offending field, including every dependency cycle.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -39,18 +41,42 @@ class Node:
 
 
 def parse_tree_text(text: str, filename: str = "tree") -> list[Node]:
+    return parse_tree(load_tree_text(text, filename))
+
+
+def load_tree_text(text: str, filename: str = "tree") -> Any:
+    """A tree file's text as data (JSON for a ``.json`` name, else YAML); an error names the file, not
+    ``<unicode string>``."""
     try:
-        data = yaml.safe_load(text) if not filename.endswith(".json") else json.loads(text)
+        if filename.endswith(".json"):
+            return json.loads(text)
+        stream = io.StringIO(text)
+        stream.name = filename  # PyYAML names the stream in its marks ("in 'tree.yaml', line 3")
+        return yaml.safe_load(stream)
     except (yaml.YAMLError, json.JSONDecodeError) as e:
         raise Invalid(say.tree_not_parsed(filename, e), field="file") from e
-    return parse_tree(data)
+
+
+def read_tree_file(path: Path) -> Any:
+    """A tree file's data, or ``Invalid`` saying why it cannot be read (a missing file, not ``[Errno 2]``)."""
+    try:
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise Invalid(say.tree_unreadable(str(path), why, path.parent.is_dir()), field="file") from e
+    return load_tree_text(text, str(path))
+
+
+def subtasks_of(data: Any) -> Any:
+    """The list of nodes: the file itself, or its ``subtasks:``."""
+    return data["subtasks"] if isinstance(data, dict) and "subtasks" in data else data
 
 
 def parse_tree(data: Any) -> list[Node]:
-    if isinstance(data, dict) and "subtasks" in data:
-        data = data["subtasks"]
+    data = subtasks_of(data)
     if not isinstance(data, list):
-        raise Invalid(say.TREE_NOT_A_LIST, field="subtasks")
+        keys = [str(k) for k in data][:10] if isinstance(data, dict) else []
+        raise Invalid(say.tree_not_a_list(keys), field="subtasks")
     nodes: list[Node] = []
     _flatten(data, None, "subtasks", nodes)
     return plan(nodes)
@@ -58,6 +84,7 @@ def parse_tree(data: Any) -> list[Node]:
 
 NODE_KEYS = ("key", "title", "description", "priority", "group", "max_attempts", "parent", "depends_on", "children",
              "paths")
+FILE_KEYS = (*NODE_KEYS, "accept")  # a file for ``mergebot create --file`` may name acceptance tests too
 MAX_PATHS = 100
 
 
@@ -67,8 +94,11 @@ def _flatten(items: list[Any], parent: str | None, path: str, out: list[Node]) -
         if not isinstance(item, dict):
             raise Invalid(say.node_not_object(where), field=where)
         unknown = [k for k in item if k not in NODE_KEYS]
+        if unknown == ["accept"]:  # the CLI takes it out of a file; the API attaches acceptance tests on its own
+            raise Invalid(say.NODE_ACCEPT_VIA_API, field=f"{where}.accept")
         if unknown:  # a misspelt key (``prio: 3``) would otherwise be dropped without a word
-            raise Invalid(say.node_unknown_key(where, unknown[0], NODE_KEYS), field=f"{where}.{unknown[0]}")
+            bad = next(k for k in unknown if k != "accept")
+            raise Invalid(say.node_unknown_key(where, bad, FILE_KEYS), field=f"{where}.{bad}")
         key = item.get("key")
         title = item.get("title")
         if not isinstance(key, str | int) or isinstance(key, bool) or str(key) == "":

@@ -26,6 +26,7 @@ from mergebot.agent import guide, keeper
 from mergebot.cli.parser import build_parser
 from mergebot.landing.judge import verdicts
 from mergebot.landing.judge.verdicts import KINDS
+from mergebot.models import VERDICT_HEADER
 from tests.support.bot import PYTEST, Fleet, check_command, commit, git, until
 
 SHORT_LEASE = {"MERGEBOT_LEASE_SECONDS": "2", "MERGEBOT_RECOVERY_GRACE_SECONDS": "0"}
@@ -116,6 +117,8 @@ async def test_bad_input_gets_a_sentence_and_a_nonzero_exit(fleet: Fleet, tmp_pa
     plain.mkdir()
     cases: list[tuple[list[str], dict[str, str], str]] = [
         (["submit", "--dir", str(plain)], {}, "is not in a git worktree"),
+        (["submit", "--dir", str(tmp_path / "no" / "such")], {}, f"{tmp_path / 'no' / 'such'} does not exist"),
+        (["create", "--file", str(tmp_path / "none.yaml")], {}, "cannot read the task tree"),
         (["stop", "--dir", str(plain)], {}, "is not in a git worktree"),
         (["heartbeat", "999", "--version", "1"], {}, "subtask 999 does not exist"),
         (["show", "999"], {}, "subtask 999 does not exist"),
@@ -225,8 +228,8 @@ async def test_push_refusals_are_typed_records(fleet: Fleet) -> None:
     bob_claim, bob_wt = fleet.start("bob")
 
     def refused(wt: Path, ref: str) -> dict[str, Any]:
-        out = subprocess.run(["git", "push", "--force", "origin", f"HEAD:{ref}"], cwd=wt, capture_output=True,
-                             text=True, check=False)
+        out = subprocess.run(["git", "-c", f"http.extraHeader={VERDICT_HEADER}: 1", "push", "--force", "origin",
+                              f"HEAD:{ref}"], cwd=wt, capture_output=True, text=True, check=False)
         assert out.returncode != 0
         verdict: dict[str, Any] = agent.submit.refused(0, 0, "", "\n".join(
             line.removeprefix("remote:").strip() for line in out.stderr.splitlines()))["verdict"]
@@ -242,13 +245,17 @@ async def test_push_refusals_are_typed_records(fleet: Fleet) -> None:
     assert refused(wt, "refs/heads/main")["kind"] == "protected_ref"
     assert refused(wt, "refs/heads/subtasks/999999/v1")["kind"] == "unknown_subtask"
     assert refused(wt, f"refs/heads/subtasks/{bob_claim.subtask_id}/v1")["kind"] == "not_owner"
-    stale = refused(wt, f"refs/heads/subtasks/{s1.id}/v9")
-    assert stale["kind"] == "stale_claim" and "--carry" in stale["next"]
+    future = refused(wt, f"refs/heads/subtasks/{s1.id}/v9")
+    assert future["kind"] == "not_claimed" and "mergebot start" in future["next"] and "--carry" not in future["next"]
     git(["reset", "-q", "--hard", "origin/main"], bob_wt)
     assert refused(bob_wt, f"refs/heads/{bob_claim.branch}")["kind"] == "nothing_to_land"
     git(["checkout", "-q", "--orphan", "stray"], bob_wt)
     commit(bob_wt, {"stray.txt": "no history\n"})
     assert refused(bob_wt, f"refs/heads/{bob_claim.branch}")["kind"] == "history_anomaly"
+    fleet.client("ann").post(f"/api/v1/subtasks/{claim.subtask_id}/release", {"claim_version": claim.claim_version})
+    fleet.start("ann", "ann2")  # claimed again, at version 2: the first claim's branch is stale
+    stale = refused(wt, f"refs/heads/{claim.branch}")
+    assert stale["kind"] == "stale_claim" and "--carry" in stale["next"]
 
 
 async def test_a_conflict_verdict_names_its_paths_and_hunks(fleet: Fleet) -> None:

@@ -51,7 +51,9 @@ def test_parse_subtask_ref(ref: str, expected: tuple[int, int] | None) -> None:
     (up("refs/heads/subtasks/5/v2"), owner(status="landed", who=None), "not_running", "mergebot show 5"),
     (up("refs/heads/subtasks/5/v1"), owner(), "stale_claim", "claim version 1 is stale"),
     (up("refs/heads/subtasks/5/v1"), owner(who=OTHER), "stale_claim", "superseded"),
-    (up("refs/heads/subtasks/5/v3"), owner(), "stale_claim", "does not exist"),
+    (up("refs/heads/subtasks/5/v3"), owner(), "not_claimed", "claim version 3 does not exist yet"),
+    (up("refs/heads/subtasks/5/v1"), owner(version=0, status="ready", who=None), "not_claimed",
+     "subtask 5 has never been claimed (it is ready)"),
     (up("refs/heads/subtasks/5/v2"), owner(landing=True), "landing", "landing right now"),
     (up("refs/heads/subtasks/5/v2", Z), owner(who=OTHER), "not_owner", "only branches of subtasks you own"),
 ])

@@ -97,7 +97,7 @@ async def test_refusals_carry_their_reason(fleet: Fleet) -> None:
     # nothing above moved main or queued anything, and every refusal was recorded
     events = await fleet.db.subtasks.events(limit=1000)
     refused = [e for e in events if e["kind"] == "push_refused"]
-    assert {e["detail"]["code"] for e in refused} >= {"protected_ref", "stale_claim", "not_owner", "protected_path"}
+    assert {e["detail"]["code"] for e in refused} >= {"protected_ref", "not_claimed", "not_owner", "protected_path"}
     assert await fleet.db.landing.candidates(repo="demo") == []
 
 

@@ -11,7 +11,8 @@ log and state in ``<git dir>/mergebot/``). Rules:
     when the agent has been idle past that limit (the lease then lapses as for a dead agent), when the subtask
     landed, was released or the claim was superseded (a heartbeat is refused), when the worktree is removed or
     holds another claim, when ``mergebot stop`` asks it to (SIGTERM), or when the server has not answered for
-    longer than a lease (the claim is lost by then anyway).
+    longer than a lease (the claim is lost by then anyway). A new ``mergebot start`` in the same worktree replaces
+    it, and it says so (not that ``mergebot stop`` was run).
   * A dead machine loses its claim by the server's lease and grace, as before: the keeper is a convenience on the
     agent's machine, never what the server relies on.
 """
@@ -39,7 +40,15 @@ IDLE_DEFAULT = 1800.0
 
 
 class Stopped(Exception):
-    """``mergebot stop`` asked the keeper to stop (SIGTERM), between or during its steps."""
+    """The keeper was asked to stop, between or during its steps: by ``mergebot stop`` (SIGTERM), or by a new
+    ``mergebot start`` in the same worktree, whose own keeper takes over (SIGUSR1, ``REPLACED``)."""
+
+    def __init__(self, why: str = say.KEEPER_STOP_ASKED) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+REPLACED = signal.SIGUSR1  # what ``spawn`` sends the keeper it replaces (``stop`` sends SIGTERM)
 MAX_FILES = 20_000  # files looked at for changes per tick; a bigger worktree counts its commits and commands
 
 
@@ -89,8 +98,8 @@ class Keeper:
         """Keep the claim until a reason to stop; return that reason."""
         try:
             return self._keep()
-        except Stopped:
-            return self.stop("`mergebot stop` was run")
+        except Stopped as e:
+            return self.stop(e.why)
 
     def _keep(self) -> str:
         interval = max(0.5, self.lease / 3)
@@ -138,8 +147,7 @@ class Keeper:
 
     def stop(self, why: str) -> str:
         self.save(kept=False, stopped_at=_iso(self.now()), stopped_because=why)
-        body = (f"[keeper] stopped keeping the claim on subtask {self.claim.subtask_id} "
-                f"v{self.claim.claim_version}: {why}")
+        body = say.keeper_note(self.claim.subtask_id, self.claim.claim_version, why)
         path = f"/api/v1/subtasks/{self.claim.subtask_id}/notes"
         with contextlib.suppress(ApiError, OSError):  # refused once another agent has claimed the subtask
             self.client.post(path, {"claim_version": self.claim.claim_version, "body": body})
@@ -161,8 +169,8 @@ def lease_of(client: Client, claim: Claim) -> float:
 
 
 def spawn(workdir: Path, env: dict[str, str] | None = None) -> int:
-    """Start the worktree's keeper (replacing one already there); its pid."""
-    stop(workdir, wait=5.0)
+    """Start the worktree's keeper (replacing one already there: it notes that a new start took over); its pid."""
+    stop(workdir, wait=5.0, sig=REPLACED)
     state = state_dir(workdir)
     with open(state / "keeper.log", "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "mergebot.agent.keeper", str(workdir.resolve())],
@@ -184,13 +192,13 @@ def running(workdir: Path) -> int | None:
     return None
 
 
-def stop(workdir: Path, wait: float = 10.0) -> bool:
-    """Ask the keeper to stop (it notes why on the subtask); True if one was running."""
+def stop(workdir: Path, wait: float = 10.0, sig: signal.Signals = signal.SIGTERM) -> bool:
+    """Ask the keeper to stop (it notes why on the subtask: ``sig`` says who asked); True if one was running."""
     pid = running(workdir)
     if pid is None:
         return False
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, sig)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline and running(workdir) == pid:
         time.sleep(0.05)
@@ -215,7 +223,11 @@ def main(argv: list[str]) -> int:
     def on_term(*_: object) -> None:
         raise Stopped
 
+    def on_replaced(*_: object) -> None:
+        raise Stopped(say.KEEPER_REPLACED)
+
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(REPLACED, on_replaced)
     keeper.save(kept=True, started_at=_iso(time.time()), lease_seconds=keeper.lease, idle_seconds=keeper.idle)
     why = keeper.run()
     print(say.keeper_stopped(_iso(time.time()), why), flush=True)

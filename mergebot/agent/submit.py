@@ -3,7 +3,8 @@ candidate to its verdict.
 
 Rules:
   * The push goes to exactly the branch the claim names, ``subtasks/<id>/v<version>``, forced: after a rejection
-    the agent pushes its fix to the same branch. The push's answer names the candidate it queued.
+    the agent pushes its fix to the same branch. The push's answer names the candidate it queued; it asks for a
+    refusal's verdict as JSON lines (``models.VERDICT_HEADER``), which a person's ``git push`` is spared.
   * Pushing a commit the branch already has changes nothing in git; ``again`` asks the bot to queue the
     branch's current tip once more instead (after a flaky failure, or when main moved): idempotent, twice is once.
   * The wait is one long-poll request per verdict (or 30 s), never a tight poll. It ends at a final verdict;
@@ -27,7 +28,7 @@ from mergebot import messages as say
 from mergebot.agent.worktree import current_claim, head_sha, touch
 from mergebot.client import Client
 from mergebot.messages.refs import subtask_ref
-from mergebot.models import VERDICT_LINE
+from mergebot.models import VERDICT_HEADER, VERDICT_LINE
 
 QUEUED = re.compile(r"as candidate (\d+)")
 STOPS = ("landed", "rejected", "superseded", "cancelled", "parked")  # a wait ends at these statuses
@@ -48,7 +49,8 @@ def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool 
         got = client.post(f"/api/v1/subtasks/{claim.subtask_id}/submit-again", {"claim_version": claim.claim_version})
         cand_id, sha = got["candidate"]["id"], got["candidate"]["sha"]
     else:
-        out = subprocess.run(["git", "push", "--force", "--porcelain", "origin", f"HEAD:{ref}"],
+        out = subprocess.run(["git", "-c", f"http.extraHeader={VERDICT_HEADER}: 1", "push", "--force", "--porcelain",
+                              "origin", f"HEAD:{ref}"],
                              cwd=workdir, capture_output=True, text=True, check=False)
         remote = "\n".join(line.removeprefix("remote:").strip() for line in out.stderr.splitlines()
                            if line.startswith("remote:"))

@@ -47,7 +47,7 @@ def _repo(workdir: Path) -> pygit2.Repository:
     processes per subtask, and on a shared machine they compete with the checks."""
     found = pygit2.discover_repository(str(workdir))
     if found is None:
-        raise Invalid(say.not_a_worktree(workdir), field="dir")
+        raise Invalid(say.not_a_worktree(workdir) if workdir.is_dir() else say.no_such_dir(workdir), field="dir")
     return pygit2.Repository(found)
 
 
@@ -207,6 +207,14 @@ def current_claim(workdir: Path) -> Claim:
 
 def head_sha(workdir: Path) -> str:
     return str(_repo(workdir).head.target)
+
+
+def head_branch(workdir: Path) -> str | None:
+    """The branch HEAD is on (``subtasks/5/v1``), or None when it is detached or unborn."""
+    repo = _repo(workdir)
+    if repo.head_is_detached or repo.head_is_unborn:
+        return None
+    return repo.head.shorthand
 
 
 def changed_paths(workdir: Path) -> list[str]:

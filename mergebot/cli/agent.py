@@ -9,7 +9,6 @@ so identity is always the token's and the server decides: a refusal comes back a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import Any
 from mergebot import messages as say
 from mergebot.cli.render import emit
 from mergebot.client import DEFAULT_URL, Client
+from mergebot.errors import Invalid
 from mergebot.table import cell as _cell
 from mergebot.table import render_table
 
@@ -177,18 +177,13 @@ def _pop_accept(items: Any, found: dict[str, list[Any]]) -> None:
 def cmd_create(args: argparse.Namespace) -> None:
     c = client_from(args)
     if args.file:
-        from mergebot.tree import parse_tree
+        from mergebot.tree import parse_tree, read_tree_file, subtasks_of
 
         path = Path(args.file)
-        text = path.read_text("utf-8")
-        import yaml
-
-        try:
-            data = json.loads(text) if path.name.endswith(".json") else yaml.safe_load(text)
-        except (ValueError, yaml.YAMLError) as e:
-            raise SystemExit(say.create_tree_not_parsed(path.name, e)) from e
-        if isinstance(data, dict) and "subtasks" in data:
-            data = data["subtasks"]
+        try:  # a file that is missing, unreadable or not YAML/JSON: named, with why
+            data = subtasks_of(read_tree_file(path))
+        except Invalid as e:
+            raise SystemExit(say.CREATE_PREFIX + e.message) from e
         accept: dict[str, list[Any]] = {}
         _pop_accept(data, accept)
         parse_tree(data)  # refuse locally first, with the field named

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.table import render_table
 
 
@@ -148,6 +149,8 @@ CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
 def render_worktree(w: dict[str, Any]) -> str:
     """The claim a worktree holds: whether it still holds, whether it is kept and until when, or why not."""
     lines = [f"this worktree: subtask {w['subtask']} v{w['claim_version']} on {w['branch']}"]
+    if w.get("head", w["branch"]) != w["branch"]:  # the claim's branch is where submit pushes, whatever HEAD is on
+        lines.append("  " + say.head_elsewhere(w.get("head"), w["branch"]))
     ended = w["current_version"] != w["claim_version"] or w["status"] not in ("running", "submitted")
     if ended:
         lines.append(f"  the claim no longer holds: the subtask is {w['status']} at claim version "

@@ -54,7 +54,7 @@ from starlette.types import Receive, Scope, Send
 from mergebot import messages as say
 from mergebot.git import cgi
 from mergebot.git.gate import Busy, Gate, default_limit
-from mergebot.models import Agent
+from mergebot.models import VERDICT_HEADER, Agent
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,7 @@ class PushSession:
     repo: str
     agent: Agent
     started: float = field(default_factory=time.time)  # when the push's request arrived (its candidates' pushed_at)
+    verdicts: bool = False  # the pusher asked for the machine-readable verdict lines (``models.VERDICT_HEADER``)
 
 
 @dataclass
@@ -175,7 +176,8 @@ class GitHttp:
             async with self.gate.slot(ahead=route.push or agent.role == "verifier", timeout=self.queue_timeout):
                 session: PushSession | None = None
                 if route.push and route.rest == "git-receive-pack":
-                    session = PushSession(push_id=secrets.token_urlsafe(24), repo=route.name, agent=agent)
+                    session = PushSession(push_id=secrets.token_urlsafe(24), repo=route.name, agent=agent,
+                                          verdicts=headers.get(VERDICT_HEADER.lower(), "").strip() == "1")
                     env["MERGEBOT_PUSH_ID"] = session.push_id
                     env["MERGEBOT_HOOK_URL"] = self.hook_url()
                     env["MERGEBOT_REPO"] = route.name

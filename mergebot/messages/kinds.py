@@ -47,9 +47,10 @@ KINDS: dict[str, Words] = {
     "tests_weakened": Words("the check exited 0 on the merged commit, but tests that pass on {target} do not "
                             "pass now (failed, skipped, xfailed, deselected, missing or deleted: tests.weakened names "
                             "each and what it became)",
-                            "make those tests pass again without changing them (`git diff origin/{target} -- "
-                            "'*test*'` shows what you changed), commit, `mergebot submit`; if a test must go, ask a "
-                            "lead: `mergebot allow {sid} --test-removal`"),
+                            "make those tests pass again without changing, skipping or deselecting them (`git diff "
+                            "origin/{target} -- '*test*'` shows what you changed; a skipped test is not a removed "
+                            "one), commit, `mergebot submit`; only if a test must go: delete it and ask a lead, "
+                            "`mergebot allow {sid} --test-removal`"),
     "no_report": Words("the check exited 0 on the merged commit, but reported no test outcome at all, where "
                        "{target}'s tests do: something stopped pytest from reporting (an exit before the tests ran, "
                        "a disabled plugin, a report that was not written)",
@@ -88,9 +89,13 @@ KINDS: dict[str, Words] = {
                            "`mergebot submit` (it pushes to your claim's branch)"),
     "unknown_subtask": Words("the branch names a subtask that does not exist", "`mergebot claim` for work"),
     "not_owner": Words("the subtask is not yours", "`mergebot start --repo REPO --dir DIR` for your own work"),
-    "stale_claim": Words("the branch's claim version is not the subtask's current one (the claim was "
-                         "superseded, or the version does not exist yet)",
+    "stale_claim": Words("the branch's claim version is older than the subtask's current one (the claim was "
+                         "superseded)",
                          "`mergebot start --repo REPO --dir DIR --carry` to claim again with your commits"),
+    "not_claimed": Words("the branch's claim version does not exist: nobody has claimed the subtask at that "
+                         "version (or ever)", "claim first, `mergebot start --repo REPO --dir DIR` (it claims the "
+                         "next ready subtask, in a worktree on the branch its claim names), then `mergebot submit` "
+                         "there"),
     "landing_now": Words("the previous push of the subtask is being landed right now", "`mergebot wait {sid}`"),
     "not_running": Words("the subtask is not being worked on (landed, ready, failed or cancelled)",
                          "`mergebot show {sid}`, then claim other work"),

@@ -43,7 +43,8 @@ def not_yours(ref: str, subtask_id: int, status: str, owned: bool) -> str:
 
 
 def future_version(ref: str, version: int, subtask_id: int, current: int) -> str:
-    return f"{ref}: claim version {version} does not exist; subtask {subtask_id} is at {current}."
+    return (f"{ref}: claim version {version} does not exist yet; subtask {subtask_id} is at claim version {current}. "
+            "Push to the branch your claim names (`mergebot submit` does), or claim it first (`mergebot start`).")
 
 
 def landing_now(ref: str, subtask_id: int) -> str:
@@ -206,3 +207,15 @@ def malformed_push(why: str) -> str:
 def unlinked_sender(sender: str | None, forge: str) -> str:
     return (f"{sender!r} is not linked to a Mergebot agent, so nothing of this push lands. An admin links it with "
             f"`mergebot agent link NAME --{forge} {sender}`.")
+
+
+def never_claimed(ref: str, subtask_id: int, status: str) -> str:
+    """A push to a claim version of a subtask nobody has ever claimed (it is at claim version 0)."""
+    return (f"{ref}: subtask {subtask_id} has never been claimed (it is {status}), so this branch is nobody's. "
+            "Claim first (`mergebot start --repo REPO --dir DIR` claims the next ready subtask and prepares a "
+            "worktree on the branch its claim names), then `mergebot submit` there.")
+
+
+def refused_next(nexts: Sequence[str]) -> list[str]:
+    """After a refused push's sentences, for a person (``git push``): what to do next, once per distinct step."""
+    return [f"Next: {n}" for n in nexts]

@@ -75,10 +75,14 @@ def _rejection(r: Rejection) -> str:
         changes, count = r.comparison.weakened, r.comparison.weakened_count or len(r.comparison.weakened)
         shown = "; ".join(f"{c.id} ({c.was} on {r.target_branch}, {c.now} now)" for c in changes[:8])
         more = f"; and {count - 8} more" if count > 8 else ""
-        return (f"{_counted(count, 'test')} that pass on {r.target_branch} do not pass on the merged commit "
+        pass_, do = ("passes", "does") if count == 1 else ("pass", "do")
+        marked = sorted({c.now for c in changes if c.now in ("skipped", "xfailed", "deselected")})
+        unmark = (f" A {'/'.join(marked)} test is not a removed one: take out what skips it (a skip or xfail mark, "
+                  "a `pytest.skip()`, a deselection) and make it pass." if marked else "")
+        return (f"{_counted(count, 'test')} that {pass_} on {r.target_branch} {do} not pass on the merged commit "
                 f"{_short(r.merged_sha)}, though the check exited 0{_ran(r)}: {shown}{more}. "
-                "A change may not weaken the tests that judge it: make them pass as they are (a lead can allow "
-                "a subtask to remove tests).")
+                f"A change may not weaken the tests that judge it: make them pass as they are.{unmark} Only a test "
+                "the change deletes can be let go, by a lead (`mergebot allow ID --test-removal`).")
     if r.kind == "acceptance_failed":
         failed = r.comparison.acceptance.failed if r.comparison.acceptance is not None else ()
         shown = "; ".join(f"{c.id} ({c.now})" for c in failed[:8])

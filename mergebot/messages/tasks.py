@@ -90,3 +90,23 @@ def cannot_cancel(subtask_id: int, status: str) -> str:
 
 def nothing_to_retry(subtask_id: int, status: str) -> str:
     return f"subtask {subtask_id} is {status}, not failed; nothing to retry"
+
+
+# -- a tree file that cannot be read (``mergebot.tree``) --------------------------------------------------------------
+
+
+def tree_unreadable(path: str, why: object, folder_exists: bool) -> str:
+    hint = "" if folder_exists else " (its folder does not exist either)"
+    return f"cannot read the task tree {path}: {why}{hint}"
+
+
+def tree_not_a_list(keys: Sequence[str]) -> str:
+    """A file that is neither a list of subtasks nor a mapping with ``subtasks:``; ``keys``: the mapping's, if any."""
+    if not keys:
+        return TREE_NOT_A_LIST + " (or a mapping with a `subtasks:` list)"
+    return (f"{TREE_NOT_A_LIST}, or a mapping with a `subtasks:` list; this file has {', '.join(keys)}"
+            + (": did you mean `subtasks:`?" if "tasks" in keys or len(keys) == 1 else ""))
+
+
+NODE_ACCEPT_VIA_API = ("accept (acceptance tests) is read from a tree file by `mergebot create --file`; through the "
+                       "API, attach them to each subtask made: PUT /api/v1/subtasks/ID/acceptance")

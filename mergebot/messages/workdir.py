@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mergebot.messages.tasks import tree_not_parsed
-
 # -- the worktree (``mergebot.agent``) -----------------------------------------------------------------------------
 
 
@@ -104,11 +102,6 @@ def create_bad_acceptance(spec: object) -> str:
 
 def create_unreadable_acceptance(local: str, why: object) -> str:
     return f"{CREATE_PREFIX}cannot read the acceptance test {local}: {why}"
-
-
-def create_tree_not_parsed(name: str, error: object) -> str:
-    """``tasks.tree_not_parsed``, as ``mergebot create`` says it."""
-    return CREATE_PREFIX + tree_not_parsed(name, error)
 
 
 ALLOW_NEEDS_WHAT = ("mergebot allow: say what to allow (--test-removal, --check-changes, --behaviour-change; "
@@ -210,3 +203,30 @@ def wait_verdict(done: bool, statuses: Mapping[str, str], timeout: float) -> str
     if done:
         return f"finished: {each}"
     return f"not finished within {timeout:g} s: {each} (`mergebot wait` again to go on waiting)"
+
+
+# -- the keeper, asked to stop (``mergebot.agent.keeper.Stopped``) ----------------------------------------------------
+
+KEEPER_STOP_ASKED = "it was asked to stop (`mergebot stop`, or a release through the MCP tools)"
+KEEPER_REPLACED = "`mergebot start` was run again in this worktree: that start's own keeper keeps its claim"
+KEEPER_NOTE_PREFIX = "[keeper] "  # the board leaves these notes out (``page_notes``, ``note_list``: the same text)
+
+
+def keeper_note(subtask_id: int, claim_version: int, why: str) -> str:
+    """The note the keeper leaves on its subtask when it stops: for the subtask's next owner, not for the board."""
+    return f"{KEEPER_NOTE_PREFIX}stopped keeping the claim on subtask {subtask_id} v{claim_version}: {why}"
+
+
+# -- where a worktree is (``mergebot.agent.worktree``, ``mergebot status``) -------------------------------------------
+
+
+def no_such_dir(workdir: object) -> str:
+    return (f"{workdir} does not exist; give the worktree's directory (`--dir`), or `mergebot start --repo NAME "
+            "--dir DIR` to make one")
+
+
+def head_elsewhere(head: str | None, branch: str) -> str:
+    """``mergebot status`` when HEAD is not on the claim's branch: both, and where ``submit`` pushes."""
+    on = f"HEAD is on {head}" if head else "HEAD is detached"
+    return (f"{on}, not on the claim's branch {branch}: `mergebot submit` pushes HEAD to {branch} all the same "
+            f"(`git switch {branch}` to work on it)")

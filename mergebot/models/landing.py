@@ -156,6 +156,9 @@ class Candidate(FromRow):
 
 
 VERDICT_LINE = "Mergebot-Verdict: "  # a refused push's verdict, one JSON record per line of git's answer
+# The request header by which a pusher (``mergebot submit``) asks for those lines; a person's ``git push`` does not
+# send it, and reads the sentences and the next step instead of the JSON.
+VERDICT_HEADER = "X-Mergebot-Verdicts"
 
 
 @dataclass

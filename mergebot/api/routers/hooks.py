@@ -64,7 +64,8 @@ async def _hook(stage: str, request: Request, services: Services) -> PlainTextRe
     repo = await db.repos.get_repo(session.repo)
     if stage == "post-receive":
         _, answer = await answer_post_receive(db, repo, session.agent, updates,
-                                              git.bare_path(services.root, repo.name), session.started)
+                                              git.bare_path(services.root, repo.name), session.started,
+                                              machine=session.verdicts)
         services.queue.poke()
         return _answer(answer)
     try:
@@ -72,4 +73,4 @@ async def _hook(stage: str, request: Request, services: Services) -> PlainTextRe
                                    request.headers.get("x-mergebot-quarantine") or None, updates)
     except ValueError as e:  # a quarantine directory that is not this repository's
         return _answer(say.malformed_push(str(e)), 400)
-    return _answer(verdict.answer(), 200 if verdict.ok else 403)
+    return _answer(verdict.answer(session.verdicts), 200 if verdict.ok else 403)

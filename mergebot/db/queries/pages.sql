@@ -340,9 +340,12 @@ WHERE (%(before_id)s::bigint IS NULL OR n.id < %(before_id)s::bigint)
 ORDER BY n.id DESC LIMIT %(limit)s;
 
 -- name: page_notes
+-- The whole board leaves out the keepers' notes (why a keeper stopped: one per claim, the subtask's own business;
+-- they start with messages.workdir.KEEPER_NOTE_PREFIX); a subtask's notes keep them, for its next owner.
 SELECT n.id, n.subtask_id, n.group_name, a.name AS author, n.claim_version, n.body, n.created_at, s.title
 FROM notes n JOIN agents a ON a.id = n.author_id LEFT JOIN subtasks s ON s.id = n.subtask_id
 WHERE (%(subtask_id)s::bigint IS NULL OR n.subtask_id = %(subtask_id)s::bigint)
+  AND (%(subtask_id)s::bigint IS NOT NULL OR NOT starts_with(n.body, '[keeper] '))
   AND (%(group_name)s::text IS NULL OR n.group_name = %(group_name)s::text)
   AND (%(before_id)s::bigint IS NULL OR n.id < %(before_id)s::bigint)
 ORDER BY n.id DESC LIMIT %(limit)s;

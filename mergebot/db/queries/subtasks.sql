@@ -297,9 +297,11 @@ WHERE s.id = %(subtask_id)s AND s.claim_version = %(claim_version)s
 RETURNING id, subtask_id, group_name, author_id, claim_version, body, created_at;
 
 -- name: note_list
+-- The board (no subtask named) leaves out the keepers' notes, as page_notes does; a subtask's notes keep them.
 SELECT n.id, n.subtask_id, n.group_name, a.name AS author, n.claim_version, n.body, n.created_at
 FROM notes n JOIN agents a ON a.id = n.author_id
 WHERE (%(subtask_id)s::bigint IS NULL OR n.subtask_id = %(subtask_id)s::bigint)
+  AND (%(subtask_id)s::bigint IS NOT NULL OR NOT starts_with(n.body, '[keeper] '))
   AND (%(group_name)s::text IS NULL OR n.group_name = %(group_name)s::text)
   AND n.id > %(after_id)s
 ORDER BY n.id

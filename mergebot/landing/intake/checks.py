@@ -9,9 +9,9 @@ Rules, in the order they are checked:
      The target branch, any other branch, tags and every other ref are protected: only Mergebot moves main.
   2. A deletion is allowed only of a subtask ref the pusher owns (at any of its versions).
   3. The pusher must own the subtask (owner taken from the authenticated token), at the current claim
-     version, while it is running or submitted. An older version is "stale"; a newer one does not exist yet; a
-     subtask nobody holds (landed, ready, failed, cancelled) is "not running", one another agent holds is "not
-     yours".
+     version, while it is running or submitted. An older version is "stale"; a newer one does not exist yet
+     ("not claimed": a subtask never claimed is at version 0); a subtask nobody holds (landed, ready, failed,
+     cancelled) is "not running", one another agent holds is "not yours".
   4. The pushed history must be made for this subtask: it may not touch protected paths, exceed the size
      limits, bring an unrelated root, or include other subtasks' commits that have not landed.
   5. With a footprint (the paths its subtask expects to touch) and a repository that refuses changes outside
@@ -105,8 +105,10 @@ def judge_ref(update: RefUpdate, pusher_id: int, target_branch: str, row: Owner 
         return None
     if version < row.claim_version:
         return Refusal(ref, "stale_claim", say.stale_version(ref, version, subtask_id, row.claim_version))
-    if version > row.claim_version:
-        return Refusal(ref, "stale_claim", say.future_version(ref, version, subtask_id, row.claim_version))
+    if version > row.claim_version:  # nobody holds that claim: never claimed, or not yet at that version
+        said = say.never_claimed(ref, subtask_id, row.status) if row.claim_version == 0 else \
+            say.future_version(ref, version, subtask_id, row.claim_version)
+        return Refusal(ref, "not_claimed", said)
     if row.owner_id is None and row.status not in ("running", "submitted"):  # nobody's: landed, ready, failed...
         return Refusal(ref, "not_running", say.not_running(ref, subtask_id, row.status))
     if row.owner_id != pusher_id:

@@ -66,9 +66,17 @@ class Judgement:
     refusals: list[Refusal]
     verdicts: list[Verdict] = field(default_factory=list)
 
-    def answer(self) -> str:
-        """What git prints to the pusher: the sentences, then each refusal as one machine-readable line."""
-        return "\n".join([self.message, *(VERDICT_LINE + json.dumps(record(v)) for v in self.verdicts)])
+    def answer(self, machine: bool = False) -> str:
+        """What git prints to the pusher: the sentences, then each refusal as one machine-readable line for a
+        ``machine`` that asked for them (``mergebot submit``), else what to do next, in words, for a person."""
+        return "\n".join([self.message, *_told(self.verdicts, machine)])
+
+
+def _told(verdicts: Sequence[Verdict], machine: bool) -> list[str]:
+    """The refusals' verdicts, after their sentences: a JSON line each for a machine, the next steps for a person."""
+    if machine:
+        return [VERDICT_LINE + json.dumps(record(v)) for v in verdicts]
+    return say.refused_next(list(dict.fromkeys(v.next for v in verdicts))) if verdicts else []
 
 
 def parse_updates(lines: list[list[str]]) -> list[RefUpdate]:
@@ -287,10 +295,12 @@ async def accept_push(db: Database, repo: Repo, agent: Agent, updates: list[RefU
 
 
 async def answer_post_receive(db: Database, repo: Repo, agent: Agent, updates: list[RefUpdate],
-                              path: Path | None = None, pushed_at: float | None = None) -> tuple[list[Candidate], str]:
+                              path: Path | None = None, pushed_at: float | None = None,
+                              machine: bool = False) -> tuple[list[Candidate], str]:
     """The post-receive answer: each accepted update queued, one at a time, so a claim that changed since the
     pre-receive step refuses only its own ref; that refusal goes back to the pusher as a sentence and a verdict
-    line (``claim_superseded``: git took the push, nothing of it lands), as pre-receive refusals do."""
+    line (``claim_superseded``: git took the push, nothing of it lands), as pre-receive refusals do (the line
+    for a ``machine`` that asked for it, the next step in words for a person)."""
     queued: list[Candidate] = []
     lines: list[str] = []
     for u in updates:
@@ -308,7 +318,7 @@ async def answer_post_receive(db: Database, repo: Repo, agent: Agent, updates: l
             sid, version = parse_subtask_ref(u.ref) or (None, None)
             sub = await db.subtasks.get_subtask(sid) if sid is not None else None
             v = verdicts.for_refusal("claim_superseded", e.message, sid, version, u.new, repo.target_branch, sub)
-            lines += [f"Mergebot: {e.message}", VERDICT_LINE + json.dumps(record(v))]
+            lines += [f"Mergebot: {e.message}", *_told([v], machine)]
     return queued, "\n".join(lines)
 
 

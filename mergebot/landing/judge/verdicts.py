@@ -133,8 +133,8 @@ def _verdict(kind: str, message: str, sub: Now | None, subtask_id: int | None, c
     branch = None
     if subtask_id is not None and claim_version is not None and holds(sub, claim_version):
         branch = subtask_ref(subtask_id, claim_version)
-    elif k.final and kind not in ("landed", "unknown_subtask", "not_owner", "stale_claim", "claim_superseded") \
-            and sub is not None:
+    elif k.final and sub is not None and kind not in ("landed", "unknown_subtask", "not_owner", "stale_claim",
+                                                      "not_claimed", "claim_superseded"):
         nxt = kinds.claim_gone(sid, sub.status, sub.claim_version)
     return Verdict(kind=kind, message=message, final=k.final, next=nxt, branch=branch, subtask_id=subtask_id,
                    claim_version=claim_version, **facts)
