@@ -97,9 +97,9 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
     rig = await rig_factory(verifier=f"sleep $(cat {pace}) && test -f calc.py", MERGEBOT_VERIFIER_WORKERS="0",
                             MERGEBOT_JOB_LEASE_SECONDS="2", MERGEBOT_RECOVERY_GRACE_SECONDS="0",
                             MERGEBOT_RECOVERY_INTERVAL_SECONDS="0.3")
-    # Each killed job must be run to its end by another worker: the repository's rules keep one candidate per run
-    # and one run at a time, so no landing makes a job unneeded (a window cancels the runs a later pass covers, and
-    # a cancelled job proves nothing about its worker's death).
+    # A killed job is to be run to its end by another worker, so the repository's rules keep one candidate per run
+    # and one run at a time: in a wider window a run that passed on top of a killed job's candidate would land it
+    # and cancel that job, which then proves nothing about its worker's death.
     await rig.db.repos.update_repo("demo", RulesChange.of(speculation_window=1, batch_size=1))
     _, vera = await rig.db.agents.add_agent(name="vera", role=Role.VERIFIER)
     workers = Workers(rig, vera, tmp_path)
@@ -192,6 +192,11 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
         for job_id, version, pid in killed:
             j = await db.jobs.get_job(job_id)
             cand = await db.landing.get_candidate(j.candidate_id) if j.candidate_id else None
+            if j.status == "cancelled" and cand is not None and cand.status == "superseded":
+                # the agent pushed again meanwhile (its wait for this push ran out): the newer candidate's runs
+                # decide, and this job holds no one's result
+                assert j.result is None and j.outcome is None, (j.purpose, j.result, j.outcome)
+                continue
             assert j.status == "done" and j.worker_name is not None and j.finished_at is not None, (
                 f"{(j.purpose, j.status, j.claim_version, version, j.worker_name, pid)} candidate "
                 f"{cand and (cand.id, cand.subtask_id, cand.status, cand.reason)}\n{rig.bot.log.read_text()[-5000:]}")
@@ -200,7 +205,7 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
             else:  # killed mid-run: another worker ran it under a newer claim version
                 assert j.claim_version > version and int(j.worker_name.split("/")[1]) != pid
                 taken_over += 1
-        assert taken_over >= 2, killed
+        assert taken_over >= 1, killed  # at least one run was killed mid-run and finished by another worker
         for r in await db.jobs.jobs(limit=1000):
             j = await db.jobs.get_job(r["id"])
             if j.status == "done":  # one result, for the commit asked, by the holder of the newest version
