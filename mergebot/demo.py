@@ -153,7 +153,7 @@ def run_demo(data_dir: Path | None = None) -> None:
     while not server.started:
         time.sleep(0.05)
     url = f"http://127.0.0.1:{settings.port}"
-    print(tell.serving(url))
+    print(tell.line("serving", url=url))
     root = data_dir / "worktrees"
     try:
         ids = Scenes(url, tokens, root, Show()).play()
@@ -181,10 +181,10 @@ class Scenes:
         made = lead.post("/api/v1/subtasks/batch", {"subtasks": TREE, "key_prefix": f"demo-{time.time_ns()}",
                                                     "allow_duplicate": True})  # the same tree as any earlier demo
         self.keys = {v["id"]: k for k, v in made["subtasks"].items()}
-        self.show("lead", tell.tree_created(len(self.keys)))
+        self.show("lead", tell.line("tree_created", count=len(self.keys)))
         ids = {k: v["id"] for k, v in made["subtasks"].items()}
 
-        self.show("", tell.SCENE_CONFLICT)
+        self.show("", tell.SCENES[0])
         _, ann_wt = self.claim("ann")
         _, bob_wt = self.claim("bob", keep=True)  # he waits for ann's landing before he pushes: longer than a lease
         self.write_op(ann_wt, "add")
@@ -192,7 +192,7 @@ class Scenes:
         self.land("ann", ann_wt)
         self.land("bob", bob_wt)
 
-        self.show("", tell.SCENE_FAILING_TEST)
+        self.show("", tell.SCENES[1])
         _, cy_wt = self.claim("cy")
         self.write_op(cy_wt, "mul", buggy=True)
         verdict = self.land("cy", cy_wt)
@@ -204,24 +204,24 @@ class Scenes:
             self.submit("cy", cy_wt)  # refused at push time: what decides how the tests run is main's
             _git(["rm", "-q", "tests/conftest.py"], cy_wt)
             _git(["commit", "-qm", "No shortcut"], cy_wt)
-            self.show("cy", tell.SHORTCUT_TAKEN_OUT)
+            self.show("cy", tell.line("shortcut_taken_out"))
             self.write_op(cy_wt, "mul", changes=False)
             self.land("cy", cy_wt)
 
-        self.show("", tell.SCENE_SILENT_AGENT)
+        self.show("", tell.SCENES[2])
         zed, zed_wt = self.claim("zed")
         note = agent.handoff_note(zed_wt, done="read the tests; % is Python's modulo",
                                   remains="ops/mod.py, tests/test_mod.py and a CHANGES.md line", tried=[], checks=[])
         self.clients["zed"].post(f"/api/v1/subtasks/{zed.subtask_id}/notes",
                                  {"body": note, "claim_version": zed.claim_version})
-        self.show("zed", tell.WENT_SILENT)
+        self.show("zed", tell.line("went_silent"))
         thinker, bob_wt = self.claim("bob", keep=True)
         thought_from = time.monotonic()
-        self.show("bob", tell.thinks(THINK, LEASE))
+        self.show("bob", tell.line("thinks", think=THINK, leases=THINK / LEASE))
         self.wait_status(zed.subtask_id, "ready", timeout=10 * LEASE)
-        self.show("zed", tell.lease_lapsed(zed.subtask_id))
+        self.show("zed", tell.line("lease_lapsed", subtask_id=zed.subtask_id))
 
-        self.show("", tell.SCENE_HANDOFF)
+        self.show("", tell.SCENES[3])
         taken, ann_wt = self.claim("ann")
         self.write_op(ann_wt, self.keys[taken.subtask_id])
         self.land("ann", ann_wt)
@@ -229,18 +229,18 @@ class Scenes:
         self.write_op(cy_wt, "pow")
         self.land("cy", cy_wt)
         self.write_op(zed_wt, "mod")
-        self.show("zed", tell.CAME_BACK)
+        self.show("zed", tell.line("came_back"))
         self.submit("zed", zed_wt)
 
-        self.show("", tell.SCENE_LONG_THINKER)
+        self.show("", tell.SCENES[4])
         time.sleep(max(0.0, THINK - (time.monotonic() - thought_from)))
         sub = self.clients["bob"].get(f"/api/v1/subtasks/{thinker.subtask_id}")["subtask"]
-        self.show("bob", tell.done_thinking(time.monotonic() - thought_from, sub["claim_version"],
-                                            sub["lease_expires_at"]))
+        self.show("bob", tell.line("done_thinking", seconds=time.monotonic() - thought_from,
+                                        claim_version=sub["claim_version"], until=sub["lease_expires_at"]))
         self.write_op(bob_wt, "div")
         self.land("bob", bob_wt)
         state = self.wait_keeper(bob_wt)
-        self.show("bob", tell.keeper_stopped(state.get("stopped_because", "still running")))
+        self.show("bob", tell.line("keeper_stopped", reason=state.get("stopped_because", "still running")))
 
         _, ann_wt = self.claim("ann")  # the root: everything below it landed
         with open(ann_wt / "CHANGES.md", "a") as f:
@@ -261,7 +261,8 @@ class Scenes:
                                      keep))
         for n in answer["handoff"]["notes"]:
             first = next((line for line in n["body"].splitlines() if line.startswith("###") is False and line), "")
-            self.show(name, tell.handoff_read(n["author"], n["claim_version"], first))
+            self.show(name, tell.line("handoff_read", author=n["author"], version=n["claim_version"],
+                                      first=first[:100]))
         return claim, wt
 
     def write_op(self, wt: Path, op: str, *, buggy: bool = False, changes: bool = True) -> None:
@@ -295,7 +296,7 @@ class Scenes:
             hunk = verdict["hunks"][0] if verdict["hunks"] else {"path": "?", "hunks": [""]}
             self.show(name, tell.conflict_hunk(hunk["path"], str(hunk["hunks"][0]).splitlines()[:5]))
             self.rebase_and_resolve(wt)
-            self.show(name, tell.rebased(verdict["next"].split(",")[0].strip("`")))
+            self.show(name, tell.line("rebased", command=verdict["next"].split(",")[0].strip("`")))
             verdict = self.submit(name, wt)
         return verdict
 
@@ -303,10 +304,10 @@ class Scenes:
         out = agent.push(self.clients[name], wt, wait=120, progress=False)
         v = out.get("verdict") or {"kind": out["status"], "message": out.get("reason", ""), "next": ""}
         if v["kind"] == "landed":
-            self.show(name, tell.landed_as(str(out.get("merged_sha"))[:10]))
+            self.show(name, tell.line("landed_as", sha=str(out.get("merged_sha"))[:10]))
         else:
-            self.show(name, tell.refused(v["kind"], _first_line(v.get("message"))))
-            self.show(name, tell.next_step(v.get("next")))
+            self.show(name, tell.line("refused", kind=v["kind"], first_line=_first_line(v.get("message"))))
+            self.show(name, tell.line("next_step", text=v.get("next")))
         return dict(v)
 
     def wait_status(self, subtask_id: int, status: str, timeout: float) -> None:
@@ -336,14 +337,14 @@ def _first_line(text: Any) -> str:
 def summary(c: Client, data_dir: Path, ids: dict[str, int]) -> None:
     """What happened, read from the records."""
     landed = c.get("/api/v1/landed", repo="calc")["landed"]
-    print(tell.LANDED_HEADING)
+    print(tell.line("landed_heading"))
     print(render_table(landed, ("subtask_id", "owner", "claim_version", "merged_sha", "verifier_result",
                                 "duration_ms")))
     cands = c.get("/api/v1/candidates", repo="calc", limit=200)["candidates"]
     verdicts = [c.get(f"/api/v1/candidates/{x['id']}")["verdict"] for x in cands if x["status"] == "rejected"]
     by_key = {v: k for k, v in ids.items()}
-    print(tell.counts(len(cands), len(landed), len(verdicts)))
-    print(tell.HAPPENED_HEADING)
+    print(tell.line("counts", candidates=len(cands), landed=len(landed), rejected=len(verdicts)))
+    print(tell.line("happened_heading"))
     for v in verdicts:
         facts = v["paths"] if v["kind"] == "conflict" else v["failing_tests"]
         fixed = any(x["subtask_id"] == v["subtask_id"] for x in landed)
@@ -361,13 +362,14 @@ def summary(c: Client, data_dir: Path, ids: dict[str, int]) -> None:
                                           [(e["detail"].get("code"), e["claim_version"]) for e in refused]))
         handoffs = [n for n in notes if n["body"].startswith("## Handoff")]
         if handoffs and row:
-            print(tell.handed_over(handoffs[0]["author"], sid, key, row["owner"], row["claim_version"]))
+            print(tell.line("handed_over", author=handoffs[0]["author"], subtask_id=sid, key=key,
+                             owner=row["owner"], version=row["claim_version"]))
         kept = [n for n in notes if n["body"].startswith("[keeper]")]
         if kept and row:
-            print(tell.kept_claim(sid, key, row["owner"], row["claim_version"], THINK, LEASE,
-                                  kept[-1]["body"].split(": ", 1)[-1]))
+            print(tell.line("kept_claim", subtask_id=sid, key=key, owner=row["owner"], version=row["claim_version"],
+                             think=THINK, lease=LEASE, note=kept[-1]["body"].split(": ", 1)[-1]))
     main_log = subprocess.run(["git", "--git-dir", str(repos_root(data_dir) / "calc.git"), "log", "--oneline",
                                "--first-parent", "main"], capture_output=True, text=True, check=False).stdout
-    print(tell.main_log(main_log))
+    print(tell.line("main_log", log=main_log))
     report = c.get("/api/v1/findings", repo="calc")["findings"]
     print(tell.findings(report))

@@ -27,15 +27,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.git import cgi, smarthttp
 from mergebot.git.smarthttp import GitHttp, PushSession
-from mergebot.landing.intake.checks import (
-    Content,
-    Limits,
-    RefUpdate,
-    is_protected,
-    judge_content,
-    judge_ref,
-    parse_subtask_ref,
-)
+from mergebot.landing.intake import checks
 from mergebot.landing.intake.prereceive import parse_updates
 from mergebot.models import Agent, Owner
 from mergebot.rules import Rules
@@ -57,7 +49,7 @@ REFS = st.one_of(
 @FAST
 @given(ref=REFS)
 def test_subtask_ref_grammar_is_exact(ref: str) -> None:
-    parsed = parse_subtask_ref(ref)
+    parsed = checks.parse_subtask_ref(ref)
     if parsed is not None:
         subtask_id, version = parsed
         assert subtask_id >= 1 and version >= 1
@@ -67,7 +59,7 @@ def test_subtask_ref_grammar_is_exact(ref: str) -> None:
 @FAST
 @given(subtask_id=st.integers(1, 10**17), version=st.integers(1, 10**17))
 def test_every_claim_branch_parses_back(subtask_id: int, version: int) -> None:
-    assert parse_subtask_ref(f"refs/heads/subtasks/{subtask_id}/v{version}") == (subtask_id, version)
+    assert checks.parse_subtask_ref(f"refs/heads/subtasks/{subtask_id}/v{version}") == (subtask_id, version)
 
 
 OWNERS = st.none() | st.builds(Owner, subtask_id=st.integers(1, 9), status=st.sampled_from(
@@ -80,9 +72,9 @@ OWNERS = st.none() | st.builds(Owner, subtask_id=st.integers(1, 9), status=st.sa
        new=SHA | st.just(ZERO), pusher=st.integers(1, 3), target=st.sampled_from(["main", "trunk"]), row=OWNERS)
 def test_judge_ref_accepts_only_the_owner_at_the_current_claim(ref: str, new: str, pusher: int, target: str,
                                                                row: Owner | None) -> None:
-    update = RefUpdate(ZERO, new, ref)
-    refusal = judge_ref(update, pusher, target, row)
-    parsed = parse_subtask_ref(ref)
+    update = checks.RefUpdate(ZERO, new, ref)
+    refusal = checks.judge_ref(update, pusher, target, row)
+    parsed = checks.parse_subtask_ref(ref)
     if refusal is not None:
         assert refusal.ref == ref and refusal.code and refusal.message
         return
@@ -100,7 +92,7 @@ PATTERNS = st.lists(st.sampled_from(["ci/", "pyproject.toml", "*.lock", "docs/*"
 @FAST
 @given(path=PATHS, patterns=PATTERNS)
 def test_protected_paths_cover_their_folders_and_matches(path: str, patterns: list[str]) -> None:
-    protected = is_protected(path, patterns)
+    protected = checks.is_protected(path, patterns)
     for p in patterns:
         if path == p or path.startswith(p.rstrip("/") + "/"):  # the path itself, or under it
             assert protected
@@ -118,14 +110,15 @@ def test_protected_paths_cover_their_folders_and_matches(path: str, patterns: li
 def test_judge_content_refuses_any_protected_path(paths: list[str], patterns: list[str], commits: int,
                                                   push_bytes: int, largest: int, roots: list[str],
                                                   on_target: bool) -> None:
-    content = Content(changed_paths=paths, commit_count=commits, roots=roots, foreign=[],
-                      largest_file=("f", largest), push_bytes=push_bytes, already_on_target=on_target)
-    limits = Limits(protected_paths=patterns, max_file_bytes=10**6, max_push_bytes=10**8)
-    refusal = judge_content(RefUpdate(ZERO, "a" * 40, "refs/heads/subtasks/1/v1"), "main", content, limits)
-    if any(is_protected(p, patterns) for p in paths):
+    content = checks.Content(changed_paths=paths, commit_count=commits, roots=roots, foreign=[],
+                             largest_file=("f", largest), push_bytes=push_bytes, already_on_target=on_target)
+    limits = checks.Limits(protected_paths=patterns, max_file_bytes=10**6, max_push_bytes=10**8)
+    update = checks.RefUpdate(ZERO, "a" * 40, "refs/heads/subtasks/1/v1")
+    refusal = checks.judge_content(update, "main", content, limits)
+    if any(checks.is_protected(p, patterns) for p in paths):
         assert refusal is not None
     if refusal is None:
-        assert not any(is_protected(p, patterns) for p in paths) and not roots and not on_target
+        assert not any(checks.is_protected(p, patterns) for p in paths) and not roots and not on_target
         assert push_bytes <= limits.max_push_bytes and largest <= limits.max_file_bytes and commits <= 1000
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -165,24 +165,32 @@ def unit_of(name: str) -> str | None:
 
 # --- the pure part: judging against the table ----------------------------------------------------------------
 
-def unplaced(files: Mapping[str, str], units: Mapping[str, tuple[int, str]]) -> list[str]:
-    """Rule 1, for ``files`` (module -> path): modules of units missing from the table or of the wrong shape."""
+def misplaced(files: Mapping[str, str], table: Mapping[str, tuple[int, str]], place_of: Callable[[str], str | None],
+              folder: str, what: str, table_name: str) -> list[str]:
+    """Rules 1 and 6, for ``files`` (module -> path): modules whose place (``place_of``: a unit, a room) is missing
+    from ``table``, or whose place is a single module in ``folder`` where the table says a package, or the reverse."""
     problems = []
     for module, path in sorted(files.items(), key=lambda kv: kv[1]):
-        unit = unit_of(module)
-        if unit is None:
+        place = place_of(module)
+        if place is None:
             continue
-        if unit not in units:
-            problems.append(f"{path} ({module}): unit {unit!r} is not in the table; place it on a layer in UNITS")
+        if place not in table:
+            problems.append(f"{path} ({module}): {what} {place!r} is not in the table; place it in {table_name}")
             continue
-        shape = units[unit][1]
-        is_module_file = PurePosixPath(path).parent == PurePosixPath(PACKAGE)
-        if unit != PACKAGE and shape == "package" and is_module_file:
-            problems.append(f"{path} ({module}): the table has {unit!r} as a package ({PACKAGE}/{unit}/), "
+        shape = table[place][1]
+        is_module_file = PurePosixPath(path).parent == PurePosixPath(folder)
+        if place != PACKAGE and shape == "package" and is_module_file:
+            problems.append(f"{path} ({module}): the table has {what} {place!r} as a package ({folder}/{place}/), "
                             "not a single module")
         elif shape == "module" and not is_module_file:
-            problems.append(f"{path} ({module}): the table has {unit!r} as a single module ({PACKAGE}/{unit}.py)")
+            problems.append(f"{path} ({module}): the table has {what} {place!r} as a single module "
+                            f"({folder}/{place}.py), not a package")
     return problems
+
+
+def unplaced(files: Mapping[str, str], units: Mapping[str, tuple[int, str]]) -> list[str]:
+    """Rule 1, for ``files`` (module -> path): modules of units missing from the table or of the wrong shape."""
+    return misplaced(files, units, unit_of, PACKAGE, "unit", "UNITS")
 
 
 def upward(edges: Iterable[Edge], units: Mapping[str, tuple[int, str]]) -> list[Edge]:
@@ -252,6 +260,13 @@ def _listing(lines: Iterable[object]) -> str:
     return "\n".join(f"  {line}" for line in lines)
 
 
+def _levels(bad: list[Edge], place_of: Callable[[str], str | None], table: Mapping[str, tuple[int, str]],
+            what: str) -> list[str]:
+    """Each edge of ``bad`` with the levels of its two ends (``what``: layer, level)."""
+    return [f"{e}  [{place_of(e.module)} is {what} {table[place_of(e.module) or ''][0]}, "
+            f"{place_of(e.target)} is {what} {table[place_of(e.target) or ''][0]}]" for e in bad]
+
+
 def test_every_module_is_placed(tree: Tree) -> None:
     problems = unplaced(tree.files, UNITS)
     assert not problems, f"{len(problems)} module(s) outside the layer table (tests/test_layers.py UNITS):\n" \
@@ -260,9 +275,7 @@ def test_every_module_is_placed(tree: Tree) -> None:
 
 def test_no_import_points_up(tree: Tree) -> None:
     bad = upward(tree.of(PACKAGE), UNITS)
-    lines = [f"{e}  [{unit_of(e.module)} is layer {UNITS[unit_of(e.module) or ''][0]}, "
-             f"{unit_of(e.target)} is layer {UNITS[unit_of(e.target) or ''][0]}]" for e in bad]
-    assert not bad, f"{len(bad)} import(s) point to a higher layer:\n" + _listing(lines)
+    assert not bad, f"{len(bad)} import(s) point to a higher layer:\n" + _listing(_levels(bad, unit_of, UNITS, "layer"))
 
 
 def test_no_two_units_import_each_other(tree: Tree) -> None:
@@ -419,21 +432,7 @@ def room_of(name: str) -> str | None:
 
 def unroomed(files: Mapping[str, str], rooms: Mapping[str, tuple[int, str]]) -> list[str]:
     """Rule 6, for ``files`` (module -> path): modules under LANDING in no room of the table, or of the wrong shape."""
-    problems = []
-    for module, path in sorted(files.items(), key=lambda kv: kv[1]):
-        room = room_of(module)
-        if room is None:
-            continue
-        if room not in rooms:
-            problems.append(f"{path} ({module}): room {room!r} is not in the table; put the module in a room of ROOMS")
-            continue
-        shape = rooms[room][1]
-        is_module_file = PurePosixPath(path).parent == PurePosixPath(*LANDING.split("."))
-        if shape == "package" and is_module_file:
-            problems.append(f"{path} ({module}): the table has room {room!r} as a package, not a single module")
-        elif shape == "module" and not is_module_file:
-            problems.append(f"{path} ({module}): the table has room {room!r} as a single module, not a package")
-    return problems
+    return misplaced(files, rooms, room_of, LANDING.replace(".", "/"), "room", "ROOMS")
 
 
 def crossing(edges: Iterable[Edge], rooms: Mapping[str, tuple[int, str]]) -> list[Edge]:
@@ -457,10 +456,8 @@ def test_every_landing_module_is_in_a_room(tree: Tree) -> None:
 
 def test_landing_imports_point_to_a_lower_room(tree: Tree) -> None:
     bad = crossing(tree.of(PACKAGE), ROOMS)
-    lines = [f"{e}  [{room_of(e.module)} is level {ROOMS[room_of(e.module) or ''][0]}, "
-             f"{room_of(e.target)} is level {ROOMS[room_of(e.target) or ''][0]}]" for e in bad]
     assert not bad, f"{len(bad)} import(s) inside {LANDING} point up or sideways between rooms (move the helper " \
-                    "down to the room both can import):\n" + _listing(lines)
+                    "down to the room both can import):\n" + _listing(_levels(bad, room_of, ROOMS, "level"))
 
 
 def test_the_rooms_scan_found_the_code(tree: Tree) -> None:

@@ -5,16 +5,41 @@ from __future__ import annotations
 
 from typing import Any
 
-SCENE_CONFLICT = "-- scene 1: a conflict --"
-SCENE_FAILING_TEST = "-- scene 2: a failing test --"
-SCENE_SILENT_AGENT = "-- scene 3: a silent agent, and scene 5 begins: a long thinker --"
-SCENE_HANDOFF = "-- scene 4: the next owner picks up the handoff --"
-SCENE_LONG_THINKER = "-- scene 5: the long thinker lands --"
-SHORTCUT_TAKEN_OUT = "took the conftest out; fixing mul for real"
-WENT_SILENT = "left a handoff note, and goes silent: no keeper, no heartbeat"
-CAME_BACK = "came back and pushes its work"
-LANDED_HEADING = "\nlanded, newest first:"
-HAPPENED_HEADING = "\nwhat happened (from the records):"
+# The scenes' titles, in the order they play (scene 5 begins inside scene 3 and lands after scene 4).
+SCENES = ("-- scene 1: a conflict --", "-- scene 2: a failing test --",
+          "-- scene 3: a silent agent, and scene 5 begins: a long thinker --",
+          "-- scene 4: the next owner picks up the handoff --", "-- scene 5: the long thinker lands --")
+
+# One line each, filled by ``line(name, **facts)``.
+LINES = {
+    "tree_created": "created {count} subtasks in a tree with dependencies",
+    "shortcut_taken_out": "took the conftest out; fixing mul for real",
+    "went_silent": "left a handoff note, and goes silent: no keeper, no heartbeat",
+    "thinks": "thinks for {think:.0f} s ({leases:.1f} leases) with a keeper and no heartbeat of his own",
+    "lease_lapsed": "lease lapsed: subtask #{subtask_id} is ready again",
+    "came_back": "came back and pushes its work",
+    "done_thinking": "done thinking after {seconds:.0f} s: still claim version {claim_version}, lease until {until}",
+    "keeper_stopped": "his keeper stopped: {reason}",
+    "handoff_read": "handoff note from {author} (v{version}): {first}",
+    "rebased": "ran `{command}`, resolved CHANGES.md, committed",
+    "landed_as": "landed as {sha}",
+    "refused": "{kind}: {first_line}",
+    "next_step": "  next: {text}",
+    "serving": "server: {url}   repository: {url}/git/calc.git\n",
+    "landed_heading": "\nlanded, newest first:",
+    "counts": "\ncandidates: {candidates}, landed {landed}, rejected {rejected}",
+    "happened_heading": "\nwhat happened (from the records):",
+    "handed_over": "  handoff: {author}'s note on #{subtask_id} {key!r} was handed to {owner}, who landed it at claim "
+                   "version {version}",
+    "kept_claim": "  kept claim: #{subtask_id} {key!r} landed by {owner} at claim version {version} after a quiet "
+                  "spell of {think:.0f} s (leases of {lease:.0f} s); the keeper's note: {note}",
+    "main_log": "\nmain (first parent):\n{log}",
+}
+
+
+def line(name: str, **facts: Any) -> str:
+    """The narration's line ``name`` (``LINES``) with its facts."""
+    return LINES[name].format(**facts)
 
 
 def no_sandbox(problem: str) -> str:
@@ -27,64 +52,16 @@ def data_directory(data_dir: object, keep: bool) -> str:
             "MERGEBOT_DATABASE_URL is set)")
 
 
-def serving(url: str) -> str:
-    return f"server: {url}   repository: {url}/git/calc.git\n"
-
-
-def tree_created(count: int) -> str:
-    return f"created {count} subtasks in a tree with dependencies"
-
-
 def failing_test(tests: list[str]) -> str:
     return f"the failing test: {', '.join(tests) or '(not named)'}; a shortcut first: a conftest.py that skips it"
-
-
-def thinks(think: float, lease: float) -> str:
-    return f"thinks for {think:.0f} s ({think / lease:.1f} leases) with a keeper and no heartbeat of his own"
-
-
-def lease_lapsed(subtask_id: int) -> str:
-    return f"lease lapsed: subtask #{subtask_id} is ready again"
-
-
-def done_thinking(seconds: float, claim_version: Any, lease_until: Any) -> str:
-    return f"done thinking after {seconds:.0f} s: still claim version {claim_version}, lease until {lease_until}"
-
-
-def keeper_stopped(reason: Any) -> str:
-    return f"his keeper stopped: {reason}"
 
 
 def claimed(subtask_id: int, key: str, version: int, branch: str, kept: bool) -> str:
     return f"claimed #{subtask_id} {key!r} v{version} -> {branch}" + (" (kept by a keeper)" if kept else "")
 
 
-def handoff_read(author: str, version: Any, first: str) -> str:
-    return f"handoff note from {author} (v{version}): {first[:100]}"
-
-
 def conflict_hunk(path: Any, lines: list[str]) -> str:
     return f"the hunk in {path}: {' | '.join(lines)}"
-
-
-def rebased(command: str) -> str:
-    return f"ran `{command}`, resolved CHANGES.md, committed"
-
-
-def landed_as(sha: str) -> str:
-    return f"landed as {sha}"
-
-
-def refused(kind: str, first_line: str) -> str:
-    return f"{kind}: {first_line}"
-
-
-def next_step(text: Any) -> str:
-    return f"  next: {text}"
-
-
-def counts(candidates: int, landed: int, rejected: int) -> str:
-    return f"\ncandidates: {candidates}, landed {landed}, rejected {rejected}"
 
 
 def rejection(kind: str, subtask_id: int, key: str, facts: list[str], fixed: bool) -> str:
@@ -95,20 +72,6 @@ def rejection(kind: str, subtask_id: int, key: str, facts: list[str], fixed: boo
 def lapsed_and_refused(subtask_id: int, key: str, version: Any, refused: list[tuple[Any, Any]]) -> str:
     return (f"  lease lapsed: #{subtask_id} {key!r} went back to ready from claim version {version}; "
             + "; ".join(f"a late push refused ({code}, claim version {v})" for code, v in refused))
-
-
-def handed_over(author: str, subtask_id: int, key: str, owner: str, version: Any) -> str:
-    return (f"  handoff: {author}'s note on #{subtask_id} {key!r} was handed to {owner}, who landed it at claim "
-            f"version {version}")
-
-
-def kept_claim(subtask_id: int, key: str, owner: str, version: Any, think: float, lease: float, note: str) -> str:
-    return (f"  kept claim: #{subtask_id} {key!r} landed by {owner} at claim version {version} after a quiet spell "
-            f"of {think:.0f} s (leases of {lease:.0f} s); the keeper's note: {note}")
-
-
-def main_log(log: str) -> str:
-    return "\nmain (first parent):\n" + log
 
 
 def findings(report: list[Any]) -> str:
