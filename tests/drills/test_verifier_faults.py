@@ -111,7 +111,8 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
         #    takes the job under claim version 2 and finishes it; the partition heals; the first worker's result,
         #    under version 1, is refused.
         first = drill.subtasks(1, "partition", until=until)
-        result, threads = drill.stream(drill.agents(1, until=until), until=until)
+        # One push: a second one would replace the candidate and cancel the very job the partition is about.
+        result, threads = drill.stream(drill.agents(1, until=until), until=until, double_push=0.0)
         workers.direct(worker_url, "partitioned")
 
         async def running_on_partitioned() -> object:
@@ -129,7 +130,7 @@ async def test_killed_and_partitioned_workers_finish_each_job_once_per_token(
         assert cut is not None and cut[0] >= 1
         deadline = time.monotonic() + 20
         while (await db.jobs.get_job(job["id"])).status != "queued":  # lease lapsed, recovery gave it back
-            assert time.monotonic() < deadline
+            assert time.monotonic() < deadline, [(j["id"], j["status"], j["purpose"]) for j in await db.jobs.jobs()]
             time.sleep(0.1)
         pace.write_text("0.5")
         workers.http("rescuer")
