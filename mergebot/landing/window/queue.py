@@ -127,7 +127,8 @@ class LandingQueue:
         width = self.known_slots = max(1, self.slots + await self.ctx.db.jobs.remote_workers(
             seconds=REMOTE_SEEN_SECONDS))
         if self.auto and width != self.speculator.width:
-            log.info("the speculation window is %s wide now (the verifier slots this bot knows)", width)
+            log.info("the automatic speculation window is %s wide now (the verifier slots this bot knows; a "
+                     "repository's own --window, where set, holds for it)", width)
             self.speculator.width = width
 
     async def _pass(self) -> bool:
