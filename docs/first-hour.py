@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shlex
 import signal
 import socket
 import subprocess
@@ -47,8 +46,9 @@ class Transcript:
         if words:
             self.say(words + "\n")
 
-    def run(self, cmd: str, *, cwd: Path | None = None, env: dict[str, str] | None = None, shown: str | None = None,
-            timeout: float = 300, interrupt_after: float | None = None, keep: int = 60) -> subprocess.CompletedProcess[str]:
+    def run(self, cmd: str, *, cwd: Path | None = None, env: dict[str, str] | None = None,
+            shown: str | None = None, timeout: float = 300, interrupt_after: float | None = None,
+            keep: int = 60) -> subprocess.CompletedProcess[str]:
         """Run ``cmd`` in bash and print it with its output (the last ``keep`` lines) and exit code."""
         where = cwd or self.clone
         full = {**self.env, **(env or {})}
@@ -86,8 +86,9 @@ def main() -> None:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         t = Transcript(home, clone)
         t.say("# A first hour with Mergebot, as a new user runs it\n")
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
         t.say(f"Made by `python docs/first-hour.py` on {time.strftime('%Y-%m-%d')} from commit "
-              f"`{subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT, capture_output=True, text=True).stdout.strip()}`"
+              f"`{head.stdout.strip()}`"
               " on a fresh clone: every command below was run as shown and its output is as it came (long outputs "
               "keep their last lines). The numbers in brackets are issue 43's friction list.")
         t.run("git config --global user.name 'Ann Example' && git config --global user.email ann@example.com",
@@ -148,7 +149,7 @@ def first_hour(t: Transcript, base: Path) -> None:
     t.say("```")
 
 
-def with_server(t: Transcript, base: Path, url: str, admin: str, lead: str, ann: str) -> None:  # noqa: PLR0915 - one story
+def with_server(t: Transcript, base: Path, url: str, admin: str, lead: str, ann: str) -> None:
     t.env["MERGEBOT_URL"] = url
     t.section("Tokens and addresses [4]")
     t.run("MERGEBOT_TOKEN= mergebot list")
