@@ -4,6 +4,10 @@ bounded outcome reports, storable text, what a held-out run may tell, and how a 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -153,10 +157,23 @@ def test_how_a_checks_pytest_starts() -> None:
     assert "asyncio" in outcomes.installed_plugins()  # pytest-asyncio, in this environment
     env = outcomes.start_env(["asyncio", "bad name; rm -rf /", "no:mergebot_outcomes", "not_installed"],
                              only=["/c/tests/test_new.py"])
-    assert env["PYTEST_ADDOPTS"] == "-p mergebot_outcomes -p asyncio"  # only names this interpreter declares
+    assert env["PYTEST_ADDOPTS"].split(" -W ")[0] == "-p mergebot_outcomes -p asyncio"  # names it declares only
     assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1" and json.loads(env["VERIFIER_ONLY"]) == ["/c/tests/test_new.py"]
     unknown = outcomes.start_env(None)
     assert unknown["PYTEST_ADDOPTS"] == "-p mergebot_outcomes" and "PYTEST_DISABLE_PLUGIN_AUTOLOAD" not in unknown
+
+
+def test_a_repository_that_turns_warnings_into_errors_passes_under_the_checks_pytest(tmp_path: Path) -> None:
+    # `-p asyncio` names a module the standard library already imported: pytest's "cannot be rewritten" warning was
+    # in every check's log, and failed every run of a repository with `filterwarnings = error`.
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\nasyncio_default_fixture_loop_scope = "
+                                         "function\n")
+    (tmp_path / "test_one.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
+    env = {**os.environ, **outcomes.start_env(sorted(outcomes.installed_plugins()))}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=False, timeout=120)
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "cannot be rewritten" not in out.stdout + out.stderr
 
 
 def test_a_jobs_suite_takes_its_own_tests_only_for_the_files_they_were_asked_to_run() -> None:

@@ -97,6 +97,9 @@ class Outcomes:
         return out
 
 
+REWRITE_WARNING = "Module already imported so cannot be rewritten; "
+
+
 @functools.lru_cache(maxsize=1)
 def installed_plugins() -> frozenset[str]:
     """The pytest plugins this interpreter's packages declare (``pytest11`` entry points): the only names a check's
@@ -109,7 +112,12 @@ def start_env(plugins: Sequence[str] | None, only: Sequence[str] | None = None) 
     off when they are known (None: auto-loading as the command says; under ``PYTHONSAFEPATH`` it sees only the
     interpreter's own packages); ``only``: the files a session collects."""
     names = [p for p in plugins or () if PLUGIN_NAME.match(p) and p != PLUGIN and p in installed_plugins()]
-    env = {"PYTEST_ADDOPTS": " ".join(f"-p {p}" for p in (PLUGIN, *names)), "PYTHONPATH": str(PLUGIN_DIR)}
+    # ``-p asyncio`` (pytest-asyncio's entry point) names a module the standard library has already imported, and
+    # pytest warns that it cannot rewrite it: a warning in every check's log, and an error under a repository's
+    # ``filterwarnings = error``. Only that warning, for the names given here, is let go (-W beats the ini).
+    quiet = [f"-W 'ignore:{REWRITE_WARNING}{n}:pytest.PytestAssertRewriteWarning'" for n in names]
+    env = {"PYTEST_ADDOPTS": " ".join([*(f"-p {p}" for p in (PLUGIN, *names)), *quiet]),
+           "PYTHONPATH": str(PLUGIN_DIR)}
     if plugins is not None:
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     if only is not None:
