@@ -10,6 +10,8 @@ Rules:
   * The wait is one long-poll request per verdict (or 30 s), never a tight poll. It ends at a final verdict;
     ``parked`` is not final (it lands by itself once main is green again) but it ends the wait too, unless
     ``through_parked`` asks to wait on.
+  * Nothing is pushed (nor queued again) while git is in the middle of a rebase, merge, cherry-pick or revert in
+    the worktree (a conflict verdict asks for a rebase): the refusal says how to finish it or go back.
   * The answer is the candidate's record with its typed ``verdict`` (``mergebot.landing.judge.verdicts``), or, for a
     push git refused, a verdict built from the refusal.
 """
@@ -25,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from mergebot import messages as say
-from mergebot.agent.worktree import current_claim, head_sha, touch
+from mergebot.agent.worktree import current_claim, head_sha, touch, unfinished
 from mergebot.client import Client
+from mergebot.errors import Invalid
 from mergebot.messages.refs import subtask_ref
 from mergebot.models import VERDICT_HEADER, VERDICT_LINE
 
@@ -41,6 +44,9 @@ def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool 
     what the push's answer said besides (the conflict forecast, a footprint warning), when it said anything."""
     claim = current_claim(workdir)
     touch(workdir)
+    operation = unfinished(workdir)
+    if operation is not None:  # mid-rebase HEAD is main's commit, or half the change: never push that
+        raise Invalid(say.submit_unfinished(workdir, operation), field="dir")
     sha = head_sha(workdir)
     ref = subtask_ref(claim.subtask_id, claim.claim_version)
     cand_id: int | None = None

@@ -209,6 +209,19 @@ def head_sha(workdir: Path) -> str:
     return str(_repo(workdir).head.target)
 
 
+# What git leaves in a worktree's own git dir (``git rev-parse --git-path NAME``) while an operation waits for the
+# user to finish it, first found first: the operation and the command that finishes it.
+UNFINISHED = (("rebase-merge", "rebase"), ("rebase-apply", "rebase"), ("MERGE_HEAD", "merge"),
+              ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"))
+
+
+def unfinished(workdir: Path) -> str | None:
+    """The git operation the worktree is in the middle of (``rebase``, ``merge``, ``cherry-pick``, ``revert``), or
+    None. HEAD then is not the agent's work: mid-rebase it is a commit of main's with part of the change on top."""
+    gitdir = Path(_repo(workdir).path)  # a linked worktree's own git dir, where git keeps these
+    return next((what for name, what in UNFINISHED if (gitdir / name).exists()), None)
+
+
 def head_branch(workdir: Path) -> str | None:
     """The branch HEAD is on (``subtasks/5/v1``), or None when it is detached or unborn."""
     repo = _repo(workdir)

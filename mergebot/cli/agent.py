@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mergebot import messages as say
-from mergebot.cli.render import emit
+from mergebot.cli.render import conflict_lines, emit, worktree_next
 from mergebot.client import DEFAULT_URL, Client
 from mergebot.errors import Invalid
 from mergebot.table import cell as _cell
@@ -111,8 +111,12 @@ def cmd_push(args: argparse.Namespace) -> None:
         verdict = result.get("verdict") or {}
         print(f"{verdict.get('kind') or result['status']}: {verdict.get('message') or result.get('reason') or ''}"
               .rstrip(), file=sys.stderr)
-        if verdict.get("next"):
-            print(say.push_next(verdict["next"]), file=sys.stderr)
+        for line in conflict_lines(verdict):
+            print(line, file=sys.stderr)
+        claim = worktree.current_claim(Path(args.dir))
+        step = worktree_next(verdict, claim.repo, args.dir, claim.subtask_id)
+        if step:
+            print(say.push_next(step), file=sys.stderr)
     if not args.json and (result.get("verdict") or {}).get("sandbox") == "none":
         print(say.NO_SANDBOX, file=sys.stderr)
     if result["status"] != "landed":

@@ -170,9 +170,34 @@ def render_worktree(w: dict[str, Any]) -> str:
         lines.append("  not kept: no keeper runs here (`mergebot start` leaves one; or `mergebot heartbeat`)")
     verdict = w.get("verdict")
     if verdict:
-        lines.append(f"  latest verdict: {verdict.get('kind')}" + (f"; next: {verdict['next']}" if verdict.get("next")
-                                                                    else ""))
+        step = worktree_next(verdict, w.get("repo"), w.get("dir"), w["subtask"])
+        lines.append(f"  latest verdict: {verdict.get('kind')}" + (f"; next: {step}" if step else ""))
+        lines += ["  " + line for line in conflict_lines(verdict)]
     if w.get("footprint"):
         lines.append(f"  footprint: {', '.join(w['footprint'][:10])}")
     lines += ["  " + line.removeprefix("Mergebot: ") for line in w.get("forecast_lines") or []]
     return "\n".join(lines)
+
+
+def conflict_lines(verdict: dict[str, Any]) -> list[str]:
+    """A conflict verdict's paths, each with its hunks as the queue stored them (``mergebot.git.repo.conflict_hunks``
+    cut them: at most 10 paths, 3 hunks a path, 30 lines a hunk); nothing for a verdict without hunks."""
+    hunks = [h for h in verdict.get("hunks") or [] if isinstance(h, dict)]
+    lines = []
+    for h in hunks:
+        lines.append("  " + say.conflict_path(str(h.get("path")), list(h.get("lines") or []), h.get("deleted")))
+        for text in h.get("hunks") or []:
+            lines += ["    " + line for line in str(text).splitlines()]
+    if any(h.get("hunks") for h in hunks):
+        lines.append("  " + say.CONFLICT_SIDES)
+    return lines
+
+
+def worktree_next(verdict: dict[str, Any], repo: str | None, workdir: str | None, subtask_id: int | None) -> str:
+    """A verdict's ``next`` as a worktree's user runs it: the values the command knows filled in (an empty string
+    for a verdict without one)."""
+    step = str(verdict.get("next") or "")
+    if not step or repo is None or workdir is None:
+        return step
+    sid = verdict.get("subtask_id") if verdict.get("subtask_id") is not None else subtask_id
+    return say.for_worktree(step, repo=repo, workdir=workdir, subtask_id=sid)

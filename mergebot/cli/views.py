@@ -65,6 +65,7 @@ def worktree_view(c: Client, workdir: Path) -> dict[str, Any] | None:
         told = c.post(f"/api/v1/subtasks/{claim.subtask_id}/forecast",
                       {"repo": claim.repo, "sha": worktree.head_sha(workdir), "paths": paths})
     return {"subtask": claim.subtask_id, "claim_version": claim.claim_version, "branch": claim.branch,
+            "repo": claim.repo, "dir": str(workdir),
             "head": worktree.head_branch(workdir), "status": sub["status"], "current_version": sub["claim_version"],
             "owner": sub["owner"],
             "lease_expires_at": sub["lease_expires_at"], "keeper": keeper.state(workdir),

@@ -28,7 +28,8 @@ KINDS: dict[str, Words] = {
     "pre_existing": Words("the check fails on {target} too: not the change's fault; parked until {target} is "
                           "green, then it is verified again by itself", "nothing: `mergebot wait {sid}`"),
     "conflict": Words("it conflicts with {target} in the paths given (hunks shows where)",
-                      "`git fetch origin {target} && git rebase origin/{target}`, resolve, commit, `mergebot submit`"),
+                      "`git fetch origin {target} && git rebase origin/{target}`, resolve each conflict, `git add` "
+                      "it, `git rebase --continue` until the rebase ends, then `mergebot submit`"),
     "nothing_to_land": Words("the commit is already on {target}",
                              "commit the subtask's work and `mergebot submit` (or, if it is done, tell the lead with "
                              "`mergebot note`)"),

@@ -208,3 +208,11 @@ def fence_reclaimed(claim_version: int) -> str:
 
 def fence_status(status: str) -> str:
     return FENCE_STATUS.format(status=status)
+
+
+# -- a candidate's page: what its agent was told, and where it conflicts ----------------------------------------------
+
+CANDIDATE_TOLD_THEN = "as its agent was told when the candidate was rejected"
+CANDIDATE_NEXT_NOW = "today, with the subtask as it is now"
+CANDIDATE_TOLD_UNKNOWN = ("today's advice: this candidate was rejected before the bot kept what its agent was told, "
+                          "so the words it read then are not known")

@@ -8,6 +8,8 @@ it.
 
 from __future__ import annotations
 
+import re as _re
+import shlex as _shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -230,3 +232,46 @@ def head_elsewhere(head: str | None, branch: str) -> str:
     on = f"HEAD is on {head}" if head else "HEAD is detached"
     return (f"{on}, not on the claim's branch {branch}: `mergebot submit` pushes HEAD to {branch} all the same "
             f"(`git switch {branch}` to work on it)")
+
+
+# -- ``mergebot submit`` in the middle of a git operation, a conflict's hunks, and ``next`` for a worktree ------------
+
+_FINISH = {"rebase": ("resolve the conflicts, `git add` the files and `git rebase --continue` until it ends",
+                      "`git rebase --abort` goes back to where you were"),
+           "merge": ("resolve the conflicts, `git add` the files and `git commit` to conclude it",
+                     "`git merge --abort` goes back"),
+           "cherry-pick": ("resolve the conflicts, `git add` the files and `git cherry-pick --continue`",
+                           "`git cherry-pick --abort` goes back"),
+           "revert": ("resolve the conflicts, `git add` the files and `git revert --continue`",
+                      "`git revert --abort` goes back")}
+
+
+def submit_unfinished(workdir: object, operation: str) -> str:
+    """``mergebot submit`` in a worktree git has stopped mid-``operation`` (a rebase, a merge...): nothing pushed."""
+    finish, undo = _FINISH.get(operation, _FINISH["rebase"])
+    return (f"{workdir} is in the middle of a {operation}, so nothing was pushed (HEAD is not your finished work): "
+            f"{finish}, then `mergebot submit` ({undo})")
+
+
+def conflict_path(path: str, lines: Sequence[int], deleted: str | None) -> str:
+    """A conflicting path of a conflict verdict (``mergebot.git.repo.conflict_hunks``): where its hunks start in the
+    merged file; ``deleted``: ``ours`` (the target branch deleted it) or ``theirs`` (the change did)."""
+    where = f" (conflicts from line {', '.join(str(n) for n in lines)})" if lines else ""
+    gone = {"ours": ": the target branch deleted it, the change edits it",
+            "theirs": ": the change deletes it, the target branch edits it"}
+    return f"{path}{where}{gone.get(deleted or '', '' if lines else ': it conflicts as a whole')}"
+
+
+CONFLICT_SIDES = "in each hunk, the lines above ======= are the target branch's, the lines below are the change's"
+
+
+def for_worktree(step: str, *, repo: str, workdir: str, subtask_id: int | None) -> str:
+    """A verdict's ``next`` as ``mergebot submit`` or ``status`` prints it in a worktree: the placeholders the
+    server leaves (``REPO``, ``DIR``, ``ID``) filled with what the command knows, and the worktree's own flow
+    (``mergebot start``) where the no-git one (``mergebot claim``) is named."""
+    start = f"mergebot start --repo {_shlex.quote(repo)} --dir {_shlex.quote(workdir)}"
+    step = step.replace("`mergebot claim`", f"`{start}`")
+    filled = {"REPO": _shlex.quote(repo), "DIR": _shlex.quote(workdir)}
+    if subtask_id is not None:
+        filled["ID"] = str(subtask_id)
+    return _re.sub(r"(?<![\w/-])(REPO|DIR|ID)(?![\w/-])", lambda m: filled.get(m.group(1), m.group(1)), step)

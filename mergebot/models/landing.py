@@ -194,6 +194,8 @@ class Verdict:
     sandbox: str | None = None  # the deciding run's sandbox (bwrap, or none: it ran with the whole machine in view)
     limits: str | None = None  # how its limits were enforced ("cpu=cgroup memory=cgroup disk=tmpfs pids=cgroup")
     tests: dict[str, Any] | None = None  # its tests' counts and their comparison with main's (weakened, removed)
+    told: dict[str, Any] | None = None  # what its agent was told when it was rejected (message, next, branch), as
+    # recorded then; None for a verdict not recorded so (not a rejection, or a rejection from before it was)
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,8 @@ async def landed_one(landed_id: str, request: Request, who: Who, site: Site) -> 
 
 @router.get("/ui/candidates/{cand_id}")
 async def candidate_page(cand_id: str, request: Request, who: Who, site: Site) -> Response:
-    """One candidate: its verdict, the test comparison, its log, and for a reviewer the held-out runs' logs."""
+    """One candidate: its verdict (the words its agent was told then, when they were kept), a conflict's hunks, the
+    test comparison, its log, and for a reviewer the held-out runs' logs."""
     c = await _find(cand_id, site.db.pages.candidate)
     if c is None:
         return _not_found(request, who, f"Candidate {cand_id[:20]!r}")
@@ -172,8 +173,12 @@ async def candidate_page(cand_id: str, request: Request, who: Who, site: Site) -
     held = [j for j in await site.db.jobs.jobs(candidate_id=c["id"], limit=50) if j["purpose"] == "held_out"] \
         if who.role.value in heldout.SEES_LOGS else []
     stages = costs.stages(await site.db.pages.candidate_stages(c["id"]))
+    conflicts = [(say.conflict_path(str(h.get("path")), list(h.get("lines") or []), h.get("deleted")),
+                  [str(t) for t in h.get("hunks") or []]) for h in verdict.hunks if isinstance(h, dict)]
+    told_words = {"then": say.CANDIDATE_TOLD_THEN, "now": say.CANDIDATE_NEXT_NOW, "unknown": say.CANDIDATE_TOLD_UNKNOWN,
+                  "sides": say.CONFLICT_SIDES if any(hunks for _, hunks in conflicts) else ""}
     return render.html(request, "candidate.html", who, c=c, v=verdict, crumbs=crumbs, held_logs=held, stages=stages,
-                       tests=present.tests_view(c["verifier"]))
+                       tests=present.tests_view(c["verifier"]), conflicts=conflicts, told_words=told_words)
 
 
 @router.get("/ui/candidates/{cand_id}/log")

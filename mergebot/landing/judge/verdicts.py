@@ -10,6 +10,8 @@ Rules:
     its status's; never read from the words of its reason.
   * A verdict is ``final`` when nothing more happens by itself. Waiting (queued, verifying, landing) and a
     pre-existing failure (parked: it lands once main is green again) are not final.
+  * A rejection records what its agent was told then (``told``: the message, ``next``, the branch), which the
+    candidate's verdict carries from then on; ``next`` itself is always worked out as things are now.
   * ``next`` is one command. While the claim still holds, ``branch`` is the exact ref to push to; once it does
     not (the subtask landed, was reclaimed, went back to ready), there is no branch and ``next`` says so.
 """
@@ -97,7 +99,15 @@ def for_candidate(cand: Candidate, sub: Now | None, target_branch: str) -> Verdi
                     outside_footprint=list(cand.outside_footprint or []), suspicious=list(cand.suspicious or []),
                     log_tail=(run.get("log_tail") or run.get("log_head") or "")[-4000:] if kind in _WITH_LOG else "",
                     sandbox=run.get("sandbox") or None, limits=(run.get("limits") or {}).get("enforced"),
-                    tests=tests_facts(run))
+                    tests=tests_facts(run), told=facts.get("told") if isinstance(facts.get("told"), dict) else None)
+
+
+def told(kind: str, message: str, sub: Now | None, subtask_id: int, claim_version: int,
+         target_branch: str) -> dict[str, Any]:
+    """What a rejected candidate's agent is told at the moment of the rejection (``sub``: the subtask then), for the
+    queue to record with the verdict: the pages show these words later, not the advice of a later day."""
+    v = _verdict(kind, message, sub, subtask_id, claim_version, target_branch)
+    return {"message": v.message, "next": v.next, "branch": v.branch}
 
 
 def tests_facts(run: dict[str, Any]) -> dict[str, Any] | None:

@@ -94,6 +94,8 @@ async def reject(db: Database, cand: Candidate, r: say.Rejection, *, base_sha: s
     reason = say.rejection(r)
     with contextlib.suppress(ClaimSuperseded):  # the subtask moved on (reclaimed, newer push): nothing to hand
         await db.subtasks.reject(handle=Handle(cand.subtask_id, cand.claim_version), reason=reason, sha=cand.sha)
+    told = verdicts.told(r.kind, reason, await db.subtasks.get_subtask(cand.subtask_id), cand.subtask_id,
+                         cand.claim_version, r.target_branch)  # the words its agent reads now, kept for the pages
     failing = list(r.run.failing_tests) if r.run is not None else []
     held = r.judgement.held_out if r.judgement is not None else None
     if r.kind == "held_out_failed" and held is not None:  # the held-out run's failing ids, and nothing else of it
@@ -101,7 +103,7 @@ async def reject(db: Database, cand: Candidate, r: say.Rejection, *, base_sha: s
     await db.landing.finish_candidate(cand.id, "rejected", reason, base_sha=base_sha, merged_sha=r.merged_sha,
                                       verifier=verifier, verdict=verdicts.recorded(
                                           r.kind, paths=list(r.paths[:100]), hunks=[dict(h) for h in r.hunks],
-                                          failing_tests=failing))
+                                          failing_tests=failing, told=told))
     log.info("rejected candidate %s of subtask %s: %s%s", cand.id, cand.subtask_id, r.kind,
              f" in {', '.join(r.paths[:5])}" if r.paths else "",
              extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": r.kind})
