@@ -108,9 +108,10 @@ def ticks(top: float, whole: bool = True) -> list[float]:
     return [round(i * step, 10) for i in range(max(2, math.ceil(top / step - 1e-9)) + 1)]  # never 0 and top alone
 
 
-def svg(chart: Chart, starts: list[datetime], label_every: int = 4) -> Markup:
+def svg(chart: Chart, starts: list[datetime], label_every: int | None = None) -> Markup:
     """The chart as an SVG element: the legend above the plot; a y axis titled with the chart's unit, with a few
-    round ticks (``ticks``) and a faint line across at each; x labels under every ``label_every``-th bucket (UTC);
+    round ticks (``ticks``) and a faint line across at each; x labels under every ``label_every``-th bucket (UTC;
+    by default four or five labels whatever the window);
     one ``rect.bar`` per non-zero value (side by side per bucket) or one ``circle.point`` per value with a
     polyline per series."""
     n = max(1, len(starts))
@@ -136,6 +137,7 @@ def svg(chart: Chart, starts: list[datetime], label_every: int = 4) -> Markup:
             f'transform="rotate(-90 14 {TOP + plot_h / 2:.0f})">{escape(chart.unit)}</text>',
             f'<text class="unit" x="{WIDTH - RIGHT}" y="{HEIGHT - 3}" text-anchor="end">time (UTC)</text>']
     lines_at = len(out)
+    label_every = label_every or max(1, n // 4)
     clock = "%H:%M" if not starts or starts[-1] - starts[0] < timedelta(days=2) else "%a %H:%M"
     for i, t in enumerate(starts):
         if i % label_every == 0:
@@ -165,6 +167,6 @@ def svg(chart: Chart, starts: list[datetime], label_every: int = 4) -> Markup:
     for s in chart.series:
         out.append(f'<rect class="key {s.css}" x="{x:.0f}" y="6" width="10" height="10"/>'
                    f'<text class="legend" x="{x + 14:.0f}" y="15">{escape(s.name)}</text>')
-        x += 34 + 6.5 * len(s.name)
+        x += 34 + 7 * len(s.name)
     out.append("</svg>")
     return Markup("".join(out))  # noqa: S704 (every text in it went through escape)
