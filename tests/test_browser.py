@@ -350,10 +350,12 @@ async def test_the_seeds_root_at_a_glance(browser: Browser, world: World) -> Non
     # every box's title fits inside its box, as drawn (the whole title is its hover text)
     fits = await page.evaluate("""Array.from(document.querySelectorAll('svg#blocking g.gnode')).map(g => {
         const box = g.querySelector('rect').getBBox(), text = g.querySelector('text').getBBox();
-        return [text.x >= box.x, text.x + text.width <= box.x + box.width, text.y + text.height <= box.y + box.height,
-                g.querySelector('title').textContent.startsWith(g.querySelector('text tspan').textContent)];
+        return [text.x >= box.x && text.x + text.width <= box.x + box.width
+                && text.y + text.height <= box.y + box.height
+                && g.querySelector('title').textContent.startsWith(g.querySelector('text tspan').textContent),
+                g.querySelector('title').textContent, text.width, box.width];
     })""")
-    assert fits and all(all(f) for f in fits), fits
+    assert len(fits) == 60 and not [f for f in fits if not f[0]], [f for f in fits if not f[0]]
     await page.locator("#blockers").scroll_into_view_if_needed()
     await shot(page, world, "subtask-glance")
     await page.context.close()

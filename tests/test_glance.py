@@ -78,7 +78,7 @@ def test_the_graph_lays_nodes_out_by_distance() -> None:
     title = "formalize the counterexample search for the induction step of lemma 7 in every case"
     drawn = graph.blocking([{"id": 1, "hops": 0, "title": title, "status": "ready", "blocked_by": []}])
     lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", drawn)
-    assert lines == ["#1 formalize the counterexample", "search for the induction step of …"]
+    assert lines == ["#1 formalize the counterexample", "search for the induction step …"]
     assert f"<title>#1 {title} (ready)</title>" in drawn
     assert all(len(line) <= graph.LINE_CHARS for line in lines)
     short = graph.blocking([{"id": 22, "hops": 0, "title": "L3 prove lemma 40", "status": "ready", "blocked_by": []}])

@@ -31,6 +31,7 @@ from mergebot.db.database import open_database
 from mergebot.demo import free_port, run_demo
 from mergebot.settings import Settings
 from mergebot.tree import Node, plan
+from verifier.sandbox import bwrap_problem
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -85,7 +86,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mergebot-shots-") as tmp:
         data = Path(tmp) / "data"
         run_demo(data)
-        settings = Settings(data_dir=data, port=free_port(), sandbox="none")  # nothing is checked from here on
+        settings = Settings(data_dir=data, port=free_port())
+        if settings.sandbox_mode == "bwrap" and bwrap_problem(settings.bwrap) is not None:
+            settings.sandbox = "none"  # as the demo did: nothing is checked from here on
         token, root, failed = asyncio.run(prepare(settings))
         server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=settings.port,
                                                log_level="warning"))

@@ -108,34 +108,35 @@ def ticks(top: float, whole: bool = True) -> list[float]:
     return [round(i * step, 10) for i in range(max(2, math.ceil(top / step - 1e-9)) + 1)]  # never 0 and top alone
 
 
-def svg(chart: Chart, starts: list[datetime], label_every: int | None = None) -> Markup:
+def svg(chart: Chart, starts: list[datetime], label_every: int | None = None, width: int = WIDTH) -> Markup:
     """The chart as an SVG element: the legend above the plot; a y axis titled with the chart's unit, with a few
     round ticks (``ticks``) and a faint line across at each; x labels under every ``label_every``-th bucket (UTC;
     by default four or five labels whatever the window);
     one ``rect.bar`` per non-zero value (side by side per bucket) or one ``circle.point`` per value with a
-    polyline per series."""
+    polyline per series. A narrower ``width`` (the queue page's small charts) keeps the text as large when the
+    drawing is shown smaller."""
     n = max(1, len(starts))
     values = [v for s in chart.series for v in s.values if v is not None]
     marks = ticks(max(values, default=0.0), chart.whole)
     top = marks[-1]
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    plot_w, plot_h = width - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     slot = plot_w / n
     base = TOP + plot_h
 
     def y(v: float) -> float:
         return base - plot_h * v / top
 
-    out = [f'<svg class="chart" id="chart-{chart.key}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+    out = [f'<svg class="chart" id="chart-{chart.key}" viewBox="0 0 {width} {HEIGHT}" role="img" '
            f'aria-label="{escape(chart.title)}" data-kind="{chart.kind}" data-unit="{escape(chart.unit)}">']
     for tick in marks:
-        out.append(f'<line class="gridline" x1="{LEFT}" y1="{y(tick):.1f}" x2="{WIDTH - RIGHT}" y2="{y(tick):.1f}"/>'
+        out.append(f'<line class="gridline" x1="{LEFT}" y1="{y(tick):.1f}" x2="{width - RIGHT}" y2="{y(tick):.1f}"/>'
                    f'<text class="tick y" x="{LEFT - 5}" y="{y(tick) + 3.5:.1f}" text-anchor="end" data-v="{tick:g}">'
                    f'{_fmt(tick)}</text>')
-    out += [f'<line class="axis" x1="{LEFT}" y1="{base}" x2="{WIDTH - RIGHT}" y2="{base}"/>',
+    out += [f'<line class="axis" x1="{LEFT}" y1="{base}" x2="{width - RIGHT}" y2="{base}"/>',
             f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{base}"/>',
             f'<text class="unit" x="14" y="{TOP + plot_h / 2:.0f}" text-anchor="middle" '
             f'transform="rotate(-90 14 {TOP + plot_h / 2:.0f})">{escape(chart.unit)}</text>',
-            f'<text class="unit" x="{WIDTH - RIGHT}" y="{HEIGHT - 3}" text-anchor="end">time (UTC)</text>']
+            f'<text class="unit" x="{width - RIGHT}" y="{HEIGHT - 3}" text-anchor="end">time (UTC)</text>']
     lines_at = len(out)
     label_every = label_every or max(1, n // 4)
     clock = "%H:%M" if not starts or starts[-1] - starts[0] < timedelta(days=2) else "%a %H:%M"

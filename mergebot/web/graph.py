@@ -15,8 +15,8 @@ from markupsafe import Markup, escape
 from mergebot.web.present import STATUSES
 
 BAR_W, BAR_H = 240, 12
-BOX_W, BOX_H, COL_GAP, ROW_GAP, PAD = 210, 38, 50, 8, 10
-LINE_CHARS, LINES = 34, 2  # a box's title: two lines of about 34 characters at 11 px (some 190 px)
+BOX_W, BOX_H, COL_GAP, ROW_GAP, PAD = 220, 38, 50, 8, 10
+LINE_CHARS, LINES = 32, 2  # a box's title: two lines of at most 32 characters at 11 px (some 200 px at most)
 
 
 @dataclass
