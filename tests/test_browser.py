@@ -347,6 +347,15 @@ async def test_the_seeds_root_at_a_glance(browser: Browser, world: World) -> Non
         row = await (await conn.execute("SELECT count(*) FROM subtask_deps WHERE subtask_id = ANY(%s) "
                                         "AND depends_on_id = ANY(%s)", (shown, shown))).fetchone()
     assert row is not None and await page.locator("svg#blocking line.edge").count() == row[0] > 0
+    # every box's title fits inside its box, as drawn (the whole title is its hover text)
+    fits = await page.evaluate("""Array.from(document.querySelectorAll('svg#blocking g.gnode')).map(g => {
+        const box = g.querySelector('rect').getBBox(), text = g.querySelector('text').getBBox();
+        return [text.x >= box.x && text.x + text.width <= box.x + box.width
+                && text.y + text.height <= box.y + box.height
+                && g.querySelector('title').textContent.startsWith(g.querySelector('text tspan').textContent),
+                g.querySelector('title').textContent, text.width, box.width];
+    })""")
+    assert len(fits) == 60 and not [f for f in fits if not f[0]], [f for f in fits if not f[0]]
     await page.locator("#blockers").scroll_into_view_if_needed()
     await shot(page, world, "subtask-glance")
     await page.context.close()

@@ -211,7 +211,7 @@ def expected(starts: list[datetime], landed: list[dict[str, Any]], cands: list[d
         waits = [(c["finished_at"] - c["queued_at"]).total_seconds() for c in cands
                  if c["status"] == "landed" and inside(c["finished_at"])]  # push to landed
         if here:
-            out["landings"][("landed", t)] = 12.0 * len(here)
+            out["landings"][("landed", t)] = float(len(here))  # a count per five-minute bucket
         if waits:
             out["wait"][("p50", t)] = percentile(waits, 0.5)
             out["wait"][("p95", t)] = percentile(waits, 0.95)

@@ -5,6 +5,8 @@ pure parts (the window's alignment, the y axis) are tested directly at the end.
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -62,9 +64,24 @@ async def test_every_mark_is_what_the_database_holds(site: Site, db: Database) -
     html = r.text
     assert 'id="total-landings">3<' in html
     bucket = [since + i * step for i in range(12)]
-    per_hour = 12  # five-minute buckets
-    assert sorted(marks(html, "landings")) == [("rect", "landed", bucket[5], 1 * per_hour),
-                                                ("rect", "landed", bucket[10], 2 * per_hour)]
+    # landings are counted per bucket and titled with its width: one landing in five minutes is 1 per 5 minutes,
+    # never 12 per hour; the page's hourly figure is the window's count over its hours
+    assert sorted(marks(html, "landings")) == [("rect", "landed", bucket[5], 1), ("rect", "landed", bucket[10], 2)]
+    assert "<h2>Landings per 5 minutes</h2>" in html and 'id="landing-rate">3.0<' in html
+    day = (await site.get("/ui/charts", span="day")).text
+    assert "<h2>Landings per hour</h2>" in day and [v for *_, v in marks(day, "landings")] in ([3], [1, 2])
+    assert 'id="landing-rate">0.1<' in day  # 3 in 24 hours
+    # every axis has a few round ticks and its unit
+    for key, unit in (("landings", "landings"), ("wait", "seconds"), ("depth", "candidates"), ("failures", "runs"),
+                      ("runs", "runs per landing"), ("window", "runs at once")):
+        drawing = html.split(f'id="chart-{key}"', 1)[1].split("</svg>", 1)[0]
+        assert f'data-unit="{unit}"' in drawing and '<text class="unit"' in drawing and f">{unit}</text>" in drawing
+        assert ">time (UTC)</text>" in drawing
+        ticks = [float(v) for v in re.findall(r'<text class="tick y"[^>]* data-v="([^"]+)"', drawing)]
+        assert 3 <= len(ticks) <= 6 and ticks[0] == 0, (key, ticks)
+        assert ticks == charts.ticks(max(v for *_, v in marks(html, key)), key not in ("wait", "runs")), key
+    wait = html.split('id="chart-wait"', 1)[1].split("</svg>", 1)[0]
+    assert re.findall(r'class="tick y"[^>]*>([^<]+)<', wait) == ["0", "25", "50", "75", "100", "125"]  # p95 117 s
     assert sorted(marks(html, "wait")) == [("circle", "p50", bucket[5], 30), ("circle", "p50", bucket[10], 90),
                                             ("circle", "p95", bucket[5], 30), ("circle", "p95", bucket[10], 117)]
     depth = marks(html, "depth")
@@ -129,6 +146,13 @@ async def test_the_timeline_packs_runs_into_worker_slots(site: Site, db: Databas
     assert 'id="run-count">4<' in html
     assert re.findall(r"busy (\d+)%", html) == ["58", "17", "17"]  # 30 + 5, 10 and 10 minutes of the hour
     assert 'id="fitted"' not in html  # a run began before the window: the drawing is the whole hour
+    # the legend names every colour a bar can have, the grey runs and the faint wait line included
+    key = html.split('id="timeline-key"', 1)[1].split("</p>", 1)[0]
+    assert re.findall(r'data-key="([a-z]+)"', key) == ["candidate", "retry", "main", "bisect", "other", "wait",
+                                                       "fail", "running", "cancelled"]
+    assert "in grey (acceptance tests, held-out checks" in key and "waiting for a free worker" in key
+    assert re.findall(r'class="lane-name"[^>]*>([^<]+)<title>([^<]+)</title>', html) == [
+        ("worker-a · slot 1", "worker-a"), ("worker-a · slot 2", "worker-a"), ("worker-b · slot 1", "worker-b")]
     assert len(RUN.findall((await site.get("/ui/timeline", span="day")).text)) == 5
 
 
@@ -144,6 +168,23 @@ def test_lanes_never_overlap_and_reuse_a_free_slot() -> None:
     assert [(lane.worker, lane.slot, [r["id"] for r in lane.runs]) for lane in rows] == [
         ("v", 1, [4]), ("w", 1, [1, 3, 5]), ("w", 2, [2])]
     assert rows[1].busy(t, t + timedelta(seconds=30)) == 24 / 30
+
+
+def test_slots_are_labelled_by_machine_and_slot() -> None:
+    """A worker's name ("host/pid/slot", an HTTP worker's with its agent in front) becomes "worker host · slot
+    N", N counting from 1 per machine across its processes, in natural order (slot 10 after slot 2)."""
+    t = datetime(2026, 12, 2, tzinfo=UTC)
+    names = ["vm/14894/10", "vm/14894/0", "vm/14894/1", "vm/20000/0", "ci:box/7/0", "(unnamed worker)"]
+    rows = timeline.lanes([{"id": i, "worker_name": n if n != "(unnamed worker)" else None, "started_at": t,
+                            "finished_at": t + timedelta(seconds=1), "outcome": "pass", "status": "done",
+                            "purpose": "baseline", "candidate_id": None} for i, n in enumerate(names)])
+    assert [lane.worker for lane in rows] == ["(unnamed worker)", "ci:box/7/0", "vm/14894/0", "vm/14894/1",
+                                              "vm/14894/10", "vm/20000/0"]
+    labels = timeline.labels(rows)
+    assert labels == ["(unnamed worker) · slot 1", "worker ci on box · slot 1", "worker vm · slot 1",
+                      "worker vm · slot 2", "worker vm · slot 3", "worker vm · slot 4"]
+    drawn = timeline.svg(rows, t, t + timedelta(seconds=2))
+    assert not re.search(r"vm/\d+/\d+ ·", drawn) and "worker vm · slot 3<title>vm/14894/10</title>" in drawn
 
 
 def test_a_burst_of_runs_fills_the_timeline() -> None:
@@ -164,6 +205,16 @@ def test_the_window_is_aligned_and_the_axis_is_round() -> None:
                                           datetime(2026, 12, 2, 10, 10, tzinfo=UTC), timedelta(minutes=5))
     since, until, step = charts.window("week", now)
     assert until - since == timedelta(days=7) and (until - since) / step == 28 and until >= now
-    assert [charts._ceiling(v) for v in (0, 0.3, 1, 3, 7, 12, 250, 999)] == [1, 0.5, 1, 5, 10, 20, 250, 1000]
+    assert [charts.ticks(v)[-1] for v in (0, 0.3, 1, 3, 7, 12, 250, 999)] == [2, 2, 2, 3, 8, 15, 250, 1000]
+    assert charts.ticks(0.3, whole=False) == [0, 0.1, 0.2, 0.3] and charts.ticks(7) == [0, 2, 4, 6, 8]
+    assert charts.ticks(2) == [0, 1, 2] and charts.ticks(2, whole=False) == [0, 0.5, 1, 1.5, 2]
+    for top in (0.04, 0.3, 1, 1.7, 3, 7, 12, 117, 999, 12345):  # at most five round steps, the top covered
+        for whole in (True, False):
+            t = charts.ticks(top, whole)
+            step = t[1]
+            assert 3 <= len(t) <= charts.MOST_TICKS + 1 and t[-1] >= top and (t[-2] < top or len(t) == 3)
+            assert all(math.isclose(b - a, step) for a, b in itertools.pairwise(t))
+            assert step / 10 ** math.floor(math.log10(step)) in (1, 2, 2.5, 5) and (step >= 1 or not whole)
+    assert [charts.every(timedelta(minutes=m)) for m in (5, 60, 360)] == ["5 minutes", "hour", "6 hours"]
     empty = charts.svg(charts.charts([], timedelta(hours=1))[0], [])
     assert empty.startswith("<svg") and 'class="bar' not in empty and "circle" not in empty

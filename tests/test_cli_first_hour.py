@@ -185,3 +185,11 @@ async def test_wait_ends_with_a_verdict_line(fleet: Fleet) -> None:
     assert done.returncode == 0 and done.stdout.strip() == f"finished: subtask {sub.id} cancelled", done.stdout
     machine = as_agent(fleet, "lead", "--json", "wait", str(sub.id))
     assert json.loads(machine.stdout) == {"done": True, "statuses": {str(sub.id): "cancelled"}}
+
+
+def test_the_top_level_help_reads_as_plain_text() -> None:
+    """The top-level ``--help`` (its description is the CLI package's docstring's first line) shows no
+    reStructuredText markup: "The mergebot command line", not "The ``mergebot`` command line"."""
+    out = run("--help")
+    assert out.returncode == 0 and "``" not in out.stdout, out.stdout
+    assert "The mergebot command line, for people and agents." in out.stdout

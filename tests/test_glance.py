@@ -73,6 +73,16 @@ def test_the_graph_lays_nodes_out_by_distance() -> None:
     assert pos[2][0] == pos[3][0] < pos[1][0] and pos[2][1] < pos[3][1]  # further left, in id order
     drawn = graph.blocking(rows)
     assert len(NODE.findall(drawn)) == 3 and len(EDGE.findall(drawn)) == 3 and "a &lt;b&gt;" in drawn
+    # a long title wraps onto the box's second line, between words; what does not fit ends in "…", and the
+    # whole title is the box's hover text
+    title = "formalize the counterexample search for the induction step of lemma 7 in every case"
+    drawn = graph.blocking([{"id": 1, "hops": 0, "title": title, "status": "ready", "blocked_by": []}])
+    lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", drawn)
+    assert lines == ["#1 formalize the counterexample", "search for the induction step …"]
+    assert f"<title>#1 {title} (ready)</title>" in drawn
+    assert all(len(line) <= graph.LINE_CHARS for line in lines)
+    short = graph.blocking([{"id": 22, "hops": 0, "title": "L3 prove lemma 40", "status": "ready", "blocked_by": []}])
+    assert re.findall(r"<tspan[^>]*>([^<]*)</tspan>", short) == ["#22 L3 prove lemma 40"]  # whole, on one line
     bar = graph.progress({"landed": 3, "ready": 1})
     widths = [float(w) for w in re.findall(r'width="([\d.]+)"', bar)]
     assert widths == [graph.BAR_W * 0.25, graph.BAR_W * 0.75]  # lifecycle order: ready before landed

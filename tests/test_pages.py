@@ -261,7 +261,8 @@ async def test_only_an_admin_pauses_a_repository_and_only_from_our_forms(site: S
     assert not (await site.db.repos.get_repo("app")).paused
     r = await site.post("/ui/repos/app/pause", {"csrf": site.csrf("root")})
     assert r.status_code == 303 and (await site.db.repos.get_repo("app")).paused
-    assert "paused by root" in (await site.get("/ui/queue")).text
+    paused = (await site.get("/ui/queue")).text
+    assert "paused by root" in paused and re.search(r'id="state-app"><span class="badge warn">paused</span>', paused)
     r = await site.client.post("/ui/repos/app/resume", data={"csrf": site.csrf("root")},
                                headers={"Referer": f"{BASE}/ui/queue"})
     assert r.status_code == 303 and not (await site.db.repos.get_repo("app")).paused
@@ -271,6 +272,10 @@ async def test_only_an_admin_pauses_a_repository_and_only_from_our_forms(site: S
 
 async def test_queue_shows_what_is_verified_waits_and_was_refused(site: Site) -> None:
     reader = site.db.pages
+    await site.login("rita")
+    # an empty queue is idle, in grey: nothing is landing
+    assert re.search(r'id="state-app"><span class="badge meh">idle</span>\s*<span class="sub">nothing queued',
+                     (await site.get("/ui/queue")).text)
     before = await reader.queue_fingerprint()
     waiting = []
     for i in range(3):
@@ -290,8 +295,22 @@ async def test_queue_shows_what_is_verified_waits_and_was_refused(site: Site) ->
                                      subtask_id=waiting[0].subtask_id,
                                      detail={"repo": "app", "ref": "refs/heads/main", "code": "protected_ref",
                                              "message": "only Mergebot moves main"})
-    await site.login("rita")
+    # a check that failed, with pytest's output after the sentence (as ``messages.queue.rejection`` writes it)
+    output = ("F.                                                                       [100%]\n"
+              "_____ test_add _____\n    def test_add():\n>       assert add(2, 3) == 5\n"
+              "E       assert -1 == 5\nE        +  where -1 = <function add at 0x7f>(2, 3)\n"
+              + "".join(f"line {i} of the log\n" for i in range(60)) + "1 failed, 1 passed in 0.03s")
+    fsid = await site.claimed("bob", "failing change")
+    failed = await site.db.landing.enqueue(superseded="a newer push", repo="app", subtask_id=fsid, claim_version=1,
+                                           owner_id=site.agents["bob"].id, sha="f" * 40,
+                                           ref=f"refs/heads/subtasks/{fsid}/v1")
+    reason = f"the check gave fail (exit 1) on the merged commit {'f' * 12} (the check: `pytest -q`):\n{output}"
+    await site.db.landing.finish_candidate(failed.id, "rejected", reason,
+                                           verdict=verdicts.recorded("check_failed",
+                                                                     failing_tests=["tests/test_calc.py::test_add"]))
     page = (await site.get("/ui/queue")).text
+    # a candidate in flight: landing, in green
+    assert re.search(r'id="state-app"><span class="badge good">landing</span>', page)
     verifying = page[page.index("Verifying now"):page.index("Waiting")]
     assert "queued change 2" in verifying and "verifying" in verifying
     waits = page[page.index("Waiting"):page.index("Recently landed")]
@@ -300,6 +319,18 @@ async def test_queue_shows_what_is_verified_waits_and_was_refused(site: Site) ->
     assert "conflicts with main in: notes.txt" in refused and f"/ui/candidates/{waiting[1].id}/log" in refused
     assert "kind-conflict" in refused  # the verdict's kind, as the agent was told it
     assert "protected_ref" in refused and "only Mergebot moves main" in refused
+    # the failed check's row: its first line, the failing test and links to the whole verdict, not pytest's log
+    row = next(r for r in refused.split("<tr>") if f"candidate {failed.id}" in r)
+    assert "the check gave fail (exit 1)" in row and "<code>tests/test_calc.py::test_add</code>" in row
+    assert f'<a href="/ui/candidates/{failed.id}" class="whole">the whole verdict</a>' in row
+    assert "test_add():" not in row and "line 59 of the log" not in row and len(row) < 1500, row
+    # the candidate's page and the subtask's show pytest's output as it was: its lines, escaped, preformatted
+    for path in (f"/ui/candidates/{failed.id}", f"/ui/subtasks/{fsid}"):
+        shown = (await site.get(path)).text
+        told = re.search(r'<span class="told">([^<]*)</span><pre class="output">([^<]*)</pre>', shown)
+        assert told is not None, path
+        assert told[1] == f"the check gave fail (exit 1) on the merged commit {'f' * 12} (the check: `pytest -q`):"
+        assert told[2] == output.replace("<", "&lt;").replace(">", "&gt;"), path  # every line break kept
     assert 'data-events="/ui/queue/events"' in page and "Speculation window" in page
     fragment = await site.get("/ui/queue/live")
     assert fragment.status_code == 200 and "<html" not in fragment.text and "queued change 0" in fragment.text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -78,10 +79,15 @@ def _common_options(p: argparse.ArgumentParser, *, defaults: bool, only: tuple[s
         p.add_argument("--token", help="agent token (default MERGEBOT_TOKEN)", **kw)
 
 
+def plain(text: str | None) -> str | None:
+    """Help text as a terminal shows it: a docstring's reStructuredText literals (````mergebot````) as plain words."""
+    return re.sub(r"``([^`]+)``", r"\1", text) if text else text
+
+
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; ``description`` is the top-level help's one line (``main`` passes the first line of the
-    package's docstring, so the CLI's prose lives in one place)."""
-    p = argparse.ArgumentParser(prog="mergebot", description=description)
+    package's docstring, so the CLI's prose lives in one place; ``plain`` drops its markup)."""
+    p = argparse.ArgumentParser(prog="mergebot", description=plain(description))
     p.add_argument("--version", action="version", version=f"mergebot {__version__}")
     _common_options(p, defaults=True)  # before the command (mergebot --json landed) ...
     common = argparse.ArgumentParser(add_help=False)

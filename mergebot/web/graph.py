@@ -5,6 +5,7 @@ the node (the node on the right, what it waits for to its left) and drawn as SVG
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,8 @@ from markupsafe import Markup, escape
 from mergebot.web.present import STATUSES
 
 BAR_W, BAR_H = 240, 12
-BOX_W, BOX_H, COL_GAP, ROW_GAP, PAD = 150, 24, 60, 8, 10
+BOX_W, BOX_H, COL_GAP, ROW_GAP, PAD = 220, 38, 50, 8, 10
+LINE_CHARS, LINES = 32, 2  # a box's title: two lines of at most 32 characters at 11 px (some 200 px at most)
 
 
 @dataclass
@@ -69,6 +71,12 @@ def layout(rows: list[dict[str, Any]]) -> tuple[dict[int, tuple[int, int]], int,
     return pos, width, height
 
 
+def wrapped(label: str) -> list[str]:
+    """A box's title on its lines, broken between words; a title too long for them ends in "…" (the whole title
+    is the box's hover text)."""
+    return textwrap.wrap(label, LINE_CHARS, max_lines=LINES, placeholder=" …", break_on_hyphens=False) or [""]
+
+
 def blocking(rows: list[dict[str, Any]]) -> Markup:
     """The open dependencies as boxes (``g.gnode``, coloured by status) and an edge (``line.edge``) from each
     dependency to what waits for it."""
@@ -85,9 +93,11 @@ def blocking(rows: list[dict[str, Any]]) -> Markup:
     for r in rows:
         x, y = pos[r["id"]]
         label = f"#{r['id']} {r['title']}"
+        lines = "".join(f'<tspan x="{x + 6:.0f}" y="{y + 15 + 14 * i:.0f}">{escape(line)}</tspan>'
+                        for i, line in enumerate(wrapped(label)))
         out.append(f'<a href="/ui/subtasks/{r["id"]}"><g class="gnode st-{escape(r["status"])}" data-id="{r["id"]}">'
                    f'<rect x="{x:.0f}" y="{y:.0f}" width="{BOX_W}" height="{BOX_H}" rx="4"/>'
-                   f'<text x="{x + 6:.0f}" y="{y + 16:.0f}">{escape(label[:22])}</text>'
+                   f'<text>{lines}</text>'
                    f'<title>{escape(label)} ({escape(r["status"])})</title></g></a>')
     out.append("</svg>")
     return Markup("".join(out))  # noqa: S704 (every text in it went through escape)

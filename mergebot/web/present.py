@@ -341,3 +341,37 @@ def event_data(fingerprint: str) -> str:
     """One server-sent event announcing a new queue state (the data is the state's fingerprint)."""
     clean = fingerprint.replace("\n", " ").replace("\r", " ")
     return f"event: queue\ndata: {clean}\n\n"
+
+
+def repo_state(repo: Mapping[str, Any]) -> tuple[str, str]:
+    """What a repository's queue is doing, as its badge's word and tone (``page_queue_repos``' row): "paused"
+    (amber) and "main red" (red) first, whatever waits; else "landing" (green) only while a candidate is in
+    flight, "waiting" when candidates are queued and none has started yet, and "idle" when the queue is empty
+    (both grey: nothing is wrong, and nothing is landing)."""
+    if repo["paused"]:
+        return "paused", "warn"
+    if repo["red_since"]:
+        return "main red", "bad"
+    if repo["in_flight"]:
+        return "landing", "good"
+    return ("waiting", "meh") if repo["queued"] else ("idle", "meh")
+
+
+def verdict_text(message: str | None) -> tuple[str, str]:
+    """A verdict's text as its sentence (the first line) and the output it quotes after it (a check's excerpt,
+    pytest's lines as they were), to show preformatted; either may be empty."""
+    head, _, rest = (message or "").strip("\n").partition("\n")
+    return head, rest.strip("\n")
+
+
+def summary(text: str | None, most: int = 200) -> str:
+    """A long reason as a table row shows it: its first line, cut to ``most`` characters (the rest is on the
+    candidate's page)."""
+    first = (text or "").strip().split("\n", 1)[0]
+    return first if len(first) <= most else first[:most - 1] + "…"
+
+
+def cut(text: str | None, most: int = 200) -> bool:
+    """Whether ``summary`` leaves something of ``text`` out."""
+    whole = (text or "").strip()
+    return whole != summary(whole, most)

@@ -36,8 +36,9 @@ SECURITY_HEADERS = {
 env = Environment(loader=PackageLoader("mergebot.web", "templates"), autoescape=select_autoescape(["html"]),
                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 env.filters.update(short=present.short, when=present.when, ago=present.ago, duration=present.duration,
-                   size=present.size, tone=present.tone)
-env.globals.update(link=link, statuses=STATUSES, finding_detail=finding_detail, nav=NAV, version=__version__)
+                   size=present.size, tone=present.tone, summary=present.summary)
+env.globals.update(link=link, statuses=STATUSES, finding_detail=finding_detail, nav=NAV, version=__version__,
+                   repo_state=present.repo_state, verdict_text=present.verdict_text, cut=present.cut)
 
 
 def html(request: Request, template: str, who: Viewer | None, *, http_status: int = 200,

@@ -39,6 +39,7 @@ GLANCE_CHILDREN = 50  # children with a progress bar on a subtask's page
 BLOCKING_NODES, BLOCKING_HOPS = 60, 6  # the blocking graph's bound
 MAX_FORM_BYTES = 16 * 1024  # our forms hold a token, a CSRF token and a path
 QUEUE_CHARTS = ("depth", "landings", "failures")  # the last hour's, on the queue page (the rest on /ui/charts)
+QUEUE_CHART_WIDTH = 440  # drawn narrower than on /ui/charts: three abreast, their text stays readable
 
 
 async def _form(request: Request) -> dict[str, str] | None:
@@ -228,7 +229,8 @@ async def _queue_context(site: Site) -> dict[str, Any]:
             "waiting": await reader.queue_waiting(PAGE), "parked": await reader.queue_parked(),
             "rejected": await reader.queue_rejected(), "refusals": await reader.push_refusals(),
             "landed": await reader.recently_landed(), "limit": PAGE, "stalled": await _stalled(site),
-            "trend": [(c, drawn.svg(c, starts)) for c in drawn.charts(rows, step) if c.key in QUEUE_CHARTS]}
+            "trend": [(c, drawn.svg(c, starts, width=QUEUE_CHART_WIDTH)) for c in drawn.charts(rows, step)
+                      if c.key in QUEUE_CHARTS]}
 
 
 @router.get("/ui/queue")

@@ -7,13 +7,14 @@ idle workers show as empty stretches and a low share.
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from markupsafe import Markup, escape
 
-WIDTH, LANE, LABEL, SHARE = 1000, 20, 150, 60
+WIDTH, LANE, LABEL, SHARE = 1000, 20, 180, 60
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,30 @@ def lanes(runs: list[dict[str, Any]]) -> list[Lane]:
             free = Lane(worker, len(mine) + 1, [])
             mine.append(free)
         free.runs.append(r)
-    return [lane for worker in sorted(by_worker) for lane in by_worker[worker]]
+    return [lane for worker in sorted(by_worker, key=_natural) for lane in by_worker[worker]]
+
+
+def _natural(name: str) -> list[Any]:
+    """A sort key that puts "vm/1/2" before "vm/1/10"."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+# a worker's name: "[agent:]host/pid/slot" (``mergebot.verify.worker.worker_name``, an HTTP worker's prefixed
+# with its agent's name by the server)
+WORKER = re.compile(r"^(?:(?P<agent>[^:/]+):)?(?P<host>[^/]+)/(?P<pid>\d+)/(?P<slot>\d+)$")
+
+
+def labels(rows: list[Lane]) -> list[str]:
+    """Each lane's label, in words a person reads: "worker vm · slot 2", its machine (and the agent an HTTP
+    worker runs as) and its slot, numbered from 1 per machine across its processes in the drawing; a worker
+    whose name is not of that form keeps its name, with its lanes numbered."""
+    out, seen = [], dict[str, int]()
+    for lane in rows:
+        m = WORKER.match(lane.worker)
+        host = (f"{m['agent']} on {m['host']}" if m["agent"] else m["host"]) if m else lane.worker
+        seen[host] = seen.get(host, 0) + 1
+        out.append(f"worker {host[:14]} · slot {seen[host]}" if m else f"{host[:20]} · slot {lane.slot}")
+    return out
 
 
 def fit(runs: list[dict[str, Any]], since: datetime, until: datetime) -> datetime:
@@ -84,10 +108,11 @@ def svg(rows: list[Lane], since: datetime, until: datetime) -> Markup:
         t = since + (until - since) * i / 4
         out.append(f'<line class="grid" x1="{x(t):.1f}" y1="0" x2="{x(t):.1f}" y2="{height - 18}"/>'
                    f'<text class="tick" x="{x(t):.1f}" y="{height - 6}" text-anchor="middle">{t:{clock}}</text>')
-    for n, lane in enumerate(rows):
+    for n, (lane, label) in enumerate(zip(rows, labels(rows), strict=True)):
         y = n * LANE
         out.append(f'<g class="lane" data-worker="{escape(lane.worker)}" data-slot="{lane.slot}">'
-                   f'<text class="lane-name" x="4" y="{y + 14}">{escape(lane.worker[:20])} · {lane.slot}</text>')
+                   f'<text class="lane-name" x="4" y="{y + 14}">{escape(label)}'
+                   f'<title>{escape(lane.worker)}</title></text>')
         for r in lane.runs:
             x0, x1 = x(r["started_at"]), x(r["finished_at"])
             outcome = r["outcome"] or r["status"]

@@ -48,11 +48,11 @@ async def charts(request: Request, who: Who, site: Site) -> Response:
     since, until, step = drawn.window(span, datetime.now(UTC))
     rows = await reader.chart_buckets(since=since, until=until, step=step, repo=repo)
     starts = [r["start"] for r in rows]
+    totals = {k: sum(r[k] for r in rows) for k in ("landings", "runs", "failures", "flaky", "pre_existing")}
     return render.html(request, "charts.html", who, errors=errors, span=span, spans=list(drawn.SPANS), repo=repo,
-                       repos=names, since=since, until=until, step=step, rows=rows,
-                       charts=[(c, drawn.svg(c, starts)) for c in drawn.charts(rows, step)],
-                       totals={k: sum(r[k] for r in rows) for k in ("landings", "runs", "failures", "flaky",
-                                                                    "pre_existing")})
+                       repos=names, since=since, until=until, bucket=drawn.every(step), rows=rows,
+                       charts=[(c, drawn.svg(c, starts)) for c in drawn.charts(rows, step)], totals=totals,
+                       hourly=totals["landings"] / ((until - since) / timedelta(hours=1)))
 
 
 @router.get("/ui/timeline")

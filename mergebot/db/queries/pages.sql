@@ -141,7 +141,8 @@ LIMIT %(limit)s;
 -- name: page_queue_rejected
 -- Candidates the queue refused (conflicts, failing checks), newest first, among the newest candidates.
 SELECT c.id, c.repo, c.subtask_id, c.claim_version, c.sha, c.status, c.reason, c.finished_at,
-       a.name AS owner, s.title, c.verifier IS NOT NULL AS has_log, c.verdict ->> 'kind' AS kind
+       a.name AS owner, s.title, c.verifier IS NOT NULL AS has_log, c.verdict ->> 'kind' AS kind,
+       c.verdict -> 'failing_tests' AS failing_tests
 FROM candidates c
 JOIN agents a ON a.id = c.owner_id
 JOIN subtasks s ON s.id = c.subtask_id
