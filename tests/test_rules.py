@@ -116,6 +116,10 @@ async def one_at_a_time(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> As
                           str(make_project(tmp_path / "src")), "--verifier", check_command(), "--timeout", "60",
                           "--window", "1", "--batch", "1"], env=env, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
+    said = out.stdout.splitlines()  # the rules not at their default, not a dump of every column
+    assert said[0].startswith("repository demo added") and said[-1].endswith("`mergebot repo list --json`"), said
+    assert {"  speculation_window: 1", "  batch_size: 1", "  verifier_timeout_s: 60"} <= set(said), said
+    assert not [line for line in said if line.split(":")[0].strip() in ("max_push_bytes", "root_sha", "forge")]
     repo = await e2e_db.repos.get_repo("demo")
     assert (repo.speculation_window, repo.batch_size, repo.retry_failed_checks) == (1, 1, None)
     assert repos_root(data).joinpath("demo.git").is_dir()

@@ -24,7 +24,7 @@ from mergebot import __version__
 from mergebot import messages as say
 from mergebot.auth import Role
 from mergebot.cli.agent import client_from
-from mergebot.cli.render import emit
+from mergebot.cli.render import emit, print_repo
 from mergebot.client import DEFAULT_URL, ApiError
 from mergebot.db.database import Database, open_database
 from mergebot.errors import MergebotError
@@ -203,10 +203,7 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
             await db.repos.set_held_out(repo.name, held)
         return repo
 
-    out = asdict(with_db(settings, go))
-    if held:
-        out["held_out_files"] = len(held)
-    emit(args, out)
+    print_repo(args, asdict(with_db(settings, go)), "added", len(held) if held else None)
 
 
 def rules_given(args: argparse.Namespace) -> dict[str, Any]:
@@ -250,10 +247,7 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
     if not change.given() and held is None:
         raise SystemExit(say.REPO_SET_NEEDS_A_RULE)
     repo = with_db(settings_from(args), lambda db: set_rules(db, args.name, change, held_out=held))
-    out = asdict(repo)
-    if held is not None:
-        out["held_out_files"] = len(held)
-    emit(args, out)
+    print_repo(args, asdict(repo), "changed", len(held) if held is not None else None)
 
 
 def cmd_verifier_worker(args: argparse.Namespace) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mergebot import messages as say
+from mergebot.rules import Rules
 from mergebot.table import render_table
 
 
@@ -201,3 +202,24 @@ def worktree_next(verdict: dict[str, Any], repo: str | None, workdir: str | None
         return step
     sid = verdict.get("subtask_id") if verdict.get("subtask_id") is not None else subtask_id
     return say.for_worktree(step, repo=repo, workdir=workdir, subtask_id=sid)
+
+
+FORGE_FIELDS = ("forge", "forge_repo", "forge_api_url")
+
+
+def repo_rules(repo: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The rules of a repository record that are not their default (the check command always), then its forge."""
+    out = []
+    for name, field in Rules.model_fields.items():
+        value = repo.get(name)
+        if field.is_required() or (value is not None and value != field.default):
+            out.append((name, value))
+    return out + [(k, repo[k]) for k in FORGE_FIELDS if repo.get(k)]
+
+
+def print_repo(args: argparse.Namespace, repo: dict[str, Any], verb: str, held_out: int | None) -> None:
+    """``repo add`` / ``repo set``: the record with ``--json``, else the rules that are not their default."""
+    if args.json:
+        emit(args, {**repo, **({"held_out_files": held_out} if held_out is not None else {})})
+        return
+    print(say.repo_summary(repo["name"], verb, repo_rules(repo), held_out))

@@ -91,3 +91,16 @@ def serve_no_agents(where: object) -> str:
 def agent_name_malformed(name: str) -> str:
     return (f"{name!r} is not an agent name: 1 to 64 letters, digits, '.', '_' and '-', the first a letter or digit "
             "(for example ann or ci-bot.2)")
+
+
+# -- what ``repo add`` and ``repo set`` print ------------------------------------------------------------------------
+
+
+def repo_summary(name: str, verb: str, rules: list[tuple[str, object]], held_out: int | None) -> str:
+    """A repository just added or changed, with each rule that is not its default."""
+    lines = [f"repository {name} {verb}; its rules (those not at their default):"]
+    lines += [f"  {k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in rules]
+    if held_out is not None:
+        lines.append(f"  held-out check files: {held_out}")
+    lines.append("every rule, defaults too: `mergebot repo list --json`")
+    return "\n".join(lines)
