@@ -20,6 +20,7 @@ import pygit2
 import pytest
 
 from mergebot import agent
+from mergebot import messages as say
 from mergebot.auth import Role
 from mergebot.cli import main as cli_main
 from mergebot.drill.invariants import check_history
@@ -159,6 +160,11 @@ def test_squash_in_memory_keeps_the_tree_and_one_parent(tmp_path: Path) -> None:
     revert = put(main, {"m.txt": ""}, "Revert subtask 1\n")
     kept = git.merge_onto(repo, main, revert, "merge")
     assert git.squash(repo, main, kept, "Revert subtask 1\n") == kept
+    # the message: title, then the trailers, the acceptance tests' after them in the same paragraph
+    words = say.with_acceptance(say.squash_message(7, 2, "Title", "", tip, 9), ["tests/test_acc.py"])
+    assert words.startswith("Title\n\nMergebot-Subtask: 7\n") and trailers(words) == {
+        "Mergebot-Subtask": "7", "Mergebot-Claim-Version": "2", "Mergebot-Candidate": "9",
+        "Mergebot-Branch-Tip": tip, "Mergebot-Acceptance": "tests/test_acc.py"}
 
 
 @pytest.mark.parametrize("command", [["repo", "set", "demo"], ["repo", "add", "demo", "--verifier", "true"]])

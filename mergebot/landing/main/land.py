@@ -74,10 +74,12 @@ async def merge_onto(db: Database, target: Target, cand: Candidate, base: str) -
         if accept and merge.kind in ("merge", "fast-forward"):
             merge = git.with_files(bare, base, merge, accept, say.with_acceptance(message, paths))
         if squash and merge.applies:
-            own = bare[cand.sha].peel(pygit2.Commit).message if cand.reverts is not None else None
-            words = own or say.squash_message(cand.subtask_id, cand.claim_version, sub.title, sub.description,
-                                              cand.sha, cand.id)
-            merge = git.squash(bare, base, merge, say.with_acceptance(words, paths) if own is None else words)
+            if cand.reverts is not None:  # the bot's revert keeps its own words (what it reverts, and why)
+                words = bare[cand.sha].peel(pygit2.Commit).message
+            else:
+                words = say.with_acceptance(say.squash_message(cand.subtask_id, cand.claim_version, sub.title,
+                                                               sub.description, cand.sha, cand.id), paths)
+            merge = git.squash(bare, base, merge, words)
         return merge
 
     merge = await asyncio.to_thread(merged)
