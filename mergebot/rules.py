@@ -31,6 +31,9 @@ from verifier.runner import DISK_LIMIT_MB, MEMORY_MB
 CHECK_CONFIG = ["conftest.py", "pytest.ini", "tox.ini", "noxfile.py"]
 TEST_PATHS = ["test_*.py", "*_test.py", "tests/", "test/", "conftest.py"]
 HELD_OUT_COMMAND = 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"'
+# How a landing reaches main: a merge commit (the candidate's commits kept as its second parent), or one squashed
+# commit whose only parent is the previous main (issue 43). Either way it is exactly the commit the checks ran on.
+MERGE_METHODS = ("merge", "squash")
 RESETTABLE = ("setup_command", "post_land_command", "speculation_window", "batch_size", "retry_failed_checks")
 
 
@@ -133,6 +136,7 @@ CHECKS: dict[str, Any] = {
     "suspicious": _one_of(("flag", "refuse"), "suspicious", "suspicious"),
     "speculation_window": _between(0, 64, "--window is 0 (as wide as the verifier slots) to 64", "speculation_window"),
     "batch_size": _between(1, 64, "--batch is 1 to 64 candidates per run", "batch_size"),
+    "merge_method": _one_of(MERGE_METHODS, "merge-method", "merge_method"),
 }
 
 
@@ -194,6 +198,7 @@ class Rules(_Checked):
     speculation_window: int | None = None  # None: the server's MERGEBOT_SPECULATION_WINDOW
     batch_size: int | None = None  # None: the server's MERGEBOT_BATCH_SIZE
     retry_failed_checks: bool | None = None  # None: the server's MERGEBOT_RETRY_FAILED_CHECKS
+    merge_method: str = "merge"  # or "squash": one single-parent commit per landing
 
     @classmethod
     def of_repo(cls, repo: Any) -> Rules:
@@ -227,6 +232,7 @@ class RulesChange(_Checked):
     speculation_window: int | None = None
     batch_size: int | None = None
     retry_failed_checks: bool | None = None
+    merge_method: str | None = None
     reset: frozenset[str] = frozenset()
 
     @field_validator("reset")

@@ -5,10 +5,10 @@ Rules:
     the worktree at the current main (or at the previous owner's branch, when the subtask is handed over) on the
     branch the claim names, with the bot as ``origin``. The agent's token is kept in the worktree's git config
     (``http.extraHeader``), so every later ``git`` and ``mergebot`` command there is the agent's.
-  * Nothing committed is dropped: a worktree whose branch holds commits not on main is never switched under
-    them. ``start`` refuses, naming the commands that would help, unless asked to ``carry`` them: then the new
-    claim's branch starts at those commits, and the answer says so. A worktree with uncommitted changes to
-    tracked files is refused too.
+  * Nothing committed is dropped: a worktree whose branch holds commits not on main (nor landed squashed: the
+    landed rows say which) is never switched under them. ``start`` refuses, naming the commands that would help,
+    unless asked to ``carry`` them: then the new claim's branch starts at those commits, and the answer says so.
+    A worktree with uncommitted changes to tracked files is refused too.
   * If preparing the worktree fails after the claim, the claim is released again with the reason.
   * Every ``mergebot`` command run in a worktree marks it active (``touch``), which the keeper counts as a sign of
     life; the worktree's own state lives in ``<git dir>/mergebot/``.
@@ -80,17 +80,22 @@ def touch(workdir: Path) -> None:
         (state_dir(workdir) / "activity").touch()
 
 
-def _unlanded(workdir: Path) -> tuple[str, int] | None:
-    """The current branch and how many of its commits are not on main, if it is a mergebot worktree with any."""
+def _unlanded(workdir: Path, client: Client | None = None) -> tuple[str, int] | None:
+    """The current branch and how many of its commits are not on main, if it is a mergebot worktree with any.
+
+    A commit that landed squashed (the repository's merge method ``squash``) is not on main by ancestry: main holds
+    one commit of its own for it. So, with a ``client``, the commits of the worktree's last subtask's landed
+    candidates (the landed rows', asked of the bot) count as landed too."""
     if not (workdir / ".git").exists():
         return None
     local = _repo(workdir)
     if local.head_is_unborn or local.head_is_detached:
         return None
     main = _origin_head(local)
+    landed: list[str] = []
 
     def ahead() -> int:
-        count = git(["rev-list", "--count", f"{main}..HEAD"], workdir, check=False).strip()
+        count = git(["rev-list", "--count", f"{main}..HEAD", "--not", *landed], workdir, check=False).strip()
         return int(count) if count.isdigit() else 0
 
     if ahead() == 0:  # on main as last fetched: main only moves forward, so on main as it is now too
@@ -98,7 +103,23 @@ def _unlanded(workdir: Path) -> tuple[str, int] | None:
     name = main.split("/", 1)[1]  # main as it is now: commits that landed since are not "unlanded"
     git(["fetch", "--quiet", "origin", f"+refs/heads/{name}:refs/remotes/origin/{name}"], workdir, check=False)
     n = ahead()
+    if n and client is not None:
+        landed = _landed_here(client, local)
+        n = ahead() if landed else n
     return (local.head.shorthand, n) if n else None
+
+
+def _landed_here(client: Client, local: pygit2.Repository) -> list[str]:
+    """The candidates of the worktree's last subtask that landed (by the landed rows), the ones this clone has."""
+    config = local.config
+    sid = str(config["mergebot.subtask"] or "").strip() if "mergebot.subtask" in config else ""
+    if not sid.isdigit():
+        return []
+    try:
+        rows = client.get("/api/v1/landed", subtask=int(sid))["landed"]
+    except ApiError:  # the bot cannot say: the commits count as not landed, as before
+        return []
+    return [sha for r in rows if isinstance(sha := r.get("candidate_sha"), str) and sha in local]
 
 
 def _dirty(workdir: Path) -> list[str]:
@@ -124,7 +145,7 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path, *, 
     dirty = _dirty(workdir)
     if dirty:
         raise Invalid(say.worktree_dirty(workdir, dirty), field="dir")
-    unlanded = _unlanded(workdir)
+    unlanded = _unlanded(workdir, client)
     if unlanded and not carry:
         branch, n = unlanded
         raise Invalid(say.worktree_unlanded(workdir, n, branch, repo), field="dir")

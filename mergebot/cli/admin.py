@@ -217,7 +217,7 @@ def rules_given(args: argparse.Namespace) -> dict[str, Any]:
             "check_config": args.check_config, "held_out_command": args.held_out_command,
             "old_tests": args.old_tests, "risk_aware": None if args.risk is None else args.risk == "on",
             "test_paths": args.test_paths, "suspicious": args.suspicious, "speculation_window": args.window,
-            "batch_size": args.batch, "retry_failed_checks": args.retry_failures}
+            "batch_size": args.batch, "retry_failed_checks": args.retry_failures, "merge_method": args.merge_method}
 
 
 def held_out_of(args: argparse.Namespace) -> list[tuple[str, bytes]] | None:

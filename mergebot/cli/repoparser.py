@@ -47,6 +47,11 @@ def queue_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--retry-failures", action=argparse.BooleanOptionalAction, dest="retry_failures",
                     help="whether a failed check runs once more on the same commit before it counts (default: the "
                     "server's MERGEBOT_RETRY_FAILED_CHECKS)")
+    sp.add_argument("--merge-method", dest="merge_method", metavar="merge|squash",
+                    help="how a landing reaches the target branch: merge (a merge commit that keeps the branch's "
+                    "commits, the default) or squash (one commit per landing: the subtask's title and description "
+                    "with trailers naming subtask, claim version, candidate and branch tip); either way it is the "
+                    "commit the check passed on")
 
 
 def judge_flags(sp: argparse.ArgumentParser) -> None:

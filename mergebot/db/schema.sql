@@ -412,6 +412,8 @@ CREATE TABLE repos (
     speculation_window integer CHECK (speculation_window BETWEEN 0 AND 64),
     batch_size        integer CHECK (batch_size BETWEEN 1 AND 64),
     retry_failed_checks boolean,
+    -- How a landing reaches main (0029): a merge commit, or one squashed commit whose only parent is main.
+    merge_method      text NOT NULL DEFAULT 'merge' CHECK (merge_method IN ('merge', 'squash')),
     CONSTRAINT forge_complete CHECK (
         (forge IS NULL) = (forge_repo IS NULL) AND (forge IS NULL) = (forge_api_url IS NULL)
         AND (forge IS NULL) = (forge_git_url IS NULL) AND (forge IS NULL) = (webhook_secret_env IS NULL)

@@ -27,6 +27,7 @@ from typing import Any
 
 import pygit2
 
+from mergebot import messages as say
 from mergebot.messages.refs import parse_subtask_ref
 
 Row = Mapping[str, Any]
@@ -73,6 +74,15 @@ class Snapshot:
     subtasks: list[dict[str, Any]]
     candidates: dict[int, list[dict[str, Any]]]  # subtask id -> its candidates (for the subtasks that matter)
     refusals: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # subtask id -> its push_refused events
+
+
+def _carries(repo: pygit2.Repository, merged: str, cand: str) -> bool:
+    """Whether landed commit ``merged`` contains candidate ``cand``: as an ancestor (a merge, a fast-forward), or,
+    squashed (one parent, main's), as the branch tip its message names (``Mergebot-Branch-Tip``)."""
+    if cand in repo and (cand == merged or repo.descendant_of(merged, cand)):
+        return True
+    commit = repo[merged].peel(pygit2.Commit)
+    return len(commit.parent_ids) == 1 and f"\n{say.BRANCH_TIP_TRAILER}: {cand}\n" in commit.message
 
 
 def check_history(repo: pygit2.Repository, head: str | None, root_sha: str, landed: Sequence[Row],
@@ -128,7 +138,7 @@ def check_history(repo: pygit2.Repository, head: str | None, root_sha: str, land
             out.append(Violation("unverified_landing", merged, f"{who}: verifier result is "
                                  f"{row['verifier_result']!r}, not a pass"))
         cand = row["candidate_sha"]
-        if cand not in repo or not (cand == merged or repo.descendant_of(merged, cand)):
+        if not _carries(repo, merged, cand):
             out.append(Violation("candidate_not_landed", merged, f"{who}: candidate {cand[:12]} is not in "
                                  f"{merged[:12]}"))
     for sha in chain[:-1] if reached_root else chain:

@@ -30,6 +30,7 @@ from mergebot import messages as say
 # puts its files in the wheel): found through the package, so an installed copy has them as an editable one does.
 HOOKS = resources.files("mergebot.git") / "hooks"
 HOOK_NAMES = ("pre-receive", "post-receive")
+APPLIES = ("merge", "fast-forward", "squash")  # the kinds of ``Merge`` that bring something to land
 
 
 def bot_signature() -> pygit2.Signature:
@@ -44,10 +45,16 @@ def bare_path(root: Path, name: str) -> Path:
 
 @dataclass
 class Merge:
-    kind: str  # "fast-forward", "merge", "up-to-date" or "conflict"
+    kind: str  # "fast-forward", "merge", "squash", "up-to-date" or "conflict"
     sha: str | None = None
     tree: str | None = None
     conflicts: list[str] = field(default_factory=list)
+    candidate: str | None = None  # the commit merged in (its parent in a merge; never an ancestor of a squash)
+
+    @property
+    def applies(self) -> bool:
+        """Whether there is a commit to verify and land (not a conflict, not already there)."""
+        return self.kind in APPLIES
 
 
 def run_git(args: list[str], cwd: Path | None = None, timeout: float = 300.0,
@@ -132,7 +139,7 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str,
         return Merge("up-to-date", base, str(repo[base].peel(pygit2.Commit).tree_id))
     cand = repo[candidate].peel(pygit2.Commit)
     if repo.descendant_of(candidate, base):
-        return Merge("fast-forward", candidate, str(cand.tree_id))
+        return Merge("fast-forward", candidate, str(cand.tree_id), candidate=candidate)
     out = subprocess.run(["git", "--git-dir", repo.path, "merge-tree", "--write-tree", "--name-only",
                           "--no-messages", base, candidate], capture_output=True, text=True, check=False,
                          env=_git_env())
@@ -148,10 +155,10 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str,
             return Merge("conflict", conflicts=paths)
         tree = index.write_tree(repo)
     if not commit:
-        return Merge("merge", None, str(tree))
+        return Merge("merge", None, str(tree), candidate=candidate)
     bot = bot_signature()
     sha = repo.create_commit(None, bot, bot, message, tree, [pygit2.Oid(hex=base), cand.id])
-    return Merge("merge", str(sha), str(tree))
+    return Merge("merge", str(sha), str(tree), candidate=candidate)
 
 
 def tree_with_files(repo: pygit2.Repository, tree: str, files: Sequence[tuple[str, bytes]]) -> pygit2.Oid:
@@ -193,18 +200,33 @@ def commit_with_paths_of(repo: pygit2.Repository, base: str, source: str, take: 
 
 def with_files(repo: pygit2.Repository, base: str, merge: Merge, files: Sequence[tuple[str, bytes]],
                message: str) -> Merge:
-    """``merge`` (a merge or fast-forward onto ``base``) with ``files`` written at their paths over whatever it has
-    there: a commit of its own with ``base`` and the candidate as parents (a fast-forward becomes a merge). The
-    same merge when its tree already holds exactly those files."""
-    assert merge.sha is not None and merge.tree is not None
+    """``merge`` (a merge, fast-forward or squash onto ``base``) with ``files`` written at their paths over whatever
+    it has there: a commit of its own with ``base`` and the candidate as parents (a fast-forward becomes a merge;
+    a squash stays one commit on ``base``). The same merge when its tree already holds exactly those files."""
+    assert merge.sha is not None and merge.tree is not None and merge.candidate is not None
     new_tree = tree_with_files(repo, merge.tree, files)
     if str(new_tree) == merge.tree:
         return merge
-    head = repo[merge.sha].peel(pygit2.Commit)
-    candidate = head.parents[-1].id if merge.kind == "merge" else head.id
     bot = bot_signature()
-    sha = repo.create_commit(None, bot, bot, message, new_tree, [pygit2.Oid(hex=base), candidate])
-    return Merge("merge", str(sha), str(new_tree))
+    if merge.kind == "squash":
+        parents, kind = [pygit2.Oid(hex=base)], "squash"
+    else:
+        parents, kind = [pygit2.Oid(hex=base), pygit2.Oid(hex=merge.candidate)], "merge"
+    sha = repo.create_commit(None, bot, bot, message, new_tree, parents)
+    return Merge(kind, str(sha), str(new_tree), candidate=merge.candidate)
+
+
+def squash(repo: pygit2.Repository, base: str, merge: Merge, message: str) -> Merge:
+    """``merge`` (a merge or fast-forward onto ``base``) as one commit whose only parent is ``base``, with exactly
+    its tree and ``message``; authored as the candidate's commit was, committed by the bot. A fast-forward of one
+    commit on ``base`` that already says ``message`` (the bot's own revert) is kept as it is."""
+    assert merge.sha is not None and merge.tree is not None and merge.candidate is not None
+    tip = repo[merge.candidate].peel(pygit2.Commit)
+    if merge.kind == "fast-forward" and [str(p) for p in tip.parent_ids] == [base] and tip.message == message:
+        return merge
+    bot = bot_signature()
+    sha = repo.create_commit(None, tip.author, bot, message, pygit2.Oid(hex=merge.tree), [pygit2.Oid(hex=base)])
+    return Merge("squash", str(sha), merge.tree, candidate=merge.candidate)
 
 
 def revert_onto(repo: pygit2.Repository, head: str, base: str, landed: str, message: str, ref: str) -> str | None:

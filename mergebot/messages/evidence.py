@@ -83,3 +83,17 @@ KNOWN_GREEN = "not run again: this check already passed on this commit"
 def result_not_stored(why: str) -> str:
     """The log of a run whose result the database refused: the job ends as an error saying so."""
     return f"the run's result could not be stored: {why}"
+
+
+# -- the squash commit (a repository's merge method ``squash``, issue 43) -------------------------------------------
+
+BRANCH_TIP_TRAILER = "Mergebot-Branch-Tip"  # the agent's commit a squash commit lands (read back by the drills)
+
+
+def squash_message(subtask_id: int, claim_version: int, title: str, description: str, tip: str, cand_id: int) -> str:
+    """The one commit a landing becomes under ``squash``: the subtask's title and description, then trailers that
+    name what landed (acceptance trailers follow them, ``with_acceptance``)."""
+    body = description.strip()
+    return (f"{title.strip() or f'Subtask {subtask_id}'}\n\n" + (f"{body}\n\n" if body else "")
+            + f"Mergebot-Subtask: {subtask_id}\nMergebot-Claim-Version: {claim_version}\n"
+            f"Mergebot-Candidate: {cand_id}\n{BRANCH_TIP_TRAILER}: {tip}\n")

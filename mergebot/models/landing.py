@@ -112,6 +112,7 @@ class Repo(FromRow):
     speculation_window: int | None = None  # runs in flight at most (0: as wide as the verifier slots)
     batch_size: int | None = None  # candidates one run may cover
     retry_failed_checks: bool | None = None  # a failed check runs once more on the same commit
+    merge_method: str = "merge"  # how a landing reaches main: a merge commit, or "squash": one single-parent commit
 
     @property
     def main_check(self) -> str:

@@ -57,16 +57,29 @@ async def take(ctx: Context, repo: Repo, exclude: list[int] | None = None) -> Ca
 
 async def merge_onto(db: Database, target: Target, cand: Candidate, base: str) -> git.Merge:
     """The candidate merged onto ``base`` in memory; with its subtask's acceptance tests written into the merge
-    at their paths, over whatever the candidate has there (so the commit that is verified, and lands, has them)."""
-    title = (await db.subtasks.get_subtask(cand.subtask_id)).title
-    message = say.merge_message(cand.subtask_id, cand.claim_version, title, cand.sha, cand.id)
+    at their paths, over whatever the candidate has there (so the commit that is verified, and lands, has them).
+
+    Under the repository's merge method ``squash`` that merge becomes one commit whose only parent is ``base``, with
+    exactly the merge's tree: the commit that is verified, and lands, is that one (a bot's revert keeps its own
+    message)."""
+    sub = await db.subtasks.get_subtask(cand.subtask_id)
+    squash = target.repo.merge_method == "squash"
+    message = say.merge_message(cand.subtask_id, cand.claim_version, sub.title, cand.sha, cand.id)
     accept = await db.subtasks.acceptance(cand.subtask_id)
+    paths = [p for p, _ in accept]
 
     def merged() -> git.Merge:
         bare = git.open_repo(target.path)
         merge = git.merge_onto(bare, base, cand.sha, message)
         if accept and merge.kind in ("merge", "fast-forward"):
-            merge = git.with_files(bare, base, merge, accept, say.with_acceptance(message, [p for p, _ in accept]))
+            merge = git.with_files(bare, base, merge, accept, say.with_acceptance(message, paths))
+        if squash and merge.applies:
+            if cand.reverts is not None:  # the bot's revert keeps its own words (what it reverts, and why)
+                words = bare[cand.sha].peel(pygit2.Commit).message
+            else:
+                words = say.with_acceptance(say.squash_message(cand.subtask_id, cand.claim_version, sub.title,
+                                                               sub.description, cand.sha, cand.id), paths)
+            merge = git.squash(bare, base, merge, words)
         return merge
 
     merge = await asyncio.to_thread(merged)
@@ -78,7 +91,7 @@ async def merge_with_paths(db: Database, target: Target, cand: Candidate,
                            base: str) -> tuple[git.Merge, frozenset[str]]:
     """The merge, and the paths the candidate changes on top of ``base`` (none for a conflict)."""
     merge = await merge_onto(db, target, cand, base)
-    if merge.kind not in ("merge", "fast-forward") or merge.tree is None:
+    if not merge.applies or merge.tree is None:
         return merge, frozenset()
     tree = merge.tree
     paths = await asyncio.to_thread(lambda: changes.paths_since(git.open_repo(target.path), base, tree))

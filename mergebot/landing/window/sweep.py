@@ -30,7 +30,7 @@ def _probe(path: Path, main: str, sha: str) -> tuple[git.Merge, frozenset[str]]:
     """Whether ``sha`` applies on ``main`` (no commit written), and the paths it changes on its own."""
     bare = git.open_repo(path)
     probe = git.merge_onto(bare, main, sha, "", commit=False)
-    applies = probe.kind in ("merge", "fast-forward")
+    applies = probe.applies
     return probe, frozenset(changes.own_paths(bare, main, sha)) if applies else frozenset()
 
 
