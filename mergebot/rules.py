@@ -16,7 +16,10 @@ nothing.
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -31,7 +34,8 @@ from verifier.runner import DISK_LIMIT_MB, MEMORY_MB
 CHECK_CONFIG = ["conftest.py", "pytest.ini", "tox.ini", "noxfile.py"]
 TEST_PATHS = ["test_*.py", "*_test.py", "tests/", "test/", "conftest.py"]
 HELD_OUT_COMMAND = 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"'
-RESETTABLE = ("setup_command", "post_land_command", "speculation_window", "batch_size", "retry_failed_checks")
+RESETTABLE = ("setup_command", "post_land_command", "speculation_window", "batch_size", "retry_failed_checks",
+              "require_approval")
 
 
 def check_globs(globs: list[str] | None, option: str = "check-config") -> list[str] | None:
@@ -133,6 +137,7 @@ CHECKS: dict[str, Any] = {
     "suspicious": _one_of(("flag", "refuse"), "suspicious", "suspicious"),
     "speculation_window": _between(0, 64, "--window is 0 (as wide as the verifier slots) to 64", "speculation_window"),
     "batch_size": _between(1, 64, "--batch is 1 to 64 candidates per run", "batch_size"),
+    "require_approval": lambda v: check_globs(v, "require-approval"),
 }
 
 
@@ -194,6 +199,7 @@ class Rules(_Checked):
     speculation_window: int | None = None  # None: the server's MERGEBOT_SPECULATION_WINDOW
     batch_size: int | None = None  # None: the server's MERGEBOT_BATCH_SIZE
     retry_failed_checks: bool | None = None  # None: the server's MERGEBOT_RETRY_FAILED_CHECKS
+    require_approval: list[str] | None = None  # None: none needed; []: every change; else globs (``awaits_approval``)
 
     @classmethod
     def of_repo(cls, repo: Any) -> Rules:
@@ -203,7 +209,7 @@ class Rules(_Checked):
 
 class RulesChange(_Checked):
     """The rules ``repo set`` changes: None leaves a rule as it is; ``reset`` puts the optional ones named back to
-    their default (no setup, main checked by the verifier command, the server's queue rules)."""
+    their default (no setup, main checked by the verifier command, the server's queue rules, no approval)."""
 
     verifier_command: str | None = None
     verifier_timeout_s: int | None = None
@@ -227,6 +233,7 @@ class RulesChange(_Checked):
     speculation_window: int | None = None
     batch_size: int | None = None
     retry_failed_checks: bool | None = None
+    require_approval: list[str] | None = None
     reset: frozenset[str] = frozenset()
 
     @field_validator("reset")
@@ -270,3 +277,28 @@ def queue_rules(repo: Any, defaults: QueueRules) -> QueueRules:
     return QueueRules(defaults.window if window is None else int(window),
                       defaults.batch if batch is None else int(batch),
                       defaults.retry if retry is None else bool(retry))
+
+
+def touches(paths: Iterable[str], globs: Iterable[str]) -> bool:
+    """Whether any of ``paths`` is one of ``globs``: a glob names a path and everything under it (``docs`` and
+    ``docs/`` alike), matches as an ``fnmatch`` pattern on the whole path (``src/*.py``, its ``*`` crossing folders as ``--protect``'s does), and a glob without ``/``
+    matches a file's name in any folder (``*.sql``)."""
+    rules = list(globs)
+    for path in paths:
+        for g in rules:
+            folder = g.rstrip("/") + "/"
+            if (path + "/").startswith(folder) or fnmatch.fnmatchcase(path, g):
+                return True
+            if "/" not in g and fnmatch.fnmatchcase(posixpath.basename(path), g):
+                return True
+    return False
+
+
+def awaits_approval(require: list[str] | None, paths: Iterable[str], approvers: Iterable[str]) -> bool:
+    """Whether a candidate that passed its checks must wait for an approval before it lands: its repository requires
+    one (``require_approval``: ``[]`` for every change, else for a change that ``touches`` one of its globs) and no
+    one has approved its exact commit yet (``approvers``: who did, by name). Pure: the gate of every landing path
+    (``mergebot.landing.main.land``) asks it."""
+    if require is None or any(True for _ in approvers):
+        return False
+    return not require or touches(paths, require)

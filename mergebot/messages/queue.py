@@ -208,3 +208,23 @@ def fence_reclaimed(claim_version: int) -> str:
 
 def fence_status(status: str) -> str:
     return FENCE_STATUS.format(status=status)
+
+
+# -- approvals (issue 43) -------------------------------------------------------------------------------------------
+
+
+def awaiting_approval(candidate_id: int, require: list[str]) -> str:
+    """What a candidate that passed and waits for an approval is told (its reason, its verdict's message)."""
+    what = "every change" if not require else f"a change touching {', '.join(require[:5])}"
+    return (f"its checks passed, and this repository requires an approval for {what}: it waits for a lead's or "
+            f"reviewer's approval of this exact commit (`mergebot approve {candidate_id}`, or `@mergebot approve` or "
+            "an approving review on its pull request), then lands. A new push needs a new approval.")
+
+
+def approved_by(name: str, via: str) -> str:
+    """A candidate that waited and was approved, back in the queue (its reason until it is taken)."""
+    how = {"api": "", "comment": " (`@mergebot approve`)", "review": " (an approving review)"}.get(via, "")
+    return f"approved by {name}{how}: verified again where main moved, then it lands"
+
+
+APPROVAL_RULE_CHANGED = "the repository's approval rule changed: judged by the new one once it passes again"

@@ -173,7 +173,7 @@ async def candidate_page(cand_id: str, request: Request, who: Who, site: Site) -
         if who.role.value in heldout.SEES_LOGS else []
     stages = costs.stages(await site.db.pages.candidate_stages(c["id"]))
     return render.html(request, "candidate.html", who, c=c, v=verdict, crumbs=crumbs, held_logs=held, stages=stages,
-                       tests=present.tests_view(c["verifier"]))
+                       tests=present.tests_view(c["verifier"]), approvals=await site.db.landing.approvals(c["id"]))
 
 
 @router.get("/ui/candidates/{cand_id}/log")
