@@ -281,8 +281,8 @@ def queue_rules(repo: Any, defaults: QueueRules) -> QueueRules:
 
 def touches(paths: Iterable[str], globs: Iterable[str]) -> bool:
     """Whether any of ``paths`` is one of ``globs``: a glob names a path and everything under it (``docs`` and
-    ``docs/`` alike), matches as an ``fnmatch`` pattern on the whole path (``src/*.py``, its ``*`` crossing folders as ``--protect``'s does), and a glob without ``/``
-    matches a file's name in any folder (``*.sql``)."""
+    ``docs/`` alike), matches as an ``fnmatch`` pattern on the whole path (``src/*.py``, its ``*`` crossing folders
+    as ``--protect``'s does), and a glob without ``/`` matches a file's name in any folder (``*.sql``)."""
     rules = list(globs)
     for path in paths:
         for g in rules:

@@ -10,7 +10,10 @@ GitHub review's parsing are pure, and tested as such.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +23,7 @@ import pytest
 from mergebot import messages as say
 from mergebot.auth import Role, allowed
 from mergebot.cli.parser import build_parser
+from mergebot.client import ApiError
 from mergebot.errors import Invalid
 from mergebot.forge import commands
 from mergebot.forge.sansio import Delivery, to_pull_review
@@ -27,6 +31,9 @@ from mergebot.landing.main.repos import set_rules
 from mergebot.rules import Rules, RulesChange, awaits_approval, touches
 from tests.support.bot import Fleet, check_command, commit, git, until
 from tests.test_agents import cli
+from tests.test_github_app import SECRET, AppFleet, app_fleet, comment_event, forge, keys, pull_event, the_comment
+
+__all__ = ["app_fleet", "forge", "keys"]  # the GitHub stand-in's fixtures, used here too
 
 # -- the decision, pure ---------------------------------------------------------------------------------------------
 
@@ -138,11 +145,13 @@ async def test_a_change_to_approved_paths_waits_for_a_lead_and_a_new_push_waits_
     landed_bob = (await fleet.db.landing.landed(subtask_id=other.id))[0]
     assert landed_bob.approved_by is None and bobs["sha"] == landed_bob.candidate_sha
 
-    # an agent (the owner, or another) may not approve: 403, nothing recorded, nothing lands
-    for who in ("ann", "bob"):
-        out = cli(fleet, who, "approve", str(cand["id"]))
-        assert out.returncode == 1 and "403" in out.stderr, out.stdout + out.stderr
-        assert say.may_not_approve(who, "agent") in out.stderr, out.stderr
+    # an agent (another, on the command line; the owner, through the API) may not approve: 403, nothing recorded
+    out = cli(fleet, "bob", "approve", str(cand["id"]))
+    assert out.returncode == 1 and "403" in out.stderr, out.stdout + out.stderr
+    assert say.may_not_approve("bob", "agent") in out.stderr, out.stderr
+    with pytest.raises(ApiError) as refused:
+        fleet.client("ann").post(f"/api/v1/candidates/{cand['id']}/approve")
+    assert (refused.value.status, refused.value.message) == (403, say.may_not_approve("ann", "agent"))
     assert await fleet.db.landing.approvals(cand["id"]) == []
     assert (await fleet.db.landing.get_candidate(cand["id"])).status == "awaiting_approval"
 
@@ -159,14 +168,78 @@ async def test_a_change_to_approved_paths_waits_for_a_lead_and_a_new_push_waits_
     assert second["sha"] == again and second["id"] != cand["id"]
     assert (await fleet.db.landing.get_candidate(cand["id"])).status == "superseded"
 
-    out = cli(fleet, "lead", "approve", str(second["id"]), "--json")
-    assert out.returncode == 0 and [a["approver"] for a in json.loads(out.stdout)["approvals"]] == ["lead"], out.stdout
+    answer = fleet.client("lead").post(f"/api/v1/candidates/{second['id']}/approve")
+    assert [(a["approver"], a["via"], a["sha"]) for a in answer["approvals"]] == [("lead", "api", again)], answer
     await _status(fleet, docs.id, "landed")
     landed = (await fleet.db.landing.landed(subtask_id=docs.id))[0]
     assert landed.approved_by == ["lead"] and landed.candidate_sha == again
+    # main had not moved since it passed: the run it waited with is the one it lands on, not a second one
+    runs = [j for j in await fleet.db.jobs.jobs(candidate_id=second["id"]) if j["purpose"] == "candidate"]
+    assert len(runs) == 1 and landed.run_id == runs[0]["id"], (runs, landed)
     assert 'id="approved-by">by lead<' in _page(fleet, f"/ui/landed/{landed.id}")
     assert 'id="approvals">by lead (lead)' in _page(fleet, f"/ui/candidates/{second['id']}")
 
     # the rule goes as it came: nothing waits for an approval any more
     repo = await set_rules(fleet.db, "demo", RulesChange.of(reset={"require_approval"}))
     assert repo.require_approval is None
+
+
+# -- on GitHub: `@mergebot approve` and an approving review ---------------------------------------------------------
+
+
+def review_event(f: AppFleet, number: int, sha: str, sender: str, state: str = "approved") -> httpx.Response:
+    """A signed ``pull_request_review`` delivery: ``sender`` submitted a review (``state``) of pull request
+    ``number`` at ``sha``, as GitHub sends it."""
+    payload = {"action": "submitted", "repository": {"full_name": "acme/calc", "name": "calc"},
+               "review": {"id": 7000 + number, "user": {"login": sender, "id": 2}, "body": None, "commit_id": sha,
+                          "state": state, "submitted_at": "2026-12-06T23:00:00Z"},
+               "pull_request": {"number": number, "head": {"sha": sha}},
+               "sender": {"login": sender, "id": 2}}
+    body = json.dumps(payload).encode()
+    sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return httpx.post(f"{f.bot.url}/webhooks/github", content=body, timeout=30,
+                      headers={"X-GitHub-Event": "pull_request_review", "X-GitHub-Delivery": str(uuid.uuid4()),
+                               "X-Hub-Signature-256": sig, "Content-Type": "application/json"})
+
+
+async def test_on_github_a_stranger_and_an_agent_are_refused_and_a_reviewer_s_review_lands_it(
+        app_fleet: AppFleet) -> None:
+    f, forge_ = app_fleet, app_fleet.forge
+    await set_rules(f.db, "calc", RulesChange.of(require_approval=[]))  # every change
+    rita, _ = await f.db.agents.add_agent(name="rita", role=Role.REVIEWER)
+    await f.db.forge.link(forge="github", login="rita-gh", agent_id=rita.id)
+    sha, branch = await f.prepare("sub", {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n"
+                                                     "    return a - b\n"})
+    git(["push", "-q", "origin", f"HEAD:{branch}"], f.work / "sub")
+    pull_event(f, 9, branch, sha, "opened")
+    sid = int(branch.split("/")[3])
+
+    async def newest(status: str) -> bool:
+        rows = await f.db.landing.candidates(repo="calc", subtask_id=sid, limit=1)
+        return bool(rows) and rows[0]["status"] == status
+
+    await until(lambda: newest("awaiting_approval"), timeout=90)
+
+    def told_on_the_forge() -> bool:  # the outbox sends it soon after
+        last = (forge_.statuses(sha) or [None])[-1]
+        return last is not None and last.state == "pending" and "[awaiting_approval]" in (last.description or "")
+
+    await until(told_on_the_forge, timeout=30)
+
+    # a stranger, and the owner (an agent), may not approve: refused in the comment, nothing recorded
+    assert comment_event(f, 9, "@mergebot approve", "eve-gh").status_code == 202
+    the_comment(forge_, 9, "@eve-gh `@mergebot approve` refused: 'eve-gh' is not linked to a Mergebot agent")
+    assert comment_event(f, 9, "@mergebot approve", "ann-gh").status_code == 202
+    the_comment(forge_, 9, say.command_needs_approver("approve"))
+    assert review_event(f, 9, sha, "eve-gh").status_code == 202  # a stranger's approving review: the same
+    cand = (await f.db.landing.candidates(repo="calc", subtask_id=sid, limit=1))[0]
+    assert await f.db.landing.approvals(cand["id"]) == [] and cand["status"] == "awaiting_approval"
+
+    # a review that does not approve changes nothing; a reviewer's approving review lands it
+    assert review_event(f, 9, sha, "rita-gh", state="commented").json()["outcome"] == say.NOT_AN_APPROVING_REVIEW
+    assert review_event(f, 9, sha, "rita-gh").status_code == 202
+    await until(lambda: newest("landed"), timeout=90)
+    landed = (await f.db.landing.landed(repo="calc", subtask_id=sid))[0]
+    assert landed.approved_by == ["rita"] and landed.candidate_sha == sha
+    assert [(a["approver"], a["via"], a["forge_login"]) for a in await f.db.landing.approvals(cand["id"])] == [
+        ("rita", "review", "rita-gh")]
