@@ -33,6 +33,7 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "manage_subtasks": frozenset({Role.LEAD, Role.ADMIN}),
     "verify": frozenset({Role.VERIFIER, Role.ADMIN}),
     "admin": frozenset({Role.ADMIN}),
+    "approve": frozenset({Role.LEAD, Role.REVIEWER, Role.ADMIN}),  # let a passed candidate land (a person's gate)
     "read": frozenset(Role),
 }
 

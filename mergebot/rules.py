@@ -16,7 +16,10 @@ nothing.
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -34,7 +37,8 @@ HELD_OUT_COMMAND = 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"
 # How a landing reaches main: a merge commit (the candidate's commits kept as its second parent), or one squashed
 # commit whose only parent is the previous main (issue 43). Either way it is exactly the commit the checks ran on.
 MERGE_METHODS = ("merge", "squash")
-RESETTABLE = ("setup_command", "post_land_command", "speculation_window", "batch_size", "retry_failed_checks")
+RESETTABLE = ("setup_command", "post_land_command", "speculation_window", "batch_size", "retry_failed_checks",
+              "require_approval")
 
 
 def check_globs(globs: list[str] | None, option: str = "check-config") -> list[str] | None:
@@ -137,6 +141,7 @@ CHECKS: dict[str, Any] = {
     "speculation_window": _between(0, 64, "--window is 0 (as wide as the verifier slots) to 64", "speculation_window"),
     "batch_size": _between(1, 64, "--batch is 1 to 64 candidates per run", "batch_size"),
     "merge_method": _one_of(MERGE_METHODS, "merge-method", "merge_method"),
+    "require_approval": lambda v: check_globs(v, "require-approval"),
 }
 
 
@@ -199,6 +204,7 @@ class Rules(_Checked):
     batch_size: int | None = None  # None: the server's MERGEBOT_BATCH_SIZE
     retry_failed_checks: bool | None = None  # None: the server's MERGEBOT_RETRY_FAILED_CHECKS
     merge_method: str = "merge"  # or "squash": one single-parent commit per landing
+    require_approval: list[str] | None = None  # None: none needed; []: every change; else globs (``awaits_approval``)
 
     @classmethod
     def of_repo(cls, repo: Any) -> Rules:
@@ -208,7 +214,7 @@ class Rules(_Checked):
 
 class RulesChange(_Checked):
     """The rules ``repo set`` changes: None leaves a rule as it is; ``reset`` puts the optional ones named back to
-    their default (no setup, main checked by the verifier command, the server's queue rules)."""
+    their default (no setup, main checked by the verifier command, the server's queue rules, no approval)."""
 
     verifier_command: str | None = None
     verifier_timeout_s: int | None = None
@@ -233,6 +239,7 @@ class RulesChange(_Checked):
     batch_size: int | None = None
     retry_failed_checks: bool | None = None
     merge_method: str | None = None
+    require_approval: list[str] | None = None
     reset: frozenset[str] = frozenset()
 
     @field_validator("reset")
@@ -276,3 +283,28 @@ def queue_rules(repo: Any, defaults: QueueRules) -> QueueRules:
     return QueueRules(defaults.window if window is None else int(window),
                       defaults.batch if batch is None else int(batch),
                       defaults.retry if retry is None else bool(retry))
+
+
+def touches(paths: Iterable[str], globs: Iterable[str]) -> bool:
+    """Whether any of ``paths`` is one of ``globs``: a glob names a path and everything under it (``docs`` and
+    ``docs/`` alike), matches as an ``fnmatch`` pattern on the whole path (``src/*.py``, its ``*`` crossing folders
+    as ``--protect``'s does), and a glob without ``/`` matches a file's name in any folder (``*.sql``)."""
+    rules = list(globs)
+    for path in paths:
+        for g in rules:
+            folder = g.rstrip("/") + "/"
+            if (path + "/").startswith(folder) or fnmatch.fnmatchcase(path, g):
+                return True
+            if "/" not in g and fnmatch.fnmatchcase(posixpath.basename(path), g):
+                return True
+    return False
+
+
+def awaits_approval(require: list[str] | None, paths: Iterable[str], approvers: Iterable[str]) -> bool:
+    """Whether a candidate that passed its checks must wait for an approval before it lands: its repository requires
+    one (``require_approval``: ``[]`` for every change, else for a change that ``touches`` one of its globs) and no
+    one has approved its exact commit yet (``approvers``: who did, by name). Pure: the gate of every landing path
+    (``mergebot.landing.main.land``) asks it."""
+    if require is None or any(True for _ in approvers):
+        return False
+    return not require or touches(paths, require)

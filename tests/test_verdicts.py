@@ -344,7 +344,8 @@ def test_every_kind_is_produced_by_some_test() -> None:
     """The kinds the verdict tests produce and check as records, read from their assertions: all of KINDS."""
     here = Path(__file__).parent
     text = "".join((here / name).read_text() for name in ("test_verdicts.py", "test_agents.py", "test_judged.py",
-                                                           "test_reward_hacks.py", "test_unstorable.py"))
+                                                           "test_reward_hacks.py", "test_unstorable.py",
+                                                           "test_approvals.py"))
     checked = set(re.findall(r'\("(\w+)", (?:\[|True|False)', text)) | set(re.findall(r'\["kind"\] == "(\w+)"', text)) \
         | set(re.findall(r'\("(?:rejected|refused|landed)", "(\w+)"', text))
     missing = sorted(set(KINDS) - checked)

@@ -95,7 +95,8 @@ async def test_summary_counts_queue_depth_and_holders(db: Database, tmp_path: Pa
     assert s["counts"] == {"blocked": 1, "ready": 0, "running": 1, "submitted": 1, "landed": 0, "failed": 0,
                            "cancelled": 0}
     assert s["total"] == 3
-    assert s["queue"] == [{"repo": "demo", "queued": 1, "verifying": 0, "landing": 0, "parked": 0}]
+    assert s["queue"] == [{"repo": "demo", "queued": 1, "verifying": 0, "landing": 0, "parked": 0,
+                           "awaiting_approval": 0}]
     assert [(h["agent"], h["holding"], h["subtasks"]) for h in s["holders"]] == [("ann", 1, [sid]),
                                                                                   ("bob", 1, [held.id])]
     assert (s["agents_holding"], s["claims_held"]) == (2, 2)
@@ -126,7 +127,8 @@ async def test_queue_lists_waiting_in_the_order_the_queue_takes_them(db: Databas
     waiting = [w["subtask_id"] for w in view["waiting"]]
     assert waiting == [urgent.id, root.id, leaf.id]
     assert [w["unblocks"] for w in view["waiting"]] == [0, 2, 0]
-    assert view["repos"][0]["depth"] == {"queued": 3, "verifying": 1, "landing": 0, "parked": 0}
+    assert view["repos"][0]["depth"] == {"queued": 3, "verifying": 1, "landing": 0, "parked": 0,
+                                         "awaiting_approval": 0}
     assert view["repos"][0]["window"] == {"max": 3, "batch": 1, "in_flight": 1}
     order = []
     while (cand := await db.landing.next_candidate("demo")) is not None:

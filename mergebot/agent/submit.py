@@ -34,7 +34,8 @@ from mergebot.messages.refs import subtask_ref
 from mergebot.models import VERDICT_HEADER, VERDICT_LINE
 
 QUEUED = re.compile(r"as candidate (\d+)")
-STOPS = ("landed", "rejected", "superseded", "cancelled", "parked")  # a wait ends at these statuses
+# a wait ends at these statuses (awaiting_approval too: a person decides when it lands, not the queue)
+STOPS = ("landed", "rejected", "superseded", "cancelled", "parked", "awaiting_approval")
 
 
 def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool = True, again: bool = False,
@@ -70,7 +71,7 @@ def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool 
         if cand_id is None and "[up to date]" in out.stdout:  # git pushed nothing: say so, unless it is in flight
             cands = client.get("/api/v1/candidates", subtask=claim.subtask_id, limit=20)["candidates"]
             last = next((c for c in cands if c["sha"] == sha and c["claim_version"] == claim.claim_version), None)
-            if last is None or last["status"] not in ("queued", "verifying", "landing", "parked"):
+            if last is None or last["status"] not in ("queued", "verifying", "landing", "parked", "awaiting_approval"):
                 return unchanged(claim.subtask_id, claim.claim_version, sha, last, branch=ref)
             cand_id = last["id"]
     try:

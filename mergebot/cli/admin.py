@@ -217,7 +217,8 @@ def rules_given(args: argparse.Namespace) -> dict[str, Any]:
             "check_config": args.check_config, "held_out_command": args.held_out_command,
             "old_tests": args.old_tests, "risk_aware": None if args.risk is None else args.risk == "on",
             "test_paths": args.test_paths, "suspicious": args.suspicious, "speculation_window": args.window,
-            "batch_size": args.batch, "retry_failed_checks": args.retry_failures, "merge_method": args.merge_method}
+            "batch_size": args.batch, "retry_failed_checks": args.retry_failures, "merge_method": args.merge_method,
+            "require_approval": args.require_approval}
 
 
 def held_out_of(args: argparse.Namespace) -> list[tuple[str, bytes]] | None:
@@ -242,6 +243,8 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
         reset.add("post_land_command")
     if args.no_sandbox_path:
         given["sandbox_paths"] = []
+    if args.no_require_approval:
+        reset.add("require_approval")
     change = RulesChange.of(**{k: v for k, v in given.items() if v != "default"}, reset=reset)
     held = held_out_of(args)
     if not change.given() and held is None:

@@ -1,7 +1,8 @@
 """The queue's controls, for leads and admins, each one request to the API as the token's agent (the server
 decides who may): ``retry``, ``cancel`` and ``priority`` of a subtask (a lead or admin; what ``@mergebot retry``,
 ``cancel`` and ``priority N`` do in a pull request's comment), ``pause`` and ``resume`` of a repository's landing (an
-admin). A refusal is an ``ApiError`` for ``main`` to print, with its exit code (see README's table of them).
+admin), and ``approve`` of a candidate (a lead, reviewer or admin; ``@mergebot approve``). A refusal is an
+``ApiError`` for ``main`` to print, with its exit code (see README's table of them).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ def cmd_pause(args: argparse.Namespace) -> None:
 def cmd_resume(args: argparse.Namespace) -> None:
     out = client_from(args).post(f"/api/v1/repos/{args.repo}/resume")
     _said(args, out, say.landing_resumed(args.repo))
+
+
+def cmd_approve(args: argparse.Namespace) -> None:
+    out = client_from(args).post(f"/api/v1/candidates/{args.candidate}/approve")
+    _said(args, out, say.approved(out["candidate"]["id"], out["candidate"]["sha"]))
 
 
 def _said(args: argparse.Namespace, out: object, sentence: str) -> None:

@@ -52,7 +52,7 @@ from mergebot.cli.agent import (
     cmd_submit,
     cmd_wait,
 )
-from mergebot.cli.controls import cmd_cancel, cmd_pause, cmd_priority, cmd_resume, cmd_retry
+from mergebot.cli.controls import cmd_approve, cmd_cancel, cmd_pause, cmd_priority, cmd_resume, cmd_retry
 from mergebot.cli.repoparser import add_repo_commands
 from mergebot.cli.views import cmd_cost, cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
 from mergebot.client import DEFAULT_URL
@@ -321,6 +321,9 @@ def _control_commands(add: Callable[[str, Callable[[argparse.Namespace], None], 
              "higher first (lead or admin)")
     sp.add_argument("id", type=int, metavar="SUBTASK", help="the subtask's id")
     sp.add_argument("level", type=int, metavar="LEVEL", help="a whole number from -1000 to 1000 (a new subtask has 0)")
+    sp = add("approve", cmd_approve, "approve a candidate's exact commit where the repository requires an approval: "
+             "one waiting (awaiting_approval) goes back to the queue and lands (lead, reviewer or admin)")
+    sp.add_argument("candidate", type=int, metavar="CANDIDATE", help="the candidate's id (its verdict names it)")
     sp = add("pause", cmd_pause, "hold landing on a repository: pushes still queue, nothing is verified or lands "
              "until `mergebot resume` (admin)")
     sp.add_argument("--repo", required=True, help="the repository")

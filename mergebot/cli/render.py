@@ -83,9 +83,11 @@ def render_queue(q: dict[str, Any]) -> str:
         d, w = r["depth"], r["window"]
         flags = (f"  PAUSED: {r['paused_reason'] or 'by an admin'}" if r["paused"] else "") + (
             f"  RED since {_short(r['red_since'])}" if r["red_since"] else "")
+        approval = f", {d['awaiting_approval']} awaiting approval" if d.get("awaiting_approval") else ""
         parts.append(f"{r['name']} -> {r['target_branch']}: {d['queued']} queued, {d['verifying']} verifying, "
-                     f"{d['landing']} landing, {d['parked']} parked; speculation window {w['in_flight']}/{w['max']} "
-                     f"in flight{', batches of up to ' + str(w['batch']) if w.get('batch', 1) > 1 else ''}{flags}")
+                     f"{d['landing']} landing, {d['parked']} parked{approval}; speculation window "
+                     f"{w['in_flight']}/{w['max']} in flight"
+                     f"{', batches of up to ' + str(w['batch']) if w.get('batch', 1) > 1 else ''}{flags}")
     jobs = q["verify_jobs"]
     parts.append(f"verify jobs: {jobs['queued']} waiting for a worker, {jobs['running']} running")
     verifying = [{**v, "sha": _short(v["sha"]), "job": f"{v['job_purpose'] or '-'} {v['job_status'] or ''}".strip(),

@@ -52,6 +52,10 @@ def queue_flags(sp: argparse.ArgumentParser) -> None:
                     "commits, the default) or squash (one commit per landing: the subtask's title and description "
                     "with trailers naming subtask, claim version, candidate and branch tip); either way it is the "
                     "commit the check passed on")
+    sp.add_argument("--require-approval", nargs="*", metavar="GLOB", dest="require_approval",
+                    help="a candidate that passed its checks waits (awaiting_approval) until a lead, a reviewer or an "
+                    "admin approves its exact commit (`mergebot approve CANDIDATE`, `@mergebot approve`, an approving "
+                    "review): every change, or with globs only changes touching those paths (replaces them)")
 
 
 def judge_flags(sp: argparse.ArgumentParser) -> None:
@@ -167,6 +171,8 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     sp.add_argument("--check-config", action="append", metavar="GLOB", dest="check_config",
                     help="the files that configure the check (replaces them; repeatable)")
     sp.add_argument("--no-held-out", action="store_true", dest="no_held_out", help="no held-out checks any more")
+    sp.add_argument("--no-require-approval", action="store_true", dest="no_require_approval",
+                    help="no approval needed any more (what waits for one goes back to the queue when approved)")
     judge_flags(sp)
     sp.add_argument("--risk", choices=["on", "off"], help=RISK_HELP)
     sp.set_defaults(fn=cmd_repo_set)

@@ -14,6 +14,9 @@ GRANT SELECT ON schema_migrations, subtask_transitions, run_charges TO {role};
 -- The audit log is append-only: rows come from triggers and from the store, and are never changed.
 GRANT SELECT, INSERT ON events TO {role};
 
+-- An approval is given once and never changed.
+GRANT SELECT, INSERT ON approvals TO {role};
+
 -- A landed row is written once; afterwards only the post-land status of main changes.
 GRANT SELECT, INSERT ON landed TO {role};
 GRANT UPDATE (main_status) ON landed TO {role};

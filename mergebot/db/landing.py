@@ -28,7 +28,7 @@ from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Member
 from mergebot.models.judgement import Judgement
 
 # A candidate's statuses that end its push's story (what ``mergebot submit`` waits for).
-CANDIDATE_VERDICTS = frozenset({"landed", "rejected", "superseded", "cancelled", "parked"})
+CANDIDATE_VERDICTS = frozenset({"landed", "rejected", "superseded", "cancelled", "parked", "awaiting_approval"})
 
 
 class LandingStore:
@@ -306,3 +306,34 @@ class LandingStore:
 
     async def set_main_status(self, *, landed_id: int, status: str) -> None:
         await self.sql.all("landed_set_main_status", id=landed_id, main_status=status)
+
+    # -- approvals ---------------------------------------------------------------------------------------
+
+    async def approvers(self, commits: list[tuple[int, str]]) -> dict[tuple[int, str], list[str]]:
+        """Who approved each (subtask, sha), by name, oldest first (empty: no one yet)."""
+        if not commits:
+            return {}
+        rows = await self.sql.all("approvers_of", subtask_ids=[c[0] for c in commits], shas=[c[1] for c in commits])
+        return {(r["subtask_id"], r["sha"]): list(r["approvers"] or []) for r in rows}
+
+    async def approve(self, cand: Candidate, *, approver_id: int, via: str, forge_login: str | None,
+                      reason: str) -> Candidate:
+        """Record an approval of the candidate's exact commit; one that waited for it goes back to the queue (with
+        ``reason``), in the same transaction. The candidate as it is now."""
+        async with self.sql.tx() as tx:
+            await tx.all("approval_insert", id=cand.id, approver_id=approver_id, forge_login=forge_login, via=via)
+            row = await tx.one("candidate_approved", id=cand.id, reason=reason)
+            await insert_event(tx, actor_id=approver_id, kind="candidate_approved", subtask_id=cand.subtask_id,
+                               claim_version=cand.claim_version,
+                               detail={"candidate": cand.id, "sha": cand.sha, "via": via, "login": forge_login,
+                                       "requeued": row is not None})
+        return Candidate.from_row(row) if row is not None else await self.get_candidate(cand.id)
+
+    async def approvals(self, cand_id: int) -> list[Row]:
+        """A candidate's approvals (of its subtask's same commit): who, when, how."""
+        return await self.sql.all("approvals_of_candidate", id=cand_id)
+
+    async def requeue_awaiting(self, repo: str, reason: str) -> list[int]:
+        """Every candidate of ``repo`` waiting for an approval goes back to the queue (its rule changed: it is
+        judged by the new one when it passes again)."""
+        return [r["id"] for r in await self.sql.all("candidates_requeue_awaiting", repo=repo, reason=reason)]

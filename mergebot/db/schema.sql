@@ -414,6 +414,9 @@ CREATE TABLE repos (
     retry_failed_checks boolean,
     -- How a landing reaches main (0029): a merge commit, or one squashed commit whose only parent is main.
     merge_method      text NOT NULL DEFAULT 'merge' CHECK (merge_method IN ('merge', 'squash')),
+    -- Approvals (0030): NULL, none needed; empty, every change waits for one; else the globs of the paths whose
+    -- changes wait for one (a lead's, a reviewer's or an admin's, for the candidate's exact commit).
+    require_approval  text[] CHECK (cardinality(require_approval) <= 100),
     CONSTRAINT forge_complete CHECK (
         (forge IS NULL) = (forge_repo IS NULL) AND (forge IS NULL) = (forge_api_url IS NULL)
         AND (forge IS NULL) = (forge_git_url IS NULL) AND (forge IS NULL) = (webhook_secret_env IS NULL)
@@ -437,7 +440,7 @@ CREATE TABLE held_out_files (
 );
 
 CREATE TYPE candidate_status AS ENUM
-    ('queued', 'verifying', 'landing', 'landed', 'rejected', 'superseded', 'cancelled', 'parked');
+    ('queued', 'verifying', 'landing', 'landed', 'rejected', 'superseded', 'cancelled', 'parked', 'awaiting_approval');
 
 -- A candidate is one accepted push: (subtask, claim version, owner, sha). The queue processes them per
 -- repository in priority, then arrival order; parked ones wait for a red main to turn green.
@@ -516,6 +519,22 @@ END $$;
 CREATE TRIGGER candidates_notify AFTER UPDATE OF status ON candidates
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION candidates_notify();
 
+-- Approvals (0030): a lead's, a reviewer's or an admin's approval of one candidate's exact commit, given with
+-- `mergebot approve`, the API, `@mergebot approve` or an approving review on the forge. It holds for that commit of
+-- that subtask only: a new push is a new candidate, and needs a new one.
+CREATE TABLE approvals (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    candidate_id  bigint NOT NULL REFERENCES candidates (id),
+    subtask_id    bigint NOT NULL REFERENCES subtasks (id),
+    sha           text NOT NULL CHECK (sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
+    approver_id   bigint NOT NULL REFERENCES agents (id),
+    forge_login   text CHECK (length(forge_login) <= 200),
+    via           text NOT NULL CHECK (via IN ('api', 'comment', 'review')),
+    created_at    timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX approvals_commit ON approvals (subtask_id, sha);
+CREATE INDEX approvals_candidate ON approvals (candidate_id);
+
 CREATE TYPE intent_status AS ENUM ('pending', 'done', 'rolled_back');
 
 -- A landing intent is written before main moves and carries all the evidence, so the reconciler can finish
@@ -573,6 +592,8 @@ CREATE TABLE landed (
     acceptance       text[],
     -- The queue policy that landed it.
     policy           text CHECK (length(policy) <= 100),
+    -- Who approved the landed commit, where the repository required an approval (0030): agents' names.
+    approved_by      text[],
     UNIQUE (repo, merged_sha),
     CONSTRAINT landed_once_per_claim UNIQUE (subtask_id, claim_version),
     CONSTRAINT landed_revert_names_its_culprit CHECK ((kind = 'revert') = (reverts IS NOT NULL))
@@ -737,6 +758,8 @@ BEGIN
             msg := '[' || coalesce(NEW.verdict->>'kind', 'rejected') || '] ' || coalesce(NEW.reason, 'rejected');
         WHEN 'parked' THEN st := 'pending';
             msg := '[pre_existing] ' || coalesce(NEW.reason, 'parked: the target branch is red');
+        WHEN 'awaiting_approval' THEN st := 'pending';
+            msg := '[awaiting_approval] ' || coalesce(NEW.reason, 'passed; waits for an approval');
         ELSE st := 'error'; msg := NEW.status::text || ': ' || coalesce(NEW.reason, '');
     END CASE;
     INSERT INTO forge_statuses (repo, sha, state, description, candidate_id)

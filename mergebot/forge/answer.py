@@ -16,6 +16,7 @@ from mergebot.errors import MergebotError
 from mergebot.forge import commands
 from mergebot.forge.sansio import PullComment
 from mergebot.landing.intake import prereceive
+from mergebot.landing.main.approve import approve
 from mergebot.messages.refs import parse_subtask_ref
 from mergebot.models import Agent, Repo
 
@@ -41,7 +42,7 @@ async def carry_out(db: Database, root: Path, repo: Repo, note: PullComment) -> 
         assert cmd.name == "why" or agent is not None
         try:
             what, full = await _do(db, root, repo, cmd, sub.id, agent, owner=owner, ref=pull.head_ref,
-                                   login=note.sender)
+                                   login=note.sender, review=note.review)
             answer = say.command_done(note.sender, cmd.name, what)
         except MergebotError as e:
             answer = say.command_refused(note.sender, cmd.name, e.message)
@@ -52,7 +53,7 @@ async def carry_out(db: Database, root: Path, repo: Repo, note: PullComment) -> 
 
 
 async def _do(db: Database, root: Path, repo: Repo, cmd: commands.Command, subtask_id: int, agent: Agent | None,
-              *, owner: bool, ref: str, login: str | None) -> tuple[str, bool]:
+              *, owner: bool, ref: str, login: str | None, review: bool = False) -> tuple[str, bool]:
     if cmd.name == "why":
         return say.WHOLE_VERDICT_BELOW, True
     assert agent is not None
@@ -77,6 +78,12 @@ async def _do(db: Database, root: Path, repo: Repo, cmd: commands.Command, subta
             return say.withdrawn(newest.id), False
         await db.subtasks.cancel(subtask_id=subtask_id, reason=reason, actor_id=agent.id)
         return say.cancelled(subtask_id), False
+    if cmd.name == "approve":  # the pull request's newest candidate still in the queue, or waiting for it
+        cands = await db.forge.candidates_on(repo=repo.name, ref=ref)
+        if not cands:
+            raise MergebotError(say.nothing_to_approve(ref))
+        cand = await approve(db, cands[-1].id, agent, via="review" if review else "comment", forge_login=login)
+        return say.approved(cand.id, cand.sha), False
     assert cmd.name == "priority" and cmd.priority is not None
     moved = await db.forge.set_priority(subtask_id=subtask_id, priority=cmd.priority, actor_id=agent.id)
     return say.priority_set(subtask_id, cmd.priority, moved), False

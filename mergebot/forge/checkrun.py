@@ -3,11 +3,11 @@
 One check run per candidate, on its head commit (the pull request's: GitHub refuses a commit it does not have,
 and the merged commit exists only in the bot's mirror until it lands), kept as the candidate moves:
 
-  queued, parked                  -> status ``queued``
-  verifying, landing              -> status ``in_progress``
-  landed                          -> ``completed``, conclusion ``success``
-  rejected                        -> ``completed``, conclusion ``failure``
-  superseded, cancelled           -> ``completed``, conclusion ``cancelled``
+  queued, parked, awaiting_approval  -> status ``queued``
+  verifying, landing                 -> status ``in_progress``
+  landed                             -> ``completed``, conclusion ``success``
+  rejected                           -> ``completed``, conclusion ``failure``
+  superseded, cancelled              -> ``completed``, conclusion ``cancelled``
 
 ``output.title`` is the verdict's one line; ``output.summary`` its kind, what to do next, the test comparison and
 what the candidate's runs cost; ``output.text`` the log's tail (already masked, and empty for a held-out run,
@@ -25,7 +25,8 @@ from mergebot.models import Verdict
 from mergebot.models.judgement import Judgement
 
 NAME = "mergebot"
-STATUS = {"queued": "queued", "parked": "queued", "verifying": "in_progress", "landing": "in_progress"}
+STATUS = {"queued": "queued", "parked": "queued", "awaiting_approval": "queued", "verifying": "in_progress",
+          "landing": "in_progress"}
 CONCLUSION = {"landed": "success", "rejected": "failure", "superseded": "cancelled", "cancelled": "cancelled"}
 MAX_TEXT = 65_535
 MAX_ANNOTATIONS = 50

@@ -6,6 +6,9 @@
   ``@mergebot cancel``       the owner: take the waiting candidate out of the queue; a lead or admin: cancel the
                              subtask
   ``@mergebot priority N``   a lead or admin only (an owner must not move itself up the queue)
+  ``@mergebot approve``      a lead, reviewer or admin (never the owner): approve the pull request's newest
+                             candidate's commit, where the repository requires an approval (an approving review on
+                             the forge does the same: ``mergebot.forge.sansio.to_pull_review``)
 
 A command is a line of its own that starts with ``@mergebot``; the first such line counts. Who may give it is
 ``refusal``'s to say: the forge login must be linked to an agent (``mergebot agent link NAME --github LOGIN``),
@@ -19,9 +22,10 @@ from dataclasses import dataclass
 
 from mergebot import messages as say
 
-NAMES = ("why", "retry", "cancel", "priority")
+NAMES = ("why", "retry", "cancel", "priority", "approve")
 _LINE = re.compile(r"^\s*@mergebot\s+(\S+)(?:\s+(\S+))?\s*$", re.IGNORECASE | re.MULTILINE)
 MANAGERS = ("lead", "admin")
+APPROVERS = ("lead", "reviewer", "admin")  # ``mergebot.auth.PERMISSIONS['approve']``
 PRIORITY_RANGE = range(-1000, 1001)
 
 
@@ -56,6 +60,8 @@ def refusal(cmd: Command, *, login: str | None, forge: str, role: str | None, ow
         return None
     if role is None:
         return say.command_unlinked(login, forge)
+    if cmd.name == "approve":
+        return None if role in APPROVERS else say.command_needs_approver("approve")
     manager = role in MANAGERS
     if cmd.name == "priority":
         if not manager:

@@ -80,6 +80,8 @@ def _state(status: str, v: Verdict, target: str, position: int | None, ahead: tu
         return [f"**Verified**; landing on `{target}`."]
     if status == "parked":
         return [f"**Parked**: {v.message}", "", f"**Next:** {v.next}"]
+    if status == "awaiting_approval":
+        return [f"**Awaiting approval**: {v.message}"]
     if status == "landed":
         record = f" ([landed record]({landed_url}))" if landed_url else ""
         return [f"**Landed** on `{target}` as `{(v.merged_sha or '')[:12]}`{record}."]

@@ -30,7 +30,7 @@ from mergebot.db.database import Database
 from mergebot.db.forge import GITEA_FAMILY, GITHUB_FAMILY
 from mergebot.errors import ClaimSuperseded
 from mergebot.forge import answer
-from mergebot.forge.sansio import Delivery, WebhookError, parse_delivery, to_event, to_pull_comment
+from mergebot.forge.sansio import Delivery, WebhookError, parse_delivery, to_event, to_pull_comment, to_pull_review
 from mergebot.git import mirror
 from mergebot.git import repo as git
 from mergebot.landing.intake.checks import RefUpdate
@@ -102,6 +102,8 @@ class WebhookHandler:
     async def _process(self, delivery: Delivery, signed_by: list[Repo]) -> tuple[int, str, str | None]:
         if delivery.event == "issue_comment":
             return await self._comment(delivery, signed_by)
+        if delivery.event in ("pull_request_review", "pull_request_review_approved"):
+            return await self._comment(delivery, signed_by, review=True)
         event = to_event(delivery)
         if event.event == "ping":
             return 200, say.PONG, None
@@ -163,11 +165,13 @@ class WebhookHandler:
         self.poke()
         return 202, say.queued_as(cands[0].id), repo.name  # (or already queued by a twin delivery)
 
-    async def _comment(self, delivery: Delivery, signed_by: list[Repo]) -> tuple[int, str, str | None]:
-        """A comment on a pull request: a command for the bot is carried out and answered in its comment."""
-        note = to_pull_comment(delivery)
+    async def _comment(self, delivery: Delivery, signed_by: list[Repo],
+                       review: bool = False) -> tuple[int, str, str | None]:
+        """A comment on a pull request: a command for the bot is carried out and answered in its comment. An
+        approving review is the command ``@mergebot approve`` from its author (``to_pull_review``)."""
+        note = to_pull_review(delivery) if review else to_pull_comment(delivery)
         if note is None:
-            return 202, say.NOT_A_NEW_COMMENT, None
+            return 202, say.NOT_AN_APPROVING_REVIEW if review else say.NOT_A_NEW_COMMENT, None
         repo = next((r for r in signed_by if r.forge_repo and r.forge_repo.lower() == note.repository.lower()), None)
         if repo is None:
             return 202, say.foreign_repository(note.repository), None

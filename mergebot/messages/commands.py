@@ -85,3 +85,18 @@ def cancelled(subtask_id: int) -> str:
 
 def priority_set(subtask_id: int, priority: int, moved: int) -> str:
     return f"subtask {subtask_id} has priority {priority} now ({_counted(moved, 'waiting candidate')} moved)."
+
+
+def approved(candidate_id: int, sha: str) -> str:
+    """An approval given (``mergebot approve``, ``@mergebot approve``, an approving review)."""
+    return (f"candidate {candidate_id} (`{_short(sha)}`) is approved: it lands once its checks pass where main is "
+            "then (one that waited goes back to the queue now).")
+
+
+def nothing_to_approve(ref: str) -> str:
+    return f"{ref} has no candidate: push first, then approve its commit. Nothing changed."
+
+
+def command_needs_approver(name: str) -> str:
+    return _refused(f"`@mergebot {name}` is for leads, reviewers and admins only: an agent does not approve "
+                    "changes.")

@@ -81,3 +81,6 @@ NO_COMMAND = ignored("the comment holds no command")
 
 def pull_not_followed(number: int) -> str:
     return ignored(f"pull request #{number} is not one the bot follows (no subtask branch seen for it)")
+
+
+NOT_AN_APPROVING_REVIEW = "a review that does not approve: nothing to do"

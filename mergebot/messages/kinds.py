@@ -133,6 +133,11 @@ KINDS: dict[str, Words] = {
                        "commit a change and `mergebot submit`, or `mergebot submit --again`"),
     "push_failed": Words("git could not push (the server refused the connection or the credentials)",
                          "read git's message; check `mergebot status` and the token"),
+    # the approval gate (issue 43): not final, nothing for the agent to change
+    "awaiting_approval": Words("its checks passed, and the repository requires a lead's or reviewer's approval of "
+                               "this exact commit before it lands (the message names the command that approves it)",
+                               "nothing: ask a lead or reviewer to approve it (`mergebot approve CANDIDATE`), then "
+                               "`mergebot wait {sid}`; pushing again makes a new candidate that needs a new approval"),
 }
 
 

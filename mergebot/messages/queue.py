@@ -216,3 +216,21 @@ CANDIDATE_TOLD_THEN = "as its agent was told when the candidate was rejected"
 CANDIDATE_NEXT_NOW = "today, with the subtask as it is now"
 CANDIDATE_TOLD_UNKNOWN = ("today's advice: this candidate was rejected before the bot kept what its agent was told, "
                           "so the words it read then are not known")
+# -- approvals (issue 43) -------------------------------------------------------------------------------------------
+
+
+def awaiting_approval(candidate_id: int, require: list[str]) -> str:
+    """What a candidate that passed and waits for an approval is told (its reason, its verdict's message)."""
+    what = "every change" if not require else f"a change touching {', '.join(require[:5])}"
+    return (f"its checks passed, and this repository requires an approval for {what}: it waits for a lead's or "
+            f"reviewer's approval of this exact commit (`mergebot approve {candidate_id}`, or `@mergebot approve` or "
+            "an approving review on its pull request), then lands. A new push needs a new approval.")
+
+
+def approved_by(name: str, via: str) -> str:
+    """A candidate that waited and was approved, back in the queue (its reason until it is taken)."""
+    how = {"api": "", "comment": " (`@mergebot approve`)", "review": " (an approving review)"}.get(via, "")
+    return f"approved by {name}{how}: verified again where main moved, then it lands"
+
+
+APPROVAL_RULE_CHANGED = "the repository's approval rule changed: judged by the new one once it passes again"

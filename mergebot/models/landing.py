@@ -52,6 +52,7 @@ class Landed(Landing, FromRow):
     batch_id: int | None = None  # the landing it was part of, shared by a batch's members (its intent's id)
     kind: str = "land"  # or "revert": the bot's revert of the landing ``reverts``, which broke main
     reverts: int | None = None
+    approved_by: list[str] | None = None  # who approved its commit, where the repository required it (names)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class Repo(FromRow):
     batch_size: int | None = None  # candidates one run may cover
     retry_failed_checks: bool | None = None  # a failed check runs once more on the same commit
     merge_method: str = "merge"  # how a landing reaches main: a merge commit, or "squash": one single-parent commit
+    # approvals (``mergebot.rules.awaits_approval``): None, none; [], every change; else the globs of the paths
+    require_approval: list[str] | None = None
 
     @property
     def main_check(self) -> str:
@@ -137,7 +140,7 @@ class Candidate(FromRow):
     sha: str
     ref: str
     priority: int
-    status: str  # queued, verifying, landing, parked, landed, rejected, superseded, cancelled
+    status: str  # queued, verifying, landing, parked, awaiting_approval, landed, rejected, superseded, cancelled
     reason: str | None = None
     base_sha: str | None = None
     merged_sha: str | None = None

@@ -21,7 +21,8 @@ from urllib.parse import urlencode
 from mergebot.models.judgement import Acceptance, HeldOut, Judgement, TestChange
 
 STATUSES = ("blocked", "ready", "running", "submitted", "landed", "failed", "cancelled")
-CANDIDATE_STATUSES = ("queued", "verifying", "landing", "landed", "rejected", "superseded", "cancelled", "parked")
+CANDIDATE_STATUSES = ("queued", "verifying", "landing", "landed", "rejected", "superseded", "cancelled", "parked",
+                      "awaiting_approval")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 GREEN = frozenset({"pass", "flaky", "landed"})
 RED = frozenset({"fail", "timeout", "error", "rejected", "failed", "disk_limit", "memory_limit"})

@@ -6,10 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from mergebot.api.deps import Admin, DbDep, Limit, Reader, ServicesDep
+from mergebot.api.deps import Admin, CurrentAgent, DbDep, Limit, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import PauseIn
 from mergebot.landing.judge import told
+from mergebot.landing.main.approve import approve as approve_candidate
 from mergebot.landing.main.repos import hold, set_rules
 from mergebot.models import record
 from mergebot.rules import RulesChange
@@ -36,6 +37,16 @@ async def candidate(cand_id: int, agent: Reader, db: DbDep,
     cand = await db.landing.wait_candidate(cand_id, timeout=wait) if wait > 0 else await db.landing.get_candidate(
         cand_id)
     return await told.candidate_record(db, cand)
+
+
+@router.post("/candidates/{cand_id}/approve", summary="Approve a candidate's exact commit (a lead, reviewer or "
+             "admin; `mergebot approve`): one waiting for its approval goes back to the queue and lands; an agent, or "
+             "the candidate's own pusher, is refused (403)")
+async def approve(cand_id: int, agent: CurrentAgent, services: ServicesDep) -> dict[str, Any]:
+    cand = await approve_candidate(services.db, cand_id, agent)
+    services.queue.poke()
+    return {"candidate": await told.candidate_record(services.db, cand),
+            "approvals": await services.db.landing.approvals(cand.id)}
 
 
 @router.get("/webhook-deliveries", summary="Forge webhook deliveries, newest first (admin)")

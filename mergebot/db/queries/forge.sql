@@ -129,13 +129,13 @@ RETURNING *;
 -- A lead's or admin's priority for a subtask, and for its candidates that still wait: the queue takes higher first.
 WITH s AS (UPDATE subtasks SET priority = %(priority)s WHERE id = %(id)s RETURNING id)
 UPDATE candidates c SET priority = %(priority)s
-WHERE c.subtask_id IN (SELECT id FROM s) AND c.status IN ('queued', 'parked')
+WHERE c.subtask_id IN (SELECT id FROM s) AND c.status IN ('queued', 'parked', 'awaiting_approval')
 RETURNING c.id;
 
 -- name: candidate_withdraw
 -- Its owner takes a waiting candidate out of the queue (one being verified or landing is past that).
 UPDATE candidates SET status = 'cancelled', reason = %(reason)s, finished_at = now()
-WHERE id = %(id)s AND status IN ('queued', 'parked')
+WHERE id = %(id)s AND status IN ('queued', 'parked', 'awaiting_approval')
 RETURNING *;
 
 -- name: pulls_take

@@ -16,7 +16,7 @@ WITH land AS (
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
                     merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
                     main_sha, batch_size, verifier_cache, batch_id, run_id, kind, reverts, verifier_sandbox,
-                    verifier_limits, acceptance, tests_changed, policy)
+                    verifier_limits, acceptance, tests_changed, policy, approved_by)
 SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
        %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s,
@@ -31,7 +31,10 @@ SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(c
        CASE WHEN c.reverts IS NULL THEN 'land' ELSE 'revert' END, c.reverts, %(verifier_sandbox)s,
        %(verifier_limits)s,
        (SELECT array_agg(a.path ORDER BY a.path) FROM acceptance_tests a WHERE a.subtask_id = land.id),
-       %(tests_changed)s::text[], %(policy)s
+       %(tests_changed)s::text[], %(policy)s,
+       -- who approved this very commit of the subtask (``approvals``), where the repository asked for it
+       (SELECT array_agg(DISTINCT a.name ORDER BY a.name) FROM approvals ap JOIN agents a ON a.id = ap.approver_id
+        WHERE ap.subtask_id = land.id AND ap.sha = %(candidate_sha)s)
 FROM land LEFT JOIN landing_intents i ON i.id = %(intent_id)s::bigint
           LEFT JOIN candidates c ON c.id = %(candidate_id)s::bigint
 RETURNING *;
@@ -95,7 +98,7 @@ JOIN subtasks s ON s.id = c.subtask_id
 LEFT JOIN landed l ON l.subtask_id = c.subtask_id AND c.status = 'landed'
 WHERE c.repo = %(repo)s AND c.patch_id = %(patch_id)s AND c.subtask_id <> %(subtask_id)s
   AND (c.status = 'landed'
-       OR (c.status IN ('queued', 'verifying', 'landing', 'parked') AND s.status = 'submitted'
+       OR (c.status IN ('queued', 'verifying', 'landing', 'parked', 'awaiting_approval') AND s.status = 'submitted'
            AND s.claim_version = c.claim_version AND s.candidate_sha = c.sha))
 ORDER BY (c.status = 'landed') DESC, c.id DESC
 LIMIT 1;
@@ -110,9 +113,10 @@ WHERE id = %(id)s AND owner_id = %(owner_id)s AND claim_version = %(claim_versio
 RETURNING id;
 
 -- name: candidates_supersede
--- A newer push for the same subtask replaces the older candidates still waiting.
+-- A newer push for the same subtask replaces the older candidates still waiting (in the queue, or for an approval of
+-- their commit: the new one needs an approval of its own).
 UPDATE candidates SET status = 'superseded', reason = %(reason)s, finished_at = now()
-WHERE subtask_id = %(subtask_id)s AND status = 'queued'
+WHERE subtask_id = %(subtask_id)s AND status IN ('queued', 'awaiting_approval')
 RETURNING id;
 
 -- name: candidate_insert
@@ -134,7 +138,7 @@ SELECT pg_advisory_xact_lock(7243503, hashint8(%(subtask_id)s::bigint));
 -- commit again is a new attempt.
 SELECT * FROM candidates
 WHERE subtask_id = %(subtask_id)s AND claim_version = %(claim_version)s AND sha = %(sha)s
-  AND status IN ('queued', 'verifying', 'landing', 'landed', 'parked')
+  AND status IN ('queued', 'verifying', 'landing', 'landed', 'parked', 'awaiting_approval')
 ORDER BY id DESC LIMIT 1;
 
 -- name: branch_tips_unaccounted
@@ -161,22 +165,24 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
 -- its check (``failure_risk``; unknown counts as the middle); then arrival. Every older fenced queued candidate of
 -- the same priority it goes before counts one more pass. ``exclude``: candidates the window re-plans later
 -- (lanes). A candidate whose subtask depends on one that is not landed (a reverted landing) is not taken.
--- A waiting reason ("waits for the candidates ahead of it") ends here: it is being verified now.
+-- A waiting reason ("waits for the candidates ahead of it") ends here: it is being verified now. A candidate that
+-- waits for an approval is never taken, but it is superseded here too once it no longer holds its fence (its subtask
+-- released, cancelled or reclaimed), so no approval can land it then and it does not wait forever.
 WITH eligible AS (
-    SELECT q.id, r.risk_aware, candidate_unfenced(q, s, %(words)s::jsonb) AS unfenced
+    SELECT q.id, q.status = 'queued' AS queued, r.risk_aware, candidate_unfenced(q, s, %(words)s::jsonb) AS unfenced
     FROM candidates q JOIN repos r ON r.name = q.repo LEFT JOIN subtasks s ON s.id = q.subtask_id
-    WHERE q.repo = %(repo)s AND q.status = 'queued' AND NOT (q.id = ANY(%(exclude)s::bigint[]))
+    WHERE q.repo = %(repo)s AND q.status IN ('queued', 'awaiting_approval') AND NOT (q.id = ANY(%(exclude)s::bigint[]))
       -- a dependency that is no longer landed (its landing was reverted): wait until it lands again
       AND NOT EXISTS (SELECT 1 FROM subtask_deps d JOIN subtasks dep ON dep.id = d.depends_on_id
                       WHERE d.subtask_id = q.subtask_id AND dep.status <> 'landed')
 ), superseded AS (
     UPDATE candidates c SET status = 'superseded', reason = e.unfenced, verdict = NULL, finished_at = now()
     FROM eligible e
-    WHERE c.id = e.id AND e.unfenced IS NOT NULL AND c.status = 'queued'
+    WHERE c.id = e.id AND e.unfenced IS NOT NULL AND c.status IN ('queued', 'awaiting_approval')
     RETURNING c.id
 ), pick AS (
     SELECT q.id, q.priority FROM candidates q JOIN eligible e ON e.id = q.id
-    WHERE e.unfenced IS NULL
+    WHERE e.unfenced IS NULL AND e.queued
     ORDER BY q.priority DESC,
              q.passed_over >= %(max_passes)s DESC,
              CASE WHEN q.passed_over >= %(max_passes)s THEN q.id END,
@@ -222,7 +228,7 @@ SELECT c.id, c.subtask_id, c.claim_version, c.sha, c.status::text AS status, a.n
        ARRAY(SELECT unnest(c.paths) INTERSECT SELECT unnest(%(paths)s::text[]) ORDER BY 1) AS shared
 FROM candidates c JOIN agents a ON a.id = c.owner_id
 WHERE c.repo = %(repo)s AND c.subtask_id <> %(subtask_id)s AND c.paths && %(paths)s::text[]
-  AND c.status IN ('queued', 'verifying', 'landing', 'parked')
+  AND c.status IN ('queued', 'verifying', 'landing', 'parked', 'awaiting_approval')
 ORDER BY c.status = 'queued', c.priority DESC, c.id
 LIMIT 20;
 
@@ -241,6 +247,7 @@ SET status = %(status)s::candidate_status, reason = %(reason)s, base_sha = coale
     merged_sha = coalesce(%(merged_sha)s, merged_sha), verifier = coalesce(%(verifier)s, verifier),
     verdict = CASE WHEN %(verdict)s::jsonb IS NOT NULL THEN %(verdict)s::jsonb
                    WHEN %(status)s IN ('queued', 'verifying') THEN verdict END,
+    -- one waiting for an approval is out of flight (its run is done) until an approval puts it back in the queue
     finished_at = CASE WHEN %(status)s IN ('queued', 'verifying', 'landing', 'parked') THEN NULL ELSE now() END
 WHERE id = %(id)s
 RETURNING *;
@@ -346,3 +353,37 @@ SELECT (SELECT count(*) FROM agent) AS agent_finished,
        (SELECT count(*) FILTER (WHERE failed) FROM near WHERE near.paths && %(paths)s::text[]) AS path_failed,
        (SELECT count(*) FROM fixes) AS fix_finished,
        (SELECT count(*) FILTER (WHERE failed) FROM fixes) AS fix_failed;
+
+-- name: approval_insert
+-- An approval of one candidate's exact commit (its subtask and sha), by an agent allowed to approve.
+INSERT INTO approvals (candidate_id, subtask_id, sha, approver_id, forge_login, via)
+SELECT c.id, c.subtask_id, c.sha, %(approver_id)s, %(forge_login)s, %(via)s FROM candidates c WHERE c.id = %(id)s
+RETURNING *;
+
+-- name: candidate_approved
+-- An approved candidate that waited for its approval goes back to the queue, to be verified again where main moved
+-- and landed (its approval now on record, the gate lets it through).
+UPDATE candidates SET status = 'queued', reason = %(reason)s, started_at = NULL, finished_at = NULL
+WHERE id = %(id)s AND status = 'awaiting_approval'
+RETURNING *;
+
+-- name: approvers_of
+-- Who approved these commits of these subtasks (names, oldest first), by (subtask, sha): the gate's facts.
+SELECT t.subtask_id, t.sha,
+       coalesce((SELECT array_agg(a.name ORDER BY ap.id) FROM approvals ap JOIN agents a ON a.id = ap.approver_id
+                 WHERE ap.subtask_id = t.subtask_id AND ap.sha = t.sha), '{}') AS approvers
+FROM unnest(%(subtask_ids)s::bigint[], %(shas)s::text[]) AS t(subtask_id, sha);
+
+-- name: approvals_of_candidate
+-- A candidate's approvals, with who gave each and how, oldest first (its page).
+SELECT ap.id, ap.sha, ap.via, ap.forge_login, ap.created_at, a.name AS approver, a.role::text AS role
+FROM approvals ap JOIN candidates c ON c.subtask_id = ap.subtask_id AND c.sha = ap.sha
+JOIN agents a ON a.id = ap.approver_id
+WHERE c.id = %(id)s
+ORDER BY ap.id;
+
+-- name: candidates_requeue_awaiting
+-- A repository's approval rule changed: what waited for an approval goes back to the queue, judged anew.
+UPDATE candidates SET status = 'queued', reason = %(reason)s, started_at = NULL, finished_at = NULL
+WHERE repo = %(repo)s AND status = 'awaiting_approval'
+RETURNING id;

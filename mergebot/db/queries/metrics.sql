@@ -30,7 +30,7 @@ SELECT repo, result, landings AS n FROM metric_landing_totals;
 -- Every repository and live candidate status, zero included (a gauge that disappears reads as "no data").
 SELECT r.name AS repo, st.status::text AS status, count(c.id) AS n
 FROM repos r
-CROSS JOIN unnest(ARRAY['queued', 'verifying', 'landing', 'parked']::candidate_status[]) AS st(status)
+CROSS JOIN unnest(ARRAY['queued', 'verifying', 'landing', 'parked', 'awaiting_approval']::candidate_status[]) AS st(status)
 LEFT JOIN candidates c ON c.repo = r.name AND c.status = st.status
 GROUP BY r.name, st.status;
 

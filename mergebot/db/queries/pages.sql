@@ -129,12 +129,13 @@ ORDER BY w.repo, w.priority DESC, w.unblocks DESC, w.id
 LIMIT %(limit)s;
 
 -- name: page_queue_parked
+-- What waits outside the queue's order: parked (main is red) and, their checks passed, waiting for an approval.
 SELECT c.id, c.repo, c.subtask_id, c.claim_version, c.sha, c.status, c.priority, c.reason, c.queued_at,
        a.name AS owner, s.title
 FROM candidates c
 JOIN agents a ON a.id = c.owner_id
 JOIN subtasks s ON s.id = c.subtask_id
-WHERE c.status = 'parked' AND c.id > (SELECT coalesce(max(id), 0) FROM candidates) - 20000
+WHERE c.status IN ('parked', 'awaiting_approval') AND c.id > (SELECT coalesce(max(id), 0) FROM candidates) - 20000
 ORDER BY c.id
 LIMIT %(limit)s;
 
@@ -379,7 +380,7 @@ SELECT s.id, s.title, s.claim_version, s.candidate_sha, s.updated_at, o.name AS 
 FROM subtasks s LEFT JOIN agents o ON o.id = s.owner_id
 WHERE s.status = 'submitted'
   AND NOT EXISTS (SELECT 1 FROM candidates c WHERE c.subtask_id = s.id AND c.claim_version = s.claim_version
-                  AND c.status IN ('queued', 'verifying', 'landing', 'parked'))
+                  AND c.status IN ('queued', 'verifying', 'landing', 'parked', 'awaiting_approval'))
 ORDER BY s.id LIMIT %(limit)s;
 
 -- name: page_landed_without_row

@@ -10,7 +10,7 @@ WITH deps AS (
     WHERE d.depends_on_id = %(id)s AND s.status <> 'landed'
 ), held AS (
     UPDATE candidates c SET reason = %(reason)s
-    WHERE c.subtask_id IN (SELECT id FROM deps) AND c.status IN ('queued', 'parked')
+    WHERE c.subtask_id IN (SELECT id FROM deps) AND c.status IN ('queued', 'parked', 'awaiting_approval')
     RETURNING c.id
 ), noted AS (
     INSERT INTO notes (subtask_id, author_id, claim_version, body)

@@ -40,9 +40,11 @@ SELECT r.name AS repo,
        count(c.id) FILTER (WHERE c.status = 'queued') AS queued,
        count(c.id) FILTER (WHERE c.status = 'verifying') AS verifying,
        count(c.id) FILTER (WHERE c.status = 'landing') AS landing,
-       count(c.id) FILTER (WHERE c.status = 'parked') AS parked
+       count(c.id) FILTER (WHERE c.status = 'parked') AS parked,
+       count(c.id) FILTER (WHERE c.status = 'awaiting_approval') AS awaiting_approval
 FROM repos r
-LEFT JOIN candidates c ON c.repo = r.name AND c.status IN ('queued', 'verifying', 'landing', 'parked')
+LEFT JOIN candidates c ON c.repo = r.name
+                       AND c.status IN ('queued', 'verifying', 'landing', 'parked', 'awaiting_approval')
 WHERE (%(repo)s::text IS NULL OR r.name = %(repo)s::text)
 GROUP BY r.name
 ORDER BY r.name;
@@ -73,7 +75,8 @@ LIMIT %(limit)s;
 
 -- name: view_queue_waiting
 -- What waits, in the order the queue takes it (candidate_next: priority, then how many blocked subtasks its
--- landing releases, then arrival); parked candidates (main is red) after the queued ones.
+-- landing releases, then arrival); the ones waiting for an approval (their checks passed) after the queued ones,
+-- then parked candidates (main is red).
 SELECT c.id, c.repo, c.subtask_id, c.claim_version, a.name AS owner, c.sha, c.status::text AS status,
        c.priority, c.reason, c.queued_at, s.title,
        (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
@@ -81,9 +84,9 @@ SELECT c.id, c.repo, c.subtask_id, c.claim_version, a.name AS owner, c.sha, c.st
 FROM candidates c
 JOIN agents a ON a.id = c.owner_id
 JOIN subtasks s ON s.id = c.subtask_id
-WHERE c.status IN ('queued', 'parked')
+WHERE c.status IN ('queued', 'parked', 'awaiting_approval')
   AND (%(repo)s::text IS NULL OR c.repo = %(repo)s::text)
-ORDER BY c.repo, c.status = 'parked', c.priority DESC, unblocks DESC, c.id
+ORDER BY c.repo, c.status = 'parked', c.status = 'awaiting_approval', c.priority DESC, unblocks DESC, c.id
 LIMIT %(limit)s;
 
 -- name: view_verify_jobs

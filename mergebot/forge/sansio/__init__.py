@@ -39,7 +39,14 @@ from mergebot.forge.sansio.delivery import (
     form_payload,
     parse_delivery,
 )
-from mergebot.forge.sansio.events import MAX_REF_BYTES, ForgeEvent, PullComment, to_event, to_pull_comment
+from mergebot.forge.sansio.events import (
+    MAX_REF_BYTES,
+    ForgeEvent,
+    PullComment,
+    to_event,
+    to_pull_comment,
+    to_pull_review,
+)
 from mergebot.forge.sansio.headers import FORGES, Headers, WebhookError, detect_forge, verify_signature
 from mergebot.forge.sansio.strict_json import MAX_CONTAINERS, MAX_DEPTH, parse_json
 
@@ -64,5 +71,6 @@ __all__ = [
     "parse_json",
     "to_event",
     "to_pull_comment",
+    "to_pull_review",
     "verify_signature",
 ]

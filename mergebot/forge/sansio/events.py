@@ -268,6 +268,39 @@ class PullComment:
     comment_id: int
     body: str
     sender: str | None
+    review: bool = False  # an approving review, read as ``@mergebot approve`` from its author (``to_pull_review``)
+
+
+APPROVE_COMMAND = "@mergebot approve"
+
+
+def to_pull_review(delivery: Delivery) -> PullComment | None:
+    """An approving review of a pull request, as the command it amounts to: ``@mergebot approve`` from the review's
+    author (GitHub: ``pull_request_review`` submitted with state ``approved``; Gitea and Forgejo:
+    ``pull_request_review_approved``). None for any other review (a comment, changes requested, dismissed); a
+    malformed payload is a 400. Who may approve is the command's rule (``mergebot.forge.commands.refusal``)."""
+    payload = delivery.payload
+    if delivery.event == "pull_request_review":
+        review = _obj(payload, "review", "review")
+        state = review.get("state")
+        if payload.get("action") != "submitted" or not isinstance(state, str) or state.lower() != "approved":
+            return None
+        review_id = review.get("id")
+        user = review.get("user")
+        login = _text(_str(user, "login", "review.user.login"), "review.user.login") if isinstance(user, dict) \
+            else _sender(payload)
+    elif delivery.event == "pull_request_review_approved":
+        review_id, login = 0, _sender(payload)
+    else:
+        return None
+    repository = _repository(payload)
+    pull = _obj(payload, "pull_request", "pull_request")
+    number = pull.get("number")
+    if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
+        raise _bad("pull_request.number", "must be a positive integer")
+    if not isinstance(review_id, int) or isinstance(review_id, bool):
+        raise _bad("review.id", "must be an integer")
+    return PullComment(delivery.forge, repository, number, review_id, APPROVE_COMMAND, login, review=True)
 
 
 def to_pull_comment(delivery: Delivery) -> PullComment | None:

@@ -37,9 +37,9 @@ class Now(Protocol):
     def claim_version(self) -> int: ...
 
 
-# Waiting (queued, verifying, landing) and a pre-existing failure (parked: it lands once main is green again) are
-# not final; every other kind is.
-NOT_FINAL = frozenset({"queued", "verifying", "landing", "pre_existing"})
+# Waiting (queued, verifying, landing), a pre-existing failure (parked: it lands once main is green again) and a
+# passed candidate waiting for an approval are not final; every other kind is.
+NOT_FINAL = frozenset({"queued", "verifying", "landing", "pre_existing", "awaiting_approval"})
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,8 @@ KINDS: dict[str, Kind] = {name: Kind(name not in NOT_FINAL, words.meaning, words
 
 _PUSH_CODES = {"landing": "landing_now"}  # a push refusal's code, where its kind is named apart
 _STATUS_KINDS = {"queued": "queued", "verifying": "verifying", "landing": "landing", "landed": "landed",
-                 "parked": "pre_existing", "superseded": "superseded", "cancelled": "cancelled"}
+                 "parked": "pre_existing", "superseded": "superseded", "cancelled": "cancelled",
+                 "awaiting_approval": "awaiting_approval"}
 
 
 def kind_of(cand: Candidate) -> str:

@@ -7,6 +7,12 @@ and its branch must still point at it), write the intent with the evidence, move
 exactly the commit the run passed on, then record the landing in one transaction (``db.landing.finish_landing``).
 Main moving under the landing rolls the intent back; a crash between any two steps leaves a pending intent that
 the reconciler finishes or rolls back. A rejection sends the subtask back to its owner, then closes the candidate.
+
+The approval gate (``gate``) stands between the fences and the intent, on every landing path (a window's unit, a
+candidate judged alone): a candidate whose repository requires an approval for what it changes, and whose exact
+commit no one has approved, does not land; it waits as ``awaiting_approval`` with its passing run on record
+(``mergebot.rules.awaits_approval`` decides). Its caller sees a landing that did not happen, and re-plans whatever
+was built on it. An approval puts it back in the queue (``mergebot.landing.main.approve``); passing again, it lands.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pygit2
@@ -32,6 +39,7 @@ from mergebot.landing.main.orphans import queue_orphans
 from mergebot.landing.target import Target
 from mergebot.models import Candidate, Evidence, Handle, Intent, Landed, Member, Repo
 from mergebot.models.judgement import Judged
+from mergebot.rules import awaits_approval
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +165,8 @@ async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: 
         await ctx.db.landing.finish_candidate(cand.id, "superseded", why, base_sha=main, merged_sha=merge.sha,
                                               verifier=verdict)
         return None
+    if await gate(ctx.db, target, [Slot(cand, main, merge)], verdict):
+        return None
     evidence = Evidence(cand.subtask_id, cand.claim_version, cand.owner_id, cand.sha, merge.kind, verdict, outcome,
                         policy=policy)
     intent = await ctx.db.landing.begin_landing(cand=cand, target_ref=target.repo.target_ref, old_sha=main,
@@ -195,6 +205,13 @@ async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: s
                 if other is not slot:
                     await ctx.db.landing.finish_candidate(other.cand.id, "queued", say.BATCH_WITHDRAWN)
             return None
+    verdict = verdict_json(run, "pass", {})
+    waiting = await gate(ctx.db, target, unit, verdict)
+    if waiting:  # all of them or none: the others go back to the queue, to land without the one that waits
+        for slot in unit:
+            if slot.cand.id not in waiting:
+                await ctx.db.landing.finish_candidate(slot.cand.id, "queued", say.BATCH_WITHDRAWN)
+        return None
     last = unit[-1]
     assert last.merge.sha is not None and last.merge.tree is not None
     members = tuple(Member(s.cand.id, s.cand.subtask_id, s.cand.claim_version, s.cand.owner_id, s.cand.sha, s.base,
@@ -209,6 +226,39 @@ async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: s
     if landed is not None:
         log.info("landed subtasks %s together at %s", [c.subtask_id for c in cands], last.merge.sha)
     return landed
+
+
+async def gate(db: Database, target: Target, unit: Sequence[Slot], verdict: dict[str, Any]) -> set[int]:
+    """The approval gate: the candidates of ``unit`` (passed, fenced, about to land) that must wait for an approval
+    (``awaits_approval``), each put in ``awaiting_approval`` with its run and told whose approval it waits for; their
+    ids (none: the unit lands). The paths a candidate changes are its merge's, against the base it was merged on."""
+    require = target.repo.require_approval
+    if require is None:
+        return set()
+    approvers = await db.landing.approvers([(s.cand.subtask_id, s.cand.sha) for s in unit])
+    waiting: set[int] = set()
+    for slot in unit:
+        who = approvers.get((slot.cand.subtask_id, slot.cand.sha), [])
+        paths: frozenset[str] = frozenset()
+        if require and not who and slot.merge.tree is not None:  # globs: what it changes on top of its base
+            paths = await asyncio.to_thread(_changed, target.path, slot.base, slot.merge.tree)
+        if not awaits_approval(require, paths, who):
+            continue
+        waiting.add(slot.cand.id)
+        await db.landing.finish_candidate(slot.cand.id, "awaiting_approval", say.awaiting_approval(slot.cand.id,
+                                                                                                     require),
+                                          base_sha=slot.base, merged_sha=slot.merge.sha, verifier=verdict,
+                                          verdict=verdicts.recorded("awaiting_approval"))
+        await db.subtasks.log_event(actor_id=None, kind="candidate_awaiting_approval", subtask_id=slot.cand.subtask_id,
+                                    claim_version=slot.cand.claim_version,
+                                    detail={"candidate": slot.cand.id, "sha": slot.cand.sha, "rule": require})
+        log.info("candidate %s of subtask %s passed and waits for an approval", slot.cand.id, slot.cand.subtask_id,
+                 extra={"candidate": slot.cand.id, "subtask": slot.cand.subtask_id, "kind": "awaiting_approval"})
+    return waiting
+
+
+def _changed(path: Path, base: str, tree: str) -> frozenset[str]:
+    return frozenset(changes.paths_since(git.open_repo(path), base, tree))
 
 
 async def _moved(ctx: Context, target: Target, cands: Sequence[Candidate]) -> tuple[Candidate | None, str | None]:

@@ -123,7 +123,10 @@ async def set_rules(db: Database, name: str, change: RulesChange, *,
         await db.repos.set_held_out(name, held_out, actor_id=actor_id)
     if not change.given():
         return await db.repos.get_repo(name)
-    return await db.repos.update_repo(name, change, actor_id=actor_id)
+    repo = await db.repos.update_repo(name, change, actor_id=actor_id)
+    if "require_approval" in change.given():  # what waited for an approval is judged by the new rule
+        await db.landing.requeue_awaiting(name, say.APPROVAL_RULE_CHANGED)
+    return repo
 
 
 HELD_OUT_MAX_FILES = 500

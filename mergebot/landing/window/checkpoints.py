@@ -2,6 +2,10 @@
 and read back once per step, before the planner decides (``collect``): results that are in (judged, then held out:
 ``mergebot.landing.judge``), runs that overran their limit (an unfinished result), cancelled runs, and whether each
 slot's candidate still holds its fence (a newer push or a reclaim withdraws it: the planner cuts it).
+
+A candidate back from waiting for its approval (``mergebot.landing.main.approve``) that runs alone on exactly the
+tree its passing run checked (main has not moved since) is not run again: that run is its checkpoint
+(``approved_run``), read back like any other, and the gate lets it land.
 """
 
 from __future__ import annotations
@@ -25,10 +29,23 @@ async def start(ctx: Context, repo: Repo, window: Window, slot: Speculation) -> 
     upto = next(i for i, s in enumerate(window.slots) if s is slot) + 1
     members = [judging.Member(s.cand, s.base, s.merge.sha or "") for s in window.slots[:upto]]
     slot.judging = await judging.prepare(ctx, repo, window.slots[0].base, members)
-    slot.job_id = await judging.start(ctx, repo, slot.judging, "candidate", candidate_id=slot.cand.id,
-                                      window_width=window.width)
+    reused = await approved_run(ctx, slot) if upto == 1 else None
+    slot.job_id = reused or await judging.start(ctx, repo, slot.judging, "candidate", candidate_id=slot.cand.id,
+                                                window_width=window.width)
     slot.result = slot.held_for = slot.held_job_id = None
     slot.started = asyncio.get_running_loop().time()
+
+
+async def approved_run(ctx: Context, slot: Speculation) -> int | None:
+    """The passing run an approved candidate waited with, when it checked the very tree this slot's run would
+    (the same merge on the same main, with main's tests): its job id; None when it must run again."""
+    if (slot.cand.verdict or {}).get("kind") != "awaiting_approval" or slot.judging is None:
+        return None
+    for job in await ctx.db.jobs.jobs(candidate_id=slot.cand.id, limit=20):
+        if job["purpose"] in ("candidate", "retry") and job["status"] == "done" and job["outcome"] == "pass" \
+                and (job["result"] or {}).get("tree_sha") == slot.judging.tree:
+            return int(job["id"])
+    return None
 
 
 async def collect(ctx: Context, repo: Repo, window: Window) -> None:
