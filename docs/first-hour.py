@@ -214,8 +214,8 @@ def with_server(t: Transcript, base: Path, url: str, admin: str, lead: str, ann:
     t.section("Interrupted [1]", "Ctrl-C while `wait` waits.")
     t.run("mergebot wait 1 --timeout 60", interrupt_after=1.5)
     t.section("Pages [14]", f"The pages are at {url}/ (see docs/screenshots/).")
-    t.run(f"curl -s -o /dev/null -w '%{{http_code}} %{{content_type}}\\n' {url}/ui/queue",
-          shown="curl -s -o /dev/null -w '%{http_code} %{content_type}' $MERGEBOT_URL/ui/queue")
+    t.run(f"curl -s -o /dev/null -w '%{{http_code}} -> %{{redirect_url}}\\n' {url}/ui/queue",
+          shown="curl -s -o /dev/null -w '%{http_code} -> %{redirect_url}' $MERGEBOT_URL/ui/queue    # sign in first")
 
 
 if __name__ == "__main__":
