@@ -134,6 +134,7 @@ async def test_a_change_to_approved_paths_waits_for_a_lead_and_a_new_push_waits_
     shown = fleet.client("ann").get(f"/api/v1/candidates/{cand['id']}")
     v = shown["verdict"]
     assert v["kind"] == "awaiting_approval" and v["final"] is False, v
+    assert f"`mergebot approve {cand['id']}`" in v["next"] and "CANDIDATE" not in v["next"], v  # the known id
     assert v["message"] == say.awaiting_approval(cand["id"], ["docs/"]) and f"mergebot approve {cand['id']}" in \
         v["message"] and "lead's or reviewer's" in v["message"], v
     assert f'<a href="/ui/candidates/{cand["id"]}">candidate {cand["id"]}</a>' in _page(fleet, "/ui/queue")

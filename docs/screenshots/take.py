@@ -12,11 +12,18 @@ the embedded database, and shoots with headless Chromium (as ``tests/test_browse
   charts.png                  the charts: round ticks, units on the axes, landings counted per bucket
   timeline.png                the run timeline: rows "worker HOST · slot N", a legend with the grey runs
   blockers.png                what still blocks a subtask: boxes that wrap their titles
+  queue-awaiting-approval.png the queue once ``calc`` wants an approval for ``ops/``: dana's candidate waits
+  candidate-awaiting-approval.png  its candidate page: what it waits for and the command that approves it
+  landed-approved.png         lee approved it with ``mergebot approve``; the landed record names the approver
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -29,11 +36,13 @@ from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import open_database
 from mergebot.demo import free_port, run_demo
+from mergebot.rules import RulesChange
 from mergebot.settings import Settings
 from mergebot.tree import Node, plan
 from verifier.sandbox import bwrap_problem
 
 CHROMIUM = "/usr/bin/chromium"
+TOKENS: dict[str, str] = {}
 
 # a plan with long titles: the blocker graph's boxes must show them
 PLAN = [("release", "Ship the calculator's second release with docs, packaging and a command line", None, []),
@@ -46,9 +55,13 @@ PLAN = [("release", "Ship the calculator's second release with docs, packaging a
 
 
 async def prepare(settings: Settings) -> tuple[str, int, int]:
-    """A reviewer's token, the plan's root and the failing check's candidate."""
+    """A reviewer's token, the plan's root and the failing check's candidate; ``calc`` now wants an approval for a
+    change to ``ops/``, and dana (an agent) and lee (a lead) have tokens in ``TOKENS``."""
     async with open_database(settings) as db:
         _, token = await db.agents.add_agent(name="reviewer", role=Role.REVIEWER)
+        for name, role in (("dana", Role.AGENT), ("lee", Role.LEAD)):
+            TOKENS[name] = (await db.agents.add_agent(name=name, role=role))[1]
+        await db.repos.update_repo("calc", RulesChange.of(require_approval=["ops/*"]))
         nodes = {key: Node(key=key, title=title, parent=parent, depends_on=list(deps))
                  for key, title, parent, deps in PLAN}
         for node in nodes.values():
@@ -77,7 +90,55 @@ async def shoot(url: str, token: str, out: Path, root: int, failed: int) -> None
                 await page.locator("#blockers").scroll_into_view_if_needed()
             await page.screenshot(path=str(out / f"{name}.png"), full_page=name != "blockers")
             print(f"wrote {out / f'{name}.png'}")
+        # an approval: dana's change to ops/ passes and waits; lee approves it and it lands
+        cand = push_for_approval(url, out)
+        for name, path in (("queue-awaiting-approval", "/ui/queue"),
+                           ("candidate-awaiting-approval", f"/ui/candidates/{cand}")):
+            await page.goto(url + path)
+            await page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+            print(f"wrote {out / f'{name}.png'}")
+        landed = approve(url, cand)
+        await page.goto(url + f"/ui/landed/{landed}")
+        await page.screenshot(path=str(out / "landed-approved.png"), full_page=True)
+        print(f"wrote {out / 'landed-approved.png'}")
         await browser.close()
+
+
+def mergebot(url: str, who: str, *args: str, cwd: Path | None = None) -> str:
+    env = {**os.environ, "MERGEBOT_URL": url, "MERGEBOT_TOKEN": TOKENS[who], "GIT_AUTHOR_NAME": who,
+           "GIT_AUTHOR_EMAIL": f"{who}@example.com", "GIT_COMMITTER_NAME": who,
+           "GIT_COMMITTER_EMAIL": f"{who}@example.com"}
+    out = subprocess.run([sys.executable, "-m", "mergebot", *args], env=env, cwd=cwd, capture_output=True,
+                         text=True, check=False, timeout=300)
+    return out.stdout + out.stderr
+
+
+def push_for_approval(url: str, _: Path) -> int:
+    """dana starts a subtask, adds ops/double.py and submits: the candidate's id, once it waits for an approval."""
+    wt = Path(tempfile.mkdtemp(prefix="mergebot-shots-wt-")) / "wt"
+    said = mergebot(url, "dana", "start", "--repo", "calc", "--dir", str(wt), "--no-keeper")
+    assert wt.is_dir(), said
+    (wt / "ops" / "double.py").write_text("def double(a):\n    return 2 * a\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "dana", "GIT_AUTHOR_EMAIL": "dana@example.com",
+           "GIT_COMMITTER_NAME": "dana", "GIT_COMMITTER_EMAIL": "dana@example.com"}
+    subprocess.run(["git", "add", "-A"], cwd=wt, check=True)
+    subprocess.run(["git", "commit", "-qm", "Add double"], cwd=wt, env=env, check=True)
+    said = mergebot(url, "dana", "submit", cwd=wt)
+    found = re.search(r"candidate (\d+) awaiting_approval", said)
+    assert found, said
+    return int(found.group(1))
+
+
+def approve(url: str, cand: int) -> int:
+    """lee approves the candidate; the landed row's id once it landed."""
+    print(mergebot(url, "lee", "approve", str(cand)).strip())
+    for _ in range(600):
+        got = json.loads(mergebot(url, "lee", "landed", "--repo", "calc", "--json"))
+        rows = got["landed"] if isinstance(got, dict) else got
+        if rows and rows[0].get("approved_by"):
+            return int(rows[0]["id"])
+        time.sleep(0.2)
+    raise SystemExit("the approved candidate did not land")
 
 
 def main() -> None:

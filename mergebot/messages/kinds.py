@@ -136,7 +136,7 @@ KINDS: dict[str, Words] = {
     # the approval gate (issue 43): not final, nothing for the agent to change
     "awaiting_approval": Words("its checks passed, and the repository requires a lead's or reviewer's approval of "
                                "this exact commit before it lands (the message names the command that approves it)",
-                               "nothing: ask a lead or reviewer to approve it (`mergebot approve CANDIDATE`), then "
+                               "nothing: ask a lead or reviewer to approve it (`mergebot approve {cand}`), then "
                                "`mergebot wait {sid}`; pushing again makes a new candidate that needs a new approval"),
 }
 

@@ -140,7 +140,7 @@ def _verdict(kind: str, message: str, sub: Now | None, subtask_id: int | None, c
              target_branch: str, **facts: Any) -> Verdict:
     k = KINDS[kind]
     sid = subtask_id if subtask_id is not None else "ID"
-    nxt = k.next.format(sid=sid, target=target_branch)
+    nxt = k.next.format(sid=sid, target=target_branch, cand=facts.get("candidate_id") or "CANDIDATE")
     branch = None
     if subtask_id is not None and claim_version is not None and holds(sub, claim_version):
         branch = subtask_ref(subtask_id, claim_version)
