@@ -133,6 +133,8 @@ async def test_bad_input_gets_a_sentence_and_a_nonzero_exit(fleet: Fleet, tmp_pa
         out = cli(fleet, "lead", *args, cwd=plain, **env)
         assert out.returncode != 0, (args, out.stdout)
         assert words in out.stderr, (args, out.stderr)
+        if args[0] == "create" and "--file" in args:  # bad input, whatever is wrong with the file: exit 2
+            assert out.returncode == 2, (args, out.returncode, out.stderr)
     assert cli(fleet, "lead", "--json", "landed").returncode == 0  # the flag before the command is accepted
 
 

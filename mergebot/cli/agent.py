@@ -18,7 +18,6 @@ from typing import Any
 from mergebot import messages as say
 from mergebot.cli.render import conflict_lines, emit, worktree_next
 from mergebot.client import DEFAULT_URL, Client
-from mergebot.errors import Invalid
 from mergebot.table import cell as _cell
 from mergebot.table import render_table
 
@@ -184,10 +183,7 @@ def cmd_create(args: argparse.Namespace) -> None:
         from mergebot.tree import parse_tree, read_tree_file, subtasks_of
 
         path = Path(args.file)
-        try:  # a file that is missing, unreadable or not YAML/JSON: named, with why
-            data = subtasks_of(read_tree_file(path))
-        except Invalid as e:
-            raise SystemExit(say.CREATE_PREFIX + e.message) from e
+        data = subtasks_of(read_tree_file(path))  # missing, unreadable, not YAML/JSON: Invalid, named (exit 2)
         accept: dict[str, list[Any]] = {}
         _pop_accept(data, accept)
         parse_tree(data)  # refuse locally first, with the field named
