@@ -412,6 +412,9 @@ CREATE TABLE repos (
     speculation_window integer CHECK (speculation_window BETWEEN 0 AND 64),
     batch_size        integer CHECK (batch_size BETWEEN 1 AND 64),
     retry_failed_checks boolean,
+    -- Named checks (0031): each {name, command, required, timeout_s}, run in parallel; '[]': the verifier command.
+    checks            jsonb NOT NULL DEFAULT '[]'
+                          CHECK (jsonb_typeof(checks) = 'array' AND jsonb_array_length(checks) <= 10),
     CONSTRAINT forge_complete CHECK (
         (forge IS NULL) = (forge_repo IS NULL) AND (forge IS NULL) = (forge_api_url IS NULL)
         AND (forge IS NULL) = (forge_git_url IS NULL) AND (forge IS NULL) = (webhook_secret_env IS NULL)
@@ -632,7 +635,15 @@ CREATE TABLE verify_jobs (
     tree_sha         text CHECK (tree_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
     -- Lost leases, counted as they are lost (a counter that never goes down).
     leases_lost      integer NOT NULL DEFAULT 0 CHECK (leases_lost >= 0),
-    CONSTRAINT lease_iff_running CHECK ((status = 'running') = (lease_expires_at IS NOT NULL))
+    -- A run of named checks (0031): a group parent no worker claims, finished with its children's combined result;
+    -- each child runs one check (its name, and whether it must pass).
+    is_group         boolean NOT NULL DEFAULT false,
+    parent_id        bigint REFERENCES verify_jobs (id),
+    check_name       text CHECK (check_name ~ '^[a-z0-9][a-z0-9_.-]{0,39}$'),
+    required         boolean,
+    CONSTRAINT lease_iff_running CHECK ((status = 'running') = (lease_expires_at IS NOT NULL)),
+    CONSTRAINT check_of_group CHECK ((parent_id IS NULL) = (check_name IS NULL) AND (parent_id IS NULL) = (required IS NULL)
+                                     AND NOT (is_group AND parent_id IS NOT NULL))
 );
 CREATE INDEX verify_jobs_queue ON verify_jobs (id) WHERE status = 'queued';
 CREATE INDEX verify_jobs_lease ON verify_jobs (lease_expires_at) WHERE status = 'running';
@@ -643,6 +654,7 @@ CREATE INDEX verify_jobs_commit ON verify_jobs (repo, commit_sha);
 -- The charts and the cost of a window read runs by when they finished (or, for the width, were queued).
 CREATE INDEX verify_jobs_finished ON verify_jobs (finished_at);
 CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS NOT NULL;
+CREATE INDEX verify_jobs_parent ON verify_jobs (parent_id) WHERE parent_id IS NOT NULL;
 
 -- Every finished job is announced, so whoever waits on it wakes at once.
 CREATE FUNCTION verify_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$

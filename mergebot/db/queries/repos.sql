@@ -9,7 +9,7 @@ INSERT INTO repos (name, root_sha, forge, forge_repo, forge_api_url, forge_git_u
                    max_file_bytes, footprint_refuse, cache_paths, cache_key, setup_command, setup_network,
                    post_land_command, sandbox_paths, disk_limit_mb, memory_limit_mb, report, check_config,
                    held_out_command, old_tests, risk_aware, test_paths, suspicious, speculation_window, batch_size,
-                   retry_failed_checks)
+                   retry_failed_checks, checks)
 VALUES (%(name)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s, %(forge_git_url)s,
         %(webhook_secret_env)s, %(forge_token_env)s, %(github_app_id)s, %(github_app_key_env)s,
         %(github_installation_id)s,
@@ -17,7 +17,7 @@ VALUES (%(name)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s, %(
         %(max_file_bytes)s, %(footprint_refuse)s, %(cache_paths)s, %(cache_key)s, %(setup_command)s,
         %(setup_network)s, %(post_land_command)s, %(sandbox_paths)s, %(disk_limit_mb)s, %(memory_limit_mb)s,
         %(report)s, %(check_config)s, %(held_out_command)s, %(old_tests)s, %(risk_aware)s, %(test_paths)s,
-        %(suspicious)s, %(speculation_window)s, %(batch_size)s, %(retry_failed_checks)s)
+        %(suspicious)s, %(speculation_window)s, %(batch_size)s, %(retry_failed_checks)s, %(checks)s)
 RETURNING *;
 
 -- name: repo_update
@@ -50,7 +50,8 @@ UPDATE repos SET
     batch_size = CASE WHEN 'batch_size' = ANY(%(reset)s::text[]) THEN NULL
                       ELSE coalesce(%(batch_size)s::integer, batch_size) END,
     retry_failed_checks = CASE WHEN 'retry_failed_checks' = ANY(%(reset)s::text[]) THEN NULL
-                               ELSE coalesce(%(retry_failed_checks)s::boolean, retry_failed_checks) END
+                               ELSE coalesce(%(retry_failed_checks)s::boolean, retry_failed_checks) END,
+    checks = coalesce(%(checks)s::jsonb, checks)
 WHERE name = %(name)s
 RETURNING *;
 
