@@ -9,6 +9,7 @@ optional check's failure does not block the landing.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import os
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from mergebot.auth import Role
@@ -27,6 +29,7 @@ from mergebot.cli.parser import build_parser
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
 from mergebot.landing.judge import told
+from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.models import Candidate, Repo
 from mergebot.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, BotProcess, Fleet, make_project, stop_keepers
@@ -128,6 +131,63 @@ def test_check_flags_keep_their_order_and_name_the_group() -> None:
     assert plain.check_command == "true" and plain.main_check == "true"
 
 
+# -- the group's jobs in the store ---------------------------------------------------------------------------------
+
+
+def child(name: str, command: str, required: bool = True) -> dict[str, Any]:
+    return {"name": name, "command": command, "timeout_s": 10, "required": required, "sandbox": {}}
+
+
+def result(job_id: int, sha: str, outcome: str) -> dict[str, Any]:
+    return Result(sha, TREE, f"job {job_id}", outcome, 0 if outcome == "pass" else 1, 5, "", "", 0, "").as_json()
+
+
+async def test_a_group_is_never_claimed_and_finishes_with_its_children(e2e_db: Database, e2e_db_url: str,
+                                                                        tmp_path: Path) -> None:
+    db = e2e_db
+    repo = await add_repo(db, repos_root(tmp_path / "data"), name="demo", source=str(make_project(tmp_path / "src")),
+                          rules=Rules.of(verifier_command="true"))
+    sha = repo.root_sha
+    group = await db.jobs.enqueue_job(repo="demo", commit_sha=sha, command="checks unit, lint, style", timeout_s=10,
+                                      purpose="manual", children=[child("unit", "u"), child("lint", "l"),
+                                                                  child("style", "s", required=False)])
+    assert group.is_group and group.status == "queued"
+    claimed = [await db.jobs.claim_job(worker_id=None, worker_name=f"w{i}") for i in range(4)]
+    assert claimed[3] is None  # three children, and never the parent
+    kids = {j.check_name: j for j in claimed if j is not None}
+    assert sorted(kids) == ["lint", "style", "unit"] and {j.parent_id for j in kids.values()} == {group.id}
+    for name, outcome in (("unit", "pass"), ("style", "fail")):
+        await db.jobs.finish_job(job_id=kids[name].id, worker_id=None, claim_version=1, outcome=outcome,
+                                 result=result(kids[name].id, sha, outcome))
+        assert (await db.jobs.get_job(group.id)).status == "queued"  # lint still runs
+    await db.jobs.finish_job(job_id=kids["lint"].id, worker_id=None, claim_version=1, outcome="fail",
+                             result=result(kids["lint"].id, sha, "fail"))
+    done = await db.jobs.wait_job(group.id, timeout=5)
+    assert done.status == "done" and done.outcome == "fail" and done.tree_sha == TREE
+    assert [(c["name"], c["outcome"], c["job"]) for c in (done.result or {})["checks"]] == [
+        ("unit", "pass", kids["unit"].id), ("lint", "fail", kids["lint"].id), ("style", "fail", kids["style"].id)]
+
+    # a child every worker lost ends in error, and so does its group; a cancelled group's children are cancelled
+    db.jobs.lease_seconds = 0.01
+    lone = await db.jobs.enqueue_job(repo="demo", commit_sha=sha, command="checks unit", timeout_s=10,
+                                     purpose="manual", children=[child("unit", "u")])
+    for _ in range(3):
+        assert (await db.jobs.claim_job(worker_id=None, worker_name="w")) is not None
+        await asyncio.sleep(0.05)
+        await db.jobs.recover_jobs(grace_seconds=0)
+    lost = await db.jobs.get_job(lone.id)
+    assert (lost.status, lost.outcome) == ("done", "error"), lost
+    db.jobs.lease_seconds = 30
+    dropped = await db.jobs.enqueue_job(repo="demo", commit_sha=sha, command="checks unit, lint", timeout_s=10,
+                                        purpose="manual", children=[child("unit", "u"), child("lint", "l")])
+    assert (await db.jobs.claim_job(worker_id=None, worker_name="w")) is not None  # one child runs, one waits
+    with psycopg.connect(e2e_db_url, autocommit=True) as conn:  # as a candidate's cancellation cancels its parent
+        conn.execute("UPDATE verify_jobs SET status = 'cancelled', finished_at = now() WHERE id = %s", (dropped.id,))
+    await db.jobs.sql.all("job_cancel_orphans")
+    assert {k.status for k in await db.jobs.children(dropped.id)} == {"cancelled"}
+    assert (await db.jobs.claim_job(worker_id=None, worker_name="w")) is None
+
+
 # -- end to end ---------------------------------------------------------------------------------------------------
 
 UNIT = f"sleep 1 && {PYTEST} tests"
@@ -205,7 +265,8 @@ async def test_named_checks_run_in_parallel_and_the_failing_required_one_is_name
         [(k.check_name, k.started_at, k.finished_at) for k in kids]  # the three ran overlapping in time
     assert len({k.worker_name for k in kids}) == 3
     assert [c["name"] for c in cand.verifier["checks"]] == ["unit", "lint", "style"]
-    assert (await fleet.db.landing.landed(repo="demo"))[0].verifier_command.startswith("checks unit, lint, style #")
+    first = next(r for r in await fleet.db.landing.landed(repo="demo") if r.subtask_id == ok)
+    assert first.verifier_command.startswith("checks unit, lint, style #") and first.run_id == parent["id"]
 
     # a failing required check names itself in the verdict and on the candidate page
     bad = Candidate.from_row((await fleet.db.landing.candidates(subtask_id=lint, limit=1))[0])

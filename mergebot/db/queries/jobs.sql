@@ -162,10 +162,10 @@ SELECT * FROM verify_jobs WHERE parent_id = %(id)s ORDER BY id;
 
 -- name: job_settle
 -- A group's parent finishes with its children's combined result (``verifier.checks.combine``); its tree is the one
--- the result vouches for, as ``job_finish`` records it. It started when its first child did.
+-- the result vouches for, as ``job_finish`` records it. It never starts (no worker ran it): the charts, the timeline,
+-- the metrics and the cost count its children's runs, each once.
 UPDATE verify_jobs
 SET status = 'done', outcome = %(outcome)s, result = %(result)s, finished_at = now(),
-    started_at = (SELECT min(c.started_at) FROM verify_jobs c WHERE c.parent_id = %(id)s),
     tree_sha = CASE WHEN coalesce(nullif(%(result)s::jsonb -> 'own' ->> 'tree_sha', ''), %(result)s::jsonb ->> 'tree_sha')
                          ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'
                     THEN coalesce(nullif(%(result)s::jsonb -> 'own' ->> 'tree_sha', ''), %(result)s::jsonb ->> 'tree_sha')
