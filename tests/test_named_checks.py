@@ -24,7 +24,7 @@ import psycopg
 import pytest
 
 from mergebot.auth import Role
-from mergebot.cli.admin import rules_given
+from mergebot.cli.admin import cmd_repo_add, rules_given
 from mergebot.cli.parser import build_parser
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
@@ -121,6 +121,8 @@ def test_check_flags_keep_their_order_and_name_the_group() -> None:
         ("unit", True, None), ("style", False, None), ("lint", True, None)]
     with pytest.raises(SystemExit):  # not NAME=COMMAND: argparse says so and exits
         parser.parse_args(["repo", "add", "demo", "--check", "lint"])
+    with pytest.raises(SystemExit, match="one --check NAME=COMMAND per named check"):  # neither kind of check
+        cmd_repo_add(parser.parse_args(["repo", "add", "demo"]))
     assert parser.parse_args(["repo", "set", "demo", "--no-checks"]).no_checks
     plain = Repo(name="x", target_branch="main", verifier_command="true", verifier_timeout_s=60, protected_paths=[],
                  max_push_bytes=1, max_file_bytes=1, root_sha="a" * 40)
@@ -211,6 +213,7 @@ async def checked(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIte
     assert out.returncode == 0, out.stderr[-2000:]
     repo = await e2e_db.repos.get_repo("demo")
     assert [(c["name"], c["required"]) for c in repo.checks] == [("unit", True), ("lint", True), ("style", False)]
+    assert repo.verifier_command == f"({UNIT}) && ({LINT})"  # the one-command form: the required checks, glued
     bot = BotProcess(e2e_db_url, data).start(MERGEBOT_VERIFIER_WORKERS="3")
     try:
         yield Fleet(bot, e2e_db, tokens, tmp_path / "work")

@@ -226,7 +226,8 @@ class StatusSender:
                          failing_tests=[self._mask.text(t) for t in verdict.failing_tests])
         return checkrun.body(status=cand.status, verdict=masked, head_sha=row.head_sha,
                              details_url=target_url(self.public_url, cand.id),
-                             log_tail=self._mask.text(verdict.log_tail), lines=lines, runs=len(jobs),
+                             log_tail=self._mask.text(verdict.log_tail), lines=lines,
+                             runs=len([j for j in jobs if not j.get("is_group")]),  # a group's checks ran, not it
                              seconds=seconds, create=row.check_run_id is None)
 
     async def _main_check(self, repo: Repo, row: CheckRunRow) -> dict[str, Any]:
