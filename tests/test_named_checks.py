@@ -1,10 +1,11 @@
 """Named checks (issue 43): a repository declares several checks; the checks of one merged commit run in parallel,
 each in a job of its own on its own verifier slot, and the candidate passes when every required check passes.
 
-Units: ``verifier.checks.combine`` (the one result of a group) and the rules' sentences for bad ``--check`` values.
-End to end (one real server, three workers, real pushes, the checks under bubblewrap): the three checks of one
-landing run overlap in time; a failing required check names itself in the verdict and on the candidate page; an
-optional check's failure does not block the landing.
+Units: ``verifier.checks.combine`` (the one result of a group) and the rules' sentences for bad ``--check`` values;
+the group's jobs in the store (never claimed, settled by its last child, lost and cancelled children). End to end
+(one real server, three workers, real pushes, the checks under bubblewrap): the three checks of one landing run
+overlap in time; a failing required check names itself in the verdict and on the candidate page; an optional check's
+failure does not block the landing; on a GitHub App's repository each named check gets a check run of its own.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.models import Candidate, Repo
 from mergebot.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, BotProcess, Fleet, make_project, stop_keepers
+from tests.test_github_app import AppFleet, final_check_run
+from tests.test_github_app import app_fleet as app_fleet  # the fixtures, shared with the GitHub App's tests
+from tests.test_github_app import forge as forge
+from tests.test_github_app import keys as keys
 from verifier import checks as named
 from verifier import outcomes
 from verifier.result import Result
@@ -200,7 +205,7 @@ STYLE = "sleep 1 && ! grep -rq STYLEBAD --include=*.py ."
 @pytest.fixture
 async def checked(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
     """Repository ``demo`` added by ``mergebot repo add`` with three named checks (unit and lint required, style
-    optional) and no retry of a failed check; a bot with three verifier workers."""
+    optional), one candidate at a time and no retry of a failed check; a bot with three verifier workers."""
     data, tokens = tmp_path / "data", {}
     for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT), ("cat", Role.AGENT),
                        ("lead", Role.LEAD)):
@@ -209,7 +214,7 @@ async def checked(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIte
     out = subprocess.run([sys.executable, "-m", "mergebot", "repo", "add", "demo", "--from",
                           str(make_project(tmp_path / "src")), "--check", f"unit={UNIT}", "--check", f"lint={LINT}",
                           "--optional-check", f"style={STYLE}", "--timeout", "60", "--window", "1",
-                          "--no-retry-failures"], env=env, capture_output=True, text=True, check=False)
+                          "--batch", "1", "--no-retry-failures"], env=env, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     repo = await e2e_db.repos.get_repo("demo")
     assert [(c["name"], c["required"]) for c in repo.checks] == [("unit", True), ("lint", True), ("style", False)]
@@ -292,3 +297,33 @@ async def test_named_checks_run_in_parallel_and_the_failing_required_one_is_name
     assert styled.status == "landed" and outcomes_of == {"unit": "pass", "lint": "pass", "style": "fail"}
     assert "<td><code>style</code></td><td>optional</td><td>fail</td>" in await page(
         fleet, f"/ui/candidates/{styled.id}")
+
+    # the cost of each named check, and the landing's checks charged to the landing, not as rework
+    cost = httpx.get(f"{fleet.bot.url}/api/v1/cost", headers={"Authorization": f"Bearer {fleet.tokens['root']}"},
+                     timeout=30).json()
+    per_check = {c["check"]: c for c in cost["checks"] if c["repo"] == "demo"}
+    assert set(per_check) == {"unit", "lint", "style"} and all(c["runs"] >= 3 and c["seconds"] >= 3
+                                                               for c in per_check.values()), per_check
+    landing = next(c for c in cost["landings"] if c["subtask_id"] == ok)
+    assert landing["seconds"]["landing_run"] >= 3 and landing["seconds"]["rework"] == 0, landing
+
+
+# -- a GitHub App's repository: one check run per named check -----------------------------------------------------
+
+
+async def test_each_named_check_gets_a_check_run_of_its_own(app_fleet: AppFleet) -> None:
+    """On a GitHub App's repository the candidate's own check run (``mergebot``) has the verdict, and each named
+    check one of its own once the checks ran: success, or neutral for an optional check that failed."""
+    f, forge = app_fleet, app_fleet.forge
+    await f.db.repos.update_repo("calc", RulesChange.of(checks=[
+        {"name": "unit", "command": f"{PYTEST} tests"},
+        {"name": "style", "command": STYLE.removeprefix("sleep 1 && "), "required": False}]))
+    status = await f.land("styled", {"styled.py": "Z = 'STYLEBAD'\n"})
+    assert status.state == "success", status
+    assert final_check_run(forge, status.sha)[-1]["conclusion"] == "success"
+    [cand] = [c for c in await f.db.landing.candidates(repo="calc") if c["sha"] == status.sha]
+    for name, conclusion in (("unit", "success"), ("style", "neutral")):
+        sent = final_check_run(forge, status.sha, name=f"mergebot / {name}")
+        assert len(sent) == 1 and sent[0]["head_sha"] == status.sha, sent  # made once, completed
+        assert sent[0]["conclusion"] == conclusion and sent[0]["external_id"] == f"{cand['id']}:{name}", sent[0]
+        assert sent[0]["output"]["title"].startswith(f"{name}: {'pass' if name == 'unit' else 'fail'}")

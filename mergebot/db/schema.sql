@@ -775,6 +775,8 @@ CREATE TABLE forge_check_runs (
     last_error    text,
     given_up_at   timestamptz,
     updated_at    timestamptz NOT NULL DEFAULT now(),
+    -- One check run per named check beside the candidate's (0031), once its checks ran: their ids by check name.
+    named_runs    jsonb NOT NULL DEFAULT '{}',
     CHECK ((kind = 'candidate') = (candidate_id IS NOT NULL))
 );
 CREATE UNIQUE INDEX forge_check_runs_main ON forge_check_runs (repo, head_sha) WHERE kind = 'main';
@@ -907,11 +909,13 @@ SELECT j.id AS run_id, j.repo, j.purpose, j.status::text AS status, j.finished_a
        c.owner_id AS pusher_id, coalesce(ml.id, rl.id, sl.id) AS landed_id,
        CASE WHEN ml.id IS NOT NULL THEN 'main_check' WHEN rl.id IS NOT NULL THEN 'landing_run'
             WHEN sl.id IS NOT NULL THEN 'rework' WHEN c.id IS NOT NULL THEN 'thrown_away'
-            ELSE 'other' END AS charge
+            ELSE 'other' END AS charge,
+       j.check_name
 FROM verify_jobs j
 LEFT JOIN landed ml ON ml.id = j.landed_id
 LEFT JOIN candidates c ON c.id = j.candidate_id
-LEFT JOIN landed rl ON j.landed_id IS NULL AND rl.run_id = j.id
+-- a named check's run is its group's: the landed row names the group (0031)
+LEFT JOIN landed rl ON j.landed_id IS NULL AND rl.run_id = coalesce(j.parent_id, j.id)
 LEFT JOIN LATERAL (
     SELECT l.id FROM landed l
     WHERE c.id IS NOT NULL AND l.subtask_id = c.subtask_id AND l.kind = 'land'

@@ -5,7 +5,7 @@ Part of ``mergebot.models``: plain records, no behaviour beyond building themsel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -87,6 +87,7 @@ class CheckRunRow(Revised):
     repo: str
     head_sha: str
     check_run_id: int | None = None
+    named_runs: dict[str, int] = field(default_factory=dict)  # one check run per named check, by its name
 
 
 @dataclass
