@@ -216,6 +216,8 @@ async def checked(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIte
                           "--optional-check", f"style={STYLE}", "--timeout", "60", "--window", "1",
                           "--batch", "1", "--no-retry-failures"], env=env, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
+    assert f"  checks: unit (required): {UNIT}, lint (required): {LINT}, style (optional): {STYLE}" in \
+        out.stdout.splitlines(), out.stdout
     repo = await e2e_db.repos.get_repo("demo")
     assert [(c["name"], c["required"]) for c in repo.checks] == [("unit", True), ("lint", True), ("style", False)]
     assert repo.verifier_command == f"({UNIT}) && ({LINT})"  # the one-command form: the required checks, glued

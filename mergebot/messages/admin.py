@@ -149,3 +149,10 @@ def too_many_checks(most: int) -> str:
 
 def check_option_malformed(given: str) -> str:
     return (f"--check takes NAME=COMMAND (for example --check lint='ruff check .'), not {given!r}")
+
+
+def check_line(check: dict[str, object]) -> str:
+    """One named check as ``repo add`` / ``repo set`` print it."""
+    timeout = f", {check['timeout_s']} s" if check.get("timeout_s") else ""
+    kind = "required" if check.get("required", True) else "optional"
+    return f"{check.get('name')} ({kind}{timeout}): {check.get('command')}"
