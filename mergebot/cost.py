@@ -1,5 +1,8 @@
 """What a landing cost, and what each agent's work cost: verifier seconds, pushes and rejections over a window.
 
+A repository's named checks (issue 43) run as one job each: ``checks`` adds up each check's runs and seconds (by
+repository and check name), whatever they were charged to.
+
 Pure: it adds up the rows ``db.views.cost`` reads (``view_cost_runs``, ``view_cost_pushes``, ``view_cost_landed``
 in ``mergebot/db/queries/views.sql``, which says where each run is charged). Every run's seconds are charged
 exactly once, so ``charged_to_landings + thrown_away + other == total`` for any window.
@@ -57,6 +60,7 @@ class Costs:
     thrown_away: float
     other: float
     runs: int
+    checks: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (repo, check): [runs, seconds]
 
     @property
     def charged_to_landings(self) -> float:
@@ -76,6 +80,8 @@ class Costs:
                         "pushes_per_landing": a.pushes_per_landing,
                         "seconds_per_landing": a.seconds_per_landing}
                        for a in sorted(self.agents.values(), key=lambda a: (-a.seconds, a.agent))],
+            "checks": [{"repo": repo, "check": name, "runs": int(n), "seconds": round(sec, 3)}
+                       for (repo, name), (n, sec) in sorted(self.checks.items(), key=lambda kv: (-kv[1][1], kv[0]))],
         }
 
 
@@ -106,10 +112,16 @@ def add_up(runs: Sequence[Row], pushes: Sequence[Row], landed: Sequence[Row]) ->
                 c.rejections[kind] = c.rejections.get(kind, 0) + 1
     total = thrown = other = 0.0
     counted: Counter[int] = Counter()
+    check_runs: dict[tuple[str, str], set[int]] = defaultdict(set)
+    check_seconds: dict[tuple[str, str], float] = defaultdict(float)
     for row in runs:
         seconds = float(row["seconds"])
         total += seconds
         counted[row["run_id"]] += 1
+        if row.get("check_name"):  # a named check's run (its seconds may be split between a batch's members)
+            key = (str(row.get("repo") or ""), str(row["check_name"]))
+            check_runs[key].add(int(row["run_id"]))
+            check_seconds[key] += seconds
         charge = row["charge"]
         if charge == "other":
             other += seconds
@@ -126,7 +138,8 @@ def add_up(runs: Sequence[Row], pushes: Sequence[Row], landed: Sequence[Row]) ->
         charged = landings[row["landed_id"]]
         charged.seconds[charge] += seconds
         charged.runs += 1
-    return Costs(landings, agents, total, thrown, other, len(counted))
+    return Costs(landings, agents, total, thrown, other, len(counted),
+                 {k: [float(len(v)), check_seconds[k]] for k, v in check_runs.items()})
 
 
 STAGES = (("pushed → queued", "pushed_at", "queued_at"), ("queued → merged", "queued_at", "merged_at"),

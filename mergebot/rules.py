@@ -19,12 +19,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from mergebot import messages as say
 from mergebot.errors import Invalid
 from verifier import cache as caches
 from verifier import outcomes as outcome_files
@@ -112,6 +114,42 @@ def _command(field: str, what: str) -> Any:
     return check
 
 
+CHECK_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
+MAX_CHECKS = 10
+
+
+def check_checks(v: list[Any]) -> list[dict[str, Any]]:
+    """A repository's named checks (``--check NAME=COMMAND``), normalized: each ``{name, command, required,
+    timeout_s}`` (``required`` true unless given; ``timeout_s`` None: the repository's ``verifier_timeout_s``), names
+    short slugs and unique, at most ``MAX_CHECKS``. ``[]``: no named checks (the verifier command is the check)."""
+    out: list[dict[str, Any]] = []
+    for c in v:
+        if not isinstance(c, dict):
+            raise Invalid(say.check_not_a_record(c), field="checks")
+        extra = sorted(set(c) - {"name", "command", "required", "timeout_s"})
+        if extra:
+            raise Invalid(say.check_unknown_key(extra[0]), field="checks")
+        name, command = c.get("name"), c.get("command")
+        if not isinstance(name, str) or not CHECK_NAME.match(name):
+            raise Invalid(say.check_bad_name(name), field="checks")
+        if not isinstance(command, str) or not 1 <= len(command) <= 4000 or not command.strip():
+            raise Invalid(say.check_bad_command(name), field="checks")
+        required, timeout = c.get("required", True), c.get("timeout_s")
+        if not isinstance(required, bool):
+            raise Invalid(say.check_bad_required(name), field="checks")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int)
+                                    or not 1 <= timeout <= 86400):
+            raise Invalid(say.check_bad_timeout(name), field="checks")
+        if any(o["name"] == name for o in out):
+            raise Invalid(say.check_twice(name), field="checks")
+        out.append({"name": name, "command": command, "required": required, "timeout_s": timeout})
+    if len(out) > MAX_CHECKS:
+        raise Invalid(say.too_many_checks(MAX_CHECKS), field="checks")
+    if out and not any(c["required"] for c in out):
+        raise Invalid(say.NO_REQUIRED_CHECK, field="checks")
+    return out
+
+
 def _test_paths(v: list[str]) -> list[str]:
     out = check_globs(v, "tests") or []
     if not out:
@@ -142,6 +180,7 @@ CHECKS: dict[str, Any] = {
     "batch_size": _between(1, 64, "--batch is 1 to 64 candidates per run", "batch_size"),
     "merge_method": _one_of(MERGE_METHODS, "merge-method", "merge_method"),
     "require_approval": lambda v: check_globs(v, "require-approval"),
+    "checks": check_checks,
 }
 
 
@@ -205,6 +244,7 @@ class Rules(_Checked):
     retry_failed_checks: bool | None = None  # None: the server's MERGEBOT_RETRY_FAILED_CHECKS
     merge_method: str = "merge"  # or "squash": one single-parent commit per landing
     require_approval: list[str] | None = None  # None: none needed; []: every change; else globs (``awaits_approval``)
+    checks: list[dict[str, Any]] = []  # named checks (``check_checks``); []: the verifier command is the check
 
     @classmethod
     def of_repo(cls, repo: Any) -> Rules:
@@ -240,6 +280,7 @@ class RulesChange(_Checked):
     retry_failed_checks: bool | None = None
     merge_method: str | None = None
     require_approval: list[str] | None = None
+    checks: list[dict[str, Any]] | None = None  # []: no named checks any more (``repo set --no-checks``)
     reset: frozenset[str] = frozenset()
 
     @field_validator("reset")

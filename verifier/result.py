@@ -55,6 +55,8 @@ class Result:
     # limit the bound polling gives (disk_note)
     tests: dict[str, Any] | None = None  # each test's outcome (``verifier.outcomes``): source, counts, packed
     own: dict[str, Any] | None = None  # the candidate's own tests, run apart after this run passed (a Result's JSON)
+    checks: list[dict[str, Any]] | None = None  # a run of named checks: each one's name, required, outcome, duration,
+    # job (``verifier.checks.combine``); None for a single check
 
     @property
     def passed(self) -> bool:

@@ -191,6 +191,10 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
                                app_key_env=args.github_app_key_env, installation_id=args.installation_id)
 
     given = rules_given(args)
+    if not given["verifier_command"]:  # named checks alone: the verifier command is their required ones, glued
+        if not given["checks"]:
+            raise SystemExit(say.CHECKS_NEED_COMMAND)
+        given["verifier_command"] = " && ".join(f"({c['command']})" for c in given["checks"] if c["required"])
     rules = Rules.of(**{k: None if v == "default" else v for k, v in given.items()},
                      target_branch=args.target, max_push_bytes=args.max_push_bytes,
                      max_file_bytes=args.max_file_bytes)
@@ -218,7 +222,7 @@ def rules_given(args: argparse.Namespace) -> dict[str, Any]:
             "old_tests": args.old_tests, "risk_aware": None if args.risk is None else args.risk == "on",
             "test_paths": args.test_paths, "suspicious": args.suspicious, "speculation_window": args.window,
             "batch_size": args.batch, "retry_failed_checks": args.retry_failures, "merge_method": args.merge_method,
-            "require_approval": args.require_approval}
+            "require_approval": args.require_approval, "checks": args.checks}
 
 
 def held_out_of(args: argparse.Namespace) -> list[tuple[str, bytes]] | None:
@@ -245,6 +249,8 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
         given["sandbox_paths"] = []
     if args.no_require_approval:
         reset.add("require_approval")
+    if args.no_checks:
+        given["checks"] = []
     change = RulesChange.of(**{k: v for k, v in given.items() if v != "default"}, reset=reset)
     held = held_out_of(args)
     if not change.given() and held is None:

@@ -215,7 +215,7 @@ def repo_rules(repo: dict[str, Any]) -> list[tuple[str, Any]]:
     for name, field in Rules.model_fields.items():
         value = repo.get(name)
         if field.is_required() or (value is not None and value != field.default):
-            out.append((name, value))
+            out.append((name, [say.check_line(c) for c in value or []] if name == "checks" else value))
     return out + [(k, repo[k]) for k in FORGE_FIELDS if repo.get(k)]
 
 

@@ -10,6 +10,7 @@ import argparse
 import re
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.cli.admin import cmd_repo_add, cmd_repo_set
 from mergebot.cli.agent import cmd_repo_hold, cmd_repo_list
 
@@ -58,6 +59,29 @@ def queue_flags(sp: argparse.ArgumentParser) -> None:
                     "review): every change, or with globs only changes touching those paths (replaces them)")
 
 
+def named_check(required: bool) -> Any:
+    """``--check NAME=COMMAND`` (``--optional-check``): one named check's record (``mergebot.rules.check_checks``
+    checks the name and the command)."""
+
+    def parse(text: str) -> dict[str, Any]:
+        name, eq, command = text.partition("=")
+        if not eq or not name.strip() or not command.strip():
+            raise argparse.ArgumentTypeError(say.check_option_malformed(text))
+        return {"name": name.strip(), "command": command, "required": required}
+
+    return parse
+
+
+def check_flags(sp: argparse.ArgumentParser) -> None:
+    """Named checks (issue 43), the same for ``repo add`` and ``repo set``: in the order given, run in parallel."""
+    sp.add_argument("--check", action="append", type=named_check(True), dest="checks", metavar="NAME=COMMAND",
+                    help="a named check, required to pass (repeatable, replaces the named checks): each runs on its "
+                    "own verifier slot, at the same time as the others, with the repository's setup, caches and "
+                    "--timeout; the first one also runs the change's own tests")
+    sp.add_argument("--optional-check", action="append", type=named_check(False), dest="checks",
+                    metavar="NAME=COMMAND", help="a named check whose failure is shown but does not block (repeatable)")
+
+
 def judge_flags(sp: argparse.ArgumentParser) -> None:
     """How a candidate is judged beyond its check: the same flags for ``repo add`` and ``repo set``."""
     sp.add_argument("--held-out", metavar="DIR", dest="held_out",
@@ -77,6 +101,7 @@ def judge_flags(sp: argparse.ArgumentParser) -> None:
                     help="how the held-out checks run (default: python -m pytest -q -p no:cacheprovider "
                     "\"$VERIFIER_HELD_OUT\"; $VERIFIER_HELD_OUT is their read-only directory)")
     queue_flags(sp)
+    check_flags(sp)
 
 
 def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -86,7 +111,8 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     sp = repo.add_parser("add", parents=[common], help="create or import a bare repository with its landing rules")
     sp.add_argument("name")
     sp.add_argument("--from", dest="source", help="import from a path or URL (default: a new, empty repository)")
-    sp.add_argument("--verifier", required=True, help="the check run on every merged commit, e.g. 'python -m pytest'")
+    sp.add_argument("--verifier", help="the check run on every merged commit, e.g. 'python -m pytest' (or named "
+                    "checks: --check NAME=COMMAND)")
     sp.add_argument("--timeout", type=int, help="the check's time limit in seconds (default 600)")
     sp.add_argument("--target", help="the branch Mergebot lands into (default main)")
     sp.add_argument("--protect", action="append", help="a path pattern agents may not change (repeatable; "
@@ -151,6 +177,8 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     sp.add_argument("--cache-key", action="append", metavar="FILE", dest="cache_key",
                     help="the files keying the caches (replaces them; repeatable)")
     sp.add_argument("--no-cache", action="store_true", dest="no_cache", help="no caches any more")
+    sp.add_argument("--no-checks", action="store_true", dest="no_checks",
+                    help="no named checks any more: --verifier is the check again")
     sp.add_argument("--setup", metavar="COMMAND", help="the setup step run before the check")
     sp.add_argument("--no-setup", action="store_true", dest="no_setup", help="no setup step any more")
     sp.add_argument("--setup-network", action=argparse.BooleanOptionalAction, dest="setup_network",

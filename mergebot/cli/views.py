@@ -116,6 +116,10 @@ def cmd_cost(args: argparse.Namespace) -> None:
           f"{out['thrown_away_seconds']:.0f}, other {out['other_seconds']:.0f}")
     emit(args, out, agents, ("agent", "landings", "pushes", "pushes_per_landing", "rejections", "seconds",
                              "per_landing", "thrown_away"))
+    if out.get("checks"):  # named checks: each one's runs and seconds
+        print("\nnamed checks:")
+        emit(args, out, [{**c, "seconds": f"{c['seconds']:.0f}"} for c in out["checks"]],
+             ("repo", "check", "runs", "seconds"))
     landings = out["landings"]  # the costliest first
     if landings:
         print(f"\ncostliest landings ({len(landings)} of {out['landings_total']}):")

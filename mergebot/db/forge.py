@@ -11,6 +11,8 @@ Rules:
 
 from __future__ import annotations
 
+from psycopg.types.json import Jsonb
+
 from mergebot.db.base import Row, Sql, insert_event
 from mergebot.models import Agent, Candidate, CheckRunRow, DeliveryRow, PullRow, StatusRow
 
@@ -93,8 +95,11 @@ class ForgeStore:
     async def take_check_runs(self, limit: int = 20) -> list[CheckRunRow]:
         return [CheckRunRow.from_row(r) for r in await self.sql.all("check_runs_take", limit=limit)]
 
-    async def check_run_sent(self, row_id: int, *, version: int, check_run_id: int) -> None:
-        await self.sql.all("check_run_sent", id=row_id, version=version, check_run_id=check_run_id)
+    async def check_run_sent(self, row_id: int, *, version: int, check_run_id: int,
+                             named_runs: dict[str, int] | None = None) -> None:
+        """Sent as of ``version``; ``named_runs``: the check runs of the named checks made now, by check name."""
+        await self.sql.all("check_run_sent", id=row_id, version=version, check_run_id=check_run_id,
+                           named_runs=Jsonb(named_runs or {}))
 
     async def check_run_failed(self, row_id: int, *, error: str, delay_s: float, give_up: bool) -> None:
         await self.sql.all("check_run_failed", id=row_id, error=error[:2000], delay_s=delay_s, give_up=give_up)

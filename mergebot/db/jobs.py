@@ -6,6 +6,13 @@ only if the worker still holds that claim (else ``ClaimSuperseded``, 409 over HT
 once. A worker that goes silent loses the job after its lease plus a grace period, and another worker runs it.
 Waiting for a result goes through the waiter (``mergebot_job``) and re-reads the rows, so nothing finished in
 between is missed.
+
+Named checks (issue 43) run as a **group**: a parent job no worker claims (``is_group``) and one child job per check,
+claimed and run like any job. The transaction that ends a child (finished, given up after lost leases, cancelled as
+obsolete) settles its parent: once every child has ended (a failing required check does not cancel its siblings:
+each check's outcome is recorded, and the slowest decides when the group ends), the parent is ``done`` with the
+children's combined result (``verifier.checks.combine``). A cancelled parent's children are cancelled
+(``job_cancel_orphans``). Whoever waits on the parent's id waits as for a single job.
 """
 
 from __future__ import annotations
@@ -15,10 +22,12 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from mergebot import messages as say
-from mergebot.db.base import Row, Sql, storable
+from mergebot.db.base import Row, Sql, Tx, storable
 from mergebot.db.waiter import JOB, Waiter, read_until
 from mergebot.errors import ClaimSuperseded, MergebotError, NotFound
 from mergebot.models import Job
+from verifier import checks as named
+from verifier.result import Result
 
 OVER = frozenset({"done", "cancelled"})  # a job's statuses that end it
 POLL = 2.0  # a wait on jobs reads again at least this often, even while the waiter hears (mergebot.db.waiter)
@@ -33,14 +42,45 @@ class JobStore:
     async def enqueue_job(self, *, repo: str, commit_sha: str, command: str, timeout_s: int, purpose: str,
                           candidate_id: int | None = None, landed_id: int | None = None,
                           cache: dict[str, Any] | None = None, window_width: int | None = None,
-                          sandbox: dict[str, Any] | None = None) -> Job:
-        """A verify job; its spec may name paths of a pushed tree (the candidate's own tests): made storable."""
-        row = await self.sql.one("job_insert", repo=repo, commit_sha=commit_sha, command=command, timeout_s=timeout_s,
-                                 purpose=purpose, candidate_id=candidate_id, landed_id=landed_id,
-                                 cache=Jsonb(storable(cache)) if cache is not None else None, window_width=window_width,
-                                 sandbox=Jsonb(storable(sandbox)) if sandbox is not None else None)
-        assert row is not None
+                          sandbox: dict[str, Any] | None = None, children: list[dict[str, Any]] | None = None) -> Job:
+        """A verify job; its spec may name paths of a pushed tree (the candidate's own tests): made storable.
+        ``children`` (named checks): the job is a group's parent, and each child (``name``, ``command``,
+        ``timeout_s``, ``required``, ``sandbox``) a job of its own, queued in the same transaction."""
+        common = {"repo": repo, "commit_sha": commit_sha, "purpose": purpose, "candidate_id": candidate_id,
+                  "landed_id": landed_id, "cache": Jsonb(storable(cache)) if cache is not None else None}
+        async with self.sql.tx() as tx:
+            box = Jsonb(storable(sandbox)) if sandbox is not None else None
+            row = await tx.one("job_insert", **common, command=command, timeout_s=timeout_s,
+                               window_width=window_width, sandbox=box, is_group=children is not None, parent_id=None,
+                               check_name=None, required=None)
+            assert row is not None
+            for child in children or []:
+                await tx.one("job_insert", **common, command=child["command"], timeout_s=child["timeout_s"],
+                             window_width=None, sandbox=Jsonb(storable(child["sandbox"])), is_group=False,
+                             parent_id=row["id"], check_name=child["name"], required=child["required"])
         return Job.from_row(row)
+
+    async def children(self, job_id: int) -> list[Job]:
+        """A group's children, in the order of their checks (none for a single job)."""
+        return [Job.from_row(r) for r in await self.sql.all("job_children", id=job_id)]
+
+    async def settle_group(self, parent_id: int, tx: Tx | None = None) -> bool:
+        """Finish a group's parent with its children's combined result once every child has ended (see the module's
+        rules); whether it finished now."""
+        if tx is None:
+            async with self.sql.tx() as own:
+                return await self.settle_group(parent_id, own)
+        parent = await tx.one("job_group_lock", id=parent_id)
+        if parent is None or parent["status"] != "queued":
+            return False
+        kids = [Job.from_row(r) for r in await tx.all("job_children", id=parent_id)]
+        if not kids or any(k.status not in OVER for k in kids):
+            return False
+        ran = [named.Ran(str(k.check_name), bool(k.required), k.id,
+                         Result.from_json(k.result) if k.status == "done" and k.result else None) for k in kids]
+        got = named.combine(parent["commit_sha"], parent["command"], ran)
+        await tx.one("job_settle", id=parent_id, outcome=got.overall, result=Jsonb(storable(got.as_json())))
+        return True
 
     async def remote_workers(self, *, seconds: float = 120.0) -> int:
         """How many workers on other machines ran a check in the last ``seconds`` or run one now."""
@@ -71,11 +111,11 @@ class JobStore:
         (too large, too slow to write) is stored as an ``error`` result saying why: the job ends either way, so one
         candidate's run never keeps its repository's queue waiting."""
         try:
-            row = await self.sql.one("job_finish", id=job_id, worker_id=worker_id, claim_version=claim_version,
+            row = await self._finish(id=job_id, worker_id=worker_id, claim_version=claim_version,
                                      outcome=outcome, result=Jsonb(storable(result)))
         except MergebotError as e:  # Invalid (a value), Unavailable (too slow), a limit of the server's
             why = say.result_not_stored(e.message)
-            row = await self.sql.one("job_finish", id=job_id, worker_id=worker_id, claim_version=claim_version,
+            row = await self._finish(id=job_id, worker_id=worker_id, claim_version=claim_version,
                                      outcome="error", result=Jsonb({
                                          "commit_sha": str(result.get("commit_sha") or ""), "tree_sha": "",
                                          "command": str(storable(result.get("command") or "")), "outcome": "error",
@@ -84,6 +124,14 @@ class JobStore:
         if row is None:
             raise await self._superseded(job_id, claim_version)
         return Job.from_row(row)
+
+    async def _finish(self, **params: Any) -> Row | None:
+        """``job_finish``, and in the same transaction the settling of the group the job belongs to."""
+        async with self.sql.tx() as tx:
+            row = await tx.one("job_finish", **params)
+            if row is not None and row.get("parent_id") is not None:
+                await self.settle_group(row["parent_id"], tx)
+            return row
 
     async def held_out_files(self, *, job_id: int, worker_id: int | None,
                              claim_version: int) -> list[tuple[str, bytes]]:
@@ -95,7 +143,11 @@ class JobStore:
         return [(r["path"], bytes(r["content"])) for r in rows]
 
     async def recover_jobs(self, *, grace_seconds: float) -> list[Row]:
-        return await self.sql.all("job_recover_expired", grace_seconds=grace_seconds)
+        """Jobs whose worker lost its lease go back to the queue, or end; a group a child of which ended is settled."""
+        rows = await self.sql.all("job_recover_expired", grace_seconds=grace_seconds)
+        for parent in sorted({r["parent_id"] for r in rows if r.get("parent_id") and r["status"] in OVER}):
+            await self.settle_group(parent)
+        return rows
 
     async def open_on(self, *, repo: str, shas: list[str]) -> dict[str, bool]:
         """For each of ``shas`` some job names: whether one of those jobs is still queued or running."""
@@ -129,11 +181,14 @@ class JobStore:
 
     async def cancel_jobs_for(self, candidate_id: int) -> None:
         await self.sql.all("job_cancel_for_candidate", candidate_id=candidate_id)
+        await self.sql.all("job_cancel_orphans")
 
     async def cancel_older_post_land(self, repo: str, newer_landed: int) -> list[int]:
         """Cancel the post-land checks of ``repo`` still queued for landings before ``newer_landed``."""
-        return [r["id"] for r in await self.sql.all("job_cancel_older_post_land", repo=repo,
-                                                     newer_landed=newer_landed)]
+        ids = [r["id"] for r in await self.sql.all("job_cancel_older_post_land", repo=repo, newer_landed=newer_landed)]
+        if ids:
+            await self.sql.all("job_cancel_orphans")
+        return ids
 
     async def wait_job(self, job_id: int, timeout: float) -> Job:
         """Until the job is done or cancelled, or ``timeout`` passes; the job as seen last."""

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from mergebot.db.base import Sql, insert_event
 from mergebot.errors import NotFound
 from mergebot.models import Repo
@@ -23,6 +25,12 @@ from mergebot.rules import Rules, RulesChange
 
 FORGE_COLUMNS = ("forge", "forge_repo", "forge_api_url", "forge_git_url", "webhook_secret_env", "forge_token_env",
                  "github_app_id", "github_app_key_env", "github_installation_id")
+
+
+def _jsonb(params: dict[str, Any]) -> dict[str, Any]:
+    """The rules' parameters with the named checks (a list of records) as one jsonb value, not an array."""
+    checks = params.get("checks")
+    return {**params, "checks": Jsonb(checks) if checks is not None else None}
 
 
 class RepoStore:
@@ -34,7 +42,7 @@ class RepoStore:
         """Record a repository with its ``rules`` (``mergebot.rules.Rules``, checked) and its forge columns."""
         f = forge or {}
         row = await self.sql.one("repo_create", name=name, root_sha=root_sha,
-                                 **{k: f.get(k) for k in FORGE_COLUMNS}, **rules.model_dump())
+                                 **{k: f.get(k) for k in FORGE_COLUMNS}, **_jsonb(rules.model_dump()))
         assert row is not None
         await insert_event(self.sql, actor_id=None, kind="repo_added", detail={"repo": name})
         return Repo.from_row(row)
@@ -42,7 +50,7 @@ class RepoStore:
     async def update_repo(self, name: str, change: RulesChange, *, actor_id: int | None = None) -> Repo:
         """Change the rules ``change`` gives (``repo_update``; a rule not given stays)."""
         row = await self.sql.found("repo_update", NotFound(f"no repository named {name!r}", field="name"), name=name,
-                                   **change.params())
+                                   **_jsonb(change.params()))
         await insert_event(self.sql, actor_id=actor_id, kind="repo_updated",
                            detail={"repo": name, "rules": change.given()})
         return Repo.from_row(row)

@@ -417,6 +417,9 @@ CREATE TABLE repos (
     -- Approvals (0030): NULL, none needed; empty, every change waits for one; else the globs of the paths whose
     -- changes wait for one (a lead's, a reviewer's or an admin's, for the candidate's exact commit).
     require_approval  text[] CHECK (cardinality(require_approval) <= 100),
+    -- Named checks (0031): each {name, command, required, timeout_s}, run in parallel; '[]': the verifier command.
+    checks            jsonb NOT NULL DEFAULT '[]'
+                          CHECK (jsonb_typeof(checks) = 'array' AND jsonb_array_length(checks) <= 10),
     CONSTRAINT forge_complete CHECK (
         (forge IS NULL) = (forge_repo IS NULL) AND (forge IS NULL) = (forge_api_url IS NULL)
         AND (forge IS NULL) = (forge_git_url IS NULL) AND (forge IS NULL) = (webhook_secret_env IS NULL)
@@ -655,7 +658,15 @@ CREATE TABLE verify_jobs (
     tree_sha         text CHECK (tree_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
     -- Lost leases, counted as they are lost (a counter that never goes down).
     leases_lost      integer NOT NULL DEFAULT 0 CHECK (leases_lost >= 0),
-    CONSTRAINT lease_iff_running CHECK ((status = 'running') = (lease_expires_at IS NOT NULL))
+    -- A run of named checks (0031): a group parent no worker claims, finished with its children's combined result;
+    -- each child runs one check (its name, and whether it must pass).
+    is_group         boolean NOT NULL DEFAULT false,
+    parent_id        bigint REFERENCES verify_jobs (id),
+    check_name       text CHECK (check_name ~ '^[a-z0-9][a-z0-9_.-]{0,39}$'),
+    required         boolean,
+    CONSTRAINT lease_iff_running CHECK ((status = 'running') = (lease_expires_at IS NOT NULL)),
+    CONSTRAINT check_of_group CHECK ((parent_id IS NULL) = (check_name IS NULL) AND (parent_id IS NULL) = (required IS NULL)
+                                     AND NOT (is_group AND parent_id IS NOT NULL))
 );
 CREATE INDEX verify_jobs_queue ON verify_jobs (id) WHERE status = 'queued';
 CREATE INDEX verify_jobs_lease ON verify_jobs (lease_expires_at) WHERE status = 'running';
@@ -666,6 +677,7 @@ CREATE INDEX verify_jobs_commit ON verify_jobs (repo, commit_sha);
 -- The charts and the cost of a window read runs by when they finished (or, for the width, were queued).
 CREATE INDEX verify_jobs_finished ON verify_jobs (finished_at);
 CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS NOT NULL;
+CREATE INDEX verify_jobs_parent ON verify_jobs (parent_id) WHERE parent_id IS NOT NULL;
 
 -- Every finished job is announced, so whoever waits on it wakes at once.
 CREATE FUNCTION verify_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -788,6 +800,8 @@ CREATE TABLE forge_check_runs (
     last_error    text,
     given_up_at   timestamptz,
     updated_at    timestamptz NOT NULL DEFAULT now(),
+    -- One check run per named check beside the candidate's (0031), once its checks ran: their ids by check name.
+    named_runs    jsonb NOT NULL DEFAULT '{}',
     CHECK ((kind = 'candidate') = (candidate_id IS NOT NULL))
 );
 CREATE UNIQUE INDEX forge_check_runs_main ON forge_check_runs (repo, head_sha) WHERE kind = 'main';
@@ -920,11 +934,13 @@ SELECT j.id AS run_id, j.repo, j.purpose, j.status::text AS status, j.finished_a
        c.owner_id AS pusher_id, coalesce(ml.id, rl.id, sl.id) AS landed_id,
        CASE WHEN ml.id IS NOT NULL THEN 'main_check' WHEN rl.id IS NOT NULL THEN 'landing_run'
             WHEN sl.id IS NOT NULL THEN 'rework' WHEN c.id IS NOT NULL THEN 'thrown_away'
-            ELSE 'other' END AS charge
+            ELSE 'other' END AS charge,
+       j.check_name
 FROM verify_jobs j
 LEFT JOIN landed ml ON ml.id = j.landed_id
 LEFT JOIN candidates c ON c.id = j.candidate_id
-LEFT JOIN landed rl ON j.landed_id IS NULL AND rl.run_id = j.id
+-- a named check's run is its group's: the landed row names the group (0031)
+LEFT JOIN landed rl ON j.landed_id IS NULL AND rl.run_id = coalesce(j.parent_id, j.id)
 LEFT JOIN LATERAL (
     SELECT l.id FROM landed l
     WHERE c.id IS NOT NULL AND l.subtask_id = c.subtask_id AND l.kind = 'land'

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mergebot import messages as say
 from mergebot.models import Verdict
 from mergebot.models.judgement import Judgement
 
@@ -34,7 +35,8 @@ TITLE_CHARS = 200
 
 
 def body(*, status: str, verdict: Verdict, head_sha: str, details_url: str | None, log_tail: str,
-         lines: dict[str, int], runs: int, seconds: float, create: bool) -> dict[str, Any]:
+         lines: dict[str, int], runs: int, seconds: float, create: bool,
+         checks: tuple[str, ...] = ()) -> dict[str, Any]:
     """The request body for the candidate's check run (``create``: the POST that makes it, else the PATCH)."""
     out: dict[str, Any] = {"name": NAME, "external_id": str(verdict.candidate_id or "")}
     if create:
@@ -48,7 +50,7 @@ def body(*, status: str, verdict: Verdict, head_sha: str, details_url: str | Non
     output: dict[str, Any] = {"title": title(verdict), "summary": summary(verdict, runs=runs, seconds=seconds)}
     if log_tail:
         output["text"] = _cut("Log (its tail):\n\n```\n" + log_tail[-(MAX_TEXT - 100):] + "\n```")
-    notes = marks(verdict, lines)
+    notes = marks(verdict, lines, checks)
     if notes:
         output["annotations"] = notes
     out["output"] = output
@@ -125,12 +127,14 @@ def comparison(tests: dict[str, Any]) -> str:
     return "**Tests:**\n" + "\n".join(lines) if lines else ""
 
 
-def marks(verdict: Verdict, lines: dict[str, int]) -> list[dict[str, Any]]:
-    """A failure annotation for each failing test at its file and line, and one for each conflict region."""
+def marks(verdict: Verdict, lines: dict[str, int], checks: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """A failure annotation for each failing test at its file and line, and one for each conflict region. ``checks``:
+    the repository's named checks, whose name a test id may start with (``lint::path::test``: the path follows)."""
     out: list[dict[str, Any]] = []
     held_out = verdict.kind == "held_out_failed"  # their files are not the repository's: the ids say enough
     for test in [] if held_out else verdict.failing_tests:
-        path = test.split("::", 1)[0]
+        first, _, rest = test.partition("::")
+        path = (rest if first in checks and rest else test).split("::", 1)[0]
         if "::" not in test or not path or path.startswith("/"):
             continue  # a JUnit report's dotted name: no file to point at
         line = lines.get(test, 1)
@@ -147,3 +151,24 @@ def marks(verdict: Verdict, lines: dict[str, int]) -> list[dict[str, Any]]:
 
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+NAMED_CONCLUSION = {True: "failure", False: "neutral"}  # a named check that did not pass: required, optional
+
+
+def named_body(check: dict[str, Any], *, candidate_id: int, head_sha: str, details_url: str | None,
+               create: bool) -> dict[str, Any]:
+    """The check run of one named check of a decided candidate (``mergebot / NAME``), completed: success when it
+    passed, else failure when it is required and neutral when it is optional (its failure never blocks)."""
+    name, required, outcome = str(check.get("name")), bool(check.get("required")), str(check.get("outcome"))
+    out: dict[str, Any] = {"name": f"{NAME} / {name}", "external_id": f"{candidate_id}:{name}",
+                           "status": "completed",
+                           "conclusion": "success" if outcome == "pass" else NAMED_CONCLUSION[required]}
+    if create:
+        out["head_sha"] = head_sha
+    if details_url:
+        out["details_url"] = details_url
+    seconds = float(check.get("duration_ms") or 0) / 1000
+    out["output"] = {"title": say.named_check_title(name, required, outcome)[:TITLE_CHARS],
+                     "summary": _cut(say.named_check_summary(name, required, outcome, seconds))}
+    return out

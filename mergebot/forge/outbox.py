@@ -196,24 +196,40 @@ class StatusSender:
         if wait := self.held_for(repo.name):
             await self.db.forge.check_run_failed(row.id, error=held(wait), delay_s=wait, give_up=False)
             return
-        body = await (self._candidate_check(row) if row.kind == "candidate" else self._main_check(repo, row))
+        body, named = await (self._candidate_check(row) if row.kind == "candidate" else self._main_check(repo, row))
         forge_repo, version, existing = repo.forge_repo, row.version, row.check_run_id
 
-        def deliver() -> int:
+        def deliver() -> tuple[int, dict[str, int], ForgeCallError | None]:
+            """The candidate's check run, then each named check's (issue 43): a failure among these keeps the ones
+            made, and the row due."""
             client = self.make_client(repo)
             check_run = getattr(client, "check_run", None)
             if check_run is None:
                 raise ForgeCallError(say.CLIENT_POSTS_NO_CHECK_RUNS, retryable=False)
-            return int(check_run(forge_repo, existing, body))
+            made, ids = int(check_run(forge_repo, existing, body)), {}
+            for name, one in named.items():
+                try:
+                    ids[name] = int(check_run(forge_repo, row.named_runs.get(name), one))
+                except ForgeCallError as e:
+                    return made, ids, e
+            return made, ids, None
 
-        ok, made = await self._deliver(repo, f"the check run on {row.head_sha[:12]}", row.attempts, deliver,
-                                       functools.partial(self.db.forge.check_run_failed, row.id))
-        if ok and made is not None:
-            await self.db.forge.check_run_sent(row.id, version=version, check_run_id=made)
+        ok, got = await self._deliver(repo, f"the check run on {row.head_sha[:12]}", row.attempts, deliver,
+                                      functools.partial(self.db.forge.check_run_failed, row.id))
+        if ok and got is not None:
+            made, ids, err = got
+            await self.db.forge.check_run_sent(row.id, version=version if err is None else version - 1,
+                                               check_run_id=made, named_runs=ids)
+            if err is not None:
+                self._hold(repo.name, err)
+                await self.db.forge.check_run_failed(row.id, error=str(err), delay_s=backoff(row.attempts),
+                                                     give_up=not err.retryable or row.attempts >= MAX_ATTEMPTS)
 
-    async def _candidate_check(self, row: CheckRunRow) -> dict[str, Any]:
+    async def _candidate_check(self, row: CheckRunRow) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """The candidate's check run, and once it is decided, one per named check its run had, by name."""
         assert row.candidate_id is not None
         cand = await self.db.landing.get_candidate(row.candidate_id)
+        checks = [c for c in (cand.verifier or {}).get("checks") or [] if isinstance(c, dict) and c.get("name")]
         verdict = await told.candidate_verdict(self.db, cand)
         jobs = await self.db.jobs.jobs(candidate_id=cand.id)
         lines: dict[str, int] = {}  # where each failing test is: its runs' outcomes hold it (newest last)
@@ -224,18 +240,24 @@ class StatusSender:
                       if j.get("started_at") and j.get("finished_at"))
         masked = replace(verdict, message=self._mask.text(verdict.message),
                          failing_tests=[self._mask.text(t) for t in verdict.failing_tests])
+        named = {str(c["name"]): checkrun.named_body(
+            c, candidate_id=cand.id, head_sha=row.head_sha, create=str(c["name"]) not in row.named_runs,
+            details_url=f"{self.public_url.rstrip('/')}/ui/jobs/{c['job']}/log" if self.public_url and c.get("job")
+            else None) for c in checks} if cand.status in checkrun.CONCLUSION else {}
         return checkrun.body(status=cand.status, verdict=masked, head_sha=row.head_sha,
                              details_url=target_url(self.public_url, cand.id),
-                             log_tail=self._mask.text(verdict.log_tail), lines=lines, runs=len(jobs),
-                             seconds=seconds, create=row.check_run_id is None)
+                             log_tail=self._mask.text(verdict.log_tail), lines=lines,
+                             runs=len([j for j in jobs if not j.get("is_group")]),  # a group's checks ran, not it
+                             seconds=seconds, create=row.check_run_id is None,
+                             checks=tuple(str(c["name"]) for c in checks)), named
 
-    async def _main_check(self, repo: Repo, row: CheckRunRow) -> dict[str, Any]:
+    async def _main_check(self, repo: Repo, row: CheckRunRow) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         landed = [r for r in await self.db.landing.landed(repo=repo.name, limit=200) if r.main_sha == row.head_sha]
         status = landed[0].main_status if landed else "pending"
         subtasks = sorted(r.subtask_id for r in landed)
         url = f"{self.public_url.rstrip('/')}/ui/landed/{landed[0].id}" if landed and self.public_url else None
         return checkrun.main_body(status=status, head_sha=row.head_sha, target=repo.target_branch,
-                                  subtasks=subtasks, details_url=url, create=row.check_run_id is None)
+                                  subtasks=subtasks, details_url=url, create=row.check_run_id is None), {}
 
     async def send(self, repo: Repo | None, row: StatusRow) -> None:
         if repo is None or not repo.forge_repo:

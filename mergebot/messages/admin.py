@@ -104,3 +104,55 @@ def repo_summary(name: str, verb: str, rules: list[tuple[str, object]], held_out
         lines.append(f"  held-out check files: {held_out}")
     lines.append("every rule, defaults too: `mergebot repo list --json`")
     return "\n".join(lines)
+
+
+# -- named checks (``repo add/set --check NAME=COMMAND``, issue 43) ---------------------------------------------------
+
+NO_REQUIRED_CHECK = ("every named check is optional: at least one must be required (--check), or nothing would "
+                     "ever judge a candidate")
+CHECKS_NEED_COMMAND = ("repo add needs the check: --verifier COMMAND, or one --check NAME=COMMAND per named check "
+                       "(for example --check lint='ruff check .' --check unit='python -m pytest -q')")
+
+
+def check_not_a_record(given: object) -> str:
+    return f"a named check is a record with name and command (and required, timeout_s), not {given!r}"
+
+
+def check_unknown_key(key: str) -> str:
+    return f"{key!r} is not part of a named check: name, command, required (default true), timeout_s"
+
+
+def check_bad_name(name: object) -> str:
+    return (f"{name!r} is not a check name: 1 to 40 lower-case letters, digits, '_', '.' and '-', the first a letter "
+            "or digit (for example lint, types, unit)")
+
+
+def check_bad_command(name: str) -> str:
+    return f"check {name!r}: its command is 1 to 4000 characters (--check {name}=COMMAND)"
+
+
+def check_bad_required(name: str) -> str:
+    return f"check {name!r}: required is true or false"
+
+
+def check_bad_timeout(name: str) -> str:
+    return f"check {name!r}: its timeout is 1 to 86400 seconds (none: the repository's --timeout)"
+
+
+def check_twice(name: str) -> str:
+    return f"check {name!r} is named twice: each named check needs a name of its own"
+
+
+def too_many_checks(most: int) -> str:
+    return f"at most {most} named checks per repository (glue the smallest ones into one command)"
+
+
+def check_option_malformed(given: str) -> str:
+    return (f"--check takes NAME=COMMAND (for example --check lint='ruff check .'), not {given!r}")
+
+
+def check_line(check: dict[str, object]) -> str:
+    """One named check as ``repo add`` / ``repo set`` print it."""
+    timeout = f", {check['timeout_s']} s" if check.get("timeout_s") else ""
+    kind = "required" if check.get("required", True) else "optional"
+    return f"{check.get('name')} ({kind}{timeout}): {check.get('command')}"

@@ -84,3 +84,18 @@ def pull_not_followed(number: int) -> str:
 
 
 NOT_AN_APPROVING_REVIEW = "a review that does not approve: nothing to do"
+
+
+# -- a named check's own check run (issue 43) -------------------------------------------------------------------------
+
+
+def named_check_title(name: str, required: bool, outcome: str) -> str:
+    kind = "required" if required else "optional: shown, never blocks"
+    return f"{name}: {outcome} ({kind})"
+
+
+def named_check_summary(name: str, required: bool, outcome: str, seconds: float) -> str:
+    rule = ("it must pass for the change to land" if required else
+            "an optional check: its failure is shown and does not block the landing")
+    return (f"The named check **{name}** gave **{outcome}** in {seconds:.1f} s on the merged commit; {rule}. The "
+            "candidate's own check run (`mergebot`) has the verdict; its details link the check's log.")

@@ -120,8 +120,8 @@ def _rejection(r: Rejection) -> str:
                 f"A limit is the change's failure, never retried:\n{r.run.excerpt()}")
     once = "" if r.retried else (" (judged on this one run: this server does not retry failed checks, "
                                  "MERGEBOT_RETRY_FAILED_CHECKS=0)")
-    return (f"the check gave {r.run.outcome} (exit {r.run.exit_code}) on the merged commit {_short(r.merged_sha)}"
-            f"{once}{_ran(r)}:\n{r.run.excerpt()}")
+    return (f"{check_named(r.run)} gave {r.run.outcome} (exit {r.run.exit_code}) on the merged commit "
+            f"{_short(r.merged_sha)}{once}{_ran(r)}:\n{r.run.excerpt()}")
 
 
 def _ran(r: Rejection) -> str:
@@ -234,3 +234,22 @@ def approved_by(name: str, via: str) -> str:
 
 
 APPROVAL_RULE_CHANGED = "the repository's approval rule changed: judged by the new one once it passes again"
+
+
+# -- named checks (issue 43) -----------------------------------------------------------------------------------------
+
+
+def failed_check(run: Result) -> dict[str, object] | None:
+    """The first required named check of a run that did not pass (None: a single check, or none failed)."""
+    return next((c for c in run.checks or [] if c.get("required") and c.get("outcome") != "pass"), None)
+
+
+def check_named(run: Result) -> str:
+    """Which check a failing run's verdict is about: "the check", or the named check that failed, with the others'
+    outcomes (``verifier.checks``)."""
+    failed = failed_check(run)
+    if failed is None:
+        return "the check"
+    others = ", ".join(f"{c['name']} {c['outcome']}{'' if c.get('required') else ' (optional)'}"
+                       for c in run.checks or [] if c is not failed)
+    return f"the required check `{failed['name']}`" + (f" (of the named checks; {others})" if others else "")

@@ -5,7 +5,7 @@ Part of ``mergebot.models``: plain records, no behaviour beyond building themsel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +37,11 @@ class Job(FromRow):
     cache: dict[str, Any] | None = None  # the run's cache request: paths, key_files, write (verifier.cache)
     sandbox: dict[str, Any] | None = None  # the run's sandbox: paths (read-only in its view), disk_limit_mb
     tree_sha: str | None = None  # the tree the run was proven to be (set when it finishes)
+    started_at: datetime | None = None
+    is_group: bool = False  # a run of named checks: finished with its children's combined result, never claimed
+    parent_id: int | None = None  # one check of a group (``check_name``; ``required``: it must pass)
+    check_name: str | None = None
+    required: bool | None = None
 
 
 @dataclass(kw_only=True)
@@ -82,6 +87,7 @@ class CheckRunRow(Revised):
     repo: str
     head_sha: str
     check_run_id: int | None = None
+    named_runs: dict[str, int] = field(default_factory=dict)  # one check run per named check, by its name
 
 
 @dataclass

@@ -6,6 +6,8 @@ Part of ``mergebot.models``: plain records, no behaviour beyond building themsel
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -116,11 +118,23 @@ class Repo(FromRow):
     merge_method: str = "merge"  # how a landing reaches main: a merge commit, or "squash": one single-parent commit
     # approvals (``mergebot.rules.awaits_approval``): None, none; [], every change; else the globs of the paths
     require_approval: list[str] | None = None
+    checks: list[dict[str, Any]] = field(default_factory=list)  # named checks ({name, command, required, timeout_s})
 
     @property
     def main_check(self) -> str:
         """The command that judges main after a landing: the post-land command, or the candidates' check."""
-        return self.post_land_command or self.verifier_command
+        return self.post_land_command or self.check_command
+
+    @property
+    def check_command(self) -> str:
+        """What names the candidates' check in jobs (a baseline, a pass on main are found by it): the verifier
+        command, or for named checks their names and a digest of all of them (``checks lint, unit #1a2b3c4d5e6f``:
+        changed checks never reuse the old ones' runs). Given to ``runs.start_check`` it means "the repository's
+        check" (a group job of the named checks)."""
+        if not self.checks:
+            return self.verifier_command
+        digest = hashlib.sha256(json.dumps(self.checks, sort_keys=True).encode()).hexdigest()[:12]
+        return f"checks {', '.join(str(c['name']) for c in self.checks)} #{digest}"
 
     @property
     def target_ref(self) -> str:

@@ -180,7 +180,8 @@ async def candidate_page(cand_id: str, request: Request, who: Who, site: Site) -
                   "sides": say.CONFLICT_SIDES if any(hunks for _, hunks in conflicts) else ""}
     return render.html(request, "candidate.html", who, c=c, v=verdict, crumbs=crumbs, held_logs=held, stages=stages,
                        tests=present.tests_view(c["verifier"]), conflicts=conflicts, told_words=told_words,
-                       approvals=await site.db.landing.approvals(c["id"]))
+                       approvals=await site.db.landing.approvals(c["id"]),
+                       checks=[k for k in (c["verifier"] or {}).get("checks") or [] if isinstance(k, dict)])
 
 
 @router.get("/ui/candidates/{cand_id}/log")

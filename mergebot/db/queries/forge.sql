@@ -96,6 +96,7 @@ RETURNING f.*;
 -- Sent as of ``version`` (a move after the take stays due: the next pass sends it).
 UPDATE forge_check_runs
 SET sent_version = greatest(sent_version, %(version)s), check_run_id = coalesce(check_run_id, %(check_run_id)s),
+    named_runs = %(named_runs)s::jsonb || named_runs,
     attempts = 0, last_error = NULL, next_at = now(), updated_at = now()
 WHERE id = %(id)s;
 

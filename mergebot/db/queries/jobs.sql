@@ -2,10 +2,12 @@
 -- Named queries under "-- name: NAME" headers, loaded with every file of this folder (mergebot.db.queries).
 
 -- name: job_insert
+-- A job; a group's parent (``is_group``: no worker claims it) or one of its children (``parent_id``, the check's
+-- name, whether it must pass) for named checks.
 INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id, cache,
-                         window_width, sandbox)
+                         window_width, sandbox, is_group, parent_id, check_name, required)
 VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(candidate_id)s, %(landed_id)s,
-        %(cache)s, %(window_width)s, %(sandbox)s)
+        %(cache)s, %(window_width)s, %(sandbox)s, %(is_group)s, %(parent_id)s, %(check_name)s, %(required)s)
 RETURNING *;
 
 -- name: job_claim
@@ -13,7 +15,7 @@ RETURNING *;
 -- base check), which only decide that candidate's verdict; while a speculation window refills they would take
 -- a worker from it. Then the checks of what already landed (post-land, manual reruns). Oldest first within each.
 WITH pick AS (
-    SELECT id FROM verify_jobs WHERE status = 'queued'
+    SELECT id FROM verify_jobs WHERE status = 'queued' AND NOT is_group
     ORDER BY CASE purpose WHEN 'candidate' THEN 0 WHEN 'retry' THEN 1 WHEN 'base' THEN 1 WHEN 'bisect' THEN 1
                           WHEN 'baseline' THEN 1 WHEN 'acceptance' THEN 1 WHEN 'held_out' THEN 0
                           WHEN 'old_tests' THEN 0 ELSE 2 END, id
@@ -64,14 +66,15 @@ FROM (
                NOT EXISTS (SELECT 1 FROM candidates c
                            WHERE c.id = e.candidate_id AND c.status IN ('verifying', 'landing'))
                OR EXISTS (SELECT 1 FROM verify_jobs n
-                          WHERE n.candidate_id = e.candidate_id AND n.purpose = e.purpose AND n.id > e.id))
+                          WHERE n.candidate_id = e.candidate_id AND n.purpose = e.purpose AND n.parent_id IS NULL
+                            AND n.id > coalesce(e.parent_id, e.id)))
            AS obsolete
     FROM verify_jobs e
     WHERE e.status = 'running' AND e.lease_expires_at < now() - make_interval(secs => %(grace_seconds)s)
     ORDER BY e.id LIMIT 1000 FOR UPDATE OF e SKIP LOCKED
 ) expired
 WHERE j.id = expired.id
-RETURNING j.id, j.status, j.claim_version;
+RETURNING j.id, j.status, j.claim_version, j.parent_id;
 
 -- name: jobs_open_on
 -- For each of these commits that any job names: whether one of its jobs is still queued or running.
@@ -123,6 +126,7 @@ SELECT * FROM verify_jobs WHERE id = ANY(%(ids)s::bigint[]);
 SELECT id, status::text AS status FROM verify_jobs WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: job_cancel_for_candidate
+-- Every job of the candidate: a group's parent and its children alike.
 UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
 WHERE candidate_id = %(candidate_id)s AND status IN ('queued', 'running')
 RETURNING id;
@@ -132,6 +136,8 @@ RETURNING id;
 -- covers main now. Landed rows of one repository are numbered in the order main moved.
 UPDATE verify_jobs SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
 WHERE repo = %(repo)s AND purpose = 'post_land' AND status = 'queued' AND landed_id < %(newer_landed)s
+  AND parent_id IS NULL
+  AND NOT EXISTS (SELECT 1 FROM verify_jobs c WHERE c.parent_id = verify_jobs.id AND c.status <> 'queued')
 RETURNING id;
 
 -- name: job_list
@@ -145,3 +151,31 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- check lately or run one now: the queue's window counts them as slots of its own.
 SELECT count(DISTINCT worker_name) AS n FROM verify_jobs
 WHERE worker_id IS NOT NULL AND (status = 'running' OR finished_at > now() - make_interval(secs => %(seconds)s));
+
+-- name: job_group_lock
+-- A group's parent, locked: its children's finishing writers settle it one at a time.
+SELECT id, status::text AS status, commit_sha, command FROM verify_jobs WHERE id = %(id)s AND is_group FOR UPDATE;
+
+-- name: job_children
+-- A group's children in the declared order of their checks (the order they were queued).
+SELECT * FROM verify_jobs WHERE parent_id = %(id)s ORDER BY id;
+
+-- name: job_settle
+-- A group's parent finishes with its children's combined result (``verifier.checks.combine``); its tree is the one
+-- the result vouches for, as ``job_finish`` records it. It never starts (no worker ran it): the charts, the timeline,
+-- the metrics and the cost count its children's runs, each once.
+UPDATE verify_jobs
+SET status = 'done', outcome = %(outcome)s, result = %(result)s, finished_at = now(),
+    tree_sha = CASE WHEN coalesce(nullif(%(result)s::jsonb -> 'own' ->> 'tree_sha', ''), %(result)s::jsonb ->> 'tree_sha')
+                         ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'
+                    THEN coalesce(nullif(%(result)s::jsonb -> 'own' ->> 'tree_sha', ''), %(result)s::jsonb ->> 'tree_sha')
+               END
+WHERE id = %(id)s AND is_group AND status = 'queued'
+RETURNING id;
+
+-- name: job_cancel_orphans
+-- The children of a cancelled group are cancelled with it.
+UPDATE verify_jobs c SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL
+FROM verify_jobs p
+WHERE c.parent_id = p.id AND p.status = 'cancelled' AND c.status IN ('queued', 'running')
+RETURNING c.id;

@@ -25,7 +25,7 @@ SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(c
        -- the one the deciding run names), for the landing's own candidate
        (SELECT j.id FROM verify_jobs j
         WHERE j.candidate_id = i.candidate_id AND j.status = 'done' AND j.outcome = 'pass'
-          AND j.purpose IN ('candidate', 'retry')
+          AND j.purpose IN ('candidate', 'retry') AND j.parent_id IS NULL  -- named checks: the group, not one check
           AND j.commit_sha IN (i.new_sha, coalesce(i.evidence -> 'verifier' ->> 'commit_sha', i.new_sha))
         ORDER BY j.id DESC LIMIT 1),
        CASE WHEN c.reverts IS NULL THEN 'land' ELSE 'revert' END, c.reverts, %(verifier_sandbox)s,

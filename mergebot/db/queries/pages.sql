@@ -38,7 +38,8 @@ SELECT l.*, a.name AS owner, s.title, s.status AS subtask_status, s.created_at A
        c.id AS candidate_id, c.verifier -> 'tests' AS tests,
        coalesce(l.verifier_sandbox, c.verifier ->> 'sandbox') AS sandbox, c.verifier ->> 'exit_code' AS exit_code,
        (c.verifier ->> 'log_size')::bigint AS log_size, c.ref,
-       (SELECT j.id FROM verify_jobs j WHERE j.landed_id = l.id ORDER BY j.id DESC LIMIT 1) AS post_land_job_id,
+       (SELECT j.id FROM verify_jobs j WHERE j.landed_id = l.id AND j.parent_id IS NULL
+        ORDER BY j.id DESC LIMIT 1) AS post_land_job_id,
        (SELECT r.id FROM landed r WHERE r.reverts = l.id) AS reverted_by
 FROM landed l
 JOIN agents a ON a.id = l.owner_id
@@ -534,14 +535,15 @@ ORDER BY n.hops, n.id;
 -- One candidate's stages (the candidate page): when its push reached the bot, was queued and last merged, and its
 -- deciding run (the run that landed it, else its newest run) created, started and finished, with the check's own
 -- time, and when it landed or was otherwise decided.
-SELECT c.pushed_at, c.queued_at, c.merged_at, j.created_at AS run_created, j.started_at AS run_started,
+SELECT c.pushed_at, c.queued_at, c.merged_at, j.created_at AS run_created,
+       coalesce(j.started_at, (SELECT min(k.started_at) FROM verify_jobs k WHERE k.parent_id = j.id)) AS run_started,
        j.finished_at AS run_finished, (j.result->>'duration_ms')::float8 / 1000 AS check_s,
        coalesce(l.landed_at, c.finished_at) AS decided_at, l.landed_at IS NOT NULL AS landed
 FROM candidates c
 LEFT JOIN landed l ON l.subtask_id = c.subtask_id AND l.claim_version = c.claim_version
                   AND l.candidate_sha = c.sha AND c.status = 'landed'
 LEFT JOIN LATERAL (SELECT * FROM verify_jobs v
-                   WHERE v.id = l.run_id OR (l.run_id IS NULL AND v.candidate_id = c.id
+                   WHERE v.id = l.run_id OR (l.run_id IS NULL AND v.candidate_id = c.id AND v.parent_id IS NULL
                                              AND v.purpose IN ('candidate', 'retry'))
                    ORDER BY v.id DESC LIMIT 1) j ON true
 WHERE c.id = %(id)s;

@@ -159,7 +159,7 @@ ORDER BY p.path;
 -- up to the window's total.
 SELECT ch.run_id, ch.repo, ch.purpose, ch.status, ch.charge, ch.landed_id,
        ch.seconds / count(*) OVER (PARTITION BY ch.run_id) AS seconds,
-       coalesce(la.name, pa.name) AS agent, l.subtask_id
+       coalesce(la.name, pa.name) AS agent, l.subtask_id, ch.check_name
 FROM run_charges ch
 LEFT JOIN landed l ON l.id = ch.landed_id
 LEFT JOIN agents la ON la.id = l.owner_id

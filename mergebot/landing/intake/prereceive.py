@@ -224,8 +224,9 @@ async def judge_push(db: Database, repo: Repo, repo_path: Path, agent: Agent, qu
                 live = await db.landing.owner_facts(list(tips)) if tips else {}
                 others = [(sid, tip) for sid, ts in tips.items() for tip in ts
                           if sid in live and live[sid].status in ("running", "submitted")]
+            commands = " ; ".join([repo.verifier_command, *(c["command"] for c in repo.checks)])
             content = await asyncio.to_thread(inspect, repo_path, q, repo.target_ref, u, parsed[0], limits, others,
-                                              (repo.check_config, repo.verifier_command), repo.test_paths)
+                                              (repo.check_config, commands), repo.test_paths)
             row_now = facts.get(parsed[0])
             allowed = dataclasses.replace(limits, check_config_allowed=bool(row_now and row_now.allow_check_changes))
             refusal = judge_content(u, repo.target_branch, content, allowed, row_now.paths if row_now else ())

@@ -97,8 +97,8 @@ async def prefetch(ctx: Context, repo: Repo, main: str) -> None:
         tree = await asyncio.to_thread(tree_of, target_for(ctx, repo).path, main)
     except (pygit2.GitError, KeyError, ValueError):
         return
-    key = (repo.name, tree, repo.verifier_command)
-    if key in _queued or await ctx.db.jobs.baseline(repo=repo.name, tree_sha=tree, command=repo.verifier_command):
+    key = (repo.name, tree, repo.check_command)
+    if key in _queued or await ctx.db.jobs.baseline(repo=repo.name, tree_sha=tree, command=repo.check_command):
         return
     if len(_queued) > 1000:
         _queued.clear()
@@ -112,9 +112,9 @@ async def plugins_for(ctx: Context, repo: Repo) -> list[str] | None:
     """The entry-point plugins a judging run names (``verifier.outcomes.start_env``): those the newest run of the
     check on main's own code loaded (never a candidate's run: its code could report anything); None when no such run
     has said yet."""
-    key = (repo.name, repo.verifier_command)
+    key = (repo.name, repo.check_command)
     if key not in _plugins:
-        job = await ctx.db.jobs.newest_on_main(repo=repo.name, command=repo.verifier_command, purposes=sorted(ON_MAIN))
+        job = await ctx.db.jobs.newest_on_main(repo=repo.name, command=repo.check_command, purposes=sorted(ON_MAIN))
         known = outcomes.unpack((job.result or {}).get("tests")).plugins if job is not None else None
         if known is None:
             return None
@@ -145,7 +145,7 @@ def suite(job: Job) -> outcomes.Outcomes:
 async def collected(ctx: Context, repo: Repo, main_tree: str) -> set[str]:
     """The test files main's own run of the check collected on this tree, and the ``__init__.py`` of their folders:
     test paths whatever the globs say (none when no run on this tree is known yet)."""
-    job = await ctx.db.jobs.baseline(repo=repo.name, tree_sha=main_tree, command=repo.verifier_command)
+    job = await ctx.db.jobs.baseline(repo=repo.name, tree_sha=main_tree, command=repo.check_command)
     if job is None:
         return set()
     files = {cmp.split_id(t)[0] for t in suite(job).tests}

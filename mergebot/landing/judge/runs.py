@@ -3,6 +3,13 @@
 The queue never runs a check itself: it writes a verify job (``db.jobs``), wakes the in-process workers, and
 waits for a worker's result through the waiter. A job that does not finish in three check timeouts plus the
 slack, or that finishes without a result, is an ``error`` result, never a pass.
+
+A repository with named checks (``Repo.checks``, issue 43) has its check run as a group (``db.jobs``): one job per
+check, claimed by as many workers at once, under a parent whose id is returned, so every caller waits on one job as
+before and reads one combined result (``verifier.checks``). Every check gets the repository's setup, caches, sandbox,
+limits and report, its own command and timeout (the repository's when it names none); only the first check runs the
+candidate's own tests (``sandbox["own"]``). A run given an explicit ``command`` (held-out checks, a post-land
+command) stays one job; ``repo.check_command`` given as the command means the repository's check.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from verifier.spec import CheckSpec, Setup
 
 def unfinished(repo: Repo, sha: str, why: str) -> Result:
     """The result of a run that gave none: an ``error`` the verifier could not vouch for."""
-    return Result(sha, "", repo.verifier_command, "error", None, 0, why, "", 0, "", "none")
+    return Result(sha, "", repo.check_command, "error", None, 0, why, "", 0, "", "none")
 
 
 def result_of(repo: Repo, sha: str, job: Job) -> Result:
@@ -31,7 +38,8 @@ def result_of(repo: Repo, sha: str, job: Job) -> Result:
 def run_limit(ctx: Context, repo: Repo) -> float:
     """How long a run may take before it counts as lost: three check timeouts (a retry and a base check may
     queue behind it) plus the slack."""
-    return repo.verifier_timeout_s * 3 + ctx.slack
+    slowest = max([repo.verifier_timeout_s, *(int(c.get("timeout_s") or 0) for c in repo.checks)])
+    return slowest * 3 + ctx.slack
 
 
 WRITES_CACHE = frozenset({"base", "post_land", "baseline"})  # runs on commits already on main: they write a generation
@@ -56,11 +64,18 @@ async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candi
     starts (the plugins it names, the candidate's own tests: ``mergebot.landing.judge.step``). A forge repository's
     commit goes to its queue branch first, for a worker or replica without this disk (``target.Forge``)."""
     await target_for(ctx, repo).publish(sha, ctx.published)
-    spec = check_spec(repo, purpose, command).as_json()
-    job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha, command=spec["command"],
+    group = bool(repo.checks) and command in (None, repo.check_command)
+    spec = check_spec(repo, purpose, None if group else command).as_json()
+    box = {**spec["sandbox"], **(sandbox or {})}
+    children = [{"name": c["name"], "command": c["command"], "required": c["required"],
+                 "timeout_s": c.get("timeout_s") or repo.verifier_timeout_s,
+                 "sandbox": box if i == 0 else {k: v for k, v in box.items() if k != "own"}}
+                for i, c in enumerate(repo.checks)] if group else None
+    job = await ctx.db.jobs.enqueue_job(repo=repo.name, commit_sha=sha,
+                                        command=repo.check_command if group else spec["command"],
                                         timeout_s=spec["timeout_s"], purpose=purpose,
                                         candidate_id=candidate_id, landed_id=landed_id, cache=spec["cache"],
-                                        window_width=window_width, sandbox={**spec["sandbox"], **(sandbox or {})})
+                                        window_width=window_width, sandbox=box, children=children)
     for wake in ctx.on_job:
         wake.set()
     return job.id

@@ -81,12 +81,12 @@ async def _base(ctx: Context, repo: Repo, cand: Candidate, main: str, merged: st
     """The check's result on main itself, for telling a candidate's failure from main's (``verdict.base_source``)."""
     source = verdict.base_source(red_since=repo.red_since, main=main, merged_sha=merged)
     if source == "known_red":
-        return Result(main, "", repo.verifier_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
+        return Result(main, "", repo.check_command, "fail", None, 0, repo.paused_reason or "", "", 0, "")
     if source == "same_commit":
         return first.run
     tree = await asyncio.to_thread(compare.tree_of, target_for(ctx, repo).path, main)
-    if await ctx.db.jobs.passed_on(repo=repo.name, sha=main, tree=tree, command=repo.verifier_command):
-        return Result(main, "", repo.verifier_command, "pass", 0, 0, say.KNOWN_GREEN, "", 0, "", "none")
+    if await ctx.db.jobs.passed_on(repo=repo.name, sha=main, tree=tree, command=repo.check_command):
+        return Result(main, "", repo.check_command, "pass", 0, 0, say.KNOWN_GREEN, "", 0, "", "none")
     return await runs.check(ctx, repo, main, "base", candidate_id=cand.id)
 
 
@@ -107,6 +107,6 @@ async def _refuse(ctx: Context, repo: Repo, cand: Candidate, step: verdict.Step,
     kind = step.kind
     if kind in ("check_failed", "check_timeout") and (cand.verdict or {}).get("was_flaky"):
         kind = "flaky_then_failed"  # requeued after a flaky pass, and failed when verified again
-    rejection = say.Rejection(kind, repo.target_branch, cand.sha, repo.verifier_command, merged_sha=merged,
+    rejection = say.Rejection(kind, repo.target_branch, cand.sha, repo.check_command, merged_sha=merged,
                               run=deciding.run, judgement=deciding.judgement, retried="retry" in record)
     await landing.reject(ctx.db, cand, rejection, base_sha=main, verifier=verifier)
