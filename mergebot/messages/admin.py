@@ -110,8 +110,8 @@ def repo_summary(name: str, verb: str, rules: list[tuple[str, object]], held_out
 
 NO_REQUIRED_CHECK = ("every named check is optional: at least one must be required (--check), or nothing would "
                      "ever judge a candidate")
-CHECKS_NEED_COMMAND = ("repo add needs the check: --verifier COMMAND, or one --check NAME=COMMAND per named check "
-                       "(for example --check lint='ruff check .' --check unit='python -m pytest -q')")
+CHECKS_NEED_COMMAND = ("mergebot repo add: give the check: --verifier COMMAND, or one --check NAME=COMMAND per "
+                       "named check (for example --check lint='ruff check .' --check unit='python -m pytest -q')")
 
 
 def check_not_a_record(given: object) -> str:
