@@ -1,5 +1,6 @@
 """End to end in forge mode on Gitea: a push lands through the Gitea endpoint with statuses through Gitea's API,
-and a pull request has one living comment that answers commands (Gitea and Forgejo have no Checks API).
+a pull request has one living comment that answers commands (Gitea and Forgejo have no Checks API), and each
+named check has a commit status of its own (there and on a GitHub token's repository).
 (The forge fleet: ``tests/support/forge_fleet.py``.)
 """
 
