@@ -1,5 +1,6 @@
 """End to end in forge mode on Gitea: a push lands through the Gitea endpoint with statuses through Gitea's API,
-and a pull request has one living comment that answers commands (Gitea and Forgejo have no Checks API).
+a pull request has one living comment that answers commands (Gitea and Forgejo have no Checks API), and each
+named check has a commit status of its own (there and on a GitHub token's repository).
 (The forge fleet: ``tests/support/forge_fleet.py``.)
 """
 
@@ -14,7 +15,8 @@ from typing import Any
 
 import httpx
 
-from tests.support.bot import commit, git
+from mergebot.rules import RulesChange
+from tests.support.bot import check_command, commit, git
 from tests.support.forge_fleet import SECRET, ZERO, ForgeFleet, final, pull_request
 from tests.support.webhooks import PAYLOADS
 
@@ -26,13 +28,7 @@ async def test_a_gitea_repository_lands_through_the_gitea_endpoint(forge_fleet: 
     claim = await f.claimed("gitea work")
     wt = f.clone("gitea-ann", remote)
     ref, sha = f.push_claim(wt, claim, {"g.txt": "g\n"})
-    payload: dict[str, Any] = json.loads((PAYLOADS / "gitea_push_branch_update.json").read_bytes())
-    payload.update(ref=ref, before=ZERO, after=sha)
-    payload["repository"]["full_name"] = "acme/gcalc"
-    payload["sender"]["login"] = "ann"
-    body = json.dumps(payload).encode()
-    headers = {"X-Gitea-Event": "push", "X-GitHub-Event": "push", "X-Gitea-Delivery": str(uuid.uuid4()),
-               "X-Gitea-Signature": hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()}
+    body, headers = gitea_push(ref, sha)
     # sent to the GitHub endpoint it is refused: it is a Gitea delivery
     assert httpx.post(f"{f.bot.url}/webhooks/github", content=body, headers=headers).status_code in (400, 401)
     r = httpx.post(f"{f.bot.url}/webhooks/gitea", content=body, headers=headers, timeout=30)
@@ -41,6 +37,60 @@ async def test_a_gitea_repository_lands_through_the_gitea_endpoint(forge_fleet: 
     assert st[-1].state == "success" and st[-1].forge == "gitea", st
     landed = (await f.db.landing.landed(subtask_id=claim.id))[0]
     assert f.forge_main(remote) == landed.merged_sha
+
+
+def gitea_push(ref: str, sha: str) -> tuple[bytes, dict[str, str]]:
+    """A signed Gitea push delivery of ``sha`` to ``ref`` of acme/gcalc by ann: its body and headers."""
+    payload: dict[str, Any] = json.loads((PAYLOADS / "gitea_push_branch_update.json").read_bytes())
+    payload.update(ref=ref, before=ZERO, after=sha)
+    payload["repository"]["full_name"] = "acme/gcalc"
+    payload["sender"]["login"] = "ann"
+    body = json.dumps(payload).encode()
+    return body, {"X-Gitea-Event": "push", "X-GitHub-Event": "push", "X-Gitea-Delivery": str(uuid.uuid4()),
+                  "X-Gitea-Signature": hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()}
+
+
+async def test_each_named_check_gets_a_commit_status_of_its_own(forge_fleet: ForgeFleet) -> None:
+    """Without a GitHub App (Gitea, then a GitHub token's repository) each named check gets a commit status
+    ``mergebot/NAME`` beside the candidate's ``mergebot``, linking its log: an optional check that failed is a
+    success that says so, as a commit status has no neutral state; a required one that failed, a failure (issue 43)."""
+    f = forge_fleet
+    remote = await f.add_gitea_repo()
+    await f.db.repos.update_repo("gcalc", RulesChange.of(checks=[
+        {"name": "unit", "command": check_command()},
+        {"name": "style", "command": "! grep -rq STYLEBAD --include=*.py .", "required": False}]))
+    claim = await f.claimed("styled work")
+    ref, sha = f.push_claim(f.clone("gitea-ann", remote), claim, {"styled.py": "Z = 'STYLEBAD'\n"})
+    body, headers = gitea_push(ref, sha)
+    r = httpx.post(f"{f.bot.url}/webhooks/gitea", content=body, headers=headers, timeout=30)
+    assert r.status_code == 202 and "queued" in r.json()["outcome"], r.text
+    st = f.wait_status(sha, lambda got: got[-1].context == "mergebot" and final(got))
+    assert st[-1].state == "success" and st[-1].forge == "gitea", st  # the optional failure did not block
+    [cand] = [c for c in await f.db.landing.candidates(repo="gcalc") if c["sha"] == sha]
+    jobs = {c["name"]: c["job"] for c in cand["verifier"]["checks"]}
+    last = {s.context: s for s in st}  # the newest per context, as the forge shows them
+    assert set(last) == {"mergebot", "mergebot/unit", "mergebot/style"}, st
+    unit, style = last["mergebot/unit"], last["mergebot/style"]
+    assert unit.state == "success" and (unit.description or "").startswith("pass in "), unit
+    assert style.state == "success" and (style.description or "").startswith(
+        "optional: failed, does not block (fail in "), style
+    for name, s in (("unit", unit), ("style", style)):
+        assert s.target_url == f"{f.bot.url}/ui/jobs/{jobs[name]}/log", s  # the check's own log
+    assert "/ui/candidates/" in (last["mergebot"].target_url or "")
+
+    # a GitHub token's repository: a required check that failed is a failure status, beside the rejection
+    await f.db.repos.update_repo("calc", RulesChange.of(checks=[
+        {"name": "unit", "command": check_command()}, {"name": "lint", "command": "true"}]))
+    claim = await f.claimed("broken work")
+    ref, sha = f.push_claim(f.clone("ann"), claim, {"calc.py": "def add(a, b):\n    return a - b\n"})
+    assert f.deliver(ref, ZERO, sha, "Ann-GH").status_code == 202
+    last = {s.context: s for s in f.wait_status(sha, lambda got: got[-1].context == "mergebot" and final(got))}
+    assert last["mergebot"].state == "failure" and last["mergebot"].forge == "github", last
+    assert last["mergebot/unit"].state == "failure", last
+    assert (last["mergebot/unit"].description or "").startswith("fail in ") and "required" in (
+        last["mergebot/unit"].description or ""), last
+    assert last["mergebot/lint"].state == "success", last
+    assert all("/ui/jobs/" in (last[f"mergebot/{n}"].target_url or "") for n in ("unit", "lint")), last
 
 
 async def test_a_gitea_pull_request_has_one_living_comment_that_answers_commands(forge_fleet: ForgeFleet) -> None:

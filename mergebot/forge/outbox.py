@@ -3,7 +3,8 @@
 Check runs (``forge_check_runs``, a GitHub App's repositories only) are sent as their candidate is at the time
 of sending (``forge.checkrun`` words them): the moves of a candidate between two sends go out as one update.
 So is each pull request's one living comment (``forge_pulls``, ``forge.comment`` words it), on GitHub, Gitea and
-Forgejo alike.
+Forgejo alike. A repository with named checks and no GitHub App gets a commit status per check (``mergebot/NAME``,
+``StatusSender._named_statuses``), sent with each of its candidate's, so as the candidate is at the time of sending.
 
 Each status is sent through the forge's client (``mergebot.forge.client``) with a short in-place retry; if that
 fails it goes back to the outbox with an exponential backoff (durable across restarts) and is given up after
@@ -268,15 +269,52 @@ class StatusSender:
             return
         post = StatusPost(sha=row.sha, state=row.state, description=self._mask.text(row.description),
                           target_url=target_url(self.public_url, row.candidate_id))
+        named = await self._named_statuses(repo, row)
         forge_repo = repo.forge_repo
 
         def deliver() -> None:
-            post_with_retry(self.make_client(repo), forge_repo, post, attempts=3)
+            """Each named check's status, then the candidate's own (``mergebot``): all again on a retry, harmless
+            as each context keeps its latest."""
+            client = self.make_client(repo)
+            for one in (*named, post):
+                post_with_retry(client, forge_repo, one, attempts=3)
 
         ok, _ = await self._deliver(repo, f"status {row.state} for {row.sha[:12]}", row.attempts, deliver,
                                     functools.partial(self.db.forge.status_failed, row.id))
         if ok:
             await self.db.forge.status_sent(row.id)
+
+    async def _named_statuses(self, repo: Repo, row: StatusRow) -> list[StatusPost]:
+        """One status per named check (``mergebot/NAME``) beside the candidate's, on a repository with named checks
+        and no GitHub App (an App's repository has a check run per check instead; issue 43): pending while its
+        candidate is verified, then each check's outcome linking the check's log; once the candidate is decided, a
+        check its run never reached says so, in the candidate's colour."""
+        if row.candidate_id is None or repo.github_app_id or not repo.checks:
+            return []
+        cand = await self.db.landing.get_candidate(row.candidate_id)
+        page, base = target_url(self.public_url, cand.id), self.public_url.rstrip("/")
+
+        def one(name: str, state: str, description: str, url: str | None) -> StatusPost:
+            return StatusPost(sha=row.sha, state=state, description=self._mask.text(description), target_url=url,
+                              context=f"{checkrun.NAME}/{name}")
+
+        if cand.status == "verifying":
+            return [one(str(c["name"]), "pending", say.NAMED_CHECK_RUNNING, page) for c in repo.checks]
+        if cand.status == "queued":  # waiting for a (new) run: the last run's statuses stand until it is decided
+            return []
+        ran = {str(c["name"]): c for c in (cand.verifier or {}).get("checks") or []
+               if isinstance(c, dict) and c.get("name")}
+        posts = []
+        for name, c in ran.items():
+            outcome, required = str(c.get("outcome")), bool(c.get("required"))
+            posts.append(one(name, "success" if outcome == "pass" or not required else "failure",
+                             say.named_check_status(required, outcome, float(c.get("duration_ms") or 0) / 1000),
+                             f"{base}/ui/jobs/{c['job']}/log" if base and c.get("job") else page))
+        missing = [str(c["name"]) for c in repo.checks if str(c["name"]) not in ran]
+        if missing and cand.status in checkrun.CONCLUSION and await self.db.jobs.jobs(candidate_id=cand.id):
+            state = {"landed": "success", "rejected": "failure"}.get(cand.status, "error")  # as the trigger says
+            posts += [one(name, state, say.named_check_not_run(cand.status), page) for name in missing]
+        return posts
 
 
 def _client(repo: Repo) -> ForgeClient:

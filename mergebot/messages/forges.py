@@ -99,3 +99,20 @@ def named_check_summary(name: str, required: bool, outcome: str, seconds: float)
             "an optional check: its failure is shown and does not block the landing")
     return (f"The named check **{name}** gave **{outcome}** in {seconds:.1f} s on the merged commit; {rule}. The "
             "candidate's own check run (`mergebot`) has the verdict; its details link the check's log.")
+
+
+# -- a named check's commit status (``mergebot/NAME``), on a repository without a GitHub App (issue 43) ----------
+
+def named_check_status(required: bool, outcome: str, seconds: float) -> str:
+    """The description of a decided candidate's named check's status (a commit status has no neutral state: an
+    optional check that failed is a success that says so)."""
+    if outcome != "pass" and not required:
+        return f"optional: failed, does not block ({outcome} in {seconds:.1f} s)"
+    return f"{outcome} in {seconds:.1f} s ({'required' if required else 'optional'})"
+
+
+NAMED_CHECK_RUNNING = "running on the merged commit"
+
+
+def named_check_not_run(status: str) -> str:
+    return f"not run: the candidate was {status} first"
