@@ -89,8 +89,9 @@ def check_flags(sp: argparse.ArgumentParser) -> None:
     """Named checks (issue 43), the same for ``repo add`` and ``repo set``: in the order given, run in parallel."""
     sp.add_argument("--check", action="append", type=named_check(True), dest="checks", metavar="NAME=COMMAND",
                     help="a named check, required to pass (repeatable, replaces the named checks): each runs on its "
-                    "own verifier slot, at the same time as the others, with the repository's setup, caches and "
-                    "--timeout; the first one also runs the change's own tests")
+                    "own verifier slot, at the same time as the others, with the repository's setup, caches, "
+                    "report and --timeout unless --check-setup, --check-cache, --check-report or --check-timeout "
+                    "give it its own; the first one also runs the change's own tests")
     sp.add_argument("--optional-check", action="append", type=named_check(False), dest="checks",
                     metavar="NAME=COMMAND", help="a named check whose failure is shown but does not block (repeatable)")
     sp.add_argument("--check-timeout", action="append", type=check_rule("--check-timeout", True),
