@@ -118,15 +118,37 @@ CHECK_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
 MAX_CHECKS = 10
 
 
+def _own(field: str, kind: type) -> Any:
+    """A check's own value of the repository's rule ``field``: of the rule's type, checked by the rule's check."""
+    def check(v: Any) -> Any:
+        if not isinstance(v, kind) or (isinstance(v, list) and not all(isinstance(p, str) for p in v)):
+            raise Invalid(say.check_own_wrong_type(field), field="checks")
+        return CHECKS[field](list(v) if isinstance(v, list) else v)
+    return check
+
+
+# What one named check may set for itself (issue 43: "its own timeout, cache, setup and report"), each overriding
+# the repository's rule for that check only and checked as that rule is (``CHECKS``); absent or None: the repository's.
+OWN_RULES: dict[str, Any] = {
+    "timeout_s": None,  # checked in ``check_checks`` (say.check_bad_timeout)
+    "setup": _own("setup_command", str),
+    "cache_paths": _own("cache_paths", list),
+    "cache_key": _own("cache_key", list),
+    "report": _own("report", str),
+}
+
+
 def check_checks(v: list[Any]) -> list[dict[str, Any]]:
     """A repository's named checks (``--check NAME=COMMAND``), normalized: each ``{name, command, required,
-    timeout_s}`` (``required`` true unless given; ``timeout_s`` None: the repository's ``verifier_timeout_s``), names
-    short slugs and unique, at most ``MAX_CHECKS``. ``[]``: no named checks (the verifier command is the check)."""
+    timeout_s}`` (``required`` true unless given; ``timeout_s`` None: the repository's ``verifier_timeout_s``), and
+    the check's own ``setup``, ``cache_paths``, ``cache_key`` and ``report`` where it gives them (``OWN_RULES``:
+    each checked as the repository's rule of that name; absent: the repository's), names short slugs and unique, at
+    most ``MAX_CHECKS``. ``[]``: no named checks (the verifier command is the check)."""
     out: list[dict[str, Any]] = []
     for c in v:
         if not isinstance(c, dict):
             raise Invalid(say.check_not_a_record(c), field="checks")
-        extra = sorted(set(c) - {"name", "command", "required", "timeout_s"})
+        extra = sorted(set(c) - {"name", "command", "required", *OWN_RULES})
         if extra:
             raise Invalid(say.check_unknown_key(extra[0]), field="checks")
         name, command = c.get("name"), c.get("command")
@@ -142,7 +164,12 @@ def check_checks(v: list[Any]) -> list[dict[str, Any]]:
             raise Invalid(say.check_bad_timeout(name), field="checks")
         if any(o["name"] == name for o in out):
             raise Invalid(say.check_twice(name), field="checks")
-        out.append({"name": name, "command": command, "required": required, "timeout_s": timeout})
+        try:
+            own = {k: None if c.get(k) is None else OWN_RULES[k](c[k]) for k in OWN_RULES if k != "timeout_s"}
+        except Invalid as e:
+            raise Invalid(say.check_own_invalid(name, e.message), field="checks") from e
+        out.append({"name": name, "command": command, "required": required, "timeout_s": timeout,
+                    **{k: v for k, v in own.items() if v is not None}})
     if len(out) > MAX_CHECKS:
         raise Invalid(say.too_many_checks(MAX_CHECKS), field="checks")
     if out and not any(c["required"] for c in out):

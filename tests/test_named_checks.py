@@ -22,14 +22,16 @@ from typing import Any
 
 import httpx
 import psycopg
+import pygit2
 import pytest
 
 from mergebot.auth import Role
-from mergebot.cli.admin import cmd_repo_add, rules_given
+from mergebot.cli import main
+from mergebot.cli.admin import cmd_repo_add, rules_given, with_check_rules
 from mergebot.cli.parser import build_parser
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
-from mergebot.landing.judge import told
+from mergebot.landing.judge import runs, told
 from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.models import Candidate, Repo
 from mergebot.rules import Rules, RulesChange
@@ -38,9 +40,11 @@ from tests.test_github_app import AppFleet, final_check_run
 from tests.test_github_app import app_fleet as app_fleet  # the fixtures, shared with the GitHub App's tests
 from tests.test_github_app import forge as forge
 from tests.test_github_app import keys as keys
+from verifier import cache as caches
 from verifier import checks as named
 from verifier import outcomes
 from verifier.result import Result
+from verifier.spec import CheckSpec
 
 TREE = "a" * 40
 
@@ -116,6 +120,51 @@ def test_a_bad_named_check_is_a_sentence_naming_the_rule(checks: list[dict[str, 
         assert words in e.value.message and e.value.detail["field"] == "checks", e.value.message
 
 
+@pytest.mark.parametrize(("own", "words"), [
+    ({"setup": " "}, "check 'lint': --setup is a command of 1 to 4000 characters"),
+    ({"setup": 3}, "check 'lint': its setup_command is text"),
+    ({"cache_paths": ["../up"]}, "check 'lint': cache_paths '../up' is not a path inside the checkout"),
+    ({"cache_paths": ".venv"}, "check 'lint': its cache_paths is a list of paths"),
+    ({"cache_key": [".git/x"]}, "check 'lint': cache_key '.git/x' is not a path inside the checkout"),
+    ({"cache_paths": [f"c{i}" for i in range(21)]}, "cache_paths: at most 20 paths"),
+    ({"report": "nose"}, "check 'lint': --report is pytest or junit:PATH"),
+    ({"report": "junit:/abs.xml"}, "check 'lint': --report is pytest or junit:PATH"),
+])
+def test_a_check_s_own_rules_are_checked_as_the_repository_s(own: dict[str, Any], words: str) -> None:
+    with pytest.raises(Invalid) as e:
+        Rules.of(verifier_command="true", checks=[{"name": "lint", "command": "ruff", **own}])
+    assert words in e.value.message and e.value.detail["field"] == "checks", e.value.message
+
+
+def test_a_check_s_own_rules_override_the_repository_s_for_that_check_only(tmp_path: Path) -> None:
+    checks = [{"name": "unit", "command": "pytest", "setup": None},
+              {"name": "lint", "command": "ruff .", "timeout_s": 5, "setup": "pip install ruff",
+               "cache_paths": [".ruff_cache"], "cache_key": ["ruff.toml"], "report": "junit:out.xml"}]
+    rules = Rules.of(verifier_command="true", checks=checks, setup_command="make", cache_paths=[".venv"])
+    assert rules.checks[0] == {"name": "unit", "command": "pytest", "required": True, "timeout_s": None}
+    assert rules.checks[1]["setup"] == "pip install ruff" and rules.checks[1]["report"] == "junit:out.xml"
+    repo = Repo(name="x", target_branch="main", verifier_command="true", verifier_timeout_s=60, protected_paths=[],
+                max_push_bytes=1, max_file_bytes=1, root_sha="a" * 40, setup_command="make", cache_paths=[".venv"],
+                checks=rules.checks)
+    unit, lint = (runs.check_spec(repo, "base", named=c) for c in repo.checks)
+    assert (unit.command, unit.timeout_s, unit.report, unit.cache_paths, unit.cache_key) == (
+        "pytest", 60, "pytest", (".venv",), ())
+    assert unit.setup is not None and unit.setup.command == "make" and unit.cache_scope == "unit"
+    assert (lint.command, lint.timeout_s, lint.report, lint.cache_paths, lint.cache_key) == (
+        "ruff .", 5, "junit:out.xml", (".ruff_cache",), ("ruff.toml",))
+    assert lint.setup is not None and lint.setup.command == "pip install ruff"
+    assert CheckSpec.from_json(lint.as_json()) == lint  # as a job carries it to a worker
+    # one line of cache generations per check: two checks with the same paths never share (or overwrite) one
+    src = make_project(tmp_path / "src")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True).stdout.strip()
+    bare = pygit2.Repository(str(src))
+    keys = {scope: caches.key_of(bare, head, caches.Request(tmp_path, (".venv",), scope=scope))
+            for scope in ("", "unit", "lint")}
+    assert len(set(keys.values())) == 3
+    plain = runs.check_spec(Repo(**{**repo.__dict__, "checks": []}), "base")
+    assert plain.cache_scope == "" and plain.as_json()["cache"].get("scope") is None  # a single check: as before
+
+
 def test_check_flags_keep_their_order_and_name_the_group() -> None:
     parser = build_parser()
     add = parser.parse_args(["repo", "add", "demo", "--check", "unit=pytest -q", "--optional-check",
@@ -136,6 +185,31 @@ def test_check_flags_keep_their_order_and_name_the_group() -> None:
     other = Repo(**{**plain.__dict__, "checks": [{**rules.checks[0], "command": "pytest -x"}, *rules.checks[1:]]})
     assert other.check_command != repo.check_command  # changed checks never reuse the old ones' baselines
     assert plain.check_command == "true" and plain.main_check == "true"
+
+
+def test_each_check_s_own_rule_flags_name_a_check_or_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    args = parser.parse_args(["repo", "add", "demo", "--check", "unit=pytest", "--check", "lint=ruff .",
+                              "--check-timeout", "lint=30", "--check-setup", "lint=pip install ruff",
+                              "--check-cache", "lint=.ruff_cache", "--check-cache", "lint=.cache/ruff",
+                              "--check-report", "unit=junit:out.xml"])
+    given = with_check_rules(args, rules_given(args)["checks"])
+    assert given == [{"name": "unit", "command": "pytest", "required": True, "report": "junit:out.xml"},
+                     {"name": "lint", "command": "ruff .", "required": True, "timeout_s": 30,
+                      "setup": "pip install ruff", "cache_paths": [".ruff_cache", ".cache/ruff"]}]
+    assert Rules.of(verifier_command="true", checks=given).checks[1]["cache_paths"] == [".ruff_cache", ".cache/ruff"]
+    with pytest.raises(SystemExit):  # not NAME=SECONDS: argparse says so and exits 2
+        parser.parse_args(["repo", "add", "demo", "--check", "unit=pytest", "--check-timeout", "unit=soon"])
+    assert "--check-timeout takes NAME=SECONDS" in capsys.readouterr().err
+    for argv, known in ((["repo", "add", "demo", "--check", "unit=pytest", "--check-timeout", "lint=5"],
+                         "its named checks are unit"),
+                        (["repo", "add", "demo", "--verifier", "pytest", "--check-setup", "lint=make"],
+                         "the repository has no named checks")):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert "names 'lint', which is no named check" in err and known in err, err
 
 
 # -- the group's jobs in the store ---------------------------------------------------------------------------------
@@ -329,3 +403,92 @@ async def test_each_named_check_gets_a_check_run_of_its_own(app_fleet: AppFleet)
         assert len(sent) == 1 and sent[0]["head_sha"] == status.sha, sent  # made once, completed
         assert sent[0]["conclusion"] == conclusion and sent[0]["external_id"] == f"{cand['id']}:{name}", sent[0]
         assert sent[0]["output"]["title"].startswith(f"{name}: {'pass' if name == 'unit' else 'fail'}")
+
+
+# -- each check's own rules, and a flaky check re-run alone ---------------------------------------------------------
+
+BUILT = "test -e built.txt"  # passes only where its own setup ran
+PLAIN = "test ! -e built.txt && printf '<testsuite><testcase classname=\"plain\" name=\"t\"/></testsuite>' > r.xml"
+SLOW = "test ! -e SLOW.txt || sleep 30"
+
+
+async def test_each_check_has_its_own_rules_and_a_flaky_check_is_re_run_alone(e2e_db: Database, e2e_db_url: str,
+                                                                             tmp_path: Path) -> None:
+    """``repo add`` with four checks, each with rules of its own (``--check-setup``, ``--check-report``,
+    ``--check-cache``, ``--check-timeout``); a change that makes ``slow`` sleep fails as a timeout naming it after
+    ``slow``'s own 2 s (the others keep the repository's 60 s); a check that fails once and passes again (a marker
+    outside the checkout) is retried alone: the candidate lands as flaky, and the checks that passed ran once."""
+    flag = tmp_path / "flaked-once"
+    flaky = f"test ! -e FLAKY.txt || test -e {flag} || {{ touch {flag}; exit 1; }}"
+    data, tokens = tmp_path / "data", {}
+    for name, role in (("ann", Role.AGENT), ("bob", Role.AGENT), ("cat", Role.AGENT)):
+        _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
+    env = {**os.environ, "MERGEBOT_DATABASE_URL": e2e_db_url, "MERGEBOT_DATA_DIR": str(data)}
+    out = subprocess.run([sys.executable, "-m", "mergebot", "repo", "add", "demo", "--from",
+                          str(make_project(tmp_path / "src")), "--check", f"built={BUILT}", "--check",
+                          f"plain={PLAIN}", "--check", f"slow={SLOW}", "--check", f"flaky={flaky}",
+                          "--check-setup", "built=touch built.txt", "--check-report", "plain=junit:r.xml",
+                          "--check-cache", "plain=.plain-cache", "--check-timeout", "slow=2", "--timeout", "60",
+                          "--window", "1", "--batch", "1"], env=env, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "built (required, setup: touch built.txt): test -e built.txt" in out.stdout, out.stdout
+    assert "slow (required, 2 s): " in out.stdout and "report: junit:r.xml" in out.stdout
+    for argv, code in ((["--check-timeout", "flaky=50", "--check-setup", "plain=true"], 0),
+                       (["--check-timeout", "flaky=60", "--check-timeout", "nope=3"], 2)):
+        set_ = subprocess.run([sys.executable, "-m", "mergebot", "repo", "set", "demo", *argv], env=env,
+                              capture_output=True, text=True, check=False)
+        assert set_.returncode == code, set_.stderr[-2000:]
+    assert "--check-timeout names 'nope', which is no named check" in set_.stderr, set_.stderr
+    kept = {c["name"]: c for c in (await e2e_db.repos.get_repo("demo")).checks}  # on the repository's checks
+    assert kept["flaky"]["timeout_s"] == 50 and kept["plain"]["setup"] == "true" and kept["slow"]["timeout_s"] == 2
+    await e2e_db.repos.update_repo("demo", RulesChange.of(checks=[  # back as added
+        kept["built"], {**kept["plain"], "setup": None}, kept["slow"], {**kept["flaky"], "timeout_s": None}]))
+    bot = BotProcess(e2e_db_url, data).start(MERGEBOT_VERIFIER_WORKERS="3", MERGEBOT_VERIFIER_SANDBOX="none")
+    fleet = Fleet(bot, e2e_db, tokens, tmp_path / "work")
+    try:
+        subs = [(await fleet.db.subtasks.create_subtask(actor_id=None, title=t))[0] for t in ("ok", "slow", "flaky")]
+        await fleet.db.repos.set_paused(repo="demo", paused=True, reason="collecting a queue")
+        fleet.start_and_push("ann", {"ok.py": "X = 1\n"})
+        fleet.start_and_push("bob", {"SLOW.txt": "zzz\n"})
+        _, _, flaky_sha = fleet.start_and_push("cat", {"FLAKY.txt": "once\n"})
+        await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
+        ok, slow, flaked = (s.id for s in subs)
+        got = await settled(fleet, [ok, slow, flaked])
+        assert got == {ok: "landed", slow: "running", flaked: "landed"}, got
+
+        # each child's own spec: the setup for built only, plain's report and cache, slow's timeout
+        cand = Candidate.from_row((await fleet.db.landing.candidates(subtask_id=ok, limit=1))[0])
+        parent = next(j for j in await fleet.db.jobs.jobs(candidate_id=cand.id, limit=50) if j["is_group"])
+        kids = {k.check_name: k for k in await fleet.db.jobs.children(parent["id"])}
+        assert {n: k.timeout_s for n, k in kids.items()} == {"built": 60, "plain": 60, "slow": 2, "flaky": 60}
+        assert (kids["built"].cache or {})["setup"] == "touch built.txt" and kids["flaky"].cache is None
+        assert (kids["plain"].cache or {})["paths"] == [".plain-cache"] and kids["plain"].cache["setup"] is None
+        assert kids["plain"].cache["scope"] == "plain" and (kids["plain"].sandbox or {})["report"] == "junit:r.xml"
+        assert (kids["built"].sandbox or {})["report"] == "pytest"
+        assert (kids["plain"].result or {})["tests"]["source"] == "junit"  # plain's own report was read
+        assert all(k.outcome == "pass" for k in kids.values()), {n: k.outcome for n, k in kids.items()}
+
+        # slow's own timeout decides, and the verdict names it
+        late = Candidate.from_row((await fleet.db.landing.candidates(subtask_id=slow, limit=1))[0])
+        verdict = await told.candidate_verdict(fleet.db, late)
+        assert verdict.kind == "check_timeout" and "the required check `slow`" in verdict.message, verdict
+        timed = {c["name"]: c["outcome"] for c in late.verifier["checks"]}
+        assert timed == {"built": "pass", "plain": "pass", "slow": "timeout", "flaky": "pass"}, timed
+
+        # the flaky check alone ran again: the others kept their first result, each ran once on that commit
+        flaky_cand = Candidate.from_row((await fleet.db.landing.candidates(subtask_id=flaked, limit=1))[0])
+        landed = next(r for r in await fleet.db.landing.landed(repo="demo") if r.subtask_id == flaked)
+        assert landed.verifier_result == "flaky", landed
+        jobs = await fleet.db.jobs.jobs(candidate_id=flaky_cand.id, limit=100)
+        retry = next(j for j in jobs if j["is_group"] and j["purpose"] == "retry")
+        again = {k.check_name: k for k in await fleet.db.jobs.children(retry["id"])}
+        assert again["flaky"].started_at is not None and again["flaky"].outcome == "pass"
+        assert all(k.started_at is None and k.worker_name is None and k.outcome == "pass"
+                   for n, k in again.items() if n != "flaky"), again
+        runs_of = {n: sum(1 for j in jobs if j["check_name"] == n and j["commit_sha"] == retry["commit_sha"]
+                          and j["started_at"] is not None) for n in ("built", "plain", "slow", "flaky")}
+        assert runs_of == {"built": 1, "plain": 1, "slow": 1, "flaky": 2}, runs_of
+        assert flag.exists() and flaky_sha
+    finally:
+        stop_keepers(tmp_path / "work")
+        bot.stop()

@@ -49,6 +49,7 @@ class Request:
     key_files: tuple[str, ...] = ()  # files whose content keys the cache (lockfiles)
     write: bool = False  # the commit is on main: its run may write the next generation
     pin: int | None = None  # read exactly this generation (a reviewer's re-run of a recorded run), not the newest
+    scope: str = ""  # a named check's name: its generations are its own, never another check's (issue 43)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ def key_of(repo: pygit2.Repository, commit_sha: str, req: Request) -> str:
     """The cache key at a commit: its paths, and each key file's blob id there (or its absence)."""
     tree = repo[commit_sha].peel(pygit2.Commit).tree
     h = hashlib.sha256()
+    if req.scope:  # a named check's line of generations (none: the single check's, keyed as it always was)
+        h.update(f"check {req.scope}\n".encode())
     for p in sorted(req.paths):
         h.update(f"path {p}\n".encode())
     for f in sorted(req.key_files):

@@ -61,6 +61,7 @@ class CheckSpec:
     cache_paths: tuple[str, ...] = ()
     cache_key: tuple[str, ...] = ()
     cache_write: bool = False
+    cache_scope: str = ""  # a named check's name: its own line of cache generations (``cache.Request.scope``)
     plugins: tuple[str, ...] | None = None
     own: Own | None = None
 
@@ -68,7 +69,8 @@ class CheckSpec:
         """Its caches on a worker's disk (``root``: the repository's there); None when it keeps none."""
         if not self.cache_paths:
             return None
-        return caches.Request(root, self.cache_paths, self.cache_key, write=self.cache_write, pin=pin)
+        return caches.Request(root, self.cache_paths, self.cache_key, write=self.cache_write, pin=pin,
+                              scope=self.cache_scope)
 
     def as_json(self) -> dict[str, Any]:
         """The job's columns: ``command``, ``timeout_s``, ``sandbox`` and ``cache`` (None without caches or a
@@ -84,6 +86,8 @@ class CheckSpec:
             cache = {"paths": list(self.cache_paths), "key_files": list(self.cache_key), "write": self.cache_write,
                      "setup": self.setup.command if self.setup else None,
                      "setup_network": bool(self.setup and self.setup.network)}
+            if self.cache_scope:
+                cache["scope"] = self.cache_scope
         timeout = int(self.timeout_s) if float(self.timeout_s).is_integer() else self.timeout_s
         return {"command": self.command, "timeout_s": timeout, "sandbox": sandbox, "cache": cache}
 
@@ -102,6 +106,7 @@ class CheckSpec:
             cache_paths=tuple(p for p in want.get("paths") or [] if isinstance(p, str) and caches.valid_path(p)),
             cache_key=tuple(p for p in want.get("key_files") or [] if isinstance(p, str) and caches.valid_path(p)),
             cache_write=bool(want.get("write")),
+            cache_scope=str(want["scope"]) if isinstance(want.get("scope"), str) else "",
             plugins=tuple(str(p) for p in plugins) if isinstance(plugins, list) else None,
             own=Own(str(own["commit"]), tuple(str(f) for f in own.get("files") or []), bool(own.get("whole")))
             if isinstance(own, dict) and isinstance(own.get("commit"), str) else None)

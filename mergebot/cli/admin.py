@@ -27,7 +27,7 @@ from mergebot.cli.agent import client_from
 from mergebot.cli.render import emit, print_repo
 from mergebot.client import DEFAULT_URL, ApiError
 from mergebot.db.database import Database, open_database
-from mergebot.errors import MergebotError
+from mergebot.errors import Invalid, MergebotError
 from mergebot.logs import configure_logging
 from mergebot.rules import Rules, RulesChange
 from mergebot.settings import Settings
@@ -191,6 +191,7 @@ def cmd_repo_add(args: argparse.Namespace) -> None:
                                app_key_env=args.github_app_key_env, installation_id=args.installation_id)
 
     given = rules_given(args)
+    given["checks"] = with_check_rules(args, given["checks"])
     if not given["verifier_command"]:  # named checks alone: the verifier command is their required ones, glued
         if not given["checks"]:
             raise SystemExit(say.CHECKS_NEED_COMMAND)
@@ -225,6 +226,34 @@ def rules_given(args: argparse.Namespace) -> dict[str, Any]:
             "require_approval": args.require_approval, "checks": args.checks}
 
 
+CHECK_RULES = (("check_timeout", "timeout_s"), ("check_setup", "setup"), ("check_cache", "cache_paths"),
+               ("check_report", "report"))
+
+
+def check_rules_given(args: argparse.Namespace) -> bool:
+    return any(getattr(args, flag, None) for flag, _ in CHECK_RULES)
+
+
+def with_check_rules(args: argparse.Namespace, checks: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """``checks`` (the ones ``--check`` gave, else the repository's) with each check's own rules the command gives
+    (``--check-timeout`` and its kin); a name that is no check of these is refused (``Invalid``: exit 2). None:
+    neither checks nor rules given."""
+    if not check_rules_given(args):
+        return checks
+    out = [dict(c) for c in checks or []]
+    by_name = {c["name"]: c for c in out}
+    caches: dict[str, list[str]] = {}
+    for flag, key in CHECK_RULES:
+        for name, value in getattr(args, flag, None) or []:
+            if name not in by_name:
+                raise Invalid(say.check_rule_unknown("--" + flag.replace("_", "-"), name, sorted(by_name)),
+                              field="checks")
+            caches.setdefault(name, []).append(value) if key == "cache_paths" else by_name[name].update({key: value})
+    for name, paths in caches.items():  # --check-cache, repeatable: the check's cache paths, all of them
+        by_name[name]["cache_paths"] = paths
+    return out
+
+
 def held_out_of(args: argparse.Namespace) -> list[tuple[str, bytes]] | None:
     """The held-out checks ``--held-out DIR`` gives (``[]`` for ``--no-held-out``; None: unchanged)."""
     if args.held_out:
@@ -251,6 +280,11 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
         reset.add("require_approval")
     if args.no_checks:
         given["checks"] = []
+    if check_rules_given(args):  # each named check's own rules: on the checks given, else on the repository's
+        checks = given["checks"]
+        if checks is None:
+            checks = with_db(settings_from(args), lambda db: db.repos.get_repo(args.name)).checks
+        given["checks"] = with_check_rules(args, checks)
     change = RulesChange.of(**{k: v for k, v in given.items() if v != "default"}, reset=reset)
     held = held_out_of(args)
     if not change.given() and held is None:

@@ -72,14 +72,36 @@ def named_check(required: bool) -> Any:
     return parse
 
 
+def check_rule(option: str, number: bool = False) -> Any:
+    """``--check-timeout NAME=SECONDS`` and its kin: (the check's name, the value), for a check given by ``--check``
+    in the same command or already on the repository (``cli.admin.with_check_rules``)."""
+
+    def parse(text: str) -> tuple[str, Any]:
+        name, eq, value = text.partition("=")
+        if not eq or not name.strip() or not value.strip() or (number and not value.strip().isdigit()):
+            raise argparse.ArgumentTypeError(say.check_rule_malformed(option, text))
+        return name.strip(), int(value) if number else value
+
+    return parse
+
+
 def check_flags(sp: argparse.ArgumentParser) -> None:
     """Named checks (issue 43), the same for ``repo add`` and ``repo set``: in the order given, run in parallel."""
     sp.add_argument("--check", action="append", type=named_check(True), dest="checks", metavar="NAME=COMMAND",
                     help="a named check, required to pass (repeatable, replaces the named checks): each runs on its "
-                    "own verifier slot, at the same time as the others, with the repository's setup, caches and "
-                    "--timeout; the first one also runs the change's own tests")
+                    "own verifier slot, at the same time as the others, with the repository's setup, caches, "
+                    "report and --timeout unless --check-setup, --check-cache, --check-report or --check-timeout "
+                    "give it its own; the first one also runs the change's own tests")
     sp.add_argument("--optional-check", action="append", type=named_check(False), dest="checks",
                     metavar="NAME=COMMAND", help="a named check whose failure is shown but does not block (repeatable)")
+    sp.add_argument("--check-timeout", action="append", type=check_rule("--check-timeout", True),
+                    metavar="NAME=SECONDS", help="that named check's own time limit (default: --timeout)")
+    sp.add_argument("--check-setup", action="append", type=check_rule("--check-setup"), metavar="NAME=COMMAND",
+                    help="that named check's own setup, run before it instead of --setup")
+    sp.add_argument("--check-cache", action="append", type=check_rule("--check-cache"), metavar="NAME=PATH",
+                    help="a cache path of that named check's own (repeatable; replaces --cache for it)")
+    sp.add_argument("--check-report", action="append", type=check_rule("--check-report"),
+                    metavar="NAME=pytest|junit:PATH", help="where that named check's tests report (default: --report)")
 
 
 def judge_flags(sp: argparse.ArgumentParser) -> None:

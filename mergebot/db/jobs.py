@@ -45,7 +45,9 @@ class JobStore:
                           sandbox: dict[str, Any] | None = None, children: list[dict[str, Any]] | None = None) -> Job:
         """A verify job; its spec may name paths of a pushed tree (the candidate's own tests): made storable.
         ``children`` (named checks): the job is a group's parent, and each child (``name``, ``command``,
-        ``timeout_s``, ``required``, ``sandbox``) a job of its own, queued in the same transaction."""
+        ``timeout_s``, ``required``, ``sandbox``, its own ``cache`` when it names one) a job of its own, queued in
+        the same transaction; a child ``kept`` (a job's id: a retry re-runs only the checks that failed) is inserted
+        done with that job's outcome and result, and never runs (no worker, no start: nothing counts it as a run)."""
         common = {"repo": repo, "commit_sha": commit_sha, "purpose": purpose, "candidate_id": candidate_id,
                   "landed_id": landed_id, "cache": Jsonb(storable(cache)) if cache is not None else None}
         async with self.sql.tx() as tx:
@@ -55,9 +57,15 @@ class JobStore:
                                check_name=None, required=None)
             assert row is not None
             for child in children or []:
-                await tx.one("job_insert", **common, command=child["command"], timeout_s=child["timeout_s"],
-                             window_width=None, sandbox=Jsonb(storable(child["sandbox"])), is_group=False,
-                             parent_id=row["id"], check_name=child["name"], required=child["required"])
+                mine = {**common, "cache": Jsonb(storable(child["cache"])) if child.get("cache") else None} \
+                    if "cache" in child else common
+                params = {**mine, "command": child["command"], "timeout_s": child["timeout_s"], "window_width": None,
+                          "sandbox": Jsonb(storable(child["sandbox"])), "is_group": False, "parent_id": row["id"],
+                          "check_name": child["name"], "required": child["required"], "kept": child.get("kept")}
+                if not child.get("kept") or await tx.one("job_insert_kept", **params) is None:
+                    await tx.one("job_insert", **params)  # run: nothing to keep (or the kept run is gone)
+            if any(child.get("kept") for child in children or []):
+                await self.settle_group(row["id"], tx)
         return Job.from_row(row)
 
     async def children(self, job_id: int) -> list[Job]:

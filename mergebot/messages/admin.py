@@ -155,4 +155,26 @@ def check_line(check: dict[str, object]) -> str:
     """One named check as ``repo add`` / ``repo set`` print it."""
     timeout = f", {check['timeout_s']} s" if check.get("timeout_s") else ""
     kind = "required" if check.get("required", True) else "optional"
-    return f"{check.get('name')} ({kind}{timeout}): {check.get('command')}"
+    own = "".join(f", {word} {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                  for word, v in (("setup:", check.get("setup")), ("cache:", check.get("cache_paths")),
+                                  ("cache key:", check.get("cache_key")), ("report:", check.get("report"))) if v)
+    return f"{check.get('name')} ({kind}{timeout}{own}): {check.get('command')}"
+
+
+def check_own_wrong_type(field: str) -> str:
+    return f"its {field} is {'a list of paths' if field in ('cache_paths', 'cache_key') else 'text'}"
+
+
+def check_own_invalid(name: str, why: str) -> str:
+    return f"check {name!r}: {why} (a check's own rule, given for that check only)"
+
+
+def check_rule_malformed(option: str, given: str) -> str:
+    value = "SECONDS" if option == "--check-timeout" else "PATH" if option == "--check-cache" else "VALUE"
+    return f"{option} takes NAME={value}, the name of a named check and its own value, not {given!r}"
+
+
+def check_rule_unknown(option: str, name: str, checks: list[str]) -> str:
+    known = f"its named checks are {', '.join(checks)}" if checks else "the repository has no named checks"
+    return (f"{option} names {name!r}, which is no named check: give a check's name from --check or "
+            f"--optional-check ({known})")

@@ -10,6 +10,18 @@ VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(can
         %(cache)s, %(window_width)s, %(sandbox)s, %(is_group)s, %(parent_id)s, %(check_name)s, %(required)s)
 RETURNING *;
 
+-- name: job_insert_kept
+-- A group's child that keeps another run's result (a retry re-runs only the checks that failed): done at once with
+-- that job's outcome, result and tree, never started (no worker, no start: the charts and the cost count no run).
+INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id, cache,
+                         window_width, sandbox, is_group, parent_id, check_name, required,
+                         status, outcome, result, tree_sha, finished_at)
+SELECT %(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(candidate_id)s, %(landed_id)s,
+       %(cache)s, %(window_width)s, %(sandbox)s, %(is_group)s, %(parent_id)s, %(check_name)s, %(required)s,
+       'done', k.outcome, k.result, k.tree_sha, now()
+FROM verify_jobs k WHERE k.id = %(kept)s AND k.status = 'done' AND k.result IS NOT NULL
+RETURNING *;
+
 -- name: job_claim
 -- Candidate runs first: they move main. Then the runs that judge a candidate that failed (its retry, main's
 -- base check), which only decide that candidate's verdict; while a speculation window refills they would take

@@ -123,10 +123,12 @@ def _judged(path: Path, repo: Repo, main: str, merged: str, members: tuple[Membe
 
 
 async def start(ctx: Context, repo: Repo, judging: Judging, purpose: str, *, candidate_id: int,
-                window_width: int | None = None) -> int:
-    """The job of a judging run (and of the candidate's own tests after it): its id."""
+                window_width: int | None = None, again: Result | None = None) -> int:
+    """The job of a judging run (and of the candidate's own tests after it): its id. ``again``: the run this one
+    retries (named checks: only its required checks that did not pass run again, ``runs.kept_checks``)."""
     return await runs.start_check(ctx, repo, judging.sha, purpose, candidate_id=candidate_id,
-                                  window_width=window_width, sandbox=judging.spec())
+                                  window_width=window_width, sandbox=judging.spec(),
+                                  kept=runs.kept_checks(repo, judging.sha, again))
 
 
 async def judge(ctx: Context, repo: Repo, judging: Judging, run: Result) -> Judged:
@@ -188,9 +190,11 @@ async def held_finished(ctx: Context, repo: Repo, judged: Judged, job: Job) -> J
 
 
 async def run(ctx: Context, repo: Repo, judging: Judging, purpose: str, *, candidate_id: int,
-              window_width: int | None = None) -> Judged:
-    """The four steps in a row for one judging run, waiting for each job: what the verdict reads."""
-    job_id = await start(ctx, repo, judging, purpose, candidate_id=candidate_id, window_width=window_width)
+              window_width: int | None = None, again: Result | None = None) -> Judged:
+    """The four steps in a row for one judging run, waiting for each job: what the verdict reads (``again``: the
+    run a retry repeats, ``start``)."""
+    job_id = await start(ctx, repo, judging, purpose, candidate_id=candidate_id, window_width=window_width,
+                         again=again)
     job = await ctx.db.jobs.wait_job(job_id, timeout=runs.run_limit(ctx, repo))
     judged, held = await finished(ctx, repo, judging, runs.result_of(repo, judging.sha, job), candidate_id=candidate_id)
     if held is None:

@@ -65,7 +65,7 @@ async def verify(ctx: Context, repo: Repo, cand: Candidate, merge: git.Merge, ma
             return step.deciding, step.outcome, record
         record.setdefault("first", state.first.as_json())
         if step.action == "retry":
-            retry = await judge.run(ctx, repo, judging, "retry", candidate_id=cand.id)
+            retry = await judge.run(ctx, repo, judging, "retry", candidate_id=cand.id, again=state.first.run)
             state = verdict.Runs(state.first, retry=retry)
             record["retry"] = retry.as_json()
         elif step.action == "base":

@@ -38,12 +38,13 @@ async def start(ctx: Context, repo: Repo, window: Window, slot: Speculation) -> 
 
 async def approved_run(ctx: Context, slot: Speculation) -> int | None:
     """The passing run an approved candidate waited with, when it checked the very tree this slot's run would
-    (the same merge on the same main, with main's tests): its job id; None when it must run again."""
+    (the same merge on the same main, with main's tests): its job id (a group's, never one check's); None when it must
+    run again."""
     if (slot.cand.verdict or {}).get("kind") != "awaiting_approval" or slot.judging is None:
         return None
     for job in await ctx.db.jobs.jobs(candidate_id=slot.cand.id, limit=20):
         if job["purpose"] in ("candidate", "retry") and job["status"] == "done" and job["outcome"] == "pass" \
-                and (job["result"] or {}).get("tree_sha") == slot.judging.tree:
+                and job.get("parent_id") is None and (job["result"] or {}).get("tree_sha") == slot.judging.tree:
             return int(job["id"])
     return None
 
