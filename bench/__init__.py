@@ -6,7 +6,8 @@ topic's main benchmark (its code in ``bench/<topic>/run.py``), ``python -m bench
 
 * ``fleet``: the whole system under a fleet of agents (``coordination``, ``pooler``, ``window_model``);
 * ``claims``: the claim cycle's throughput (``cost``: what each part of a claim costs);
-* ``landing``: the bot's own cost per landing (``chain``, ``replay``: the time between landings, a real-size replay);
+* ``landing``: the bot's own cost per landing (``chain``, ``replay``, ``named_checks``: the time between landings, a
+  real-size replay, named checks in parallel against the same commands glued into one);
 * ``load``: agents claiming and heart-beating against one server;
 * ``pages``: the pages on the server (``history``: charts and metrics on a long history);
 * ``judge``: judging with main's tests (``outcomes``, ``tamper``: per-test outcomes, the tamper signal);

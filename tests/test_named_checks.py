@@ -28,8 +28,8 @@ import pytest
 
 from mergebot.auth import Role
 from mergebot.cli import main
-from mergebot.cli.admin import cmd_repo_add, rules_given, with_check_rules
 from mergebot.cli.parser import build_parser
+from mergebot.cli.repos import cmd_repo_add, rules_given, with_check_rules
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
 from mergebot.landing.judge import runs, told
@@ -347,7 +347,7 @@ async def test_named_checks_run_in_parallel_and_the_failing_required_one_is_name
                                                                     ("style", False, STYLE)]
     assert all(k.status == "done" and k.outcome == "pass" and k.started_at and k.finished_at for k in kids)
     # the three were queued together, in one statement, each a job any free worker may take: they run at the same
-    # time as far as the worker slots allow (how much time that saves is bench/named_checks.py's figure; here a
+    # time as far as the worker slots allow (how much time that saves is bench/landing/named_checks.py's figure; here a
     # wall-clock overlap, or three distinct workers, would hang on how fast this machine's workers claim them)
     assert len({k.created_at for k in kids}) == 1 and kids[0].created_at is not None, [k.created_at for k in kids]
     assert all(k.worker_name for k in kids)

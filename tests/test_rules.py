@@ -81,7 +81,7 @@ def test_queue_rules_fall_back_to_the_server_s_and_a_repository_s_own_win() -> N
 
 
 def test_repo_add_and_repo_set_read_the_same_rules_flags() -> None:
-    from mergebot.cli.admin import rules_given
+    from mergebot.cli.repos import rules_given
 
     parser = build_parser()
     add = parser.parse_args(["repo", "add", "demo", "--verifier", "true", "--window", "1", "--batch", "1",

@@ -20,6 +20,7 @@ from mergebot.api.errors import BodyLimit, install_handlers
 from mergebot.api.routers import board, hooks, jobs, landing, subtasks, views, webhooks
 from mergebot.api.services import Services
 from mergebot.settings import Settings
+from mergebot.web import login as web_login
 from mergebot.web import routes as web_pages
 from mergebot.web import trends as web_trends
 from mergebot.web.deps import LoginRequired, login_redirect
@@ -45,7 +46,7 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
     app.add_exception_handler(LoginRequired, login_redirect)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     for router in (subtasks.router, board.router, landing.router, jobs.router, hooks.router, webhooks.router,
-                   web_pages.router, web_trends.router, views.router):
+                   web_login.router, web_pages.router, web_trends.router, views.router):
         app.include_router(router)
     app.mount("/git", services.git)
 

@@ -11,8 +11,8 @@ import re
 from typing import Any
 
 from mergebot import messages as say
-from mergebot.cli.admin import cmd_repo_add, cmd_repo_set
 from mergebot.cli.agent import cmd_repo_hold, cmd_repo_list
+from mergebot.cli.repos import cmd_repo_add, cmd_repo_set
 
 RISK_HELP = ("order and batch the queue by each candidate's estimated failure probability: the safer of two equal "
              "candidates first, likely passes batched together, a likely failure run alone, a failed batch's likeliest "
@@ -74,7 +74,7 @@ def named_check(required: bool) -> Any:
 
 def check_rule(option: str, number: bool = False) -> Any:
     """``--check-timeout NAME=SECONDS`` and its kin: (the check's name, the value), for a check given by ``--check``
-    in the same command or already on the repository (``cli.admin.with_check_rules``)."""
+    in the same command or already on the repository (``cli.repos.with_check_rules``)."""
 
     def parse(text: str) -> tuple[str, Any]:
         name, eq, value = text.partition("=")

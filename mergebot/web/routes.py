@@ -1,5 +1,5 @@
-"""The pages' router: login, the pages, the logs, the live queue stream and the one admin action (the charts and
-the timeline are ``mergebot.web.trends``).
+"""The pages' router (login is ``mergebot.web.login``; the charts and the timeline ``mergebot.web.trends``): the
+pages, the logs, the live queue stream and the one admin action.
 
 Every page handler takes who is looking (``deps.Who``: from the cookie, re-authenticated on every request); a
 visitor is sent to /login and sees nothing else. Then it reads (``db.pages``, ``mergebot.db.pages``), shapes
@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
@@ -28,7 +27,8 @@ from mergebot.landing.judge import heldout, told, verdicts
 from mergebot.landing.main.repos import hold
 from mergebot.web import charts as drawn
 from mergebot.web import diffstat, graph, live, present, render, session
-from mergebot.web.deps import Site, Visitor, Who
+from mergebot.web.deps import Site, Who
+from mergebot.web.login import read_form
 from mergebot.web.session import Viewer
 
 router = APIRouter(include_in_schema=False)
@@ -37,24 +37,8 @@ TREE_FIRST_LEVEL = 50  # first-level nodes per tree page
 TREE_DEPTH, TREE_MAX_DEPTH = 3, 5
 GLANCE_CHILDREN = 50  # children with a progress bar on a subtask's page
 BLOCKING_NODES, BLOCKING_HOPS = 60, 6  # the blocking graph's bound
-MAX_FORM_BYTES = 16 * 1024  # our forms hold a token, a CSRF token and a path
 QUEUE_CHARTS = ("depth", "landings", "failures")  # the last hour's, on the queue page (the rest on /ui/charts)
 QUEUE_CHART_WIDTH = 440  # drawn narrower than on /ui/charts: three abreast, their text stays readable
-
-
-async def _form(request: Request) -> dict[str, str] | None:
-    """A URL-encoded form body, read up to ``MAX_FORM_BYTES`` (None when it is longer). The API's body limit
-    covers /api/ only, and anyone may post to /login."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM_BYTES:
-            return None
-    try:
-        fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=20)
-    except ValueError:  # more fields than any of our forms has
-        return None
-    return {k: v[0] for k, v in fields.items()}
 
 
 def _id(value: str) -> int | None:
@@ -75,58 +59,6 @@ async def _diffs(root: Path, rows: list[dict[str, Any]]) -> dict[int, diffstat.D
     keys = {r["id"]: (r["repo"], r["base_sha"], r["merged_sha"]) for r in rows}
     found = await asyncio.to_thread(diffstat.summaries, root, list(keys.values()))
     return {i: found[k] for i, k in keys.items()}
-
-
-# -- login ----------------------------------------------------------------------------------------------------
-
-
-@router.get("/")
-async def home(who: Visitor) -> Response:
-    return RedirectResponse("/ui/landed" if who else "/login", status_code=303)
-
-
-@router.get("/login")
-async def login_form(request: Request, who: Visitor) -> Response:
-    return render.html(request, "login.html", None, next=present.safe_next(request.query_params.get("next")),
-                       message=f"You are logged in as {who.agent.name}; log in again to switch." if who else "")
-
-
-@router.post("/login")
-async def login(request: Request, site: Site) -> Response:
-    form = await _form(request)
-    if form is None:
-        return render.html(request, "login.html", None, http_status=413, next="/ui/landed",
-                           message="That is not a token: paste only the token.")
-    token, target = form.get("token", "").strip(), present.safe_next(form.get("next"))
-    origin = request.headers.get("origin")
-    if origin and not session.same_origin(session.own_origin(request), origin, None):
-        return render.html(request, "login.html", None, http_status=403, next=target,
-                           message="This form was sent from another site; log in from this page.")
-    agent = await site.db.agents.authenticate(token) if token and len(token) <= session.MAX_TOKEN else None
-    if agent is None:
-        return render.html(request, "login.html", None, http_status=401, next=target,
-                           message="Unknown or revoked token. Paste the whole token, mb_ included.")
-    response = RedirectResponse(target, status_code=303)
-    session.start_session(response, request, token)
-    return response
-
-
-@router.get("/logout")
-async def logout_form(request: Request, who: Visitor) -> Response:
-    if who is None:
-        return RedirectResponse("/login", status_code=303)
-    return render.message(request, who, 200, "Log out", f"Log out {who.agent.name} from these pages?",
-                          action="/logout", action_label="Log out")
-
-
-@router.post("/logout")
-async def logout(request: Request, who: Visitor) -> Response:
-    form = await _form(request) or {}
-    if who is not None and not session.post_allowed(request, who, form.get(session.CSRF_FIELD)):
-        return render.message(request, who, 403, "Refused", "This form did not come from this site's pages.")
-    response = RedirectResponse("/login", status_code=303)
-    session.end_session(response, request)
-    return response
 
 
 @router.get("/ui/static/{name}")
@@ -267,7 +199,7 @@ async def queue_events(request: Request, who: Who, site: Site) -> Response:
 @router.post("/ui/repos/{name}/{action}")
 async def repo_action(name: str, action: str, request: Request, who: Who, site: Site) -> Response:
     """Pause or resume landing on a repository: admins only, from this site's own form."""
-    form = await _form(request) or {}
+    form = await read_form(request) or {}
     if not session.post_allowed(request, who, form.get(session.CSRF_FIELD)):
         return render.message(request, who, 403, "Refused", "This form did not come from this site's pages "
                               "(its origin or its CSRF token is wrong). Reload the page and try again.")

@@ -11,8 +11,8 @@ Printed: the median push to landed of each, and the ratio named / glued (expecte
 bot's share). Prints figures; asserts nothing about timing. Run from the repository root (once: the machine may be
 shared)::
 
-    python -m bench.named_checks
-    python -m bench.named_checks --landings 3 --durations 1,2,3
+    python -m bench.landing.named_checks
+    python -m bench.landing.named_checks --landings 3 --durations 1,2,3
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def push_to_landed(url: str) -> dict[str, list[float]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.named_checks", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.landing.named_checks", description=__doc__.split("\n\n")[0])
     ap.add_argument("--landings", type=int, default=5, help="landings measured in each repository")
     ap.add_argument("--durations", default="1,2,3", help="the checks' seconds, comma-separated")
     ap.add_argument("--workers", type=int, default=3, help="verifier workers in mergebot serve")
