@@ -146,12 +146,7 @@ def run_demo(data_dir: Path | None = None) -> None:
             return await bootstrap(db)
 
     tokens = asyncio.run(prepared())
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=settings.port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
+    server, thread = serve_in_thread(settings)
     url = f"http://127.0.0.1:{settings.port}"
     print(tell.line("serving", url=url))
     root = data_dir / "worktrees"
@@ -165,6 +160,17 @@ def run_demo(data_dir: Path | None = None) -> None:
         thread.join(15)
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def serve_in_thread(settings: Settings) -> tuple[uvicorn.Server, threading.Thread]:
+    """The server on ``settings.port`` in a thread of this process, once it serves (stop: ``should_exit``, join)."""
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=settings.port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    return server, thread
 
 
 class Scenes:

@@ -26,16 +26,12 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import uvicorn
-
-from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.db.database import open_database
-from mergebot.demo import free_port, run_demo
+from mergebot.demo import free_port, run_demo, serve_in_thread
 from mergebot.rules import RulesChange
 from mergebot.settings import Settings
 from mergebot.tree import Node, plan
@@ -151,12 +147,7 @@ def main() -> None:
         if settings.sandbox_mode == "bwrap" and bwrap_problem(settings.bwrap) is not None:
             settings.sandbox = "none"  # as the demo did: nothing is checked from here on
         token, root, failed = asyncio.run(prepare(settings))
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=settings.port,
-                                               log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.05)
+        server, thread = serve_in_thread(settings)
         try:
             asyncio.run(shoot(f"http://127.0.0.1:{settings.port}", token, out, root, failed))
         finally:
