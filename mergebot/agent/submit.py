@@ -97,7 +97,8 @@ def follow(client: Client, subtask_id: int, claim_version: int, sha: str, cand_i
                 continue
             cand_id = found["id"]
         left = max(1.0, min(30.0, deadline - time.monotonic()))
-        mine = client.get(f"/api/v1/candidates/{cand_id}", wait=round(left, 1))
+        # the first look answers at once, so a person sees the candidate queued now, not after the first long poll
+        mine = client.get(f"/api/v1/candidates/{cand_id}", wait=0 if progress and mine is None else round(left, 1))
         assert mine is not None
         if progress and mine["status"] != last:
             print(say.candidate_progress(subtask_id, mine["id"], mine["status"]), file=sys.stderr)
