@@ -256,3 +256,27 @@ async def test_the_tamper_signal_names_or_refuses_code_that_reaches_into_the_che
     assert "os._exit(0)" in v["message"] and "--check-changes" in v["next"], v
     out = await push(fleet, "t4", "allowed", {"calc.py": EXIT_EARLY}, check_changes=True)
     assert kind(out) == ("rejected", "tests_weakened"), out
+
+
+async def test_named_checks_hold_the_first_checks_tests_to_mains_whatever_the_others_say(
+        make_fleet: Callable[..., Any]) -> None:
+    """The same trick under named checks (issue 43): code that exits 0 as soon as pytest imports it. The pytest
+    check is one of a group whose other check passes honestly; the group's combined result still holds that check's
+    tests to main's (also a group run), so nothing lands, and what the agent's token reads (the API's record, the
+    candidate page) names the trick and shows each check, never a pass for the silenced one."""
+    from tests.test_judged import candidate_page
+
+    fleet: Fleet = await make_fleet(check_command(), MERGEBOT_RETRY_FAILED_CHECKS="0", repo={"checks": [
+        {"name": "unit", "command": check_command()}, {"name": "lint", "command": "! grep -rq LINTBAD ."}]})
+    before = fleet.main()
+    out = await push(fleet, "n1", "exit when tested, among named checks", {"calc.py": EXIT_EARLY})
+    v = out["verdict"]
+    assert kind(out) == ("rejected", "tests_weakened"), v
+    assert ("calc.py", "exit_at_import") in {(f["path"], f["rule"]) for f in v["suspicious"]}, v["suspicious"]
+    record = fleet.client("ann").get(f"/api/v1/candidates/{out['id']}")
+    checks = {c["name"]: c["outcome"] for c in record["verifier"]["checks"]}
+    assert set(checks) == {"unit", "lint"} and checks["lint"] == "pass", record["verifier"]["checks"]
+    assert record["status"] == "rejected" and record["verdict"]["kind"] == "tests_weakened", record
+    page = await candidate_page(fleet, out["id"])
+    assert 'id="checks"' in page and "<td><code>unit</code></td>" in page and "exit_at_import" in page
+    assert fleet.main() == before  # nothing of it reached main
