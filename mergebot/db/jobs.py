@@ -151,10 +151,12 @@ class JobStore:
         return [(r["path"], bytes(r["content"])) for r in rows]
 
     async def recover_jobs(self, *, grace_seconds: float) -> list[Row]:
-        """Jobs whose worker lost its lease go back to the queue, or end; a group a child of which ended is settled."""
+        """Jobs whose worker lost its lease go back to the queue, or end; then every group still queued whose
+        children have all ended is settled (``job_groups_unsettled``): those this pass ended, and any whose settling
+        a crash cut off, so no group waits for ever."""
         rows = await self.sql.all("job_recover_expired", grace_seconds=grace_seconds)
-        for parent in sorted({r["parent_id"] for r in rows if r.get("parent_id") and r["status"] in OVER}):
-            await self.settle_group(parent)
+        for parent in await self.sql.all("job_groups_unsettled"):
+            await self.settle_group(parent["id"])
         return rows
 
     async def open_on(self, *, repo: str, shas: list[str]) -> dict[str, bool]:

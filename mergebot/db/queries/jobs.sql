@@ -168,6 +168,15 @@ WHERE worker_id IS NOT NULL AND (status = 'running' OR finished_at > now() - mak
 -- A group's parent, locked: its children's finishing writers settle it one at a time.
 SELECT id, status::text AS status, commit_sha, command FROM verify_jobs WHERE id = %(id)s AND is_group FOR UPDATE;
 
+-- name: job_groups_unsettled
+-- Groups still queued though each of their children has ended: the settle of their last child's writer was cut
+-- off (a crash between recovering a child and settling its group). The recovery pass settles them.
+SELECT p.id FROM verify_jobs p
+WHERE p.is_group AND p.status = 'queued'
+  AND EXISTS (SELECT 1 FROM verify_jobs c WHERE c.parent_id = p.id)
+  AND NOT EXISTS (SELECT 1 FROM verify_jobs c WHERE c.parent_id = p.id AND c.status IN ('queued', 'running'))
+ORDER BY p.id LIMIT 1000;
+
 -- name: job_children
 -- A group's children in the declared order of their checks (the order they were queued).
 SELECT * FROM verify_jobs WHERE parent_id = %(id)s ORDER BY id;
