@@ -130,7 +130,7 @@ def _own(field: str, kind: type) -> Any:
 # What one named check may set for itself (issue 43: "its own timeout, cache, setup and report"), each overriding
 # the repository's rule for that check only and checked as that rule is (``CHECKS``); absent or None: the repository's.
 OWN_RULES: dict[str, Any] = {
-    "timeout_s": None,  # checked in ``check_checks`` (say.check_bad_timeout)
+    "timeout_s": None,  # checked in ``check_checks`` (say.check_bad_field)
     "setup": _own("setup_command", str),
     "cache_paths": _own("cache_paths", list),
     "cache_key": _own("cache_key", list),
@@ -155,13 +155,13 @@ def check_checks(v: list[Any]) -> list[dict[str, Any]]:
         if not isinstance(name, str) or not CHECK_NAME.match(name):
             raise Invalid(say.check_bad_name(name), field="checks")
         if not isinstance(command, str) or not 1 <= len(command) <= 4000 or not command.strip():
-            raise Invalid(say.check_bad_command(name), field="checks")
+            raise Invalid(say.check_bad_field(name, "command"), field="checks")
         required, timeout = c.get("required", True), c.get("timeout_s")
         if not isinstance(required, bool):
-            raise Invalid(say.check_bad_required(name), field="checks")
+            raise Invalid(say.check_bad_field(name, "required"), field="checks")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int)
                                     or not 1 <= timeout <= 86400):
-            raise Invalid(say.check_bad_timeout(name), field="checks")
+            raise Invalid(say.check_bad_field(name, "timeout_s"), field="checks")
         if any(o["name"] == name for o in out):
             raise Invalid(say.check_twice(name), field="checks")
         try:

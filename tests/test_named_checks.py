@@ -25,6 +25,7 @@ import httpx
 import psycopg
 import pygit2
 import pytest
+from psycopg.types.json import Jsonb
 
 from mergebot.auth import Role
 from mergebot.cli import main
@@ -36,7 +37,7 @@ from mergebot.landing.judge import runs, told
 from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.models import Candidate, Repo
 from mergebot.rules import Rules, RulesChange
-from tests.support.bot import PYTEST, BotProcess, Fleet, make_project, stop_keepers
+from tests.support.bot import PYTEST, BotProcess, Fleet, make_project, repo_added_by_cli, stop_keepers
 from tests.test_github_app import AppFleet, final_check_run
 from tests.test_github_app import app_fleet as app_fleet  # the fixtures, shared with the GitHub App's tests
 from tests.test_github_app import forge as forge
@@ -269,6 +270,18 @@ async def test_a_group_is_never_claimed_and_finishes_with_its_children(e2e_db: D
     assert {k.status for k in await db.jobs.children(dropped.id)} == {"cancelled"}
     assert (await db.jobs.claim_job(worker_id=None, worker_name="w")) is None
 
+    # a settle cut off (the last child ended, its group's settle never ran, as a crash between the two leaves it):
+    # the next recovery pass settles the group, so the window waiting on it is answered
+    cut = await db.jobs.enqueue_job(repo="demo", commit_sha=sha, command="checks unit", timeout_s=10,
+                                    purpose="manual", children=[child("unit", "u")])
+    with psycopg.connect(e2e_db_url, autocommit=True) as conn:
+        conn.execute("UPDATE verify_jobs SET status = 'done', outcome = 'pass', finished_at = now(), result = %s "
+                     "WHERE parent_id = %s", (Jsonb(result(cut.id + 1, sha, "pass")), cut.id))
+    assert (await db.jobs.get_job(cut.id)).status == "queued"
+    await db.jobs.recover_jobs(grace_seconds=60)
+    settled = await db.jobs.get_job(cut.id)
+    assert (settled.status, settled.outcome) == ("done", "pass"), settled
+
 
 # -- end to end ---------------------------------------------------------------------------------------------------
 
@@ -281,16 +294,11 @@ STYLE = "sleep 1 && ! grep -rq STYLEBAD --include=*.py ."
 async def checked(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
     """Repository ``demo`` added by ``mergebot repo add`` with three named checks (unit and lint required, style
     optional), one candidate at a time and no retry of a failed check; a bot with three verifier workers."""
-    data, tokens = tmp_path / "data", {}
-    for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT), ("cat", Role.AGENT),
-                       ("lead", Role.LEAD)):
-        _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
-    env = {**os.environ, "MERGEBOT_DATABASE_URL": e2e_db_url, "MERGEBOT_DATA_DIR": str(data)}
-    out = subprocess.run([sys.executable, "-m", "mergebot", "repo", "add", "demo", "--from",
-                          str(make_project(tmp_path / "src")), "--check", f"unit={UNIT}", "--check", f"lint={LINT}",
-                          "--optional-check", f"style={STYLE}", "--timeout", "60", "--window", "1",
-                          "--batch", "1", "--no-retry-failures"], env=env, capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr[-2000:]
+    tokens, data, out = await repo_added_by_cli(
+        e2e_db, e2e_db_url, tmp_path, {"root": Role.ADMIN, "ann": Role.AGENT, "bob": Role.AGENT, "cat": Role.AGENT,
+                                       "lead": Role.LEAD},
+        "--check", f"unit={UNIT}", "--check", f"lint={LINT}", "--optional-check", f"style={STYLE}", "--timeout", "60",
+        "--window", "1", "--batch", "1", "--no-retry-failures")
     assert f"  checks: unit (required): {UNIT}, lint (required): {LINT}, style (optional): {STYLE}" in \
         out.stdout.splitlines(), out.stdout
     repo = await e2e_db.repos.get_repo("demo")

@@ -5,9 +5,6 @@ say, the queue rules' fallback to the server's defaults, and, end to end, a repo
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,7 +20,7 @@ from mergebot.errors import Invalid
 from mergebot.landing.main.repos import repos_root
 from mergebot.models import Repo
 from mergebot.rules import CHECK_CONFIG, QueueRules, Rules, RulesChange, queue_rules
-from tests.support.bot import BotProcess, Fleet, check_command, make_project
+from tests.support.bot import BotProcess, Fleet, check_command, repo_added_by_cli
 
 
 def test_a_rule_not_given_takes_its_default() -> None:
@@ -107,15 +104,10 @@ async def wait_landed(db: Database, ids: list[int], bot: BotProcess, timeout: fl
 async def one_at_a_time(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
     """A bot whose own queue is wide (a window of 3, batches of 4, 3 workers), with ``demo`` added by ``mergebot
     repo add --window 1 --batch 1``."""
-    data, tokens = tmp_path / "data", {}
-    for name, role in (("root", Role.ADMIN), ("ann", Role.AGENT), ("bob", Role.AGENT), ("cat", Role.AGENT),
-                       ("rita", Role.REVIEWER)):
-        _, tokens[name] = await e2e_db.agents.add_agent(name=name, role=role)
-    env = {**os.environ, "MERGEBOT_DATABASE_URL": e2e_db_url, "MERGEBOT_DATA_DIR": str(data)}
-    out = subprocess.run([sys.executable, "-m", "mergebot", "repo", "add", "demo", "--from",
-                          str(make_project(tmp_path / "src")), "--verifier", check_command(), "--timeout", "60",
-                          "--window", "1", "--batch", "1"], env=env, capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr[-2000:]
+    tokens, data, out = await repo_added_by_cli(
+        e2e_db, e2e_db_url, tmp_path, {"root": Role.ADMIN, "ann": Role.AGENT, "bob": Role.AGENT, "cat": Role.AGENT,
+                                       "rita": Role.REVIEWER},
+        "--verifier", check_command(), "--timeout", "60", "--window", "1", "--batch", "1")
     said = out.stdout.splitlines()  # the rules not at their default, not a dump of every column
     assert said[0].startswith("repository demo added") and said[-1].endswith("`mergebot repo list --json`"), said
     assert {"  speculation_window: 1", "  batch_size: 1", "  verifier_timeout_s: 60"} <= set(said), said

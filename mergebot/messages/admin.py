@@ -127,16 +127,16 @@ def check_bad_name(name: object) -> str:
             "or digit (for example lint, types, unit)")
 
 
-def check_bad_command(name: str) -> str:
-    return f"check {name!r}: its command is 1 to 4000 characters (--check {name}=COMMAND)"
+# What each field of a named check must be, said when it is not (``check_bad_field``).
+CHECK_FIELDS = {
+    "command": "its command is 1 to 4000 characters (--check {name}=COMMAND)",
+    "required": "required is true or false",
+    "timeout_s": "its timeout is 1 to 86400 seconds (none: the repository's --timeout)",
+}
 
 
-def check_bad_required(name: str) -> str:
-    return f"check {name!r}: required is true or false"
-
-
-def check_bad_timeout(name: str) -> str:
-    return f"check {name!r}: its timeout is 1 to 86400 seconds (none: the repository's --timeout)"
+def check_bad_field(name: str, field: str) -> str:
+    return f"check {name!r}: " + CHECK_FIELDS[field].format(name=name)
 
 
 def check_twice(name: str) -> str:

@@ -232,3 +232,20 @@ async def until(pred: Callable[[], object], timeout: float = 90) -> None:
             return
         await asyncio.sleep(0.2)
     raise AssertionError("condition not met in time")
+
+
+async def repo_added_by_cli(db: Database, url: str, tmp: Path, agents: dict[str, Role],
+                            *flags: str) -> tuple[dict[str, str], Path, subprocess.CompletedProcess[str]]:
+    """``agents`` added (name: role), then ``demo`` added the way an operator does it, ``mergebot repo add demo
+    --from <a small project> *flags`` in its own process with the bot's data directory ``tmp / "data"``: the
+    tokens, that directory and what the command said (it must have exited 0)."""
+    tokens = {}
+    for name, role in agents.items():
+        _, tokens[name] = await db.agents.add_agent(name=name, role=role)
+    data = tmp / "data"
+    env = {**os.environ, "MERGEBOT_DATABASE_URL": url, "MERGEBOT_DATA_DIR": str(data)}
+    out = subprocess.run([sys.executable, "-m", "mergebot", "repo", "add", "demo", "--from",
+                          str(make_project(tmp / "src")), *flags], env=env, capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return tokens, data, out

@@ -169,21 +169,9 @@ def _push(delivery: Delivery) -> ForgeEvent:
     deleted = bool(_bool(payload, "deleted", "deleted")) or _is_zero(after)
     forced = bool(_bool(payload, "forced", "forced"))
     is_branch = ref.startswith("refs/heads/")
-    return ForgeEvent(
-        delivery.forge,
-        delivery.event,
-        repository=repository,
-        ref=ref,
-        before=before,
-        after=after,
-        sender=_sender(payload),
-        head_sha=after,
-        created=created,
-        deleted=deleted,
-        forced=forced,
-        is_tag=ref.startswith("refs/tags/"),
-        candidate=is_branch and not deleted,
-    )
+    return _event(delivery, repository, ref=ref, before=before, after=after, head_sha=after, created=created,
+                  deleted=deleted, forced=forced, is_tag=ref.startswith("refs/tags/"),
+                  candidate=is_branch and not deleted)
 
 
 def _pull_request(delivery: Delivery) -> ForgeEvent:
@@ -210,20 +198,14 @@ def _pull_request(delivery: Delivery) -> ForgeEvent:
     # GitHub's synchronize carries the old and new head; other actions do not.
     before = _sha(payload, "before", "before") if payload.get("before") is not None else None
     after = _sha(payload, "after", "after") if payload.get("after") is not None else None
-    return ForgeEvent(
-        delivery.forge,
-        delivery.event,
-        action=action,
-        repository=repository,
-        ref=head_ref,
-        before=before,
-        after=after,
-        sender=_sender(payload),
-        pr_number=number,
-        head_sha=head_sha,
-        base_ref=base_ref,
-        candidate=action in _CANDIDATE_PR_ACTIONS and same_repository,
-    )
+    return _event(delivery, repository, action=action, ref=head_ref, before=before, after=after, pr_number=number,
+                  head_sha=head_sha, base_ref=base_ref, candidate=action in _CANDIDATE_PR_ACTIONS and same_repository)
+
+
+def _event(delivery: Delivery, repository: str, **fields: Any) -> ForgeEvent:
+    """What every parsed event says alike: its forge and kind, the repository, and who sent it."""
+    return ForgeEvent(delivery.forge, delivery.event, repository=repository, sender=_sender(delivery.payload),
+                      **fields)
 
 
 def _delete(delivery: Delivery) -> ForgeEvent:
@@ -240,15 +222,7 @@ def _delete(delivery: Delivery) -> ForgeEvent:
         raise _bad("ref_type", "must be 'branch' or 'tag'")
     # Tolerate a full ref name too, should a forge ever send one.
     ref = _ref(name, "ref") if name.startswith(prefix) else _full_ref(prefix, name, "ref")
-    return ForgeEvent(
-        delivery.forge,
-        delivery.event,
-        repository=repository,
-        ref=ref,
-        sender=_sender(payload),
-        deleted=True,
-        is_tag=ref_type == "tag",
-    )
+    return _event(delivery, repository, ref=ref, deleted=True, is_tag=ref_type == "tag")
 
 
 def _other(delivery: Delivery) -> ForgeEvent:
