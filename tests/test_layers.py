@@ -6,7 +6,7 @@ Every module belongs to a *unit*: the first component of its name under ``mergeb
 
   0. records and plain helpers: the package ``__init__``, models, messages (every sentence anyone is told),
      rules (a repository's rules, one model), errors, settings, auth, tree, similar, cost, logs, client, table,
-     secrets, naps;
+     secrets, naps, attest;
   1. storage and git: db, git;
   2. the work: landing, forge, verify, agent, recovery, drill;
   3. the doors: cli, web, api, mcp, demo, ``__main__``.
@@ -65,6 +65,7 @@ UNITS: dict[str, tuple[int, str]] = {
     "table": (0, "any"),
     "secrets": (0, "any"),
     "naps": (0, "any"),
+    "attest": (0, "package"),  # signed landing statements: build, seal, open, check a chain (issue 44)
     # layer 1: storage and git
     "db": (1, "package"),
     "git": (1, "package"),

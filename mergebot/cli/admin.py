@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from mergebot import __version__
 from mergebot import messages as say
+from mergebot.attest import keys
 from mergebot.auth import Role
 from mergebot.cli.agent import client_from
 from mergebot.cli.render import emit
@@ -55,6 +56,7 @@ def with_db(settings: Settings, fn: Callable[[Database], Awaitable[T]]) -> T:
 def cmd_init(args: argparse.Namespace) -> None:
     settings = settings_from(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    keys.signer(settings.data_dir)  # the key landing statements are signed with, and the trust file naming it
 
     async def go(db: Database) -> dict[str, Any]:
         try:
@@ -62,7 +64,8 @@ def cmd_init(args: argparse.Namespace) -> None:
         except MergebotError:
             return {"data_dir": str(settings.data_dir), "admin": args.admin,
                     "token": say.ADMIN_TOKEN_EXISTS}
-        return {"data_dir": str(settings.data_dir), "admin": agent.name, "token": token}
+        return {"data_dir": str(settings.data_dir), "admin": agent.name, "token": token,
+                "trust_file": str(keys.trust_path(settings.data_dir))}
 
     out = with_db(settings, go)
     emit(args, out)
@@ -125,6 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # Reach the database and migrate it before the server starts: a database that is not there is one sentence
     # from the command (the CLI's handler), not a traceback from the application's startup.
     settings.database_url = prepare(settings)
+    keys.signer(settings.data_dir)  # the landing statements' key: made now if the data directory has none
     if _active_agents(settings.database_url) == 0:  # started anyway: the demo and the tests add agents later
         logging.getLogger("mergebot.serve").warning(say.serve_no_agents(where))
     logging.getLogger("mergebot.serve").info(

@@ -52,6 +52,7 @@ from mergebot.cli.agent import (
     cmd_submit,
     cmd_wait,
 )
+from mergebot.cli.attest import cmd_attest_verify
 from mergebot.cli.controls import cmd_approve, cmd_cancel, cmd_pause, cmd_priority, cmd_resume, cmd_retry
 from mergebot.cli.repoparser import add_repo_commands
 from mergebot.cli.views import cmd_cost, cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
@@ -300,6 +301,21 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--behaviour-change", action=argparse.BooleanOptionalAction, dest="behaviour_change",
                     help="mark it as changing behaviour: its edits of existing tests are expected (--old-tests refuse "
                     "lets them land)")
+    attest = sub.add_parser("attest", help="signed landing statements").add_subparsers(
+        dest="attest_command", required=True, metavar="ACTION")
+    sp = attest.add_parser("verify", parents=[common], help="check that every commit of main's first-parent history "
+                           "has one landing statement signed by a trusted key, and that main never went backwards "
+                           "(exit 1 naming each commit that fails)")
+    sp.add_argument("--repo", help="the repository (on the server: its bare repository and rules)")
+    sp.add_argument("--since", metavar="SHA", help="check the commits after this one (default: where the bot "
+                    "took the repository)")
+    sp.add_argument("--git-dir", dest="git_dir", metavar="DIR", help="a plain clone instead of the server's "
+                    "repository (fetch the notes first: git fetch origin refs/notes/mergebot:refs/notes/mergebot)")
+    sp.add_argument("--trust", metavar="FILE", help="the trust file the operators publish (on the server: "
+                    "DATA_DIR/attest/trust.json)")
+    sp.add_argument("--ref", help="the branch to check (default: the repository's target branch; in a clone "
+                    "refs/heads/main, else refs/remotes/origin/main)")
+    sp.set_defaults(fn=cmd_attest_verify)
     _control_commands(add)
     sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled")
     sp.add_argument("ids", type=int, nargs="+")

@@ -19,6 +19,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from mergebot.db.agents import AgentStore
+from mergebot.db.attest import AttestStore
 from mergebot.db.base import Sql
 from mergebot.db.connect import direct_url, open_pool, prepare
 from mergebot.db.forge import ForgeStore
@@ -51,6 +52,7 @@ class Database:
         self.reverts = RevertStore(self.sql)
         self.pages = PageStore(self.sql)
         self.views = ViewStore(self.sql)
+        self.attest = AttestStore(self.sql)
 
     @property
     def url(self) -> str:

@@ -21,6 +21,10 @@ GRANT SELECT, INSERT ON approvals TO {role};
 GRANT SELECT, INSERT ON landed TO {role};
 GRANT UPDATE (main_status) ON landed TO {role};
 
+-- A signed statement is written once; afterwards only when it reached the repository's git notes.
+GRANT SELECT, INSERT ON attestations TO {role};
+GRANT UPDATE (noted_at) ON attestations TO {role};
+
 -- Rows that change state through their life (no DELETE: nothing here is ever removed by the bot).
 GRANT SELECT, INSERT, UPDATE ON
     agents, groups, assignments, subtasks, subtask_deps, notes, announcements, repos, candidates,

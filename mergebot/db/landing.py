@@ -168,16 +168,19 @@ class LandingStore:
     # -- landing -----------------------------------------------------------------------------------------
 
     async def begin_landing(self, *, cand: Candidate, target_ref: str, old_sha: str, new_sha: str, tree_sha: str,
-                            evidence: Evidence, verdict: dict[str, Any]) -> Intent:
+                            evidence: Evidence, verdict: dict[str, Any],
+                            attestations: list[dict[str, Any]] | None = None) -> Intent:
         """Write the intent (with all the evidence) before main moves; its candidates are ``landing`` now.
 
         A batch (``evidence.batch``) is several candidates verified together by one run: each member's merge is
         on main's first-parent chain between ``old_sha`` and ``new_sha``, and the last member is ``cand``.
-        ``verdict`` is what each candidate's ``verifier`` shows (the run and its runs).
+        ``verdict`` is what each candidate's ``verifier`` shows (the run and its runs); ``attestations``: the
+        landing's signed statements, kept with the landed rows when it is recorded.
         """
         async with self.sql.tx() as tx:
             row = await tx.one("intent_insert", candidate_id=cand.id, repo=cand.repo, target_ref=target_ref,
-                               old_sha=old_sha, new_sha=new_sha, tree_sha=tree_sha, evidence=Jsonb(evidence.to_json()))
+                               old_sha=old_sha, new_sha=new_sha, tree_sha=tree_sha, evidence=Jsonb(evidence.to_json()),
+                               attestations=Jsonb(attestations) if attestations else None)
             assert row is not None
             intent = Intent.from_row(row)
             for m in intent.members():
@@ -202,6 +205,7 @@ class LandingStore:
         landed: Landed | None = None
         released: list[int] = []
         refused: list[tuple[Member, str]] = []
+        landed_ids: dict[str, int] = {}
         async with self.sql.tx() as tx:
             for m in members:
                 landing = Landing(
@@ -221,9 +225,14 @@ class LandingStore:
                     refused.append((m, err.message))
                     continue
                 landed = row
+                landed_ids[row.merged_sha] = row.id
                 released += freed
             if landed is None:
                 raise ClaimSuperseded(refused[-1][1], subtask_id=members[-1].subtask_id)
+            for a in intent.attestations:  # every commit main moved through keeps its statements
+                await tx.all("attest_insert", repo=intent.repo, landed_id=landed_ids.get(a["sha"]), kind=a["kind"],
+                             subject_sha=a["sha"], sequence=a.get("sequence"), keyid=a["keyid"],
+                             envelope=Jsonb(a["envelope"]))
             for m, why in refused:
                 await tx.all("candidate_finish", id=m.candidate_id, status="cancelled", reason=why, base_sha=None,
                              merged_sha=None, verifier=None, verdict=None)

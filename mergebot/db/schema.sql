@@ -554,7 +554,9 @@ CREATE TABLE landing_intents (
     evidence         jsonb NOT NULL,
     status           intent_status NOT NULL DEFAULT 'pending',
     created_at       timestamptz NOT NULL DEFAULT now(),
-    resolved_at      timestamptz
+    resolved_at      timestamptz,
+    -- The landing's signed statements (0032), made before main moves: kept in attestations when it is recorded.
+    attestations     jsonb
 );
 CREATE UNIQUE INDEX landing_intents_one_pending ON landing_intents (repo) WHERE status = 'pending';
 
@@ -609,6 +611,27 @@ CREATE UNIQUE INDEX landed_reverted_once ON landed (reverts) WHERE reverts IS NO
 -- looked up once per run read.
 CREATE INDEX landed_run ON landed (run_id) WHERE run_id IS NOT NULL;
 CREATE INDEX landed_standing ON landed (subtask_id, id DESC) WHERE kind = 'land';
+
+-- Signed landing statements (0032): in-toto statements in DSSE envelopes, one landing statement per commit main
+-- moved through (numbered per repository: ``sequence``) and its test result, kept with the landed rows and copied to
+-- the bare repository's refs/notes/mergebot (``noted_at``).
+CREATE TABLE attestations (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    repo         text NOT NULL REFERENCES repos (name),
+    landed_id    bigint REFERENCES landed (id),
+    kind         text NOT NULL CHECK (kind IN ('landing', 'test_result', 'reverify')),
+    subject_sha  text NOT NULL CHECK (subject_sha ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
+    sequence     bigint CHECK (sequence > 0),
+    keyid        text NOT NULL CHECK (keyid ~ '^[0-9a-f]{64}$'),
+    envelope     jsonb NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    noted_at     timestamptz,
+    CHECK ((kind = 'landing') = (sequence IS NOT NULL))
+);
+CREATE UNIQUE INDEX attestations_one_landing ON attestations (repo, subject_sha) WHERE kind = 'landing';
+CREATE UNIQUE INDEX attestations_sequence ON attestations (repo, sequence) WHERE kind = 'landing';
+CREATE INDEX attestations_landed ON attestations (landed_id);
+CREATE INDEX attestations_unnoted ON attestations (repo, id) WHERE noted_at IS NULL;
 
 -- What the reconciler found that does not add up, for operators.
 CREATE TABLE reconcile_findings (

@@ -13,6 +13,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from securesystemslib.signer import CryptoSigner
+
+from mergebot.attest import keys
 from mergebot.db.database import Database
 from mergebot.git import repo as git
 from mergebot.models import Repo
@@ -61,8 +64,17 @@ class Context:
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # the queue's own: something changed
     published: Published = field(default_factory=Published)  # commits this process put on forge queue branches
 
+    key: CryptoSigner | None = None  # the data directory's signing key, loaded at first use (``signer``)
+
     def poke(self) -> None:
         self.wake.set()
+
+    def signer(self) -> CryptoSigner:
+        """The key every landing statement is signed with: the data directory's (``root`` is its ``repos``), made
+        there if it has none."""
+        if self.key is None:
+            self.key = keys.signer(self.root.parent)
+        return self.key
 
     def retry_for(self, repo: Repo) -> bool:
         """Whether a failing check of ``repo`` runs once more: its own queue rule, else the server's."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 from mergebot.messages.access import *  # noqa: F403
 from mergebot.messages.admin import *  # noqa: F403
 from mergebot.messages.apis import *  # noqa: F403
+from mergebot.messages.attest import *  # noqa: F403
 from mergebot.messages.claims import *  # noqa: F403
 from mergebot.messages.commands import *  # noqa: F403
 from mergebot.messages.evidence import *  # noqa: F403

@@ -285,12 +285,16 @@ class Intent:
     tree_sha: str
     evidence: Evidence
     status: str
+    # The signed statements made before main moved (``mergebot.attest``): each {kind, sha, sequence, keyid,
+    # envelope}, kept with the landed rows when the landing is recorded.
+    attestations: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Intent:
         return cls(id=row["id"], candidate_id=row["candidate_id"], repo=row["repo"], target_ref=row["target_ref"],
                    old_sha=row["old_sha"], new_sha=row["new_sha"], tree_sha=row["tree_sha"],
-                   evidence=Evidence.from_json(row["evidence"]), status=row["status"])
+                   evidence=Evidence.from_json(row["evidence"]), status=row["status"],
+                   attestations=tuple(row.get("attestations") or ()))
 
     def members(self) -> tuple[Member, ...]:
         """Every candidate this landing records, in landing order (one, or a batch's)."""

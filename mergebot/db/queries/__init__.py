@@ -35,7 +35,8 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
 
 
 QUERY_FILES = ("base.sql", "database.sql", "agents.sql", "subtasks.sql", "repos.sql", "landing.sql", "reverts.sql",
-               "jobs.sql", "forge.sql", "waiter.sql", "locks.sql", "views.sql", "pages.sql", "metrics.sql")
+               "jobs.sql", "forge.sql", "waiter.sql", "locks.sql", "views.sql", "pages.sql", "metrics.sql",
+               "attest.sql")
 
 
 def load_queries(files: tuple[str, ...] = QUERY_FILES) -> dict[str, LiteralString]:

@@ -279,8 +279,9 @@ WITH requeued AS (
 SELECT id, (SELECT count(*) FROM cancelled) AS jobs_cancelled FROM requeued;
 
 -- name: intent_insert
-INSERT INTO landing_intents (candidate_id, repo, target_ref, old_sha, new_sha, tree_sha, evidence)
-VALUES (%(candidate_id)s, %(repo)s, %(target_ref)s, %(old_sha)s, %(new_sha)s, %(tree_sha)s, %(evidence)s)
+INSERT INTO landing_intents (candidate_id, repo, target_ref, old_sha, new_sha, tree_sha, evidence, attestations)
+VALUES (%(candidate_id)s, %(repo)s, %(target_ref)s, %(old_sha)s, %(new_sha)s, %(tree_sha)s, %(evidence)s,
+        %(attestations)s)
 RETURNING *;
 
 -- name: intent_pending

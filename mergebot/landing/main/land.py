@@ -35,6 +35,7 @@ from mergebot.git import repo as git
 from mergebot.landing.context import Context, crash_point
 from mergebot.landing.judge import verdicts
 from mergebot.landing.judge.evidence import flaky_runs, verdict_json
+from mergebot.landing.main import provenance
 from mergebot.landing.main.orphans import queue_orphans
 from mergebot.landing.target import Target
 from mergebot.models import Candidate, Evidence, Handle, Intent, Landed, Member, Repo
@@ -169,9 +170,13 @@ async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: 
         return None
     evidence = Evidence(cand.subtask_id, cand.claim_version, cand.owner_id, cand.sha, merge.kind, verdict, outcome,
                         policy=policy)
+    member = Member(cand.id, cand.subtask_id, cand.claim_version, cand.owner_id, cand.sha, main, merge.sha,
+                    merge.tree, merge.kind)
+    signed = await provenance.statements(ctx, target.repo, [member], moved_to=merge.sha, run=run, outcome=outcome,
+                                         policy=policy)
     intent = await ctx.db.landing.begin_landing(cand=cand, target_ref=target.repo.target_ref, old_sha=main,
                                                 new_sha=merge.sha, tree_sha=merge.tree, evidence=evidence,
-                                                verdict=verdict)
+                                                verdict=verdict, attestations=signed)
     landed = await _move_and_record(ctx, target, intent, say.landing_reflog(cand.subtask_id, cand.claim_version,
                                                                             cand.id))
     if landed is not None:
@@ -219,9 +224,11 @@ async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: s
                            "flaky" if flaky_runs(s.cand) is not None else "") for s in unit)
     evidence = Evidence(last.cand.subtask_id, last.cand.claim_version, last.cand.owner_id, last.cand.sha,
                         last.merge.kind, verdict_json(run, "pass", {}), "pass", members, policy)
+    signed = await provenance.statements(ctx, target.repo, members, moved_to=last.merge.sha, run=run, outcome="pass",
+                                         policy=policy)
     intent = await ctx.db.landing.begin_landing(cand=last.cand, target_ref=target.repo.target_ref, old_sha=main,
                                                 new_sha=last.merge.sha, tree_sha=last.merge.tree, evidence=evidence,
-                                                verdict=verdict_json(run, "pass", {}))
+                                                verdict=verdict_json(run, "pass", {}), attestations=signed)
     landed = await _move_and_record(ctx, target, intent, say.batch_reflog([c.subtask_id for c in cands]))
     if landed is not None:
         log.info("landed subtasks %s together at %s", [c.subtask_id for c in cands], last.merge.sha)
@@ -294,6 +301,7 @@ async def _move_and_record(ctx: Context, target: Target, intent: Intent, why: st
         return None
     if released:
         log.info("released %s", released)
+    await provenance.publish_notes(ctx, target.repo, target.path)
     if landed.kind == "revert" and landed.reverts is not None:  # what was built on the reverted change waits for it
         culprit = await ctx.db.landing.get_landed(landed.reverts)
         held = await ctx.db.reverts.hold_dependents(culprit.subtask_id, bot_id=await ctx.db.agents.bot_id(),
@@ -302,3 +310,4 @@ async def _move_and_record(ctx: Context, target: Target, intent: Intent, why: st
             log.info("subtasks %s wait for subtask %s to land again", held, culprit.subtask_id)
     crash_point("after_commit")
     return landed
+

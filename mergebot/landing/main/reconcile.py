@@ -25,6 +25,7 @@ from mergebot import messages as say
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing.context import Context
+from mergebot.landing.main import provenance
 from mergebot.landing.main.orphans import queue_orphans
 from mergebot.landing.target import target_for
 from mergebot.models import Repo
@@ -95,6 +96,7 @@ async def reconcile_repo(ctx: Context, repo: Repo) -> Report:
             await db.landing.roll_back(intent, say.STOPPED_BEFORE_MAIN_MOVED)
             report.rolled_back.append(intent.candidate_id)
 
+    await provenance.publish_notes(ctx, repo, path)  # statements a crash kept from the notes
     report.requeued = await db.landing.requeue_stuck(repo.name)
 
     report.enqueued = await queue_orphans(db, path, repo)

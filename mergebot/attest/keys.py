@@ -1,0 +1,233 @@
+"""The server's signing key and the trust file that names the keys a verifier accepts.
+
+The key: Ed25519, ``DATA_DIR/attest/signing-key.pem`` (PKCS8, mode 0600, in a directory of mode 0700), made once by
+``mergebot init`` (or the first ``serve`` of a data directory without one) and never shown to a check: the data
+directory is hidden from every sandbox (``verifier.view``).
+
+The trust file (``DATA_DIR/attest/trust.json``, the operators publish it): ``{"versions": [envelope, ...]}``, each
+version a DSSE envelope of type ``TRUST_TYPE`` whose payload is ``{"version": n, "previous": digest or null,
+"issuedAt": time, "keys": [{"keyid", "public", "validFrom", "validUntil"}]}``. The first version is signed by a key
+it lists (whoever publishes it vouches for it); each later one names its predecessor's payload digest and is signed
+by a key of that predecessor, valid when it was issued: a change of the trust file is signed by a key it replaces.
+A verifier that saw an earlier trust file (``pinned``) accepts only a file that extends it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from securesystemslib.formats import encode_canonical
+from securesystemslib.signer import CryptoSigner, SSlibKey
+
+from mergebot import messages as say
+from mergebot.attest.envelope import Untrusted, open_envelope, seal
+
+DIR = "attest"
+KEY_FILE = "signing-key.pem"
+TRUST_FILE = "trust.json"
+TRUST_TYPE = "application/vnd.mergebot.trust+json"
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def when(text: object) -> datetime:
+    """A statement's or key's time (ISO 8601 with its offset); ``Untrusted`` if it is none."""
+    try:
+        t = datetime.fromisoformat(str(text))
+    except ValueError as e:
+        raise Untrusted(say.attest_bad_time(text)) from e
+    if t.tzinfo is None:
+        raise Untrusted(say.attest_bad_time(text))
+    return t
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    keyid: str
+    public: str  # the Ed25519 public key, hex
+    valid_from: str
+    valid_until: str | None = None
+
+    def key(self) -> SSlibKey:
+        return SSlibKey(self.keyid, "ed25519", "ed25519", {"public": self.public})
+
+    def valid_at(self, at: datetime) -> bool:
+        return when(self.valid_from) <= at and (self.valid_until is None or at < when(self.valid_until))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"keyid": self.keyid, "public": self.public, "validFrom": self.valid_from,
+                "validUntil": self.valid_until}
+
+    @classmethod
+    def from_json(cls, data: Any) -> TrustedKey:
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("keyid", "public",
+                                                                                         "validFrom")):
+            raise Untrusted(say.attest_bad_trust_key(data))
+        key = cls(data["keyid"], data["public"], data["validFrom"], data.get("validUntil"))
+        when(key.valid_from)
+        if key.valid_until is not None:
+            when(key.valid_until)
+        if _keyid(key.public) != key.keyid:
+            raise Untrusted(say.attest_bad_trust_key(data))
+        return key
+
+
+def _keyid(public_hex: str) -> str:
+    """The key id securesystemslib gives an Ed25519 public key: the digest of its canonical JSON form."""
+    form = encode_canonical({"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": public_hex}})
+    return hashlib.sha256(str(form).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Trust:
+    """A trust file that held: its versions' payloads (oldest first) and the keys of the newest."""
+
+    payloads: tuple[dict[str, Any], ...]
+
+    @property
+    def keys(self) -> tuple[TrustedKey, ...]:
+        return tuple(TrustedKey.from_json(k) for k in self.payloads[-1]["keys"])
+
+    @property
+    def root(self) -> str:
+        return digest(self.payloads[0])
+
+    @property
+    def version(self) -> int:
+        return int(self.payloads[-1]["version"])
+
+    def key(self, keyid: str) -> TrustedKey | None:
+        return next((k for k in self.keys if k.keyid == keyid), None)
+
+
+def digest(payload: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def read_trust(text: str, pinned: tuple[str, int] | None = None) -> Trust:
+    """The trust file's text, checked (see the module's rules); ``pinned``: the root digest and version a verifier
+    accepted before, which this file must extend."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise Untrusted(say.attest_trust_unreadable(e)) from e
+    versions = data.get("versions") if isinstance(data, dict) else None
+    if not isinstance(versions, list) or not versions:
+        raise Untrusted(say.attest_trust_unreadable("no versions"))
+    payloads: list[dict[str, Any]] = []
+    for i, envelope in enumerate(versions, start=1):
+        payload = _peek(envelope)
+        keys = [TrustedKey.from_json(k) for k in payload.get("keys") or []]
+        if payload.get("version") != i or not keys:
+            raise Untrusted(say.attest_trust_version(i))
+        signers = keys if i == 1 else [TrustedKey.from_json(k) for k in payloads[-1]["keys"]]
+        if i > 1:
+            if payload.get("previous") != digest(payloads[-1]):
+                raise Untrusted(say.attest_trust_version(i))
+            issued = when(payload.get("issuedAt"))
+            signers = [k for k in signers if k.valid_at(issued)]
+        try:
+            opened, _ = open_envelope(envelope, [k.key() for k in signers], TRUST_TYPE)
+        except Untrusted as e:
+            raise Untrusted(say.attest_trust_signature(i, e.message)) from e
+        payloads.append(opened)
+    trust = Trust(tuple(payloads))
+    if pinned is not None:
+        root, version = pinned
+        if trust.root != root or trust.version < version:
+            raise Untrusted(say.attest_trust_not_extended(version))
+    return trust
+
+
+def _peek(envelope: Any) -> dict[str, Any]:
+    """An envelope's payload before it is checked (only to find which keys must have signed it)."""
+    try:
+        payload = json.loads(base64.b64decode(envelope["payload"], validate=True))
+    except (KeyError, TypeError, ValueError) as e:
+        raise Untrusted(say.attest_not_an_envelope(e)) from e
+    if not isinstance(payload, dict):
+        raise Untrusted(say.attest_not_an_envelope(type(payload).__name__))
+    return payload
+
+
+# -- the files in a data directory ---------------------------------------------------------------------------
+
+
+def key_path(data_dir: Path) -> Path:
+    return data_dir / DIR / KEY_FILE
+
+
+def trust_path(data_dir: Path) -> Path:
+    return data_dir / DIR / TRUST_FILE
+
+
+def signer(data_dir: Path) -> CryptoSigner:
+    """The data directory's signing key, made (with the trust file's first version) if it has none."""
+    path = key_path(data_dir)
+    if not path.exists():
+        _make(data_dir)
+    return _from_pem(path.read_bytes())
+
+
+def _from_pem(pem: bytes) -> CryptoSigner:
+    private = load_pem_private_key(pem, password=None)
+    if not isinstance(private, Ed25519PrivateKey):
+        raise Untrusted(say.ATTEST_KEY_NOT_ED25519)
+    return CryptoSigner(private)
+
+
+def _make(data_dir: Path) -> None:
+    folder = data_dir / DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    new = CryptoSigner.generate_ed25519()
+    try:
+        fd = os.open(key_path(data_dir), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return  # another process of this data directory made it first
+    with os.fdopen(fd, "wb") as f:
+        f.write(new.private_bytes)
+    if not trust_path(data_dir).exists():
+        write_trust(data_dir, [seal(first_version(new), TRUST_TYPE, new)])
+
+
+def trusted(s: CryptoSigner, valid_from: str | None = None) -> TrustedKey:
+    public = s.public_key.keyval["public"]
+    return TrustedKey(s.public_key.keyid, public, valid_from or now())
+
+
+def first_version(s: CryptoSigner) -> dict[str, Any]:
+    issued = now()
+    return {"version": 1, "previous": None, "issuedAt": issued, "keys": [trusted(s, issued).as_json()]}
+
+
+def rotated(trust_text: str, old: CryptoSigner, new: CryptoSigner) -> str:
+    """The trust file's text with a version that adds ``new`` and ends ``old``'s validity now, signed by ``old``
+    (the key it replaces)."""
+    trust = read_trust(trust_text)
+    versions = json.loads(trust_text)["versions"]
+    issued = now()
+    keys = [TrustedKey(k.keyid, k.public, k.valid_from, issued if k.keyid == old.public_key.keyid
+                       and k.valid_until is None else k.valid_until).as_json() for k in trust.keys]
+    keys.append(trusted(new, issued).as_json())
+    payload = {"version": trust.version + 1, "previous": digest(trust.payloads[-1]), "issuedAt": issued,
+               "keys": keys}
+    return json.dumps({"versions": [*versions, seal(payload, TRUST_TYPE, old)]}, indent=1)
+
+
+def write_trust(data_dir: Path, versions: list[dict[str, Any]]) -> None:
+    path = trust_path(data_dir)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"versions": versions}, indent=1))
+    tmp.replace(path)

@@ -1,0 +1,47 @@
+"""Signed landing statements, as the database keeps them (``attestations``): numbered per repository, written
+with the landed rows (``LandingStore.finish_landing``), and marked once copied to the repository's git notes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from mergebot.db.base import Row, Sql
+
+
+class AttestStore:
+    def __init__(self, sql: Sql) -> None:
+        self.sql = sql
+
+    async def next_sequence(self, repo: str) -> int:
+        row = await self.sql.one("attest_next_sequence", repo=repo)
+        return int(row["n"]) if row else 1
+
+    async def facts(self, candidate_ids: list[int]) -> dict[int, Row]:
+        return {r["id"]: r for r in await self.sql.all("attest_facts", ids=candidate_ids)}
+
+    async def held_out_digest(self, repo: str) -> str | None:
+        row = await self.sql.one("attest_held_out_digest", repo=repo)
+        return row["digest"] if row else None
+
+    async def unnoted(self, repo: str) -> list[Row]:
+        return await self.sql.all("attest_unnoted", repo=repo)
+
+    async def of_commits(self, repo: str, shas: list[str]) -> list[Row]:
+        return await self.sql.all("attest_of_commits", repo=repo, shas=shas)
+
+    async def noted(self, ids: list[int]) -> None:
+        await self.sql.all("attest_noted", ids=ids)
+
+    async def of_landed(self, landed_id: int, repo: str, sha: str) -> list[Row]:
+        return await self.sql.all("attest_of_landed", landed_id=landed_id, repo=repo, sha=sha)
+
+    async def landings(self, repo: str) -> list[Row]:
+        return await self.sql.all("attest_landings", repo=repo)
+
+    async def add(self, *, repo: str, landed_id: int | None, kind: str, subject_sha: str, sequence: int | None,
+                  keyid: str, envelope: dict[str, Any]) -> None:
+        """A statement made after its landing (a re-verification's)."""
+        await self.sql.all("attest_insert", repo=repo, landed_id=landed_id, kind=kind, subject_sha=subject_sha,
+                           sequence=sequence, keyid=keyid, envelope=Jsonb(envelope))

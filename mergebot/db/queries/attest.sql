@@ -1,0 +1,54 @@
+-- name: attest_next_sequence
+-- The number the repository's next landing statement takes (its landings count 1, 2, 3, ...). One landing intent
+-- is pending per repository at a time, so two landings never take the same number.
+SELECT coalesce(max(sequence), 0) + 1 AS n FROM attestations WHERE repo = %(repo)s AND kind = 'landing';
+
+-- name: attest_facts
+-- What a landing statement says of each candidate beyond the intent: its owner's name, branch and times, what a
+-- lead allowed its subtask, and a digest of its acceptance tests' files (path and content digest; never the text).
+SELECT c.id, c.ref, c.pushed_at, c.queued_at, c.merged_at, a.name AS owner,
+       s.allow_test_removal, s.allow_check_changes, s.allow_behaviour_change,
+       (SELECT encode(sha256(convert_to(string_agg(t.path || ' ' || encode(sha256(t.content), 'hex'), E'\n'
+                                                  ORDER BY t.path), 'UTF8')), 'hex')
+        FROM acceptance_tests t WHERE t.subtask_id = c.subtask_id) AS acceptance_digest,
+       (SELECT array_agg(ap.name ORDER BY ap.name) FROM approvals p JOIN agents ap ON ap.id = p.approver_id
+        WHERE p.subtask_id = c.subtask_id AND p.sha = c.sha) AS approved_by
+FROM candidates c
+JOIN subtasks s ON s.id = c.subtask_id
+JOIN agents a ON a.id = c.owner_id
+WHERE c.id = ANY(%(ids)s);
+
+-- name: attest_held_out_digest
+-- A digest of the repository's held-out check files (path and content digest), or NULL when it has none.
+SELECT encode(sha256(convert_to(string_agg(path || ' ' || encode(sha256(content), 'hex'), E'\n' ORDER BY path),
+                                'UTF8')), 'hex') AS digest
+FROM held_out_files WHERE repo = %(repo)s;
+
+-- name: attest_insert
+INSERT INTO attestations (repo, landed_id, kind, subject_sha, sequence, keyid, envelope)
+VALUES (%(repo)s, %(landed_id)s, %(kind)s, %(subject_sha)s, %(sequence)s, %(keyid)s, %(envelope)s)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: attest_unnoted
+-- Statements not yet copied to the repository's git notes, oldest first.
+SELECT id, subject_sha FROM attestations WHERE repo = %(repo)s AND noted_at IS NULL ORDER BY id LIMIT 500;
+
+-- name: attest_of_commits
+-- Every statement of these commits, oldest first: what each commit's note holds.
+SELECT id, subject_sha, kind, sequence, keyid, envelope FROM attestations
+WHERE repo = %(repo)s AND subject_sha = ANY(%(shas)s) ORDER BY id;
+
+-- name: attest_noted
+UPDATE attestations SET noted_at = now() WHERE id = ANY(%(ids)s);
+
+-- name: attest_of_landed
+-- A landed row's statements, oldest first (the landed page).
+SELECT id, kind, sequence, keyid, subject_sha, envelope, created_at, noted_at FROM attestations
+WHERE landed_id = %(landed_id)s OR (repo = %(repo)s AND subject_sha = %(sha)s) ORDER BY id;
+
+-- name: attest_landings
+-- A repository's landing statements by commit (``mergebot attest verify`` on the server reads its notes; this is
+-- what the database holds beside them).
+SELECT subject_sha, sequence, keyid, envelope FROM attestations
+WHERE repo = %(repo)s AND kind = 'landing' ORDER BY sequence;

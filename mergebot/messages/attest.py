@@ -1,0 +1,124 @@
+"""Reviewers and operators: what ``mergebot attest verify`` and the provenance of a landing say (issue 44)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mergebot.messages.words import _short
+
+ATTEST_UNSIGNED = "the envelope carries no signature"
+ATTEST_BAD_SIGNATURE = ("the signature does not match the payload and its type: the statement was changed after it "
+                        "was signed")
+ATTEST_KEY_NOT_ED25519 = "the signing key file holds no Ed25519 private key"
+ATTEST_NO_STATEMENT = ("no landing statement: main moved here without the bot (an admin's push, a push to the "
+                       "forge's main around the bot), or its note was removed")
+ATTEST_NO_START = ("cannot tell where the bot's history starts without a statement at main's head: give --since SHA "
+                   "(the commit main stood at when the bot took the repository)")
+
+
+def attest_not_an_envelope(why: object) -> str:
+    return f"not a DSSE envelope ({why})"
+
+
+def attest_wrong_payload_type(got: object, want: str) -> str:
+    return f"payloadType is {got!r}, not {want!r}"
+
+
+def attest_unknown_key(keyids: Sequence[str]) -> str:
+    named = ", ".join(k[:16] for k in keyids) or "none"
+    return f"signed by a key the trust file does not list ({named})"
+
+
+def attest_payload_not_json(why: object) -> str:
+    return f"the payload is no JSON object ({why})"
+
+
+def attest_bad_time(text: object) -> str:
+    return f"{text!r} is no time with its offset (ISO 8601)"
+
+
+def attest_bad_trust_key(data: object) -> str:
+    return f"a trust file's key is keyid, public (Ed25519, hex), validFrom and validUntil, not {str(data)[:200]}"
+
+
+def attest_trust_unreadable(why: object) -> str:
+    return f"the trust file cannot be read ({why})"
+
+
+def attest_trust_version(version: int) -> str:
+    return (f"the trust file's version {version} does not follow the one before it (versions count from 1, each "
+            "names the digest of its predecessor and lists at least one key)")
+
+
+def attest_trust_signature(version: int, why: str) -> str:
+    return (f"the trust file's version {version} is not signed by a key it replaces (the first: a key it lists): "
+            f"{why}")
+
+
+def attest_trust_not_extended(version: int) -> str:
+    return (f"this trust file does not extend the one accepted before (version {version} of another root): a "
+            "change of the trust file must be signed by a key it replaces")
+
+
+def attest_key_not_valid_then(keyid: str, at: str) -> str:
+    return f"signed by key {keyid[:16]}, which the trust file does not hold valid at {at}"
+
+
+def attest_subject_mismatch(sha: str, subjects: Sequence[object]) -> str:
+    named = ", ".join(_short(str(s)) for s in subjects) or "none"
+    return f"the statement is about {named}, not {_short(sha)}: a statement of another commit"
+
+
+def attest_other_repository(got: object, want: str) -> str:
+    return f"the statement is about repository {got!r}, not {want!r}"
+
+
+def attest_several_statements(n: int) -> str:
+    return f"{n} landing statements for one commit: a commit lands once"
+
+
+def attest_not_its_parent(before: object, parent: str | None) -> str:
+    return (f"the statement says main was {_short(str(before))} before, but the commit's parent is "
+            f"{_short(parent or 'none')}")
+
+
+def attest_sequence_backwards(sequence: object, later: int | None) -> str:
+    return (f"landing number {sequence} is not before the next one's ({later}): an older statement replayed, or "
+            "main went backwards")
+
+
+def attest_since_not_found(since: str) -> str:
+    return f"the start {_short(since)} is not on main's first-parent history: main was rewritten"
+
+
+def attest_accepted_gone(commit: str) -> str:
+    return (f"{_short(commit)}, accepted before, is no longer on main's first-parent history: main went backwards "
+            "or was rewritten")
+
+
+# -- what ``mergebot attest verify`` prints ----------------------------------------------------------------------
+
+
+def attest_finding(sha: str, why: str) -> str:
+    return f"{_short(sha)}: {why}"
+
+
+def attest_verified(checked: int, since: str | None, keys: Sequence[str]) -> str:
+    signed = ", ".join(k[:16] for k in keys) or "no key"
+    return (f"main's {checked} commit(s) since {_short(since or 'its start')} each have one landing statement, "
+            f"signed by a trusted key ({signed}); main never went backwards")
+
+
+def attest_failed(findings: int, checked: int) -> str:
+    return (f"{findings} finding(s) in {checked} commit(s) of main: these moves of main are not proven by the bot's "
+            "statements")
+
+
+ATTEST_NEEDS_TRUST = ("give the trust file the repository's operators publish: --trust FILE (on the server it is "
+                      "DATA_DIR/attest/trust.json)")
+ATTEST_NEEDS_REPO = "give the repository: --repo NAME (or --git-dir DIR for a clone)"
+
+
+def attest_no_ref(ref: str) -> str:
+    return (f"{ref} is not in this repository: give --ref (a clone's main is often refs/remotes/origin/main), and "
+            "fetch the notes: git fetch origin refs/notes/mergebot:refs/notes/mergebot")
