@@ -20,8 +20,9 @@ import pygit2
 import pytest
 
 from mergebot import agent
+from mergebot.git import notes
 from mergebot.landing.main.orphans import queue_orphans
-from tests.support.bot import Fleet, commit, git
+from tests.support.bot import Fleet, commit, git, until
 
 
 async def wait_status(fleet: Fleet, subtask_id: int, status: str, timeout: float = 60) -> None:
@@ -65,6 +66,11 @@ async def test_sigkill_at_each_landing_step(fleet: Fleet, step: str) -> None:
     assert {c["status"] for c in cands} <= {"landed", "superseded"}
     assert sum(c["status"] == "landed" for c in cands) == 1
     assert await fleet.db.landing.pending_intents("demo") == []
+    # main's one move is proven: its signed statement (made before the crash when main had moved) is kept with the
+    # landed row and in the commit's git note, whichever process recorded the landing
+    statements = await fleet.db.attest.landings("demo")
+    assert [(r["subject_sha"], r["sequence"]) for r in statements] == [(head, 1)]
+    await until(lambda: notes.read(fleet.bare().path, head) is not None, timeout=30)
     # the reconciler finds main fully explained
     report = fleet.client("lead")  # lead cannot reconcile; reviewers read findings
     findings = report.get("/api/v1/findings", repo="demo")["findings"]

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import httpx
 
+from mergebot.attest import notes
+from mergebot.attest.envelope import IN_TOTO
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.forge.client import GitHubClient
@@ -63,6 +65,9 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     assert (statuses[-1].description or "").startswith(f"landed as {landed.merged_sha[:12]}")
     assert client.pull_merged("acme/calc", 7)  # pushing the merge onto main is what closes the PR as merged
     assert (await f.db.subtasks.get_subtask(claim.id)).status == "landed"
+    # the landing's signed statements reach the forge with it: a clone of the forge fetches them as git notes
+    note = git(["notes", "--ref", "mergebot", "show", landed.merged_sha], f.remote).stdout
+    assert [e["payloadType"] for e in notes.envelopes(note)] == [IN_TOTO, IN_TOTO], note[:500]
 
     # The same delivery again: answered, nothing done twice.
     posted = len(f.forge.statuses(sha))

@@ -261,3 +261,10 @@ def unpublish(path: Path, remote: Remote, branch: str, shas: list[str]) -> None:
     with _talking_to_forge("deleting queue branches"):
         remote.run(["push", "--quiet", "--", remote.url, *(f":{queue_ref(branch, s)}" for s in shas)], cwd=path,
                    timeout=600)
+
+
+def push_notes(path: Path, remote: Remote, ref: str) -> None:
+    """Push this mirror's notes ``ref`` (the landing statements) to the forge, where a clone fetches it. The bot is
+    the only writer of the ref, so its copy wins."""
+    with _talking_to_forge("pushing the landing statements' notes"):
+        remote.run(["push", "--quiet", "--force", "--", remote.url, f"{ref}:{ref}"], cwd=path, timeout=600)

@@ -70,6 +70,9 @@ class Target(Protocol):
     async def tidy(self, published: Published) -> None:
         """After a step: delete what ``publish`` made that no job needs any more."""
 
+    async def share_notes(self, ref: str) -> None:
+        """After the landing statements' git notes changed: put them where a clone of the repository finds them."""
+
 
 @dataclass
 class Hosted:
@@ -105,6 +108,9 @@ class Hosted:
 
     async def tidy(self, published: Published) -> None:
         return None  # nothing was published
+
+    async def share_notes(self, ref: str) -> None:
+        return None  # clones fetch them from this repository
 
 
 @dataclass
@@ -233,6 +239,10 @@ class Forge:
         except mirror.ForgeUnavailable as e:  # one already gone fails the push too; the next sweep finds the rest
             log.info("queue branches of %s not all deleted: %s", repo.name, e)
         mine -= ended
+
+    async def share_notes(self, ref: str) -> None:
+        """The forge holds the notes too: a clone of the forge's repository fetches them from there."""
+        await asyncio.to_thread(mirror.push_notes, self.path, self._remote(), ref)
 
 
 def open_target(repo: Repo, path: Path, db: Database) -> Target:

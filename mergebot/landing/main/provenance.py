@@ -13,16 +13,18 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from mergebot.attest import statement as st
 from mergebot.attest.envelope import IN_TOTO, canonical, seal
 from mergebot.attest.keys import now
+from mergebot.attest.notes import REF as NOTES_REF
 from mergebot.attest.notes import text as note_text
+from mergebot.errors import MergebotError
 from mergebot.git import notes as git_notes
 from mergebot.landing.context import Context
 from mergebot.landing.judge.runs import check_spec
+from mergebot.landing.target import Target
 from mergebot.models import Member, Repo
 from mergebot.models.judgement import Judged
 from verifier.outcomes import unpack
@@ -94,25 +96,29 @@ async def statements(ctx: Context, repo: Repo, members: Sequence[Member], *, mov
     return out
 
 
-async def publish(ctx: Context, repo: Repo, path: Path) -> int:
+async def publish(ctx: Context, target: Target) -> int:
     """Copy the repository's statements not yet in its git notes to ``refs/notes/mergebot`` (each commit's note
-    holds all of its statements); how many commits' notes were written. The landing step calls it after each
-    landing and the reconciler on every pass, so a crash between the two is caught up."""
+    holds all of its statements), and share the notes where clones find them (a forge's repository: pushed to the
+    forge); how many commits' notes were written. The landing step calls it after each landing and the reconciler
+    on every pass, so a crash between the two is caught up."""
+    repo = target.repo
     pending = await ctx.db.attest.unnoted(repo.name)
     if not pending:
         return 0
     shas = sorted({r["subject_sha"] for r in pending})
     rows = await ctx.db.attest.of_commits(repo.name, shas)
     texts = {sha: note_text([r["envelope"] for r in rows if r["subject_sha"] == sha]) for sha in shas}
-    await asyncio.to_thread(git_notes.write, path, texts)
+    await asyncio.to_thread(git_notes.write, target.path, texts)
+    await target.share_notes(NOTES_REF)
     await ctx.db.attest.noted([r["id"] for r in pending])
     return len(texts)
 
 
-async def publish_notes(ctx: Context, repo: Repo, path: Path) -> None:
+async def publish_notes(ctx: Context, target: Target) -> None:
     """``publish``, where a failure is only logged: the statements are safe in the database, and the reconciler's
     next pass writes them."""
     try:
-        await publish(ctx, repo, path)
-    except (OSError, ValueError, RuntimeError) as e:  # pygit2's errors are these
-        log.warning("the statements of %s wait for the next reconcile to reach its git notes: %s", repo.name, e)
+        await publish(ctx, target)
+    except (MergebotError, OSError, ValueError, RuntimeError) as e:  # pygit2's errors are these
+        log.warning("the statements of %s wait for the next reconcile to reach its git notes: %s",
+                    target.repo.name, e)

@@ -96,7 +96,7 @@ async def reconcile_repo(ctx: Context, repo: Repo) -> Report:
             await db.landing.roll_back(intent, say.STOPPED_BEFORE_MAIN_MOVED)
             report.rolled_back.append(intent.candidate_id)
 
-    await provenance.publish_notes(ctx, repo, path)  # statements a crash kept from the notes
+    await provenance.publish_notes(ctx, target)  # statements a crash kept from the notes
     report.requeued = await db.landing.requeue_stuck(repo.name)
 
     report.enqueued = await queue_orphans(db, path, repo)
