@@ -45,7 +45,7 @@ def open_envelope(data: Any, keys: Sequence[Key], payload_type: str) -> tuple[di
     try:
         envelope = Envelope.from_dict(copy.deepcopy(data))  # it rewrites the signatures it is given
     except (KeyError, TypeError, ValueError, AttributeError, FormatError) as e:
-        raise Untrusted(say.attest_not_an_envelope(e)) from e
+        raise Untrusted(say.attest_unreadable("envelope", e)) from e
     if envelope.payload_type != payload_type:
         raise Untrusted(say.attest_wrong_payload_type(envelope.payload_type, payload_type))
     if not envelope.signatures:
@@ -62,7 +62,7 @@ def open_envelope(data: Any, keys: Sequence[Key], payload_type: str) -> tuple[di
     try:
         payload = json.loads(envelope.payload)
     except ValueError as e:
-        raise Untrusted(say.attest_payload_not_json(e)) from e
+        raise Untrusted(say.attest_unreadable("payload", e)) from e
     if not isinstance(payload, dict):
-        raise Untrusted(say.attest_payload_not_json(type(payload).__name__))
+        raise Untrusted(say.attest_unreadable("payload", type(payload).__name__))
     return payload, sorted(accepted)[0]

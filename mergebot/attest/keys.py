@@ -46,9 +46,9 @@ def when(text: object) -> datetime:
     try:
         t = datetime.fromisoformat(str(text))
     except ValueError as e:
-        raise Untrusted(say.attest_bad_time(text)) from e
+        raise Untrusted(say.attest_unreadable("time", text)) from e
     if t.tzinfo is None:
-        raise Untrusted(say.attest_bad_time(text))
+        raise Untrusted(say.attest_unreadable("time", text))
     return t
 
 
@@ -73,13 +73,13 @@ class TrustedKey:
     def from_json(cls, data: Any) -> TrustedKey:
         if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("keyid", "public",
                                                                                          "validFrom")):
-            raise Untrusted(say.attest_bad_trust_key(data))
+            raise Untrusted(say.attest_unreadable("trust_key", data))
         key = cls(data["keyid"], data["public"], data["validFrom"], data.get("validUntil"))
         when(key.valid_from)
         if key.valid_until is not None:
             when(key.valid_until)
         if _keyid(key.public) != key.keyid:
-            raise Untrusted(say.attest_bad_trust_key(data))
+            raise Untrusted(say.attest_unreadable("trust_key", data))
         return key
 
 
@@ -121,10 +121,10 @@ def read_trust(text: str, pinned: tuple[str, int] | None = None) -> Trust:
     try:
         data = json.loads(text)
     except ValueError as e:
-        raise Untrusted(say.attest_trust_unreadable(e)) from e
+        raise Untrusted(say.attest_unreadable("trust", e)) from e
     versions = data.get("versions") if isinstance(data, dict) else None
     if not isinstance(versions, list) or not versions:
-        raise Untrusted(say.attest_trust_unreadable("no versions"))
+        raise Untrusted(say.attest_unreadable("trust", "no versions"))
     payloads: list[dict[str, Any]] = []
     for i, envelope in enumerate(versions, start=1):
         payload = _peek(envelope)
@@ -155,9 +155,9 @@ def _peek(envelope: Any) -> dict[str, Any]:
     try:
         payload = json.loads(base64.b64decode(envelope["payload"], validate=True))
     except (KeyError, TypeError, ValueError) as e:
-        raise Untrusted(say.attest_not_an_envelope(e)) from e
+        raise Untrusted(say.attest_unreadable("envelope", e)) from e
     if not isinstance(payload, dict):
-        raise Untrusted(say.attest_not_an_envelope(type(payload).__name__))
+        raise Untrusted(say.attest_unreadable("envelope", type(payload).__name__))
     return payload
 
 

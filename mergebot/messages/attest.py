@@ -16,8 +16,18 @@ ATTEST_NO_START = ("cannot tell where the bot's history starts without a stateme
                    "(the commit main stood at when the bot took the repository)")
 
 
-def attest_not_an_envelope(why: object) -> str:
-    return f"not a DSSE envelope ({why})"
+# What could not be read, said with why (``attest_unreadable``).
+UNREADABLE = {
+    "envelope": "not a DSSE envelope",
+    "payload": "the payload is no JSON object",
+    "time": "no time with its offset (ISO 8601)",
+    "trust": "the trust file cannot be read",
+    "trust_key": "a trust file's key is keyid, public (Ed25519, hex), validFrom and validUntil",
+}
+
+
+def attest_unreadable(what: str, why: object) -> str:
+    return f"{UNREADABLE[what]}: {str(why)[:200]}"
 
 
 def attest_wrong_payload_type(got: object, want: str) -> str:
@@ -27,22 +37,6 @@ def attest_wrong_payload_type(got: object, want: str) -> str:
 def attest_unknown_key(keyids: Sequence[str]) -> str:
     named = ", ".join(k[:16] for k in keyids) or "none"
     return f"signed by a key the trust file does not list ({named})"
-
-
-def attest_payload_not_json(why: object) -> str:
-    return f"the payload is no JSON object ({why})"
-
-
-def attest_bad_time(text: object) -> str:
-    return f"{text!r} is no time with its offset (ISO 8601)"
-
-
-def attest_bad_trust_key(data: object) -> str:
-    return f"a trust file's key is keyid, public (Ed25519, hex), validFrom and validUntil, not {str(data)[:200]}"
-
-
-def attest_trust_unreadable(why: object) -> str:
-    return f"the trust file cannot be read ({why})"
 
 
 def attest_trust_version(version: int) -> str:
