@@ -180,7 +180,14 @@ async def test_twenty_landings_are_proven_on_the_server_and_from_a_plain_clone(f
     db, data = fleet.db, fleet.bot.data_dir
     for i in range(20):
         await db.subtasks.create_subtask(actor_id=None, title=f"step {i}")
+    env = {**os.environ, "MERGEBOT_DATABASE_URL": fleet.bot.db_url, "MERGEBOT_DATA_DIR": str(data)}
+    first_key = keys.signer(data).public_key.keyid
     for round_ in range(10):  # two agents at a time: the window may land them one by one or together
+        if round_ == 5:  # halfway, the key is rotated under the running server: it signs with the new one at once
+            rotated = subprocess.run([sys.executable, "-m", "mergebot", "attest", "rotate", "--json"], env=env,
+                                     capture_output=True, text=True, check=False)
+            assert rotated.returncode == 0, rotated.stderr
+            assert json.loads(rotated.stdout)["version"] == 2
         pushed = []
         for who in ("ann", "bob"):
             claim, wt = fleet.start(who, f"{who}{round_}")
@@ -199,10 +206,12 @@ async def test_twenty_landings_are_proven_on_the_server_and_from_a_plain_clone(f
     assert [r["sequence"] for r in rows] == list(range(1, 21))
     assert {r["subject_sha"] for r in rows} == {ld.merged_sha for ld in landed}
 
-    env = {**os.environ, "MERGEBOT_DATABASE_URL": fleet.bot.db_url, "MERGEBOT_DATA_DIR": str(data)}
-    on_server = attest("--repo", "demo", env=env)
+    on_server = attest("--repo", "demo", "--json", env=env)
     assert on_server.returncode == 0, on_server.stdout + on_server.stderr
-    assert "main's 20 commit(s)" in on_server.stdout
+    report = json.loads(on_server.stdout)
+    assert report["checked"] == 20 and report["head_sequence"] == 20
+    second_key = keys.signer(data).public_key.keyid
+    assert set(report["keys"]) == {first_key, second_key} and sum(report["keys"].values()) == 20
 
     clone = tmp_path / "clone"
     git(["clone", "-q", f"http://x:{fleet.tokens['rita']}@127.0.0.1:{fleet.bot.port}/git/demo.git", str(clone)],

@@ -192,12 +192,16 @@ def _make(data_dir: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
     new = CryptoSigner.generate_ed25519()
-    try:
-        fd = os.open(key_path(data_dir), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return  # another process of this data directory made it first
+    tmp = folder / f".{KEY_FILE}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(new.private_bytes)
+    try:
+        os.link(tmp, key_path(data_dir))  # whole or not at all, and never over a key another process made first
+    except FileExistsError:
+        return
+    finally:
+        tmp.unlink()
     if not trust_path(data_dir).exists():
         write_trust(data_dir, [seal(first_version(new), TRUST_TYPE, new)])
 
@@ -231,3 +235,23 @@ def write_trust(data_dir: Path, versions: list[dict[str, Any]]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"versions": versions}, indent=1))
     tmp.replace(path)
+
+
+def rotate(data_dir: Path) -> tuple[CryptoSigner, Trust]:
+    """A new signing key for the data directory: the trust file gains a version, signed by the key it replaces,
+    that lists the new key from now and ends the old one's validity now; the old key is kept beside it, retired."""
+    old = signer(data_dir)
+    new = CryptoSigner.generate_ed25519()
+    text = rotated(trust_path(data_dir).read_text(), old, new)
+    path = key_path(data_dir)
+    retired = path.with_name(f"retired-{old.public_key.keyid[:16]}.pem")
+    os.link(path, retired)
+    tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(new.private_bytes)
+    tmp.replace(path)
+    trust_tmp = trust_path(data_dir).with_suffix(".tmp")
+    trust_tmp.write_text(text)
+    trust_tmp.replace(trust_path(data_dir))
+    return new, read_trust(text)

@@ -110,3 +110,14 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=1))
     tmp.replace(path)
+
+
+def cmd_attest_rotate(args: argparse.Namespace) -> None:
+    """A new signing key for this data directory (see ``keys.rotate``); the servers on it sign with it at once."""
+    data = settings_from(args).data_dir
+    if not keys.key_path(data).exists():
+        raise Invalid(say.ATTEST_NO_KEY_TO_ROTATE)
+    new, trust = keys.rotate(data)
+    emit(args, {"keyid": new.public_key.keyid, "trust_file": str(keys.trust_path(data)), "version": trust.version})
+    if not args.json:
+        print(say.attest_rotated(trust.version), file=sys.stderr)

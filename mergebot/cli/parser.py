@@ -52,7 +52,7 @@ from mergebot.cli.agent import (
     cmd_submit,
     cmd_wait,
 )
-from mergebot.cli.attest import cmd_attest_verify
+from mergebot.cli.attest import cmd_attest_rotate, cmd_attest_verify
 from mergebot.cli.controls import cmd_approve, cmd_cancel, cmd_pause, cmd_priority, cmd_resume, cmd_retry
 from mergebot.cli.repoparser import add_repo_commands
 from mergebot.cli.views import cmd_cost, cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
@@ -316,6 +316,10 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--ref", help="the branch to check (default: the repository's target branch; in a clone "
                     "refs/heads/main, else refs/remotes/origin/main)")
     sp.set_defaults(fn=cmd_attest_verify)
+    sp = attest.add_parser("rotate", parents=[common], help="a new signing key for this data directory: the trust "
+                           "file gains a version, signed by the key it replaces, that starts the new key and ends "
+                           "the old one now")
+    sp.set_defaults(fn=cmd_attest_rotate)
     _control_commands(add)
     sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled")
     sp.add_argument("ids", type=int, nargs="+")

@@ -65,15 +65,24 @@ class Context:
     published: Published = field(default_factory=Published)  # commits this process put on forge queue branches
 
     key: CryptoSigner | None = None  # the data directory's signing key, loaded at first use (``signer``)
+    key_stamp: tuple[int, int] = (0, 0)  # the key file's inode and change time when it was loaded
 
     def poke(self) -> None:
         self.wake.set()
 
     def signer(self) -> CryptoSigner:
         """The key every landing statement is signed with: the data directory's (``root`` is its ``repos``), made
-        there if it has none."""
-        if self.key is None:
+        there if it has none, and read again once it was replaced (a rotation)."""
+        path = keys.key_path(self.root.parent)
+        try:
+            st = path.stat()
+            stamp = (st.st_ino, st.st_mtime_ns)
+        except OSError:
+            stamp = (0, 0)
+        if self.key is None or stamp != self.key_stamp:  # first use, or ``mergebot attest rotate`` replaced it
             self.key = keys.signer(self.root.parent)
+            st = path.stat()
+            self.key_stamp = (st.st_ino, st.st_mtime_ns)
         return self.key
 
     def retry_for(self, repo: Repo) -> bool:

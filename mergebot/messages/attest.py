@@ -116,3 +116,11 @@ ATTEST_NEEDS_REPO = "give the repository: --repo NAME (or --git-dir DIR for a cl
 def attest_no_ref(ref: str) -> str:
     return (f"{ref} is not in this repository: give --ref (a clone's main is often refs/remotes/origin/main), and "
             "fetch the notes: git fetch origin refs/notes/mergebot:refs/notes/mergebot")
+
+
+ATTEST_NO_KEY_TO_ROTATE = "this data directory has no signing key yet: `mergebot init` makes one"
+
+
+def attest_rotated(version: int) -> str:
+    return (f"the trust file is at version {version}, signed by the key it replaces: publish it again where "
+            "verifiers read it")
