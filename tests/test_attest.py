@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import json
 import os
 import stat
@@ -25,6 +26,10 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 from mergebot.attest import chain, keys, notes, statement
 from mergebot.attest.envelope import IN_TOTO, Untrusted, open_envelope, seal
 from tests.support.bot import Fleet, commit, git, stop_keepers, until
+from tests.test_verifier import Repo
+from verifier.outcomes import unpack
+from verifier.runner import run_check
+from verifier.spec import CheckSpec
 
 # -- the statements alone ------------------------------------------------------------------------------------
 
@@ -56,6 +61,27 @@ def test_a_statement_never_reports_a_pass_when_a_test_was_skipped_or_failed(test
         assert result["predicate"]["result"] in ("WARNED", "FAILED")
     if any(o in ("failed", "error", "xpassed") for o in tests.values()):
         assert result["predicate"]["result"] == "FAILED"
+
+
+def test_a_skips_message_reaches_the_statement_from_a_real_pytest_run(tmp_path: Path) -> None:
+    """The verifier's pytest plugin reports why each test was skipped or expected to fail (bounded), so the
+    statement names a skipped test with its reason, never among the passed."""
+    repo = Repo(tmp_path / "src.git")
+    sha = repo.commit({"tests/test_s.py": (b"import pytest\n\n\ndef test_ok():\n    pass\n\n\n"
+                                           b"@pytest.mark.skip(reason='needs a GPU')\ndef test_gpu():\n    pass\n\n\n"
+                                           b"@pytest.mark.xfail(reason='bug 7')\ndef test_bug():\n    assert 0\n\n\n"
+                                           b"def test_long():\n    pytest.skip('x' * 5000)\n")})
+    result = run_check(repo.path, sha, CheckSpec(f"{sys.executable} -m pytest -q -p no:cacheprovider tests", 60),
+                       slot=tmp_path / "slot", sandbox="none")
+    got = unpack(result.tests)
+    assert got.tests == {"tests/test_s.py::test_ok": "passed", "tests/test_s.py::test_gpu": "skipped",
+                         "tests/test_s.py::test_bug": "xfailed", "tests/test_s.py::test_long": "skipped"}, got
+    assert got.reasons["tests/test_s.py::test_gpu"] == "Skipped: needs a GPU"
+    assert got.reasons["tests/test_s.py::test_bug"] == "bug 7" and len(got.reasons["tests/test_s.py::test_long"]) == 200
+    summary = statement.landing(dataclasses.replace(facts(got.tests), reasons=got.reasons))["predicate"]["tests"]
+    assert {"id": "tests/test_s.py::test_gpu", "outcome": "skipped", "reason": "Skipped: needs a GPU"} in \
+        summary["notPassed"]
+    assert summary["passed"] == 2 and summary["notPassedCount"] == 2  # an xfail that failed counts as a pass
 
 
 @pytest.fixture

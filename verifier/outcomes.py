@@ -16,7 +16,8 @@ Rules:
   * A run with no session at all (the check never started pytest, or something stopped it before its first
     hook) or an unreadable report has **no outcomes**, which is not the same as zero tests: ``Outcomes.none``.
   * **Stored compactly** (``pack``/``unpack``): one letter per outcome (``CODES``), the ids and the lines of the
-    tests that did not pass, as zlib-compressed JSON in base64; the counts stay readable beside it.
+    tests that did not pass, and why each skipped or xfailed test was (its message, at most ``MAX_REASON``
+    characters), as zlib-compressed JSON in base64; the counts stay readable beside it.
   * **Bounded**: at most ``MAX_BYTES`` of stream (or report), ``MAX_LINES`` lines, ``MAX_TESTS`` tests, ids of at
     most ``MAX_ID`` characters and a packed record of at most ``MAX_PACKED`` bytes. A report past any bound is a
     **flood** (``Outcomes.flood`` says which bound): nothing of its outcomes is kept, only the counts read so far
@@ -55,6 +56,7 @@ MAX_LINES = 1_000_000
 MAX_TESTS = 100_000
 MAX_ID = 1000
 MAX_PACKED = 4 << 20
+MAX_REASON = 200  # characters of a skip's or an expected failure's message kept
 PLUGIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")  # an entry point name we pass to ``-p`` (no ``no:``)
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "deselected")
 CODES = {"passed": "p", "failed": "f", "error": "e", "skipped": "s", "xfailed": "x", "xpassed": "X", "deselected": "d"}
@@ -73,6 +75,7 @@ class Outcomes:
     problem: str = ""  # why there are none, or what was cut
     flood: str = ""  # the bound the report passed ("" when it kept to them): its outcomes are not kept
     plugins: list[str] | None = None  # the entry-point plugins its sessions loaded (None: not known)
+    reasons: dict[str, str] = field(default_factory=dict)  # why a skipped or xfailed test was (its message)
 
     @property
     def none(self) -> bool:
@@ -204,6 +207,8 @@ def parse(text: str, checkout: Path | None = None) -> Outcomes:
                 else seen[when]
             if isinstance(line.get("line"), int):
                 out.lines[nodeid] = line["line"] + 1
+            if isinstance(line.get("why"), str) and got[0] == "skipped":
+                out.reasons[nodeid] = line["why"][:MAX_REASON]
         elif kind == "deselected" and isinstance(nodeid, str):
             deselected.add(nodeid)
         elif kind == "collect_error" and isinstance(nodeid, str):
@@ -213,7 +218,7 @@ def parse(text: str, checkout: Path | None = None) -> Outcomes:
             break
     if out.flood:
         out.source = "pytest" if out.sessions else ""
-        out.lines = {}
+        out.lines, out.reasons = {}, {}
         return out
     if not out.sessions:
         out.problem = out.problem or "no pytest session reported (pytest never ran, or was stopped before it began)"
@@ -230,6 +235,7 @@ def parse(text: str, checkout: Path | None = None) -> Outcomes:
         found.setdefault(nodeid, "deselected")
     out.tests = found
     out.lines = {k: v for k, v in out.lines.items() if found.get(k) not in (None, "passed")}
+    out.reasons = {k: v for k, v in out.reasons.items() if found.get(k) in ("skipped", "xfailed")}
     return out
 
 
@@ -301,8 +307,8 @@ def from_junit(path: Path) -> Outcomes:
 def pack(out: Outcomes) -> str:
     """The outcomes, compact (see the module's rules); every id made storable first (``verifier.result.storable``),
     since whatever reads them back may store them."""
-    data = json.dumps(storable({"t": {k: CODES[v] for k, v in out.tests.items()}, "l": out.lines}),
-                      separators=(",", ":"))
+    data = json.dumps(storable({"t": {k: CODES[v] for k, v in out.tests.items()}, "l": out.lines,
+                                **({"r": out.reasons} if out.reasons else {})}), separators=(",", ":"))
     return base64.b64encode(zlib.compress(data.encode(), 6)).decode()
 
 
@@ -317,12 +323,13 @@ def unpack(record: dict[str, Any] | None) -> Outcomes:
         data = json.loads(zlib.decompress(base64.b64decode(record["packed"]), bufsize=1 << 20))
         tests = {str(k): NAMES[v] for k, v in data["t"].items()}
         lines = {str(k): int(v) for k, v in data.get("l", {}).items()}
-    except (ValueError, KeyError, TypeError, zlib.error):
+        reasons = {str(k): str(v)[:MAX_REASON] for k, v in data.get("r", {}).items()}
+    except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
         return Outcomes(problem="the stored outcomes could not be read")
     plugins = record.get("plugins")
     return Outcomes(tests, lines, str(record["source"]), int(record.get("sessions") or 1),
                     str(record.get("problem") or ""),
-                    plugins=[str(p) for p in plugins] if isinstance(plugins, list) else None)
+                    plugins=[str(p) for p in plugins] if isinstance(plugins, list) else None, reasons=reasons)
 
 
 def junit_path(report: str) -> str | None:

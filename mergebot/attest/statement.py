@@ -5,9 +5,9 @@ The landing predicate (``LANDING``; documented as a JSON schema in ``schema/land
 needs to trust a landing without the database: main before (the compare-and-swap's old value) and after, the
 commit the run verified, the subtask, claim version, owner and pusher, each check's command and outcome, the digest
 of the configuration they ran with, the sandbox and its enforced limits, the tests (counts; every test that did not
-pass named with its outcome as the reason; a skipped test is never counted as passed), the acceptance and held-out
-results (pass or fail and a digest of the files, never their text), the log's digest, what a lead allowed, who
-approved, and the times. ``sequence`` numbers a repository's landings 1, 2, 3, ... so a verifier can tell a replay
+pass named with its outcome and, for a skip, its message; a skipped test is never counted as passed), the acceptance
+and held-out results (pass or fail and a digest of the files, never their text), the log's digest, what a lead
+allowed, who approved, and the times. ``sequence`` numbers a repository's landings 1, 2, 3, ... so a verifier can tell a replay
 of an older statement; ``since`` is the commit main stood at when the bot took the repository.
 """
 
@@ -63,6 +63,7 @@ class Facts:
     tests: Mapping[str, str]  # test id -> outcome (``verifier.outcomes.OUTCOMES``); empty when none were reported
     tests_source: str
     log_digest: str
+    reasons: Mapping[str, str] = field(default_factory=dict)  # why a skipped or xfailed test was (its message)
     acceptance: Mapping[str, Any] | None = None  # {"result", "digest", "files"}
     held_out: Mapping[str, Any] | None = None  # {"result", "digest"}
     allowed: Mapping[str, bool] = field(default_factory=dict)
@@ -78,15 +79,18 @@ def subject(f: Facts) -> list[dict[str, Any]]:
     return [{"name": f"{f.repo}:{f.target_ref}", "digest": {"gitCommit": f.after, "gitTree": f.tree}}]
 
 
-def tests_summary(tests: Mapping[str, str]) -> dict[str, Any]:
+def tests_summary(tests: Mapping[str, str], reasons: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The tests as a statement says them: counts by outcome, the passed count, and each test that did not pass
-    named with its outcome (failed, error, skipped, ...); a skipped test is never among the passed."""
+    named with its outcome (failed, error, skipped, ...) and, for a skip, its message; a skipped test is never
+    among the passed."""
     counts: dict[str, int] = {}
     for outcome in tests.values():
         counts[outcome] = counts.get(outcome, 0) + 1
     not_passed = sorted((t, o) for t, o in tests.items() if o not in PASSING)
+    why = reasons or {}
     return {"counts": dict(sorted(counts.items())), "passed": sum(1 for o in tests.values() if o in PASSING),
-            "notPassed": [{"id": t, "reason": o} for t, o in not_passed[:MAX_NAMED]],
+            "notPassed": [{"id": t, "outcome": o, **({"reason": why[t]} if t in why else {})}
+                          for t, o in not_passed[:MAX_NAMED]],
             "notPassedCount": len(not_passed)}
 
 
@@ -102,7 +106,7 @@ def landing(f: Facts) -> dict[str, Any]:
                     "durationMs": c.duration_ms, "logDigest": c.log_digest} for c in f.checks],
         "checkConfigDigest": f.config_digest,
         "sandbox": {"kind": f.sandbox, "limits": f.limits},
-        "tests": {"source": f.tests_source, **tests_summary(f.tests)},
+        "tests": {"source": f.tests_source, **tests_summary(f.tests, f.reasons)},
         "acceptance": dict(f.acceptance) if f.acceptance is not None else None,
         "heldOut": dict(f.held_out) if f.held_out is not None else None,
         "logDigest": f.log_digest,

@@ -118,10 +118,21 @@ def pytest_sessionstart(session: Any) -> None:
     _send(t="session", pid=os.getpid(), root=str(session.config.rootpath), plugins=plugins)
 
 
+def _why(report: Any) -> str | None:
+    """Why a test was skipped (its skip's message) or expected to fail (its xfail's reason), at most 200
+    characters; None for anything else."""
+    if hasattr(report, "wasxfail"):
+        return str(report.wasxfail)[:200]
+    longrepr = getattr(report, "longrepr", None)
+    if report.outcome == "skipped" and isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])[:200]
+    return None
+
+
 def pytest_runtest_logreport(report: Any) -> None:
     line = report.location[1] if getattr(report, "location", None) else None
     _send(t="r", id=report.nodeid, when=report.when, o=report.outcome, line=line,
-          xfail=hasattr(report, "wasxfail"))
+          xfail=hasattr(report, "wasxfail"), why=_why(report))
 
 
 def pytest_deselected(items: Any) -> None:

@@ -64,7 +64,7 @@ async def statements(ctx: Context, repo: Repo, members: Sequence[Member], *, mov
     judgement = run.judgement
     held = judgement.held_out
     held_digest = await ctx.db.attest.held_out_digest(repo.name) if held is not None else None
-    tests = unpack(run.run.tests).tests
+    outcomes = unpack(run.run.tests)
     digest = config_digest(repo)
     checks = _checks(repo, run)
     out: list[dict[str, Any]] = []
@@ -78,7 +78,8 @@ async def statements(ctx: Context, repo: Repo, members: Sequence[Member], *, mov
             subtask_id=m.subtask_id, claim_version=m.claim_version, owner=str(row.get("owner") or m.owner_id),
             pushed_by=str(row.get("owner") or m.owner_id), outcome=m.outcome or outcome, checks=checks,
             config_digest=digest, sandbox=run.run.sandbox, limits=str((run.run.limits or {}).get("enforced") or ""),
-            tests=tests, tests_source=str((run.run.tests or {}).get("source") or ""), log_digest=run.run.log_digest,
+            tests=outcomes.tests, tests_source=str((run.run.tests or {}).get("source") or ""),
+            log_digest=run.run.log_digest, reasons=outcomes.reasons,
             acceptance={"result": "fail" if acceptance.failed else "pass", "files": len(acceptance.files),
                         "digest": row.get("acceptance_digest")} if acceptance is not None and acceptance.files
             else None,
