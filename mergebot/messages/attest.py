@@ -122,3 +122,13 @@ ATTEST_NEEDS_REPO = "give the repository: --repo NAME (or --git-dir DIR for a cl
 def attest_no_ref(ref: str) -> str:
     return (f"{ref} is not in this repository: give --ref (a clone's main is often refs/remotes/origin/main), and "
             "fetch the notes: git fetch origin refs/notes/mergebot:refs/notes/mergebot")
+
+
+# -- a landed record's provenance (its page and ``GET /api/v1/landed/{id}/attestations``) -------------------------
+
+ATTEST_NO_TRUST_FILE = ("this server has no trust file (DATA_DIR/attest/trust.json): its statements cannot be "
+                        "checked here")
+
+
+def attest_server_trust_bad(why: str) -> str:
+    return f"the server's trust file does not hold: {why}"
