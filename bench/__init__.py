@@ -11,6 +11,8 @@ topic's main benchmark (its code in ``bench/<topic>/run.py``), ``python -m bench
 * ``load``: agents claiming and heart-beating against one server;
 * ``pages``: the pages on the server (``history``: charts and metrics on a long history);
 * ``judge``: judging with main's tests (``outcomes``, ``tamper``: per-test outcomes, the tamper signal);
+* ``attest``: what signing and storing a landing's statements adds to it, and ``mergebot attest verify`` over 1,000
+  landings;
 * ``verifier``: a check's overhead (``warm``, ``sandbox_cpu``: cached setup, the server while a check burns CPU);
 * ``common``: what they share (the database and server, figures and timers, git, a cheap HTTP client).
 """

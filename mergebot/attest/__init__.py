@@ -15,5 +15,7 @@ Rules:
     start has exactly one landing statement, its main-before is the commit's parent, it is signed by a key valid
     when it was signed, and the landings' numbers only ever go up.
   * ``notes`` is the git notes' text: one JSON document per landed commit under ``refs/notes/mergebot``.
+  * ``shown`` is a landed record's provenance as its page and the API show it: its statements decoded, and
+    whether its landing statement verifies with the trust file, checked as ``chain`` checks a note.
 Layer 0: pure but for ``keys`` reading and writing the key's two files.
 """

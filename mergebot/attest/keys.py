@@ -172,6 +172,14 @@ def trust_path(data_dir: Path) -> Path:
     return data_dir / DIR / TRUST_FILE
 
 
+def trust_text(data_dir: Path) -> str | None:
+    """The data directory's trust file as it stands, or None when it has none (yet)."""
+    try:
+        return trust_path(data_dir).read_text()
+    except FileNotFoundError:
+        return None
+
+
 def signer(data_dir: Path) -> CryptoSigner:
     """The data directory's signing key, made (with the trust file's first version) if it has none."""
     path = key_path(data_dir)

@@ -124,3 +124,13 @@ ATTEST_NO_KEY_TO_ROTATE = "this data directory has no signing key yet: `mergebot
 def attest_rotated(version: int) -> str:
     return (f"the trust file is at version {version}, signed by the key it replaces: publish it again where "
             "verifiers read it")
+
+
+# -- a landed record's provenance (its page and ``GET /api/v1/landed/{id}/attestations``) -------------------------
+
+ATTEST_NO_TRUST_FILE = ("this server has no trust file (DATA_DIR/attest/trust.json): its statements cannot be "
+                        "checked here")
+
+
+def attest_server_trust_bad(why: str) -> str:
+    return f"the server's trust file does not hold: {why}"

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import RedirectResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from mergebot import cost as costs
 from mergebot import messages as say
+from mergebot.attest import keys as attest_keys
+from mergebot.attest import shown
 from mergebot.db.base import Row
 from mergebot.db.pages import PAGE
 from mergebot.errors import NotFound
@@ -90,7 +92,26 @@ async def landed_one(landed_id: str, request: Request, who: Who, site: Site) -> 
     window = await site.db.views.cost(since=row["subtask_created_at"], until=datetime.now(UTC), repo=row["repo"])
     cost = costs.add_up(window["runs"], window["pushes"], window["landed"]).landings.get(row["id"])
     return render.html(request, "landed_one.html", who, r=row, diff=(await _diffs(site.root, [row]))[row["id"]],
-                       cost=cost, tests=present.tests_view({"tests": row["tests"]}) if row["tests"] else None)
+                       cost=cost, tests=present.tests_view({"tests": row["tests"]}) if row["tests"] else None,
+                       provenance=await _provenance(site, row))
+
+
+async def _provenance(site: Site, row: Row) -> shown.Provenance:
+    """Whether a landed record's landing statement verifies with the data directory's trust file, and its
+    statements (``mergebot.attest.shown``)."""
+    rows = await site.db.attest.of_landed(row["id"], row["repo"], row["merged_sha"])
+    trust = await asyncio.to_thread(attest_keys.trust_text, site.settings.data_dir)
+    return shown.of_landed(row["merged_sha"], row["repo"], rows, trust)
+
+
+@router.get("/ui/landed/{landed_id}/attestations.json")
+async def landed_attestations(landed_id: str, request: Request, who: Who, site: Site) -> Response:
+    """The landed page's statements as JSON (``GET /api/v1/landed/{id}/attestations`` for a token)."""
+    row = await _find(landed_id, site.db.pages.landed_one)
+    if row is None:
+        return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
+    got = await _provenance(site, row)
+    return JSONResponse({"landed_id": row["id"], "repo": row["repo"], "sha": row["merged_sha"], **got.as_json()})
 
 
 @router.get("/ui/candidates/{cand_id}")

@@ -8,9 +8,10 @@ from typing import Any
 from fastapi import APIRouter
 
 from mergebot import messages as say
-from mergebot.api.deps import Admin, After, CurrentAgent, DbDep, Lead, Limit, Noter, Reader
+from mergebot.api.deps import Admin, After, CurrentAgent, DbDep, Lead, Limit, Noter, Reader, ServicesDep
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import AgentIn, AssignmentIn, BoardNoteIn, GroupIn, Name
+from mergebot.attest import keys, shown
 from mergebot.auth import Role, allowed
 from mergebot.errors import Forbidden
 from mergebot.models import record
@@ -100,3 +101,13 @@ async def landed(agent: Reader, db: DbDep, repo: str | None = None, subtask: int
     if repo is not None and not rows:
         await db.repos.get_repo(repo)  # nothing landed, or no such repository: a 404 then, as the queue's view says
     return {"landed": [record(r) for r in rows]}
+
+
+@router.get("/landed/{landed_id}/attestations",
+            summary="A landed record's signed statements (DSSE envelopes, decoded) and whether its landing statement "
+                    "verifies with the server's trust file")
+async def landed_attestations(landed_id: int, agent: Reader, services: ServicesDep) -> dict[str, Any]:
+    landed = await services.db.landing.get_landed(landed_id)
+    rows = await services.db.attest.of_landed(landed.id, landed.repo, landed.merged_sha)
+    got = shown.of_landed(landed.merged_sha, landed.repo, rows, keys.trust_text(services.settings.data_dir))
+    return {"landed_id": landed.id, "repo": landed.repo, "sha": landed.merged_sha, **got.as_json()}
