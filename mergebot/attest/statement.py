@@ -7,8 +7,8 @@ commit the run verified, the subtask, claim version, owner and pusher, each chec
 of the configuration they ran with, the sandbox and its enforced limits, the tests (counts; every test that did not
 pass named with its outcome and, for a skip, its message; a skipped test is never counted as passed), the acceptance
 and held-out results (pass or fail and a digest of the files, never their text), the log's digest, what a lead
-allowed, who approved, and the times. ``sequence`` numbers a repository's landings 1, 2, 3, ... so a verifier can tell a replay
-of an older statement; ``since`` is the commit main stood at when the bot took the repository.
+allowed, who approved, and the times. ``sequence`` numbers a repository's landings 1, 2, 3, ... so a verifier can
+tell a replay of an older statement; ``since`` is the commit main stood at when the bot took the repository.
 """
 
 from __future__ import annotations
