@@ -26,6 +26,7 @@ from pygit2.enums import FileMode
 
 from verifier import sandbox as sb
 from verifier.runner import LOG_HEAD, LOG_TAIL, CheckSpec, Result, run_check
+from verifier.supervise import Stop
 
 PY = sys.executable
 BWRAP = pytest.mark.skipif(not sb.bwrap_usable(), reason=f"bwrap sandbox not usable here: {sb.bwrap_problem()}")
@@ -208,7 +209,7 @@ def test_a_stopped_check_is_killed_at_once_and_is_no_verdict(repo: Repo, slot: P
     sha = repo.commit({"a.txt": b"a"})
     token = f"1000.{uuid.uuid4().int % 10**9:09d}"
     marker = slot.parent / "after-the-sleep"
-    stop = sb.Stop()
+    stop = Stop()
     timer = threading.Timer(0.5, stop.set)
     timer.start()
     try:
@@ -229,7 +230,7 @@ def test_a_stopped_check_is_killed_at_once_and_is_no_verdict(repo: Repo, slot: P
 def test_a_check_stopped_before_it_starts_does_not_run(repo: Repo, slot: Path, tmp_path: Path) -> None:
     sha = repo.commit({"a.txt": b"a"})
     marker = tmp_path / "ran"
-    stop = sb.Stop()
+    stop = Stop()
     stop.set()
     try:
         result = check(repo, sha, f"touch {marker}", slot=slot, sandbox="none", stop=stop)  # type: ignore[arg-type]

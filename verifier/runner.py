@@ -67,6 +67,7 @@ from verifier import limits as limits_
 from verifier import outcomes as outcomes_
 from verifier import reports
 from verifier import sandbox as sb
+from verifier import supervise as sup
 from verifier import view as views
 from verifier.checkout import CheckoutError, Slot
 from verifier.disk import RunFs
@@ -78,8 +79,8 @@ from verifier.spec import CheckSpec as CheckSpec
 from verifier.spec import Own as Own
 from verifier.spec import Setup as Setup
 
-LOG_HEAD = sb.LOG_HEAD
-LOG_TAIL = sb.LOG_TAIL
+LOG_HEAD = sup.LOG_HEAD
+LOG_TAIL = sup.LOG_TAIL
 # Only these variables reach the check; tokens, database URLs and the bot's own settings never do.
 PASS_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHASHSEED")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -94,7 +95,7 @@ class Box:
     must never show."""
 
     mode: str  # bwrap or none
-    limits: sb.Limits
+    limits: sup.Limits
     hide: tuple[Path | str, ...] = ()
     paths: tuple[str, ...] = ()  # the repository's sandbox paths (read-only in the view)
     disk_limit_mb: int | None = DISK_LIMIT_MB
@@ -107,7 +108,7 @@ class Box:
 
 
 def run_check(repo_path: Path, commit_sha: str, spec: CheckSpec, *, slot: Path | None = None, sandbox: str = "bwrap",
-              hide: Sequence[Path | str] = (), stop: sb.Stop | None = None, cache: caches.Request | None = None,
+              hide: Sequence[Path | str] = (), stop: sup.Stop | None = None, cache: caches.Request | None = None,
               secrets: Sequence[str] = (), bwrap: str = sb.BWRAP, held_out: Path | None = None) -> Result:
     """Materialize ``commit_sha``, run ``spec``'s command on exactly its tree under limits, and return the evidence.
 
@@ -140,7 +141,7 @@ def run_check(repo_path: Path, commit_sha: str, spec: CheckSpec, *, slot: Path |
             if sandbox == "bwrap":
                 return _error(commit_sha, "", command, start, say_unsandboxed(problem), "bwrap")
             mode = "none"
-    box = Box(mode, sb.Limits(timeout=spec.timeout_s, memory_mb=spec.memory_mb, max_procs=spec.max_procs),
+    box = Box(mode, sup.Limits(timeout=spec.timeout_s, memory_mb=spec.memory_mb, max_procs=spec.max_procs),
               tuple(hide), spec.sandbox_paths, spec.disk_limit_mb, mask, bwrap, spec.report, held_out, spec.plugins)
     temp = Path(tempfile.mkdtemp(prefix="mb-verify-")) if slot is None else None
     try:
@@ -164,7 +165,7 @@ def run_check(repo_path: Path, commit_sha: str, spec: CheckSpec, *, slot: Path |
             shutil.rmtree(temp, ignore_errors=True)
 
 
-def _own(slot: Slot, repo_path: Path, own: Own, command: str, box: Box, stop: sb.Stop | None,
+def _own(slot: Slot, repo_path: Path, own: Own, command: str, box: Box, stop: sup.Stop | None,
          cache: caches.Request | None, setup: Setup | None) -> Result:
     """The candidate's own tests on the merged commit, in the same slot (moved there: only the test files differ).
     A pytest run that found none of them to run (exit 5) passes: there was nothing of its own to run."""
@@ -190,7 +191,7 @@ def say_unsandboxed(problem: str) -> str:
 
 
 def _check(slot: Slot, tree_sha: str, commit_sha: str, command: str, box: Box, start: float,
-           stop: sb.Stop | None = None, cache: caches.Request | None = None, use: caches.Use | None = None,
+           stop: sup.Stop | None = None, cache: caches.Request | None = None, use: caches.Use | None = None,
            setup: Setup | None = None) -> Result:
     clean = False  # until the after-run check says otherwise, the slot is not trusted
     lower = None
@@ -316,7 +317,7 @@ def _tests(box: Box, collected: outcomes_.Collector, overlay: sb.Overlay | None,
     return outcomes_.from_junit(where).record()
 
 
-def _limits_record(out: sb.Outcome, box: Box, fs: RunFs | None) -> dict[str, Any]:
+def _limits_record(out: sup.Outcome, box: Box, fs: RunFs | None) -> dict[str, Any]:
     """How the run was limited (``limits`` on the result): what was enforced and how, the bounds and the peaks."""
     record: dict[str, Any] = {"enforced": str(out.enforced), "timeout_s": box.limits.timeout,
                               "memory_mb": box.limits.memory_mb, "max_procs": box.limits.max_procs,
@@ -331,9 +332,9 @@ def _limits_record(out: sb.Outcome, box: Box, fs: RunFs | None) -> dict[str, Any
 
 
 def _run(command: str, *, checkout: Path, tmp: Path, env: dict[str, str], box: Box, overlay: sb.Overlay | None,
-         stop: sb.Stop | None = None, network: bool = False, shm: Path | None = None,
+         stop: sup.Stop | None = None, network: bool = False, shm: Path | None = None,
          runfs: RunFs | None = None, uid: int | None = None,
-         collect: outcomes_.Collector | None = None) -> sb.Outcome:
+         collect: outcomes_.Collector | None = None) -> sup.Outcome:
     """The command itself (its own function so that benchmarks can time it). The plugin's directory is part of the
     view, read-only, so that a pytest inside the sandbox can load it."""
     return sb.run_command(command, checkout=checkout, tmp=tmp, env=env, limits=box.limits, overlay=overlay,

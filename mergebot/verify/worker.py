@@ -34,7 +34,8 @@ from mergebot.naps import nap
 from verifier import disk
 from verifier.limits import pid_alive
 from verifier.runner import CheckSpec, Result, run_check
-from verifier.sandbox import BWRAP, Stop
+from verifier.sandbox import BWRAP
+from verifier.supervise import Stop
 
 log = logging.getLogger(__name__)
 
