@@ -57,6 +57,10 @@ def queue_flags(sp: argparse.ArgumentParser) -> None:
                     help="a candidate that passed its checks waits (awaiting_approval) until a lead, a reviewer or an "
                     "admin approves its exact commit (`mergebot approve CANDIDATE`, `@mergebot approve`, an approving "
                     "review): every change, or with globs only changes touching those paths (replaces them)")
+    sp.add_argument("--on-unattested", choices=["flag", "pause"], dest="on_unattested",
+                    help="a move of the target branch that no landing statement explains (a push around the bot): "
+                    "a finding on /healthz, the queue page and /metrics (flag, the default), or that and the queue "
+                    "paused until an admin resumes it (pause)")
 
 
 def named_check(required: bool) -> Any:
