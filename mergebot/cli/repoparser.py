@@ -233,7 +233,8 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     sp = repo.add_parser("list", parents=[common], help="list repositories")
     sp.set_defaults(fn=cmd_repo_list)
     for action, text in (("pause", "hold landing on a repository (admin)"),
-                         ("resume", "resume landing; parked candidates go back to the queue (admin)")):
+                         ("resume", "resume landing; parked candidates go back to the queue, and the audit's "
+                          "finding of moves of main around the bot is cleared: an admin has looked (admin)")):
         sp = repo.add_parser(action, parents=[common], help=text)
         sp.add_argument("name")
         sp.set_defaults(fn=cmd_repo_hold)
