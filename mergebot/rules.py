@@ -39,6 +39,9 @@ HELD_OUT_COMMAND = 'python -m pytest -q -p no:cacheprovider "$VERIFIER_HELD_OUT"
 # How a landing reaches main: a merge commit (the candidate's commits kept as its second parent), or one squashed
 # commit whose only parent is the previous main (issue 43). Either way it is exactly the commit the checks ran on.
 MERGE_METHODS = ("merge", "squash")
+# What a move of main that no landing statement explains does (issue 44): a finding (flag), or that and the queue
+# paused until an admin resumes it (pause).
+ON_UNATTESTED = ("flag", "pause")
 RESETTABLE = ("setup_command", "post_land_command", "speculation_window", "batch_size", "retry_failed_checks",
               "require_approval")
 
@@ -208,6 +211,7 @@ CHECKS: dict[str, Any] = {
     "merge_method": _one_of(MERGE_METHODS, "merge-method", "merge_method"),
     "require_approval": lambda v: check_globs(v, "require-approval"),
     "checks": check_checks,
+    "on_unattested": _one_of(ON_UNATTESTED, "on-unattested", "on_unattested"),
 }
 
 
@@ -272,6 +276,7 @@ class Rules(_Checked):
     merge_method: str = "merge"  # or "squash": one single-parent commit per landing
     require_approval: list[str] | None = None  # None: none needed; []: every change; else globs (``awaits_approval``)
     checks: list[dict[str, Any]] = []  # named checks (``check_checks``); []: the verifier command is the check
+    on_unattested: str = "flag"  # a commit of main without a landing statement: a finding, or "pause" the queue too
 
     @classmethod
     def of_repo(cls, repo: Any) -> Rules:
@@ -308,6 +313,7 @@ class RulesChange(_Checked):
     merge_method: str | None = None
     require_approval: list[str] | None = None
     checks: list[dict[str, Any]] | None = None  # []: no named checks any more (``repo set --no-checks``)
+    on_unattested: str | None = None
     reset: frozenset[str] = frozenset()
 
     @field_validator("reset")

@@ -45,6 +45,7 @@ def test_a_rule_not_given_takes_its_default() -> None:
     ({"test_paths": [" "]}, "test_paths", "--tests needs at least one glob"),
     ({"suspicious": "shout"}, "suspicious", "--suspicious is flag or refuse, not 'shout'"),
     ({"old_tests": "drop"}, "old_tests", "--old-tests is flag or refuse or run, not 'drop'"),
+    ({"on_unattested": "stop"}, "on_unattested", "--on-unattested is flag or pause, not 'stop'"),
     ({"speculation_window": 65}, "speculation_window", "--window is 0 (as wide as the verifier slots) to 64"),
     ({"batch_size": 0}, "batch_size", "--batch is 1 to 64 candidates per run"),
     ({"verifier_timeout_s": "soon"}, "verifier_timeout_s", "verifier_timeout_s: input should be a valid integer"),
@@ -89,6 +90,11 @@ def test_repo_add_and_repo_set_read_the_same_rules_flags() -> None:
                                                                               600)
     change = RulesChange.of(**rules_given(parser.parse_args(["repo", "set", "demo", "--window", "3"])))
     assert change.given() == ["speculation_window"]
+    assert rules.on_unattested == "flag"  # a move of main around the bot is a finding; pause only when asked
+    paused = RulesChange.of(**rules_given(parser.parse_args(["repo", "set", "demo", "--on-unattested", "pause"])))
+    assert paused.given() == ["on_unattested"] and paused.params()["on_unattested"] == "pause"
+    assert Rules.of(**rules_given(parser.parse_args(["repo", "add", "demo", "--verifier", "true",
+                                                     "--on-unattested", "pause"]))).on_unattested == "pause"
 
 
 async def wait_landed(db: Database, ids: list[int], bot: BotProcess, timeout: float = 120) -> None:

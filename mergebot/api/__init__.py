@@ -51,8 +51,9 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
     app.mount("/git", services.git)
 
     @app.get("/healthz", tags=["health"], responses={
-        200: {"description": "Serving, and the database answers", "content": {"application/json": {"example": {
-            "ok": True, "database": "ok"}}}},
+        200: {"description": "Serving, and the database answers; `unattested` names, per repository, the commits of "
+              "main that no landing statement explains (moved around the bot) until an admin resumes it",
+              "content": {"application/json": {"example": {"ok": True, "database": "ok"}}}},
         503: {"description": "The database does not answer, or its commits wait for a synchronous standby",
               "content": {"application/json": {"example": {"ok": False, "database": "unreachable"}}}}})
     async def healthz(services: ServicesDep) -> JSONResponse:
@@ -63,6 +64,13 @@ def create_app(settings: Settings | None = None, *, run_recovery: bool = True, r
         if stalled := say.commits_stalled(waiting, oldest):  # reads answer, writes hang: say so, do not hang
             return JSONResponse({"ok": False, "database": "commits_waiting", "waiting_commits": waiting,
                                  "oldest_s": round(oldest, 1), "message": stalled}, status_code=503)
-        return JSONResponse({"ok": True, "database": "ok"})
+        body: dict[str, object] = {"ok": True, "database": "ok"}
+        if unattested := await services.db.repos.unattested():  # the audit of main: moves no statement explains
+            body["unattested"] = {r["name"]: {
+                "commits": list(r["unattested"].get("commits") or [])[:20], "count": r["unattested"].get("count"),
+                "message": say.unattested_summary(r["unattested"].get("commits") or [],
+                                                  int(r["unattested"].get("count") or 0)),
+                "seen": say.unattested_seen_hint(r["name"])} for r in unattested}
+        return JSONResponse(body)
 
     return app

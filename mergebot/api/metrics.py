@@ -31,6 +31,9 @@ The metrics (counters end in ``_total``):
   mergebot_webhook_deliveries_by_outcome{forge,event,outcome}  the same by latest outcome (gauge: a failed
                                               delivery that is redelivered and processed moves to accepted)
   mergebot_queue_depth{repo,status}           candidates queued, verifying, landing or parked (gauge)
+  mergebot_unattested_commits{repo}           commits of main no landing statement explains, found by the audit
+                                              of main and not yet seen by an admin (gauge; 0 after a resume)
+  mergebot_unattested_findings_total{repo}    the audit's findings of moves of main around the bot
   mergebot_subtasks{status}                   subtasks by status (gauge)
   mergebot_agents_holding_claims              agents that own at least one subtask (gauge)
   mergebot_scrape_seconds                     how long this scrape's database reads took (gauge)
@@ -62,7 +65,7 @@ BUCKETS: tuple[float, ...] = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600
 def families(snap: Snapshot) -> list[Metric]:
     """Turn a snapshot into metric families. Pure."""
     return [*_subtasks(snap), _landings(snap), _refusals(snap), _leases(snap), *_verify(snap),
-            *_deliveries(snap), _queue(snap), _seconds(snap),
+            *_deliveries(snap), _queue(snap), *_unattested(snap), _seconds(snap),
             GaugeMetricFamily("mergebot_scrape_seconds", "Time the database reads of this scrape took.",
                               value=snap.seconds)]
 
@@ -167,6 +170,18 @@ def _queue(snap: Snapshot) -> Metric:
     for r in sorted(snap.of("metric_queue_depth"), key=lambda r: (r["repo"], r["status"])):
         m.add_metric([r["repo"], r["status"]], r["n"])
     return m
+
+
+def _unattested(snap: Snapshot) -> Iterator[Metric]:
+    commits = GaugeMetricFamily("mergebot_unattested_commits", "Commits of main that no landing statement explains "
+                                "(moved around the bot), not yet seen by an admin, by repository.", labels=["repo"])
+    findings = CounterMetricFamily("mergebot_unattested_findings", "The audit of main's findings of moves no landing "
+                                   "statement explains, by repository.", labels=["repo"])
+    for r in sorted(snap.of("metric_unattested"), key=lambda r: str(r["repo"])):
+        commits.add_metric([r["repo"]], r["commits"])
+        findings.add_metric([r["repo"]], r["findings"])
+    yield commits
+    yield findings
 
 
 class DatabaseCollector(Collector):

@@ -42,7 +42,7 @@ def cmd_reconcile(args: argparse.Namespace) -> None:
     out = client_from(args).post("/api/v1/reconcile")
     rows = [{k: (len(v) if isinstance(v, list) else v) for k, v in r.items()} for r in out["reports"]]
     emit(args, out, rows, ("repo", "finished", "rolled_back", "requeued", "enqueued", "unexplained",
-                           "landed_not_on_main"))
+                           "landed_not_on_main", "unattested"))
 
 
 def cmd_start(args: argparse.Namespace) -> None:

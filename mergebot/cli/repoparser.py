@@ -57,6 +57,10 @@ def queue_flags(sp: argparse.ArgumentParser) -> None:
                     help="a candidate that passed its checks waits (awaiting_approval) until a lead, a reviewer or an "
                     "admin approves its exact commit (`mergebot approve CANDIDATE`, `@mergebot approve`, an approving "
                     "review): every change, or with globs only changes touching those paths (replaces them)")
+    sp.add_argument("--on-unattested", choices=["flag", "pause"], dest="on_unattested",
+                    help="a move of the target branch that no landing statement explains (a push around the bot): "
+                    "a finding on /healthz, the queue page and /metrics (flag, the default), or that and the queue "
+                    "paused until an admin resumes it (pause)")
 
 
 def named_check(required: bool) -> Any:
@@ -229,7 +233,8 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     sp = repo.add_parser("list", parents=[common], help="list repositories")
     sp.set_defaults(fn=cmd_repo_list)
     for action, text in (("pause", "hold landing on a repository (admin)"),
-                         ("resume", "resume landing; parked candidates go back to the queue (admin)")):
+                         ("resume", "resume landing; parked candidates go back to the queue, and the audit's "
+                          "finding of moves of main around the bot is cleared: an admin has looked (admin)")):
         sp = repo.add_parser(action, parents=[common], help=text)
         sp.add_argument("name")
         sp.set_defaults(fn=cmd_repo_hold)

@@ -73,7 +73,8 @@ def rules_given(args: argparse.Namespace) -> dict[str, Any]:
             "old_tests": args.old_tests, "risk_aware": None if args.risk is None else args.risk == "on",
             "test_paths": args.test_paths, "suspicious": args.suspicious, "speculation_window": args.window,
             "batch_size": args.batch, "retry_failed_checks": args.retry_failures, "merge_method": args.merge_method,
-            "require_approval": args.require_approval, "checks": args.checks}
+            "require_approval": args.require_approval, "checks": args.checks,
+            "on_unattested": args.on_unattested}
 
 
 CHECK_RULES = (("check_timeout", "timeout_s"), ("check_setup", "setup"), ("check_cache", "cache_paths"),

@@ -40,6 +40,17 @@ class AttestStore:
     async def landings(self, repo: str) -> list[Row]:
         return await self.sql.all("attest_landings", repo=repo)
 
+    async def landing_envelopes(self, repo: str, shas: list[str]) -> dict[str, dict[str, Any]]:
+        """Each commit's landing statement (the audit of main), from the landed rows' statements, else from an
+        intent that kept one for a landing no landed row took."""
+        found = {r["subject_sha"]: r["envelope"] for r in
+                 await self.sql.all("attest_landing_envelopes", repo=repo, shas=shas)}
+        missing = [s for s in shas if s not in found]
+        if missing:
+            found.update({r["subject_sha"]: r["envelope"] for r in
+                          await self.sql.all("attest_intent_envelopes", repo=repo, shas=missing)})
+        return found
+
     async def add(self, *, repo: str, landed_id: int | None, kind: str, subject_sha: str, sequence: int | None,
                   keyid: str, envelope: dict[str, Any]) -> None:
         """A statement made after its landing (a re-verification's)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from mergebot.db.base import Sql, insert_event
+from mergebot.db.base import Row, Sql, insert_event
 from mergebot.errors import NotFound
 from mergebot.models import Repo
 from mergebot.rules import Rules, RulesChange
@@ -88,6 +88,16 @@ class RepoStore:
             if not paused:
                 await tx.all("repo_set_red", name=repo, sha=None, reason=None)
                 await tx.all("candidates_unpark", repo=repo)
+
+    async def audited(self, *, repo: str, head: str, unattested: dict[str, Any] | None) -> None:
+        """The audit of main walked to ``head``; ``unattested``: what it found without a statement so far (None:
+        unchanged)."""
+        await self.sql.all("repo_audited", name=repo, head=head,
+                           unattested=Jsonb(unattested) if unattested is not None else None)
+
+    async def unattested(self) -> list[Row]:
+        """The repositories whose main holds commits no statement explains, not yet seen by an admin."""
+        return await self.sql.all("repos_unattested")
 
     async def set_red(self, *, repo: str, sha: str | None, reason: str | None) -> None:
         """Main is red at ``sha`` (only fixes land), or green again (None: parked candidates are requeued)."""

@@ -420,6 +420,11 @@ CREATE TABLE repos (
     -- Named checks (0031): each {name, command, required, timeout_s}, run in parallel; '[]': the verifier command.
     checks            jsonb NOT NULL DEFAULT '[]'
                           CHECK (jsonb_typeof(checks) = 'array' AND jsonb_array_length(checks) <= 10),
+    -- The audit of main (0033): what a commit of main without a landing statement does ('flag' or 'pause'), the
+    -- head the audit last walked to, and the commits it found without one that no admin has seen yet.
+    on_unattested     text NOT NULL DEFAULT 'flag' CHECK (on_unattested IN ('pause', 'flag')),
+    audited_head      text CHECK (audited_head ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
+    unattested        jsonb,
     CONSTRAINT forge_complete CHECK (
         (forge IS NULL) = (forge_repo IS NULL) AND (forge IS NULL) = (forge_api_url IS NULL)
         AND (forge IS NULL) = (forge_git_url IS NULL) AND (forge IS NULL) = (webhook_secret_env IS NULL)

@@ -22,7 +22,8 @@ from mergebot.models import Landed
 
 STATUSES = ("blocked", "ready", "running", "submitted", "landed", "failed", "cancelled")
 METRIC_QUERIES = ("metric_subtasks", "metric_holders", "metric_landings", "metric_queue_depth", "metric_events",
-                  "metric_verify_runs", "metric_verify_buckets", "metric_verify_expiries", "metric_webhook_deliveries")
+                  "metric_verify_runs", "metric_verify_buckets", "metric_verify_expiries", "metric_webhook_deliveries",
+                  "metric_unattested")
 
 
 @dataclass

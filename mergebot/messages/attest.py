@@ -134,3 +134,29 @@ ATTEST_NO_TRUST_FILE = ("this server has no trust file (DATA_DIR/attest/trust.js
 
 def attest_server_trust_bad(why: str) -> str:
     return f"the server's trust file does not hold: {why}"
+
+
+# -- the reconciler's audit of main (operators: a paused repository's reason, /healthz, the queue page) --------
+
+
+def audit_went_back(before: str, now: str) -> str:
+    return (f"main went from {_short(before)} to {_short(now)}, which is not after it: moved back or rewritten "
+            "without the bot")
+
+
+def unattested_summary(commits: Sequence[str], count: int) -> str:
+    named = ", ".join(_short(c) for c in commits[:5])
+    more = f" and {count - 5} more" if count > 5 else ""
+    return (f"{count} commit(s) on main that no landing statement explains ({named}{more}): main moved without the "
+            "bot (an admin's push, a push to the forge's main around it)")
+
+
+def unattested_paused(commits: Sequence[str], count: int) -> str:
+    """A repository paused by its --on-unattested pause rule: the reason its queue page and /healthz show."""
+    return (unattested_summary(commits, count) + "; landing is paused until an admin looks and resumes it "
+            "(mergebot repo resume NAME, or the queue page's Resume)")
+
+
+def unattested_seen_hint(name: str) -> str:
+    return (f"once a person has looked, `mergebot repo resume {name}` (or the queue page's Resume) clears the "
+            "finding; a later move around the bot is found anew")

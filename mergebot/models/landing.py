@@ -119,6 +119,11 @@ class Repo(FromRow):
     # approvals (``mergebot.rules.awaits_approval``): None, none; [], every change; else the globs of the paths
     require_approval: list[str] | None = None
     checks: list[dict[str, Any]] = field(default_factory=list)  # named checks ({name, command, required, timeout_s})
+    # the audit of main (issue 44): a commit of main without a landing statement is a finding ("flag") or pauses the
+    # queue too ("pause"); the head the audit last walked to; the commits it found that no admin has seen yet
+    on_unattested: str = "flag"
+    audited_head: str | None = None
+    unattested: dict[str, Any] | None = None
 
     @property
     def main_check(self) -> str:

@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from mergebot import messages as say
 from mergebot.models.judgement import Acceptance, HeldOut, Judgement, TestChange
 
 STATUSES = ("blocked", "ready", "running", "submitted", "landed", "failed", "cancelled")
@@ -356,6 +357,15 @@ def repo_state(repo: Mapping[str, Any]) -> tuple[str, str]:
     if repo["in_flight"]:
         return "landing", "good"
     return ("waiting", "meh") if repo["queued"] else ("idle", "meh")
+
+
+def unattested_text(repo: Mapping[str, Any]) -> str | None:
+    """What the queue page says of a repository whose main holds commits no landing statement explains (the audit
+    of main), until an admin resumes it; None when it holds none."""
+    found = repo.get("unattested")
+    if not found:
+        return None
+    return say.unattested_summary(list(found.get("commits") or []), int(found.get("count") or 0))
 
 
 def verdict_text(message: str | None) -> tuple[str, str]:

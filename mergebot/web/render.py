@@ -38,7 +38,8 @@ env = Environment(loader=PackageLoader("mergebot.web", "templates"), autoescape=
 env.filters.update(short=present.short, when=present.when, ago=present.ago, duration=present.duration,
                    size=present.size, tone=present.tone, summary=present.summary)
 env.globals.update(link=link, statuses=STATUSES, finding_detail=finding_detail, nav=NAV, version=__version__,
-                   repo_state=present.repo_state, verdict_text=present.verdict_text, cut=present.cut)
+                   repo_state=present.repo_state, unattested_text=present.unattested_text,
+                   verdict_text=present.verdict_text, cut=present.cut)
 
 
 def html(request: Request, template: str, who: Viewer | None, *, http_status: int = 200,

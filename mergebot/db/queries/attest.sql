@@ -52,3 +52,16 @@ WHERE landed_id = %(landed_id)s OR (repo = %(repo)s AND subject_sha = %(sha)s) O
 -- what the database holds beside them).
 SELECT subject_sha, sequence, keyid, envelope FROM attestations
 WHERE repo = %(repo)s AND kind = 'landing' ORDER BY sequence;
+
+-- name: attest_landing_envelopes
+-- The landing statement of each of these commits (the reconciler's audit of main: at most one per commit).
+SELECT subject_sha, envelope FROM attestations
+WHERE repo = %(repo)s AND kind = 'landing' AND subject_sha = ANY(%(shas)s);
+
+-- name: attest_intent_envelopes
+-- The landing statements of these commits that an intent kept but no landed row took (a landing whose every claim
+-- was superseded after main moved: the bot moved main, and signed the move).
+SELECT DISTINCT ON (a->>'sha') a->>'sha' AS subject_sha, a->'envelope' AS envelope
+FROM landing_intents i, jsonb_array_elements(i.attestations) a
+WHERE i.repo = %(repo)s AND i.attestations IS NOT NULL AND a->>'kind' = 'landing' AND a->>'sha' = ANY(%(shas)s)
+ORDER BY a->>'sha', i.id DESC;

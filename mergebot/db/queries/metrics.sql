@@ -83,3 +83,10 @@ SELECT forge, event,
        count(*) AS n
 FROM webhook_deliveries
 GROUP BY 1, 2, 3;
+
+-- name: metric_unattested
+-- The audit of main, per repository: the commits of main no landing statement explains that no admin has seen yet
+-- (0 once one resumed it), and the reconciler's findings of such moves ever made.
+SELECT r.name AS repo, coalesce((r.unattested ->> 'count')::bigint, 0) AS commits,
+       (SELECT count(*) FROM reconcile_findings f WHERE f.repo = r.name AND f.kind = 'unattested_main') AS findings
+FROM repos r;

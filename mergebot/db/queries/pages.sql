@@ -74,7 +74,7 @@ FROM verify_jobs j WHERE j.id = %(id)s;
 -- With, for a forge repository, its outbox: the statuses, check runs and pull request comments waiting to be sent
 -- (a newer status of the same commit replaces an older one, which is not counted), how long the oldest has waited,
 -- the last error.
-SELECT r.name, r.target_branch, r.paused, r.paused_reason, r.red_since, r.forge,
+SELECT r.name, r.target_branch, r.paused, r.paused_reason, r.red_since, r.forge, r.unattested,
        (SELECT count(*) FROM candidates c WHERE c.repo = r.name AND c.status = 'queued') AS queued,
        (SELECT count(*) FROM candidates c WHERE c.repo = r.name AND c.status IN ('verifying', 'landing'))
            AS in_flight,
@@ -181,7 +181,8 @@ SELECT concat_ws(':',
     (SELECT coalesce(max(e.id), 0) FROM events e
      WHERE e.kind IN ('push_refused', 'candidate_rejected')
        AND e.id > (SELECT coalesce(max(id), 0) FROM events) - 5000),
-    (SELECT md5(coalesce(string_agg(r.name || r.paused::text || coalesce(r.red_since, ''), ',' ORDER BY r.name), ''))
+    (SELECT md5(coalesce(string_agg(r.name || r.paused::text || coalesce(r.red_since, '')
+                                    || coalesce(r.unattested ->> 'count', ''), ',' ORDER BY r.name), ''))
      FROM repos r)
 ) AS fingerprint;
 

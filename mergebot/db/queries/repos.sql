@@ -9,7 +9,7 @@ INSERT INTO repos (name, root_sha, forge, forge_repo, forge_api_url, forge_git_u
                    max_file_bytes, footprint_refuse, cache_paths, cache_key, setup_command, setup_network,
                    post_land_command, sandbox_paths, disk_limit_mb, memory_limit_mb, report, check_config,
                    held_out_command, old_tests, risk_aware, test_paths, suspicious, speculation_window, batch_size,
-                   retry_failed_checks, merge_method, require_approval, checks)
+                   retry_failed_checks, merge_method, require_approval, checks, on_unattested)
 VALUES (%(name)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s, %(forge_git_url)s,
         %(webhook_secret_env)s, %(forge_token_env)s, %(github_app_id)s, %(github_app_key_env)s,
         %(github_installation_id)s,
@@ -18,7 +18,7 @@ VALUES (%(name)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s, %(
         %(setup_network)s, %(post_land_command)s, %(sandbox_paths)s, %(disk_limit_mb)s, %(memory_limit_mb)s,
         %(report)s, %(check_config)s, %(held_out_command)s, %(old_tests)s, %(risk_aware)s, %(test_paths)s,
         %(suspicious)s, %(speculation_window)s, %(batch_size)s, %(retry_failed_checks)s, %(merge_method)s,
-        %(require_approval)s::text[], %(checks)s)
+        %(require_approval)s::text[], %(checks)s, %(on_unattested)s)
 RETURNING *;
 
 -- name: repo_update
@@ -55,7 +55,8 @@ UPDATE repos SET
     merge_method = coalesce(%(merge_method)s::text, merge_method),
     require_approval = CASE WHEN 'require_approval' = ANY(%(reset)s::text[]) THEN NULL
                             ELSE coalesce(%(require_approval)s::text[], require_approval) END,
-    checks = coalesce(%(checks)s::jsonb, checks)
+    checks = coalesce(%(checks)s::jsonb, checks),
+    on_unattested = coalesce(%(on_unattested)s::text, on_unattested)
 WHERE name = %(name)s
 RETURNING *;
 
@@ -81,9 +82,11 @@ SELECT * FROM repos ORDER BY name;
 SELECT * FROM repos WHERE forge = ANY(%(forges)s::text[]) ORDER BY name;
 
 -- name: repo_set_paused
--- An admin's resume also ends a given-up mend's wait: it is tried again.
+-- An admin's resume also ends a given-up mend's wait: it is tried again; and it says the admin saw the commits of
+-- main that no landing statement explains (the audit's finding is cleared; a new one is found anew).
 UPDATE repos SET paused = %(paused)s, paused_reason = %(reason)s,
-                 mend_given_up = CASE WHEN %(paused)s THEN mend_given_up END
+                 mend_given_up = CASE WHEN %(paused)s THEN mend_given_up END,
+                 unattested = CASE WHEN %(paused)s THEN unattested END
 WHERE name = %(name)s RETURNING *;
 
 -- name: repo_set_red
@@ -93,3 +96,12 @@ UPDATE repos SET red_since = %(sha)s, paused_reason = %(reason)s WHERE name = %(
 UPDATE candidates SET status = 'queued', reason = NULL, started_at = NULL
 WHERE repo = %(repo)s AND status = 'parked'
 RETURNING id;
+
+-- name: repo_audited
+-- The audit of main walked to ``head``; ``unattested`` (NULL: unchanged) is what it found that no admin has seen.
+UPDATE repos SET audited_head = %(head)s, unattested = coalesce(%(unattested)s::jsonb, unattested)
+WHERE name = %(name)s;
+
+-- name: repos_unattested
+-- Repositories whose main holds commits no landing statement explains, not yet seen by an admin (/healthz).
+SELECT name, unattested FROM repos WHERE unattested IS NOT NULL ORDER BY name;

@@ -9,7 +9,10 @@
      candidate for its tip) is queued, so no accepted push is lost;
   4. main's history is walked from its head back to the repository's root through the landed rows
      (merged sha -> base sha); commits that no landed row explains, and landed rows whose commit is not on
-     main, are recorded as findings.
+     main, are recorded as findings;
+  5. the audit of main (``audit``): every commit since the head audited last must have a landing statement whose
+     main-before is its first parent; one without is a finding (``unattested_main``), on the repository until an
+     admin resumes it, and pauses its queue when its rule says ``--on-unattested pause``.
 It runs at start-up, before the queue, and on demand (``mergebot reconcile``).
 """
 
@@ -25,7 +28,7 @@ from mergebot import messages as say
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import repo as git
 from mergebot.landing.context import Context
-from mergebot.landing.main import provenance
+from mergebot.landing.main import audit, provenance
 from mergebot.landing.main.orphans import queue_orphans
 from mergebot.landing.target import target_for
 from mergebot.models import Repo
@@ -42,11 +45,12 @@ class Report:
     enqueued: list[int] = field(default_factory=list)
     unexplained: list[str] = field(default_factory=list)
     landed_not_on_main: list[str] = field(default_factory=list)
+    unattested: list[str] = field(default_factory=list)  # commits of main no landing statement explains
     stale_lock: bool = False  # a killed process's lock on the target ref, removed
 
     @property
     def clean(self) -> bool:
-        return not (self.unexplained or self.landed_not_on_main)
+        return not (self.unexplained or self.landed_not_on_main or self.unattested)
 
 
 def _history(path: Path, target_ref: str, root: str, chain: dict[str, dict[str, Any]]) -> tuple[list[str], list[str]]:
@@ -110,6 +114,7 @@ async def reconcile_repo(ctx: Context, repo: Repo) -> Report:
     if report.landed_not_on_main:
         await db.landing.add_finding(repo=repo.name, kind="landed_not_on_main",
                                      detail={"commits": report.landed_not_on_main[:1000]})
+    report.unattested = (await audit.audit(ctx, repo, path)).commits
     if not report.clean or report.finished or report.rolled_back or report.enqueued or report.stale_lock:
         log.warning("reconcile %s: %s", repo.name, report)
     return report

@@ -155,7 +155,8 @@ def read_held_out(folder: Path) -> list[tuple[str, bytes]]:
 async def hold(db: Database, name: str, action: str, by: Agent, poke: Callable[[], None],
                remend: Callable[[], Awaitable[object]] | None = None, reason: str | None = None) -> Repo:
     """An admin pauses or resumes landing on ``name`` (on a resume the queue is poked: parked candidates go back
-    to the queue, and a red main whose mend gave up is mended again through ``remend``, the queue's reconcile).
+    to the queue, a red main whose mend gave up is mended again through ``remend``, the queue's reconcile, and the
+    audit's finding of moves of main no landing statement explains is cleared: an admin has looked).
     A pause's ``reason`` is shown with who paused. Returns the repository as it is now."""
     before = await db.repos.get_repo(name)  # NotFound for a repository that does not exist
     if action == "pause":

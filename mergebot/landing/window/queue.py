@@ -4,8 +4,8 @@ Each pass: take the leadership of the repositories nobody leads (``leader``), re
 since this leadership began (``reconcile``: a new leader, a restart, an admin's ``mergebot reconcile``), then
 take one step of each led repository's queue: the one landing executor (``window.Speculator``), whose planner
 decides every step; the serial queue is its window one wide with batches of one. While idle it sweeps for accepted
-pushes whose post-receive step never ran, and sleeps until poked (a push, a result, a resume) or the poll interval
-passes.
+pushes whose post-receive step never ran and audits main's newest commits (``main.audit``), and sleeps until
+poked (a push, a result, a resume) or the poll interval passes.
 
 Failures stay where they belong: one repository's failure (its directory is gone, its forge is away, a bug) holds
 only that repository, backing off up to a minute, and it is reconciled again before it moves; an operational
@@ -31,6 +31,7 @@ from mergebot.db.database import Database
 from mergebot.errors import MergebotError
 from mergebot.landing.context import Context
 from mergebot.landing.main import postland
+from mergebot.landing.main.audit import audit
 from mergebot.landing.main.land import fenced
 from mergebot.landing.main.orphans import queue_orphans
 from mergebot.landing.main.reconcile import Report, reconcile_repo
@@ -228,6 +229,8 @@ class LandingQueue:
             if ids:
                 log.warning("queued accepted pushes whose post-receive step never ran: candidates %s", ids)
                 found = True
+            # the audit of main between two passes of the reconciler: what came after the head it audited last
+            await self._guarded(repo, audit(self.ctx, repo, target_for(self.ctx, repo).path))
         return found
 
     async def close(self) -> None:
