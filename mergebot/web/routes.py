@@ -22,8 +22,9 @@ from mergebot import cost as costs
 from mergebot import messages as say
 from mergebot.db.base import Row
 from mergebot.db.pages import PAGE
-from mergebot.errors import NotFound
+from mergebot.errors import Conflict, Forbidden, NotFound
 from mergebot.landing.judge import heldout, told, verdicts
+from mergebot.landing.main import reverify
 from mergebot.landing.main.repos import hold
 from mergebot.web import charts as drawn
 from mergebot.web import diffstat, graph, live, present, render, session
@@ -90,7 +91,26 @@ async def landed_one(landed_id: str, request: Request, who: Who, site: Site) -> 
     window = await site.db.views.cost(since=row["subtask_created_at"], until=datetime.now(UTC), repo=row["repo"])
     cost = costs.add_up(window["runs"], window["pushes"], window["landed"]).landings.get(row["id"])
     return render.html(request, "landed_one.html", who, r=row, diff=(await _diffs(site.root, [row]))[row["id"]],
-                       cost=cost, tests=present.tests_view({"tests": row["tests"]}) if row["tests"] else None)
+                       cost=cost, tests=present.tests_view({"tests": row["tests"]}) if row["tests"] else None,
+                       reverified=await reverify.latest(site.queue.ctx, row["id"]))
+
+
+@router.post("/ui/landed/{landed_id}/reverify")
+async def landed_reverify(landed_id: str, request: Request, who: Who, site: Site) -> Response:
+    """Re-verify a landed record (``mergebot reverify``): reviewers, leads and admins, from this site's own form."""
+    form = await read_form(request) or {}
+    if not session.post_allowed(request, who, form.get(session.CSRF_FIELD)):
+        return render.message(request, who, 403, "Refused", say.REVERIFY_FORM_REFUSED)
+    n = _id(landed_id)
+    if n is None:
+        return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
+    try:
+        await reverify.start(site.queue.ctx, n, who.agent)
+    except NotFound:
+        return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
+    except (Forbidden, Conflict) as e:
+        return render.message(request, who, e.status, "Refused", e.message)
+    return RedirectResponse(f"/ui/landed/{n}#reverify", status_code=303)
 
 
 @router.get("/ui/candidates/{cand_id}")

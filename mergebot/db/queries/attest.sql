@@ -52,3 +52,16 @@ WHERE landed_id = %(landed_id)s OR (repo = %(repo)s AND subject_sha = %(sha)s) O
 -- what the database holds beside them).
 SELECT subject_sha, sequence, keyid, envelope FROM attestations
 WHERE repo = %(repo)s AND kind = 'landing' ORDER BY sequence;
+
+-- name: attest_insert_reverify
+-- A re-verification's statement, once per job (a second finishing of the same job adds nothing).
+INSERT INTO attestations (repo, landed_id, kind, subject_sha, keyid, envelope, job_id)
+VALUES (%(repo)s, %(landed_id)s, 'reverify', %(subject_sha)s, %(keyid)s, %(envelope)s, %(job_id)s)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: attest_reverifies
+-- A landed row's re-verification statements, newest first.
+SELECT id, job_id, keyid, subject_sha, envelope, created_at, noted_at FROM attestations
+WHERE landed_id = %(landed_id)s AND kind = 'reverify'
+ORDER BY id DESC LIMIT %(limit)s;
