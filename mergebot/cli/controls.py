@@ -72,8 +72,8 @@ def cmd_reverify(args: argparse.Namespace) -> None:
     p = result["predicate"]
     _said(args, out, say.reverify_result(args.landed, p["outcome"], [d["id"] for d in p["differing"][:SHOWN]],
                                          int(p["differingCount"])))
-    if p["outcome"] == "diverged":
-        raise SystemExit(1)
+    if p["outcome"] in ("diverged", "error"):
+        raise SystemExit(1 if p["outcome"] == "diverged" else 3)
 
 
 def _said(args: argparse.Namespace, out: object, sentence: str) -> None:

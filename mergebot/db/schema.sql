@@ -703,6 +703,7 @@ CREATE INDEX verify_jobs_finished ON verify_jobs (finished_at);
 CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS NOT NULL;
 CREATE INDEX verify_jobs_parent ON verify_jobs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX verify_jobs_landed ON verify_jobs (landed_id, id) WHERE landed_id IS NOT NULL;
+CREATE INDEX verify_jobs_reverify ON verify_jobs (id) WHERE purpose = 'reverify' AND parent_id IS NULL;
 
 -- A re-verification's statement names the job it compared (0034): one statement a job.
 ALTER TABLE attestations ADD COLUMN job_id bigint REFERENCES verify_jobs (id);

@@ -131,6 +131,7 @@ REVERIFY_OUTCOMES = {
     "flaky_only": "flaky only: the tests that differ are all known to flake (each failed in a run whose retry on the "
                   "same commit passed)",
     "diverged": "diverged: the check does not give the landed record's result again",
+    "error": "error: the run could not vouch for anything (its workers lost it, or it could not start); ask again",
 }
 
 

@@ -18,7 +18,9 @@ Rules:
     and outcome, the passed ones by count).
   * The comparison (``compare``, pure): ``reproduced`` when every test has the same outcome and the check the same
     overall result; ``flaky_only`` when the tests that differ are all known to flake; ``diverged`` otherwise (and
-    when only the overall result differs, or the held-out checks' does).
+    when only the overall result differs, or the held-out checks' does). A run that could not vouch for anything
+    (``error``: its workers lost it, it was cancelled, the sandbox failed) is signed as ``error``, and is no
+    finding: ask again.
   * Known to flake: the project keeps no per-test flaky list, but the queue retries a failed check once on the same
     commit, and a pass there is a flaky run: a test is known to flake when it did not pass in a run of the
     repository whose retry on the same commit passed (``db.jobs.known_flaky``, the newest 200 such runs).
@@ -60,7 +62,7 @@ log = logging.getLogger(__name__)
 
 PREDICATE = "https://mergebot.dev/attestation/reverify/v1"
 PURPOSE = "reverify"
-OUTCOMES = ("reproduced", "flaky_only", "diverged")
+OUTCOMES = ("reproduced", "flaky_only", "diverged", "error")  # error: the run could not vouch (``runs.unfinished``)
 ABSENT = "absent"  # a test one side reported and the other did not
 PASSED = "passed"
 RUNNING = frozenset({"queued", "running"})
@@ -254,6 +256,8 @@ async def finish(ctx: Context, job: Job, by: str | None, *, wait: bool) -> bool:
     held = await _held_out(ctx, repo, landing, held_job)
     if held is not None and held["was"] is not None and held["was"] != held["now"] and cmp.outcome != "diverged":
         cmp = Comparison("diverged", cmp.differing, cmp.flaky, cmp.overall_same)
+    if result.outcome == "error" or (held is not None and held["now"] == "error"):
+        cmp = Comparison("error", cmp.differing, cmp.flaky, cmp.overall_same)  # no answer either way: no finding
     statement = _statement(repo, landed, job, result, cmp, was, source, landing, held, by)
     signer = ctx.signer()
     envelope = seal(statement, IN_TOTO, signer)
