@@ -22,7 +22,7 @@ from mergebot.attest.envelope import IN_TOTO, open_envelope
 from mergebot.landing.main.repos import repos_root, set_rules
 from mergebot.landing.main.reverify import ABSENT, PREDICATE, compare, flaky_tests, record_from_statement
 from mergebot.rules import RulesChange
-from tests.support.bot import Fleet, git, until
+from tests.support.bot import PYTEST, Fleet, git, until
 from verifier.outcomes import Outcomes, pack
 
 # -- the comparison alone --------------------------------------------------------------------------------------
@@ -83,7 +83,9 @@ async def test_reverify_reproduces_a_deterministic_suite_and_diverges_on_a_plant
     db = fleet.db
     flag = var_tmp / "flag"  # outside /tmp: a sandboxed run has a private one
     flag.write_text("as landed\n")
-    await set_rules(db, "demo", RulesChange.of(sandbox_paths=[str(flag)]))
+    hidden = b"from calc import add\n\n\ndef test_hidden_add():\n    assert add(1, 2) == 3\n"  # held-out checks
+    rules = RulesChange.of(sandbox_paths=[str(flag)], held_out_command=f'{PYTEST} "$VERIFIER_HELD_OUT"')
+    await set_rules(db, "demo", rules, held_out=[("test_hidden.py", hidden)])
     await db.subtasks.create_subtask(actor_id=None, title="a planted test")
     test = (f"from pathlib import Path\n\n\ndef test_the_flag_is_as_it_was():\n"
             f"    assert Path({str(flag)!r}).read_text() == 'as landed\\n'\n")
@@ -118,6 +120,9 @@ async def test_reverify_reproduces_a_deterministic_suite_and_diverges_on_a_plant
     p = first["result"]["predicate"]
     assert first["result"]["outcome"] == p["outcome"] == "reproduced" and p["differing"] == []
     assert p["landed"] == landed.id and p["run"]["tests"]["counts"] == {"passed": 2} and p["record"]["source"] == "run"
+    held = await db.jobs.reverify_held_out(landed.id, job.id)  # the held-out checks ran again too, beside it
+    assert held is not None and held.purpose == "held_out" and held.commit_sha == job.commit_sha
+    assert p["heldOut"] == {"was": "pass", "now": "pass", "job": held.id}
     rows = await db.attest.of_landed(landed.id, "demo", landed.merged_sha)
     landing_rows = [r for r in rows if r["kind"] == "landing"]
     assert p["landingStatement"]["digest"]["sha256"] == hashlib.sha256(
@@ -138,6 +143,8 @@ async def test_reverify_reproduces_a_deterministic_suite_and_diverges_on_a_plant
     p = second["predicate"]
     assert p["outcome"] == "diverged" and not p["overallSame"]
     assert p["differing"] == [{"id": PLANTED, "was": "passed", "now": "failed", "knownFlaky": False}]
+    seen_by_agent = httpx.get(api, headers=as_("ann"), timeout=30).text  # the held-out tests stay unnamed
+    assert "diverged" in seen_by_agent and "test_hidden" not in seen_by_agent and "test_hidden" not in json.dumps(p)
     findings = [f for f in await db.landing.findings(repo="demo") if f["kind"] == "reverify_diverged"]
     assert len(findings) == 1 and findings[0]["detail"]["tests"] == [PLANTED]
 
@@ -176,3 +183,9 @@ async def test_reverify_reproduces_a_deterministic_suite_and_diverges_on_a_plant
         assert pressed.status_code == 303 and pressed.headers["location"].endswith("#reverify")
     third = await db.jobs.reverify_latest(landed.id)
     assert third is not None and third.id > new_job
+
+    async def third_signed() -> bool:  # and it ends signed, as the others (the bot then stops at once)
+        got = httpx.get(api, headers=as_("rita"), timeout=30).json()["result"]
+        return got is not None and got["job_id"] == third.id
+
+    await until(third_signed, timeout=90)
