@@ -19,9 +19,10 @@ import httpx
 
 from mergebot.attest import keys, notes, statement
 from mergebot.attest.envelope import IN_TOTO, open_envelope
+from mergebot.db.database import Database
 from mergebot.landing.main.repos import repos_root, set_rules
 from mergebot.landing.main.reverify import ABSENT, PREDICATE, compare, flaky_tests, record_from_statement
-from mergebot.rules import RulesChange
+from mergebot.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, Fleet, git, until
 from verifier.outcomes import Outcomes, pack
 
@@ -189,3 +190,26 @@ async def test_reverify_reproduces_a_deterministic_suite_and_diverges_on_a_plant
         return got is not None and got["job_id"] == third.id
 
     await until(third_signed, timeout=90)
+
+
+async def test_the_flaky_memory_is_the_runs_a_retry_on_the_same_commit_passed(db: Database) -> None:
+    await db.repos.create_repo(name="demo", root_sha="0" * 40, rules=Rules.of(
+        target_branch="main", verifier_command="true", verifier_timeout_s=60, protected_paths=["ci/"],
+        max_push_bytes=1 << 20, max_file_bytes=1 << 20))
+
+    async def run(sha: str, purpose: str, outcome: str, tests: dict[str, str]) -> None:
+        await db.jobs.enqueue_job(repo="demo", commit_sha=sha, command="true", timeout_s=60, purpose=purpose)
+        job = await db.jobs.claim_job(worker_id=None, worker_name="here")
+        assert job is not None and job.purpose == purpose
+        record = {"source": "pytest", "packed": pack(Outcomes(tests, source="pytest"))}
+        await db.jobs.finish_job(job_id=job.id, worker_id=None, claim_version=job.claim_version, outcome=outcome,
+                                 result={"commit_sha": sha, "outcome": outcome, "tests": record})
+
+    await run("a" * 40, "candidate", "fail", {"t::flaky": "failed", "t::ok": "passed"})
+    await run("a" * 40, "retry", "pass", {"t::flaky": "passed", "t::ok": "passed"})  # the same commit: flaky
+    await run("b" * 40, "candidate", "fail", {"t::broken": "failed"})
+    await run("b" * 40, "retry", "fail", {"t::broken": "failed"})  # failed again: broken, not flaky
+    await run("c" * 40, "post_land", "fail", {"t::main": "error"})  # never run again
+    await run("d" * 40, "post_land", "fail", {"t::main_flaky": "failed"})
+    await run("d" * 40, "bisect", "pass", {"t::main_flaky": "passed"})  # main's red, confirmed once more: flaky
+    assert flaky_tests(await db.jobs.known_flaky("demo")) == {"t::flaky", "t::main_flaky"}

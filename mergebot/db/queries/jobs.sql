@@ -222,11 +222,12 @@ ORDER BY j.id LIMIT 20;
 
 -- name: job_known_flaky
 -- The repository's memory of flaky tests: the tests reports of runs that did not pass on a commit where a later
--- retry of the same commit passed (the queue retries a failed check once: a pass there is a flaky run), newest
--- first. Held-out runs are not among them (their test names are no agent's to see).
+-- run of the same commit passed (a candidate's retry; main's check confirmed once more, purpose bisect, after a
+-- post-land failure): a flaky run, newest first. Held-out runs are not among them (their test names are no agent's to see).
 SELECT f.result -> 'tests' AS tests
 FROM verify_jobs r
 JOIN verify_jobs f ON f.repo = r.repo AND f.commit_sha = r.commit_sha AND f.id < r.id AND f.parent_id IS NULL
                   AND f.status = 'done' AND f.outcome <> 'pass' AND f.purpose NOT IN ('held_out', 'reverify')
-WHERE r.repo = %(repo)s AND r.purpose = 'retry' AND r.status = 'done' AND r.outcome = 'pass' AND r.parent_id IS NULL
+WHERE r.repo = %(repo)s AND r.purpose IN ('retry', 'bisect') AND r.status = 'done' AND r.outcome = 'pass'
+  AND r.parent_id IS NULL
 ORDER BY f.id DESC LIMIT %(limit)s;

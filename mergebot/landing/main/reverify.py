@@ -22,8 +22,9 @@ Rules:
     (``error``: its workers lost it, it was cancelled, the sandbox failed) is signed as ``error``, and is no
     finding: ask again.
   * Known to flake: the project keeps no per-test flaky list, but the queue retries a failed check once on the same
-    commit, and a pass there is a flaky run: a test is known to flake when it did not pass in a run of the
-    repository whose retry on the same commit passed (``db.jobs.known_flaky``, the newest 200 such runs).
+    commit (a candidate's ``retry``; main's post-land check is confirmed by a ``bisect`` run of the same commit),
+    and a pass there is a flaky run: a test is known to flake when it did not pass in a run of the repository that
+    a later run of the same commit passed (``db.jobs.known_flaky``, the newest 200 such runs).
   * The statement: in-toto Statement v1 (``PREDICATE``) whose subject is the landed commit and tree, with the landed
     id, the landing statement's digest, the new run's counts, the tests that differ and the outcome; sealed with
     the data directory's key, kept in ``attestations`` (kind ``reverify``, once per job) and copied into the
