@@ -67,13 +67,13 @@ def cmd_reverify(args: argparse.Namespace) -> None:
             break
         if time.monotonic() > deadline:
             print(say.reverify_still_running(args.landed, job["id"]))
-            raise SystemExit(3)
+            raise SystemExit(4)
         time.sleep(REVERIFY_POLL)
     p = result["predicate"]
     _said(args, out, say.reverify_result(args.landed, p["outcome"], [d["id"] for d in p["differing"][:SHOWN]],
                                          int(p["differingCount"])))
     if p["outcome"] in ("diverged", "error"):
-        raise SystemExit(1 if p["outcome"] == "diverged" else 3)
+        raise SystemExit(6 if p["outcome"] == "diverged" else 1)
 
 
 def _said(args: argparse.Namespace, out: object, sentence: str) -> None:

@@ -353,7 +353,7 @@ def _control_commands(add: Callable[[str, Callable[[argparse.Namespace], None], 
              "flaky_only or diverged, signed (lead, reviewer or admin)")
     sp.add_argument("landed", type=int, metavar="LANDED", help="the landed record's id (`mergebot landed` lists them)")
     sp.add_argument("--wait", action="store_true",
-                    help="wait for the result (exit 1 when it diverged, 3 when it could not run)")
+                    help="wait for the result (exit 6 when it diverged, 1 when it could not run, 4 out of time)")
     sp.add_argument("--timeout", type=float, default=1800.0, help="how long --wait waits, in seconds")
     sp = add("pause", cmd_pause, "hold landing on a repository: pushes still queue, nothing is verified or lands "
              "until `mergebot resume` (admin)")
