@@ -34,6 +34,7 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "verify": frozenset({Role.VERIFIER, Role.ADMIN}),
     "admin": frozenset({Role.ADMIN}),
     "approve": frozenset({Role.LEAD, Role.REVIEWER, Role.ADMIN}),  # let a passed candidate land (a person's gate)
+    "reverify": frozenset({Role.LEAD, Role.REVIEWER, Role.ADMIN}),  # run a landed record's check again (issue 44)
     "read": frozenset(Role),
 }
 

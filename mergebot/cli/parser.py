@@ -53,7 +53,15 @@ from mergebot.cli.agent import (
     cmd_wait,
 )
 from mergebot.cli.attest import cmd_attest_rotate, cmd_attest_verify
-from mergebot.cli.controls import cmd_approve, cmd_cancel, cmd_pause, cmd_priority, cmd_resume, cmd_retry
+from mergebot.cli.controls import (
+    cmd_approve,
+    cmd_cancel,
+    cmd_pause,
+    cmd_priority,
+    cmd_resume,
+    cmd_retry,
+    cmd_reverify,
+)
 from mergebot.cli.repoparser import add_repo_commands
 from mergebot.cli.views import cmd_cost, cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
 from mergebot.client import DEFAULT_URL
@@ -344,6 +352,13 @@ def _control_commands(add: Callable[[str, Callable[[argparse.Namespace], None], 
     sp = add("approve", cmd_approve, "approve a candidate's exact commit where the repository requires an approval: "
              "one waiting (awaiting_approval) goes back to the queue and lands (lead, reviewer or admin)")
     sp.add_argument("candidate", type=int, metavar="CANDIDATE", help="the candidate's id (its verdict names it)")
+    sp = add("reverify", cmd_reverify, "run a landed record's check again on the same commit, command, configuration "
+             "and sandbox (and the held-out checks), and compare each test's outcome with the record: reproduced, "
+             "flaky_only or diverged, signed (lead, reviewer or admin)")
+    sp.add_argument("landed", type=int, metavar="LANDED", help="the landed record's id (`mergebot landed` lists them)")
+    sp.add_argument("--wait", action="store_true",
+                    help="wait for the result (exit 6 when it diverged, 1 when it could not run, 4 out of time)")
+    sp.add_argument("--timeout", type=float, default=1800.0, help="how long --wait waits, in seconds")
     sp = add("pause", cmd_pause, "hold landing on a repository: pushes still queue, nothing is verified or lands "
              "until `mergebot resume` (admin)")
     sp.add_argument("--repo", required=True, help="the repository")

@@ -56,3 +56,13 @@ class AttestStore:
         """A statement made after its landing (a re-verification's)."""
         await self.sql.all("attest_insert", repo=repo, landed_id=landed_id, kind=kind, subject_sha=subject_sha,
                            sequence=sequence, keyid=keyid, envelope=Jsonb(envelope))
+
+    async def add_reverify(self, *, repo: str, landed_id: int, subject_sha: str, keyid: str, job_id: int,
+                           envelope: dict[str, Any]) -> bool:
+        """A re-verification's statement, once per job: whether this call added it."""
+        rows = await self.sql.all("attest_insert_reverify", repo=repo, landed_id=landed_id, subject_sha=subject_sha,
+                                  keyid=keyid, job_id=job_id, envelope=Jsonb(envelope))
+        return bool(rows)
+
+    async def reverifies(self, landed_id: int, limit: int = 10) -> list[Row]:
+        return await self.sql.all("attest_reverifies", landed_id=landed_id, limit=limit)

@@ -214,3 +214,20 @@ class JobStore:
             return any(r["status"] in OVER for r in await self.sql.all("job_statuses", ids=job_ids))
 
         await self.waiter.until(JOB, job_ids, one_over, timeout, poll=POLL)
+
+    # -- re-verification (``mergebot.landing.main.reverify``) -----------------------------------------------------
+
+    async def reverify_latest(self, landed_id: int) -> Job | None:
+        row = await self.sql.one("job_reverify_latest", landed_id=landed_id)
+        return Job.from_row(row) if row else None
+
+    async def reverify_held_out(self, landed_id: int, after: int) -> Job | None:
+        row = await self.sql.one("job_reverify_held_out", landed_id=landed_id, after=after)
+        return Job.from_row(row) if row else None
+
+    async def reverify_unsigned(self) -> list[Job]:
+        return [Job.from_row(r) for r in await self.sql.all("job_reverify_unsigned")]
+
+    async def known_flaky(self, repo: str, limit: int = 200) -> list[dict[str, Any] | None]:
+        """The tests records of the repository's runs that failed where a retry of the same commit passed."""
+        return [r["tests"] for r in await self.sql.all("job_known_flaky", repo=repo, limit=limit)]

@@ -662,7 +662,8 @@ CREATE TABLE verify_jobs (
     command          text NOT NULL,
     timeout_s        integer NOT NULL CHECK (timeout_s > 0),
     purpose          text NOT NULL CHECK (purpose IN ('candidate', 'retry', 'base', 'post_land', 'manual', 'bisect',
-                                                      'baseline', 'acceptance', 'held_out', 'old_tests')),
+                                                      'baseline', 'acceptance', 'held_out', 'old_tests',
+                                                      'reverify')),
     candidate_id     bigint REFERENCES candidates (id),
     landed_id        bigint REFERENCES landed (id),
     status           job_status NOT NULL DEFAULT 'queued',
@@ -706,6 +707,12 @@ CREATE INDEX verify_jobs_commit ON verify_jobs (repo, commit_sha);
 CREATE INDEX verify_jobs_finished ON verify_jobs (finished_at);
 CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS NOT NULL;
 CREATE INDEX verify_jobs_parent ON verify_jobs (parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX verify_jobs_landed ON verify_jobs (landed_id, id) WHERE landed_id IS NOT NULL;
+CREATE INDEX verify_jobs_reverify ON verify_jobs (id) WHERE purpose = 'reverify' AND parent_id IS NULL;
+
+-- A re-verification's statement names the job it compared (0034): one statement a job.
+ALTER TABLE attestations ADD COLUMN job_id bigint REFERENCES verify_jobs (id);
+CREATE UNIQUE INDEX attestations_reverify_job ON attestations (job_id) WHERE job_id IS NOT NULL;
 
 -- Every finished job is announced, so whoever waits on it wakes at once.
 CREATE FUNCTION verify_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -160,3 +160,46 @@ def unattested_paused(commits: Sequence[str], count: int) -> str:
 def unattested_seen_hint(name: str) -> str:
     return (f"once a person has looked, `mergebot repo resume {name}` (or the queue page's Resume) clears the "
             "finding; a later move around the bot is found anew")
+
+
+# -- ``mergebot reverify LANDED``: the landed record's check run again -----------------------------------------
+
+REVERIFY_OUTCOMES = {
+    "reproduced": "reproduced: the same tests had the same outcomes, and the check the same overall result",
+    "flaky_only": "flaky only: the tests that differ are all known to flake (each failed in a run whose retry on the "
+                  "same commit passed)",
+    "diverged": "diverged: the check does not give the landed record's result again",
+    "error": "error: the run could not vouch for anything (its workers lost it, or it could not start); ask again",
+}
+
+
+def may_not_reverify(name: str, role: str) -> str:
+    return (f"{name} (role {role}) may not re-verify a landing: that is a reviewer's, a lead's or an admin's "
+            "(`mergebot reverify`). Nothing was started.")
+
+
+def reverify_no_record(landed_id: int) -> str:
+    return (f"landed record {landed_id} has neither a verifier run nor a landing statement to compare a new run "
+            "with (it landed without the queue)")
+
+
+def reverify_started(landed_id: int, job_id: int, sha: str) -> str:
+    return (f"landed record {landed_id}: its check runs again on `{_short(sha)}` as verify job {job_id}; "
+            f"`mergebot reverify {landed_id} --wait` waits for the result")
+
+
+def reverify_still_running(landed_id: int, job_id: int) -> str:
+    return (f"landed record {landed_id}: verify job {job_id} is still running; ask again later "
+            f"(`mergebot reverify {landed_id} --wait`)")
+
+
+def reverify_result(landed_id: int, outcome: str, differing: Sequence[str], count: int) -> str:
+    said = REVERIFY_OUTCOMES.get(outcome, outcome)
+    named = "".join(f"\n  {t}" for t in differing)
+    more = f"\n  ... and {count - len(differing)} more" if count > len(differing) else ""
+    return f"landed record {landed_id}: {said}" + (f"; {count} test(s) differ:{named}{more}" if count else "")
+
+
+REVERIFY_FORM_REFUSED = ("This form did not come from this site's pages (its origin or its CSRF token is wrong). "
+                         "Reload the page and try again.")
+REVERIFY_HELD_OUT_DIFFERS = "(held-out checks)"

@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from mergebot.db.database import Database
+from mergebot.landing.context import Context
 from mergebot.settings import Settings
 from mergebot.web import session
 from mergebot.web.live import LiveQueue
@@ -27,6 +28,9 @@ class Queue(Protocol):
     def window(self) -> int: ...
 
     async def reconcile_now(self) -> Any: ...
+
+    @property
+    def ctx(self) -> Context: ...
 
 
 class SiteServices(Protocol):

@@ -24,8 +24,9 @@ from mergebot.attest import keys as attest_keys
 from mergebot.attest import shown
 from mergebot.db.base import Row
 from mergebot.db.pages import PAGE
-from mergebot.errors import NotFound
+from mergebot.errors import Conflict, Forbidden, NotFound
 from mergebot.landing.judge import heldout, told, verdicts
+from mergebot.landing.main import reverify
 from mergebot.landing.main.repos import hold
 from mergebot.web import charts as drawn
 from mergebot.web import diffstat, graph, live, present, render, session
@@ -93,7 +94,8 @@ async def landed_one(landed_id: str, request: Request, who: Who, site: Site) -> 
     cost = costs.add_up(window["runs"], window["pushes"], window["landed"]).landings.get(row["id"])
     return render.html(request, "landed_one.html", who, r=row, diff=(await _diffs(site.root, [row]))[row["id"]],
                        cost=cost, tests=present.tests_view({"tests": row["tests"]}) if row["tests"] else None,
-                       provenance=await _provenance(site, row))
+                       provenance=await _provenance(site, row),
+                       reverified=await reverify.latest(site.queue.ctx, row["id"]))
 
 
 async def _provenance(site: Site, row: Row) -> shown.Provenance:
@@ -112,6 +114,24 @@ async def landed_attestations(landed_id: str, request: Request, who: Who, site: 
         return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
     got = await _provenance(site, row)
     return JSONResponse({"landed_id": row["id"], "repo": row["repo"], "sha": row["merged_sha"], **got.as_json()})
+
+
+@router.post("/ui/landed/{landed_id}/reverify")
+async def landed_reverify(landed_id: str, request: Request, who: Who, site: Site) -> Response:
+    """Re-verify a landed record (``mergebot reverify``): reviewers, leads and admins, from this site's own form."""
+    form = await read_form(request) or {}
+    if not session.post_allowed(request, who, form.get(session.CSRF_FIELD)):
+        return render.message(request, who, 403, "Refused", say.REVERIFY_FORM_REFUSED)
+    n = _id(landed_id)
+    if n is None:
+        return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
+    try:
+        await reverify.start(site.queue.ctx, n, who.agent)
+    except NotFound:
+        return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
+    except (Forbidden, Conflict) as e:
+        return render.message(request, who, e.status, "Refused", e.message)
+    return RedirectResponse(f"/ui/landed/{n}#reverify", status_code=303)
 
 
 @router.get("/ui/candidates/{cand_id}")

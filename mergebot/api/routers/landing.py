@@ -10,6 +10,7 @@ from mergebot.api.deps import Admin, CurrentAgent, DbDep, Limit, Reader, Service
 from mergebot.api.errors import ERROR_RESPONSES
 from mergebot.api.schemas import PauseIn
 from mergebot.landing.judge import told
+from mergebot.landing.main import reverify
 from mergebot.landing.main.approve import approve as approve_candidate
 from mergebot.landing.main.repos import hold, set_rules
 from mergebot.models import record
@@ -84,3 +85,18 @@ async def change_rules(name: str, change: RulesChange, agent: Admin, services: S
 async def reconcile(agent: Admin, services: ServicesDep) -> dict[str, Any]:
     reports = await services.queue.reconcile_now()
     return {"reports": [record(r) for r in reports]}
+
+
+@router.post("/landed/{landed_id}/reverify", summary="Run a landed record's check again (a lead, reviewer or admin; "
+             "`mergebot reverify`): the same commit, command, configuration and sandbox, and the held-out checks; "
+             "the answer (reproduced, flaky_only or diverged) is signed when it ends. Returns the run's job (the one "
+             "already running, if any); an agent is refused (403)")
+async def reverify_start(landed_id: int, agent: CurrentAgent, services: ServicesDep) -> dict[str, Any]:
+    job = await reverify.start(services.queue.ctx, landed_id, agent)
+    return {**await reverify.latest(services.queue.ctx, landed_id), "job": record(job)}
+
+
+@router.get("/landed/{landed_id}/reverify", summary="A landed record's latest re-verification: its newest run and "
+            "its newest signed result (the statement's predicate and envelope)")
+async def reverify_latest(landed_id: int, agent: Reader, services: ServicesDep) -> dict[str, Any]:
+    return await reverify.latest(services.queue.ctx, landed_id)

@@ -65,3 +65,16 @@ SELECT DISTINCT ON (a->>'sha') a->>'sha' AS subject_sha, a->'envelope' AS envelo
 FROM landing_intents i, jsonb_array_elements(i.attestations) a
 WHERE i.repo = %(repo)s AND i.attestations IS NOT NULL AND a->>'kind' = 'landing' AND a->>'sha' = ANY(%(shas)s)
 ORDER BY a->>'sha', i.id DESC;
+
+-- name: attest_insert_reverify
+-- A re-verification's statement, once per job (a second finishing of the same job adds nothing).
+INSERT INTO attestations (repo, landed_id, kind, subject_sha, keyid, envelope, job_id)
+VALUES (%(repo)s, %(landed_id)s, 'reverify', %(subject_sha)s, %(keyid)s, %(envelope)s, %(job_id)s)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: attest_reverifies
+-- A landed row's re-verification statements, newest first.
+SELECT id, job_id, keyid, subject_sha, envelope, created_at, noted_at FROM attestations
+WHERE landed_id = %(landed_id)s AND kind = 'reverify'
+ORDER BY id DESC LIMIT %(limit)s;

@@ -120,7 +120,7 @@ LIMIT 1;
 -- or fail) before one cut short. NULL result when none has them (the caller then runs one, purpose baseline).
 SELECT * FROM verify_jobs
 WHERE repo = %(repo)s AND tree_sha = %(tree_sha)s AND command = %(command)s AND status = 'done'
-  AND purpose NOT IN ('held_out', 'acceptance', 'old_tests')
+  AND purpose NOT IN ('held_out', 'acceptance', 'old_tests', 'reverify')
 ORDER BY coalesce(result -> 'tests' ->> 'source', '') <> '' DESC, outcome IN ('pass', 'fail') DESC, id DESC
 LIMIT 1;
 
@@ -200,3 +200,34 @@ UPDATE verify_jobs c SET status = 'cancelled', finished_at = now(), lease_expire
 FROM verify_jobs p
 WHERE c.parent_id = p.id AND p.status = 'cancelled' AND c.status IN ('queued', 'running')
 RETURNING c.id;
+
+-- name: job_reverify_latest
+-- A landed row's newest re-verification run (``mergebot reverify``): the group's parent for named checks.
+SELECT * FROM verify_jobs
+WHERE landed_id = %(landed_id)s AND purpose = 'reverify' AND parent_id IS NULL
+ORDER BY id DESC LIMIT 1;
+
+-- name: job_reverify_held_out
+-- The held-out run started with the re-verification run ``after`` of the same landed row (the next one after it).
+SELECT * FROM verify_jobs
+WHERE landed_id = %(landed_id)s AND purpose = 'held_out' AND id > %(after)s
+ORDER BY id LIMIT 1;
+
+-- name: job_reverify_unsigned
+-- Re-verification runs over whose statement was never made (the server stopped while they ran), oldest first.
+SELECT * FROM verify_jobs j
+WHERE j.purpose = 'reverify' AND j.parent_id IS NULL AND j.status IN ('done', 'cancelled') AND j.landed_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM attestations a WHERE a.job_id = j.id)
+ORDER BY j.id LIMIT 20;
+
+-- name: job_known_flaky
+-- The repository's memory of flaky tests: the tests reports of runs that did not pass on a commit where a later
+-- run of the same commit passed (a candidate's retry; main's check confirmed once more, purpose bisect, after a
+-- post-land failure): a flaky run, newest first. Held-out runs are not among them (their test names are no agent's to see).
+SELECT f.result -> 'tests' AS tests
+FROM verify_jobs r
+JOIN verify_jobs f ON f.repo = r.repo AND f.commit_sha = r.commit_sha AND f.id < r.id AND f.parent_id IS NULL
+                  AND f.status = 'done' AND f.outcome <> 'pass' AND f.purpose NOT IN ('held_out', 'reverify')
+WHERE r.repo = %(repo)s AND r.purpose IN ('retry', 'bisect') AND r.status = 'done' AND r.outcome = 'pass'
+  AND r.parent_id IS NULL
+ORDER BY f.id DESC LIMIT %(limit)s;

@@ -39,6 +39,7 @@ SELECT l.*, a.name AS owner, s.title, s.status AS subtask_status, s.created_at A
        coalesce(l.verifier_sandbox, c.verifier ->> 'sandbox') AS sandbox, c.verifier ->> 'exit_code' AS exit_code,
        (c.verifier ->> 'log_size')::bigint AS log_size, c.ref,
        (SELECT j.id FROM verify_jobs j WHERE j.landed_id = l.id AND j.parent_id IS NULL
+          AND j.purpose NOT IN ('reverify', 'held_out')
         ORDER BY j.id DESC LIMIT 1) AS post_land_job_id,
        (SELECT r.id FROM landed r WHERE r.reverts = l.id) AS reverted_by
 FROM landed l
