@@ -109,7 +109,7 @@ def record_from_statement(tests: Mapping[str, Any], now: Mapping[str, str]) -> d
     per-test outcomes, for a record whose run is gone: the named ones as named; the new run's passing tests the
     statement does not name are taken as passed then, as many as it counts (the rest stand as ``ABSENT``), and
     any passed tests it counts beyond those are one unnamed entry, so a lost test still differs."""
-    out = {str(n.get("id")): str(n.get("reason")) for n in tests.get("notPassed") or [] if isinstance(n, dict)}
+    out = {str(n.get("id")): str(n.get("outcome")) for n in tests.get("notPassed") or [] if isinstance(n, dict)}
     passed = int(tests.get("passed") or 0)
     for t in sorted(t for t, o in now.items() if o in st.PASSING and t not in out):
         if passed <= 0:
