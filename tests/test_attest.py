@@ -25,6 +25,7 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 
 from mergebot.attest import chain, keys, notes, statement
 from mergebot.attest.envelope import IN_TOTO, Untrusted, open_envelope, seal
+from mergebot.git import notes as git_notes
 from tests.support.bot import Fleet, commit, git, stop_keepers, until
 from tests.test_verifier import Repo
 from verifier.outcomes import unpack
@@ -232,6 +233,7 @@ async def test_twenty_landings_are_proven_on_the_server_and_from_a_plain_clone(f
     assert [r["sequence"] for r in rows] == list(range(1, 21))
     assert {r["subject_sha"] for r in rows} == {ld.merged_sha for ld in landed}
 
+    await until(lambda: git_notes.read(fleet.bare().path, fleet.main()) is not None, timeout=30)  # notes follow
     on_server = attest("--repo", "demo", "--json", env=env)
     assert on_server.returncode == 0, on_server.stdout + on_server.stderr
     report = json.loads(on_server.stdout)

@@ -11,7 +11,7 @@ import pytest
 
 from mergebot.attest import chain, keys
 from mergebot.git import notes
-from tests.support.bot import Fleet, check_command
+from tests.support.bot import Fleet, check_command, until
 from tests.test_hostile import readable_by_an_agent
 from tests.test_judged import push
 from verifier import sandbox as sb
@@ -79,6 +79,7 @@ async def test_a_check_never_sees_the_signing_key(make_fleet: Callable[..., Any]
     assert key.read_text() == private  # nor was it changed
     # and the landing it made is proven by that same key
     head = fleet.main()
+    await until(lambda: notes.read(fleet.bare().path, head) is not None, timeout=30)  # the note follows the landing
     trust = keys.read_trust(keys.trust_path(data).read_text())
     statement, keyid = chain.landing_of(head, notes.read(fleet.bare().path, head) or "", trust, "demo")
     assert keyid == keys.signer(data).public_key.keyid and statement["predicate"]["sandbox"]["kind"] == "bwrap"

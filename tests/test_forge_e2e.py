@@ -27,7 +27,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.forge.client import GitHubClient
 from mergebot.models import Handle
-from tests.support.bot import commit, git, make_project
+from tests.support.bot import commit, git, make_project, until
 from tests.support.forge_fleet import SECRET, TOKEN, ZERO, ForgeFleet, final, pull_request
 from tests.support.webhooks import PAYLOADS
 
@@ -66,6 +66,8 @@ async def test_owner_push_lands_on_the_forge_with_success_and_merges_the_pull(fo
     assert client.pull_merged("acme/calc", 7)  # pushing the merge onto main is what closes the PR as merged
     assert (await f.db.subtasks.get_subtask(claim.id)).status == "landed"
     # the landing's signed statements reach the forge with it: a clone of the forge fetches them as git notes
+    await until(lambda: git(["notes", "--ref", "mergebot", "show", landed.merged_sha], f.remote,
+                            check=False).returncode == 0, timeout=30)  # the notes follow the landing
     note = git(["notes", "--ref", "mergebot", "show", landed.merged_sha], f.remote).stdout
     assert [e["payloadType"] for e in notes.envelopes(note)] == [IN_TOTO, IN_TOTO], note[:500]
 

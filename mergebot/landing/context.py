@@ -64,6 +64,7 @@ class Context:
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # the queue's own: something changed
     published: Published = field(default_factory=Published)  # commits this process put on forge queue branches
 
+    notes_locks: dict[str, asyncio.Lock] = field(default_factory=dict)  # one writer of a repository's git notes
     key: CryptoSigner | None = None  # the data directory's signing key, loaded at first use (``signer``)
     key_stamp: tuple[int, int] = (0, 0)  # the key file's inode and change time when it was loaded
 

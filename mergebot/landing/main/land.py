@@ -301,7 +301,7 @@ async def _move_and_record(ctx: Context, target: Target, intent: Intent, why: st
         return None
     if released:
         log.info("released %s", released)
-    await provenance.publish_notes(ctx, target)
+    provenance.publish_soon(ctx, target)
     if landed.kind == "revert" and landed.reverts is not None:  # what was built on the reverted change waits for it
         culprit = await ctx.db.landing.get_landed(landed.reverts)
         held = await ctx.db.reverts.hold_dependents(culprit.subtask_id, bot_id=await ctx.db.agents.bot_id(),

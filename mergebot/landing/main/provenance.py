@@ -103,16 +103,26 @@ async def publish(ctx: Context, target: Target) -> int:
     forge); how many commits' notes were written. The landing step calls it after each landing and the reconciler
     on every pass, so a crash between the two is caught up."""
     repo = target.repo
-    pending = await ctx.db.attest.unnoted(repo.name)
-    if not pending:
-        return 0
-    shas = sorted({r["subject_sha"] for r in pending})
-    rows = await ctx.db.attest.of_commits(repo.name, shas)
-    texts = {sha: note_text([r["envelope"] for r in rows if r["subject_sha"] == sha]) for sha in shas}
-    await asyncio.to_thread(git_notes.write, target.path, texts)
-    await target.share_notes(NOTES_REF)
-    await ctx.db.attest.noted([r["id"] for r in pending])
-    return len(texts)
+    async with ctx.notes_locks.setdefault(repo.name, asyncio.Lock()):  # one writer of the notes ref at a time
+        pending = await ctx.db.attest.unnoted(repo.name)
+        if not pending:
+            return 0
+        shas = sorted({r["subject_sha"] for r in pending})
+        rows = await ctx.db.attest.of_commits(repo.name, shas)
+        texts = {sha: note_text([r["envelope"] for r in rows if r["subject_sha"] == sha]) for sha in shas}
+        await asyncio.to_thread(git_notes.write, target.path, texts)
+        await target.share_notes(NOTES_REF)
+        await ctx.db.attest.noted([r["id"] for r in pending])
+        return len(texts)
+
+
+def publish_soon(ctx: Context, target: Target) -> None:
+    """``publish_notes`` beside the queue (held in ``ctx.post_land`` until it ends): the landing waits for its
+    statements' signing and storing, never for the git notes, which follow within moments (and the reconciler's
+    next pass writes what a crash kept from them)."""
+    task = asyncio.create_task(publish_notes(ctx, target))
+    ctx.post_land.add(task)
+    task.add_done_callback(ctx.post_land.discard)
 
 
 async def publish_notes(ctx: Context, target: Target) -> None:
