@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
-from pathlib import Path
 from typing import Any
 
 from bench.attest.landing import PARTS, bench_landings
@@ -111,19 +109,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = harness.parser("python -m bench.attest", __doc__)
-    p.add_argument("--files", type=int, default=None, help="files in the generated repository [1000; 200 quick]")
-    p.add_argument("--landings", type=int, default=None, help="timed landings [20; 4 quick]")
-    p.add_argument("--commits", type=int, default=None, help="landings in the verified history [1000; 100 quick]")
-    p.add_argument("--rounds", type=int, default=None, help="timed rounds of attest verify [3; 1 quick]")
-    p.add_argument("--quick", action="store_true", help="smoke run: 4 landings on 200 files, verify over 100")
-    p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
-    return harness.parse_counts(p, argv, files=(1000, 200), landings=(20, 4), commits=(1000, 100), rounds=(3, 1))
+    p = harness.parser("python -m bench.attest", __doc__, "4 landings on 200 files, verify over 100")
+    return harness.parse_counts(p, argv, files=(1000, 200, "files in the generated repository"),
+                                landings=(20, 4, "timed landings"),
+                                commits=(1000, 100, "landings in the verified history"),
+                                rounds=(3, 1, "timed rounds of attest verify"))
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    figures = asyncio.run(bench(args))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
-        print(f"\nfigures written to {args.json}")
+    harness.run_and_write(bench, parse_args(argv))

@@ -50,12 +50,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -247,21 +245,15 @@ def report(args: argparse.Namespace, info: dict[str, str], runs: list[Run]) -> d
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = harness.parser("python -m bench.claims.cost", __doc__)
+    p = harness.parser("python -m bench.claims.cost", __doc__, "3 rounds of 500 statements")
     p.add_argument("--rounds", type=int, default=None, help="rounds per rung; the median is reported [7; 3 quick]")
     p.add_argument("--n", type=int, default=None, help="statements per round [3000; 500 with --quick]")
     p.add_argument("--warmup", type=int, default=None, help="untimed statements per rung first [300; 100 quick]")
-    p.add_argument("--quick", action="store_true", help="smoke run: 3 rounds of 500 statements")
-    p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     return harness.parse_counts(p, argv, rounds=(7, 3), n=(3000, 500), warmup=(300, 100))
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    figures = bench(args)
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-        print(f"\nfigures written to {args.json}")
+    harness.run_and_write(bench, parse_args(argv))
 
 
 if __name__ == "__main__":

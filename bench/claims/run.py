@@ -59,12 +59,9 @@ This prints figures and says whether each target was met; it asserts nothing abo
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from bench.claims.contenders import (
@@ -280,7 +277,7 @@ def report(args: argparse.Namespace, info: dict[str, str], agent_counts: list[in
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = harness.parser("python -m bench.claims", __doc__)
+    p = harness.parser("python -m bench.claims", __doc__, "3000 subtasks, 10000 history, 4 s cap")
     p.add_argument("--subtasks", type=int, default=None,
                    help="ready subtasks (and jobs, rows) per run [20000]")
     p.add_argument("--history", type=int, default=None, help="finished subtasks in the history runs [100000]")
@@ -289,21 +286,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="concurrency for the unfused (submit; claim) comparison [4]")
     p.add_argument("--seconds", type=float, default=None,
                    help="time cap per run, seconds [10; 4 with --quick]")
-    p.add_argument("--quick", action="store_true", help="smoke run: 3000 subtasks, 10000 history, 4 s cap")
     p.add_argument("--repeat", type=int, default=1,
                    help="run every scenario this many times (interleaved) and keep the best [1]")
     p.add_argument("--no-procrastinate-stock", dest="procrastinate_stock", action="store_false",
                    help="skip procrastinate on its own default (non-autocommit) pool")
-    p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     args = p.parse_args(argv)
     harness.quick_defaults(args, subtasks=(20000, 3000), history=(100000, 10000), seconds=(10.0, 4.0))
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    figures = asyncio.run(bench(args))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-        print(f"\nfigures written to {args.json}")
+    harness.run_and_write(bench, parse_args(argv))
 

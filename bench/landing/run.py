@@ -51,9 +51,7 @@ whether each target was met; it asserts nothing about timing.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import json
 import os
 import statistics
 import subprocess
@@ -164,21 +162,13 @@ async def bench_all(server: harness.PgServer, tmp: Path, args: argparse.Namespac
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = harness.parser("python -m bench.landing", __doc__)
-    p.add_argument("--files", type=int, default=None, help="files in the generated repository [5000; 1000 quick]")
-    p.add_argument("--landings", type=int, default=None, help="bot landings [30; 6 quick]")
-    p.add_argument("--naive", type=int, default=None, help="naive clone+merge+push landings [10; 3 quick]")
-    p.add_argument("--pushes", type=int, default=None, help="timed pushes per repository [20; 5 quick]")
-    p.add_argument("--quick", action="store_true", help="smoke run: 1000 files, 6 landings, 3 naive, 5 pushes")
+    p = harness.parser("python -m bench.landing", __doc__, "1000 files, 6 landings, 3 naive, 5 pushes")
     p.add_argument("--only", metavar="PARTS", help="comma-separated subset of bot,naive,hooks")
-    p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
-    return harness.parse_counts(p, argv, files=(5000, 1000), landings=(30, 6), naive=(10, 3), pushes=(20, 5))
+    return harness.parse_counts(p, argv, files=(5000, 1000, "files in the generated repository"),
+                                landings=(30, 6, "bot landings"), naive=(10, 3, "naive clone+merge+push landings"),
+                                pushes=(20, 5, "timed pushes per repository"))
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    figures = asyncio.run(bench(args))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
-        print(f"\nfigures written to {args.json}")
+    harness.run_and_write(bench, parse_args(argv))
 
