@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.attest.landing import PARTS, bench_landings
 from bench.attest.verify import bench_verify
-from bench.common import harness
+from bench.common import cli, harness
 from bench.common.measure import met
 from bench.landing.repo import fmt, header, row, stats
 
@@ -109,12 +109,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = harness.parser("python -m bench.attest", __doc__, "4 landings on 200 files, verify over 100")
-    return harness.parse_counts(p, argv, files=(1000, 200, "files in the generated repository"),
+    p = cli.parser("python -m bench.attest", __doc__, "4 landings on 200 files, verify over 100")
+    return cli.parse_counts(p, argv, files=(1000, 200, "files in the generated repository"),
                                 landings=(20, 4, "timed landings"),
                                 commits=(1000, 100, "landings in the verified history"),
                                 rounds=(3, 1, "timed rounds of attest verify"))
 
 
 def main(argv: list[str] | None = None) -> None:
-    harness.run_and_write(bench, parse_args(argv))
+    cli.run_and_write(bench, parse_args(argv))

@@ -60,7 +60,7 @@ import psycopg
 
 from bench.claims.cost_steps import RUNGS, Rung, Step, alter, build_template, may_emit, table_stats
 from bench.claims.databases import server_info
-from bench.common import harness, measure
+from bench.common import cli, harness, measure
 
 
 @dataclass
@@ -245,15 +245,15 @@ def report(args: argparse.Namespace, info: dict[str, str], runs: list[Run]) -> d
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = harness.parser("python -m bench.claims.cost", __doc__, "3 rounds of 500 statements")
+    p = cli.parser("python -m bench.claims.cost", __doc__, "3 rounds of 500 statements")
     p.add_argument("--rounds", type=int, default=None, help="rounds per rung; the median is reported [7; 3 quick]")
     p.add_argument("--n", type=int, default=None, help="statements per round [3000; 500 with --quick]")
     p.add_argument("--warmup", type=int, default=None, help="untimed statements per rung first [300; 100 quick]")
-    return harness.parse_counts(p, argv, rounds=(7, 3), n=(3000, 500), warmup=(300, 100))
+    return cli.parse_counts(p, argv, rounds=(7, 3), n=(3000, 500), warmup=(300, 100))
 
 
 def main(argv: list[str] | None = None) -> None:
-    harness.run_and_write(bench, parse_args(argv))
+    cli.run_and_write(bench, parse_args(argv))
 
 
 if __name__ == "__main__":

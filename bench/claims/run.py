@@ -92,7 +92,7 @@ from bench.claims.databases import (
     build_update_template,
     server_info,
 )
-from bench.common import harness, measure
+from bench.common import cli, harness, measure
 
 # -- orchestration -------------------------------------------------------------------------------------------
 
@@ -277,7 +277,7 @@ def report(args: argparse.Namespace, info: dict[str, str], agent_counts: list[in
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = harness.parser("python -m bench.claims", __doc__, "3000 subtasks, 10000 history, 4 s cap")
+    p = cli.parser("python -m bench.claims", __doc__, "3000 subtasks, 10000 history, 4 s cap")
     p.add_argument("--subtasks", type=int, default=None,
                    help="ready subtasks (and jobs, rows) per run [20000]")
     p.add_argument("--history", type=int, default=None, help="finished subtasks in the history runs [100000]")
@@ -291,10 +291,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-procrastinate-stock", dest="procrastinate_stock", action="store_false",
                    help="skip procrastinate on its own default (non-autocommit) pool")
     args = p.parse_args(argv)
-    harness.quick_defaults(args, subtasks=(20000, 3000), history=(100000, 10000), seconds=(10.0, 4.0))
+    cli.quick_defaults(args, subtasks=(20000, 3000), history=(100000, 10000), seconds=(10.0, 4.0))
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
-    harness.run_and_write(bench, parse_args(argv))
+    cli.run_and_write(bench, parse_args(argv))
 

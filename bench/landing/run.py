@@ -61,7 +61,7 @@ from typing import Any
 
 import pygit2
 
-from bench.common import harness
+from bench.common import cli, harness
 from bench.landing.bot import bench_bot, print_bot
 from bench.landing.naive import Naive, bench_hooks, interleave, print_hooks, print_naive
 from bench.landing.repo import fmt, generate_repo, stats
@@ -162,13 +162,13 @@ async def bench_all(server: harness.PgServer, tmp: Path, args: argparse.Namespac
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = harness.parser("python -m bench.landing", __doc__, "1000 files, 6 landings, 3 naive, 5 pushes")
+    p = cli.parser("python -m bench.landing", __doc__, "1000 files, 6 landings, 3 naive, 5 pushes")
     p.add_argument("--only", metavar="PARTS", help="comma-separated subset of bot,naive,hooks")
-    return harness.parse_counts(p, argv, files=(5000, 1000, "files in the generated repository"),
+    return cli.parse_counts(p, argv, files=(5000, 1000, "files in the generated repository"),
                                 landings=(30, 6, "bot landings"), naive=(10, 3, "naive clone+merge+push landings"),
                                 pushes=(20, 5, "timed pushes per repository"))
 
 
 def main(argv: list[str] | None = None) -> None:
-    harness.run_and_write(bench, parse_args(argv))
+    cli.run_and_write(bench, parse_args(argv))
 
