@@ -8,7 +8,8 @@ show it). Then, one push each:
 
   * **snoop**: prints its environment, every ``/proc/*/environ`` it can read, the credential files of the home
     directories, ``/etc/shadow`` and ``/etc``, the data directory, tries the database's socket and the server's
-    TCP port on the host's loopback, and writes a hook into the bare repository. The same script run outside the
+    TCP port on the host's loopback, and writes a hook into the bare repository (the data directory holds the key
+    landing statements are signed with: its text is one more secret). The same script run outside the
     sandbox finds the secrets, so their absence inside means something;
   * **hog, time**: leaves a daemon behind, forks 2,000 times, allocates 8 GiB, sleeps past the timeout;
   * **hog, disk**: writes 3 GiB; **hog, memory**: four processes touch 400 MiB each (the repository allows 768);
@@ -43,6 +44,7 @@ import pytest
 
 from mergebot import agent
 from mergebot.api import create_app
+from mergebot.attest import keys
 from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.main.repos import add_repo, repos_root
@@ -265,6 +267,8 @@ async def drill(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
         await e2e_db.subtasks.create_subtask(actor_id=None, title=f"{name}'s change")
     bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=secrets["forge_token"],
                      MERGEBOT_WEBHOOK_SECRET=secrets["webhook_secret"], MERGEBOT_RETRY_FAILED_CHECKS="0").start()
+    # the key landing statements are signed with (issue 44), made by serve in the data directory: its base64 body
+    secrets["signing_key"] = keys.key_path(data).read_text().splitlines()[1]
     watch = Watch(bot.url, data / "slots")
     watcher = threading.Thread(target=watch.run, daemon=True)
     watcher.start()
@@ -374,7 +378,7 @@ async def test_a_hostile_candidate_reaches_no_secret_and_no_limit_holds_it_back(
     control = subprocess.run([sys.executable, "-c", snoop + "\ntry:\n    test_snoop()\nexcept AssertionError:\n"
                               "    pass\n"], capture_output=True, text=True, timeout=120,
                              env={**os.environ, "GITHUB_TOKEN": d.secrets["forge_token"]})
-    for key in ("forge_token", "root_credentials", "user_credentials", "data_marker"):
+    for key in ("forge_token", "root_credentials", "user_credentials", "data_marker", "signing_key"):
         assert d.secrets[key] in control.stdout, f"the snoop cannot find {key} even outside the sandbox"
     d.hook.unlink(missing_ok=True)  # the control wrote it: the sandboxed run must not
     hooks_before = sorted(p.name for p in d.hook.parent.iterdir())

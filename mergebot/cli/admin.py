@@ -56,7 +56,6 @@ def with_db(settings: Settings, fn: Callable[[Database], Awaitable[T]]) -> T:
 def cmd_init(args: argparse.Namespace) -> None:
     settings = settings_from(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    keys.signer(settings.data_dir)  # the key landing statements are signed with, and the trust file naming it
 
     async def go(db: Database) -> dict[str, Any]:
         try:
@@ -68,6 +67,7 @@ def cmd_init(args: argparse.Namespace) -> None:
                 "trust_file": str(keys.trust_path(settings.data_dir))}
 
     out = with_db(settings, go)
+    keys.signer(settings.data_dir)  # the key landing statements are signed with, and the trust file naming it
     emit(args, out)
     if not args.json and out["token"].startswith("mb_"):
         print(say.INIT_TOKEN_SHOWN_ONCE, file=sys.stderr)
