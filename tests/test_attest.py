@@ -26,6 +26,7 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 from mergebot.attest import chain, keys, notes, statement
 from mergebot.attest.envelope import IN_TOTO, Untrusted, open_envelope, seal
 from mergebot.git import notes as git_notes
+from mergebot.landing.main import audit
 from mergebot.landing.main.repos import set_rules
 from mergebot.rules import RulesChange
 from tests.support.bot import Fleet, commit, git, stop_keepers, until
@@ -168,6 +169,17 @@ def test_the_chain_names_a_swapped_subject_a_replay_and_a_commit_without_a_state
     # a verifier that accepted c finds main moved back to b
     back = chain.verify(history[1:], good, trust, accepted=(c, 3))
     assert "no longer on main" in back.findings[0].why
+
+    # a landing that fast-forwarded a branch of two commits (c1, then c2 on it) carries c1: main moved b -> c2
+    c1, c2 = "1" * 40, "2" * 40
+    forwarded = [(c2, c1), (c1, b), (b, a), (a, root), (root, None)]
+    ff = {**good, c2: notes.text([sealed(key_dir, sha=c2, before=b, sequence=3)])}
+    report = chain.verify(forwarded, ff, trust)
+    assert report.ok and report.checked == 4, report.findings
+    assert audit.unexplained(forwarded[:2], {c2: json.loads(ff[c2])["statements"][0]}, trust, "demo", b) == []
+    stray = [(c2, c1), (c1, b), (b, a), (a, root), (root, None)]  # a statement whose main-before is not below it
+    wrong = {**good, c2: notes.text([sealed(key_dir, sha=c2, before="9" * 40, sequence=3)])}
+    assert "but the commit's parent is" in chain.verify(stray, wrong, trust).findings[0].why
 
     other = keys.signer(key_dir / "elsewhere")  # a statement by a key the trust file does not list
     foreign = {**good, c: notes.text([seal(statement.landing(facts({}, sha=c, before=b, sequence=3)), IN_TOTO,

@@ -1,11 +1,13 @@
 """Main's first-parent history checked against its landing statements (pure; ``mergebot attest verify``).
 
-Every commit from main's head back to ``since`` (the commit main stood at when the bot took the repository, named by
-the statements themselves unless given) must have exactly one landing statement that opens with a trusted key
-valid when it was signed, names the commit as its subject and the commit's first parent as main before, for this
-repository. Along the history the landings' numbers (``sequence``) go down strictly, and a verifier that accepted a
-head before (``accepted``) finds that head still on main with a number no greater than today's: main never goes
-backwards and an older statement is never taken again.
+Every value main took from its head back to ``since`` (the commit main stood at when the bot took the repository,
+named by the statements themselves unless given) must have exactly one landing statement that opens with a trusted
+key valid when it was signed, names the commit as its subject and, as main before, the value main took before it:
+its first parent, or further down the first-parent history when the landing fast-forwarded a branch of several
+commits (those between were carried onto main by that landing and never were its value). Along the history the
+landings' numbers (``sequence``) go down strictly, and a verifier that accepted a head before (``accepted``) finds
+that head still on main with a number no greater than today's: main never goes backwards and an older statement
+is never taken again.
 """
 
 from __future__ import annotations
@@ -83,14 +85,29 @@ def _claims_landing(envelope: dict[str, Any]) -> bool:
     return isinstance(envelope.get("payload"), str) and isinstance(envelope.get("signatures"), list)
 
 
+def carried_to(history: Sequence[tuple[str, str | None]], i: int, before: object, end: str | None = None) -> int | None:
+    """Where a landing statement of ``history[i]`` whose main-before is ``before`` hands over along main's first-parent
+    history: the index of ``before`` (the commits between were carried onto main by that one landing, as a
+    fast-forward of a branch of several commits carries them; they never were main's value), ``len(history)`` when
+    ``before`` is ``end`` (where a walk stopped), or None when ``before`` is not below ``history[i]``."""
+    for k in range(i + 1, len(history)):
+        if history[k][0] == before:
+            return k
+    return len(history) if end is not None and before == end else None
+
+
 def verify(history: Sequence[tuple[str, str | None]], note_of: Mapping[str, str], trust: Trust, *,
            since: str | None = None, accepted: tuple[str, int] | None = None, repo: str | None = None) -> Report:
     """``history``: main's first-parent chain, head first, each commit with its first parent (None for a root);
-    ``note_of``: each commit's note text. See the module's rules."""
+    ``note_of``: each commit's note text. See the module's rules: each value main took has its landing statement,
+    whose main-before is the value main took before it (a landing that fast-forwards several commits carries the
+    ones between)."""
     report = Report(head=history[0][0] if history else None)
     last_sequence: int | None = None
     seen: set[str] = set()
-    for sha, parent in history:
+    i = 0
+    while i < len(history):
+        sha, parent = history[i]
         if since is not None and sha == since:
             report.since = since
             break
@@ -103,20 +120,27 @@ def verify(history: Sequence[tuple[str, str | None]], note_of: Mapping[str, str]
             if since is None:
                 report.findings.append(Finding(sha, say.ATTEST_NO_START))
                 return report
+            i += 1
             continue
         p = statement["predicate"]
         report.keys[keyid] = report.keys.get(keyid, 0) + 1
         if since is None:
             since = str(p.get("since") or "")
-        if (p.get("main") or {}).get("before") != parent:
-            report.findings.append(Finding(sha, say.attest_not_its_parent((p.get("main") or {}).get("before"),
-                                                                          parent)))
+        before = (p.get("main") or {}).get("before")
+        k = i + 1 if before == parent else carried_to(history, i, before)
+        if k is None:
+            report.findings.append(Finding(sha, say.attest_not_its_parent(before, parent)))
+            k = i + 1
+        for carried, _ in history[i + 1:k]:  # on main by this landing, never main's value: no statement of its own
+            seen.add(carried)
+            report.checked += 1
         sequence = p.get("sequence")
         if not isinstance(sequence, int) or (last_sequence is not None and sequence >= last_sequence):
             report.findings.append(Finding(sha, say.attest_sequence_backwards(sequence, last_sequence)))
         if report.head_sequence is None and isinstance(sequence, int):
             report.head_sequence = sequence
         last_sequence = sequence if isinstance(sequence, int) else last_sequence
+        i = k
     else:
         if since is not None and history:
             report.findings.append(Finding(history[-1][0], say.attest_since_not_found(since)))

@@ -1,11 +1,12 @@
 """The audit of main (issue 44): every move of main is explained by a landing statement, or it is a finding.
 
-Each commit of main's first-parent history since the repository's ``root_sha`` must have a landing statement
-(``attestations``, kind ``landing``; or one an intent kept for a landing no landed row took) that opens with a
-trusted key valid when it was signed, names the commit, this repository, and the commit's first parent as main
-before. A commit without one was put there around the bot: an admin's push into the bare repository, a push to the
-forge's main. The reconciler runs the audit on every pass (``reconcile_repo``), so such a move is a finding within
-one pass.
+Each value main took since the repository's ``root_sha`` must have a landing statement (``attestations``, kind
+``landing``; or one an intent kept for a landing no landed row took) that opens with a trusted key valid when it was
+signed, names the commit, this repository, and as main before the value main took before it (the commit's first
+parent, or further down when the landing fast-forwarded several commits, which it carries:
+``attest.chain.carried_to``). A commit without one was put there around the bot: an admin's push into the bare
+repository, a push to the forge's main. The reconciler runs the audit on every pass (``reconcile_repo``), so such
+a move is a finding within one pass.
 
 It stays cheap: the repository remembers the head the audit last walked to (``repos.audited_head``), and a pass
 walks only the commits after it (one query for their statements). When that head is no longer on main's history
@@ -79,26 +80,46 @@ def trust_of(ctx: Context) -> keys.Trust | None:
         return None
 
 
-def explained(sha: str, parent: str | None, envelope: dict[str, Any] | None, trust: keys.Trust | None,
-              repo: str) -> str | None:
-    """Why the move of main to ``sha`` (from ``parent``) is not explained by its landing statement; None when it
-    is."""
+def before_of(sha: str, envelope: dict[str, Any] | None, trust: keys.Trust | None,
+              repo: str) -> tuple[object, str | None]:
+    """The main-before of ``sha``'s landing statement, or why it has none that holds (``(None, why)``)."""
     if envelope is None:
-        return say.ATTEST_NO_STATEMENT
+        return None, say.ATTEST_NO_STATEMENT
     if trust is not None:
         try:
             statement, _ = chain.landing_of(sha, notes.text([envelope]), trust, repo)
         except Untrusted as e:
-            return e.message
+            return None, e.message
     else:
         try:
             statement = json.loads(base64.b64decode(str(envelope.get("payload") or "")))
         except ValueError:
-            return say.ATTEST_NO_STATEMENT
+            return None, say.ATTEST_NO_STATEMENT
         if not isinstance(statement, dict):
-            return say.ATTEST_NO_STATEMENT
-    before = ((statement.get("predicate") or {}).get("main") or {}).get("before")
-    return None if before == parent else say.attest_not_its_parent(before, parent)
+            return None, say.ATTEST_NO_STATEMENT
+    return ((statement.get("predicate") or {}).get("main") or {}).get("before"), None
+
+
+def unexplained(history: list[tuple[str, str | None]], envelopes: dict[str, dict[str, Any]],
+                trust: keys.Trust | None, repo: str, end: str | None) -> list[tuple[str, str]]:
+    """The moves of main in ``history`` (head first, down to ``end``) that no landing statement explains, oldest
+    first, each with why: every value main took needs its statement, whose main-before is the value before it (a
+    landing that fast-forwarded several commits carries the ones between, ``chain.carried_to``)."""
+    found: list[tuple[str, str]] = []
+    i = 0
+    while i < len(history):
+        sha, parent = history[i]
+        before, why = before_of(sha, envelopes.get(sha), trust, repo)
+        if why is not None:
+            found.append((sha, why))
+            i += 1
+            continue
+        k = i + 1 if before == parent else chain.carried_to(history, i, before, end)
+        if k is None:
+            found.append((sha, say.attest_not_its_parent(before, parent)))
+            k = i + 1
+        i = k
+    return found[::-1]
 
 
 async def audit(ctx: Context, repo: Repo, path: Path) -> Audit:
@@ -113,10 +134,7 @@ async def audit(ctx: Context, repo: Repo, path: Path) -> Audit:
         return result
     envelopes = await ctx.db.attest.landing_envelopes(repo.name, [sha for sha, _ in history]) if history else {}
     trust = trust_of(ctx) if history else None
-    for sha, parent in reversed(history):
-        why = explained(sha, parent, envelopes.get(sha), trust, repo.name)
-        if why is not None:
-            result.unattested.append((sha, why))
+    result.unattested += unexplained(history, envelopes, trust, repo.name, reached or (start or repo.root_sha))
     if start is not None and reached != start and head not in result.commits:  # the head audited before is not
         result.unattested.append((head, say.audit_went_back(start, head)))  # behind main's head any more
     unattested = None
