@@ -14,16 +14,13 @@ class AttestStore:
     def __init__(self, sql: Sql) -> None:
         self.sql = sql
 
-    async def next_sequence(self, repo: str) -> int:
-        row = await self.sql.one("attest_next_sequence", repo=repo)
-        return int(row["n"]) if row else 1
-
-    async def facts(self, candidate_ids: list[int]) -> dict[int, Row]:
-        return {r["id"]: r for r in await self.sql.all("attest_facts", ids=candidate_ids)}
-
-    async def held_out_digest(self, repo: str) -> str | None:
-        row = await self.sql.one("attest_held_out_digest", repo=repo)
-        return row["digest"] if row else None
+    async def facts(self, repo: str, candidate_ids: list[int], *, held: bool) -> tuple[dict[int, Row], int,
+                                                                                  str | None]:
+        """Each candidate's facts for its statements (``attest_facts``), the repository's next landing number, and
+        (``held``) a digest of its held-out files: one read."""
+        rows = await self.sql.all("attest_facts", repo=repo, ids=candidate_ids, held=held)
+        first = rows[0] if rows else {}
+        return {r["id"]: r for r in rows}, int(first.get("next_sequence") or 1), first.get("held_out_digest")
 
     async def unnoted(self, repo: str) -> list[Row]:
         return await self.sql.all("attest_unnoted", repo=repo)

@@ -1,28 +1,26 @@
--- name: attest_next_sequence
--- The number the repository's next landing statement takes (its landings count 1, 2, 3, ...). One landing intent
--- is pending per repository at a time, so two landings never take the same number.
-SELECT coalesce(max(sequence), 0) + 1 AS n FROM attestations WHERE repo = %(repo)s AND kind = 'landing';
-
 -- name: attest_facts
--- What a landing statement says of each candidate beyond the intent: its owner's name, branch and times, what a
--- lead allowed its subtask, and a digest of its acceptance tests' files (path and content digest; never the text).
+-- What a landing's statements say beyond the intent, in one read before main moves: for each candidate its owner's
+-- name, branch and times, what a lead allowed its subtask, a digest of its acceptance tests' files (path and content
+-- digest; never the text) and who approved its commit; and, the same on every row, the number the repository's next
+-- landing statement takes (one intent is pending per repository at a time, so two landings never take the same
+-- number) and, when asked (``held``), a digest of the repository's held-out check files.
 SELECT c.id, c.ref, c.pushed_at, c.queued_at, c.merged_at, a.name AS owner,
        s.allow_test_removal, s.allow_check_changes, s.allow_behaviour_change,
        (SELECT encode(sha256(convert_to(string_agg(t.path || ' ' || encode(sha256(t.content), 'hex'), E'\n'
                                                   ORDER BY t.path), 'UTF8')), 'hex')
         FROM acceptance_tests t WHERE t.subtask_id = c.subtask_id) AS acceptance_digest,
        (SELECT array_agg(ap.name ORDER BY ap.name) FROM approvals p JOIN agents ap ON ap.id = p.approver_id
-        WHERE p.subtask_id = c.subtask_id AND p.sha = c.sha) AS approved_by
+        WHERE p.subtask_id = c.subtask_id AND p.sha = c.sha) AS approved_by,
+       (SELECT coalesce(max(x.sequence), 0) + 1 FROM attestations x
+        WHERE x.repo = %(repo)s AND x.kind = 'landing') AS next_sequence,
+       CASE WHEN %(held)s THEN
+           (SELECT encode(sha256(convert_to(string_agg(h.path || ' ' || encode(sha256(h.content), 'hex'), E'\n'
+                                                       ORDER BY h.path), 'UTF8')), 'hex')
+            FROM held_out_files h WHERE h.repo = %(repo)s) END AS held_out_digest
 FROM candidates c
 JOIN subtasks s ON s.id = c.subtask_id
 JOIN agents a ON a.id = c.owner_id
 WHERE c.id = ANY(%(ids)s);
-
--- name: attest_held_out_digest
--- A digest of the repository's held-out check files (path and content digest), or NULL when it has none.
-SELECT encode(sha256(convert_to(string_agg(path || ' ' || encode(sha256(content), 'hex'), E'\n' ORDER BY path),
-                                'UTF8')), 'hex') AS digest
-FROM held_out_files WHERE repo = %(repo)s;
 
 -- name: attest_insert
 INSERT INTO attestations (repo, landed_id, kind, subject_sha, sequence, keyid, envelope)

@@ -59,11 +59,10 @@ async def statements(ctx: Context, repo: Repo, members: Sequence[Member], *, mov
     ``moved_to``: for each member's merge commit a landing statement and a test result, each ``{kind, sha, sequence,
     keyid, envelope}``, as ``begin_landing`` keeps them."""
     signer = ctx.signer()
-    first = await ctx.db.attest.next_sequence(repo.name)
-    facts = await ctx.db.attest.facts([m.candidate_id for m in members])
     judgement = run.judgement
     held = judgement.held_out
-    held_digest = await ctx.db.attest.held_out_digest(repo.name) if held is not None else None
+    facts, first, held_digest = await ctx.db.attest.facts(repo.name, [m.candidate_id for m in members],
+                                                          held=held is not None)
     outcomes = unpack(run.run.tests)
     digest = config_digest(repo)
     checks = _checks(repo, run)
