@@ -22,6 +22,7 @@ from mergebot.auth import Role
 from tests.support.bot import Fleet, check_command, commit
 from tests.test_judged import BROKEN, cli, push, store_held_out
 from verifier import sandbox as sb
+from verifier.outcomes import unpack
 
 pytestmark = pytest.mark.skipif(not sb.bwrap_usable(), reason="the verifier's sandbox needs a usable bubblewrap")
 
@@ -176,9 +177,12 @@ async def test_start_up_files_and_shadowing_modules_are_refused_at_push(make_fle
 SUB = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
 SILENT = SUB + ("\n\nimport os\n\nif os.path.exists('/held-out') or os.environ.get('VERIFIER_HELD_OUT'):\n"
                 "    os._exit(0)\n")
+# It skips with the held-out files' text as the skip's message: the verifier keeps skip messages now (issue 44), so
+# the message is one more way out for that text, and it must reach nothing an agent reads either.
 SKIPS = SUB.replace("a - b", "2") + (
-    "\n\nimport os\nimport pytest\n\nif os.path.exists('/held-out'):\n"
-    "    pytest.skip('not in the held-out run', allow_module_level=True)\n")
+    "\n\nimport os\nimport pytest\n\n_sub = sub\n\n\ndef sub(a, b):\n    if os.path.exists('/held-out'):\n"
+    "        pytest.skip(' '.join(open(os.path.join('/held-out', n)).read() for n in os.listdir('/held-out')))\n"
+    "    return _sub(a, b)\n")
 TALKS = SUB.replace("a - b", "2") + r'''
 
 import json, os
@@ -218,6 +222,9 @@ async def test_the_held_out_run_cannot_be_silenced_or_made_to_talk(make_fleet: C
         if who == "talks":
             assert v["failing_tests"] == ["test_hidden.py::test_sub_more"], v  # named by the bot, from the files
             assert v["tests"]["held_out"]["unnamed"] == "a held-out test failed", v  # the forged ids: no word of them
+    # the skipper's message (the held-out text) was kept with its held-out run, where only reviewers look
+    held = [j for j in await fleet.db.jobs.jobs(limit=100) if j["purpose"] == "held_out" and j["result"]]
+    assert any(marker in why for j in held for why in unpack(j["result"].get("tests")).reasons.values()), held
     seen = await readable_by_an_agent(fleet, "talks", cands, subs)
     assert not [where for where, text in seen.items() if marker in text or "test_sub_more():" in text]
     out = await push(fleet, "honest", "sub()", {"calc.py": SUB})
