@@ -195,15 +195,22 @@ def _from_pem(pem: bytes) -> CryptoSigner:
     return CryptoSigner(private)
 
 
+def _private_file(data_dir: Path, s: CryptoSigner) -> Path:
+    """``s``'s private key written whole, mode 0600, to a file of its own beside the key's place: linked or moved
+    into place by the caller."""
+    tmp = data_dir / DIR / f".{KEY_FILE}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(s.private_bytes)
+    return tmp
+
+
 def _make(data_dir: Path) -> None:
     folder = data_dir / DIR
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
     new = CryptoSigner.generate_ed25519()
-    tmp = folder / f".{KEY_FILE}.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(new.private_bytes)
+    tmp = _private_file(data_dir, new)
     try:
         os.link(tmp, key_path(data_dir))  # whole or not at all, and never over a key another process made first
     except FileExistsError:
@@ -211,7 +218,7 @@ def _make(data_dir: Path) -> None:
     finally:
         tmp.unlink()
     if not trust_path(data_dir).exists():
-        write_trust(data_dir, [seal(first_version(new), TRUST_TYPE, new)])
+        write_trust(data_dir, json.dumps({"versions": [seal(first_version(new), TRUST_TYPE, new)]}, indent=1))
 
 
 def trusted(s: CryptoSigner, valid_from: str | None = None) -> TrustedKey:
@@ -238,10 +245,11 @@ def rotated(trust_text: str, old: CryptoSigner, new: CryptoSigner) -> str:
     return json.dumps({"versions": [*versions, seal(payload, TRUST_TYPE, old)]}, indent=1)
 
 
-def write_trust(data_dir: Path, versions: list[dict[str, Any]]) -> None:
+def write_trust(data_dir: Path, text: str) -> None:
+    """The trust file's new text, put in place whole."""
     path = trust_path(data_dir)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"versions": versions}, indent=1))
+    tmp.write_text(text)
     tmp.replace(path)
 
 
@@ -252,14 +260,7 @@ def rotate(data_dir: Path) -> tuple[CryptoSigner, Trust]:
     new = CryptoSigner.generate_ed25519()
     text = rotated(trust_path(data_dir).read_text(), old, new)
     path = key_path(data_dir)
-    retired = path.with_name(f"retired-{old.public_key.keyid[:16]}.pem")
-    os.link(path, retired)
-    tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(new.private_bytes)
-    tmp.replace(path)
-    trust_tmp = trust_path(data_dir).with_suffix(".tmp")
-    trust_tmp.write_text(text)
-    trust_tmp.replace(trust_path(data_dir))
+    os.link(path, path.with_name(f"retired-{old.public_key.keyid[:16]}.pem"))
+    _private_file(data_dir, new).replace(path)
+    write_trust(data_dir, text)
     return new, read_trust(text)
