@@ -8,7 +8,7 @@ Every module belongs to a *unit*: the first component of its name under ``mergeb
      rules (a repository's rules, one model), errors, settings, auth, tree, similar, cost, logs, client, table,
      secrets, naps, attest;
   1. storage and git: db, git;
-  2. the work: landing, forge, verify, agent, recovery, drill;
+  2. the work: landing, forge, verify, agent, recovery, drill, protocol;
   3. the doors: cli, web, api, mcp, demo, ``__main__``.
 
 Rules, each checked by its own test below:
@@ -76,6 +76,7 @@ UNITS: dict[str, tuple[int, str]] = {
     "agent": (2, "any"),
     "recovery": (2, "any"),
     "drill": (2, "any"),
+    "protocol": (2, "package"),  # the landing protocol, model-checked over landing's pure decisions (issue 46)
     # layer 3: the doors
     "cli": (3, "package"),
     "web": (3, "package"),

@@ -22,7 +22,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mergebot import messages as say
 from mergebot.errors import ClaimSuperseded
@@ -75,6 +75,13 @@ def _history(path: Path, target_ref: str, root: str, chain: dict[str, dict[str, 
     return unexplained, missing
 
 
+def settle(reached: bool) -> Literal["finish", "roll_back"]:
+    """The reconciler's choice for a pending intent: finish it when main reached its commit (the landed rows are
+    written from the evidence it holds), else roll it back (main never moved: its candidates go back to the queue).
+    Pure, so the protocol's model (``mergebot.protocol``) calls it."""
+    return "finish" if reached else "roll_back"
+
+
 async def reconcile_repo(ctx: Context, repo: Repo) -> Report:
     db, report = ctx.db, Report(repo.name)
     target = target_for(ctx, repo)
@@ -88,7 +95,7 @@ async def reconcile_repo(ctx: Context, repo: Repo) -> Report:
         return head is not None and sha in bare and git.is_ancestor(bare, sha, head)
 
     for intent in await db.landing.pending_intents(repo.name):
-        if await asyncio.to_thread(on_main, intent.new_sha):
+        if settle(await asyncio.to_thread(on_main, intent.new_sha)) == "finish":
             try:
                 await db.landing.finish_landing(intent)
                 report.finished.append(intent.candidate_id)

@@ -1,0 +1,31 @@
+"""``python -m mergebot.protocol [--long] [--mutant NAME]``: check the landing protocol's model and print the
+number of states, the time and the result (a counterexample's trace when a property fails). Exit status 1 when a
+property fails (for a mutant: when the checker misses it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mergebot.protocol.check import check
+from mergebot.protocol.model import DEFAULT, LONG, Model
+from mergebot.protocol.mutants import MUTANTS
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mergebot.protocol", description=__doc__)
+    parser.add_argument("--long", action="store_true", help="the larger bound (as MERGEBOT_LONG_DRILLS)")
+    parser.add_argument("--mutant", choices=sorted(MUTANTS), help="check a planted bug instead: it must fail")
+    parser.add_argument("--max-states", type=int, default=None)
+    args = parser.parse_args(argv)
+    config = LONG if args.long else DEFAULT
+    model = MUTANTS[args.mutant](config) if args.mutant else Model(config)
+    report = check(model, max_states=args.max_states)
+    print(f"{type(model).__name__} on {config}")
+    print(report)
+    caught = report.violation is not None
+    return int(caught) if not args.mutant else int(not caught)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,340 @@
+"""The checker: every state the model can reach, breadth first, judged by the invariants; then liveness.
+
+States are hashed as they are (frozen dataclasses), after symmetry reduction: agents are interchangeable, and so
+are subtasks that the dependencies do not tell apart, so a state is stored as the least of its renamings
+(``Symmetry``). Breadth first, the first state found breaking an invariant is one of the nearest, and its trace
+(the named steps from the start, replayed on the model so every name is consistent) is as short as any.
+
+Liveness under fair scheduling, on the bounded graph: a run in which every step enabled infinitely often is taken
+infinitely often (strong fairness) ends, in a finite graph, in a *bottom* strongly connected component (one no
+step leaves). So a property "eventually, and from then on, ``goal``" holds for every fair run exactly when every
+state of every bottom component meets ``goal``; the components are found with Tarjan's algorithm.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from mergebot.protocol.model import HELD, PENDING, Agent, Cand, Config, Model, State, Sub, on_main
+
+Predicate = Callable[[Model, State], bool]
+
+
+# -- the properties ------------------------------------------------------------------------------------------------
+
+def main_passed(m: Model, s: State) -> bool:
+    """Main only ever moves to a commit whose run passed (the landing's intent names the run its commit passed)."""
+    return not s.unproven
+
+
+def history_is_landed(m: Model, s: State) -> bool:
+    """Main's first-parent history is the landed rows in order (and the pending intents main already reached)."""
+    ours = [x for x in s.main if x >= 0]
+    reached = [i for intent in s.intents if on_main(intent.new, s.main) for i in intent.cands]
+    n = len(s.landed)
+    return ours[:n] == list(s.landed) and ours[n:] == reached
+
+
+def lands_once(m: Model, s: State) -> bool:
+    """A subtask lands at most once."""
+    subs = [s.cands[i].sub for i in s.landed]
+    return len(subs) == len(set(subs))
+
+
+def no_superseded(m: Model, s: State) -> bool:
+    """No push of a superseded claim version lands: each landed row is of its subtask's last claim."""
+    return all(s.cands[i].version == s.subs[s.cands[i].sub].version for i in s.landed)
+
+
+def released_after(m: Model, s: State) -> bool:
+    """A dependent is released only after what it depends on landed."""
+    done = {s.cands[i].sub for i in s.landed}
+    return all(s.subs[d].status == "blocked" or on in done for d, on in m.config.depends)
+
+
+def reconciled(m: Model, s: State) -> bool:
+    """Every intent is finished or rolled back once the reconciler ran."""
+    return not (s.reconciled and s.intents)
+
+
+def told_holds(m: Model, s: State) -> bool:
+    """A verdict an agent was told is never contradicted: a landed candidate is on main, a rejected one nowhere."""
+    for i, c in enumerate(s.cands):
+        if c.told == "landed" and (i not in s.landed or i not in s.main):
+            return False
+        if c.told == "rejected" and (c.status != "rejected" or i in s.landed or i in s.main):
+            return False
+    return True
+
+
+def main_keeps(m: Model, s: State) -> bool:
+    """A commit once on main stays there (the forge's own commits too)."""
+    return all(-n in s.main for n in range(1, s.forged + 1))
+
+
+INVARIANTS: tuple[tuple[str, Predicate], ...] = (
+    ("main only moves to a commit whose run passed", main_passed),
+    ("main's first-parent history equals the landed rows in order", history_is_landed),
+    ("a subtask lands at most once", lands_once),
+    ("no push of a superseded claim version lands", no_superseded),
+    ("a dependent is released only after what it depends on landed", released_after),
+    ("every intent is finished or rolled back after the reconciler runs", reconciled),
+    ("a verdict an agent was told is never contradicted", told_holds),
+    ("a commit once on main stays on main", main_keeps),
+)
+
+
+def good_landed(m: Model, s: State) -> bool:
+    return not any(c.good and c.status in PENDING and m.holds(s, i) for i, c in enumerate(s.cands))
+
+
+def claims_let_go(m: Model, s: State) -> bool:
+    return not any(sub.status in HELD for sub in s.subs)
+
+
+LIVENESS: tuple[tuple[str, Predicate], ...] = (
+    ("every good candidate lands", good_landed),
+    ("every claim is eventually released or lands", claims_let_go),
+)
+
+
+# -- symmetry ----------------------------------------------------------------------------------------------------
+
+class Symmetry:
+    """The renamings that map a configuration onto itself: any permutation of the agents, with any permutation of
+    the subtasks that maps the dependencies onto themselves."""
+
+    def __init__(self, config: Config) -> None:
+        deps = set(config.depends)
+        subs = [p for p in itertools.permutations(range(config.subtasks))
+                if {(p[d], p[on]) for d, on in deps} == deps]
+        renamings = [(a, t) for a in itertools.permutations(range(config.agents)) for t in subs]
+        self.renamings = renamings[1:]  # the first is the identity: the state itself
+
+    @staticmethod
+    def rename(s: State, a: Sequence[int], t: Sequence[int]) -> State:
+        """``s`` with agent ``i`` called ``a[i]`` and subtask ``j`` called ``t[j]`` (built directly: this is the
+        checker's innermost loop)."""
+        subs: list[Sub] = list(s.subs)
+        for j, sub in enumerate(s.subs):
+            subs[t[j]] = Sub(sub.status, a[sub.owner] if sub.owner >= 0 else -1, sub.version, sub.landing)
+        agents: list[Agent] = list(s.agents)
+        for i, g in enumerate(s.agents):
+            agents[a[i]] = Agent(t[g.task] if g.task >= 0 else -1, g.version, g.silent, g.waiting)
+        cands = tuple(Cand(t[c.sub], c.version, a[c.agent], c.good, c.status, c.heard, c.told) for c in s.cands)
+        return replace(s, subs=tuple(subs), agents=tuple(agents), cands=cands)
+
+    def canonical(self, s: State) -> State:
+        least = s
+        for a, t in self.renamings:
+            other = self.rename(s, a, t)
+            if other < least:
+                least = other
+        return least
+
+
+# -- the search --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Violation:
+    kind: str  # "invariant" or "liveness"
+    prop: str
+    trace: list[str]  # the named steps from the start to the state that breaks it
+    cycle: list[str] = field(default_factory=list)  # liveness: steps that go round for ever from there
+    state: State | None = None
+
+    def __str__(self) -> str:
+        lines = [f"{self.kind} violated: {self.prop}", f"counterexample in {len(self.trace)} steps:"]
+        lines += [f"  {n:2}. {step}" for n, step in enumerate(self.trace, 1)]
+        if self.kind == "liveness":
+            lines.append("  then, for ever:" if self.cycle else "  then no step is possible (the run stops there)")
+            lines += [f"      {step}" for step in self.cycle]
+        return "\n".join(lines)
+
+
+@dataclass
+class Report:
+    states: int
+    edges: int
+    seconds: float
+    violation: Violation | None
+    complete: bool = True  # False when the search stopped at ``max_states``
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None and self.complete
+
+    def __str__(self) -> str:
+        head = f"{self.states} states, {self.edges} steps, {self.seconds:.1f} s"
+        if self.violation is not None:
+            return f"{head}\n{self.violation}"
+        return f"{head}: {'every property holds' if self.complete else 'stopped early: the bound was reached'}"
+
+
+def check(model: Model, *, liveness: bool = True, max_states: int | None = None,
+          invariants: Sequence[tuple[str, Predicate]] = INVARIANTS,
+          goals: Sequence[tuple[str, Predicate]] = LIVENESS) -> Report:
+    """Every reachable state, breadth first; the first invariant broken stops the search with its trace."""
+    began = time.monotonic()
+    sym = Symmetry(model.config)
+    start = sym.canonical(model.initial())
+    index: dict[State, int] = {start: 0}
+    states: list[State] = [start]
+    parent: list[int] = [-1]
+    edges: list[list[int]] = []  # each state's successors, kept for liveness
+    count = 0
+    complete = True
+    for name, pred in invariants:
+        if not pred(model, start):
+            return Report(1, 0, time.monotonic() - began, Violation("invariant", name, [], state=start))
+    k = 0
+    while k < len(states):
+        if max_states is not None and len(states) >= max_states:
+            complete = False
+            break
+        s = states[k]
+        out: list[int] = []
+        for _, nxt in model.steps(s):
+            count += 1
+            c = sym.canonical(nxt)
+            j = index.get(c)
+            if j is None:
+                j = len(states)
+                index[c] = j
+                states.append(c)
+                parent.append(k)
+                for name, pred in invariants:
+                    if not pred(model, c):
+                        trace, end = _replay(model, sym, states, _path(parent, j))
+                        return Report(len(states), count, time.monotonic() - began,
+                                      Violation("invariant", name, trace, state=end))
+            out.append(j)
+        if liveness:
+            edges.append(out)
+        k += 1
+    violation = None
+    if liveness and complete:
+        violation = _liveness(model, sym, states, parent, edges, goals)
+    return Report(len(states), count, time.monotonic() - began, violation, complete)
+
+
+def _path(parent: list[int], j: int) -> list[int]:
+    path = []
+    while j >= 0:
+        path.append(j)
+        j = parent[j]
+    return path[::-1]
+
+
+def _replay(model: Model, sym: Symmetry, states: list[State], path: list[int],
+            start: State | None = None) -> tuple[list[str], State]:
+    """The names of the steps along ``path`` (canonical states), replayed from ``start`` (the model's initial
+    state) so that every name speaks of the same agents and subtasks; and the concrete state it ends in."""
+    cur = start if start is not None else model.initial()
+    names: list[str] = []
+    for j in path[1:]:
+        want = states[j]
+        for name, nxt in model.steps(cur):
+            if sym.canonical(nxt) == want:
+                names.append(name)
+                cur = nxt
+                break
+        else:  # pragma: no cover - the graph came from these very steps
+            raise AssertionError("trace replay lost its way")
+    return names, cur
+
+
+def _components(edges: list[list[int]]) -> list[list[int]]:
+    """Tarjan's strongly connected components, without recursion."""
+    n = len(edges)
+    order = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
+    stack: list[int] = []
+    found: list[list[int]] = []
+    counter = 0
+    for root in range(n):
+        if order[root] >= 0:
+            continue
+        work = [(root, 0)]
+        order[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        while work:
+            v, i = work[-1]
+            if i < len(edges[v]):
+                work[-1] = (v, i + 1)
+                w = edges[v][i]
+                if order[w] < 0:
+                    order[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack[w] = True
+                    work.append((w, 0))
+                elif on_stack[w]:
+                    low[v] = min(low[v], order[w])
+                continue
+            work.pop()
+            if work:
+                u = work[-1][0]
+                low[u] = min(low[u], low[v])
+            if low[v] == order[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    comp.append(w)
+                    if w == v:
+                        break
+                found.append(comp)
+    return found
+
+
+def _liveness(model: Model, sym: Symmetry, states: list[State], parent: list[int], edges: list[list[int]],
+              goals: Sequence[tuple[str, Predicate]]) -> Violation | None:
+    depth = [0] * len(states)
+    for j in range(1, len(states)):  # parents come before their children
+        depth[j] = depth[parent[j]] + 1
+    worst: tuple[int, str, int, list[int]] | None = None
+    for comp in _components(edges):
+        members = set(comp)
+        if any(w not in members for v in comp for w in edges[v]):
+            continue  # not a bottom component: a fair run leaves it
+        for name, goal in goals:
+            bad = [v for v in comp if not goal(model, states[v])]
+            if bad:
+                v = min(bad, key=lambda x: depth[x])
+                if worst is None or depth[v] < worst[0]:
+                    worst = (depth[v], name, v, comp)
+    if worst is None:
+        return None
+    _, name, v, comp = worst
+    trace, end = _replay(model, sym, states, _path(parent, v))
+    cycle: list[str] = []
+    if len(comp) > 1 or v in edges[v]:
+        cycle, _ = _replay(model, sym, states, [v, *_loop(edges, set(comp), v)], start=end)
+    return Violation("liveness", name, trace, cycle, end)
+
+
+def _loop(edges: list[list[int]], inside: set[int], v: int) -> list[int]:
+    """A shortest path inside a component from ``v`` back to ``v`` (without ``v`` at its start)."""
+    back: dict[int, int] = {}
+    queue = deque([v])
+    while queue:
+        u = queue.popleft()
+        for w in edges[u]:
+            if w not in inside or w in back:
+                continue
+            back[w] = u
+            if w == v:
+                path = [v]
+                while path[-1] in back and back[path[-1]] != v:
+                    path.append(back[path[-1]])
+                return path[::-1]
+            queue.append(w)
+    return []

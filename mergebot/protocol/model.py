@@ -1,0 +1,434 @@
+"""The landing protocol as a small explicit-state system (``docs/protocol.md`` tells it in prose).
+
+A ``State`` is immutable (frozen dataclasses and tuples), so it hashes and compares; ``Model.steps`` lists every step
+enabled in a state, each as ``(name, next state)``, the name a sentence a trace prints. Where the decision is
+already pure code the step calls it, never a copy of it:
+
+  * a push, and a candidate's fence before it joins the window or lands: the push rules' ``judge_ref``
+    (``mergebot.landing.intake.checks``), on the ref ``subtask_ref`` names and the ``Owner`` row the database would
+    give;
+  * what the window does next: the planner's ``decide`` (``mergebot.landing.window.planner``);
+  * a failed head's verdict: the verdict policy's ``next_step`` (``mergebot.landing.judge.verdict``), with main's
+    own run as the base;
+  * the reconciler's choice for a pending intent: ``settle`` (``mergebot.landing.main.reconcile``).
+
+Each step of ``Model`` is one method, so a planted bug (``mergebot.protocol.mutants``) is a subclass that replaces
+one of them. Commits are named by their first-parent history: ``main`` is a tuple of candidate ids (a forge's own
+commit, pushed outside the bot, is a negative number), so comparing two commits compares their histories.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from mergebot.landing.intake.checks import RefUpdate, judge_ref
+from mergebot.landing.judge import verdict
+from mergebot.landing.main.reconcile import settle
+from mergebot.landing.window import planner
+from mergebot.messages.refs import subtask_ref
+from mergebot.models import Owner
+from mergebot.models.judgement import Judged
+from verifier.result import Result
+
+TARGET = "main"
+NEW_SHA = "1" * 40
+# what a subtask's status is in the model: blocked (waits on another), ready, running, submitted, landed
+HELD = ("running", "submitted")
+PENDING = ("queued", "window", "landing")  # a candidate not yet landed, rejected or cut
+
+
+@dataclass(frozen=True)
+class Config:
+    """The bounds of one check: how many of each thing, and how many of each fault, a run may hold."""
+
+    agents: int = 2
+    subtasks: int = 3
+    depends: tuple[tuple[int, int], ...] = ((1, 0),)  # (dependent, what it depends on), subtasks by index
+    window: int = 2
+    versions: int = 2  # a subtask is claimed at most this many times (each reclaim after a lease expired is one)
+    pushes: int = 2  # pushes in all (refused ones count)
+    bad: int = 1  # of which at most this many fail their check
+    crashes: int = 1
+    lost: int = 1  # NOTIFYs lost (as through a transaction pooler)
+    forge: int = 1  # commits pushed to main outside the bot (a forge repository's main is the truth)
+
+
+DEFAULT = Config()  # checked exhaustively in the test suite
+LONG = Config(pushes=3, crashes=2)  # behind MERGEBOT_LONG_DRILLS
+
+
+@dataclass(frozen=True, order=True)
+class Sub:
+    status: str  # blocked, ready, running, submitted, landed
+    owner: int = -1  # the agent holding the claim; -1 for nobody
+    version: int = 0  # the claim version: one more with each claim
+    landing: bool = False  # a candidate of it is being landed (an intent names it)
+
+
+@dataclass(frozen=True, order=True)
+class Agent:
+    task: int = -1  # the subtask it believes it holds (-1: none); it may be wrong after its lease expired
+    version: int = 0  # the claim version it believes it holds
+    silent: bool = False  # no heartbeat: its lease runs out
+    waiting: bool = False  # it pushed and waits for the verdict
+
+
+@dataclass(frozen=True, order=True)
+class Cand:
+    sub: int
+    version: int
+    agent: int
+    good: bool  # its check passes (on main and on any good candidates before it)
+    status: str = "queued"  # queued, window, landing, landed, rejected, cut
+    heard: str = "seen"  # its NOTIFY: seen by the leader, or lost (the sweep or a restart finds it)
+    told: str = ""  # the verdict its agent was told: "", "landed", "rejected"
+
+
+@dataclass(frozen=True, order=True)
+class Slot:
+    cand: int
+    outcome: str = ""  # its checkpoint's run: "" while pending, "pass", "fail"
+
+
+@dataclass(frozen=True, order=True)
+class Intent:
+    cands: tuple[int, ...]
+    old: tuple[int, ...]  # main before: what the compare-and-swap compares
+    new: tuple[int, ...]  # main after
+    proven: bool = True  # a run passed on exactly ``new`` (a ghost, for the invariants)
+
+
+@dataclass(frozen=True, order=True)
+class State:
+    subs: tuple[Sub, ...]
+    agents: tuple[Agent, ...]
+    cands: tuple[Cand, ...] = ()
+    main: tuple[int, ...] = ()  # main's first-parent history: candidate ids; a forge's own commits negative
+    landed: tuple[int, ...] = ()  # the landed rows, in order (candidate ids)
+    intents: tuple[Intent, ...] = ()  # pending landing intents (in the database)
+    window: tuple[Slot, ...] = ()  # the leader's window (in memory)
+    base: tuple[int, ...] = ()  # main when the window's first slot was merged
+    stage: str = ""  # the leader's landing of the last intent: "" none, "intent" written, "moved" main moved
+    unproven: bool = False  # main was once moved to a commit no passing run was on (a ghost, for the invariants)
+    up: bool = True  # the server runs (down after a crash until its restart)
+    reconciled: bool = False  # the last step was a restart's reconciliation
+    pushes: int = 0
+    bad: int = 0
+    crashes: int = 0
+    lost: int = 0
+    forged: int = 0
+
+
+Step = tuple[str, State]
+
+
+def on_main(commit: tuple[int, ...], main: tuple[int, ...]) -> bool:
+    """Whether ``commit`` is main or one of its ancestors (its history is a prefix of main's)."""
+    return main[:len(commit)] == commit
+
+
+def _result(outcome: str) -> Result:
+    return Result(commit_sha=NEW_SHA, tree_sha="", command="check", outcome=outcome, exit_code=0 if outcome == "pass"
+                  else 1, duration_ms=1, log_head="", log_tail="", log_size=0, log_digest="")
+
+
+class Model:
+    """The protocol's steps over ``State``; ``mergebot.protocol.mutants`` replaces one step at a time."""
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or Config()
+
+    # -- the start, and names ----------------------------------------------------------------------------------
+
+    def initial(self) -> State:
+        c = self.config
+        blocked = {d for d, _ in c.depends}
+        return State(subs=tuple(Sub("blocked" if i in blocked else "ready") for i in range(c.subtasks)),
+                     agents=tuple(Agent() for _ in range(c.agents)))
+
+    @staticmethod
+    def _cand_name(s: State, i: int) -> str:
+        c = s.cands[i]
+        return f"candidate {i + 1} (subtask {c.sub + 1} v{c.version}, {'good' if c.good else 'bad'})"
+
+    # -- the pure decisions the model calls ----------------------------------------------------------------------
+
+    def fence(self, s: State, agent: int, sub: int, version: int) -> str | None:
+        """Why a push (or a candidate) of ``agent`` for ``sub`` at claim ``version`` does not hold the claim: the
+        push rules' refusal code, None when it holds."""
+        row = s.subs[sub]
+        owner = Owner(subtask_id=sub + 1, status=row.status, owner_id=row.owner + 1 if row.owner >= 0 else None,
+                      claim_version=row.version, landing=row.landing)
+        refusal = judge_ref(RefUpdate("0" * 40, NEW_SHA, subtask_ref(sub + 1, version)), agent + 1, TARGET, owner)
+        return refusal.code if refusal is not None else None
+
+    def holds(self, s: State, i: int) -> bool:
+        c = s.cands[i]
+        return self.fence(s, c.agent, c.sub, c.version) is None
+
+    def compare(self, main: tuple[int, ...], old: tuple[int, ...]) -> bool:
+        """The compare of the compare-and-swap that moves main."""
+        return main == old
+
+    def plan(self, s: State) -> planner.Decision:
+        slots = [planner.Slot(sl.cand, sl.outcome or None, valid=self.holds(s, sl.cand)) for sl in s.window]
+        return planner.decide(slots, free=1)
+
+    def judge_failed(self) -> verdict.Step:
+        """The verdict on a head that failed alone: its run failed, retries of failures are off, main's run passed."""
+        runs = verdict.Runs(first=Judged.as_run(_result("fail")), base=_result("pass"))
+        return verdict.next_step(runs, retry_failures=False)
+
+    # -- the steps -------------------------------------------------------------------------------------------------
+
+    def steps(self, s: State) -> Iterator[Step]:
+        """Every step enabled in ``s``."""
+        for name, nxt in self._all(s):
+            yield name, replace(nxt, reconciled=False) if nxt.reconciled and s.up else nxt
+
+    def _all(self, s: State) -> Iterator[Step]:
+        if not s.up:  # whatever else happens while the server is down happens as well just after its restart
+            yield from self.restart(s)
+            return
+        for a in range(len(s.agents)):
+            yield from self.agent_steps(s, a)
+        for t in range(len(s.subs)):
+            yield from self.expire(s, t)
+        yield from self.forge_push(s)
+        yield from self.sweep(s)
+        yield from self.fill(s)
+        yield from self.run(s)
+        yield from self.decide(s)
+        yield from self.move_main(s)
+        yield from self.finish_step(s)
+        yield from self.crash(s)
+
+    # agents
+
+    def agent_steps(self, s: State, a: int) -> Iterator[Step]:
+        g, c = s.agents[a], self.config
+        if g.silent:
+            yield f"agent {a + 1} comes back", self._agent(s, a, replace(g, silent=False))
+            return
+        if g.task >= 0 and not g.waiting:  # only a claim's lease hangs on its heartbeats
+            yield f"agent {a + 1} goes silent", self._agent(s, a, replace(g, silent=True))
+        if g.task < 0:
+            for t, sub in enumerate(s.subs):
+                if sub.status == "ready" and sub.version < c.versions:
+                    v = sub.version + 1
+                    nxt = self._sub(s, t, replace(sub, status="running", owner=a, version=v))
+                    yield (f"agent {a + 1} claims subtask {t + 1} (claim version {v})",
+                           self._agent(nxt, a, Agent(task=t, version=v)))
+        elif not g.waiting and s.pushes < c.pushes:
+            for good in (True, False):
+                if not good and s.bad >= c.bad:
+                    continue
+                yield from self.push(s, a, good)
+
+    def push(self, s: State, a: int, good: bool) -> Iterator[Step]:
+        """A push, judged by the push rules; a queued candidate's NOTIFY reaches the leader, or is lost."""
+        g = s.agents[a]
+        what = f"agent {a + 1} pushes a {'good' if good else 'bad'} change to subtask {g.task + 1} v{g.version}"
+        s = replace(s, pushes=s.pushes + 1, bad=s.bad + (not good))
+        code = self.fence(s, a, g.task, g.version)
+        if code is not None:
+            yield f"{what}: refused ({code}), it lets the subtask go", self._agent(s, a, Agent())
+            return
+        for heard in ("seen", "lost"):
+            if heard == "lost" and s.lost >= self.config.lost:
+                continue
+            cand = Cand(g.task, g.version, a, good, heard=heard)
+            nxt = replace(s, cands=(*s.cands, cand), lost=s.lost + (heard == "lost"))
+            nxt = self._sub(nxt, g.task, replace(s.subs[g.task], status="submitted"))
+            said = "its NOTIFY is lost" if heard == "lost" else "the leader hears its NOTIFY"
+            yield (f"{what}: queued as candidate {len(s.cands) + 1}, {said}",
+                   self._agent(nxt, a, replace(g, waiting=True)))
+
+    def expire(self, s: State, t: int) -> Iterator[Step]:
+        """The recovery loop hands back a running subtask whose owner went silent (its lease ran out)."""
+        sub = s.subs[t]
+        if sub.status == "running" and s.agents[sub.owner].silent:
+            yield (f"the lease of agent {sub.owner + 1} on subtask {t + 1} expires: the subtask is ready again",
+                   self._sub(s, t, replace(sub, status="ready", owner=-1)))
+
+    # the outside world
+
+    def forge_push(self, s: State) -> Iterator[Step]:
+        if s.forged < self.config.forge:
+            n = s.forged + 1
+            yield f"someone pushes commit F{n} to the forge's main", replace(s, main=(*s.main, -n), forged=n)
+
+    # the leader
+
+    def sweep(self, s: State) -> Iterator[Step]:
+        unheard = [i for i, c in enumerate(s.cands) if c.status == "queued" and c.heard != "seen"]
+        if unheard:
+            yield "the sweep finds the queue's unseen candidates", self._seen(s)
+
+    def fill(self, s: State) -> Iterator[Step]:
+        """The window takes the queue's first seen candidate; one that no longer holds its fence is cut instead."""
+        if len(s.window) >= self.config.window or s.stage:
+            return
+        for i, c in enumerate(s.cands):
+            if c.status == "queued" and c.heard == "seen":
+                if not self.holds(s, i):
+                    yield (f"{self._cand_name(s, i)} no longer holds its claim: cut",
+                           self._drop(s, i, "cut"))
+                    return
+                base = s.base if s.window else s.main
+                nxt = replace(self._cand(s, i, replace(c, status="window")), window=(*s.window, Slot(i)), base=base)
+                yield f"the window takes {self._cand_name(s, i)}", nxt
+                return
+
+    def run(self, s: State) -> Iterator[Step]:
+        for k, slot in enumerate(s.window):
+            if not slot.outcome:
+                members = [sl.cand for sl in s.window[:k + 1]]
+                ok = all(s.cands[i].good for i in members)
+                window = (*s.window[:k], replace(slot, outcome="pass" if ok else "fail"), *s.window[k + 1:])
+                yield (f"the run of slot {k + 1} ({self._cand_name(s, slot.cand)}) {'passes' if ok else 'fails'}",
+                       replace(s, window=window))
+
+    def decide(self, s: State) -> Iterator[Step]:
+        if not s.window or s.stage:
+            return
+        d = self.plan(s)
+        if d.action == "land":
+            yield self.begin_landing(s, d.index)
+        elif d.action == "cut":
+            names = ", ".join(str(sl.cand + 1) for sl in s.window[d.index:])
+            nxt = s
+            for sl in s.window[d.index:]:
+                nxt = self._drop(nxt, sl.cand, "queued" if self.holds(s, sl.cand) else "cut")
+            yield f"the planner cuts the window from slot {d.index + 1} (candidates {names})", nxt
+        elif d.action in ("judge_head", "alone"):
+            yield self.judge_head(s)
+        elif d.action != "wait":
+            raise NotImplementedError(d.action)
+
+    def begin_landing(self, s: State, upto: int) -> Step:
+        members = tuple(sl.cand for sl in s.window[:upto + 1])
+        intent = Intent(members, s.base, (*s.base, *members), proven=s.window[upto].outcome == "pass")
+        nxt = replace(s, intents=(*s.intents, intent), window=s.window[upto + 1:], base=intent.new, stage="intent")
+        for i in members:
+            c = nxt.cands[i]
+            nxt = self._cand(nxt, i, replace(c, status="landing"))
+            nxt = self._sub(nxt, c.sub, replace(nxt.subs[c.sub], landing=True))
+        return f"the planner lands candidates {', '.join(str(i + 1) for i in members)}: intent written", nxt
+
+    def judge_head(self, s: State) -> Step:
+        i = s.window[0].cand
+        step = self.judge_failed()
+        if step.action != "reject":
+            raise NotImplementedError(step.action)
+        c = s.cands[i]
+        nxt = replace(self._cand(s, i, replace(c, status="rejected", told="rejected")), window=s.window[1:])
+        if not nxt.window:
+            nxt = replace(nxt, base=())
+        sub = nxt.subs[c.sub]
+        if sub.status == "submitted" and sub.owner == c.agent and sub.version == c.version:
+            nxt = self._sub(nxt, c.sub, replace(sub, status="running"))
+        nxt = self._tell(nxt, c, keep=True)
+        return f"{self._cand_name(s, i)} failed alone: rejected ({step.kind}), its agent is told", nxt
+
+    def move_main(self, s: State) -> Iterator[Step]:
+        if s.stage != "intent":
+            return
+        intent = s.intents[-1]
+        if self.compare(s.main, intent.old):
+            yield "main moves by compare-and-swap to the intent's commit", replace(
+                s, main=intent.new, stage="moved", unproven=s.unproven or not intent.proven)
+        else:
+            nxt = self.roll_back(s, intent)
+            yield "main moved under the landing: the compare-and-swap fails and the intent is rolled back", \
+                self._clear_window(replace(nxt, stage=""))
+
+    def finish_step(self, s: State) -> Iterator[Step]:
+        if s.stage == "moved":
+            yield "the landed rows are written, dependents released, the intent finished", replace(
+                self.finish(s, s.intents[-1]), stage="")
+
+    def crash(self, s: State) -> Iterator[Step]:
+        if s.crashes < self.config.crashes:
+            yield "the server crashes", replace(s, up=False, window=(), base=(), stage="", crashes=s.crashes + 1)
+
+    def restart(self, s: State) -> Iterator[Step]:
+        nxt = self.reconcile_intents(s)
+        for i, c in enumerate(nxt.cands):
+            if c.status == "window":  # caught mid-verification: back to the queue
+                nxt = self._cand(nxt, i, replace(c, status="queued"))
+        yield "the server restarts; the reconciler runs", replace(self._seen(nxt), up=True, reconciled=True)
+
+    # -- the landing's parts, each a database transaction ---------------------------------------------------------
+
+    def reconcile_intents(self, s: State) -> State:
+        for intent in s.intents:
+            choice = settle(on_main(intent.new, s.main))
+            s = self.finish(s, intent) if choice == "finish" else self.roll_back(s, intent)
+        return s
+
+    def finish(self, s: State, intent: Intent) -> State:
+        """One transaction: the landed rows, the subtasks landed, their dependents released, the intent closed."""
+        s = replace(s, landed=(*s.landed, *intent.cands), intents=tuple(x for x in s.intents if x != intent))
+        for i in intent.cands:
+            c = s.cands[i]
+            s = self._cand(s, i, replace(c, status="landed", told="landed"))
+            s = self._sub(s, c.sub, replace(s.subs[c.sub], status="landed", owner=-1, landing=False))
+            s = self._tell(s, c, keep=False)
+        return self.release(s)
+
+    def release(self, s: State) -> State:
+        """Every blocked subtask whose dependencies all have a landed row becomes ready."""
+        done = {s.cands[i].sub for i in s.landed}
+        for d, _ in self.config.depends:
+            if s.subs[d].status == "blocked" and all(on in done for dd, on in self.config.depends if dd == d):
+                s = self._sub(s, d, replace(s.subs[d], status="ready"))
+        return s
+
+    def roll_back(self, s: State, intent: Intent) -> State:
+        s = replace(s, intents=tuple(x for x in s.intents if x != intent))
+        for i in intent.cands:
+            c = s.cands[i]
+            s = self._cand(s, i, replace(c, status="queued"))
+            s = self._sub(s, c.sub, replace(s.subs[c.sub], landing=False))
+        return s
+
+    # -- small helpers -----------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _agent(s: State, a: int, g: Agent) -> State:
+        return replace(s, agents=(*s.agents[:a], g, *s.agents[a + 1:]))
+
+    @staticmethod
+    def _sub(s: State, t: int, sub: Sub) -> State:
+        return replace(s, subs=(*s.subs[:t], sub, *s.subs[t + 1:]))
+
+    @staticmethod
+    def _cand(s: State, i: int, c: Cand) -> State:
+        return replace(s, cands=(*s.cands[:i], c, *s.cands[i + 1:]))
+
+    def _seen(self, s: State) -> State:
+        cands = tuple(replace(c, heard="seen") if c.status == "queued" and c.heard != "seen" else c for c in s.cands)
+        return replace(s, cands=cands)
+
+    def _drop(self, s: State, i: int, status: str) -> State:
+        """Candidate ``i`` leaves the window (if it is in it) for ``status``: back to the queue, or cut for good."""
+        window = tuple(sl for sl in s.window if sl.cand != i)
+        c = s.cands[i]
+        s = replace(self._cand(s, i, replace(c, status=status)), window=window, base=s.base if window else ())
+        return self._tell(s, c, keep=False) if status == "cut" else s
+
+    def _clear_window(self, s: State) -> State:
+        for sl in s.window:
+            s = self._cand(s, sl.cand, replace(s.cands[sl.cand], status="queued"))
+        return replace(s, window=(), base=())
+
+    @staticmethod
+    def _tell(s: State, c: Cand, *, keep: bool) -> State:
+        """The candidate's agent, if it still believes in that claim, hears the verdict: it keeps the claim (a
+        rejection: it may push again) or lets it go."""
+        g = s.agents[c.agent]
+        if g.task == c.sub and g.version == c.version:
+            return Model._agent(s, c.agent, replace(g, waiting=False) if keep else Agent())
+        return s
