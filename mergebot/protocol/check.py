@@ -33,8 +33,10 @@ def main_passed(m: Model, s: State) -> bool:
 
 def history_is_landed(m: Model, s: State) -> bool:
     """Main's first-parent history is the landed rows in order (and the pending intents main already reached)."""
-    ours = [x for x in s.main if x >= 0]
-    reached = [i for intent in s.intents if on_main(intent.new, s.main) for i in intent.cands]
+    ours = [c for c, _ in s.main if c >= 0]
+    carried = [x for x in s.old if x not in s.intents and not set(x.cands) & set(s.landed)]  # its rows are next
+    reached = list(dict.fromkeys(i for intent in (*s.intents, *carried) if on_main(intent.new, s.main)
+                                 for i in intent.cands))
     n = len(s.landed)
     return ours[:n] == list(s.landed) and ours[n:] == reached
 
@@ -63,17 +65,18 @@ def reconciled(m: Model, s: State) -> bool:
 
 def told_holds(m: Model, s: State) -> bool:
     """A verdict an agent was told is never contradicted: a landed candidate is on main, a rejected one nowhere."""
+    on = {c for c, _ in s.main}
     for i, c in enumerate(s.cands):
-        if c.told == "landed" and (i not in s.landed or i not in s.main):
+        if c.told == "landed" and (i not in s.landed or i not in on or c.status != "landed"):
             return False
-        if c.told == "rejected" and (c.status != "rejected" or i in s.landed or i in s.main):
+        if c.told == "rejected" and (c.status != "rejected" or i in s.landed or i in on):
             return False
     return True
 
 
 def main_keeps(m: Model, s: State) -> bool:
     """A commit once on main stays there (the forge's own commits too)."""
-    return all(-n in s.main for n in range(1, s.forged + 1))
+    return all((-n, 0) in s.main for n in range(1, s.forged + 1))
 
 
 INVARIANTS: tuple[tuple[str, Predicate], ...] = (

@@ -13,8 +13,9 @@ already pure code the step calls it, never a copy of it:
   * the reconciler's choice for a pending intent: ``settle`` (``mergebot.landing.main.reconcile``).
 
 Each step of ``Model`` is one method, so a planted bug (``mergebot.protocol.mutants``) is a subclass that replaces
-one of them. Commits are named by their first-parent history: ``main`` is a tuple of candidate ids (a forge's own
-commit, pushed outside the bot, is a negative number), so comparing two commits compares their histories.
+one of them. Commits are named by their first-parent history: ``main`` is a tuple of ``Commit`` (a candidate and
+the intent that merged it; a forge's own commit, pushed outside the bot, has a negative number), so comparing two
+commits compares their histories.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Config:
     crashes: int = 1
     lost: int = 1  # NOTIFYs lost (as through a transaction pooler)
     forge: int = 1  # commits pushed to main outside the bot (a forge repository's main is the truth)
+    takeovers: int = 0  # times a second replica takes the lead while the leader's landing is in flight
 
 
 DEFAULT = Config()  # checked exhaustively in the test suite
@@ -91,11 +93,18 @@ class Slot:
     outcome: str = ""  # its checkpoint's run: "" while pending, "pass", "fail"
 
 
+# A commit: (candidate id, the intent that merged it), so two merges of one candidate are two commits; a forge's own
+# commit is (-n, 0). A commit's history (a tuple of them, oldest first) names it: main is one.
+Commit = tuple[int, int]
+History = tuple[Commit, ...]
+
+
 @dataclass(frozen=True, order=True)
 class Intent:
+    serial: int  # its row's id: two intents of the same candidates are two rows
     cands: tuple[int, ...]
-    old: tuple[int, ...]  # main before: what the compare-and-swap compares
-    new: tuple[int, ...]  # main after
+    old: History  # main before: what the compare-and-swap compares
+    new: History  # main after
     proven: bool = True  # a run passed on exactly ``new`` (a ghost, for the invariants)
 
 
@@ -104,11 +113,11 @@ class State:
     subs: tuple[Sub, ...]
     agents: tuple[Agent, ...]
     cands: tuple[Cand, ...] = ()
-    main: tuple[int, ...] = ()  # main's first-parent history: candidate ids; a forge's own commits negative
+    main: History = ()  # main's first-parent history
     landed: tuple[int, ...] = ()  # the landed rows, in order (candidate ids)
     intents: tuple[Intent, ...] = ()  # pending landing intents (in the database)
     window: tuple[Slot, ...] = ()  # the leader's window (in memory)
-    base: tuple[int, ...] = ()  # main when the window's first slot was merged
+    base: History = ()  # main when the window's first slot was merged
     stage: str = ""  # the leader's landing of the last intent: "" none, "intent" written, "moved" main moved
     unproven: bool = False  # main was once moved to a commit no passing run was on (a ghost, for the invariants)
     up: bool = True  # the server runs (down after a crash until its restart)
@@ -118,12 +127,16 @@ class State:
     crashes: int = 0
     lost: int = 0
     forged: int = 0
+    takeovers: int = 0
+    written: int = 0  # intents written so far (their ids)
+    old: tuple[Intent, ...] = ()  # the landing a replica that lost its lock still carries on (at most one)
+    old_stage: str = ""  # "intent": its compare-and-swap is next; "moved": its landed rows are next
 
 
 Step = tuple[str, State]
 
 
-def on_main(commit: tuple[int, ...], main: tuple[int, ...]) -> bool:
+def on_main(commit: History, main: History) -> bool:
     """Whether ``commit`` is main or one of its ancestors (its history is a prefix of main's)."""
     return main[:len(commit)] == commit
 
@@ -167,7 +180,7 @@ class Model:
         c = s.cands[i]
         return self.fence(s, c.agent, c.sub, c.version) is None
 
-    def compare(self, main: tuple[int, ...], old: tuple[int, ...]) -> bool:
+    def compare(self, main: History, old: History) -> bool:
         """The compare of the compare-and-swap that moves main."""
         return main == old
 
@@ -203,6 +216,8 @@ class Model:
         yield from self.move_main(s)
         yield from self.finish_step(s)
         yield from self.crash(s)
+        yield from self.take_over(s)
+        yield from self.old_leader(s)
 
     # agents
 
@@ -257,7 +272,7 @@ class Model:
     def forge_push(self, s: State) -> Iterator[Step]:
         if s.forged < self.config.forge:
             n = s.forged + 1
-            yield f"someone pushes commit F{n} to the forge's main", replace(s, main=(*s.main, -n), forged=n)
+            yield f"someone pushes commit F{n} to the forge's main", replace(s, main=(*s.main, (-n, 0)), forged=n)
 
     # the leader
 
@@ -309,8 +324,11 @@ class Model:
 
     def begin_landing(self, s: State, upto: int) -> Step:
         members = tuple(sl.cand for sl in s.window[:upto + 1])
-        intent = Intent(members, s.base, (*s.base, *members), proven=s.window[upto].outcome == "pass")
-        nxt = replace(s, intents=(*s.intents, intent), window=s.window[upto + 1:], base=intent.new, stage="intent")
+        serial = s.written + 1
+        intent = Intent(serial, members, s.base, (*s.base, *((i, serial) for i in members)),
+                        proven=s.window[upto].outcome == "pass")
+        nxt = replace(s, intents=(*s.intents, intent), written=serial, window=s.window[upto + 1:], base=intent.new,
+                      stage="intent")
         for i in members:
             c = nxt.cands[i]
             nxt = self._cand(nxt, i, replace(c, status="landing"))
@@ -349,6 +367,30 @@ class Model:
             yield "the landed rows are written, dependents released, the intent finished", replace(
                 self.finish(s, s.intents[-1]), stage="")
 
+    def take_over(self, s: State) -> Iterator[Step]:
+        """The leader's lock goes (its session died) while its landing is in flight; the other replica takes the
+        lock and, as a new leadership does, reconciles before its queue moves. The old one does not know yet: it
+        checks its leadership between passes, not inside a landing."""
+        if s.stage and not s.old and s.takeovers < self.config.takeovers:
+            old = replace(s, old=(s.intents[-1],), old_stage=s.stage, stage="", takeovers=s.takeovers + 1)
+            nxt = self.reconcile_intents(self._clear_window(old))
+            yield "the leader loses its lock mid-landing; the other replica leads and reconciles", self._seen(nxt)
+
+    def old_leader(self, s: State) -> Iterator[Step]:
+        """The replica that lost its lock finishes the landing it had begun, as the real code would."""
+        if not s.old:
+            return
+        intent = s.old[0]
+        done = replace(s, old=(), old_stage="")
+        if s.old_stage == "intent":
+            if self.compare(s.main, intent.old):
+                yield "the old leader's compare-and-swap moves main to its intent's commit", replace(
+                    s, main=intent.new, old_stage="moved", unproven=s.unproven or not intent.proven)
+            else:
+                yield "the old leader's compare-and-swap fails: it rolls its intent back", self.roll_back(done, intent)
+        else:
+            yield "the old leader writes its landed rows", self.finish_fenced(done, intent)
+
     def crash(self, s: State) -> Iterator[Step]:
         if s.crashes < self.config.crashes:
             yield "the server crashes", replace(s, up=False, window=(), base=(), stage="", crashes=s.crashes + 1)
@@ -377,6 +419,21 @@ class Model:
             s = self._sub(s, c.sub, replace(s.subs[c.sub], status="landed", owner=-1, landing=False))
             s = self._tell(s, c, keep=False)
         return self.release(s)
+
+    def finish_fenced(self, s: State, intent: Intent) -> State:
+        """``finish_landing`` as the database does it: each member lands only if its subtask is still submitted
+        under the same claim (``subtask_land``); when none can, the intent is abandoned and its candidates
+        cancelled. The candidates' rows are written whatever their status (``candidate_finish``)."""
+        members = tuple(i for i in intent.cands if (sub := s.subs[s.cands[i].sub]).status == "submitted"
+                        and sub.owner == s.cands[i].agent and sub.version == s.cands[i].version)
+        s = replace(s, intents=tuple(x for x in s.intents if x != intent))
+        for i in intent.cands:
+            if i not in members:
+                s = self._cand(s, i, replace(s.cands[i], status="cut"))
+        if not members:
+            return s
+        part = replace(intent, cands=members)
+        return self.finish(replace(s, intents=(*s.intents, part)), part)
 
     def release(self, s: State) -> State:
         """Every blocked subtask whose dependencies all have a landed row becomes ready."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from mergebot.protocol.model import Model, State, Step
+from mergebot.protocol.model import History, Model, State, Step
 
 
 class NoFence(Model):
@@ -21,7 +21,7 @@ class NoFence(Model):
 class NoCompare(Model):
     """Main moved without comparing its old value: a plain write instead of a compare-and-swap."""
 
-    def compare(self, main: tuple[int, ...], old: tuple[int, ...]) -> bool:
+    def compare(self, main: History, old: History) -> bool:
         return True
 
 
