@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from mergebot.protocol.model import HELD, PENDING, Agent, Cand, Config, Model, State, Sub, on_main
+from mergebot.protocol.model import HELD, PENDING, Agent, Cand, Config, History, Intent, Model, State, Sub, on_main
 
 Predicate = Callable[[Model, State], bool]
 
@@ -131,7 +131,26 @@ class Symmetry:
         cands = tuple(Cand(t[c.sub], c.version, a[c.agent], c.good, c.status, c.heard, c.told) for c in s.cands)
         return replace(s, subs=tuple(subs), agents=tuple(agents), cands=cands)
 
+    @staticmethod
+    def renumber(s: State) -> State:
+        """``s`` with its intents' ids numbered 1, 2, ... in the order they first appear (only equality matters)."""
+        order: dict[int, int] = {0: 0}
+        for k in [k for _, k in (*s.main, *s.base)] + [k for x in (*s.intents, *s.old)
+                                                       for k in (x.serial, *(k for _, k in (*x.old, *x.new)))]:
+            order.setdefault(k, len(order))
+        if all(k == v for k, v in order.items()):
+            return s
+
+        def h(commits: History) -> History:
+            return tuple((c, order[k]) for c, k in commits)
+
+        def i(x: Intent) -> Intent:
+            return Intent(order[x.serial], x.cands, h(x.old), h(x.new), x.proven)
+
+        return replace(s, main=h(s.main), base=h(s.base), intents=tuple(map(i, s.intents)), old=tuple(map(i, s.old)))
+
     def canonical(self, s: State) -> State:
+        s = self.renumber(s)
         least = s
         for a, t in self.renamings:
             other = self.rename(s, a, t)

@@ -128,7 +128,6 @@ class State:
     lost: int = 0
     forged: int = 0
     takeovers: int = 0
-    written: int = 0  # intents written so far (their ids)
     old: tuple[Intent, ...] = ()  # the landing a replica that lost its lock still carries on (at most one)
     old_stage: str = ""  # "intent": its compare-and-swap is next; "moved": its landed rows are next
 
@@ -139,6 +138,14 @@ Step = tuple[str, State]
 def on_main(commit: History, main: History) -> bool:
     """Whether ``commit`` is main or one of its ancestors (its history is a prefix of main's)."""
     return main[:len(commit)] == commit
+
+
+def fresh_serial(s: State) -> int:
+    """An intent id no commit or intent of ``s`` uses (ids nothing holds any more are free again: the checker
+    renumbers them, ``check.Symmetry``)."""
+    used = [k for _, k in (*s.main, *s.base)] + [x.serial for x in (*s.intents, *s.old)]
+    used += [k for x in (*s.intents, *s.old) for _, k in (*x.old, *x.new)]
+    return max(used, default=0) + 1
 
 
 def _result(outcome: str) -> Result:
@@ -324,10 +331,10 @@ class Model:
 
     def begin_landing(self, s: State, upto: int) -> Step:
         members = tuple(sl.cand for sl in s.window[:upto + 1])
-        serial = s.written + 1
+        serial = fresh_serial(s)
         intent = Intent(serial, members, s.base, (*s.base, *((i, serial) for i in members)),
                         proven=s.window[upto].outcome == "pass")
-        nxt = replace(s, intents=(*s.intents, intent), written=serial, window=s.window[upto + 1:], base=intent.new,
+        nxt = replace(s, intents=(*s.intents, intent), window=s.window[upto + 1:], base=intent.new,
                       stage="intent")
         for i in members:
             c = nxt.cands[i]
