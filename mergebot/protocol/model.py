@@ -16,6 +16,10 @@ Each step of ``Model`` is one method, so a planted bug (``mergebot.protocol.muta
 one of them. Commits are named by their first-parent history: ``main`` is a tuple of ``Commit`` (a candidate and
 the intent that merged it; a forge's own commit, pushed outside the bot, has a negative number), so comparing two
 commits compares their histories.
+
+A second replica appears only as a take-over (``Config.takeovers``, 0 by default): the leader's lock goes while its
+landing is in flight, the other replica leads and reconciles, and the old leader carries its landing on as the
+real code would (``docs/protocol.md``, "Findings", tells what the checker found there).
 """
 
 from __future__ import annotations
