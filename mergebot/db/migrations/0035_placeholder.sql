@@ -1,0 +1,1 @@
+-- placeholder: another helper owns migration 0035 (dropped at merge).

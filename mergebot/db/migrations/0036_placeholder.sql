@@ -1,0 +1,1 @@
+-- placeholder: another helper owns migration 0036 (dropped at merge).
