@@ -488,7 +488,9 @@ CREATE TABLE candidates (
     pushed_at     timestamptz,
     merged_at     timestamptz,
     -- What the tamper signal found in its diff.
-    suspicious    jsonb
+    suspicious    jsonb,
+    -- The start tag the fair order gave it when it was first taken (0037; ``fair_accounts``): NULL until then.
+    fair_start    double precision
 );
 CREATE INDEX candidates_queue ON candidates (repo, priority DESC, id) WHERE status = 'queued';
 CREATE INDEX candidates_subtask ON candidates (subtask_id, id);
@@ -526,6 +528,21 @@ END $$;
 
 CREATE TRIGGER candidates_notify AFTER UPDATE OF status ON candidates
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION candidates_notify();
+
+-- The fair order within a priority (0037, ``mergebot.landing.window.fair``): start-time fair queuing of the verifier
+-- among the agents that push, in predicted verifier-seconds. Per repository a virtual clock (the least start tag
+-- waiting when a candidate was last taken) and per agent the finish tag of its last candidate taken (the service it
+-- has had); ``candidates.fair_start`` keeps the start tag each candidate was first taken at.
+CREATE TABLE fair_clocks (
+    repo  text PRIMARY KEY REFERENCES repos (name),
+    vtime double precision NOT NULL DEFAULT 0 CHECK (vtime >= 0)
+);
+CREATE TABLE fair_accounts (
+    repo     text NOT NULL REFERENCES repos (name),
+    owner_id bigint NOT NULL REFERENCES agents (id),
+    served   double precision NOT NULL DEFAULT 0 CHECK (served >= 0),
+    PRIMARY KEY (repo, owner_id)
+);
 
 -- Approvals (0030): a lead's, a reviewer's or an admin's approval of one candidate's exact commit, given with
 -- `mergebot approve`, the API, `@mergebot approve` or an approving review on the forge. It holds for that commit of
@@ -709,6 +726,9 @@ CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS
 CREATE INDEX verify_jobs_parent ON verify_jobs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX verify_jobs_landed ON verify_jobs (landed_id, id) WHERE landed_id IS NOT NULL;
 CREATE INDEX verify_jobs_reverify ON verify_jobs (id) WHERE purpose = 'reverify' AND parent_id IS NULL;
+-- The check's recent durations for a repository (the cost the fair order predicts for a candidate, 0037).
+CREATE INDEX verify_jobs_candidate_runs ON verify_jobs (repo, id)
+    WHERE purpose = 'candidate' AND parent_id IS NULL AND finished_at IS NOT NULL;
 
 -- A re-verification's statement names the job it compared (0034): one statement a job.
 ALTER TABLE attestations ADD COLUMN job_id bigint REFERENCES verify_jobs (id);
