@@ -57,11 +57,21 @@ def build_server() -> MCPServer:
         worktree's commits not on main onto the new claim's branch. `touch`: paths or globs you expect to change
         (they join the subtask's footprint). Returns the subtask, its branch, the worktree path, the handoff
         notes, the previous owner's branch, and the subtasks in flight that may touch the same paths
-        (`overlaps`, with owners); a keeper then keeps the claim alive."""
+        (`overlaps`, with owners); a keeper then keeps the claim alive. When the claim is held back the answer says
+        so instead (`refused`: `capacity`, the repository's queue is full, with `retry_after` seconds and the
+        repositories that admit now in `elsewhere`; `wip_limit`, you hold your cap, named in `holds`: finish or
+        release one) with its `message`."""
         server_url = os.environ.get("MERGEBOT_URL", DEFAULT_URL)
         token = os.environ.get("MERGEBOT_TOKEN", "")
-        got = await _call(worktree.start, _client(), server_url, token, repo, Path(dir), carry=carry, wait=wait,
-                          touch_paths=touch)
+        try:
+            got = await asyncio.to_thread(worktree.start, _client(), server_url, token, repo, Path(dir), carry=carry,
+                                          wait=wait, touch_paths=touch)
+        except ApiError as e:
+            if e.code in ("capacity", "wip_limit"):  # a typed "not now": the record, with its sentence and next step
+                return {"claimed": None, "refused": e.code, **e.body.get("error", {})}
+            raise ToolError(f"refused ({e.status} {e.code}): {e.message}") from None
+        except MergebotError as e:
+            raise ToolError(e.message) from None
         if got is None:
             return {"claimed": None, "message": "nothing is ready; call again with wait=60 to wait for work"}
         claim, body = got

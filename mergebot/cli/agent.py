@@ -216,6 +216,8 @@ def cmd_claim(args: argparse.Namespace) -> None:
         body["complete"] = {"id": args.complete, "claim_version": args.version, "sha": args.sha}
     if args.wait:
         body["wait"] = args.wait
+    if args.repo:
+        body["repo"] = args.repo
     out = c.post("/api/v1/subtasks/claim", body or None)
     if out is None:
         emit(args, {"claimed": None, "message": say.NOTHING_READY})

@@ -233,6 +233,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--sha", help="commit of --complete")
     sp.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                     help="wait up to SECONDS (at most 60) for work when nothing is ready")
+    sp.add_argument("--repo", help="the repository you will push the work to: admission control admits the claim "
+                    "when its queue has room (without it, when any repository's has)")
     for name, fn, text in (("heartbeat", cmd_heartbeat, "renew your lease"),
                            ("release", cmd_release, "give a subtask back")):
         sp = add(name, fn, text)

@@ -93,14 +93,24 @@ async def list_subtasks(agent: Reader, db: DbDep, status: Status = None, group: 
 
 
 @router.post("/claim", summary="Claim the best ready subtask (204 when nothing is ready; with wait=S, held up "
-             "to S seconds until something is)",
+             "to S seconds until something is; 429 with kind capacity or wip_limit when not admitted)",
              responses={204: {"description": "nothing is ready"}})
-async def claim(agent: Claimer, db: DbDep, body: ClaimIn | None = None) -> Any:
+async def claim(agent: Claimer, services: ServicesDep, body: ClaimIn | None = None) -> Any:
+    db = services.db
     complete = body.complete if body else None
+    wait = body.wait if body else 0.0
+    # Admission control and the agent's cap (429, typed: kind capacity or wip_limit); a claim with wait waits.
+    refused, waited = await services.admission.admit(db, agent_id=agent.id, name=agent.name, role=agent.role,
+                                                     repo=body.repo if body else None, wait=wait)
+    if refused is not None:
+        if complete:  # the work it completes is submitted all the same
+            await db.subtasks.submit(agent_id=agent.id, handle=Handle(complete.id, complete.claim_version),
+                                     sha=complete.sha)
+        raise refused.error(complete.id if complete else None)
     sub = await db.subtasks.claim(
         agent_id=agent.id,
         complete=Handle(complete.id, complete.claim_version) if complete else None,
-        sha=complete.sha if complete else None, wait=body.wait if body else 0.0)
+        sha=complete.sha if complete else None, wait=max(0.0, wait - waited))
     if sub is None:
         return Response(status_code=204)
     handoff = await db.subtasks.handoff(sub.id) if sub.claim_version > 1 else []
