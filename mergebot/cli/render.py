@@ -63,6 +63,12 @@ def render_status(s: dict[str, Any]) -> str:
         parts.append(render_table(rows, ("agent", "role", "holding", "subtasks", "next_lease_expiry")))
         if s["agents_holding"] > len(rows):
             parts.append(f"(the {len(rows)} busiest of {s['agents_holding']}; --holders N for more)")
+    admission = s.get("admission")
+    if admission:
+        parts.append("\n" + say.ADMISSION_HEADING)
+        if not admission["on"]:
+            parts.append("  " + say.ADMISSION_OFF)
+        parts += ["  " + say.admission_line(lane) for lane in admission["lanes"]]
     return "\n".join(parts)
 
 
