@@ -710,7 +710,7 @@ CREATE INDEX verify_jobs_parent ON verify_jobs (parent_id) WHERE parent_id IS NO
 CREATE INDEX verify_jobs_landed ON verify_jobs (landed_id, id) WHERE landed_id IS NOT NULL;
 CREATE INDEX verify_jobs_reverify ON verify_jobs (id) WHERE purpose = 'reverify' AND parent_id IS NULL;
 -- A repository's finished runs, newest first (0035): its next run's length and the verifiers' recent capacity.
-CREATE INDEX verify_jobs_finished ON verify_jobs (repo, finished_at DESC) WHERE finished_at IS NOT NULL AND NOT is_group;
+CREATE INDEX verify_jobs_repo_finished ON verify_jobs (repo, finished_at DESC) WHERE finished_at IS NOT NULL AND NOT is_group;
 
 -- A re-verification's statement names the job it compared (0034): one statement a job.
 ALTER TABLE attestations ADD COLUMN job_id bigint REFERENCES verify_jobs (id);

@@ -11,4 +11,4 @@ CREATE TABLE admission_lanes (
 );
 -- A repository's finished runs, newest first: the length of its next run is predicted from its last ones, and the
 -- verifiers' capacity measured from the runs of the last minutes.
-CREATE INDEX verify_jobs_finished ON verify_jobs (repo, finished_at DESC) WHERE finished_at IS NOT NULL AND NOT is_group;
+CREATE INDEX verify_jobs_repo_finished ON verify_jobs (repo, finished_at DESC) WHERE finished_at IS NOT NULL AND NOT is_group;
