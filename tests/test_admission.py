@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from mergebot.api import create_app
 from mergebot.auth import Role
+from mergebot.cli.render import render_status
 from mergebot.db.database import Database
 from mergebot.landing.intake.admission import LOW, Lane, cap_for, caps, decide, stale_after
 from mergebot.landing.intake.admit import Admission
@@ -202,9 +203,12 @@ async def test_a_full_lane_answers_capacity_and_admits_again_only_under_its_low_
     assert 'mergebot_claim_refusals_total{lane="app",reason="capacity"} 2.0' in metrics, [
         line for line in metrics.splitlines() if "refusals" in line]
     assert 'mergebot_admission_admitting{lane="other"} 1.0' in metrics
-    summary = (await lanes.api("rita", "/api/v1/summary")).json()["admission"]
+    status = (await lanes.api("rita", "/api/v1/summary")).json()
+    summary = status["admission"]
     assert summary["on"] and [(x["lane"], x["admitting"]) for x in summary["lanes"]] == [("app", False),
                                                                                          ("other", True)]
+    text = render_status(status)  # mergebot status
+    assert "app: refusing claims (try again in 10 s); backlog 50 s in 5 candidates, admits up to 40 s" in text, text
     await lanes.login("rita")
     page = (await lanes.get("/ui/queue")).text
     assert 'id="admission-app" data-admitting="0"' in page and "refusing claims" in page

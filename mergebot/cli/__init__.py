@@ -7,7 +7,8 @@ Two kinds of commands:
     (``--server``/MERGEBOT_URL and ``--token``/MERGEBOT_TOKEN), so identity is always the token's.
 
 Every command prints a readable table, or JSON with ``--json``. A refusal prints the server's reason and
-exits non-zero (2 for bad input, 3 for "claim superseded", 7 and 8 for a claim held back, 1 otherwise); README's "Exit codes" lists them all.
+exits non-zero (2 for bad input, 3 for "claim superseded", 7 and 8 for a claim held back, 1 otherwise); README's
+"Exit codes" lists them all.
 
 The package: ``parser`` assembles the commands; ``admin`` holds the local ones (database, processes),
 ``agent`` those that go through the API, ``controls`` the queue's controls (retry, cancel, priority, pause,
