@@ -40,9 +40,9 @@ from tests.support.site import BASE, SHA, Site
 
 
 def lane(n: float, *, admitting: bool = True, d: float | None = 10.0, slots: int = 2, age: float | None = 1.0,
-         window: int = 0) -> Lane:
+         window: int = 0, per_run: float = 1.0) -> Lane:
     return Lane(repo="app", candidates=math.ceil(n), weight=n, run_seconds=d, slots=slots, last_run_age=age,
-                window=window, admitting=admitting)
+                window=window, admitting=admitting, per_run=per_run)
 
 
 def test_the_threshold_is_factor_windows_of_work_and_the_retry_the_time_to_the_low_mark() -> None:
@@ -54,6 +54,9 @@ def test_the_threshold_is_factor_windows_of_work_and_the_retry_the_time_to_the_l
     assert not decide(lane(3), factor=1.0).admit  # a smaller factor refuses sooner
     assert decide(lane(5, window=4), factor=2.0).admit  # a repository's own wider window: T = 2 x 4 x 10
     assert decide(lane(10_000), factor=2.0).retry_after == 300  # never told to wait for ever
+    batched = decide(lane(16, per_run=4.0), factor=2.0)  # batches of four: a run clears four candidates
+    assert batched.admit and batched.backlog_seconds == 40
+    assert decide(lane(5, per_run=0.5), factor=2.0).backlog_seconds == 50  # fewer than one a run counts as one
 
 
 @given(n=st.floats(0, 1000), last=st.booleans(), d=st.floats(0.1, 3600), slots=st.integers(1, 64),

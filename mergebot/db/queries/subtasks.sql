@@ -341,7 +341,8 @@ LIMIT %(limit)s;
 -- Admission control's measurements (``mergebot.landing.intake.admission``), one row per repository (a lane): its
 -- queued and in-flight candidates with the sum of (1 + failure risk) over them; its predicted run length, the
 -- median verifier-seconds of its last ``runs`` finished candidate runs (a run of named checks counted with its
--- children's seconds together); how long ago its last run finished (0 while one runs); its speculation window; its
+-- children's seconds together), with how many runs those were and how many candidates left the queue meanwhile
+-- (a batch's run clears several); how long ago its last run finished (0 while one runs); its speculation window; its
 -- last admission state and refusals. And, the same on every row, the most verify runs of any repository that were
 -- going at one instant over the last ``window`` seconds: the verifiers' measured capacity.
 WITH runs AS (
@@ -364,7 +365,7 @@ WITH runs AS (
 )
 SELECT r.name AS repo, coalesce(r.speculation_window, 0) AS speculation_window,
        coalesce(a.admitting, true) AS admitting, coalesce(a.refusals, 0)::bigint AS refusals,
-       live.candidates, live.weight, run.seconds AS run_seconds, capacity.slots,
+       live.candidates, live.weight, run.seconds AS run_seconds, run.runs, gone.cleared, capacity.slots,
        CASE WHEN EXISTS (SELECT 1 FROM verify_jobs j WHERE j.status = 'running' AND j.repo = r.name AND NOT j.is_group)
             THEN 0::float8
             ELSE extract(epoch FROM now() - last.at)::float8 END AS last_run_age
@@ -380,8 +381,11 @@ CROSS JOIN LATERAL (
     WHERE j.repo = r.name AND j.finished_at IS NOT NULL AND NOT j.is_group
 ) last
 CROSS JOIN LATERAL (
-    SELECT (percentile_cont(0.5) WITHIN GROUP (ORDER BY per.secs))::float8 AS seconds FROM (
-        SELECT sum(extract(epoch FROM recent.finished_at - recent.started_at)) AS secs
+    SELECT (percentile_cont(0.5) WITHIN GROUP (ORDER BY per.secs))::float8 AS seconds, count(*)::int AS runs,
+           min(per.started) AS since
+    FROM (
+        SELECT sum(extract(epoch FROM recent.finished_at - recent.started_at)) AS secs,
+               min(recent.started_at) AS started
         FROM (SELECT j.id, j.parent_id, j.started_at, j.finished_at FROM verify_jobs j
               WHERE j.repo = r.name AND j.finished_at IS NOT NULL AND NOT j.is_group AND j.status = 'done'
                 AND j.purpose = 'candidate' AND j.started_at IS NOT NULL
@@ -389,6 +393,13 @@ CROSS JOIN LATERAL (
         GROUP BY coalesce(recent.parent_id, recent.id)
     ) per
 ) run
+CROSS JOIN LATERAL (
+    -- the candidates that left the queue (landed or rejected) since the first of those runs started: with batches,
+    -- one run clears several
+    SELECT count(*)::int AS cleared FROM candidates c
+    WHERE run.since IS NOT NULL AND c.finished_at >= run.since AND c.repo = r.name
+      AND c.status IN ('landed', 'rejected')
+) gone
 ORDER BY r.name;
 
 -- name: admission_flip

@@ -13,9 +13,12 @@ where a claim on another replica could read them cheaply.)
 The measurements, per lane (``Lane``; ``admission_measure`` in ``mergebot/db/queries/subtasks.sql``):
   * ``run_seconds`` (d): the predicted verifier-seconds of one candidate, the median over the repository's last
     ``RUNS`` finished candidate runs (a run of named checks counts its children's seconds together);
-  * the backlog B = d x the sum over the lane's queued and in-flight candidates (queued, verifying, landing) of
-    (1 + its failure risk): the risk model's estimate (``mergebot.landing.intake.risk``), since a failed check runs
-    once more by default, so a candidate costs 1 + p runs;
+  * ``per_run`` (k): the candidates one such run clears, measured: the candidates that left the queue (landed or
+    rejected) since the first of those runs started, over the number of runs, at least 1 (a batch's run clears
+    several; a failed one none);
+  * the backlog B = d / k x the sum over the lane's queued and in-flight candidates (queued, verifying, landing)
+    of (1 + its failure risk): the risk model's estimate (``mergebot.landing.intake.risk``), since a failed check
+    runs once more by default, so a candidate costs 1 + p runs;
   * ``slots`` (C): the verifiers' measured capacity, in runs at once: the most verify runs that were going at the
     same instant over the last ``WINDOW`` seconds, of every repository (the workers are shared). Measured, never
     configured; when the verifiers are busy, which is when it matters, it is what they carry;
@@ -69,6 +72,7 @@ class Lane:
     last_run_age: float | None  # seconds since its last run finished; 0 while one runs; None: never
     window: int = 0  # the repository's speculation window (0: as wide as the slots)
     admitting: bool = True  # its last state
+    per_run: float = 1.0  # k, candidates cleared per run
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,7 @@ def is_stale(lane: Lane) -> bool:
 def decide(lane: Lane, *, factor: float) -> Decision:
     """Admit or refuse a claim in ``lane`` (rules 1-4 of the module)."""
     d = lane.run_seconds or 0.0
-    backlog = lane.weight * d
+    backlog = lane.weight * d / max(1.0, lane.per_run)
     width = lane.window if lane.window > 0 else max(1, lane.slots)
     threshold = factor * width * d
     low = LOW * threshold

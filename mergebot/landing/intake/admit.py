@@ -68,7 +68,7 @@ class Admission:
         for r in await db.subtasks.admission_measure(runs=RUNS, window=WINDOW):
             lane = Lane(repo=r["repo"], candidates=r["candidates"], weight=r["weight"], run_seconds=r["run_seconds"],
                         slots=r["slots"], last_run_age=r["last_run_age"], window=r["speculation_window"],
-                        admitting=r["admitting"])
+                        admitting=r["admitting"], per_run=r["cleared"] / r["runs"] if r["runs"] else 1.0)
             d = decide(lane, factor=self.factor)
             if not record:
                 out.append(d)
