@@ -64,7 +64,7 @@ def render_status(s: dict[str, Any]) -> str:
         if s["agents_holding"] > len(rows):
             parts.append(f"(the {len(rows)} busiest of {s['agents_holding']}; --holders N for more)")
     admission = s.get("admission")
-    if admission:
+    if admission and (admission["lanes"] or not admission["on"]):
         parts.append("\n" + say.ADMISSION_HEADING)
         if not admission["on"]:
             parts.append("  " + say.ADMISSION_OFF)
