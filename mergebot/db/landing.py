@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 
 from mergebot import messages as say
 from mergebot.db.base import Row, Sql, Tx, insert_event, storable
-from mergebot.db.waiter import CANDIDATE, Waiter, read_until
+from mergebot.db.waiter import CANDIDATE, PUSH, Waiter, read_until
 from mergebot.errors import ClaimSuperseded, NotFound
 from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Member, Owner
 from mergebot.models.judgement import Judgement
@@ -161,6 +161,26 @@ class LandingStore:
         cand: Candidate = await read_until(self.waiter, CANDIDATE, [cand_id], lambda: self.get_candidate(cand_id),
                                            lambda c: c.status in CANDIDATE_VERDICTS, timeout)
         return cand
+
+    async def commit_candidate(self, *, subtask_id: int, sha: str) -> Candidate | None:
+        """The subtask's newest candidate for the commit ``sha`` (or a prefix of it), if any."""
+        row = await self.sql.one("candidate_of_commit", subtask_id=subtask_id, sha=sha)
+        return Candidate.from_row(row) if row else None
+
+    async def wait_commit(self, *, subtask_id: int, sha: str, timeout: float) -> Candidate | None:
+        """Until the subtask's candidate for exactly ``sha`` reaches a verdict (``CANDIDATE_VERDICTS``) or
+        ``timeout`` passes, waking on the subtask's ``mergebot_push`` announcements (its candidates made or
+        changed), so a wait may begin before the commit's candidate exists. A newer or older push of the subtask
+        never answers it."""
+        cand: Candidate | None = await read_until(
+            self.waiter, PUSH, [subtask_id], lambda: self.commit_candidate(subtask_id=subtask_id, sha=sha),
+            lambda c: c is not None and c.status in CANDIDATE_VERDICTS, timeout)
+        return cand
+
+    async def in_flight(self, subtask_id: int) -> Candidate | None:
+        """The subtask's newest candidate still queued or running (or waiting for main or an approval)."""
+        row = await self.sql.one("candidate_in_flight", subtask_id=subtask_id)
+        return Candidate.from_row(row) if row else None
 
     async def requeue_stuck(self, repo: str) -> list[int]:
         return [r["id"] for r in await self.sql.all("candidates_requeue_stuck", repo=repo)]

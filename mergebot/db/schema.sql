@@ -527,6 +527,17 @@ END $$;
 CREATE TRIGGER candidates_notify AFTER UPDATE OF status ON candidates
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION candidates_notify();
 
+-- ... and under their subtask's id, on creation too (0038): a wait keyed on (subtask, head commit) may begin before
+-- that commit's candidate exists (payload "subtask:candidate:status").
+CREATE FUNCTION candidates_notify_push() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mergebot_push', NEW.subtask_id::text || ':' || NEW.id::text || ':' || NEW.status::text);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER candidates_notify_push AFTER INSERT OR UPDATE OF status ON candidates
+    FOR EACH ROW EXECUTE FUNCTION candidates_notify_push();
+
 -- Approvals (0030): a lead's, a reviewer's or an admin's approval of one candidate's exact commit, given with
 -- `mergebot approve`, the API, `@mergebot approve` or an approving review on the forge. It holds for that commit of
 -- that subtask only: a new push is a new candidate, and needs a new one.

@@ -253,3 +253,19 @@ def check_named(run: Result) -> str:
     others = ", ".join(f"{c['name']} {c['outcome']}{'' if c.get('required') else ' (optional)'}"
                        for c in run.checks or [] if c is not failed)
     return f"the required check `{failed['name']}`" + (f" (of the named checks; {others})" if others else "")
+
+
+# -- waiting by commit, and re-queueing what is already in flight (issue 45) -----------------------------------------
+
+
+def already_in_flight(candidate_id: int, status: str, subtask_id: int, sha: str) -> str:
+    """``submit --again``, ``@mergebot retry`` or a lead's retry while that commit is queued or running: nothing
+    is queued again (a babysitter re-queueing once a second costs nothing)."""
+    return (f"already {status}: `{_short(sha)}` is candidate {candidate_id}; nothing was queued again. "
+            f"`mergebot wait {subtask_id} --commit {_short(sha)}` follows it to its verdict.")
+
+
+def no_candidate_for_commit(subtask_id: int, sha: str) -> str:
+    """A wait keyed on (subtask, commit) that knows no candidate of that commit (yet)."""
+    return (f"subtask {subtask_id} has no candidate for `{_short(sha)}` yet: `mergebot submit` pushes it "
+            "(a forge's push is queued when its webhook arrives)")

@@ -388,3 +388,17 @@ ORDER BY ap.id;
 UPDATE candidates SET status = 'queued', reason = %(reason)s, started_at = NULL, finished_at = NULL
 WHERE repo = %(repo)s AND status = 'awaiting_approval'
 RETURNING id;
+
+-- name: candidate_of_commit
+-- The newest candidate of a subtask for one commit (a full sha, or a prefix of one): what a wait keyed on (subtask,
+-- head commit) answers with, never a newer or older push of the same subtask.
+SELECT * FROM candidates
+WHERE subtask_id = %(subtask_id)s AND starts_with(sha, %(sha)s)
+ORDER BY id DESC LIMIT 1;
+
+-- name: candidate_in_flight
+-- The subtask's newest candidate still in the queue or running (waiting for main or a person counts): a retry of
+-- the subtask while it is there is a no-op.
+SELECT * FROM candidates
+WHERE subtask_id = %(subtask_id)s AND status IN ('queued', 'verifying', 'landing', 'parked', 'awaiting_approval')
+ORDER BY id DESC LIMIT 1;
