@@ -329,9 +329,13 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                            "the old one now")
     sp.set_defaults(fn=cmd_attest_rotate)
     _control_commands(add)
-    sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled")
-    sp.add_argument("ids", type=int, nargs="+")
+    sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled; with --commit (or no ID, in "
+             "the worktree of your claim: its HEAD), until that exact commit has its verdict")
+    sp.add_argument("ids", type=int, nargs="*")
     sp.add_argument("--timeout", type=float, default=3600.0)
+    sp.add_argument("--commit", metavar="SHA", help="wait for this commit's verdict (its full sha, or 7 or more of "
+                    "its first hex digits); with no ID, of the worktree's claim")
+    sp.add_argument("--dir", default=".", help="the worktree of your claim (with no ID, or --commit without ID)")
     return p
 
 
