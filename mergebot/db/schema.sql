@@ -23,7 +23,7 @@
 --    lease (triggers, so no path can forget);
 --  * waiters are told at once (NOTIFY): mergebot_finished (a subtask landed, failed or was cancelled),
 --    mergebot_ready (work became ready), mergebot_candidate (a candidate's status), mergebot_job (a verify job
---    ended), mergebot_forge (an outbox has work).
+--    ended), mergebot_forge (an outbox has work), mergebot_push (a subtask's candidate made or changed, by subtask).
 -- Errors raised here carry our own codes: MB001 (a transition not allowed), MB002 (events is append-only),
 -- MB003 (a dependency cycle).
 --
