@@ -527,7 +527,7 @@ END $$;
 CREATE TRIGGER candidates_notify AFTER UPDATE OF status ON candidates
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION candidates_notify();
 
--- ... and under their subtask's id, on creation too (0038): a wait keyed on (subtask, head commit) may begin before
+-- ... and under their subtask's id, on creation too (0035): a wait keyed on (subtask, head commit) may begin before
 -- that commit's candidate exists (payload "subtask:candidate:status").
 CREATE FUNCTION candidates_notify_push() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -18,6 +18,6 @@ LISTEN mergebot_job;
 LISTEN mergebot_ready;
 
 -- name: listen_push
--- A subtask's candidate was made or changed status (payload: "subtask:candidate:status", migration 0038): a wait
+-- A subtask's candidate was made or changed status (payload: "subtask:candidate:status", migration 0035): a wait
 -- keyed on (subtask, head commit) reads again.
 LISTEN mergebot_push;
