@@ -425,6 +425,9 @@ CREATE TABLE repos (
     on_unattested     text NOT NULL DEFAULT 'flag' CHECK (on_unattested IN ('pause', 'flag')),
     audited_head      text CHECK (audited_head ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
     unattested        jsonb,
+    -- Union merges (0036): globs of files whose conflicts the bot merges by union, besides the files main's
+    -- .gitattributes mark merge=union.
+    union_merge       text[] NOT NULL DEFAULT '{}' CHECK (cardinality(union_merge) <= 100),
     CONSTRAINT forge_complete CHECK (
         (forge IS NULL) = (forge_repo IS NULL) AND (forge IS NULL) = (forge_api_url IS NULL)
         AND (forge IS NULL) = (forge_git_url IS NULL) AND (forge IS NULL) = (webhook_secret_env IS NULL)
@@ -615,6 +618,8 @@ CREATE TABLE landed (
     policy           text CHECK (length(policy) <= 100),
     -- Who approved the landed commit, where the repository required an approval (0030): agents' names.
     approved_by      text[],
+    -- The files whose conflicts its merge resolved by union (0036), by path; NULL: none.
+    union_merged     text[],
     UNIQUE (repo, merged_sha),
     CONSTRAINT landed_once_per_claim UNIQUE (subtask_id, claim_version),
     CONSTRAINT landed_revert_names_its_culprit CHECK ((kind = 'revert') = (reverts IS NOT NULL))
