@@ -126,7 +126,8 @@ def _parse(folder: str, text: str) -> tuple[list[Line], dict[str, tuple[tuple[st
 def _pattern(line: str) -> tuple[str | None, str]:
     """The line's pattern (unquoted) and what follows it."""
     if line.startswith('"'):
-        out, i = [], 1
+        out: list[str] = []
+        i = 1
         while i < len(line):
             c = line[i]
             if c == '"':
