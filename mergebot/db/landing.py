@@ -236,7 +236,7 @@ class LandingStore:
                     main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"),
                     verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"),
                     tests_changed=list(Judgement.of_record(v).changed) or None,
-                    policy=e.policy)
+                    policy=e.policy, union_merged=list(m.union_merged) or None)
                 try:
                     async with tx.savepoint():  # one member's refusal undoes only it
                         row, freed = await self._land_in(tx, landing, actor_id=None, candidate_id=m.candidate_id,
@@ -278,7 +278,7 @@ class LandingStore:
             main_sha=landing.main_sha, batch_size=landing.batch_size, intent_id=intent_id, candidate_id=candidate_id,
             verifier_cache=Jsonb(landing.verifier_cache) if landing.verifier_cache is not None else None,
             verifier_sandbox=landing.verifier_sandbox, verifier_limits=landing.verifier_limits,
-            tests_changed=landing.tests_changed, policy=landing.policy)
+            tests_changed=landing.tests_changed, policy=landing.policy, union_merged=landing.union_merged)
         if row is None:
             raise ClaimSuperseded(say.nothing_landed(landing.subtask_id, landing.claim_version, landing.candidate_sha),
                                   subtask_id=landing.subtask_id)
@@ -290,9 +290,10 @@ class LandingStore:
             why = await tx.one("subtask_get", id=landing.subtask_id)
             await tx.all("subtask_send_back", reverts=row["reverts"], lease_seconds=self.lease_seconds,
                          reason=(why or {}).get("description") or "")
-        if candidate_id is not None:
+        if candidate_id is not None:  # its verdict names the files merged by union, when there are any
+            merged = {"kind": "landed", "union_merged": landing.union_merged} if landing.union_merged else None
             await tx.all("candidate_finish", id=candidate_id, status="landed", reason=None, base_sha=landing.base_sha,
-                         merged_sha=landing.merged_sha, verifier=None, verdict=None)
+                         merged_sha=landing.merged_sha, verifier=None, verdict=Jsonb(merged) if merged else None)
         return Landed.from_row(row), released
 
     async def roll_back(self, intent: Intent, reason: str) -> None:
