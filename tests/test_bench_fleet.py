@@ -11,6 +11,7 @@ from bench.fleet.offered_figures import (
     NOT_UNDER_CLAIM,
     Event,
     Refusal,
+    claim_gone,
     every_refusal_named_next,
     lease_accounting,
     max_wip,
@@ -57,6 +58,9 @@ def _events() -> list[Event]:
 def test_lease_accounting_counts_lost_claims_and_the_work_redone() -> None:
     assert lease_accounting(_events()) == {"claims": 5, "claims_lost_while_working": 2,
                                            "pushes_refused_not_under_claim": 1, "work_redone": 1}
+    # git took the push but the claim had moved on before it reached the queue: the claim is gone too
+    assert claim_gone("claim_superseded", "Mergebot: subtask 1 is no longer yours at claim version 2")
+    assert not claim_gone("rebase_needed", "refs/heads/subtasks/1/v1: rebase onto main")
     held = [Event(0, 0, "claim", 1, 1), Event(1, 0, "pushed", 1, 1), Event(2, 0, "landed", 1, 1)]
     assert lease_accounting(held)["claims_lost_while_working"] == 0
 

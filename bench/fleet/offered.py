@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import random
+import ssl
 import subprocess
 import threading
 import time
@@ -88,7 +89,7 @@ class Keepers:
             self.held[sid % len(self.held)].pop((sid, cv), None)
 
     def _run(self, shard: int) -> None:
-        with httpx.Client(base_url=self.url, timeout=30.0) as http:
+        with httpx.Client(base_url=self.url, timeout=30.0, verify=tls()) as http:
             while not self.stop.wait(0.25):
                 now = time.monotonic()
                 with self.lock:
@@ -150,12 +151,25 @@ class Watcher:
                                "kind": kind})
 
 
+_TLS: list[ssl.SSLContext] = []
+
+
+def tls() -> ssl.SSLContext:
+    """One TLS context for every agent's client (made once; a list append is atomic under the GIL)."""
+    if not _TLS:
+        _TLS.append(ssl.create_default_context())
+    return _TLS[0]
+
+
 class AgentClient(Client):
     """The agent's client, which hands every claim to its keeper the moment the server answers it (before the
     worktree is prepared), as ``mergebot start`` leaves its keeper beside the claim."""
 
     def __init__(self, url: str, token: str, on_claim: Callable[[int, int], None]) -> None:
-        super().__init__(url, token, timeout=120.0)
+        # ``Client``'s own, with one TLS context for the whole fleet: each client making its own costs ~30 ms of
+        # CPU and ~1 MB, which at 1,000 agents was half a minute of start-up and a gigabyte
+        self.http = httpx.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"},
+                                 timeout=120.0, verify=tls())
         self.on_claim = on_claim
         self.last: tuple[int, int] | None = None  # the last claim answered
 

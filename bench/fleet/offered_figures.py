@@ -26,7 +26,7 @@ from typing import Any
 
 NOT_UNDER_CLAIM = "only work under a claim can be pushed"
 # the push refusals that say the claim is gone (the pre-receive's codes and the verdicts' kinds for them)
-CLAIM_GONE_KINDS = ("not_running", "stale_claim", "claim_gone", "not_owner")
+CLAIM_GONE_KINDS = ("not_running", "stale_claim", "claim_superseded", "claim_gone", "not_owner")
 
 
 @dataclass(frozen=True)

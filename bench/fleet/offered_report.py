@@ -3,11 +3,14 @@
 Per run: landings, claim -> landed (the agent's claim answer to the landed row of that claim) and push -> landed
 (the candidate's ``queued_at`` to ``landed_at``), p50 and p95; the claims lost while their agents worked and the
 work redone (``offered_figures.lease_accounting``), next to the leases the server's recovery loop found lapsed;
-Jain's index of verifier-seconds across all agents (``run_charges``, a batch run's seconds split over its members;
-an agent that got none counts as 0: ``bench.common.fairness.jain_index``, kept here until the queue's own
-``mergebot/landing/window/fair.py`` is merged); the most work in progress any agent held; the verifiers' busy share
-while work waited; every refusal by kind, and how many named a next step. Ratios are against the first run of the
-sitting (the baseline), and ``--compare-admission`` adds the ratios issue 45 sets targets for.
+Jain's index of verifier-seconds across all agents, as mergebot charges them (``run_charges``: a landing run's
+seconds split over the members it landed, each charged to its own owner; any other run charged to the owner of the
+one candidate it names, as its batch's members are not recorded, which lowers the index on small runs; an agent
+that got none counts as 0; ``charged_s`` in the JSON says where the seconds went;
+``bench.common.fairness.jain_index``, kept here until the queue's own ``mergebot/landing/window/fair.py`` is
+merged); the most work in progress any agent held; the verifiers' busy share while work waited; every refusal by
+kind, and how many named a next step. Ratios are against the first run of the sitting (the baseline), and
+``--compare-admission`` adds the ratios issue 45 sets targets for.
 """
 
 from __future__ import annotations
@@ -37,13 +40,24 @@ BUSY_TARGET = 0.9
 def per_agent_seconds(charges: list[tuple[Any, ...]], agent_ids: list[int]) -> dict[int, float]:
     """Verifier-seconds per agent: each run's seconds split evenly over the rows it has (a batch: one per member)."""
     rows_per_run: dict[Any, int] = defaultdict(int)
-    for run_id, _, _ in charges:
+    for run_id, *_ in charges:
         rows_per_run[run_id] += 1
     out = dict.fromkeys(agent_ids, 0.0)
-    for run_id, pusher, seconds in charges:
+    for run_id, pusher, seconds, *_ in charges:
         if pusher in out:
             out[pusher] += float(seconds or 0.0) / rows_per_run[run_id]
     return out
+
+
+def charged(charges: list[tuple[Any, ...]]) -> dict[str, float]:
+    """Verifier-seconds by charge and purpose (``run_charges``; a batch run's seconds counted once)."""
+    rows_per_run: dict[Any, int] = defaultdict(int)
+    for run_id, *_ in charges:
+        rows_per_run[run_id] += 1
+    out: dict[str, float] = defaultdict(float)
+    for run_id, _, seconds, charge, purpose in charges:
+        out[f"{charge}:{purpose}"] += float(seconds or 0.0) / rows_per_run[run_id]
+    return dict(out)
 
 
 def ratio(a: float, b: float) -> float:
@@ -88,7 +102,9 @@ def offered_figures(args: argparse.Namespace, t0: float, ended: float, db: dict[
         "jain_verifier_seconds": jain_index(seconds.values()),
         "jain_among_served": jain_index(v for v in seconds.values() if v > 0),
         "agent_seconds": {"min": min(seconds.values(), default=float("nan")),
-                          "max": max(seconds.values(), default=float("nan"))},
+                          "max": max(seconds.values(), default=float("nan")),
+                          "top": sorted(seconds.values(), reverse=True)[:5]},
+        "charged_s": charged(db["charges"]),
         "max_wip": max_wip(log.events), "busy_while_waiting": busy_while_waiting(runs, waits, args.workers),
         "refusals": tally, "every_refusal_named_next": every_refusal_named_next(tally),
         "events": counts_by_kind(log.events), "errors": log.errors[:20], "error_count": len(log.errors),
@@ -152,6 +168,8 @@ def compare(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Admission on against off, and the highest offered factor against the lowest, per mode."""
     facts: dict[str, Any] = {}
     print("\n  admission control, one sitting:")
+    for note in dict.fromkeys(r["note"] for r in results if r["note"]):
+        print(f"    note: {note} (on and off ran the same server: their ratios are the machine's noise)")
     for mode in dict.fromkeys(r["mode"] for r in results):
         by = {(r["admission"], r["factor"]): r for r in results if r["mode"] == mode}
         fs = sorted({f for _, f in by})

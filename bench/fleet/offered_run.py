@@ -95,6 +95,8 @@ def clones(bot_url: str, token: str, work: Path, agents: int, pipeline: int) -> 
 
 def run_offered(server: harness.PgServer, tmp: Path, modes: list[Mode], args: argparse.Namespace
                 ) -> list[dict[str, Any]]:
+    if args.pipeline < 1:
+        raise SystemExit("--pipeline: an agent holds at least one claim")
     settings = ["off", "on"] if args.compare_admission else [args.admission]
     results = []
     for mode in modes:
@@ -211,7 +213,10 @@ def collect(url: str) -> dict[str, Any]:
             "jobs": rows("SELECT purpose, extract(epoch FROM created_at)::float8, "
                          "extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8 "
                          "FROM verify_jobs WHERE repo = %s AND NOT is_group", REPO),
-            "charges": rows("SELECT run_id, pusher_id, seconds FROM run_charges WHERE repo = %s", REPO),
+            # a batch's run names one candidate; each member it landed is charged to that member's own owner
+            "charges": rows("SELECT rc.run_id, CASE WHEN rc.charge = 'landing_run' THEN l.owner_id "
+                            "ELSE rc.pusher_id END, rc.seconds, rc.charge, rc.purpose FROM run_charges rc "
+                            "LEFT JOIN landed l ON l.id = rc.landed_id WHERE rc.repo = %s", REPO),
             # the recovery loop's moves of a claim whose lease ran out (no actor), as subtask_fence_state reads them
             "lapsed": rows("SELECT subtask_id, claim_version FROM events WHERE kind = 'status' "
                            "AND from_status = 'running' AND to_status IN ('ready', 'failed') AND actor_id IS NULL"),
