@@ -244,10 +244,12 @@ def offered_agent(fleet: Fleet, no: int, token: str, wts: list[Path], *, think: 
                 continue
             assert isinstance(got, agent.Claim)
             wt = free.pop()
-            fleet.stop.wait(rng.expovariate(1.0 / think) if think > 0 else 0.0)
+            if fleet.stop.wait(rng.expovariate(1.0 / think) if think > 0 else 0.0):
+                break  # the run ended while it thought
             _work(fleet, no, client, Held(got.subtask_id, got.claim_version, wt), held, free, inbox, p)
     except Exception as e:  # an agent's crash is a figure, not the end of the run
-        fleet.log.errors.append(f"agent {no}: {type(e).__name__}: {str(e)[:300]}")
+        if not fleet.stop.is_set():
+            fleet.log.errors.append(f"agent {no}: {type(e).__name__}: {str(e)[:300]}")
     finally:
         client.close()
 
@@ -274,6 +276,8 @@ def _claim(fleet: Fleet, no: int, client: AgentClient, token: str, wt: Path, rng
         fleet.stop.wait(min(60.0, wait) * rng.uniform(0.9, 1.1))
         return "retry"
     except (RuntimeError, httpx.HTTPError, OSError, MergebotError) as e:
+        if fleet.stop.is_set():  # the run is over and the server going: nothing to count, nothing to tidy
+            return "retry"
         fleet.log.errors.append(f"agent {no} start: {type(e).__name__}: {str(e)[:200]}")
         if client.last is not None:  # claimed, then the worktree could not be prepared: start released it
             fleet.keepers.drop(*client.last)

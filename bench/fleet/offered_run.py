@@ -31,7 +31,7 @@ from bench.common.gitenv import agent_worktrees
 from bench.common.measure import CpuMeter
 from bench.fleet.agents import REPO, agent_rate, check_command, make_source
 from bench.fleet.landing import Mode, server_settings, setup_landing
-from bench.fleet.offered import Fleet, Keepers, Log, Watcher, offered_agent
+from bench.fleet.offered import IDLE_WAIT, Fleet, Keepers, Log, Watcher, offered_agent
 from bench.fleet.offered_report import offered_figures
 from mergebot.settings import Settings
 
@@ -189,8 +189,14 @@ def drive(bot: harness.Serve, server: harness.PgServer, url: str, tokens: list[s
     for t in [fleet.watcher.thread, *keepers.threads]:  # their connections end before the database is dropped
         t.join(timeout=10.0)
     db = collect(url)
+    # the agents end while the server still answers (an idle claim's long poll ends within IDLE_WAIT): stopped
+    # under them, a thousand agents would each tidy a clone at once and hold up the next run
+    t_end = time.monotonic()
+    for t in threads:
+        t.join(timeout=max(0.0, IDLE_WAIT + 10 - (time.monotonic() - t_end)))
     figures = offered_figures(args, t0, ended, db, log, thinks, lease)
-    figures.update(run_s=ended - t0, stalled=stalled, threads_start_s=threads_s, load_start=load0,
+    figures.update(run_s=ended - t0, stalled=stalled, agents_ended_s=time.monotonic() - t_end,
+                   agents_still_running=sum(t.is_alive() for t in threads), threads_start_s=threads_s, load_start=load0,
                    load_end=harness.load_average(), heartbeat=args.heartbeat, pipeline=args.pipeline,
                    concurrency=f"{args.agents} OS threads (one process), {len(fleet.keepers.threads)} keeper "
                                "thread(s), 1 verdict watcher", **cpu)
