@@ -26,7 +26,9 @@ from mergebot.auth import Role
 from mergebot.cli.parser import build_parser
 from mergebot.db.database import Database
 from mergebot.errors import Invalid
+from mergebot.git import changes
 from mergebot.git import repo as git
+from mergebot.git.union import Union
 from mergebot.rules import Rules, RulesChange
 from tests.support.bot import Fleet, check_command, commit, make_project, start_fleet, stop_keepers, until
 from tests.support.bot import git as run
@@ -65,7 +67,7 @@ def test_merge_onto_merges_by_union_only_what_main_says(tmp_path: Path, monkeypa
                              "logo.bin": binary})
     main = _put(repo, base, {"CHANGELOG.md": (LOG + "- main\n").encode(), "NEWS.md": (NEWS + "main\n").encode(),
                              "logo.bin": binary + b"main\0"}, ref="refs/heads/main")
-    rule = git.Union("refs/heads/main")
+    rule = Union("refs/heads/main")
 
     # the changelog: both sides' lines, main's first; the merge names the file
     cand = _put(repo, base, {"CHANGELOG.md": (LOG + "- cand\n").encode()})
@@ -81,15 +83,15 @@ def test_merge_onto_merges_by_union_only_what_main_says(tmp_path: Path, monkeypa
     got = git.merge_onto(repo, main, tricks, "land", union=rule)
     assert (got.kind, got.conflicts, got.union) == ("conflict", ["NEWS.md"], [])
     # the repository's glob does what the candidate could not
-    got = git.merge_onto(repo, main, tricks, "land", union=git.Union("refs/heads/main", ("NEWS.md",)))
+    got = git.merge_onto(repo, main, tricks, "land", union=Union("refs/heads/main", ("NEWS.md",)))
     assert (got.kind, got.union) == ("merge", ["CHANGELOG.md", "NEWS.md"])
     assert _text(repo, got.tree, "NEWS.md") == NEWS + "main\ntrick\n"
 
     # what union cannot merge stays a conflict: a binary file, a file one side deleted
     rest = _put(repo, base, {"logo.bin": binary + b"cand\0", "CHANGELOG.md": None})
-    got = git.merge_onto(repo, main, rest, "land", union=git.Union("refs/heads/main", ("*",)))
+    got = git.merge_onto(repo, main, rest, "land", union=Union("refs/heads/main", ("*",)))
     assert (got.kind, got.conflicts) == ("conflict", ["CHANGELOG.md", "logo.bin"])
-    hunks = git.conflict_hunks(repo, main, tricks, only=["NEWS.md"])
+    hunks = changes.conflict_hunks(repo, main, tricks, only=["NEWS.md"])
     assert [h["path"] for h in hunks] == ["NEWS.md"]  # the conflict's hunks leave out what union merged
 
     # pygit2's in-memory merge (git older than 2.38) resolves the same files the same way

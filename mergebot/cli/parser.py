@@ -50,7 +50,6 @@ from mergebot.cli.agent import (
     cmd_start,
     cmd_stop,
     cmd_submit,
-    cmd_wait,
 )
 from mergebot.cli.attest import cmd_attest_rotate, cmd_attest_verify
 from mergebot.cli.controls import (
@@ -64,6 +63,7 @@ from mergebot.cli.controls import (
 )
 from mergebot.cli.repoparser import add_repo_commands
 from mergebot.cli.views import cmd_cost, cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
+from mergebot.cli.waits import cmd_wait
 from mergebot.client import DEFAULT_URL
 
 

@@ -7,16 +7,13 @@ Rules:
     reference changed since it was read (libgit2 checks the old value). ``force=True`` creation is never used
     on a ref someone else may move.
   * Nothing here ever runs a shell: paths, refs and messages are arguments, never command text.
-  * A conflict is resolved by the bot only by union (``Union``, issue 45), only in the files main says so of: the
-    ones main's ``.gitattributes`` mark ``merge=union`` (read from main's tree, never from the candidate's or the
-    base's: a candidate cannot mark its own conflicts away) and the ones the repository's ``--union`` globs name.
-    Git's own attribute lookup is kept out of the merge (``attr.tree`` is the empty tree): the bot alone decides,
-    and names every file it merged so (``Merge.union``).
+  * A conflict is resolved by the bot only by union, only in the files main says so of (``mergebot.git.union``,
+    issue 45). Git's own attribute lookup is kept out of the merge (``attr.tree`` is the empty tree): the bot alone
+    decides, and names every file it merged so (``Merge.union``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -30,8 +27,7 @@ from pathlib import Path
 import pygit2
 
 from mergebot import messages as say
-from mergebot.git import attributes
-from mergebot.rules import touches
+from mergebot.git import union as union_
 
 # The top-level hooks/ folder, shipped inside the package (mergebot/git/hooks links to it; pyproject's package data
 # puts its files in the wheel): found through the package, so an installed copy has them as an editable one does.
@@ -42,8 +38,6 @@ APPLIES = ("merge", "fast-forward", "squash")  # the kinds of ``Merge`` that bri
 # so no attribute of any tree picks a merge driver behind the bot's back (a value that does not resolve, as this
 # one in a SHA-256 repository, counts as the empty tree too; older git ignores the setting and reads none).
 NO_ATTRIBUTES = "attr.tree=4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-ATTRIBUTES_MAX = 100 << 20  # git ignores a larger .gitattributes
-REGULAR = (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE)
 
 
 def bot_signature() -> pygit2.Signature:
@@ -63,7 +57,7 @@ class Merge:
     tree: str | None = None
     conflicts: list[str] = field(default_factory=list)
     candidate: str | None = None  # the commit merged in (its parent in a merge; never an ancestor of a squash)
-    union: list[str] = field(default_factory=list)  # the files whose conflict was merged by union (``Union``)
+    union: list[str] = field(default_factory=list)  # the files whose conflict was merged by union (``git.union``)
 
     @property
     def applies(self) -> bool:
@@ -141,58 +135,12 @@ def head_of(repo: pygit2.Repository, ref: str) -> str | None:
         return None
 
 
-@dataclass(frozen=True)
-class Union:
-    """Which conflicting files the bot merges by union: the ones that the ``.gitattributes`` of ``trusted`` (main:
-    its ref, or a commit of it) mark ``merge=union`` (``mergebot.git.attributes``), and the ones ``globs`` name
-    (the repository's ``--union`` rule, matched as ``mergebot.rules.touches`` matches). Never the candidate's own
-    ``.gitattributes``: main's are read only when a merge conflicts."""
-
-    trusted: str
-    globs: tuple[str, ...] = ()
-
-    def marked(self, repo: pygit2.Repository, paths: Sequence[str]) -> set[str]:
-        """The ones of ``paths`` this rule merges by union."""
-        out = {p for p in paths if self.globs and touches([p], self.globs)}
-        rest = [p for p in paths if p not in out]
-        if not rest:
-            return out
-        try:
-            tree = repo.revparse_single(self.trusted).peel(pygit2.Tree)
-        except (KeyError, ValueError, pygit2.GitError):
-            return out  # no main (yet): nothing it says
-        texts: dict[str, str | None] = {}
-        for path in rest:
-            for folder in attributes.folders_of(path):
-                if folder not in texts:
-                    texts[folder] = _attributes_text(tree, f"{folder}/.gitattributes" if folder else ".gitattributes")
-            files = [(f, t) for f in attributes.folders_of(path) if (t := texts[f]) is not None]
-            if files and attributes.is_union(files, path):
-                out.add(path)
-        return out
-
-
-def _attributes_text(tree: pygit2.Tree, path: str) -> str | None:
-    """A ``.gitattributes`` file's text in ``tree``, or None (absent, a folder, a symbolic link: git follows none)."""
-    try:
-        obj = tree[path]
-    except KeyError:
-        return None
-    if obj.filemode not in REGULAR:
-        return None
-    blob = obj.peel(pygit2.Blob)
-    return None if blob.size > ATTRIBUTES_MAX else blob.data.decode("utf-8", "replace")
-
-
-Stages = dict[int, tuple[int, str]]  # a conflicting path's stages (1: base, 2: ours, 3: theirs): (mode, blob)
-
-
 def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str, *, commit: bool = True,
-               union: Union | None = None) -> Merge:
+               union: union_.Union | None = None) -> Merge:
     """What ``candidate`` becomes on top of ``base``, computed in memory. Nothing is written to any ref.
     ``commit=False``: only whether it applies (a probe: a clean merge has its tree and no commit). ``union``:
-    the files whose conflict is merged by union (``Union``); a merge that conflicts in those alone applies, and
-    names them (``Merge.union``); one that conflicts elsewhere too is a conflict in the others.
+    the files whose conflict is merged by union (``mergebot.git.union``); a merge that conflicts in those alone
+    applies, and names them (``Merge.union``); one that conflicts elsewhere too is a conflict in the others.
 
     The merged tree comes from ``git merge-tree --write-tree``, which touches only the changed paths (about
     8 ms at any repository size, against 30-130 ms for pygit2's ``write_tree`` on 5,000 files); the commit is
@@ -211,11 +159,11 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str,
         fields = out.stdout.split("\0")
         tree = pygit2.Oid(hex=fields[0].strip())
         if out.returncode == 1:
-            stages = _stages(fields[1:])
-            blobs, left = _by_union(repo, stages, union)
+            stages: dict[str, union_.Stages] = union_.stages_of(fields[1:])
+            blobs, left = union_.resolve(repo, stages, union)
             if left or not stages:  # (a conflict git names no file of would still be one)
                 return Merge("conflict", conflicts=left)
-            tree = _tree_with(repo, tree, blobs)
+            tree = union_.tree_with(repo, tree, blobs)
             merged = sorted(blobs)
     else:
         index = repo.merge_commits(base, candidate)
@@ -225,7 +173,7 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str,
                 for n, e in enumerate(entries, 1):
                     if e is not None:
                         stages.setdefault(e.path, {})[n] = (int(e.mode), str(e.id))
-            blobs, left = _by_union(repo, stages, union)
+            blobs, left = union_.resolve(repo, stages, union)
             if left:
                 return Merge("conflict", conflicts=left)
             for path, (mode, blob) in blobs.items():
@@ -238,65 +186,6 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str,
     bot = bot_signature()
     sha = repo.create_commit(None, bot, bot, message, tree, [pygit2.Oid(hex=base), cand.id])
     return Merge("merge", str(sha), str(tree), candidate=candidate, union=merged)
-
-
-def _stages(fields: Sequence[str]) -> dict[str, Stages]:
-    """``git merge-tree -z``'s conflicted file info (``MODE OID STAGE<TAB>PATH`` records, up to an empty one), by
-    path."""
-    out: dict[str, Stages] = {}
-    for record in fields:
-        if not record:
-            break
-        info, _, path = record.partition("\t")
-        mode, oid, stage = info.split()
-        out.setdefault(path, {})[int(stage)] = (int(mode, 8), oid)
-    return out
-
-
-def _by_union(repo: pygit2.Repository, stages: dict[str, Stages],
-              union: Union | None) -> tuple[dict[str, tuple[int, str]], list[str]]:
-    """The conflicting files ``union`` marks, each merged by union ((mode, blob) by path), and the paths that still
-    conflict (when any does, the merge is a conflict and the first part means nothing)."""
-    marked = union.marked(repo, sorted(stages)) if union is not None else set()
-    blobs: dict[str, tuple[int, str]] = {}
-    for path in sorted(marked):
-        got = _union_file(repo, path, stages[path])
-        if got is not None:
-            blobs[path] = got
-    return blobs, sorted(set(stages) - set(blobs))
-
-
-def _union_file(repo: pygit2.Repository, path: str, stages: Stages) -> tuple[int, str] | None:
-    """One conflicting file merged by union, as git's ``merge=union`` driver does (both sides' lines of each
-    conflicting region, ours first): (mode, blob); None when it is no conflict of contents (one side deleted it,
-    a side is not a regular file, a binary file)."""
-    if 2 not in stages or 3 not in stages or any(mode not in REGULAR for mode, _ in stages.values()):
-        return None
-
-    def tree_of(stage: int) -> pygit2.Oid:
-        index = pygit2.Index()
-        if stage in stages:
-            mode, blob = stages[stage]
-            index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=blob), pygit2.enums.FileMode(mode)))
-        return index.write_tree(repo)
-
-    index = repo.merge_trees(tree_of(1), tree_of(2), tree_of(3), favor=pygit2.enums.MergeFavor.UNION,
-                             flags=pygit2.enums.MergeFlag(0))
-    if index.conflicts is not None or path not in index:
-        return None
-    entry = index[path]
-    return int(entry.mode), str(entry.id)
-
-
-def _tree_with(repo: pygit2.Repository, tree: pygit2.Oid, blobs: dict[str, tuple[int, str]]) -> pygit2.Oid:
-    """``tree`` with each of ``blobs`` at its path (a merge's conflicting files, resolved)."""
-    if not blobs:
-        return tree
-    index = pygit2.Index()
-    index.read_tree(repo[tree].peel(pygit2.Tree))
-    for path, (mode, blob) in blobs.items():
-        index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=blob), pygit2.enums.FileMode(mode)))
-    return index.write_tree(repo)
 
 
 def tree_with_files(repo: pygit2.Repository, tree: str, files: Sequence[tuple[str, bytes]]) -> pygit2.Oid:
@@ -379,49 +268,6 @@ def revert_onto(repo: pygit2.Repository, head: str, base: str, landed: str, mess
     sha = str(repo.create_commit(None, bot, bot, message, index.write_tree(repo), [pygit2.Oid(hex=head)]))
     repo.references.create(ref, sha, force=True)
     return sha
-
-
-def conflict_hunks(repo: pygit2.Repository, base: str, candidate: str, *, max_files: int = 10, max_hunks: int = 3,
-                   max_lines: int = 30, only: Sequence[str] | None = None) -> list[dict[str, object]]:
-    """The conflicting regions of a merge, as an agent needs them to resolve it: per path (at most ``max_files``),
-    the first ``max_hunks`` regions between git's conflict markers, each cut at ``max_lines`` lines, and the line
-    of the merged file each starts at (``lines``: where a forge annotates it). A path that conflicts as a whole
-    (deleted on one side, binary) has no hunks, only its path. ``only``: the paths that count (a merge's
-    ``conflicts``: not the files it merged by union)."""
-    index = repo.merge_commits(base, candidate)
-    out: list[dict[str, object]] = []
-    keep = None if only is None else set(only)
-    conflicts = [c for c in index.conflicts or []
-                 if keep is None or next(e.path for e in c if e is not None) in keep]
-    for ancestor, ours, theirs in conflicts[:max_files]:
-        path = next(e.path for e in (ours, theirs, ancestor) if e is not None)
-        hunks: list[tuple[int, str]] = []
-        if ours is not None and theirs is not None:
-            with contextlib.suppress(pygit2.GitError, UnicodeDecodeError, ValueError):
-                text = repo.merge_file_from_index(ancestor, ours, theirs).contents
-                hunks = _marked_regions(text, max_hunks, max_lines)
-        out.append({"path": path, "hunks": [h for _, h in hunks], "lines": [n for n, _ in hunks],
-                    "deleted": "ours" if ours is None else "theirs" if theirs is None else None})
-    return out
-
-
-def _marked_regions(text: str, most: int, max_lines: int) -> list[tuple[int, str]]:
-    regions: list[tuple[int, str]] = []
-    current: list[str] | None = None
-    start = 0
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.startswith("<<<<<<<"):
-            current, start = [line], number
-        elif current is not None:
-            current.append(line)
-            if line.startswith(">>>>>>>"):
-                if len(current) > max_lines:
-                    current = [*current[:max_lines - 1], f"... ({len(current) - max_lines + 1} more lines)", line]
-                regions.append((start, "\n".join(current)))
-                current = None
-                if len(regions) >= most:
-                    break
-    return regions
 
 
 def _git_env() -> dict[str, str]:

@@ -36,7 +36,7 @@ class Rejection:
     paths: tuple[str, ...] = ()
     run: Result | None = None
     retried: bool = True
-    hunks: tuple[dict[str, object], ...] = ()  # a conflict's regions (``mergebot.git.repo.conflict_hunks``)
+    hunks: tuple[dict[str, object], ...] = ()  # a conflict's regions (``mergebot.git.changes.conflict_hunks``)
     judgement: Judgement | None = None  # what the deciding run was judged to be
     # a conflict: the other candidates in flight that change its conflicting files (``in_flight_record``)
     in_flight: tuple[Mapping[str, Any], ...] = ()

@@ -254,7 +254,7 @@ def submit_unfinished(workdir: object, operation: str) -> str:
 
 
 def conflict_path(path: str, lines: Sequence[int], deleted: str | None) -> str:
-    """A conflicting path of a conflict verdict (``mergebot.git.repo.conflict_hunks``): where its hunks start in the
+    """A conflicting path of a conflict verdict (``mergebot.git.changes.conflict_hunks``): where its hunks start in the
     merged file; ``deleted``: ``ours`` (the target branch deleted it) or ``theirs`` (the change did)."""
     where = f" (conflicts from line {', '.join(str(n) for n in lines)})" if lines else ""
     gone = {"ours": ": the target branch deleted it, the change edits it",

@@ -19,6 +19,7 @@ import pygit2
 from mergebot.db.database import Database
 from mergebot.git import changes
 from mergebot.git import repo as git
+from mergebot.git.union import Union
 from mergebot.landing.main.land import union_of
 from mergebot.models import Repo
 
@@ -36,7 +37,7 @@ class Forecast:
 
 
 def _merges(path: Path, main: str, sha: str, others: list[str],
-            union: git.Union) -> tuple[list[str], list[bool]]:
+            union: Union) -> tuple[list[str], list[bool]]:
     """The change's conflicts with main, and whether it conflicts with each of ``others`` (blocking); a conflict
     the queue would merge by union (``union``) is none."""
     bare = git.open_repo(path)

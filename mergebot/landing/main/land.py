@@ -32,6 +32,7 @@ from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import changes
 from mergebot.git import repo as git
+from mergebot.git.union import Union
 from mergebot.landing.context import Context, crash_point
 from mergebot.landing.judge import verdicts
 from mergebot.landing.judge.evidence import flaky_runs, verdict_json
@@ -64,12 +65,12 @@ async def take(ctx: Context, repo: Repo, exclude: list[int] | None = None) -> Ca
     return await ctx.db.landing.next_candidate(repo.name, exclude, max_passes=ctx.max_passes)
 
 
-def union_of(repo: Repo) -> git.Union:
+def union_of(repo: Repo) -> Union:
     """The conflicts the bot merges by union in ``repo``'s merges (issue 45): in the files main's ``.gitattributes``
     mark ``merge=union`` (read from main's ref when a merge conflicts, whatever the base it merges onto) and the
     files its ``--union`` globs name. Every merge that decides whether a candidate applies takes it, so a probe and
     the landing agree."""
-    return git.Union(repo.target_ref, tuple(repo.union_merge or ()))
+    return Union(repo.target_ref, tuple(repo.union_merge or ()))
 
 
 async def merge_onto(db: Database, target: Target, cand: Candidate, base: str) -> git.Merge:
@@ -156,7 +157,7 @@ async def reject_unmergeable(db: Database, target: Target, repo: Repo, cand: Can
     others: list[dict[str, Any]] = []
     if merge.kind == "conflict":
         with contextlib.suppress(pygit2.GitError, KeyError, ValueError):  # the paths are the verdict; hunks help
-            hunks = await asyncio.to_thread(lambda: git.conflict_hunks(git.open_repo(target.path), main, cand.sha,
+            hunks = await asyncio.to_thread(lambda: changes.conflict_hunks(git.open_repo(target.path), main, cand.sha,
                                                                        only=merge.conflicts))
         others = [say.in_flight_record(r) for r in await db.landing.touching(
             repo=repo.name, subtask_id=cand.subtask_id, paths=list(merge.conflicts))]

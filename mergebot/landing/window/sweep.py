@@ -16,6 +16,7 @@ import pygit2
 from mergebot.db.database import Database
 from mergebot.git import changes
 from mergebot.git import repo as git
+from mergebot.git.union import Union
 from mergebot.landing.main import land as landing
 from mergebot.landing.target import Target
 from mergebot.landing.window.chain import Window
@@ -26,7 +27,7 @@ SWEEP_SECONDS = 0.25  # and for about this long: the step goes back to its runs'
 TRIED_MAX = 10_000  # candidates remembered as applying on main; past it the memory starts again
 
 
-def _probe(path: Path, main: str, sha: str, union: git.Union) -> tuple[git.Merge, frozenset[str]]:
+def _probe(path: Path, main: str, sha: str, union: Union) -> tuple[git.Merge, frozenset[str]]:
     """Whether ``sha`` applies on ``main`` (no commit written), and the paths it changes on its own."""
     bare = git.open_repo(path)
     probe = git.merge_onto(bare, main, sha, "", commit=False, union=union)
