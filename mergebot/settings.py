@@ -13,6 +13,10 @@ class Settings(BaseSettings):
 
     # Where the embedded PostgreSQL and repositories live. Ignored for the database when database_url is set.
     data_dir: Path = Path(".mergebot")
+    # The landing statements' signing key and trust file (``mergebot.attest.keys``). Empty: data_dir/attest.
+    # Replicas of one repository on data directories of their own point theirs at one folder, so every landing is
+    # signed by a key the one trust file names.
+    attest_dir: Path | None = None
     # Any PostgreSQL server; empty means "start the embedded one in data_dir". It may be a transaction pooler
     # (PgBouncer, pool_mode=transaction) in front of the server, with database_direct_url naming the server itself.
     database_url: str = ""
@@ -90,6 +94,11 @@ class Settings(BaseSettings):
     # e.g. "agent=4,lead=8,ann=2". A role not named has no cap.
     agent_wip: str = Field(default="agent=64,lead=256,admin=256",
                            pattern=r"^\s*([A-Za-z0-9_.@-]+\s*=\s*[0-9]+\s*(,\s*[A-Za-z0-9_.@-]+\s*=\s*[0-9]+\s*)*)?$")
+
+    @property
+    def attest_folder(self) -> Path:
+        """Where the signing key and the trust file live (``attest_dir``, or the data directory's ``attest``)."""
+        return self.attest_dir or self.data_dir / "attest"
 
     @property
     def pooled(self) -> bool:

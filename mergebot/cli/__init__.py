@@ -12,8 +12,9 @@ exits non-zero (2 for bad input, 3 for "claim superseded", 7 and 8 for a claim h
 
 The package: ``parser`` assembles the commands; ``admin`` holds the local ones (database, processes),
 ``agent`` those that go through the API, ``controls`` the queue's controls (retry, cancel, priority, pause,
-resume), ``views`` the read views (``--watch``), ``render`` the text. Imports point down that list (``admin``,
-``controls`` and ``views`` also take ``client_from`` from ``agent``), never back up, and nothing else in
+resume), ``views`` the read views (``--watch``), ``waits`` the waits for subtasks and for one commit's verdict,
+``render`` the text. Imports point down that list (``admin``,
+``controls``, ``views`` and ``waits`` also take ``client_from`` from ``agent``), never back up, and nothing else in
 ``mergebot`` imports this package.
 """
 

@@ -189,7 +189,7 @@ def render_worktree(w: dict[str, Any]) -> str:
 
 
 def conflict_lines(verdict: dict[str, Any]) -> list[str]:
-    """A conflict verdict's paths, each with its hunks as the queue stored them (``mergebot.git.repo.conflict_hunks``
+    """A conflict verdict's paths, each with its hunks as the queue stored them (``mergebot.git.changes.conflict_hunks``
     cut them: at most 10 paths, 3 hunks a path, 30 lines a hunk); nothing for a verdict without hunks."""
     hunks = [h for h in verdict.get("hunks") or [] if isinstance(h, dict)]
     lines = []

@@ -23,7 +23,7 @@
 --    lease (triggers, so no path can forget);
 --  * waiters are told at once (NOTIFY): mergebot_finished (a subtask landed, failed or was cancelled),
 --    mergebot_ready (work became ready), mergebot_candidate (a candidate's status), mergebot_job (a verify job
---    ended), mergebot_forge (an outbox has work).
+--    ended), mergebot_forge (an outbox has work), mergebot_push (a subtask's candidate made or changed, by subtask).
 -- Errors raised here carry our own codes: MB001 (a transition not allowed), MB002 (events is append-only),
 -- MB003 (a dependency cycle).
 --
@@ -425,6 +425,9 @@ CREATE TABLE repos (
     on_unattested     text NOT NULL DEFAULT 'flag' CHECK (on_unattested IN ('pause', 'flag')),
     audited_head      text CHECK (audited_head ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
     unattested        jsonb,
+    -- Union merges (0036): globs of files whose conflicts the bot merges by union, besides the files main's
+    -- .gitattributes mark merge=union.
+    union_merge       text[] NOT NULL DEFAULT '{}' CHECK (cardinality(union_merge) <= 100),
     CONSTRAINT forge_complete CHECK (
         (forge IS NULL) = (forge_repo IS NULL) AND (forge IS NULL) = (forge_api_url IS NULL)
         AND (forge IS NULL) = (forge_git_url IS NULL) AND (forge IS NULL) = (webhook_secret_env IS NULL)
@@ -527,6 +530,17 @@ END $$;
 CREATE TRIGGER candidates_notify AFTER UPDATE OF status ON candidates
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION candidates_notify();
 
+-- ... and under their subtask's id, on creation too (0035): a wait keyed on (subtask, head commit) may begin before
+-- that commit's candidate exists (payload "subtask:candidate:status").
+CREATE FUNCTION candidates_notify_push() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mergebot_push', NEW.subtask_id::text || ':' || NEW.id::text || ':' || NEW.status::text);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER candidates_notify_push AFTER INSERT OR UPDATE OF status ON candidates
+    FOR EACH ROW EXECUTE FUNCTION candidates_notify_push();
+
 -- Approvals (0030): a lead's, a reviewer's or an admin's approval of one candidate's exact commit, given with
 -- `mergebot approve`, the API, `@mergebot approve` or an approving review on the forge. It holds for that commit of
 -- that subtask only: a new push is a new candidate, and needs a new one.
@@ -604,6 +618,8 @@ CREATE TABLE landed (
     policy           text CHECK (length(policy) <= 100),
     -- Who approved the landed commit, where the repository required an approval (0030): agents' names.
     approved_by      text[],
+    -- The files whose conflicts its merge resolved by union (0036), by path; NULL: none.
+    union_merged     text[],
     UNIQUE (repo, merged_sha),
     CONSTRAINT landed_once_per_claim UNIQUE (subtask_id, claim_version),
     CONSTRAINT landed_revert_names_its_culprit CHECK ((kind = 'revert') = (reverts IS NOT NULL))

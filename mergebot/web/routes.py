@@ -102,7 +102,7 @@ async def _provenance(site: Site, row: Row) -> shown.Provenance:
     """Whether a landed record's landing statement verifies with the data directory's trust file, and its
     statements (``mergebot.attest.shown``)."""
     rows = await site.db.attest.of_landed(row["id"], row["repo"], row["merged_sha"])
-    trust = await asyncio.to_thread(attest_keys.trust_text, site.settings.data_dir)
+    trust = await asyncio.to_thread(attest_keys.trust_text, site.settings.attest_folder)
     return shown.of_landed(row["merged_sha"], row["repo"], rows, trust)
 
 

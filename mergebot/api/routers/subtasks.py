@@ -38,6 +38,7 @@ from mergebot.tree import parse_tree
 router = APIRouter(prefix="/api/v1/subtasks", tags=["subtasks"], responses=ERROR_RESPONSES)
 
 Status = Annotated[str | None, Query(pattern="^(blocked|ready|running|submitted|landed|failed|cancelled)$")]
+Sha = Annotated[str, Query(pattern="^[0-9a-fA-F]{7,64}$")]
 
 
 def claim_body(sub: Subtask, handoff: list[dict[str, Any]], overlaps: list[dict[str, Any]] | None = None
@@ -129,6 +130,19 @@ async def get(subtask_id: int, agent: Reader, db: DbDep) -> dict[str, Any]:
     return {"subtask": await told.subtask_record(db, await db.subtasks.get_subtask(subtask_id))}
 
 
+@router.get("/{subtask_id}/verdict", summary="The verdict of one commit of the subtask (`sha`: its head commit, or "
+            "a prefix of 7 or more): that commit's newest candidate with its typed verdict, never a newer or older "
+            "push's (`unknown` while it has none); with wait=S, held until that commit reaches a verdict (landed, "
+            "rejected, superseded, cancelled, parked, awaiting_approval) or S seconds pass (long poll)")
+async def commit_verdict(subtask_id: int, agent: Reader, db: DbDep, sha: Sha,
+                         wait: Annotated[float, Query(ge=0, le=60)] = 0) -> dict[str, Any]:
+    await db.subtasks.get_subtask(subtask_id)  # NotFound for a subtask that does not exist
+    sha = sha.lower()
+    cand = (await db.landing.wait_commit(subtask_id=subtask_id, sha=sha, timeout=wait) if wait > 0
+            else await db.landing.commit_candidate(subtask_id=subtask_id, sha=sha))
+    return await told.commit_record(db, subtask_id, sha, cand)
+
+
 @router.get("/{subtask_id}/events", summary="The subtask's event log")
 async def events(subtask_id: int, agent: Reader, db: DbDep, after: After = 0, limit: Limit = 100) -> dict[str, Any]:
     return {"events": await db.subtasks.events(subtask_id=subtask_id, after_id=after, limit=limit)}
@@ -174,9 +188,11 @@ async def submit(subtask_id: int, body: SubmitIn, agent: Claimer, db: DbDep) -> 
 @router.post("/{subtask_id}/submit-again", summary="Queue the claim's branch tip once more, without a new commit "
              "(owner, fenced; twice is once)")
 async def submit_again(subtask_id: int, body: FenceIn, agent: Claimer, services: ServicesDep) -> dict[str, Any]:
-    cand = await prereceive.submit_again(services.db, services.root, agent, subtask_id, body.claim_version)
+    cand, already = await prereceive.submit_again(services.db, services.root, agent, subtask_id, body.claim_version)
+    if already:  # that tip is queued or running: nothing queued, judged or run again
+        return await told.already_record(services.db, cand)
     services.queue.poke()
-    return {"candidate": await told.candidate_record(services.db, cand)}
+    return {"candidate": await told.candidate_record(services.db, cand), "already": False}
 
 
 @router.post("/{subtask_id}/notes", status_code=201, summary="Leave a note (fenced when claim_version given)")
@@ -228,8 +244,12 @@ async def get_acceptance(subtask_id: int, agent: Reader, db: DbDep) -> dict[str,
             "probe": acceptance.probe(job, [p for p, _ in files])}
 
 
-@router.post("/{subtask_id}/retry", summary="Give a failed subtask another round (lead or admin)")
+@router.post("/{subtask_id}/retry", summary="Give a failed subtask another round (lead or admin); while a candidate "
+             "of the subtask is queued or running, a no-op that names it (`already`)")
 async def retry(subtask_id: int, body: ReasonIn, agent: Manager, db: DbDep) -> dict[str, Any]:
+    live = await db.landing.in_flight(subtask_id)
+    if live is not None:  # never cancel or restart a run in flight: wait for it
+        return {"subtask": record(await db.subtasks.get_subtask(subtask_id)), **await told.already_record(db, live)}
     return {"subtask": record(await db.subtasks.retry(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
 
 
