@@ -38,5 +38,5 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON forge_links, acceptance_tests, held_out_
 -- Identity columns draw from their sequences.
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};
 
--- Each lane's admission state (0035): written when it changes, and its refusals counted.
+-- Each lane's admission state (0037): written when it changes, and its refusals counted.
 GRANT SELECT, INSERT, UPDATE ON admission_lanes TO {role};

@@ -725,7 +725,7 @@ CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS
 CREATE INDEX verify_jobs_parent ON verify_jobs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX verify_jobs_landed ON verify_jobs (landed_id, id) WHERE landed_id IS NOT NULL;
 CREATE INDEX verify_jobs_reverify ON verify_jobs (id) WHERE purpose = 'reverify' AND parent_id IS NULL;
--- A repository's finished runs, newest first (0035): its next run's length and the verifiers' recent capacity.
+-- A repository's finished runs, newest first (0037): its next run's length and the verifiers' recent capacity.
 CREATE INDEX verify_jobs_repo_finished ON verify_jobs (repo, finished_at DESC) WHERE finished_at IS NOT NULL AND NOT is_group;
 
 -- A re-verification's statement names the job it compared (0034): one statement a job.
@@ -1067,7 +1067,7 @@ END $$;
 
 CREATE TRIGGER landed_metric AFTER INSERT ON landed FOR EACH ROW EXECUTE FUNCTION landed_metric();
 
--- Admission control at claim time (0035, mergebot.landing.intake.admission): each lane's (repository's) last
+-- Admission control at claim time (0037, mergebot.landing.intake.admission): each lane's (repository's) last
 -- decision, written only when it changes, so every replica answers from the same state and a lane that refuses
 -- admits again only below its low mark (hysteresis); with what it measured then and the claims it refused since.
 CREATE TABLE admission_lanes (

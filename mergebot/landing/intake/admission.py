@@ -35,7 +35,7 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      mark L = ``LOW`` x T. Within [L, T] it keeps its last state, so it does not flap.
   4. A refusal says when to try again: the time the verifiers, at C verifier-seconds a second, take to bring B down
      to L, within [``RETRY_MIN``, ``RETRY_MAX``] seconds, whole.
-The last state lives in the database (``admission_lanes``, migration 0035), written only when it changes, so
+The last state lives in the database (``admission_lanes``, migration 0037), written only when it changes, so
 every replica answers from the same state.
 
 The cap (``caps``, ``cap_for``): an agent holds the subtasks it owns, running (claimed) or submitted (a candidate
