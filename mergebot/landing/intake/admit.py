@@ -65,7 +65,7 @@ class Admission:
         if self._cache is not None and now - self._cache[0] < self.ttl:
             return self._cache[1]
         out = []
-        for r in await db.subtasks.admission_measure(runs=RUNS, window=WINDOW):
+        for r in await db.admission.measure(runs=RUNS, window=WINDOW):
             lane = Lane(repo=r["repo"], candidates=r["candidates"], weight=r["weight"], run_seconds=r["run_seconds"],
                         slots=r["slots"], last_run_age=r["last_run_age"], window=r["speculation_window"],
                         admitting=r["admitting"], per_run=r["cleared"] / r["runs"] if r["runs"] else 1.0)
@@ -76,7 +76,7 @@ class Admission:
             if d.stale and lane.candidates and now - self._warned.get(lane.repo, -WARN_EVERY) >= WARN_EVERY:
                 self._warned[lane.repo] = now
                 log.warning(say.admission_stale(lane.repo, lane.last_run_age), extra={"kind": "admission_stale"})
-            if d.admit != lane.admitting and await db.subtasks.admission_flip(
+            if d.admit != lane.admitting and await db.admission.flip(
                     repo=lane.repo, admitting=d.admit, backlog=d.backlog_seconds, threshold=d.threshold_seconds):
                 log.info(say.admission_flipped(lane.repo, d.admit, d.backlog_seconds, d.threshold_seconds,
                                                d.low_seconds), extra={"kind": "admission"})
@@ -88,20 +88,20 @@ class Admission:
     async def view(self, db: Database) -> dict[str, Any]:
         """What the status, the queue page and ``/metrics`` show: each lane's decision, the refusals counted."""
         lanes = await self.decisions(db, record=False)
-        refusals = await db.subtasks.admission_refusals()
+        refusals = await db.admission.refusals()
         return {"on": self.on, "factor": self.factor,
                 "lanes": [{**d.as_json(), "admitting": d.admit or not self.on, "refusals": refusals.get(d.repo, 0)}
                           for d in lanes],
-                "wip_refusals": await db.subtasks.wip_refusals()}
+                "wip_refusals": await db.admission.wip_refusals()}
 
     async def wip(self, db: Database, *, agent_id: int, name: str, role: str) -> Refusal | None:
         cap = cap_for(self.caps, name=name, role=role)
         if cap is None:
             return None
-        holds = await db.subtasks.holds(agent_id, limit=cap + 1)
+        holds = await db.admission.holds(agent_id, limit=cap + 1)
         if len(holds) < cap:
             return None
-        await db.subtasks.wip_refused()
+        await db.admission.wip_refused()
         held = [{"id": h["id"], "key": h["key"], "title": h["title"], "status": h["status"],
                  "claim_version": h["claim_version"], "candidates": list(h["candidates"] or [])} for h in holds]
         return Refusal("wip_limit", {"agent": name, "cap": cap, "holds": held, "retry_after": 0,
@@ -123,7 +123,7 @@ class Admission:
             "lane": first.repo, "backlog_seconds": round(first.backlog_seconds, 1), "candidates": first.candidates,
             "threshold_seconds": round(first.threshold_seconds, 1), "capacity": first.capacity,
             "retry_after": retry, "lanes": [d.as_json() for d in mine], "elsewhere": elsewhere,
-            "ready": await db.subtasks.ready_count(),
+            "ready": await db.admission.ready_count(),
             "next": say.CAPACITY_NEXT})
 
     async def admit(self, db: Database, *, agent_id: int, name: str, role: str, repo: str | None,
@@ -142,6 +142,6 @@ class Admission:
             left = wait - waited
             if left <= 0:
                 for lane in refused.facts["lanes"]:
-                    await db.subtasks.admission_refused(lane["lane"])
+                    await db.admission.refused(lane["lane"])
                 return refused, waited
             await asyncio.sleep(min(float(refused.facts["retry_after"]), left, POLL))
