@@ -37,6 +37,12 @@ from tests.support.site import BASE, SHA, Site
 SERVERS = available_servers()
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): one worker per core, at most four. Each worker starts its own PostgreSQL
+    servers and its tests their own bots and checks, so more workers than cores only queue behind each other."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 @contextlib.contextmanager
 def environ_restored(*names: str) -> Iterator[None]:
     """Whatever is done to these environment variables inside, they are as they were after."""

@@ -90,8 +90,8 @@ def test_a_skips_message_reaches_the_statement_from_a_real_pytest_run(tmp_path: 
 
 @pytest.fixture
 def key_dir(tmp_path: Path) -> Path:
-    keys.signer(tmp_path)
-    return tmp_path
+    keys.signer(tmp_path / "attest")
+    return tmp_path / "attest"
 
 
 def sealed(key_dir: Path, **kw: Any) -> dict[str, Any]:
@@ -224,7 +224,7 @@ async def test_twenty_landings_are_proven_on_the_server_and_from_a_plain_clone(f
     for i in range(20):
         await db.subtasks.create_subtask(actor_id=None, title=f"step {i}")
     env = {**os.environ, "MERGEBOT_DATABASE_URL": fleet.bot.db_url, "MERGEBOT_DATA_DIR": str(data)}
-    first_key = keys.signer(data).public_key.keyid
+    first_key = keys.signer(data / "attest").public_key.keyid
     for round_ in range(10):  # two agents at a time: the window may land them one by one or together
         if round_ == 5:  # halfway, the key is rotated under the running server: it signs with the new one at once
             rotated = subprocess.run([sys.executable, "-m", "mergebot", "attest", "rotate", "--json"], env=env,
@@ -254,7 +254,7 @@ async def test_twenty_landings_are_proven_on_the_server_and_from_a_plain_clone(f
     assert on_server.returncode == 0, on_server.stdout + on_server.stderr
     report = json.loads(on_server.stdout)
     assert report["checked"] == 20 and report["head_sequence"] == 20
-    second_key = keys.signer(data).public_key.keyid
+    second_key = keys.signer(data / "attest").public_key.keyid
     assert set(report["keys"]) == {first_key, second_key} and sum(report["keys"].values()) == 20
 
     clone = tmp_path / "clone"
@@ -265,7 +265,7 @@ async def test_twenty_landings_are_proven_on_the_server_and_from_a_plain_clone(f
     kinds = [json.loads(base64.b64decode(e["payload"]))["predicateType"] for e in notes.envelopes(shown)]
     assert kinds == [statement.LANDING, statement.TEST_RESULT]
     trust = tmp_path / "trust.json"
-    trust.write_text(keys.trust_path(data).read_text())  # what the operators publish
+    trust.write_text(keys.trust_path(data / "attest").read_text())  # what the operators publish
     from_clone = attest("--git-dir", str(clone), "--trust", str(trust), "--ref", "refs/remotes/origin/main")
     assert from_clone.returncode == 0, from_clone.stdout + from_clone.stderr
 

@@ -189,7 +189,7 @@ async def test_the_landed_page_and_the_api_show_whether_the_statement_verifies(f
         return git_notes.read(bare, sha) is not None
 
     await until(noted, timeout=30)
-    trust = keys.read_trust(keys.trust_path(data).read_text())
+    trust = keys.read_trust(keys.trust_path(data / "attest").read_text())
     keyid = trust.keys[0].keyid
 
     # the real statement holds to the schema, and the documented script verifies it from the note
@@ -198,7 +198,7 @@ async def test_the_landed_page_and_the_api_show_whether_the_statement_verifies(f
     real = json.loads(base64.b64decode(row["envelope"]["payload"]))
     assert not [e.message for e in VALIDATOR.iter_errors(real)]
     assert real["predicate"]["main"] == {"before": landed.base_sha, "after": sha, "movedTo": sha}
-    outside = run_outside(tmp_path, sha, str(git_notes.read(bare, sha)), keys.trust_path(data).read_text())
+    outside = run_outside(tmp_path, sha, str(git_notes.read(bare, sha)), keys.trust_path(data / "attest").read_text())
     assert outside.returncode == 0 and outside.stdout.startswith("landing 1 of demo:"), outside.stderr
 
     with logged_in(fleet, "rita") as web:  # a reviewer

@@ -8,6 +8,7 @@ Real processes, real git, a real check; nothing mocked.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from mergebot.auth import Role
 from mergebot.db.database import Database
 from mergebot.landing.main.repos import add_repo, forge_settings, repos_root
 from mergebot.rules import Rules
-from tests.support.bot import BotProcess, check_command, forge_remote, git, make_project
+from tests.support.bot import BotProcess, check_command, forge_remote, git, make_project, until
 from tests.support.forge_fleet import SECRET, TOKEN, ZERO, ForgeFleet
 from tests.support.forge_standin import ForgeStandin
 
@@ -42,8 +43,10 @@ class Replicas:
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def replica(self, name: str, **env: str) -> BotProcess:
-        """A replica on a data directory of its own (only the first one's holds the mirror ``repo add`` made)."""
-        bot = BotProcess(self.url, self.tmp / f"data-{name}", log_name="serve.log", **COMMON, **env)
+        """A replica on a data directory of its own (only the first one's holds the mirror ``repo add`` made); the
+        replicas share one signing key's folder (``MERGEBOT_ATTEST_DIR``), as their operators would set it."""
+        bot = BotProcess(self.url, self.tmp / f"data-{name}", log_name="serve.log", **COMMON,
+                         MERGEBOT_ATTEST_DIR=str(self.tmp / "attest"), **env)
         self.bots.append(bot)
         return bot
 
@@ -170,6 +173,17 @@ async def test_a_leader_killed_mid_landing_hands_a_forge_queue_to_a_replica_with
     assert first_merge in mirror_of(b)  # b brought a's merge from the forge's queue branch to serve it
     assert sha1 in mirror_of(a)  # a, which never saw the webhook, fetched the candidate from its subtask branch
     r.wait_no_queue_branches()  # b's sweep deleted the branch a left; its own went after their verdicts
+
+    # a signed the first landing's statements before it died (b finished that landing from its intent), b the
+    # second's, with the one key the replicas share: the forge's notes verify against the one trust file
+    remote = str(r.fleet.remote)
+    await until(lambda: git(["notes", "--ref", "mergebot", "show", landed[-1].merged_sha], remote,
+                            check=False).returncode == 0, timeout=30)
+    verified = subprocess.run([sys.executable, "-m", "mergebot", "attest", "verify", "--json", "--git-dir", remote,
+                               "--trust", str(r.tmp / "attest" / "trust.json")], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert json.loads(verified.stdout)["checked"] == 2
+    assert not (a.data_dir / "attest").exists() and not (b.data_dir / "attest").exists()
 
 
 async def test_a_replica_runs_the_leaders_merge_from_its_queue_branch(replicas: Replicas) -> None:

@@ -268,7 +268,7 @@ async def drill(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> AsyncItera
     bot = BotProcess(e2e_db_url, data, GITHUB_TOKEN=secrets["forge_token"],
                      MERGEBOT_WEBHOOK_SECRET=secrets["webhook_secret"], MERGEBOT_RETRY_FAILED_CHECKS="0").start()
     # the key landing statements are signed with (issue 44), made by serve in the data directory: its base64 body
-    secrets["signing_key"] = keys.key_path(data).read_text().splitlines()[1]
+    secrets["signing_key"] = keys.key_path(data / "attest").read_text().splitlines()[1]
     watch = Watch(bot.url, data / "slots")
     watcher = threading.Thread(target=watch.run, daemon=True)
     watcher.start()

@@ -150,7 +150,7 @@ async def test_reverify_reproduces_a_deterministic_suite_and_diverges_on_a_plant
     assert len(findings) == 1 and findings[0]["detail"]["tests"] == [PLANTED]
 
     # signed with the data directory's key, and opened with the trust file alone
-    trust = keys.read_trust(keys.trust_path(fleet.bot.data_dir).read_text())
+    trust = keys.read_trust(keys.trust_path(fleet.bot.data_dir / "attest").read_text())
     opened, keyid = open_envelope(second["envelope"], [k.key() for k in trust.keys], IN_TOTO)
     assert opened["predicateType"] == PREDICATE and keyid == second["keyid"] == trust.keys[0].keyid
     assert opened["subject"][0]["digest"] == {"gitCommit": landed.merged_sha, "gitTree": landed.tree_sha}

@@ -200,6 +200,10 @@ def test_every_socket_directory_of_a_multi_host_url_is_private(tmp_path: Path) -
                 f"host={a},{b} dbname=mergebot target_session_attrs=read-write"):
         assert private_paths(tmp_path / "data", url) == [(tmp_path / "data").resolve(), a.resolve(), b.resolve()]
     assert private_paths(tmp_path / "data", "postgresql://u@db1,db2:5432/x") == [(tmp_path / "data").resolve()]
+    # the signing key's folder is private too where it lies outside the data directory (MERGEBOT_ATTEST_DIR)
+    data = (tmp_path / "data").resolve()
+    assert private_paths(tmp_path / "data", attest=tmp_path / "keys") == [data, (tmp_path / "keys").resolve()]
+    assert private_paths(tmp_path / "data", attest=tmp_path / "data" / "attest") == [data]
 
 
 async def test_check_cannot_see_the_database_or_other_repositories(make_fleet: Callable[..., object],

@@ -26,6 +26,7 @@ from mergebot.forge.outbox import StatusSender
 from mergebot.forge.webhooks import WebhookHandler
 from mergebot.git import credentials
 from mergebot.git.smarthttp import GitHttp
+from mergebot.landing.intake.admit import Admission
 from mergebot.landing.main.repos import repos_root
 from mergebot.landing.window.queue import LandingQueue
 from mergebot.models import Agent
@@ -47,6 +48,7 @@ class Services:
         self.root = repos_root(settings.data_dir)
         self.metrics = Exporter()  # one registry per app
         self.live_queue = LiveQueue()  # the queue pages' live streams
+        self.admission = Admission(settings)  # claims past a lane's capacity or an agent's cap are refused
         self.git = GitHttp(
             self.root,
             authenticate=self._git_identity,
@@ -115,7 +117,8 @@ class Services:
         await db.waiter.start()
         queue = LandingQueue(db, self.root, speculation=settings.speculation_window, batch=settings.batch_size,
                              post_land_rerun=settings.post_land_rerun, retry_failures=settings.retry_failed_checks,
-                             max_passes=settings.risk_max_passes, slots=settings.verifier_workers)
+                             max_passes=settings.risk_max_passes, slots=settings.verifier_workers,
+                             attest_dir=settings.attest_folder)
         sender = StatusSender(db, public_url=settings.public_url or f"http://{settings.host}:{settings.port}",
                               masker=self.masker)
 
@@ -134,7 +137,7 @@ class Services:
                                     count=settings.verifier_workers,
                                     sandbox=settings.sandbox_mode, heartbeat_every=settings.job_lease_seconds / 3,
                                     wake_on=queue.on_job, secrets=self.secrets, bwrap=settings.bwrap,
-                                    lookup=db.repos.get_repo)
+                                    lookup=db.repos.get_repo, attest=settings.attest_folder)
             for i, worker in enumerate(workers):
                 self._tasks.append(asyncio.create_task(worker.run(), name=f"mergebot-verifier-{i}"))
         if run_recovery:

@@ -7,10 +7,10 @@ Rules:
     among the passed ones, and a statement says PASSED only when none failed and none was skipped.
   * ``envelope`` seals a statement in a DSSE envelope and opens one; the envelope, the PAE and the signatures are
     securesystemslib's, never written here by hand.
-  * ``keys`` makes and reads the signing key (``DATA_DIR/attest/signing-key.pem``, mode 0600, in the data directory
-    no check's sandbox sees) and the trust file (``DATA_DIR/attest/trust.json``): a chain of versions, each a DSSE
-    envelope listing the public keys with the time each is valid from (and until), the first signed by a key it
-    lists, every later one by a key of the version it replaces.
+  * ``keys`` makes and reads the signing key (``signing-key.pem`` in ``DATA_DIR/attest`` or ``MERGEBOT_ATTEST_DIR``,
+    mode 0600, where no check's sandbox sees it) and the trust file (``trust.json`` beside it): a chain of versions,
+    each a DSSE envelope listing the public keys with the time each is valid from (and until), the first signed by
+    a key it lists, every later one by a key of the version it replaces.
   * ``chain`` checks main's first-parent history against the notes (pure): every commit since the repository's
     start has exactly one landing statement, its main-before is the commit's parent, it is signed by a key valid
     when it was signed, and the landings' numbers only ever go up.

@@ -1,10 +1,11 @@
 """The server's signing key and the trust file that names the keys a verifier accepts.
 
-The key: Ed25519, ``DATA_DIR/attest/signing-key.pem`` (PKCS8, mode 0600, in a directory of mode 0700), made once by
-``mergebot init`` (or the first ``serve`` of a data directory without one) and never shown to a check: the data
-directory is hidden from every sandbox (``verifier.view``).
+The key: Ed25519, ``signing-key.pem`` in the key folder (``Settings.attest_folder``: ``DATA_DIR/attest``, or
+``MERGEBOT_ATTEST_DIR`` where replicas on data directories of their own share one key) (PKCS8, mode 0600, in a
+directory of mode 0700), made once by ``mergebot init`` (or the first ``serve`` with none) and never shown to a
+check: the data directory is hidden from every sandbox (``verifier.view``), and so is a key folder outside it.
 
-The trust file (``DATA_DIR/attest/trust.json``, the operators publish it): ``{"versions": [envelope, ...]}``, each
+The trust file (``trust.json`` beside the key, the operators publish it): ``{"versions": [envelope, ...]}``, each
 version a DSSE envelope of type ``TRUST_TYPE`` whose payload is ``{"version": n, "previous": digest or null,
 "issuedAt": time, "keys": [{"keyid", "public", "validFrom", "validUntil"}]}``. The first version is signed by a key
 it lists (whoever publishes it vouches for it); each later one names its predecessor's payload digest and is signed
@@ -31,7 +32,6 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 from mergebot import messages as say
 from mergebot.attest.envelope import Untrusted, open_envelope, seal
 
-DIR = "attest"
 KEY_FILE = "signing-key.pem"
 TRUST_FILE = "trust.json"
 TRUST_TYPE = "application/vnd.mergebot.trust+json"
@@ -161,30 +161,30 @@ def _peek(envelope: Any) -> dict[str, Any]:
     return payload
 
 
-# -- the files in a data directory ---------------------------------------------------------------------------
+# -- the files in the key folder (``Settings.attest_folder``) --------------------------------------------------
 
 
-def key_path(data_dir: Path) -> Path:
-    return data_dir / DIR / KEY_FILE
+def key_path(folder: Path) -> Path:
+    return folder / KEY_FILE
 
 
-def trust_path(data_dir: Path) -> Path:
-    return data_dir / DIR / TRUST_FILE
+def trust_path(folder: Path) -> Path:
+    return folder / TRUST_FILE
 
 
-def trust_text(data_dir: Path) -> str | None:
+def trust_text(folder: Path) -> str | None:
     """The data directory's trust file as it stands, or None when it has none (yet)."""
     try:
-        return trust_path(data_dir).read_text()
+        return trust_path(folder).read_text()
     except FileNotFoundError:
         return None
 
 
-def signer(data_dir: Path) -> CryptoSigner:
+def signer(folder: Path) -> CryptoSigner:
     """The data directory's signing key, made (with the trust file's first version) if it has none."""
-    path = key_path(data_dir)
+    path = key_path(folder)
     if not path.exists():
-        _make(data_dir)
+        _make(folder)
     return _from_pem(path.read_bytes())
 
 
@@ -195,30 +195,29 @@ def _from_pem(pem: bytes) -> CryptoSigner:
     return CryptoSigner(private)
 
 
-def _private_file(data_dir: Path, s: CryptoSigner) -> Path:
+def _private_file(folder: Path, s: CryptoSigner) -> Path:
     """``s``'s private key written whole, mode 0600, to a file of its own beside the key's place: linked or moved
     into place by the caller."""
-    tmp = data_dir / DIR / f".{KEY_FILE}.{os.getpid()}"
+    tmp = folder / f".{KEY_FILE}.{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(s.private_bytes)
     return tmp
 
 
-def _make(data_dir: Path) -> None:
-    folder = data_dir / DIR
+def _make(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
     new = CryptoSigner.generate_ed25519()
-    tmp = _private_file(data_dir, new)
+    tmp = _private_file(folder, new)
     try:
-        os.link(tmp, key_path(data_dir))  # whole or not at all, and never over a key another process made first
+        os.link(tmp, key_path(folder))  # whole or not at all, and never over a key another process made first
     except FileExistsError:
         return
     finally:
         tmp.unlink()
-    if not trust_path(data_dir).exists():
-        write_trust(data_dir, json.dumps({"versions": [seal(first_version(new), TRUST_TYPE, new)]}, indent=1))
+    if not trust_path(folder).exists():
+        write_trust(folder, json.dumps({"versions": [seal(first_version(new), TRUST_TYPE, new)]}, indent=1))
 
 
 def trusted(s: CryptoSigner, valid_from: str | None = None) -> TrustedKey:
@@ -245,22 +244,22 @@ def rotated(trust_text: str, old: CryptoSigner, new: CryptoSigner) -> str:
     return json.dumps({"versions": [*versions, seal(payload, TRUST_TYPE, old)]}, indent=1)
 
 
-def write_trust(data_dir: Path, text: str) -> None:
+def write_trust(folder: Path, text: str) -> None:
     """The trust file's new text, put in place whole."""
-    path = trust_path(data_dir)
+    path = trust_path(folder)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(path)
 
 
-def rotate(data_dir: Path) -> tuple[CryptoSigner, Trust]:
+def rotate(folder: Path) -> tuple[CryptoSigner, Trust]:
     """A new signing key for the data directory: the trust file gains a version, signed by the key it replaces,
     that lists the new key from now and ends the old one's validity now; the old key is kept beside it, retired."""
-    old = signer(data_dir)
+    old = signer(folder)
     new = CryptoSigner.generate_ed25519()
-    text = rotated(trust_path(data_dir).read_text(), old, new)
-    path = key_path(data_dir)
+    text = rotated(trust_path(folder).read_text(), old, new)
+    path = key_path(folder)
     os.link(path, path.with_name(f"retired-{old.public_key.keyid[:16]}.pem"))
-    _private_file(data_dir, new).replace(path)
-    write_trust(data_dir, text)
+    _private_file(folder, new).replace(path)
+    write_trust(folder, text)
     return new, read_trust(text)

@@ -64,10 +64,10 @@ def cmd_init(args: argparse.Namespace) -> None:
             return {"data_dir": str(settings.data_dir), "admin": args.admin,
                     "token": say.ADMIN_TOKEN_EXISTS}
         return {"data_dir": str(settings.data_dir), "admin": agent.name, "token": token,
-                "trust_file": str(keys.trust_path(settings.data_dir))}
+                "trust_file": str(keys.trust_path(settings.attest_folder))}
 
     out = with_db(settings, go)
-    keys.signer(settings.data_dir)  # the key landing statements are signed with, and the trust file naming it
+    keys.signer(settings.attest_folder)  # the key landing statements are signed with, and the trust file naming it
     emit(args, out)
     if not args.json and out["token"].startswith("mb_"):
         print(say.INIT_TOKEN_SHOWN_ONCE, file=sys.stderr)
@@ -128,7 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # Reach the database and migrate it before the server starts: a database that is not there is one sentence
     # from the command (the CLI's handler), not a traceback from the application's startup.
     settings.database_url = prepare(settings)
-    keys.signer(settings.data_dir)  # the landing statements' key: made now if the data directory has none
+    keys.signer(settings.attest_folder)  # the landing statements' key: made now if the data directory has none
     if _active_agents(settings.database_url) == 0:  # started anyway: the demo and the tests add agents later
         logging.getLogger("mergebot.serve").warning(say.serve_no_agents(where))
     logging.getLogger("mergebot.serve").info(
@@ -235,7 +235,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
     if args.explain_sandbox:
         seen = explain(sandbox=args.sandbox, timeout=float(args.timeout or repo["verifier_timeout_s"]),
                        memory_mb=memory, sandbox_paths=sandbox_paths, disk_limit_mb=disk_limit,
-                       hide=private_paths(settings.data_dir, settings.database_url, settings.database_direct_url),
+                       hide=private_paths(settings.data_dir, settings.database_url, settings.database_direct_url,
+                                          attest=settings.attest_folder),
                        slot=settings.data_dir.resolve() / "slots" / f"{os.getpid()}-0", bwrap=settings.bwrap)
         if args.json:
             emit(args, seen)
@@ -271,7 +272,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
         path = local if local.exists() else HttpRepos(server, token, Path(tmp)).path_for(args.repo, args.sha)
         result = run_check(path, args.sha, spec, sandbox=args.sandbox, cache=cache, secrets=secrets,
                            bwrap=settings.bwrap,
-                           hide=private_paths(settings.data_dir, settings.database_url, settings.database_direct_url))
+                           hide=private_paths(settings.data_dir, settings.database_url, settings.database_direct_url,
+                                              attest=settings.attest_folder))
     data = result.as_json()
     if args.json:
         emit(args, data)

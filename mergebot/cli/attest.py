@@ -61,8 +61,8 @@ def cmd_attest_verify(args: argparse.Namespace) -> None:
         repo = with_db(settings, lambda db: db.repos.get_repo(args.repo))
         data = settings.data_dir
         path, ref, name = repos_root(data) / f"{repo.name}.git", args.ref or repo.target_ref, repo.name
-        trust_file = Path(args.trust) if args.trust else keys.trust_path(data)
-        state_file, since = data / keys.DIR / f"accepted-{repo.name}.json", args.since or repo.root_sha
+        trust_file = Path(args.trust) if args.trust else keys.trust_path(settings.attest_folder)
+        state_file, since = settings.attest_folder / f"accepted-{repo.name}.json", args.since or repo.root_sha
     state = _read_state(state_file)
     pinned = (state["trust_root"], int(state["trust_version"])) if state.get("trust_root") else None
     try:
@@ -113,8 +113,9 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
 
 
 def cmd_attest_rotate(args: argparse.Namespace) -> None:
-    """A new signing key for this data directory (see ``keys.rotate``); the servers on it sign with it at once."""
-    data = settings_from(args).data_dir
+    """A new signing key in this data directory's key folder (see ``keys.rotate``); the servers on it sign with it at
+    once."""
+    data = settings_from(args).attest_folder
     if not keys.key_path(data).exists():
         raise Invalid(say.ATTEST_NO_KEY_TO_ROTATE)
     new, trust = keys.rotate(data)

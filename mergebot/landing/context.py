@@ -65,23 +65,30 @@ class Context:
     published: Published = field(default_factory=Published)  # commits this process put on forge queue branches
 
     notes_locks: dict[str, asyncio.Lock] = field(default_factory=dict)  # one writer of a repository's git notes
-    key: CryptoSigner | None = None  # the data directory's signing key, loaded at first use (``signer``)
+    attest_dir: Path | None = None  # the signing key's folder (``Settings.attest_folder``); None: the data directory's
+    key: CryptoSigner | None = None  # the signing key, loaded at first use (``signer``)
     key_stamp: tuple[int, int] = (0, 0)  # the key file's inode and change time when it was loaded
 
     def poke(self) -> None:
         self.wake.set()
 
+    @property
+    def key_folder(self) -> Path:
+        """Where the signing key and the trust file live: ``attest_dir``, or ``attest`` in the data directory whose
+        ``repos`` is ``root``."""
+        return self.attest_dir or self.root.parent / "attest"
+
     def signer(self) -> CryptoSigner:
-        """The key every landing statement is signed with: the data directory's (``root`` is its ``repos``), made
-        there if it has none, and read again once it was replaced (a rotation)."""
-        path = keys.key_path(self.root.parent)
+        """The key every landing statement is signed with: the key folder's (``attest_dir``), made there if it has
+        none, and read again once it was replaced (a rotation)."""
+        path = keys.key_path(self.key_folder)
         try:
             st = path.stat()
             stamp = (st.st_ino, st.st_mtime_ns)
         except OSError:
             stamp = (0, 0)
         if self.key is None or stamp != self.key_stamp:  # first use, or ``mergebot attest rotate`` replaced it
-            self.key = keys.signer(self.root.parent)
+            self.key = keys.signer(self.key_folder)
             st = path.stat()
             self.key_stamp = (st.st_ino, st.st_mtime_ns)
         return self.key

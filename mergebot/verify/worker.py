@@ -40,11 +40,13 @@ from verifier.supervise import Stop
 log = logging.getLogger(__name__)
 
 
-def private_paths(data_dir: Path, *database_urls: str) -> list[Path]:
+def private_paths(data_dir: Path, *database_urls: str, attest: Path | None = None) -> list[Path]:
     """What a check must never see, wherever it falls inside the sandbox's view: the bot's data directory (the
-    embedded database, the repositories, the other slots and caches) and the database's socket directories (the
-    pooler's and the server's)."""
+    embedded database, the repositories, the other slots and caches), the signing key's folder where it lies outside
+    it (``attest``: ``MERGEBOT_ATTEST_DIR``) and the database's socket directories (the pooler's and the server's)."""
     paths = [data_dir]
+    if attest is not None and not attest.resolve().is_relative_to(data_dir.resolve()):
+        paths.append(attest)
     for host in (h for url in database_urls for h in psycopg_hosts(url)):
         if host.startswith("/"):
             paths.append(Path(host))
@@ -294,7 +296,8 @@ class Worker:
 
 def local_workers(jobs: JobStore, root: Path, data_dir: Path, database_urls: list[str], *, count: int, sandbox: str,
                   heartbeat_every: float, wake_on: list[asyncio.Event], secrets: Secrets | None = None,
-                  bwrap: str = BWRAP, lookup: Callable[[str], Awaitable[Repo]] | None = None) -> list[Worker]:
+                  bwrap: str = BWRAP, lookup: Callable[[str], Awaitable[Repo]] | None = None,
+                  attest: Path | None = None) -> list[Worker]:
     """The verifier workers that run inside ``mergebot serve``: the bot's repositories read directly, one
     reused checkout slot each, the private paths hidden, woken by the queue (``wake_on``) when it enqueues."""
     workers = []
@@ -302,8 +305,8 @@ def local_workers(jobs: JobStore, root: Path, data_dir: Path, database_urls: lis
     sweep_slots(slots)
     for i in range(count):
         worker = Worker(LocalSource(jobs, worker_name(i)), LocalRepos(root, lookup), slots / f"{os.getpid()}-{i}",
-                        sandbox=sandbox, heartbeat_every=heartbeat_every, hide=private_paths(data_dir, *database_urls),
-                        secrets=secrets, bwrap=bwrap)
+                        sandbox=sandbox, heartbeat_every=heartbeat_every, secrets=secrets, bwrap=bwrap,
+                        hide=private_paths(data_dir, *database_urls, attest=attest))
         wake_on.append(worker.wake)
         workers.append(worker)
     return workers

@@ -109,5 +109,5 @@ async def landed(agent: Reader, db: DbDep, repo: str | None = None, subtask: int
 async def landed_attestations(landed_id: int, agent: Reader, services: ServicesDep) -> dict[str, Any]:
     landed = await services.db.landing.get_landed(landed_id)
     rows = await services.db.attest.of_landed(landed.id, landed.repo, landed.merged_sha)
-    got = shown.of_landed(landed.merged_sha, landed.repo, rows, keys.trust_text(services.settings.data_dir))
+    got = shown.of_landed(landed.merged_sha, landed.repo, rows, keys.trust_text(services.settings.attest_folder))
     return {"landed_id": landed.id, "repo": landed.repo, "sha": landed.merged_sha, **got.as_json()}

@@ -16,7 +16,7 @@ WITH land AS (
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
                     merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
                     main_sha, batch_size, verifier_cache, batch_id, run_id, kind, reverts, verifier_sandbox,
-                    verifier_limits, acceptance, tests_changed, policy, approved_by)
+                    verifier_limits, acceptance, tests_changed, policy, approved_by, union_merged)
 SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
        %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s,
@@ -34,7 +34,8 @@ SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(c
        %(tests_changed)s::text[], %(policy)s,
        -- who approved this very commit of the subtask (``approvals``), where the repository asked for it
        (SELECT array_agg(DISTINCT a.name ORDER BY a.name) FROM approvals ap JOIN agents a ON a.id = ap.approver_id
-        WHERE ap.subtask_id = land.id AND ap.sha = %(candidate_sha)s)
+        WHERE ap.subtask_id = land.id AND ap.sha = %(candidate_sha)s),
+       %(union_merged)s::text[]  -- the files whose conflicts its merge resolved by union
 FROM land LEFT JOIN landing_intents i ON i.id = %(intent_id)s::bigint
           LEFT JOIN candidates c ON c.id = %(candidate_id)s::bigint
 RETURNING *;
@@ -425,3 +426,17 @@ ORDER BY ap.id;
 UPDATE candidates SET status = 'queued', reason = %(reason)s, started_at = NULL, finished_at = NULL
 WHERE repo = %(repo)s AND status = 'awaiting_approval'
 RETURNING id;
+
+-- name: candidate_of_commit
+-- The newest candidate of a subtask for one commit (a full sha, or a prefix of one): what a wait keyed on (subtask,
+-- head commit) answers with, never a newer or older push of the same subtask.
+SELECT * FROM candidates
+WHERE subtask_id = %(subtask_id)s AND starts_with(sha, %(sha)s)
+ORDER BY id DESC LIMIT 1;
+
+-- name: candidate_in_flight
+-- The subtask's newest candidate still in the queue or running (waiting for main or a person counts): a retry of
+-- the subtask while it is there is a no-op.
+SELECT * FROM candidates
+WHERE subtask_id = %(subtask_id)s AND status IN ('queued', 'verifying', 'landing', 'parked', 'awaiting_approval')
+ORDER BY id DESC LIMIT 1;

@@ -69,11 +69,11 @@ def walk(path: Path, target_ref: str, stops: set[str]) -> tuple[str, list[tuple[
 
 
 def trust_of(ctx: Context) -> keys.Trust | None:
-    """The data directory's trust file (made with its key on first use); None when it cannot be read (the audit then
+    """The key folder's trust file (made with its key on first use); None when it cannot be read (the audit then
     checks each statement's subject and main-before only, and says so in the log)."""
     ctx.signer()
     try:
-        return keys.read_trust(keys.trust_path(ctx.root.parent).read_text())
+        return keys.read_trust(keys.trust_path(ctx.key_folder).read_text())
     except (OSError, ValueError, Untrusted) as e:
         log.warning("the audit of main checks statements without their signatures: the trust file is unreadable: %s",
                     e)

@@ -52,9 +52,10 @@ class LandingQueue:
     def __init__(self, db: Database, repos_root: Path, *, poll_seconds: float = 1.0,
                  verify_timeout_slack: float = 600.0, speculation: int = 1, batch: int = 1,
                  orphan_sweep: float = 5.0, post_land_rerun: bool = False, retry_failures: bool = True,
-                 max_passes: int = 4, slots: int = 1) -> None:
+                 max_passes: int = 4, slots: int = 1, attest_dir: Path | None = None) -> None:
         self.ctx = Context(db, repos_root, poll=poll_seconds, slack=verify_timeout_slack,
-                           retry_failures=retry_failures, post_land_rerun=post_land_rerun, max_passes=max_passes)
+                           retry_failures=retry_failures, post_land_rerun=post_land_rerun, max_passes=max_passes,
+                           attest_dir=attest_dir)
         # speculation 0: the window is as wide as the verifier slots the bot knows, its own ``slots`` (workers in
         # this process) and the remote workers seen lately (``_count_slots``)
         self.auto = speculation == 0

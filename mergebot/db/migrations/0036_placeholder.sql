@@ -1,1 +1,0 @@
--- placeholder: another helper owns migration 0036 (dropped at merge).
