@@ -65,3 +65,21 @@ class InvalidTransition(Conflict, code="invalid_transition"):
 
 class Unavailable(MergebotError, status=503, code="unavailable"):
     """The database is unreachable or too slow; nothing was written. Retry later."""
+
+
+class Refused(MergebotError, status=429, code="refused"):
+    """Not now: the claim would take more than the bot admits (a typed answer, ``kind`` its code). ``retry_after``
+    seconds, when given, is also the answer's Retry-After header."""
+
+    def __init__(self, message: str, **detail: Any) -> None:
+        super().__init__(message, kind=self.code, **detail)
+
+
+class Capacity(Refused, code="capacity"):
+    """The claim's lane holds more work than its verifiers clear in a while (``mergebot.landing.intake.admission``):
+    the lane, its backlog, ``retry_after`` and the lanes that admit (``elsewhere``)."""
+
+
+class WipLimit(Refused, code="wip_limit"):
+    """The agent holds as many subtasks (running claims and queued candidates) as its cap allows: ``holds`` names
+    them. Finish or release one."""

@@ -29,7 +29,8 @@ from mergebot.messages.refs import subtask_ref
 
 INSTRUCTIONS = ("Mergebot lands your work on main. Claim and start a subtask (claim_and_start), work and commit in "
                 "the worktree it gives you, then submit_and_wait: the answer's verdict says what happened and what "
-                "to do next. Read the mergebot://guide resource first.")
+                "to do next. To wait on a commit already pushed, call wait_for_verdict, never submit it again. Read "
+                "the mergebot://guide resource first.")
 
 
 def _client() -> Client:
@@ -57,11 +58,21 @@ def build_server() -> MCPServer:
         worktree's commits not on main onto the new claim's branch. `touch`: paths or globs you expect to change
         (they join the subtask's footprint). Returns the subtask, its branch, the worktree path, the handoff
         notes, the previous owner's branch, and the subtasks in flight that may touch the same paths
-        (`overlaps`, with owners); a keeper then keeps the claim alive."""
+        (`overlaps`, with owners); a keeper then keeps the claim alive. When the claim is held back the answer says
+        so instead (`refused`: `capacity`, the repository's queue is full, with `retry_after` seconds and the
+        repositories that admit now in `elsewhere`; `wip_limit`, you hold your cap, named in `holds`: finish or
+        release one) with its `message`."""
         server_url = os.environ.get("MERGEBOT_URL", DEFAULT_URL)
         token = os.environ.get("MERGEBOT_TOKEN", "")
-        got = await _call(worktree.start, _client(), server_url, token, repo, Path(dir), carry=carry, wait=wait,
-                          touch_paths=touch)
+        try:
+            got = await asyncio.to_thread(worktree.start, _client(), server_url, token, repo, Path(dir), carry=carry,
+                                          wait=wait, touch_paths=touch)
+        except ApiError as e:
+            if e.code in ("capacity", "wip_limit"):  # a typed "not now": the record, with its sentence and next step
+                return {"claimed": None, "refused": e.code, **e.body.get("error", {})}
+            raise ToolError(f"refused ({e.status} {e.code}): {e.message}") from None
+        except MergebotError as e:
+            raise ToolError(e.message) from None
         if got is None:
             return {"claimed": None, "message": "nothing is ready; call again with wait=60 to wait for work"}
         claim, body = got
@@ -107,6 +118,34 @@ def build_server() -> MCPServer:
         sub = (await _call(_client().get, f"/api/v1/subtasks/{sid}"))["subtask"]
         return {"subtask_id": sid, "status": sub["status"], "claim_version": sub["claim_version"],
                 "branch": sub.get("branch"), "candidate_id": sub.get("candidate_id"), "verdict": sub.get("verdict")}
+
+    @server.tool()
+    async def wait_for_verdict(ctx: Context, dir: str | None = None, subtask_id: int | None = None,
+                               sha: str | None = None, timeout: float = 900.0) -> dict[str, Any]:
+        """Wait for the verdict of exactly one commit: `sha` (default: the HEAD of the worktree `dir`) of the
+        worktree's subtask (or of `subtask_id`), never a newer or older push's. Call this instead of submitting
+        again while it is queued or verifying: re-queueing changes nothing. Returns `status` (queued, verifying,
+        landed, rejected, ...; `unknown` while the commit has no candidate), `done`, `candidate_id` and the typed
+        `verdict`; `done` is false when `timeout` seconds passed first."""
+        if subtask_id is None or sha is None:
+            where = Path(dir or ".")
+            if subtask_id is None:
+                subtask_id = (await _call(worktree.current_claim, where)).subtask_id
+            if sha is None:
+                sha = await _call(worktree.head_sha, where)
+        client = _client()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        seen = None
+        while True:
+            left = max(0.0, min(30.0, deadline - loop.time()))
+            out: dict[str, Any] = await _call(client.get, f"/api/v1/subtasks/{subtask_id}/verdict", sha=sha,
+                                              wait=round(left, 1))
+            if out["status"] != seen:
+                seen = out["status"]
+                await ctx.report_progress(0, None, f"{out['sha'][:12]}: {seen}")
+            if out["done"] or loop.time() >= deadline:
+                return out
 
     @server.tool()
     async def heartbeat(dir: str) -> dict[str, Any]:

@@ -46,16 +46,18 @@ RESETTABLE = ("setup_command", "post_land_command", "speculation_window", "batch
               "require_approval")
 
 
-def check_globs(globs: list[str] | None, option: str = "check-config") -> list[str] | None:
-    """The globs of a repository's paths (``--check-config``, ``--tests``; None: the default list)."""
+def check_globs(globs: list[str] | None, option: str = "check-config", field: str | None = None) -> list[str] | None:
+    """The globs of a repository's paths (``--check-config``, ``--tests``; None: the default list). ``field``: the
+    rule's name, when it is not the option's."""
     if globs is None:
         return None
+    name = field or option.replace("-", "_")
     out = [g.strip() for g in globs if g.strip()]
     for g in out:
         if g.startswith("/") or ".." in g.split("/") or len(g) > 500:
-            raise Invalid(f"--{option} {g!r} is not a glob inside the repository", field=option.replace("-", "_"))
+            raise Invalid(f"--{option} {g!r} is not a glob inside the repository", field=name)
     if len(out) > 100:
-        raise Invalid(f"--{option}: at most 100 globs", field=option.replace("-", "_"))
+        raise Invalid(f"--{option}: at most 100 globs", field=name)
     return out
 
 
@@ -212,6 +214,7 @@ CHECKS: dict[str, Any] = {
     "require_approval": lambda v: check_globs(v, "require-approval"),
     "checks": check_checks,
     "on_unattested": _one_of(ON_UNATTESTED, "on-unattested", "on_unattested"),
+    "union_merge": lambda v: check_globs(v, "union", "union_merge"),
 }
 
 
@@ -277,6 +280,7 @@ class Rules(_Checked):
     require_approval: list[str] | None = None  # None: none needed; []: every change; else globs (``awaits_approval``)
     checks: list[dict[str, Any]] = []  # named checks (``check_checks``); []: the verifier command is the check
     on_unattested: str = "flag"  # a commit of main without a landing statement: a finding, or "pause" the queue too
+    union_merge: list[str] = []  # globs of files whose conflicts the bot merges by union (besides main's attributes)
 
     @classmethod
     def of_repo(cls, repo: Any) -> Rules:
@@ -314,6 +318,7 @@ class RulesChange(_Checked):
     require_approval: list[str] | None = None
     checks: list[dict[str, Any]] | None = None  # []: no named checks any more (``repo set --no-checks``)
     on_unattested: str | None = None
+    union_merge: list[str] | None = None  # []: none any more (``repo set --no-union``)
     reset: frozenset[str] = frozenset()
 
     @field_validator("reset")

@@ -82,6 +82,19 @@ class Settings(BaseSettings):
     pool_min_size: int = Field(default=2, ge=1)
     pool_max_size: int = Field(default=20, ge=1)
 
+    # Admission control at claim time (``mergebot.landing.intake.admission``): "on" answers a claim whose lane (a
+    # repository) holds more queued and in-flight work than ``admission_factor`` windows of what its verifiers
+    # clear with a typed ``capacity`` refusal; "off" admits every claim (the bench compares the two).
+    admission: str = Field(default="on", pattern="^(on|off)$")
+    admission_factor: float = Field(default=2.0, gt=0, le=1000)
+    # How long one replica reuses a lane's measurement (a fleet claiming hundreds of times a second reads it once).
+    admission_cache_seconds: float = Field(default=1.0, ge=0, le=60)
+    # The cap on each agent's running claims plus queued candidates (the subtasks it holds): ``ROLE=N`` sets a
+    # role's default, ``NAME=N`` an agent's own (a name that is not a role's), N = 0 no cap; comma-separated,
+    # e.g. "agent=4,lead=8,ann=2". A role not named has no cap.
+    agent_wip: str = Field(default="agent=64,lead=256,admin=256",
+                           pattern=r"^\s*([A-Za-z0-9_.@-]+\s*=\s*[0-9]+\s*(,\s*[A-Za-z0-9_.@-]+\s*=\s*[0-9]+\s*)*)?$")
+
     @property
     def attest_folder(self) -> Path:
         """Where the signing key and the trust file live (``attest_dir``, or the data directory's ``attest``)."""

@@ -446,12 +446,23 @@ async def test_commands_in_comments_are_answered_and_only_the_allowed_change_any
     the_comment(forge, 8, "`@mergebot priority` is for leads and admins only")
     assert len(await candidates()) == 1 and (await f.db.subtasks.get_subtask(sid)).priority == 0
 
-    # the owner's retry verifies the same commit again, once however often the delivery comes
+    # the owner's retry verifies the same commit again, once however often the delivery comes (the queue held, so
+    # the new candidate waits while babysitters retry it)
+    await f.db.repos.set_paused(repo="calc", paused=True, reason="holding the queue")
     delivery = str(uuid.uuid4())
     assert comment_event(f, 8, "@mergebot retry", "ann-gh", delivery).status_code == 202
     assert comment_event(f, 8, "@mergebot retry", "ann-gh", delivery).json()["duplicate"] is True
     again = the_comment(forge, 8, "`@mergebot retry`: candidate")
     assert len(await candidates()) == 2 and f"verifies `{broken[:12]}` again" in again["body"]
+    # while that commit waits, a retry (the owner's, or a lead's) queues nothing: it names the candidate and the wait
+    waiting = (await candidates())[0]["id"]
+    for who in ("ann-gh", "lee-gh"):
+        assert comment_event(f, 8, "@mergebot retry", who).status_code == 202
+        said = the_comment(forge, 8, f"@{who} `@mergebot retry`: already queued: `{broken[:12]}` is candidate "
+                                     f"{waiting}")
+        assert f"`mergebot wait {sid} --commit {broken[:12]}`" in said["body"]
+    assert len(await candidates()) == 2
+    await f.db.repos.set_paused(repo="calc", paused=False, reason=None)
     the_comment(forge, 8, "**Rejected** (`check_failed`)")  # the second run's verdict, in the same comment
 
     # why, from anyone: the whole verdict with the log's tail; a lead's priority moves the subtask

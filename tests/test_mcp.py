@@ -49,8 +49,8 @@ async def test_mcp_tools_claim_submit_land_resolve_a_conflict_and_refuse_a_stale
     ann_wt = fleet.work / "ann-mcp"
     async with mcp_session(fleet, "ann") as ann:
         tools = {t.name for t in (await ann.list_tools()).tools}
-        assert {"claim_and_start", "submit_and_wait", "verdict", "release", "heartbeat", "note", "handoff",
-                "read_board", "ready_work"} <= tools
+        assert {"claim_and_start", "submit_and_wait", "verdict", "wait_for_verdict", "release", "heartbeat", "note",
+                "handoff", "read_board", "ready_work"} <= tools
         guide = await ann.read_resource("mergebot://guide")
         assert "conflict" in "".join(getattr(c, "text", "") for c in guide.contents)
         prompt = await ann.get_prompt("work_a_subtask", {"repo": "demo", "dir": str(ann_wt)})
@@ -64,6 +64,14 @@ async def test_mcp_tools_claim_submit_land_resolve_a_conflict_and_refuse_a_stale
         progress: list[str] = []
         landed = await call(ann, "submit_and_wait", progress, dir=str(ann_wt))
         assert landed["status"] == "landed" and landed["verdict"]["kind"] == "landed", landed
+        # waiting keyed on (subtask, commit): the worktree's HEAD is that landed candidate; its parent has none
+        waited = await call(ann, "wait_for_verdict", dir=str(ann_wt), timeout=5)
+        assert (waited["done"], waited["status"], waited["candidate_id"], waited["sha"]) == (
+            True, "landed", landed["id"], landed["sha"]), waited
+        assert waited["verdict"]["kind"] == "landed"
+        parent = git(["rev-parse", "HEAD~1"], ann_wt).stdout.strip()
+        older = await call(ann, "wait_for_verdict", subtask_id=started["subtask_id"], sha=parent, timeout=0)
+        assert (older["done"], older["status"], older["candidate_id"]) == (False, "unknown", None), older
 
         # a conflict: bob lands first on the same line; ann acts on the verdict and lands
         second = await call(ann, "claim_and_start", repo="demo", dir=str(ann_wt))

@@ -42,6 +42,8 @@ CLEANED = (
     "mergebot/agent/keeper.py",
     "mergebot/agent/submit.py",
     "mergebot/cli/controls.py",
+    "mergebot/landing/intake/admission.py",
+    "mergebot/landing/intake/admit.py",
 )
 
 # (file, the sentence's literal words): a developer's mistake, caught by the code or never reached by a user.

@@ -53,6 +53,17 @@ the server's and PostgreSQL's CPU seconds per landing against the first variant 
     python -m bench.fleet --modes serial --agents 100 --subtasks 40 --depends 4 --duration 1 \
         --idle poll:2,wait:60 --rounds 2
 
+**The seeds' scale, offered load** (``--offered 1,10``, issue 45): 1,000 agents (OS threads in this process) paced
+to offer F x the verifier's capacity, holding up to ``--pipeline`` claims each, kept alive by heartbeats at a third
+of the lease (``--heartbeat off``: none), honouring the claim route's typed ``capacity`` and ``wip_limit`` answers;
+``--admission on|off`` starts the server with ``MERGEBOT_ADMISSION``, ``--compare-admission`` runs off then on in
+one sitting; ``--greedy SHARE:G`` makes a share of the agents G times faster. Printed per run: claims lost while
+working and work redone, claim -> landed and push -> landed p50/p95, Jain's index of verifier-seconds, the most
+work in progress per agent, the verifiers' busy share while work waits, every refusal by kind (and whether it named
+a next step); ratios against the first run. ``bench/fleet/offered_run.py`` has the details. Example::
+
+    python -m bench.fleet --agents 1000 --subtasks 3000 --offered 1,10 --compare-admission --json fleet45.json
+
 **Scenario 2, the seeds' coordination load** (``--scenario seeds``). The 1,000-agent run of the seeds
 (``../shared/seeds/thousand-agent-coordination.txt``): a 2,418-subtask tree 10 levels deep (deterministic, from
 ``--seed``), 1 lead and 999 helpers in 10 groups, 36,612 writes and 311,734 reads over 30 hours. Replayed through
@@ -111,6 +122,8 @@ from bench.common.gitenv import git_env
 from bench.common.measure import cpu_line, fmt, met, pctl
 from bench.fleet.agents import agent_mix
 from bench.fleet.landing import modes_for, run_landing_mode
+from bench.fleet.offered_report import print_offered
+from bench.fleet.offered_run import add_options, run_offered
 from bench.fleet.report import print_idle, print_landing
 from bench.fleet.seeds import SEEDS_HOURS, SEEDS_TARGET, SeedsPlan, seeds_plan
 from bench.fleet.seeds_replay import Replay, run_seeds_async
@@ -258,8 +271,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "pushes, 30%% fail 30%%); --fail-rate becomes their mean")
     ap.add_argument("--workers", type=int, default=4, help="verifier workers W in mergebot serve")
     ap.add_argument("--batch", type=int, default=4, help="MERGEBOT_BATCH_SIZE for the batched mode")
-    ap.add_argument("--modes", default="serial,speculative",
-                    help="comma-separated: serial, speculative, batched, speculative-batched, risk, defaults")
+    ap.add_argument("--modes", default=None,
+                    help="comma-separated: serial, speculative, batched, speculative-batched, risk, defaults "
+                         "[serial,speculative; defaults with --offered]")
     ap.add_argument("--retry-failed", action="store_true",
                     help="run every failed check once more, the server's default (the model counts no retries)")
     ap.add_argument("--seed", type=int, default=1)
@@ -283,9 +297,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--connections", type=int, default=32, help="scenario 2: client HTTP connections")
     ap.add_argument("--levers", default="", help="scenario 2: one replay per lever, compared in one sitting, e.g. "
                     "'uvicorn=,granian=MERGEBOT_HTTP_SERVER=granian' (settings joined by +)")
+    add_options(ap)
     ap.add_argument("--keep", action="store_true", help="keep databases and directories (debugging)")
     ap.add_argument("--json", metavar="PATH", help="save the figures as JSON")
     args = ap.parse_args(argv)
+    args.modes = args.modes or ("defaults" if args.offered else "serial,speculative")
     try:
         pairs = (v.strip().split(":") for v in args.idle.split(",") if v.strip())
         args.idle = [(kind, float(sec)) for kind, sec in pairs]
@@ -321,9 +337,12 @@ def bench(server: harness.PgServer, tmp: Path, args: argparse.Namespace, figures
     print(f"database: {server.kind}; {version}; load average {harness.load_average()}")
     figures.update(git=harness.git_version(), postgres=version, database=server.kind,
                    load_start=harness.load_average())
-    if args.scenario in ("landing", "both"):
+    modes = modes_for([m.strip() for m in args.modes.split(",") if m.strip()], args.workers, args.batch)
+    if args.scenario in ("landing", "both") and args.offered:  # the seeds' scale, offering multiples of capacity
+        offered = run_offered(server, tmp, modes, args)
+        figures["offered"] = {"runs": offered, "facts": print_offered(offered, args)}
+    elif args.scenario in ("landing", "both"):
         results = []
-        modes = modes_for([m.strip() for m in args.modes.split(",") if m.strip()], args.workers, args.batch)
         runs = [(mode, idle, n) for n in range(args.rounds) for mode in modes for idle in args.idle] if args.idle \
             else [(mode, None, 0) for mode in modes]
         for mode, idle, n in runs:

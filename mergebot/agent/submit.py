@@ -6,7 +6,8 @@ Rules:
     the agent pushes its fix to the same branch. The push's answer names the candidate it queued; it asks for a
     refusal's verdict as JSON lines (``models.VERDICT_HEADER``), which a person's ``git push`` is spared.
   * Pushing a commit the branch already has changes nothing in git; ``again`` asks the bot to queue the
-    branch's current tip once more instead (after a flaky failure, or when main moved): idempotent, twice is once.
+    branch's current tip once more instead (after a flaky failure, or when main moved): idempotent, twice is once,
+    and while that tip is queued or running a no-op whose notice names its candidate (``wait_commit`` follows it).
   * The wait is one long-poll request per verdict (or 30 s), never a tight poll. It ends at a final verdict;
     ``parked`` is not final (it lands by itself once main is green again) but it ends the wait too, unless
     ``through_parked`` asks to wait on.
@@ -55,6 +56,8 @@ def push(client: Client, workdir: Path, *, wait: float = 3600.0, progress: bool 
     if again:
         got = client.post(f"/api/v1/subtasks/{claim.subtask_id}/submit-again", {"claim_version": claim.claim_version})
         cand_id, sha = got["candidate"]["id"], got["candidate"]["sha"]
+        if got.get("already"):  # that tip is queued or running: nothing was queued again, this follows it
+            notices.append(got["message"])
     else:
         out = subprocess.run(["git", "-c", f"http.extraHeader={VERDICT_HEADER}: 1", "push", "--force", "--porcelain",
                               "origin", f"HEAD:{ref}"],
@@ -130,3 +133,20 @@ def unchanged(subtask_id: int, claim_version: int, sha: str, last: dict[str, Any
             "claim_version": claim_version, "last": last,
             "verdict": {"kind": "unchanged", "message": text, "final": True, "next": say.UNCHANGED_NEXT,
                         "branch": branch, "subtask_id": subtask_id, "claim_version": claim_version, "sha": sha}}
+
+
+def wait_commit(client: Client, subtask_id: int, sha: str, *, wait: float, progress: bool = False) -> dict[str, Any]:
+    """Wait for the verdict of exactly the commit ``sha`` of the subtask (``GET /subtasks/{id}/verdict``, one long
+    poll of up to 30 s at a time): a babysitter's way to follow a push without queueing it again. Returns the
+    server's answer (``status``, ``done``, ``candidate_id``, the typed ``verdict``), ``done`` false when ``wait``
+    ran out first."""
+    deadline = time.monotonic() + wait
+    last = None
+    while True:
+        left = max(0.0, min(30.0, deadline - time.monotonic()))
+        out: dict[str, Any] = client.get(f"/api/v1/subtasks/{subtask_id}/verdict", sha=sha, wait=round(left, 1))
+        if progress and out["status"] != last:
+            print(say.commit_progress(subtask_id, out["sha"], out["status"], out["candidate_id"]), file=sys.stderr)
+            last = out["status"]
+        if out["done"] or time.monotonic() >= deadline:
+            return out

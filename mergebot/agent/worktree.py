@@ -149,7 +149,8 @@ def start(client: Client, server: str, token: str, repo: str, workdir: Path, *, 
     if unlanded and not carry:
         branch, n = unlanded
         raise Invalid(say.worktree_unlanded(workdir, n, branch, repo), field="dir")
-    got = client.post("/api/v1/subtasks/claim", {"wait": wait} if wait else None)
+    # The repository names the claim's lane: admission control may answer 429 (kinds capacity, wip_limit).
+    got = client.post("/api/v1/subtasks/claim", {"repo": repo, **({"wait": wait} if wait else {})})
     if got is None:
         return None
     claim = Claim(got["handle"]["id"], got["handle"]["claim_version"], repo, server.rstrip("/"))

@@ -44,6 +44,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (409, "Conflict: the claim was superseded, the transition is not allowed, or it already exists"),
         (413, "The request body is over the limit"),
         (422, "Invalid input; `field` names it"),
+        (429, "Not now: a claim over its lane's capacity (kind `capacity`) or over the agent's cap on work in "
+              "progress (kind `wip_limit`); `retry_after` seconds, also as the Retry-After header"),
         (503, "The database is unreachable or too slow; nothing was changed"),
     )
 }
@@ -51,6 +53,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def error_response(status: int, code: str, message: str, /, **detail: Any) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(detail.get("retry_after"), int) and detail["retry_after"] > 0:  # a typed "not now" (429)
+        headers = {"Retry-After": str(detail["retry_after"])}
     return JSONResponse({"error": {"code": code, "message": message, **detail}}, status_code=status,
                         headers=headers)
 

@@ -37,6 +37,11 @@ The metrics (counters end in ``_total``):
   mergebot_subtasks{status}                   subtasks by status (gauge)
   mergebot_agents_holding_claims              agents that own at least one subtask (gauge)
   mergebot_scrape_seconds                     how long this scrape's database reads took (gauge)
+  mergebot_admission_backlog_seconds{lane}    a lane's queued and in-flight work in predicted verifier-seconds
+  mergebot_admission_threshold_seconds{lane}  the backlog past which it refuses claims (gauge)
+  mergebot_admission_capacity{lane}           the verifiers' measured capacity, in runs at once (gauge)
+  mergebot_admission_admitting{lane}          1 while the lane admits claims, 0 while it refuses them (gauge)
+  mergebot_claim_refusals_total{reason,lane}  claims refused: reason "capacity" (by lane) or "wip_limit" (lane "")
 plus the client library's process_* and python_* metrics.
 """
 
@@ -45,6 +50,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder
@@ -184,17 +190,43 @@ def _unattested(snap: Snapshot) -> Iterator[Metric]:
     yield findings
 
 
+def admission_families(view: dict[str, Any]) -> list[Metric]:
+    """Admission control's gauges per lane and the claims it refused (``Admission.view``'s record). Pure."""
+    backlog = GaugeMetricFamily("mergebot_admission_backlog_seconds", "A lane's queued and in-flight candidates, in "
+                                "predicted verifier-seconds.", labels=["lane"])
+    threshold = GaugeMetricFamily("mergebot_admission_threshold_seconds", "The backlog past which a lane refuses "
+                                  "claims.", labels=["lane"])
+    capacity = GaugeMetricFamily("mergebot_admission_capacity", "The verifiers' measured capacity, in runs at "
+                                 "once.", labels=["lane"])
+    admitting = GaugeMetricFamily("mergebot_admission_admitting", "1 while a lane admits claims, 0 while it refuses "
+                                  "them.", labels=["lane"])
+    refusals = CounterMetricFamily("mergebot_claim_refusals", "Claims refused: for want of capacity in their lane, or "
+                                   "for their agent's cap on work in progress.", labels=["reason", "lane"])
+    for lane in sorted(view["lanes"], key=lambda lane: str(lane["lane"])):
+        name = str(lane["lane"])
+        backlog.add_metric([name], float(lane["backlog_seconds"]))
+        threshold.add_metric([name], float(lane["threshold_seconds"]))
+        capacity.add_metric([name], float(lane["capacity"]))
+        admitting.add_metric([name], 1.0 if lane["admitting"] else 0.0)
+        refusals.add_metric(["capacity", name], int(lane["refusals"]))
+    refusals.add_metric(["wip_limit", ""], int(view["wip_refusals"]))
+    return [backlog, threshold, capacity, admitting, refusals]
+
+
 class DatabaseCollector(Collector):
     """Yields the families of the latest snapshot; ``Exporter.render`` refreshes it just before each scrape."""
 
     def __init__(self) -> None:
         self.snapshot: Snapshot | None = None
+        self.admission: dict[str, Any] | None = None
 
     def describe(self) -> Iterable[Metric]:
         return []  # nothing to read at registration; names are checked by the tests instead
 
     def collect(self) -> Iterable[Metric]:
-        return families(self.snapshot) if self.snapshot is not None else []
+        if self.snapshot is None:
+            return []
+        return [*families(self.snapshot), *(admission_families(self.admission) if self.admission else [])]
 
 
 class Exporter:
@@ -209,10 +241,13 @@ class Exporter:
         GCCollector(registry=self.registry)
         self._lock = asyncio.Lock()
 
-    async def render(self, db: Database, accept: str | None) -> tuple[bytes, str]:
+    async def render(self, db: Database, accept: str | None,
+                     admission: dict[str, Any] | None = None) -> tuple[bytes, str]:
         """Read a fresh snapshot and render the registry in the format ``accept`` asks for (Prometheus text
-        by default, OpenMetrics when asked). Scrapes take turns, so each renders the snapshot it read."""
+        by default, OpenMetrics when asked). Scrapes take turns, so each renders the snapshot it read.
+        ``admission``: admission control's view (``Admission.view``), read by the caller."""
         encoder, content_type = choose_encoder(accept or "")
         async with self._lock:
             self.collector.snapshot = await db.views.metrics_snapshot(list(BUCKETS))
+            self.collector.admission = admission
             return encoder(self.registry), content_type

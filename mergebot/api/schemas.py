@@ -54,6 +54,8 @@ class Complete(Body):
 class ClaimIn(Body):
     complete: Complete | None = None
     wait: Annotated[float, Field(ge=0, le=60)] = 0.0  # seconds to wait for work when nothing is ready
+    # The repository the work will be pushed to: the claim's lane for admission control (none: any lane).
+    repo: Name | None = None
 
 
 class FenceIn(Body):

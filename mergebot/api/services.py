@@ -26,6 +26,7 @@ from mergebot.forge.outbox import StatusSender
 from mergebot.forge.webhooks import WebhookHandler
 from mergebot.git import credentials
 from mergebot.git.smarthttp import GitHttp
+from mergebot.landing.intake.admit import Admission
 from mergebot.landing.main.repos import repos_root
 from mergebot.landing.window.queue import LandingQueue
 from mergebot.models import Agent
@@ -47,6 +48,7 @@ class Services:
         self.root = repos_root(settings.data_dir)
         self.metrics = Exporter()  # one registry per app
         self.live_queue = LiveQueue()  # the queue pages' live streams
+        self.admission = Admission(settings)  # claims past a lane's capacity or an agent's cap are refused
         self.git = GitHttp(
             self.root,
             authenticate=self._git_identity,

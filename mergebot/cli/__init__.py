@@ -7,12 +7,14 @@ Two kinds of commands:
     (``--server``/MERGEBOT_URL and ``--token``/MERGEBOT_TOKEN), so identity is always the token's.
 
 Every command prints a readable table, or JSON with ``--json``. A refusal prints the server's reason and
-exits non-zero (2 for bad input, 3 for "claim superseded", 1 otherwise); README's "Exit codes" lists them all.
+exits non-zero (2 for bad input, 3 for "claim superseded", 7 and 8 for a claim held back, 1 otherwise); README's
+"Exit codes" lists them all.
 
 The package: ``parser`` assembles the commands; ``admin`` holds the local ones (database, processes),
 ``agent`` those that go through the API, ``controls`` the queue's controls (retry, cancel, priority, pause,
-resume), ``views`` the read views (``--watch``), ``render`` the text. Imports point down that list (``admin``,
-``controls`` and ``views`` also take ``client_from`` from ``agent``), never back up, and nothing else in
+resume), ``views`` the read views (``--watch``), ``waits`` the waits for subtasks and for one commit's verdict,
+``render`` the text. Imports point down that list (``admin``,
+``controls``, ``views`` and ``waits`` also take ``client_from`` from ``agent``), never back up, and nothing else in
 ``mergebot`` imports this package.
 """
 
@@ -28,6 +30,9 @@ from pathlib import Path
 from mergebot import messages as say
 
 __all__ = ["main"]
+
+# Claims the server held back (HTTP 429, typed): the lane is over its capacity (exit 7), the agent holds its cap (8).
+HELD_BACK = ("capacity", "wip_limit")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -55,6 +60,13 @@ def _main(argv: Sequence[str] | None) -> None:
         _mark_active(args)
         args.fn(args)
     except ApiError as e:
+        if e.code in HELD_BACK:  # a typed "not now": its sentence says what to do; JSON callers get the record
+            print(f"mergebot: {e.message}", file=sys.stderr)
+            if getattr(args, "json", False):
+                import json
+
+                print(json.dumps(e.body.get("error", {}), indent=2, default=str))
+            raise SystemExit(7 if e.code == "capacity" else 8) from None
         print(_refused(args, e.status, e.code, e.message), file=sys.stderr)
         raise SystemExit(3 if e.code == "claim_superseded" else 2 if e.status in (400, 413, 422) else 1) from None
     except MergebotError as e:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +215,8 @@ def cmd_claim(args: argparse.Namespace) -> None:
         body["complete"] = {"id": args.complete, "claim_version": args.version, "sha": args.sha}
     if args.wait:
         body["wait"] = args.wait
+    if args.repo:
+        body["repo"] = args.repo
     out = c.post("/api/v1/subtasks/claim", body or None)
     if out is None:
         emit(args, {"claimed": None, "message": say.NOTHING_READY})
@@ -322,28 +323,6 @@ def cmd_allow(args: argparse.Namespace) -> None:
         "behaviour_change": args.behaviour_change})
     emit(args, {k: out["subtask"][k] for k in ("id", "title", "status", "allow_test_removal", "allow_check_changes",
                                                "allow_behaviour_change")})
-
-
-def cmd_wait(args: argparse.Namespace) -> None:
-    """Wait (long-polling the server) until every id is landed, failed or cancelled."""
-    c = client_from(args)
-    deadline = time.monotonic() + args.timeout
-    last: dict[str, str] = {}
-    while True:
-        left = max(0.0, deadline - time.monotonic())
-        out = c.post("/api/v1/subtasks/wait", {"ids": args.ids, "timeout": min(30.0, left)})
-        if out["statuses"] != last and not args.json:
-            done = sum(1 for s in out["statuses"].values() if s in ("landed", "failed", "cancelled"))
-            print(say.wait_progress(done, len(args.ids), out["statuses"]), file=sys.stderr)
-        last = out["statuses"]
-        if out["done"] or left <= 0:
-            break
-    if args.json:
-        emit(args, out)
-    else:
-        print(say.wait_verdict(out["done"], out["statuses"], args.timeout))
-    if not out["done"]:
-        raise SystemExit(4)
 
 
 def cmd_guide(args: argparse.Namespace) -> None:

@@ -22,7 +22,7 @@ SHOWN = 50  # differing tests printed by name
 def cmd_retry(args: argparse.Namespace) -> None:
     out = client_from(args).post(f"/api/v1/subtasks/{args.id}/retry",
                                  {"reason": args.reason or say.by_command_line("retry")})
-    _said(args, out, say.another_round(args.id))
+    _said(args, out, out["message"] if out.get("already") else say.another_round(args.id))
 
 
 def cmd_cancel(args: argparse.Namespace) -> None:

@@ -50,7 +50,6 @@ from mergebot.cli.agent import (
     cmd_start,
     cmd_stop,
     cmd_submit,
-    cmd_wait,
 )
 from mergebot.cli.attest import cmd_attest_rotate, cmd_attest_verify
 from mergebot.cli.controls import (
@@ -64,6 +63,7 @@ from mergebot.cli.controls import (
 )
 from mergebot.cli.repoparser import add_repo_commands
 from mergebot.cli.views import cmd_cost, cmd_landed, cmd_queue, cmd_status, cmd_tree, parse_since
+from mergebot.cli.waits import cmd_wait
 from mergebot.client import DEFAULT_URL
 
 
@@ -233,6 +233,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--sha", help="commit of --complete")
     sp.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                     help="wait up to SECONDS (at most 60) for work when nothing is ready")
+    sp.add_argument("--repo", help="the repository you will push the work to: admission control admits the claim "
+                    "when its queue has room (without it, when any repository's has)")
     for name, fn, text in (("heartbeat", cmd_heartbeat, "renew your lease"),
                            ("release", cmd_release, "give a subtask back")):
         sp = add(name, fn, text)
@@ -329,9 +331,13 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                            "the old one now")
     sp.set_defaults(fn=cmd_attest_rotate)
     _control_commands(add)
-    sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled")
-    sp.add_argument("ids", type=int, nargs="+")
+    sp = add("wait", cmd_wait, "wait until subtasks are landed, failed or cancelled; with --commit (or no ID, in "
+             "the worktree of your claim: its HEAD), until that exact commit has its verdict")
+    sp.add_argument("ids", type=int, nargs="*")
     sp.add_argument("--timeout", type=float, default=3600.0)
+    sp.add_argument("--commit", metavar="SHA", help="wait for this commit's verdict (its full sha, or 7 or more of "
+                    "its first hex digits); with no ID, of the worktree's claim")
+    sp.add_argument("--dir", default=".", help="the worktree of your claim (with no ID, or --commit without ID)")
     return p
 
 

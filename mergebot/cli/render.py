@@ -63,6 +63,12 @@ def render_status(s: dict[str, Any]) -> str:
         parts.append(render_table(rows, ("agent", "role", "holding", "subtasks", "next_lease_expiry")))
         if s["agents_holding"] > len(rows):
             parts.append(f"(the {len(rows)} busiest of {s['agents_holding']}; --holders N for more)")
+    admission = s.get("admission")
+    if admission and (admission["lanes"] or not admission["on"]):
+        parts.append("\n" + say.ADMISSION_HEADING)
+        if not admission["on"]:
+            parts.append("  " + say.ADMISSION_OFF)
+        parts += ["  " + say.admission_line(lane) for lane in admission["lanes"]]
     return "\n".join(parts)
 
 
@@ -183,7 +189,7 @@ def render_worktree(w: dict[str, Any]) -> str:
 
 
 def conflict_lines(verdict: dict[str, Any]) -> list[str]:
-    """A conflict verdict's paths, each with its hunks as the queue stored them (``mergebot.git.repo.conflict_hunks``
+    """A conflict verdict's paths, each with its hunks as the queue stored them (``mergebot.git.changes.conflict_hunks``
     cut them: at most 10 paths, 3 hunks a path, 30 lines a hunk); nothing for a verdict without hunks."""
     hunks = [h for h in verdict.get("hunks") or [] if isinstance(h, dict)]
     lines = []

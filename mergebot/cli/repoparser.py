@@ -17,6 +17,9 @@ from mergebot.cli.repos import cmd_repo_add, cmd_repo_set
 RISK_HELP = ("order and batch the queue by each candidate's estimated failure probability: the safer of two equal "
              "candidates first, likely passes batched together, a likely failure run alone, a failed batch's likeliest "
              "culprit left out (on by default)")
+UNION_HELP = ("a file whose conflicts the bot's merge resolves by union, keeping both sides' lines (a changelog), "
+              "besides the files the target branch's own .gitattributes mark merge=union; never by a candidate's "
+              ".gitattributes; a glob without '/' matches in any folder")
 
 
 def disk_size(text: str) -> int:
@@ -173,6 +176,8 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
                     "(repeatable; replaces the default conftest.py, pytest.ini, tox.ini, noxfile.py; a glob without "
                     "'/' matches in any folder; setup.cfg's and pyproject.toml's pytest sections and the files the "
                     "command names always count)")
+    sp.add_argument("--union", action="append", metavar="GLOB", dest="union",
+                    help=UNION_HELP + " (repeatable)")
     sp.add_argument("--risk", choices=["on", "off"], help=RISK_HELP)
     judge_flags(sp)
     sp.add_argument("--max-push-bytes", type=int, dest="max_push_bytes")
@@ -224,6 +229,10 @@ def add_repo_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     sp.add_argument("--report", metavar="pytest|junit:PATH", help="where the check's tests report their outcomes")
     sp.add_argument("--check-config", action="append", metavar="GLOB", dest="check_config",
                     help="the files that configure the check (replaces them; repeatable)")
+    sp.add_argument("--union", action="append", metavar="GLOB", dest="union",
+                    help=UNION_HELP + " (replaces them; repeatable)")
+    sp.add_argument("--no-union", action="store_true", dest="no_union",
+                    help="no --union globs any more (main's .gitattributes still count)")
     sp.add_argument("--no-held-out", action="store_true", dest="no_held_out", help="no held-out checks any more")
     sp.add_argument("--no-require-approval", action="store_true", dest="no_require_approval",
                     help="no approval needed any more (what waits for one goes back to the queue when approved)")

@@ -74,7 +74,7 @@ def rules_given(args: argparse.Namespace) -> dict[str, Any]:
             "test_paths": args.test_paths, "suspicious": args.suspicious, "speculation_window": args.window,
             "batch_size": args.batch, "retry_failed_checks": args.retry_failures, "merge_method": args.merge_method,
             "require_approval": args.require_approval, "checks": args.checks,
-            "on_unattested": args.on_unattested}
+            "on_unattested": args.on_unattested, "union_merge": args.union}
 
 
 CHECK_RULES = (("check_timeout", "timeout_s"), ("check_setup", "setup"), ("check_cache", "cache_paths"),
@@ -131,6 +131,8 @@ def cmd_repo_set(args: argparse.Namespace) -> None:
         reset.add("require_approval")
     if args.no_checks:
         given["checks"] = []
+    if args.no_union:
+        given["union_merge"] = []
     if check_rules_given(args):  # each named check's own rules: on the checks given, else on the repository's
         checks = given["checks"]
         if checks is None:

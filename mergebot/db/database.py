@@ -18,6 +18,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from mergebot.db.admission import AdmissionStore
 from mergebot.db.agents import AgentStore
 from mergebot.db.attest import AttestStore
 from mergebot.db.base import Sql
@@ -53,6 +54,7 @@ class Database:
         self.pages = PageStore(self.sql)
         self.views = ViewStore(self.sql)
         self.attest = AttestStore(self.sql)
+        self.admission = AdmissionStore(self.sql)
 
     @property
     def url(self) -> str:

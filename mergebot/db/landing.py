@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 
 from mergebot import messages as say
 from mergebot.db.base import Row, Sql, Tx, insert_event, storable
-from mergebot.db.waiter import CANDIDATE, Waiter, read_until
+from mergebot.db.waiter import CANDIDATE, PUSH, Waiter, read_until
 from mergebot.errors import ClaimSuperseded, NotFound
 from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Member, Owner
 from mergebot.models.judgement import Judgement
@@ -162,6 +162,26 @@ class LandingStore:
                                            lambda c: c.status in CANDIDATE_VERDICTS, timeout)
         return cand
 
+    async def commit_candidate(self, *, subtask_id: int, sha: str) -> Candidate | None:
+        """The subtask's newest candidate for the commit ``sha`` (or a prefix of it), if any."""
+        row = await self.sql.one("candidate_of_commit", subtask_id=subtask_id, sha=sha)
+        return Candidate.from_row(row) if row else None
+
+    async def wait_commit(self, *, subtask_id: int, sha: str, timeout: float) -> Candidate | None:
+        """Until the subtask's candidate for exactly ``sha`` reaches a verdict (``CANDIDATE_VERDICTS``) or
+        ``timeout`` passes, waking on the subtask's ``mergebot_push`` announcements (its candidates made or
+        changed), so a wait may begin before the commit's candidate exists. A newer or older push of the subtask
+        never answers it."""
+        cand: Candidate | None = await read_until(
+            self.waiter, PUSH, [subtask_id], lambda: self.commit_candidate(subtask_id=subtask_id, sha=sha),
+            lambda c: c is not None and c.status in CANDIDATE_VERDICTS, timeout)
+        return cand
+
+    async def in_flight(self, subtask_id: int) -> Candidate | None:
+        """The subtask's newest candidate still queued or running (or waiting for main or an approval)."""
+        row = await self.sql.one("candidate_in_flight", subtask_id=subtask_id)
+        return Candidate.from_row(row) if row else None
+
     async def requeue_stuck(self, repo: str) -> list[int]:
         return [r["id"] for r in await self.sql.all("candidates_requeue_stuck", repo=repo)]
 
@@ -216,7 +236,7 @@ class LandingStore:
                     main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"),
                     verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"),
                     tests_changed=list(Judgement.of_record(v).changed) or None,
-                    policy=e.policy)
+                    policy=e.policy, union_merged=list(m.union_merged) or None)
                 try:
                     async with tx.savepoint():  # one member's refusal undoes only it
                         row, freed = await self._land_in(tx, landing, actor_id=None, candidate_id=m.candidate_id,
@@ -258,7 +278,7 @@ class LandingStore:
             main_sha=landing.main_sha, batch_size=landing.batch_size, intent_id=intent_id, candidate_id=candidate_id,
             verifier_cache=Jsonb(landing.verifier_cache) if landing.verifier_cache is not None else None,
             verifier_sandbox=landing.verifier_sandbox, verifier_limits=landing.verifier_limits,
-            tests_changed=landing.tests_changed, policy=landing.policy)
+            tests_changed=landing.tests_changed, policy=landing.policy, union_merged=landing.union_merged)
         if row is None:
             raise ClaimSuperseded(say.nothing_landed(landing.subtask_id, landing.claim_version, landing.candidate_sha),
                                   subtask_id=landing.subtask_id)
@@ -270,9 +290,10 @@ class LandingStore:
             why = await tx.one("subtask_get", id=landing.subtask_id)
             await tx.all("subtask_send_back", reverts=row["reverts"], lease_seconds=self.lease_seconds,
                          reason=(why or {}).get("description") or "")
-        if candidate_id is not None:
+        if candidate_id is not None:  # its verdict names the files merged by union, when there are any
+            merged = {"kind": "landed", "union_merged": landing.union_merged} if landing.union_merged else None
             await tx.all("candidate_finish", id=candidate_id, status="landed", reason=None, base_sha=landing.base_sha,
-                         merged_sha=landing.merged_sha, verifier=None, verdict=None)
+                         merged_sha=landing.merged_sha, verifier=None, verdict=Jsonb(merged) if merged else None)
         return Landed.from_row(row), released
 
     async def roll_back(self, intent: Intent, reason: str) -> None:

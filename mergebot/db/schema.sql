@@ -23,7 +23,7 @@
 --    lease (triggers, so no path can forget);
 --  * waiters are told at once (NOTIFY): mergebot_finished (a subtask landed, failed or was cancelled),
 --    mergebot_ready (work became ready), mergebot_candidate (a candidate's status), mergebot_job (a verify job
---    ended), mergebot_forge (an outbox has work).
+--    ended), mergebot_forge (an outbox has work), mergebot_push (a subtask's candidate made or changed, by subtask).
 -- Errors raised here carry our own codes: MB001 (a transition not allowed), MB002 (events is append-only),
 -- MB003 (a dependency cycle).
 --
@@ -425,6 +425,9 @@ CREATE TABLE repos (
     on_unattested     text NOT NULL DEFAULT 'flag' CHECK (on_unattested IN ('pause', 'flag')),
     audited_head      text CHECK (audited_head ~ '^[0-9a-f]{40}([0-9a-f]{24})?$'),
     unattested        jsonb,
+    -- Union merges (0036): globs of files whose conflicts the bot merges by union, besides the files main's
+    -- .gitattributes mark merge=union.
+    union_merge       text[] NOT NULL DEFAULT '{}' CHECK (cardinality(union_merge) <= 100),
     CONSTRAINT forge_complete CHECK (
         (forge IS NULL) = (forge_repo IS NULL) AND (forge IS NULL) = (forge_api_url IS NULL)
         AND (forge IS NULL) = (forge_git_url IS NULL) AND (forge IS NULL) = (webhook_secret_env IS NULL)
@@ -488,7 +491,9 @@ CREATE TABLE candidates (
     pushed_at     timestamptz,
     merged_at     timestamptz,
     -- What the tamper signal found in its diff.
-    suspicious    jsonb
+    suspicious    jsonb,
+    -- The start tag the fair order gave it when it was first taken (0038; ``fair_accounts``): NULL until then.
+    fair_start    double precision
 );
 CREATE INDEX candidates_queue ON candidates (repo, priority DESC, id) WHERE status = 'queued';
 CREATE INDEX candidates_subtask ON candidates (subtask_id, id);
@@ -526,6 +531,31 @@ END $$;
 
 CREATE TRIGGER candidates_notify AFTER UPDATE OF status ON candidates
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION candidates_notify();
+
+-- The fair order within a priority (0038, ``mergebot.landing.window.fair``): start-time fair queuing of the verifier
+-- among the agents that push, in predicted verifier-seconds. Per repository a virtual clock (the least start tag
+-- waiting when a candidate was last taken) and per agent the finish tag of its last candidate taken (the service it
+-- has had); ``candidates.fair_start`` keeps the start tag each candidate was first taken at.
+CREATE TABLE fair_clocks (
+    repo  text PRIMARY KEY REFERENCES repos (name),
+    vtime double precision NOT NULL DEFAULT 0 CHECK (vtime >= 0)
+);
+CREATE TABLE fair_accounts (
+    repo     text NOT NULL REFERENCES repos (name),
+    owner_id bigint NOT NULL REFERENCES agents (id),
+    served   double precision NOT NULL DEFAULT 0 CHECK (served >= 0),
+    PRIMARY KEY (repo, owner_id)
+);
+-- ... and under their subtask's id, on creation too (0035): a wait keyed on (subtask, head commit) may begin before
+-- that commit's candidate exists (payload "subtask:candidate:status").
+CREATE FUNCTION candidates_notify_push() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mergebot_push', NEW.subtask_id::text || ':' || NEW.id::text || ':' || NEW.status::text);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER candidates_notify_push AFTER INSERT OR UPDATE OF status ON candidates
+    FOR EACH ROW EXECUTE FUNCTION candidates_notify_push();
 
 -- Approvals (0030): a lead's, a reviewer's or an admin's approval of one candidate's exact commit, given with
 -- `mergebot approve`, the API, `@mergebot approve` or an approving review on the forge. It holds for that commit of
@@ -604,6 +634,8 @@ CREATE TABLE landed (
     policy           text CHECK (length(policy) <= 100),
     -- Who approved the landed commit, where the repository required an approval (0030): agents' names.
     approved_by      text[],
+    -- The files whose conflicts its merge resolved by union (0036), by path; NULL: none.
+    union_merged     text[],
     UNIQUE (repo, merged_sha),
     CONSTRAINT landed_once_per_claim UNIQUE (subtask_id, claim_version),
     CONSTRAINT landed_revert_names_its_culprit CHECK ((kind = 'revert') = (reverts IS NOT NULL))
@@ -709,6 +741,11 @@ CREATE INDEX verify_jobs_width ON verify_jobs (created_at) WHERE window_width IS
 CREATE INDEX verify_jobs_parent ON verify_jobs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX verify_jobs_landed ON verify_jobs (landed_id, id) WHERE landed_id IS NOT NULL;
 CREATE INDEX verify_jobs_reverify ON verify_jobs (id) WHERE purpose = 'reverify' AND parent_id IS NULL;
+-- The check's recent durations for a repository (the cost the fair order predicts for a candidate, 0038).
+CREATE INDEX verify_jobs_candidate_runs ON verify_jobs (repo, id)
+    WHERE purpose = 'candidate' AND parent_id IS NULL AND finished_at IS NOT NULL;
+-- A repository's finished runs, newest first (0037): its next run's length and the verifiers' recent capacity.
+CREATE INDEX verify_jobs_repo_finished ON verify_jobs (repo, finished_at DESC) WHERE finished_at IS NOT NULL AND NOT is_group;
 
 -- A re-verification's statement names the job it compared (0034): one statement a job.
 ALTER TABLE attestations ADD COLUMN job_id bigint REFERENCES verify_jobs (id);
@@ -1048,3 +1085,15 @@ BEGIN
 END $$;
 
 CREATE TRIGGER landed_metric AFTER INSERT ON landed FOR EACH ROW EXECUTE FUNCTION landed_metric();
+
+-- Admission control at claim time (0037, mergebot.landing.intake.admission): each lane's (repository's) last
+-- decision, written only when it changes, so every replica answers from the same state and a lane that refuses
+-- admits again only below its low mark (hysteresis); with what it measured then and the claims it refused since.
+CREATE TABLE admission_lanes (
+    repo              text PRIMARY KEY REFERENCES repos (name),
+    admitting         boolean NOT NULL DEFAULT true,
+    changed_at        timestamptz NOT NULL DEFAULT now(),
+    backlog_seconds   float8 NOT NULL DEFAULT 0,
+    threshold_seconds float8 NOT NULL DEFAULT 0,
+    refusals          bigint NOT NULL DEFAULT 0 CHECK (refusals >= 0)
+);

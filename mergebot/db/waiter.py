@@ -1,12 +1,13 @@
 """Waiting for rows to change, with LISTEN/NOTIFY, losing nothing: the one listen-then-drain loop.
 
-Four channels carry an id at the front of their payload: ``mergebot_finished`` (a subtask landed, failed or
+Five channels carry an id at the front of their payload: ``mergebot_finished`` (a subtask landed, failed or
 was cancelled), ``mergebot_candidate`` (a candidate's status changed), ``mergebot_job`` (a verify job finished
-or was cancelled) and ``mergebot_ready`` (a subtask became ready). The triggers that send them are in the
-migrations.
+or was cancelled), ``mergebot_ready`` (a subtask became ready) and ``mergebot_push`` (a candidate of the subtask
+whose id it carries was made or changed status: the waits keyed on a subtask's commit). The triggers that send
+them are in the migrations.
 
 Rules:
-  * One connection LISTENs on all four for the whole process (started by the first wait, or at start-up by
+  * One connection LISTENs on all five for the whole process (started by the first wait, or at start-up by
     ``mergebot serve``) and wakes every wait registered on the announced (channel, id).
   * A wait registers its keys *before* it reads the rows (listen, then drain), so a change that lands between
     the two is caught by one or the other; the rows are the truth, a notification only says "read again".
@@ -41,8 +42,9 @@ FINISHED = "mergebot_finished"
 CANDIDATE = "mergebot_candidate"
 JOB = "mergebot_job"
 READY = "mergebot_ready"
+PUSH = "mergebot_push"
 LISTEN = {FINISHED: "listen_finished", CANDIDATE: "listen_candidate", JOB: "listen_job",
-          READY: "listen_ready"}  # the named queries
+          READY: "listen_ready", PUSH: "listen_push"}  # the named queries
 POLL_WHILE_DOWN = 1.0
 RECONNECT_AFTER = 0.5
 

@@ -2,8 +2,9 @@
 comment (``forge.commands`` says who may give which; this module does it, through the same steps as the API).
 
 A command changes nothing unless it is allowed; either way the answer goes into the comment (never a reply of its
-own). A delivery is handled once (the webhook's delivery id), and each step is idempotent: ``retry`` of a commit
-already queued is that candidate, ``cancel`` of a candidate no longer waiting says so, ``priority`` sets a value.
+own). A delivery is handled once (the webhook's delivery id), and each step is idempotent: ``retry`` (the owner's
+or a lead's) while a commit is queued or running is a no-op that names its candidate, ``cancel`` of a candidate no
+longer waiting says so, ``priority`` sets a value.
 """
 
 from __future__ import annotations
@@ -61,8 +62,13 @@ async def _do(db: Database, root: Path, repo: Repo, cmd: commands.Command, subta
     reason = say.command_by(cmd.name, login)
     if cmd.name == "retry":
         if owner:
-            cand = await prereceive.submit_again(db, root, agent, subtask_id, sub.claim_version)
+            cand, already = await prereceive.submit_again(db, root, agent, subtask_id, sub.claim_version)
+            if already:  # that commit is queued or running: nothing queued or run again
+                return say.already_in_flight(cand.id, cand.status, subtask_id, cand.sha), False
             return say.verifies_again(cand.id, cand.sha), False
+        live = await db.landing.in_flight(subtask_id)
+        if live is not None:  # a lead's retry never cancels or restarts a run in flight
+            return say.already_in_flight(live.id, live.status, subtask_id, live.sha), False
         if sub.status != "failed":
             raise MergebotError(say.retry_not_failed(subtask_id, sub.status))
         await db.subtasks.retry(subtask_id=subtask_id, reason=reason, actor_id=agent.id)

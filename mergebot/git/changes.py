@@ -1,15 +1,16 @@
 """What a change changes, read from git's objects: the paths between two trees, a candidate's own paths and size
 from where it forked off main, its patch id, a file's text at a commit, the largest file a push adds, what a tree
-holds at a path.
+holds at a path, and the conflicting regions of a merge (``conflict_hunks``: the merge is made in memory only).
 
 Read only: nothing here writes an object or moves a ref (``mergebot.git.repo`` does).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pygit2
 from pygit2.enums import DeltaStatus
@@ -154,3 +155,46 @@ def folder_holds(tree: pygit2.Tree, folder: str, wanted: Callable[[str], bool]) 
     except KeyError:
         return False
     return entries.type_str == "tree" and any(wanted(str(e.name)) for e in entries.peel(pygit2.Tree))
+
+
+def conflict_hunks(repo: pygit2.Repository, base: str, candidate: str, *, max_files: int = 10, max_hunks: int = 3,
+                   max_lines: int = 30, only: Sequence[str] | None = None) -> list[dict[str, object]]:
+    """The conflicting regions of a merge, as an agent needs them to resolve it: per path (at most ``max_files``),
+    the first ``max_hunks`` regions between git's conflict markers, each cut at ``max_lines`` lines, and the line
+    of the merged file each starts at (``lines``: where a forge annotates it). A path that conflicts as a whole
+    (deleted on one side, binary) has no hunks, only its path. ``only``: the paths that count (a merge's
+    ``conflicts``: not the files it merged by union)."""
+    index = repo.merge_commits(base, candidate)
+    out: list[dict[str, object]] = []
+    keep = None if only is None else set(only)
+    conflicts = [c for c in index.conflicts or []
+                 if keep is None or next(e.path for e in c if e is not None) in keep]
+    for ancestor, ours, theirs in conflicts[:max_files]:
+        path = next(e.path for e in (ours, theirs, ancestor) if e is not None)
+        hunks: list[tuple[int, str]] = []
+        if ours is not None and theirs is not None:
+            with contextlib.suppress(pygit2.GitError, UnicodeDecodeError, ValueError):
+                text = repo.merge_file_from_index(ancestor, ours, theirs).contents
+                hunks = _marked_regions(text, max_hunks, max_lines)
+        out.append({"path": path, "hunks": [h for _, h in hunks], "lines": [n for n, _ in hunks],
+                    "deleted": "ours" if ours is None else "theirs" if theirs is None else None})
+    return out
+
+
+def _marked_regions(text: str, most: int, max_lines: int) -> list[tuple[int, str]]:
+    regions: list[tuple[int, str]] = []
+    current: list[str] | None = None
+    start = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("<<<<<<<"):
+            current, start = [line], number
+        elif current is not None:
+            current.append(line)
+            if line.startswith(">>>>>>>"):
+                if len(current) > max_lines:
+                    current = [*current[:max_lines - 1], f"... ({len(current) - max_lines + 1} more lines)", line]
+                regions.append((start, "\n".join(current)))
+                current = None
+                if len(regions) >= most:
+                    break
+    return regions

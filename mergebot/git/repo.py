@@ -7,11 +7,13 @@ Rules:
     reference changed since it was read (libgit2 checks the old value). ``force=True`` creation is never used
     on a ref someone else may move.
   * Nothing here ever runs a shell: paths, refs and messages are arguments, never command text.
+  * A conflict is resolved by the bot only by union, only in the files main says so of (``mergebot.git.union``,
+    issue 45). Git's own attribute lookup is kept out of the merge (``attr.tree`` is the empty tree): the bot alone
+    decides, and names every file it merged so (``Merge.union``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -25,12 +27,17 @@ from pathlib import Path
 import pygit2
 
 from mergebot import messages as say
+from mergebot.git import union as union_
 
 # The top-level hooks/ folder, shipped inside the package (mergebot/git/hooks links to it; pyproject's package data
 # puts its files in the wheel): found through the package, so an installed copy has them as an editable one does.
 HOOKS = resources.files("mergebot.git") / "hooks"
 HOOK_NAMES = ("pre-receive", "post-receive")
 APPLIES = ("merge", "fast-forward", "squash")  # the kinds of ``Merge`` that bring something to land
+# Where git merge-tree reads attributes from (git >= 2.42 reads a bare repository's HEAD by default): the empty tree,
+# so no attribute of any tree picks a merge driver behind the bot's back (a value that does not resolve, as this
+# one in a SHA-256 repository, counts as the empty tree too; older git ignores the setting and reads none).
+NO_ATTRIBUTES = "attr.tree=4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
 def bot_signature() -> pygit2.Signature:
@@ -50,6 +57,7 @@ class Merge:
     tree: str | None = None
     conflicts: list[str] = field(default_factory=list)
     candidate: str | None = None  # the commit merged in (its parent in a merge; never an ancestor of a squash)
+    union: list[str] = field(default_factory=list)  # the files whose conflict was merged by union (``git.union``)
 
     @property
     def applies(self) -> bool:
@@ -127,9 +135,12 @@ def head_of(repo: pygit2.Repository, ref: str) -> str | None:
         return None
 
 
-def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str, *, commit: bool = True) -> Merge:
+def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str, *, commit: bool = True,
+               union: union_.Union | None = None) -> Merge:
     """What ``candidate`` becomes on top of ``base``, computed in memory. Nothing is written to any ref.
-    ``commit=False``: only whether it applies (a probe: a clean merge has its tree and no commit).
+    ``commit=False``: only whether it applies (a probe: a clean merge has its tree and no commit). ``union``:
+    the files whose conflict is merged by union (``mergebot.git.union``); a merge that conflicts in those alone
+    applies, and names them (``Merge.union``); one that conflicts elsewhere too is a conflict in the others.
 
     The merged tree comes from ``git merge-tree --write-tree``, which touches only the changed paths (about
     8 ms at any repository size, against 30-130 ms for pygit2's ``write_tree`` on 5,000 files); the commit is
@@ -140,25 +151,41 @@ def merge_onto(repo: pygit2.Repository, base: str, candidate: str, message: str,
     cand = repo[candidate].peel(pygit2.Commit)
     if repo.descendant_of(candidate, base):
         return Merge("fast-forward", candidate, str(cand.tree_id), candidate=candidate)
-    out = subprocess.run(["git", "--git-dir", repo.path, "merge-tree", "--write-tree", "--name-only",
+    out = subprocess.run(["git", "-c", NO_ATTRIBUTES, "--git-dir", repo.path, "merge-tree", "--write-tree", "-z",
                           "--no-messages", base, candidate], capture_output=True, text=True, check=False,
                          env=_git_env())
+    merged: list[str] = []
     if out.returncode in (0, 1) and out.stdout:
-        lines = out.stdout.splitlines()
+        fields = out.stdout.split("\0")
+        tree = pygit2.Oid(hex=fields[0].strip())
         if out.returncode == 1:
-            return Merge("conflict", conflicts=sorted(set(lines[1:])))
-        tree = pygit2.Oid(hex=lines[0].strip())
+            stages: dict[str, union_.Stages] = union_.stages_of(fields[1:])
+            blobs, left = union_.resolve(repo, stages, union)
+            if left or not stages:  # (a conflict git names no file of would still be one)
+                return Merge("conflict", conflicts=left)
+            tree = union_.tree_with(repo, tree, blobs)
+            merged = sorted(blobs)
     else:
         index = repo.merge_commits(base, candidate)
         if index.conflicts is not None:
-            paths = sorted({e.path for entries in index.conflicts for e in entries if e is not None})
-            return Merge("conflict", conflicts=paths)
+            stages = {}
+            for entries in index.conflicts:
+                for n, e in enumerate(entries, 1):
+                    if e is not None:
+                        stages.setdefault(e.path, {})[n] = (int(e.mode), str(e.id))
+            blobs, left = union_.resolve(repo, stages, union)
+            if left:
+                return Merge("conflict", conflicts=left)
+            for path, (mode, blob) in blobs.items():
+                del index.conflicts[path]
+                index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=blob), pygit2.enums.FileMode(mode)))
+            merged = sorted(blobs)
         tree = index.write_tree(repo)
     if not commit:
-        return Merge("merge", None, str(tree), candidate=candidate)
+        return Merge("merge", None, str(tree), candidate=candidate, union=merged)
     bot = bot_signature()
     sha = repo.create_commit(None, bot, bot, message, tree, [pygit2.Oid(hex=base), cand.id])
-    return Merge("merge", str(sha), str(tree), candidate=candidate)
+    return Merge("merge", str(sha), str(tree), candidate=candidate, union=merged)
 
 
 def tree_with_files(repo: pygit2.Repository, tree: str, files: Sequence[tuple[str, bytes]]) -> pygit2.Oid:
@@ -213,7 +240,7 @@ def with_files(repo: pygit2.Repository, base: str, merge: Merge, files: Sequence
     else:
         parents, kind = [pygit2.Oid(hex=base), pygit2.Oid(hex=merge.candidate)], "merge"
     sha = repo.create_commit(None, bot, bot, message, new_tree, parents)
-    return Merge(kind, str(sha), str(new_tree), candidate=merge.candidate)
+    return Merge(kind, str(sha), str(new_tree), candidate=merge.candidate, union=merge.union)
 
 
 def squash(repo: pygit2.Repository, base: str, merge: Merge, message: str) -> Merge:
@@ -226,7 +253,7 @@ def squash(repo: pygit2.Repository, base: str, merge: Merge, message: str) -> Me
         return merge
     bot = bot_signature()
     sha = repo.create_commit(None, tip.author, bot, message, pygit2.Oid(hex=merge.tree), [pygit2.Oid(hex=base)])
-    return Merge("squash", str(sha), merge.tree, candidate=merge.candidate)
+    return Merge("squash", str(sha), merge.tree, candidate=merge.candidate, union=merge.union)
 
 
 def revert_onto(repo: pygit2.Repository, head: str, base: str, landed: str, message: str, ref: str) -> str | None:
@@ -241,45 +268,6 @@ def revert_onto(repo: pygit2.Repository, head: str, base: str, landed: str, mess
     sha = str(repo.create_commit(None, bot, bot, message, index.write_tree(repo), [pygit2.Oid(hex=head)]))
     repo.references.create(ref, sha, force=True)
     return sha
-
-
-def conflict_hunks(repo: pygit2.Repository, base: str, candidate: str, *, max_files: int = 10, max_hunks: int = 3,
-                   max_lines: int = 30) -> list[dict[str, object]]:
-    """The conflicting regions of a merge, as an agent needs them to resolve it: per path (at most ``max_files``),
-    the first ``max_hunks`` regions between git's conflict markers, each cut at ``max_lines`` lines, and the line
-    of the merged file each starts at (``lines``: where a forge annotates it). A path that conflicts as a whole
-    (deleted on one side, binary) has no hunks, only its path."""
-    index = repo.merge_commits(base, candidate)
-    out: list[dict[str, object]] = []
-    for ancestor, ours, theirs in list(index.conflicts or [])[:max_files]:
-        path = next(e.path for e in (ours, theirs, ancestor) if e is not None)
-        hunks: list[tuple[int, str]] = []
-        if ours is not None and theirs is not None:
-            with contextlib.suppress(pygit2.GitError, UnicodeDecodeError, ValueError):
-                text = repo.merge_file_from_index(ancestor, ours, theirs).contents
-                hunks = _marked_regions(text, max_hunks, max_lines)
-        out.append({"path": path, "hunks": [h for _, h in hunks], "lines": [n for n, _ in hunks],
-                    "deleted": "ours" if ours is None else "theirs" if theirs is None else None})
-    return out
-
-
-def _marked_regions(text: str, most: int, max_lines: int) -> list[tuple[int, str]]:
-    regions: list[tuple[int, str]] = []
-    current: list[str] | None = None
-    start = 0
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.startswith("<<<<<<<"):
-            current, start = [line], number
-        elif current is not None:
-            current.append(line)
-            if line.startswith(">>>>>>>"):
-                if len(current) > max_lines:
-                    current = [*current[:max_lines - 1], f"... ({len(current) - max_lines + 1} more lines)", line]
-                regions.append((start, "\n".join(current)))
-                current = None
-                if len(regions) >= most:
-                    break
-    return regions
 
 
 def _git_env() -> dict[str, str]:

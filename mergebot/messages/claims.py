@@ -41,3 +41,53 @@ def job_superseded(job_id: int, claim_version: int, *, status: str, current: int
     """A verifier worker's write (heartbeat, result) on a job whose claim moved on."""
     return (f"job superseded: verify job {job_id} is {status} at claim version {current}; your claim version "
             f"{claim_version} no longer holds it, so your result is refused.")
+
+
+def _secs(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds:.0f} s"
+
+
+def capacity_refused(lanes: list[dict[str, object]], *, retry_after: int, elsewhere: list[str], ready: int,
+                     completed: int | None = None) -> str:
+    """A claim refused for want of verifier capacity (``mergebot.landing.intake.admission``): each full lane's
+    backlog against what it admits, when to try again, and where else work is taken now."""
+    full = "; ".join(
+        f"{lane['lane']} holds about {_secs(float(str(lane['backlog_seconds'])))} of verifier work in "
+        f"{lane['candidates']} candidates, over the {_secs(float(str(lane['threshold_seconds'])))} it admits "
+        f"(its verifiers clear {lane['capacity']} runs at once)" for lane in lanes)
+    done = f"Subtask {completed} was submitted as you asked. " if completed is not None else ""
+    other = (f"or claim for {', '.join(elsewhere)} instead, which admit now (`mergebot start REPO`; {ready} subtasks "
+             "are ready)" if elsewhere else "or work on what you hold meanwhile")
+    return (f"not now: the queue is full ({full}). {done}Claim again in {retry_after} s (a claim with `--wait` "
+            f"waits for you), {other}.")
+
+
+def wip_limit_reached(agent: str, cap: int, holds: list[dict[str, object]], *, completed: int | None = None) -> str:
+    """A claim refused because the agent holds as many subtasks as its cap (MERGEBOT_AGENT_WIP) allows."""
+    def one(h: dict[str, object]) -> str:
+        cands = h.get("candidates") or []
+        cand = f", candidate {', '.join(str(c) for c in cands)}" if isinstance(cands, list) and cands else ""
+        key = f" [{h['key']}]" if h.get("key") else ""
+        return f"subtask {h['id']}{key} ({h['status']}{cand})"
+
+    done = f"Subtask {completed} was submitted as you asked. " if completed is not None else ""
+    return (f"not now: {agent} holds {len(holds)} subtasks, its cap on work in progress is {cap} "
+            f"(MERGEBOT_AGENT_WIP): {'; '.join(one(h) for h in holds[:20])}"
+            f"{' and more' if len(holds) > 20 else ''}. {done}Finish one (push it with `mergebot submit` and let it "
+            "land) or give one back (`mergebot release ID --version V`), then claim again.")
+
+
+def admission_line(lane: dict[str, object]) -> str:
+    """One lane's admission state, for `mergebot status` and the queue page."""
+    state = ("admitting (measurements stale: admits all)" if lane.get("stale") else
+             "admitting" if lane["admitting"] else f"refusing claims (try again in {lane['retry_after']} s)")
+    return (f"{lane['lane']}: {state}; backlog {_secs(float(str(lane['backlog_seconds'])))} in "
+            f"{lane['candidates']} candidates, admits up to {_secs(float(str(lane['threshold_seconds'])))} "
+            f"(again below {_secs(float(str(lane['low_seconds'])))}), verifiers {lane['capacity']} runs at once")
+
+
+ADMISSION_OFF = "admission control is off (MERGEBOT_ADMISSION=off): every claim is admitted"
+
+ADMISSION_HEADING = "admission control (claims per repository's queue):"
+WIP_NEXT = "finish one of the subtasks you hold (push it and let it land) or release one, then claim again"
+CAPACITY_NEXT = "claim again after retry_after seconds (or with wait), or claim for a repository in elsewhere"

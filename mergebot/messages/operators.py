@@ -101,3 +101,22 @@ def commits_stalled(n: int, seconds: float) -> str | None:
 def paused_by(who: str, reason: str | None = None) -> str:
     """The paused repository's reason when an admin paused it (``mergebot pause``, with ``--reason``)."""
     return f"paused by {who}" + (f": {reason}" if reason else "")
+
+
+# -- admission control at claim time (mergebot.landing.intake.admission) -----------------------------------------
+
+
+def admission_stale(lane: str, age: float | None) -> str:
+    """Logged when a lane's measurements are stale, so its claims are admitted unchecked (fail open)."""
+    since = "no run of it has finished yet" if age is None else f"its last run finished {age:.0f} s ago"
+    return (f"admission control admits every claim for {lane} unchecked: {since} and none runs now, so its "
+            "verifiers' capacity is not known; check that verifier workers run (`mergebot status`)")
+
+
+def admission_flipped(lane: str, admitting: bool, backlog: float, threshold: float, low: float) -> str:
+    """Logged when a lane starts or stops refusing claims."""
+    if admitting:
+        return (f"{lane} admits claims again: its backlog of {backlog:.0f} verifier-seconds is under its low mark "
+                f"of {low:.0f}")
+    return (f"{lane} refuses claims now: its backlog of {backlog:.0f} verifier-seconds is over its threshold of "
+            f"{threshold:.0f}; it admits again under {low:.0f}")

@@ -6,7 +6,9 @@ Part of ``mergebot.messages``: its rules hold here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mergebot.messages.refs import subtask_branch
 from mergebot.messages.words import _counted, _short, _shown
@@ -34,8 +36,10 @@ class Rejection:
     paths: tuple[str, ...] = ()
     run: Result | None = None
     retried: bool = True
-    hunks: tuple[dict[str, object], ...] = ()  # a conflict's regions (``mergebot.git.repo.conflict_hunks``)
+    hunks: tuple[dict[str, object], ...] = ()  # a conflict's regions (``mergebot.git.changes.conflict_hunks``)
     judgement: Judgement | None = None  # what the deciding run was judged to be
+    # a conflict: the other candidates in flight that change its conflicting files (``in_flight_record``)
+    in_flight: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def comparison(self) -> Comparison:
@@ -60,7 +64,7 @@ def rejection(r: Rejection) -> str:
 def _rejection(r: Rejection) -> str:
     if r.kind == "conflict":
         return (f"conflicts with {r.target_branch} in: {_shown(r.paths, 10)}. Fetch {r.target_branch}, merge or "
-                "rebase onto it, resolve, and push again.")
+                f"rebase onto it, resolve, and push again.{in_flight_clause(r.in_flight, r.target_branch)}")
     if r.kind == "nothing_to_land":
         return f"nothing to land: {_short(r.sha)} is already on {r.target_branch}."
     assert r.run is not None
@@ -253,3 +257,42 @@ def check_named(run: Result) -> str:
     others = ", ".join(f"{c['name']} {c['outcome']}{'' if c.get('required') else ' (optional)'}"
                        for c in run.checks or [] if c is not failed)
     return f"the required check `{failed['name']}`" + (f" (of the named checks; {others})" if others else "")
+
+
+# -- waiting by commit, and re-queueing what is already in flight (issue 45) -----------------------------------------
+
+
+def already_in_flight(candidate_id: int, status: str, subtask_id: int, sha: str) -> str:
+    """``submit --again``, ``@mergebot retry`` or a lead's retry while that commit is queued or running: nothing
+    is queued again (a babysitter re-queueing once a second costs nothing)."""
+    return (f"already {status}: `{_short(sha)}` is candidate {candidate_id}; nothing was queued again. "
+            f"`mergebot wait {subtask_id} --commit {_short(sha)}` follows it to its verdict.")
+
+
+def no_candidate_for_commit(subtask_id: int, sha: str) -> str:
+    """A wait keyed on (subtask, commit) that knows no candidate of that commit (yet)."""
+    return (f"subtask {subtask_id} has no candidate for `{_short(sha)}` yet: `mergebot submit` pushes it "
+            "(a forge's push is queued when its webhook arrives)")
+
+
+# -- conflicts the bot resolves itself, and the ones it does not (issue 45) ------------------------------------------
+
+
+def in_flight_record(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One other candidate in flight that changes a conflict's files, as the conflict verdict records it
+    (``in_flight``): from a row of ``candidates_touching``."""
+    return {"candidate_id": row["id"], "subtask_id": row["subtask_id"], "owner": row["owner"],
+            "status": row["status"], "paths": list(row["shared"] or [])}
+
+
+def in_flight_clause(others: Sequence[Mapping[str, Any]], target_branch: str) -> str:
+    """What a conflict's sentence adds when other candidates in flight change the same files: which ones, and to
+    wait for them before redoing the work (else it may conflict again when they land)."""
+    if not others:
+        return ""
+    shown = "; ".join(f"candidate {o['candidate_id']} of subtask {o['subtask_id']} by {o['owner']} ({o['status']}: "
+                      f"{_shown([str(p) for p in o.get('paths') or []], 3)})" for o in others[:5])
+    more = f"; and {len(others) - 5} more" if len(others) > 5 else ""
+    return (f" Other candidates in flight change the same files: {shown}{more}. Wait until they have landed or "
+            f"left the queue (`mergebot show SUBTASK` tells), then rebase onto {target_branch} once, or you may "
+            "redo the work again when they land.")

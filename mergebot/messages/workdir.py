@@ -254,7 +254,7 @@ def submit_unfinished(workdir: object, operation: str) -> str:
 
 
 def conflict_path(path: str, lines: Sequence[int], deleted: str | None) -> str:
-    """A conflicting path of a conflict verdict (``mergebot.git.repo.conflict_hunks``): where its hunks start in the
+    """A conflicting path of a conflict verdict (``mergebot.git.changes.conflict_hunks``): where its hunks start in the
     merged file; ``deleted``: ``ours`` (the target branch deleted it) or ``theirs`` (the change did)."""
     where = f" (conflicts from line {', '.join(str(n) for n in lines)})" if lines else ""
     gone = {"ours": ": the target branch deleted it, the change edits it",
@@ -275,3 +275,22 @@ def for_worktree(step: str, *, repo: str, workdir: str, subtask_id: int | None) 
     if subtask_id is not None:
         filled["ID"] = str(subtask_id)
     return _re.sub(r"(?<![\w/-])(REPO|DIR|ID)(?![\w/-])", lambda m: filled.get(m.group(1), m.group(1)), step)
+
+
+# -- ``mergebot wait --commit`` (issue 45) ---------------------------------------------------------------------------
+
+WAIT_COMMIT_ONE_ID = ("`mergebot wait --commit SHA` waits on one subtask: give its ID, or run it in the worktree "
+                      "of your claim (`--dir`)")
+WAIT_NEEDS_WHAT = ("`mergebot wait` needs subtask IDs, or runs in the worktree of your claim (`--dir`) to wait on "
+                   "its HEAD's verdict")
+
+
+def commit_progress(subtask_id: int, sha: str, status: str, candidate_id: int | None) -> str:
+    what = f"candidate {candidate_id}" if candidate_id is not None else "no candidate yet"
+    return f"subtask {subtask_id} at {sha[:12]}: {status} ({what})"
+
+
+def commit_not_decided(timeout: float, subtask_id: int, sha: str, status: str) -> str:
+    """``mergebot wait --commit``'s last line when the commit has no verdict within its wait."""
+    return (f"no verdict on {sha[:12]} within {timeout:g} s: it is {status} "
+            f"(`mergebot wait {subtask_id} --commit {sha[:12]}` again to go on waiting)")

@@ -39,6 +39,7 @@ class Landing:
     verifier_limits: str | None = None  # how its limits were enforced: "cpu=cgroup memory=cgroup disk=tmpfs ..."
     tests_changed: list[str] | None = None  # the existing test functions its change edits
     policy: str | None = None  # how the queue landed it: serial, speculative, batched, risk-aware, left-out
+    union_merged: list[str] | None = None  # the files whose conflicts its merge resolved by union (issue 45)
 
 
 @dataclass(kw_only=True)
@@ -124,6 +125,8 @@ class Repo(FromRow):
     on_unattested: str = "flag"
     audited_head: str | None = None
     unattested: dict[str, Any] | None = None
+    # conflicts the bot merges by union (issue 45): the files these globs name, besides main's .gitattributes' own
+    union_merge: list[str] = field(default_factory=list)
 
     @property
     def main_check(self) -> str:
@@ -219,6 +222,9 @@ class Verdict:
     tests: dict[str, Any] | None = None  # its tests' counts and their comparison with main's (weakened, removed)
     told: dict[str, Any] | None = None  # what its agent was told when it was rejected (message, next, branch), as
     # recorded then; None for a verdict not recorded so (not a rejection, or a rejection from before it was)
+    union_merged: list[str] = field(default_factory=list)  # landed: the files its merge resolved by union
+    in_flight: list[dict[str, Any]] = field(default_factory=list)  # a conflict: the other candidates in flight that
+    # change its conflicting files (candidate_id, subtask_id, owner, status, paths), to wait for before redoing it
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,7 @@ class Member:
     merge_kind: str = "merge"
     outcome: str = ""  # its own verdict when it differs from the landing's: "flaky" (it failed once and passed a
     # retry before main moved on); "" is the landing's
+    union_merged: tuple[str, ...] = ()  # the files whose conflicts its merge resolved by union (issue 45)
 
 
 @dataclass(frozen=True)
@@ -259,22 +266,30 @@ class Evidence:
     outcome: str
     batch: tuple[Member, ...] = ()
     policy: str | None = None  # how the queue landed it (``Landing.policy``)
+    union_merged: tuple[str, ...] = ()  # one candidate's files its merge resolved by union (a batch: its members')
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("subtask_id", "claim_version", "owner_id", "candidate_sha",
                                              "merge_kind", "verifier", "outcome", "policy")}
         if self.batch:
             out["batch"] = [record(m) for m in self.batch]
+        if self.union_merged:
+            out["union_merged"] = list(self.union_merged)
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Evidence:
         """Also reads what intents written before ``outcome`` was a field hold (the verdict was the run's)."""
-        batch = tuple(Member(**{k: v for k, v in m.items() if k in _name_set(Member)}) for m in data.get("batch", ()))
+        batch = tuple(Member(**_member_fields(m)) for m in data.get("batch", ()))
         return cls(subtask_id=data["subtask_id"], claim_version=data["claim_version"], owner_id=data["owner_id"],
                    candidate_sha=data["candidate_sha"], merge_kind=data.get("merge_kind", "merge"),
                    verifier=data["verifier"], outcome=data.get("outcome") or data["verifier"]["outcome"],
-                   batch=batch, policy=data.get("policy"))
+                   batch=batch, policy=data.get("policy"), union_merged=tuple(data.get("union_merged") or ()))
+
+
+def _member_fields(m: dict[str, Any]) -> dict[str, Any]:
+    """A batch member's fields as an intent's evidence holds them (a list in JSON is the member's tuple)."""
+    return {k: tuple(v) if k == "union_merged" else v for k, v in m.items() if k in _name_set(Member)}
 
 
 @dataclass
@@ -305,4 +320,5 @@ class Intent:
         """Every candidate this landing records, in landing order (one, or a batch's)."""
         e = self.evidence
         return e.batch or (Member(self.candidate_id, e.subtask_id, e.claim_version, e.owner_id, e.candidate_sha,
-                                  self.old_sha, self.new_sha, self.tree_sha, e.merge_kind),)
+                                  self.old_sha, self.new_sha, self.tree_sha, e.merge_kind,
+                                  union_merged=e.union_merged),)

@@ -15,6 +15,7 @@ from fastapi.responses import Response
 
 from mergebot.db.database import Database
 from mergebot.landing.context import Context
+from mergebot.landing.intake.admit import Admission
 from mergebot.settings import Settings
 from mergebot.web import session
 from mergebot.web.live import LiveQueue
@@ -41,6 +42,7 @@ class SiteServices(Protocol):
     live_queue: LiveQueue
     sandbox: str  # how this server's checks are confined: bwrap, none (the operator's choice) or refused
     sandbox_problem: str | None  # why the sandbox is not usable here (refused)
+    admission: Admission  # admission control's view of each lane (the queue page shows it)
 
     @property
     def db(self) -> Database: ...

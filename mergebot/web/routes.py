@@ -200,7 +200,10 @@ async def _queue_context(site: Site) -> dict[str, Any]:
     since, until, step = drawn.window("hour", datetime.now(UTC))
     rows = await reader.chart_buckets(since=since, until=until, step=step, repo=None)
     starts = [r["start"] for r in rows]
-    return {"repos": await reader.queue_repos(), "active": await reader.queue_active(),
+    view = await site.admission.view(site.db)
+    admission = {**view, "off": say.ADMISSION_OFF,
+                 "lanes": [{**lane, "line": say.admission_line(lane)} for lane in view["lanes"]]}
+    return {"admission": admission, "repos": await reader.queue_repos(), "active": await reader.queue_active(),
             "waiting": await reader.queue_waiting(PAGE), "parked": await reader.queue_parked(),
             "rejected": await reader.queue_rejected(), "refusals": await reader.push_refusals(),
             "landed": await reader.recently_landed(), "limit": PAGE, "stalled": await _stalled(site),

@@ -38,6 +38,7 @@ from mergebot.tree import parse_tree
 router = APIRouter(prefix="/api/v1/subtasks", tags=["subtasks"], responses=ERROR_RESPONSES)
 
 Status = Annotated[str | None, Query(pattern="^(blocked|ready|running|submitted|landed|failed|cancelled)$")]
+Sha = Annotated[str, Query(pattern="^[0-9a-fA-F]{7,64}$")]
 
 
 def claim_body(sub: Subtask, handoff: list[dict[str, Any]], overlaps: list[dict[str, Any]] | None = None
@@ -93,14 +94,24 @@ async def list_subtasks(agent: Reader, db: DbDep, status: Status = None, group: 
 
 
 @router.post("/claim", summary="Claim the best ready subtask (204 when nothing is ready; with wait=S, held up "
-             "to S seconds until something is)",
+             "to S seconds until something is; 429 with kind capacity or wip_limit when not admitted)",
              responses={204: {"description": "nothing is ready"}})
-async def claim(agent: Claimer, db: DbDep, body: ClaimIn | None = None) -> Any:
+async def claim(agent: Claimer, services: ServicesDep, body: ClaimIn | None = None) -> Any:
+    db = services.db
     complete = body.complete if body else None
+    wait = body.wait if body else 0.0
+    # Admission control and the agent's cap (429, typed: kind capacity or wip_limit); a claim with wait waits.
+    refused, waited = await services.admission.admit(db, agent_id=agent.id, name=agent.name, role=agent.role,
+                                                     repo=body.repo if body else None, wait=wait)
+    if refused is not None:
+        if complete:  # the work it completes is submitted all the same
+            await db.subtasks.submit(agent_id=agent.id, handle=Handle(complete.id, complete.claim_version),
+                                     sha=complete.sha)
+        raise refused.error(complete.id if complete else None)
     sub = await db.subtasks.claim(
         agent_id=agent.id,
         complete=Handle(complete.id, complete.claim_version) if complete else None,
-        sha=complete.sha if complete else None, wait=body.wait if body else 0.0)
+        sha=complete.sha if complete else None, wait=max(0.0, wait - waited))
     if sub is None:
         return Response(status_code=204)
     handoff = await db.subtasks.handoff(sub.id) if sub.claim_version > 1 else []
@@ -117,6 +128,19 @@ async def wait(body: WaitIn, agent: Reader, db: DbDep) -> dict[str, Any]:
 @router.get("/{subtask_id}", summary="One subtask with its owner and dependencies")
 async def get(subtask_id: int, agent: Reader, db: DbDep) -> dict[str, Any]:
     return {"subtask": await told.subtask_record(db, await db.subtasks.get_subtask(subtask_id))}
+
+
+@router.get("/{subtask_id}/verdict", summary="The verdict of one commit of the subtask (`sha`: its head commit, or "
+            "a prefix of 7 or more): that commit's newest candidate with its typed verdict, never a newer or older "
+            "push's (`unknown` while it has none); with wait=S, held until that commit reaches a verdict (landed, "
+            "rejected, superseded, cancelled, parked, awaiting_approval) or S seconds pass (long poll)")
+async def commit_verdict(subtask_id: int, agent: Reader, db: DbDep, sha: Sha,
+                         wait: Annotated[float, Query(ge=0, le=60)] = 0) -> dict[str, Any]:
+    await db.subtasks.get_subtask(subtask_id)  # NotFound for a subtask that does not exist
+    sha = sha.lower()
+    cand = (await db.landing.wait_commit(subtask_id=subtask_id, sha=sha, timeout=wait) if wait > 0
+            else await db.landing.commit_candidate(subtask_id=subtask_id, sha=sha))
+    return await told.commit_record(db, subtask_id, sha, cand)
 
 
 @router.get("/{subtask_id}/events", summary="The subtask's event log")
@@ -164,9 +188,11 @@ async def submit(subtask_id: int, body: SubmitIn, agent: Claimer, db: DbDep) -> 
 @router.post("/{subtask_id}/submit-again", summary="Queue the claim's branch tip once more, without a new commit "
              "(owner, fenced; twice is once)")
 async def submit_again(subtask_id: int, body: FenceIn, agent: Claimer, services: ServicesDep) -> dict[str, Any]:
-    cand = await prereceive.submit_again(services.db, services.root, agent, subtask_id, body.claim_version)
+    cand, already = await prereceive.submit_again(services.db, services.root, agent, subtask_id, body.claim_version)
+    if already:  # that tip is queued or running: nothing queued, judged or run again
+        return await told.already_record(services.db, cand)
     services.queue.poke()
-    return {"candidate": await told.candidate_record(services.db, cand)}
+    return {"candidate": await told.candidate_record(services.db, cand), "already": False}
 
 
 @router.post("/{subtask_id}/notes", status_code=201, summary="Leave a note (fenced when claim_version given)")
@@ -218,8 +244,12 @@ async def get_acceptance(subtask_id: int, agent: Reader, db: DbDep) -> dict[str,
             "probe": acceptance.probe(job, [p for p, _ in files])}
 
 
-@router.post("/{subtask_id}/retry", summary="Give a failed subtask another round (lead or admin)")
+@router.post("/{subtask_id}/retry", summary="Give a failed subtask another round (lead or admin); while a candidate "
+             "of the subtask is queued or running, a no-op that names it (`already`)")
 async def retry(subtask_id: int, body: ReasonIn, agent: Manager, db: DbDep) -> dict[str, Any]:
+    live = await db.landing.in_flight(subtask_id)
+    if live is not None:  # never cancel or restart a run in flight: wait for it
+        return {"subtask": record(await db.subtasks.get_subtask(subtask_id)), **await told.already_record(db, live)}
     return {"subtask": record(await db.subtasks.retry(subtask_id=subtask_id, reason=body.reason, actor_id=agent.id))}
 
 

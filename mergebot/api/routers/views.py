@@ -27,9 +27,10 @@ Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
 @api.get("/summary", summary="Subtasks by status, queue depth per repository, agents holding claims")
-async def summary(agent: Reader, db: DbDep,
+async def summary(agent: Reader, services: ServicesDep,
                   holders: Annotated[int, Query(ge=1, le=1000)] = 20) -> dict[str, Any]:
-    return await db.views.summary(holders=holders)
+    db = services.db
+    return {**await db.views.summary(holders=holders), "admission": await services.admission.view(db)}
 
 
 def _utc(t: datetime | None) -> datetime | None:
@@ -82,7 +83,8 @@ async def tree(agent: Reader, db: DbDep, root: Annotated[int | None, Query(ge=1)
             summary="Prometheus metrics, read from the database at scrape time (a token of any role)",
             responses={200: {"content": {"text/plain": {}}}, 401: {"description": "no or unknown token"}})
 async def metrics(agent: CurrentAgent, services: ServicesDep, request: Request) -> Response:
-    body, content_type = await services.metrics.render(services.db, request.headers.get("accept"))
+    body, content_type = await services.metrics.render(services.db, request.headers.get("accept"),
+                                                       admission=await services.admission.view(services.db))
     return Response(body, media_type=content_type)
 
 

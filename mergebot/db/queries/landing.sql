@@ -16,7 +16,7 @@ WITH land AS (
 INSERT INTO landed (subtask_id, claim_version, owner_id, repo, target_ref, candidate_sha, base_sha,
                     merged_sha, tree_sha, verifier_command, verifier_result, duration_ms, log_digest,
                     main_sha, batch_size, verifier_cache, batch_id, run_id, kind, reverts, verifier_sandbox,
-                    verifier_limits, acceptance, tests_changed, policy, approved_by)
+                    verifier_limits, acceptance, tests_changed, policy, approved_by, union_merged)
 SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(candidate_sha)s,
        %(base_sha)s, %(merged_sha)s, %(tree_sha)s, %(verifier_command)s, %(verifier_result)s,
        %(duration_ms)s, %(log_digest)s, coalesce(%(main_sha)s, %(merged_sha)s), %(batch_size)s,
@@ -34,7 +34,8 @@ SELECT land.id, land.claim_version, land.owner_id, %(repo)s, %(target_ref)s, %(c
        %(tests_changed)s::text[], %(policy)s,
        -- who approved this very commit of the subtask (``approvals``), where the repository asked for it
        (SELECT array_agg(DISTINCT a.name ORDER BY a.name) FROM approvals ap JOIN agents a ON a.id = ap.approver_id
-        WHERE ap.subtask_id = land.id AND ap.sha = %(candidate_sha)s)
+        WHERE ap.subtask_id = land.id AND ap.sha = %(candidate_sha)s),
+       %(union_merged)s::text[]  -- the files whose conflicts its merge resolved by union
 FROM land LEFT JOIN landing_intents i ON i.id = %(intent_id)s::bigint
           LEFT JOIN candidates c ON c.id = %(candidate_id)s::bigint
 RETURNING *;
@@ -157,14 +158,21 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
 -- same owner and claim version, submitted, with this sha). In the same statement every candidate the queue could
 -- take that no longer holds its fence is superseded with the reason why (the rule and its sentences:
 -- ``candidate_unfenced`` with ``words``), so taking reads and writes once, never a fence read in Python and a write after it.
--- Of the fenced ones: highest priority; then one that safer candidates have passed over ``max_passes`` times (the
--- oldest such first, so none is passed over more than that); then the one whose landing unblocks the most subtasks
--- (its blocked dependents); then the redo of a subtask that lost the most conflicts (its earlier pushes rejected
--- because another landing changed the same lines first: without this, a redo queued behind fresher pushes on the
--- same file lost again and again); then, where the repository's queue is risk-aware, the one least likely to fail
--- its check (``failure_risk``; unknown counts as the middle); then arrival. Every older fenced queued candidate of
--- the same priority it goes before counts one more pass. ``exclude``: candidates the window re-plans later
--- (lanes). A candidate whose subtask depends on one that is not landed (a reverted landing) is not taken.
+-- Of the fenced ones the order is ``mergebot.landing.window.fair``'s (its ``take``; tests/test_fair_queue.py holds
+-- the two to one order): highest priority; then one passed over ``max_passes`` times (the oldest such first, so
+-- none is passed over more than that); then the redo of a subtask that lost the most conflicts (its earlier pushes
+-- rejected because another landing changed the same lines first: without this, a redo queued behind fresher pushes
+-- on the same file lost again and again); then the least *tag*: its owner's service so far (``fair_accounts``), no
+-- earlier than the repository's clock (``fair_clocks``), or the tag it was first taken at (``fair_start``), so
+-- agents share the verifier in predicted verifier-seconds instead of one that pushed twenty changes going twenty
+-- times first; then the one whose landing unblocks the most subtasks (its blocked dependents); then, where the
+-- repository's queue is risk-aware, the one least likely to fail its check (``failure_risk``; unknown counts as the
+-- middle); then arrival. Taken for the first time, it charges its owner its predicted cost (the median of the
+-- check's newest candidate runs here, times one plus its failure risk) from its tag, and the clock moves up to the
+-- least tag waiting. Every older fenced queued candidate of the same priority it goes before whose tag is no greater
+-- counts one more pass (one its owner's larger service puts after it is not passed over). ``exclude``: candidates
+-- the window re-plans later (lanes). A candidate whose subtask depends on one that is not landed (a reverted
+-- landing) is not taken.
 -- A waiting reason ("waits for the candidates ahead of it") ends here: it is being verified now. A candidate that
 -- waits for an approval is never taken, but it is superseded here too once it no longer holds its fence (its subtask
 -- released, cancelled or reclaimed), so no approval can land it then and it does not wait forever.
@@ -180,37 +188,67 @@ WITH eligible AS (
     FROM eligible e
     WHERE c.id = e.id AND e.unfenced IS NOT NULL AND c.status IN ('queued', 'awaiting_approval')
     RETURNING c.id
-), pick AS (
-    SELECT q.id, q.priority FROM candidates q JOIN eligible e ON e.id = q.id
+), clock AS (
+    SELECT coalesce((SELECT vtime FROM fair_clocks WHERE repo = %(repo)s), 0) AS vtime,
+           -- the check's predicted duration (``fair.predicted_seconds``)
+           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY r.s)
+                     FROM (SELECT extract(epoch FROM j.finished_at - j.started_at)::float8 AS s FROM verify_jobs j
+                           WHERE j.repo = %(repo)s AND j.purpose = 'candidate' AND j.parent_id IS NULL
+                             AND j.finished_at IS NOT NULL AND j.started_at IS NOT NULL
+                           ORDER BY j.id DESC LIMIT 20) r), 60.0) AS run_s
+), tagged AS (
+    SELECT q.id, q.priority, e.risk_aware, coalesce(q.fair_start, greatest(k.vtime, coalesce(a.served, 0))) AS tag,
+           k.run_s * (1 + coalesce(q.failure_risk::float8, 0.5)) AS cost
+    FROM candidates q JOIN eligible e ON e.id = q.id CROSS JOIN clock k
+    LEFT JOIN fair_accounts a ON a.repo = q.repo AND a.owner_id = q.owner_id
     WHERE e.unfenced IS NULL AND e.queued
+), pick AS (
+    SELECT q.id, q.priority, q.owner_id, q.fair_start, t.tag, t.cost FROM candidates q JOIN tagged t ON t.id = q.id
     ORDER BY q.priority DESC,
              q.passed_over >= %(max_passes)s DESC,
              CASE WHEN q.passed_over >= %(max_passes)s THEN q.id END,
-             (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
-              WHERE d.depends_on_id = q.subtask_id AND b.status = 'blocked') DESC,
              (SELECT count(*) FROM candidates x
               WHERE x.subtask_id = q.subtask_id AND x.id < q.id AND x.status = 'rejected'
                 AND x.verdict->>'kind' = 'conflict') DESC,
-             CASE WHEN e.risk_aware THEN coalesce(q.failure_risk, 0.5) END,
+             t.tag,
+             (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
+              WHERE d.depends_on_id = q.subtask_id AND b.status = 'blocked') DESC,
+             CASE WHEN t.risk_aware THEN coalesce(q.failure_risk, 0.5) END,
              q.id
     LIMIT 1
     FOR UPDATE OF q SKIP LOCKED
 ), passed AS (
     UPDATE candidates o SET passed_over = o.passed_over + 1
-    FROM pick
-    WHERE o.repo = %(repo)s AND o.status = 'queued' AND o.id < pick.id AND o.priority = pick.priority
-      AND NOT (o.id = ANY(%(exclude)s::bigint[]))
-      AND NOT EXISTS (SELECT 1 FROM eligible e WHERE e.id = o.id AND e.unfenced IS NOT NULL)
+    FROM pick, tagged t
+    WHERE t.id = o.id AND o.id < pick.id AND t.priority = pick.priority AND t.tag <= pick.tag
+), charged AS (
+    INSERT INTO fair_accounts AS a (repo, owner_id, served)
+    SELECT %(repo)s, pick.owner_id, pick.tag + pick.cost FROM pick WHERE pick.fair_start IS NULL
+    ON CONFLICT (repo, owner_id) DO UPDATE SET served = EXCLUDED.served
+), ticked AS (
+    INSERT INTO fair_clocks AS f (repo, vtime)
+    SELECT %(repo)s, (SELECT min(t.tag) FROM tagged t) FROM pick
+    ON CONFLICT (repo) DO UPDATE SET vtime = greatest(f.vtime, EXCLUDED.vtime)
 )
-UPDATE candidates c SET status = 'verifying', started_at = now(), reason = NULL
+UPDATE candidates c SET status = 'verifying', started_at = now(), reason = NULL,
+                        fair_start = coalesce(c.fair_start, pick.tag)
 FROM pick WHERE c.id = pick.id
 RETURNING c.*;
 
 -- name: candidates_waiting
--- Queued candidates, in the queue's order, that the window has not yet tried on the current main (``exclude``).
-SELECT c.* FROM candidates c
-WHERE c.repo = %(repo)s AND c.status = 'queued' AND NOT (c.id = ANY(%(exclude)s::bigint[]))
-ORDER BY c.priority DESC, c.id
+-- Queued candidates that the window has not yet tried on the current main (``exclude``), by priority, then in
+-- turns among their owners (each owner's oldest, then each one's second, ...), the least served owner first within a
+-- turn (``candidate_next``'s tag), then arrival: the sweep tries a lone agent's candidate before another agent's
+-- twentieth.
+SELECT w.* FROM (
+    SELECT c.*, row_number() OVER (PARTITION BY c.owner_id, c.priority ORDER BY c.id) AS turn,
+           coalesce(c.fair_start, greatest(coalesce(f.vtime, 0), coalesce(a.served, 0))) AS tag
+    FROM candidates c
+    LEFT JOIN fair_accounts a ON a.repo = c.repo AND a.owner_id = c.owner_id
+    LEFT JOIN fair_clocks f ON f.repo = c.repo
+    WHERE c.repo = %(repo)s AND c.status = 'queued' AND NOT (c.id = ANY(%(exclude)s::bigint[]))
+) w
+ORDER BY w.priority DESC, w.turn, w.tag, w.id
 LIMIT %(limit)s;
 
 -- name: candidate_merged
@@ -388,3 +426,17 @@ ORDER BY ap.id;
 UPDATE candidates SET status = 'queued', reason = %(reason)s, started_at = NULL, finished_at = NULL
 WHERE repo = %(repo)s AND status = 'awaiting_approval'
 RETURNING id;
+
+-- name: candidate_of_commit
+-- The newest candidate of a subtask for one commit (a full sha, or a prefix of one): what a wait keyed on (subtask,
+-- head commit) answers with, never a newer or older push of the same subtask.
+SELECT * FROM candidates
+WHERE subtask_id = %(subtask_id)s AND starts_with(sha, %(sha)s)
+ORDER BY id DESC LIMIT 1;
+
+-- name: candidate_in_flight
+-- The subtask's newest candidate still in the queue or running (waiting for main or a person counts): a retry of
+-- the subtask while it is there is a no-op.
+SELECT * FROM candidates
+WHERE subtask_id = %(subtask_id)s AND status IN ('queued', 'verifying', 'landing', 'parked', 'awaiting_approval')
+ORDER BY id DESC LIMIT 1;

@@ -9,7 +9,7 @@ INSERT INTO repos (name, root_sha, forge, forge_repo, forge_api_url, forge_git_u
                    max_file_bytes, footprint_refuse, cache_paths, cache_key, setup_command, setup_network,
                    post_land_command, sandbox_paths, disk_limit_mb, memory_limit_mb, report, check_config,
                    held_out_command, old_tests, risk_aware, test_paths, suspicious, speculation_window, batch_size,
-                   retry_failed_checks, merge_method, require_approval, checks, on_unattested)
+                   retry_failed_checks, merge_method, require_approval, checks, on_unattested, union_merge)
 VALUES (%(name)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s, %(forge_git_url)s,
         %(webhook_secret_env)s, %(forge_token_env)s, %(github_app_id)s, %(github_app_key_env)s,
         %(github_installation_id)s,
@@ -18,7 +18,7 @@ VALUES (%(name)s, %(root_sha)s, %(forge)s, %(forge_repo)s, %(forge_api_url)s, %(
         %(setup_network)s, %(post_land_command)s, %(sandbox_paths)s, %(disk_limit_mb)s, %(memory_limit_mb)s,
         %(report)s, %(check_config)s, %(held_out_command)s, %(old_tests)s, %(risk_aware)s, %(test_paths)s,
         %(suspicious)s, %(speculation_window)s, %(batch_size)s, %(retry_failed_checks)s, %(merge_method)s,
-        %(require_approval)s::text[], %(checks)s, %(on_unattested)s)
+        %(require_approval)s::text[], %(checks)s, %(on_unattested)s, %(union_merge)s::text[])
 RETURNING *;
 
 -- name: repo_update
@@ -56,7 +56,8 @@ UPDATE repos SET
     require_approval = CASE WHEN 'require_approval' = ANY(%(reset)s::text[]) THEN NULL
                             ELSE coalesce(%(require_approval)s::text[], require_approval) END,
     checks = coalesce(%(checks)s::jsonb, checks),
-    on_unattested = coalesce(%(on_unattested)s::text, on_unattested)
+    on_unattested = coalesce(%(on_unattested)s::text, on_unattested),
+    union_merge = coalesce(%(union_merge)s::text[], union_merge)
 WHERE name = %(name)s
 RETURNING *;
 

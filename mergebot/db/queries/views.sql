@@ -74,19 +74,32 @@ ORDER BY c.repo, c.started_at, c.id
 LIMIT %(limit)s;
 
 -- name: view_queue_waiting
--- What waits, in the order the queue takes it (candidate_next: priority, then how many blocked subtasks its
--- landing releases, then arrival); the ones waiting for an approval (their checks passed) after the queued ones,
--- then parked candidates (main is red).
-SELECT c.id, c.repo, c.subtask_id, c.claim_version, a.name AS owner, c.sha, c.status::text AS status,
-       c.priority, c.reason, c.queued_at, s.title,
-       (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
-        WHERE d.depends_on_id = c.subtask_id AND b.status = 'blocked') AS unblocks
-FROM candidates c
-JOIN agents a ON a.id = c.owner_id
-JOIN subtasks s ON s.id = c.subtask_id
-WHERE c.status IN ('queued', 'parked', 'awaiting_approval')
-  AND (%(repo)s::text IS NULL OR c.repo = %(repo)s::text)
-ORDER BY c.repo, c.status = 'parked', c.status = 'awaiting_approval', c.priority DESC, unblocks DESC, c.id
+-- What waits, in the order the queue takes it (candidate_next: priority, then in fair turns among their owners,
+-- the least served first within a turn, then how many blocked subtasks its landing releases, then arrival: a
+-- projection, as the estimates and the aging may still reorder); the ones waiting for an approval (their checks
+-- passed) after the queued ones, then parked candidates (main is red).
+SELECT w.id, w.repo, w.subtask_id, w.claim_version, w.owner, w.sha, w.status, w.priority, w.reason, w.queued_at,
+       w.title, w.unblocks
+FROM (
+    SELECT v.*, row_number() OVER (PARTITION BY v.repo, v.status, v.owner_id, v.priority
+                                   ORDER BY v.unblocks DESC, v.id) AS turn
+    FROM (
+        SELECT c.id, c.repo, c.subtask_id, c.claim_version, c.owner_id, a.name AS owner, c.sha,
+               c.status::text AS status, c.priority, c.reason, c.queued_at, s.title,
+               (SELECT count(*) FROM subtask_deps d JOIN subtasks b ON b.id = d.subtask_id
+                WHERE d.depends_on_id = c.subtask_id AND b.status = 'blocked') AS unblocks,
+               coalesce(c.fair_start, greatest(coalesce(fc.vtime, 0), coalesce(fa.served, 0))) AS tag
+        FROM candidates c
+        JOIN agents a ON a.id = c.owner_id
+        JOIN subtasks s ON s.id = c.subtask_id
+        LEFT JOIN fair_accounts fa ON fa.repo = c.repo AND fa.owner_id = c.owner_id
+        LEFT JOIN fair_clocks fc ON fc.repo = c.repo
+        WHERE c.status IN ('queued', 'parked', 'awaiting_approval')
+          AND (%(repo)s::text IS NULL OR c.repo = %(repo)s::text)
+    ) v
+) w
+ORDER BY w.repo, w.status = 'parked', w.status = 'awaiting_approval', w.priority DESC, w.turn, w.tag, w.unblocks DESC,
+         w.id
 LIMIT %(limit)s;
 
 -- name: view_verify_jobs

@@ -16,3 +16,8 @@ LISTEN mergebot_job;
 -- name: listen_ready
 -- A subtask became ready (payload: its id, migration 0009): claims waiting for work try again.
 LISTEN mergebot_ready;
+
+-- name: listen_push
+-- A subtask's candidate was made or changed status (payload: "subtask:candidate:status", migration 0035): a wait
+-- keyed on (subtask, head commit) reads again.
+LISTEN mergebot_push;

@@ -19,6 +19,8 @@ import pygit2
 from mergebot.db.database import Database
 from mergebot.git import changes
 from mergebot.git import repo as git
+from mergebot.git.union import Union
+from mergebot.landing.main.land import union_of
 from mergebot.models import Repo
 
 
@@ -34,17 +36,19 @@ class Forecast:
         return not (self.conflicts_with_main or self.candidates or self.running)
 
 
-def _merges(path: Path, main: str, sha: str, others: list[str]) -> tuple[list[str], list[bool]]:
-    """The change's conflicts with main, and whether it conflicts with each of ``others`` (blocking)."""
+def _merges(path: Path, main: str, sha: str, others: list[str],
+            union: Union) -> tuple[list[str], list[bool]]:
+    """The change's conflicts with main, and whether it conflicts with each of ``others`` (blocking); a conflict
+    the queue would merge by union (``union``) is none."""
     bare = git.open_repo(path)
     try:
-        on_main = git.merge_onto(bare, main, sha, "", commit=False)
+        on_main = git.merge_onto(bare, main, sha, "", commit=False, union=union)
     except (pygit2.GitError, KeyError, ValueError):
         on_main = git.Merge("unknown")
     with_others = []
     for other in others:
         try:
-            with_others.append(git.merge_onto(bare, other, sha, "", commit=False).kind == "conflict")
+            with_others.append(git.merge_onto(bare, other, sha, "", commit=False, union=union).kind == "conflict")
         except (pygit2.GitError, KeyError, ValueError):
             with_others.append(False)
     return (on_main.conflicts if on_main.kind == "conflict" else []), with_others
@@ -79,7 +83,8 @@ async def forecast(db: Database, path: Path, repo: Repo, subtask_id: int, *, sha
     out.running = [{"subtask_id": r["id"], "title": r["title"], "owner": r["owner"], "footprint": r["paths"]}
                    for r in await db.subtasks.overlapping(subtask_id, mine) if r["status"] == "running"]
     if main is not None and sha is not None:
-        conflicts, with_others = await asyncio.to_thread(_merges, path, main, sha, [c["sha"] for c in out.candidates])
+        conflicts, with_others = await asyncio.to_thread(_merges, path, main, sha, [c["sha"] for c in out.candidates],
+                                                         union_of(repo))
         out.conflicts_with_main = conflicts
         for c, conflict in zip(out.candidates, with_others, strict=True):
             c["conflicts"] = conflict

@@ -334,9 +334,12 @@ async def _forecast_lines(db: Database, path: Path, repo: Repo, cand: Candidate)
         return []
 
 
-async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int, claim_version: int) -> Candidate:
+async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int,
+                       claim_version: int) -> tuple[Candidate, bool]:
     """Queue the claim's branch tip once more, without a new push (after a flaky failure, or when main moved):
-    judged again by the push rules, and idempotent (a tip already queued or in flight is that candidate)."""
+    judged again by the push rules, and idempotent: a tip already queued or in flight is that candidate, and
+    nothing is queued, judged or run again for it (``True``: it was already there). Twenty babysitters
+    re-queueing the same tip at once still make one candidate (``enqueue`` locks the subtask first)."""
     sub = await db.subtasks.get_subtask(subtask_id)
     if sub.owner_id != agent.id or sub.claim_version != claim_version or sub.status not in ("running", "submitted"):
         raise await db.subtasks.superseded(subtask_id, claim_version)
@@ -352,9 +355,9 @@ async def submit_again(db: Database, root: Path, agent: Agent, subtask_id: int, 
         raise Invalid(f"{ref} does not exist yet: `mergebot submit` pushes your work to it", field="subtask")
     live = await db.landing.live_candidate(subtask_id=subtask_id, claim_version=claim_version, sha=tip)
     if live is not None and live.status != "landed":
-        return live
+        return live, True
     update = RefUpdate(tip, tip, ref)
     judged = await judge_push(db, repo, path, agent, None, [update])
     if not judged.ok:
         raise Forbidden(judged.message, verdicts=[record(v) for v in judged.verdicts])
-    return (await accept_push(db, repo, agent, [update], path))[0]
+    return (await accept_push(db, repo, agent, [update], path))[0], False

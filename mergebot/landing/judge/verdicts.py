@@ -100,7 +100,8 @@ def for_candidate(cand: Candidate, sub: Now | None, target_branch: str) -> Verdi
                     outside_footprint=list(cand.outside_footprint or []), suspicious=list(cand.suspicious or []),
                     log_tail=(run.get("log_tail") or run.get("log_head") or "")[-4000:] if kind in _WITH_LOG else "",
                     sandbox=run.get("sandbox") or None, limits=(run.get("limits") or {}).get("enforced"),
-                    tests=tests_facts(run), told=facts.get("told") if isinstance(facts.get("told"), dict) else None)
+                    tests=tests_facts(run), told=facts.get("told") if isinstance(facts.get("told"), dict) else None,
+                    union_merged=list(facts.get("union_merged") or []), in_flight=list(facts.get("in_flight") or []))
 
 
 def told(kind: str, message: str, sub: Now | None, subtask_id: int, claim_version: int,

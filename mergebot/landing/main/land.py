@@ -32,6 +32,7 @@ from mergebot.db.database import Database
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import changes
 from mergebot.git import repo as git
+from mergebot.git.union import Union
 from mergebot.landing.context import Context, crash_point
 from mergebot.landing.judge import verdicts
 from mergebot.landing.judge.evidence import flaky_runs, verdict_json
@@ -64,6 +65,14 @@ async def take(ctx: Context, repo: Repo, exclude: list[int] | None = None) -> Ca
     return await ctx.db.landing.next_candidate(repo.name, exclude, max_passes=ctx.max_passes)
 
 
+def union_of(repo: Repo) -> Union:
+    """The conflicts the bot merges by union in ``repo``'s merges (issue 45): in the files main's ``.gitattributes``
+    mark ``merge=union`` (read from main's ref when a merge conflicts, whatever the base it merges onto) and the
+    files its ``--union`` globs name. Every merge that decides whether a candidate applies takes it, so a probe and
+    the landing agree."""
+    return Union(repo.target_ref, tuple(repo.union_merge or ()))
+
+
 async def merge_onto(db: Database, target: Target, cand: Candidate, base: str) -> git.Merge:
     """The candidate merged onto ``base`` in memory; with its subtask's acceptance tests written into the merge
     at their paths, over whatever the candidate has there (so the commit that is verified, and lands, has them).
@@ -79,7 +88,7 @@ async def merge_onto(db: Database, target: Target, cand: Candidate, base: str) -
 
     def merged() -> git.Merge:
         bare = git.open_repo(target.path)
-        merge = git.merge_onto(bare, base, cand.sha, message)
+        merge = git.merge_onto(bare, base, cand.sha, message, union=union_of(target.repo))
         if accept and merge.kind in ("merge", "fast-forward"):
             merge = git.with_files(bare, base, merge, accept, say.with_acceptance(message, paths))
         if squash and merge.applies:
@@ -125,7 +134,8 @@ async def reject(db: Database, cand: Candidate, r: say.Rejection, *, base_sha: s
     await db.landing.finish_candidate(cand.id, "rejected", reason, base_sha=base_sha, merged_sha=r.merged_sha,
                                       verifier=verifier, verdict=verdicts.recorded(
                                           r.kind, paths=list(r.paths[:100]), hunks=[dict(h) for h in r.hunks],
-                                          failing_tests=failing, told=told))
+                                          failing_tests=failing, told=told,
+                                          **({"in_flight": [dict(o) for o in r.in_flight]} if r.in_flight else {})))
     log.info("rejected candidate %s of subtask %s: %s%s", cand.id, cand.subtask_id, r.kind,
              f" in {', '.join(r.paths[:5])}" if r.paths else "",
              extra={"candidate": cand.id, "subtask": cand.subtask_id, "kind": r.kind})
@@ -137,16 +147,22 @@ async def reject(db: Database, cand: Candidate, r: say.Rejection, *, base_sha: s
 
 async def reject_unmergeable(db: Database, target: Target, repo: Repo, cand: Candidate, merge: git.Merge,
                              main: str) -> bool:
-    """Reject a candidate whose merge onto main is a conflict or brings nothing; True if it was."""
+    """Reject a candidate whose merge onto main is a conflict or brings nothing; True if it was. A conflict names
+    the other candidates in flight that change its conflicting files (``candidates_touching``): its agent waits for
+    them before it redoes its work."""
     if merge.kind not in ("conflict", "up-to-date"):
         return False
     kind = "conflict" if merge.kind == "conflict" else "nothing_to_land"
     hunks: list[dict[str, object]] = []
+    others: list[dict[str, Any]] = []
     if merge.kind == "conflict":
         with contextlib.suppress(pygit2.GitError, KeyError, ValueError):  # the paths are the verdict; hunks help
-            hunks = await asyncio.to_thread(lambda: git.conflict_hunks(git.open_repo(target.path), main, cand.sha))
+            hunks = await asyncio.to_thread(lambda: changes.conflict_hunks(git.open_repo(target.path), main, cand.sha,
+                                                                       only=merge.conflicts))
+        others = [say.in_flight_record(r) for r in await db.landing.touching(
+            repo=repo.name, subtask_id=cand.subtask_id, paths=list(merge.conflicts))]
     await reject(db, cand, say.Rejection(kind, repo.target_branch, cand.sha, paths=tuple(merge.conflicts),
-                                         hunks=tuple(hunks)), base_sha=main)
+                                         hunks=tuple(hunks), in_flight=tuple(others)), base_sha=main)
     return True
 
 
@@ -169,9 +185,9 @@ async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: 
     if await gate(ctx.db, target, [Slot(cand, main, merge)], verdict):
         return None
     evidence = Evidence(cand.subtask_id, cand.claim_version, cand.owner_id, cand.sha, merge.kind, verdict, outcome,
-                        policy=policy)
+                        policy=policy, union_merged=tuple(merge.union))
     member = Member(cand.id, cand.subtask_id, cand.claim_version, cand.owner_id, cand.sha, main, merge.sha,
-                    merge.tree, merge.kind)
+                    merge.tree, merge.kind, union_merged=tuple(merge.union))
     signed = await provenance.statements(ctx, target.repo, [member], moved_to=merge.sha, run=run, outcome=outcome,
                                          policy=policy)
     intent = await ctx.db.landing.begin_landing(cand=cand, target_ref=target.repo.target_ref, old_sha=main,
@@ -221,7 +237,7 @@ async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: s
     assert last.merge.sha is not None and last.merge.tree is not None
     members = tuple(Member(s.cand.id, s.cand.subtask_id, s.cand.claim_version, s.cand.owner_id, s.cand.sha, s.base,
                            s.merge.sha or "", s.merge.tree or "", s.merge.kind,
-                           "flaky" if flaky_runs(s.cand) is not None else "") for s in unit)
+                           "flaky" if flaky_runs(s.cand) is not None else "", tuple(s.merge.union)) for s in unit)
     evidence = Evidence(last.cand.subtask_id, last.cand.claim_version, last.cand.owner_id, last.cand.sha,
                         last.merge.kind, verdict_json(run, "pass", {}), "pass", members, policy)
     signed = await provenance.statements(ctx, target.repo, members, moved_to=last.merge.sha, run=run, outcome="pass",

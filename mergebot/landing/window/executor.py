@@ -360,7 +360,8 @@ class Speculator:
         try:
             if base != main:
                 on_main = await asyncio.to_thread(lambda: git.merge_onto(git.open_repo(target.path), main, cand.sha,
-                                                                         "", commit=False))
+                                                                         "", commit=False,
+                                                                         union=landing.union_of(repo)))
                 if on_main.kind not in ("conflict", "up-to-date"):
                     await self._defer(window, cand, say.WAITS_FOR_AHEAD)
                     return

@@ -16,6 +16,7 @@ import pygit2
 from mergebot.db.database import Database
 from mergebot.git import changes
 from mergebot.git import repo as git
+from mergebot.git.union import Union
 from mergebot.landing.main import land as landing
 from mergebot.landing.target import Target
 from mergebot.landing.window.chain import Window
@@ -26,10 +27,10 @@ SWEEP_SECONDS = 0.25  # and for about this long: the step goes back to its runs'
 TRIED_MAX = 10_000  # candidates remembered as applying on main; past it the memory starts again
 
 
-def _probe(path: Path, main: str, sha: str) -> tuple[git.Merge, frozenset[str]]:
+def _probe(path: Path, main: str, sha: str, union: Union) -> tuple[git.Merge, frozenset[str]]:
     """Whether ``sha`` applies on ``main`` (no commit written), and the paths it changes on its own."""
     bare = git.open_repo(path)
-    probe = git.merge_onto(bare, main, sha, "", commit=False)
+    probe = git.merge_onto(bare, main, sha, "", commit=False, union=union)
     applies = probe.applies
     return probe, frozenset(changes.own_paths(bare, main, sha)) if applies else frozenset()
 
@@ -58,7 +59,7 @@ async def sweep(db: Database, repo: Repo, window: Window, target: Target, main: 
         if loop.time() > until:
             break
         try:
-            probe, paths = await asyncio.to_thread(_probe, path, main, cand.sha)
+            probe, paths = await asyncio.to_thread(_probe, path, main, cand.sha, landing.union_of(repo))
         except (pygit2.GitError, KeyError, ValueError):  # not here (yet): its turn will tell
             window.tried[cand.id] = frozenset()
             continue

@@ -1,0 +1,43 @@
+"""Admission control at claim time and each agent's cap on work in progress, as the database keeps them: each lane's
+measurements and last state (``admission_lanes``), the refusals counted for ``/metrics``, what an agent holds. The
+decisions are ``mergebot.landing.intake.admission``'s; ``mergebot.landing.intake.admit`` carries them out."""
+
+from __future__ import annotations
+
+from mergebot.db.base import Row, Sql
+
+
+class AdmissionStore:
+    def __init__(self, sql: Sql) -> None:
+        self.sql = sql
+
+    async def measure(self, *, runs: int, window: float) -> list[Row]:
+        """Each lane's measurements and last state (``admission_measure``)."""
+        return await self.sql.all("admission_measure", runs=runs, window=window)
+
+    async def flip(self, *, repo: str, admitting: bool, backlog: float, threshold: float) -> bool:
+        """Record a lane's new state; True when it changed here (another replica may have been first)."""
+        return await self.sql.one("admission_flip", repo=repo, admitting=admitting, backlog=backlog,
+                                  threshold=threshold) is not None
+
+    async def refused(self, repo: str) -> None:
+        await self.sql.one("admission_refused", repo=repo)
+
+    async def refusals(self) -> dict[str, int]:
+        """Claims each lane refused for want of capacity, ever."""
+        return {r["repo"]: int(r["refusals"]) for r in await self.sql.all("admission_refusals")}
+
+    async def wip_refused(self) -> None:
+        await self.sql.one("wip_refused")
+
+    async def wip_refusals(self) -> int:
+        row = await self.sql.one("wip_refusals")
+        return int(row["n"]) if row else 0
+
+    async def holds(self, agent_id: int, *, limit: int = 1000) -> list[Row]:
+        """The subtasks the agent owns, running or submitted, each with its live candidates' ids."""
+        return await self.sql.all("agent_holds", agent_id=agent_id, limit=limit)
+
+    async def ready_count(self) -> int:
+        row = await self.sql.one("subtasks_ready_count")
+        return int(row["n"]) if row else 0

@@ -1,0 +1,149 @@
+"""Admission control at claim time, and each agent's cap on work in progress: the decisions, without I/O.
+
+A claim hands an agent work that will come back as a candidate for the verifiers. When a lane already holds more
+work than its verifiers clear in a while, a claim there only makes a deeper queue (and claims that lapse while
+their agents wait on it), so the claim is answered "not now, here is when, and here is where else" instead.
+``mergebot.landing.intake.admit`` gathers the measurements and carries out what this module decides.
+
+The lane. A lane is a repository: subtasks carry no repository, so a claim falls in the lane its claimer names
+(``mergebot start REPO``, the claim's ``repo``); a claim that names none could become work for any lane, and is
+refused only when every lane refuses it. (The speculation window's footprint lanes live in the leader's memory, not
+where a claim on another replica could read them cheaply.)
+
+The measurements, per lane (``Lane``; ``admission_measure`` in ``mergebot/db/queries/subtasks.sql``):
+  * ``run_seconds`` (d): the predicted verifier-seconds of one candidate, the median over the repository's last
+    ``RUNS`` finished candidate runs (a run of named checks counts its children's seconds together);
+  * ``per_run`` (k): the candidates one such run clears, measured: the candidates that left the queue (landed or
+    rejected) since the first of those runs started, over the number of runs, at least 1 (a batch's run clears
+    several; a failed one none);
+  * the backlog B = d / k x the sum over the lane's queued and in-flight candidates (queued, verifying, landing)
+    of (1 + its failure risk): the risk model's estimate (``mergebot.landing.intake.risk``), since a failed check
+    runs once more by default, so a candidate costs 1 + p runs;
+  * ``slots`` (C): the verifiers' measured capacity, in runs at once: the most verify runs that were going at the
+    same instant over the last ``WINDOW`` seconds, of every repository (the workers are shared). Measured, never
+    configured; when the verifiers are busy, which is when it matters, it is what they carry;
+  * ``last_run_age``: seconds since the lane's last run finished (0 while one runs).
+
+The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, default 2):
+  1. Stale measurements admit: no run of the lane finished within ``stale_after(d)`` seconds and none runs now, or
+     no run ever finished, or no capacity was seen. A warning is logged by the caller; the fleet is never stuck
+     behind a number nobody measures any more.
+  2. One window of work is what the speculation window verifies in one round: its width w (the repository's
+     window, or C when it is automatic) times d verifier-seconds. The threshold is T = f x w x d: with the default,
+     the lane refuses once it holds more than two full windows of work.
+  3. Hysteresis: a lane that admits refuses once B > T; a lane that refuses admits again only once B < L, the low
+     mark L = ``LOW`` x T. Within [L, T] it keeps its last state, so it does not flap.
+  4. A refusal says when to try again: the time the verifiers, at C verifier-seconds a second, take to bring B down
+     to L, within [``RETRY_MIN``, ``RETRY_MAX``] seconds, whole.
+The last state lives in the database (``admission_lanes``, migration 0037), written only when it changes, so
+every replica answers from the same state.
+
+The cap (``caps``, ``cap_for``): an agent holds the subtasks it owns, running (claimed) or submitted (a candidate
+queued or in flight). ``MERGEBOT_AGENT_WIP`` is ``KEY=N`` pairs, comma-separated: a key that names a role sets
+that role's cap, any other key names an agent, whose own cap wins over its role's; N = 0 is no cap. A claim that
+would hold more is refused. A push never adds to what its agent holds (the claim it finishes is counted already),
+so pushes are never refused for the cap: they are how an agent gets under it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+ROLES = frozenset({"admin", "lead", "agent", "verifier", "reviewer"})
+RUNS = 40  # finished candidate runs of a repository its run length is the median of
+WINDOW = 300.0  # seconds over which the verifiers' capacity (runs at once) is measured
+LOW = 0.75  # the low mark, as a share of the threshold: a refusing lane admits again below it
+STALE_MIN = 300.0  # a lane whose last run finished longer ago than this (or STALE_RUNS runs' time) is stale
+STALE_RUNS = 3.0
+RETRY_MIN = 1
+RETRY_MAX = 300
+
+
+@dataclass(frozen=True)
+class Lane:
+    """What was measured of one lane (see the module's rules)."""
+
+    repo: str
+    candidates: int  # queued and in-flight candidates
+    weight: float  # the sum of (1 + failure risk) over them
+    run_seconds: float | None  # d; None: no run of this repository finished yet
+    slots: int  # C, runs at once (shared by every lane)
+    last_run_age: float | None  # seconds since its last run finished; 0 while one runs; None: never
+    window: int = 0  # the repository's speculation window (0: as wide as the slots)
+    admitting: bool = True  # its last state
+    per_run: float = 1.0  # k, candidates cleared per run
+
+
+@dataclass(frozen=True)
+class Decision:
+    repo: str
+    admit: bool
+    stale: bool
+    backlog_seconds: float
+    threshold_seconds: float
+    low_seconds: float
+    capacity: int  # slots
+    candidates: int
+    retry_after: int  # seconds; 0 when admitted
+
+    def as_json(self) -> dict[str, object]:
+        return {"lane": self.repo, "admitting": self.admit, "stale": self.stale,
+                "backlog_seconds": round(self.backlog_seconds, 1), "candidates": self.candidates,
+                "threshold_seconds": round(self.threshold_seconds, 1), "low_seconds": round(self.low_seconds, 1),
+                "capacity": self.capacity, "retry_after": self.retry_after}
+
+
+def stale_after(run_seconds: float | None) -> float:
+    """How long after its last run a lane's measurements are stale: ``STALE_RUNS`` runs' time, at least
+    ``STALE_MIN`` seconds."""
+    return max(STALE_MIN, STALE_RUNS * (run_seconds or 0.0))
+
+
+def is_stale(lane: Lane) -> bool:
+    return (lane.run_seconds is None or lane.run_seconds <= 0 or lane.slots < 1 or lane.last_run_age is None
+            or lane.last_run_age > stale_after(lane.run_seconds))
+
+
+def decide(lane: Lane, *, factor: float) -> Decision:
+    """Admit or refuse a claim in ``lane`` (rules 1-4 of the module)."""
+    d = lane.run_seconds or 0.0
+    backlog = lane.weight * d / max(1.0, lane.per_run)
+    width = lane.window if lane.window > 0 else max(1, lane.slots)
+    threshold = factor * width * d
+    low = LOW * threshold
+    if is_stale(lane):
+        return Decision(lane.repo, True, True, backlog, threshold, low, lane.slots, lane.candidates, 0)
+    admit = backlog <= threshold if lane.admitting else backlog < low
+    retry = 0
+    if not admit:
+        drain = (backlog - low) / max(1, lane.slots)
+        retry = min(RETRY_MAX, max(RETRY_MIN, math.ceil(drain)))
+    return Decision(lane.repo, admit, False, backlog, threshold, low, lane.slots, lane.candidates, retry)
+
+
+# -- the cap on work in progress ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Caps:
+    roles: dict[str, int]
+    agents: dict[str, int]
+
+
+def caps(spec: str) -> Caps:
+    """``MERGEBOT_AGENT_WIP`` read: "agent=4,lead=8,ann=2" (the settings' pattern has checked its shape)."""
+    roles: dict[str, int] = {}
+    agents: dict[str, int] = {}
+    for part in spec.split(","):
+        if not part.strip():
+            continue
+        key, _, value = part.partition("=")
+        key = key.strip()
+        (roles if key in ROLES else agents)[key] = int(value.strip())
+    return Caps(roles, agents)
+
+
+def cap_for(c: Caps, *, name: str, role: str) -> int | None:
+    """The agent's cap: its own, else its role's; None when it has none (not set, or 0)."""
+    n = c.agents.get(name, c.roles.get(role, 0))
+    return n if n > 0 else None

@@ -1,0 +1,147 @@
+"""Admission control and caps on work in progress, carried out: measure, ask ``admission``, answer the claim.
+
+Rules (what to decide is ``mergebot.landing.intake.admission``'s; this module gathers and records):
+  * Each replica measures the lanes at most once per ``MERGEBOT_ADMISSION_CACHE_SECONDS`` (one query,
+    ``admission_measure``) and decides for every lane; a lane whose decision differs from its recorded state is
+    written (``admission_flip``: only the change is written, and logged), so every replica continues from it.
+  * A stale lane admits, with a warning logged at most once a minute per lane.
+  * A claim is checked against its agent's cap first (``MERGEBOT_AGENT_WIP``: never waited out, since only the
+    agent can free it), then against capacity; a claim with ``wait`` polls capacity until it is admitted or its
+    wait ends, then answers with the refusal. Each refusal is counted where ``/metrics`` reads it.
+  * ``MERGEBOT_ADMISSION=off`` admits every claim without measuring (the cap still holds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from mergebot import messages as say
+from mergebot.db.database import Database
+from mergebot.errors import Capacity, Refused, WipLimit
+from mergebot.landing.intake.admission import RUNS, WINDOW, Decision, Lane, cap_for, caps, decide
+from mergebot.settings import Settings
+
+log = logging.getLogger(__name__)
+
+POLL = 2.0  # a waiting claim looks again at least this often
+WARN_EVERY = 60.0  # seconds between two warnings of one stale lane
+
+
+@dataclass
+class Refusal:
+    """A claim not admitted: ``error`` words it (``completed``: a subtask the same request submitted)."""
+
+    kind: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def error(self, completed: int | None = None) -> Refused:
+        f = self.facts
+        extra = {"completed": completed} if completed is not None else {}
+        if self.kind == "wip_limit":
+            return WipLimit(say.wip_limit_reached(f["agent"], f["cap"], f["holds"], completed=completed),
+                            **f, **extra)
+        return Capacity(say.capacity_refused(f["lanes"], retry_after=f["retry_after"],
+                                             elsewhere=[e["lane"] for e in f["elsewhere"]], ready=f["ready"],
+                                             completed=completed), **f, **extra)
+
+
+class Admission:
+    def __init__(self, settings: Settings) -> None:
+        self.on = settings.admission == "on"
+        self.factor = settings.admission_factor
+        self.ttl = settings.admission_cache_seconds
+        self.caps = caps(settings.agent_wip)
+        self._cache: tuple[float, list[Decision]] | None = None
+        self._warned: dict[str, float] = {}
+
+    async def decisions(self, db: Database, *, record: bool = True) -> list[Decision]:
+        """Every lane's decision now (measured at most once per ``ttl``), its state recorded when it changed; a
+        read view asks without ``record``, and writes nothing."""
+        now = time.monotonic()
+        if self._cache is not None and now - self._cache[0] < self.ttl:
+            return self._cache[1]
+        out = []
+        for r in await db.admission.measure(runs=RUNS, window=WINDOW):
+            lane = Lane(repo=r["repo"], candidates=r["candidates"], weight=r["weight"], run_seconds=r["run_seconds"],
+                        slots=r["slots"], last_run_age=r["last_run_age"], window=r["speculation_window"],
+                        admitting=r["admitting"], per_run=r["cleared"] / r["runs"] if r["runs"] else 1.0)
+            d = decide(lane, factor=self.factor)
+            if not record:
+                out.append(d)
+                continue
+            if d.stale and lane.candidates and now - self._warned.get(lane.repo, -WARN_EVERY) >= WARN_EVERY:
+                self._warned[lane.repo] = now
+                log.warning(say.admission_stale(lane.repo, lane.last_run_age), extra={"kind": "admission_stale"})
+            if d.admit != lane.admitting and await db.admission.flip(
+                    repo=lane.repo, admitting=d.admit, backlog=d.backlog_seconds, threshold=d.threshold_seconds):
+                log.info(say.admission_flipped(lane.repo, d.admit, d.backlog_seconds, d.threshold_seconds,
+                                               d.low_seconds), extra={"kind": "admission"})
+            out.append(d)
+        if record:
+            self._cache = (now, out)
+        return out
+
+    async def view(self, db: Database) -> dict[str, Any]:
+        """What the status, the queue page and ``/metrics`` show: each lane's decision, the refusals counted."""
+        lanes = await self.decisions(db, record=False)
+        refusals = await db.admission.refusals()
+        return {"on": self.on, "factor": self.factor,
+                "lanes": [{**d.as_json(), "admitting": d.admit or not self.on, "refusals": refusals.get(d.repo, 0)}
+                          for d in lanes],
+                "wip_refusals": await db.admission.wip_refusals()}
+
+    async def wip(self, db: Database, *, agent_id: int, name: str, role: str) -> Refusal | None:
+        cap = cap_for(self.caps, name=name, role=role)
+        if cap is None:
+            return None
+        holds = await db.admission.holds(agent_id, limit=cap + 1)
+        if len(holds) < cap:
+            return None
+        await db.admission.wip_refused()
+        held = [{"id": h["id"], "key": h["key"], "title": h["title"], "status": h["status"],
+                 "claim_version": h["claim_version"], "candidates": list(h["candidates"] or [])} for h in holds]
+        return Refusal("wip_limit", {"agent": name, "cap": cap, "holds": held, "retry_after": 0,
+                                     "next": say.WIP_NEXT})
+
+    async def capacity(self, db: Database, repo: str | None) -> Refusal | None:
+        """The refusal of a claim for ``repo`` (None: for any lane), or None when it is admitted."""
+        if not self.on:
+            return None
+        decisions = await self.decisions(db)
+        mine = [d for d in decisions if repo is None or d.repo == repo]
+        if not mine or any(d.admit for d in mine):
+            return None
+        elsewhere = [{"lane": d.repo, "backlog_seconds": round(d.backlog_seconds, 1),
+                      "threshold_seconds": round(d.threshold_seconds, 1)} for d in decisions if d.admit]
+        first = mine[0]
+        retry = min(d.retry_after for d in mine)
+        return Refusal("capacity", {
+            "lane": first.repo, "backlog_seconds": round(first.backlog_seconds, 1), "candidates": first.candidates,
+            "threshold_seconds": round(first.threshold_seconds, 1), "capacity": first.capacity,
+            "retry_after": retry, "lanes": [d.as_json() for d in mine], "elsewhere": elsewhere,
+            "ready": await db.admission.ready_count(),
+            "next": say.CAPACITY_NEXT})
+
+    async def admit(self, db: Database, *, agent_id: int, name: str, role: str, repo: str | None,
+                    wait: float = 0.0) -> tuple[Refusal | None, float]:
+        """Whether a claim is admitted: (None, seconds waited) when it is, else (the refusal, seconds waited)."""
+        refused = await self.wip(db, agent_id=agent_id, name=name, role=role)
+        if refused is not None:
+            return refused, 0.0
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        while True:
+            refused = await self.capacity(db, repo)
+            waited = loop.time() - start
+            if refused is None:
+                return None, waited
+            left = wait - waited
+            if left <= 0:
+                for lane in refused.facts["lanes"]:
+                    await db.admission.refused(lane["lane"])
+                return refused, waited
+            await asyncio.sleep(min(float(refused.facts["retry_after"]), left, POLL))

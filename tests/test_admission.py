@@ -1,0 +1,297 @@
+"""Admission control at claim time and each agent's cap on work in progress (issue 45).
+
+The decision is pure (``mergebot.landing.intake.admission``) and tested alone first, with hypothesis for its
+hysteresis and its failing open. Then the claim route in process on a real database: a lane's backlog made of
+queued candidates and verify runs recorded at known lengths through the stores (a real push and check would take
+seconds each), refused with a typed ``capacity`` answer past the threshold, admitted again only under the low mark,
+and shown on ``/metrics``, the status summary and the queue page; stale measurements and admission off admit; a
+claim with ``wait`` is admitted once the backlog drains. The cap is refused naming what the agent holds, over HTTP
+in process, and through a real server by ``mergebot start`` and the MCP tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mergebot.api import create_app
+from mergebot.auth import Role
+from mergebot.cli.render import render_status
+from mergebot.db.database import Database
+from mergebot.landing.intake.admission import LOW, Lane, cap_for, caps, decide, stale_after
+from mergebot.landing.intake.admit import Admission
+from mergebot.rules import Rules
+from mergebot.settings import Settings
+from tests.support.bot import Fleet
+from tests.support.site import BASE, SHA, Site
+
+# -- the decision, pure ---------------------------------------------------------------------------------------------
+
+
+def lane(n: float, *, admitting: bool = True, d: float | None = 10.0, slots: int = 2, age: float | None = 1.0,
+         window: int = 0, per_run: float = 1.0) -> Lane:
+    return Lane(repo="app", candidates=math.ceil(n), weight=n, run_seconds=d, slots=slots, last_run_age=age,
+                window=window, admitting=admitting, per_run=per_run)
+
+
+def test_the_threshold_is_factor_windows_of_work_and_the_retry_the_time_to_the_low_mark() -> None:
+    # d = 10 s, 2 slots, an automatic window (2 wide): one window of work is 20 verifier-seconds, T = 2 x 20
+    over = decide(lane(5), factor=2.0)
+    assert (over.admit, over.backlog_seconds, over.threshold_seconds, over.low_seconds) == (False, 50, 40, 30)
+    assert over.retry_after == 10  # (50 - 30) / 2 slots
+    assert decide(lane(4), factor=2.0).admit  # at the threshold: not over it
+    assert not decide(lane(3), factor=1.0).admit  # a smaller factor refuses sooner
+    assert decide(lane(5, window=4), factor=2.0).admit  # a repository's own wider window: T = 2 x 4 x 10
+    assert decide(lane(10_000), factor=2.0).retry_after == 300  # never told to wait for ever
+    batched = decide(lane(16, per_run=4.0), factor=2.0)  # batches of four: a run clears four candidates
+    assert batched.admit and batched.backlog_seconds == 40
+    assert decide(lane(5, per_run=0.5), factor=2.0).backlog_seconds == 50  # fewer than one a run counts as one
+
+
+@given(n=st.floats(0, 1000), last=st.booleans(), d=st.floats(0.1, 3600), slots=st.integers(1, 64),
+       factor=st.floats(0.1, 10))
+def test_within_the_band_a_lane_keeps_its_state_and_outside_it_follows_the_backlog(
+        n: float, last: bool, d: float, slots: int, factor: float) -> None:
+    got = decide(lane(n, admitting=last, d=d, slots=slots, age=0.0), factor=factor)
+    low, high = LOW * got.threshold_seconds, got.threshold_seconds
+    if low <= got.backlog_seconds <= high:
+        assert got.admit == last  # no flapping inside [low mark, threshold]
+    elif got.backlog_seconds > high:
+        assert not got.admit and got.retry_after >= 1
+    else:
+        assert got.admit and got.retry_after == 0
+
+
+@given(walk=st.lists(st.floats(0, 12), min_size=1, max_size=40))
+def test_a_lane_flips_only_across_the_whole_band(walk: list[float]) -> None:
+    """A backlog wandering anywhere: between two flips the backlog crossed from one side of the band to the
+    other (over the threshold to refuse, under the low mark to admit)."""
+    admitting = True
+    for n in walk:
+        got = decide(lane(n, admitting=admitting), factor=2.0)
+        if got.admit != admitting:
+            assert (n * 10 > 40) if admitting else (n * 10 < 30)
+        admitting = got.admit
+
+
+@given(n=st.floats(0, 1e6), last=st.booleans(), d=st.one_of(st.none(), st.floats(0.1, 600)),
+       age=st.one_of(st.none(), st.floats(0, 1e6)), slots=st.integers(0, 8))
+def test_stale_measurements_admit(n: float, last: bool, d: float | None, age: float | None, slots: int) -> None:
+    stale = d is None or age is None or age > stale_after(d) or slots == 0
+    got = decide(lane(n, admitting=last, d=d, age=age, slots=slots), factor=2.0)
+    assert got.stale == stale
+    if stale:
+        assert got.admit and got.retry_after == 0
+
+
+def test_caps_are_per_role_with_an_agent_s_own_first() -> None:
+    c = caps("agent=4, lead=8,ann=2,rita=0")
+    assert cap_for(c, name="ann", role="agent") == 2
+    assert cap_for(c, name="bob", role="agent") == 4
+    assert cap_for(c, name="lea", role="lead") == 8
+    assert cap_for(c, name="rita", role="agent") is None  # 0: no cap
+    assert cap_for(c, name="root", role="admin") is None  # a role not named: no cap
+    assert cap_for(caps(""), name="ann", role="agent") is None
+    with pytest.raises(ValueError):
+        Settings(agent_wip="agent=four")
+
+
+# -- the claim route, in process on a real database -------------------------------------------------------------------
+
+
+async def _at(owner: Database, sql: str, *args: object) -> None:
+    """Times set by hand, as the database's owner (the app's role may not rewrite history)."""
+    async with owner.pool.connection() as conn:
+        await conn.execute(sql, args)
+
+
+class Lanes(Site):
+    """The site with helpers that make a lane's backlog and its verifiers' record through the stores."""
+
+    owner: Database | None = None
+
+    @property
+    def services(self) -> Any:
+        return self.app.state.services
+
+    async def runs(self, seconds: float, n: int = 2, *, ago: float = 5.0, repo: str = "app") -> None:
+        """``n`` candidate runs of ``seconds`` each, at once, that finished ``ago`` seconds ago: the run length and
+        the capacity (``n`` runs at once) the lane measures."""
+        end = datetime.now(UTC) - timedelta(seconds=ago)
+        for _ in range(n):
+            job = await self.db.jobs.enqueue_job(repo=repo, commit_sha="c" * 40, command="pytest -q", timeout_s=60,
+                                                 purpose="candidate")
+            assert self.owner is not None
+            await _at(self.owner, "UPDATE verify_jobs SET status = 'done', outcome = 'pass', started_at = %s, "
+                      "finished_at = %s WHERE id = %s", end - timedelta(seconds=seconds), end, job.id)
+
+    async def queue(self, n: int, repo: str = "app") -> list[int]:
+        """``n`` candidates of the lead's, queued."""
+        out = []
+        for i in range(n):
+            sid = await self.claimed("lead", f"backlog {repo} {i} {self.priority}")
+            cand = await self.db.landing.enqueue(superseded="newer", repo=repo, subtask_id=sid, claim_version=1,
+                                                 owner_id=self.agents["lead"].id, sha=f"{sid + 99:040x}",
+                                                 ref=f"refs/heads/subtasks/{sid}/v1")
+            out.append(cand.id)
+        return out
+
+    async def done(self, *cands: int) -> None:
+        for c in cands:
+            await self.db.landing.finish_candidate(c, "cancelled", "drained")
+
+    async def claim(self, who: str, **body: Any) -> httpx.Response:
+        return await self.client.post("/api/v1/subtasks/claim", json=body or None,
+                                      headers={"Authorization": f"Bearer {self.tokens[who]}"})
+
+    async def api(self, who: str, path: str) -> httpx.Response:
+        return await self.client.get(path, headers={"Authorization": f"Bearer {self.tokens[who]}"})
+
+
+@pytest.fixture
+async def lanes(settings: Settings, db: Database) -> AsyncIterator[Lanes]:
+    """The site fixture's app (agents root, lead, ann, bob, rita; repository ``app``), measuring on every claim, with
+    a cap of two subtasks for agents and one for ann."""
+    settings.admission_cache_seconds = 0.0
+    settings.agent_wip = "agent=2,ann=1,lead=0"
+    app = create_app(settings, run_recovery=False, run_queue=False)
+    async with (app.router.lifespan_context(app),
+                httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as client):
+        s = Lanes(app, client, app.state.services.db)
+        s.owner = db
+        for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
+                           ("rita", Role.REVIEWER)):
+            s.agents[name], s.tokens[name] = await s.db.agents.add_agent(name=name, role=role)
+        await s.db.repos.create_repo(name="app", root_sha=SHA, rules=Rules.of(
+            target_branch="main", verifier_command="pytest -q", verifier_timeout_s=60, protected_paths=[],
+            max_push_bytes=1 << 20, max_file_bytes=1 << 20))
+        yield s
+
+
+async def test_a_full_lane_answers_capacity_and_admits_again_only_under_its_low_mark(lanes: Lanes) -> None:
+    await lanes.runs(10.0)  # 10 s runs, two at once: T = 2 x 2 x 10 = 40 s, the low mark 30 s
+    cands = await lanes.queue(5)  # 50 s of work
+    await lanes.db.subtasks.create_subtask(actor_id=None, title="ready work")
+    r = await lanes.claim("ann", repo="app")
+    assert r.status_code == 429 and r.headers["Retry-After"] == "10", r.text
+    err = r.json()["error"]
+    assert (err["code"], err["kind"], err["lane"], err["backlog_seconds"], err["candidates"]) == (
+        "capacity", "capacity", "app", 50.0, 5)
+    assert (err["threshold_seconds"], err["capacity"], err["retry_after"], err["ready"]) == (40.0, 2, 10, 1)
+    assert err["elsewhere"] == [] and "Claim again in 10 s" in err["message"], err["message"]
+
+    # a second repository, whose verifiers have not run lately: stale, so it admits; it is named as elsewhere, and
+    # a claim naming no repository is admitted (the work may go there)
+    await lanes.db.repos.create_repo(name="other", root_sha=SHA, rules=Rules.of(verifier_command="pytest -q"))
+    r = await lanes.claim("ann", repo="app")
+    assert [e["lane"] for e in r.json()["error"]["elsewhere"]] == ["other"]
+    assert "claim for other instead" in r.json()["error"]["message"]
+
+    # the views show it: /metrics, the status summary, the queue page
+    metrics = (await lanes.api("rita", "/metrics")).text
+    assert 'mergebot_admission_admitting{lane="app"} 0.0' in metrics
+    assert 'mergebot_admission_backlog_seconds{lane="app"} 50.0' in metrics
+    assert 'mergebot_admission_capacity{lane="app"} 2.0' in metrics
+    assert 'mergebot_claim_refusals_total{lane="app",reason="capacity"} 2.0' in metrics, [
+        line for line in metrics.splitlines() if "refusals" in line]
+    assert 'mergebot_admission_admitting{lane="other"} 1.0' in metrics
+    status = (await lanes.api("rita", "/api/v1/summary")).json()
+    summary = status["admission"]
+    assert summary["on"] and [(x["lane"], x["admitting"]) for x in summary["lanes"]] == [("app", False),
+                                                                                         ("other", True)]
+    text = render_status(status)  # mergebot status
+    assert "app: refusing claims (try again in 10 s); backlog 50 s in 5 candidates, admits up to 40 s" in text, text
+    await lanes.login("rita")
+    page = (await lanes.get("/ui/queue")).text
+    assert 'id="admission-app" data-admitting="0"' in page and "refusing claims" in page
+
+    await lanes.done(cands[0], cands[1])  # 30 s: at the low mark, not under it: still refused (hysteresis)
+    assert (await lanes.claim("ann", repo="app")).status_code == 429
+    await lanes.done(cands[2])  # 20 s: under the low mark
+    r = await lanes.claim("ann", repo="app")
+    assert r.status_code == 200 and r.json()["subtask"]["title"] == "ready work", r.text
+    await lanes.queue(2)  # 40 s: at the threshold again, and admitting: admitted
+    assert (await lanes.api("rita", "/api/v1/summary")).json()["admission"]["lanes"][0]["admitting"] is True
+
+
+async def test_stale_measurements_and_admission_off_admit(lanes: Lanes, settings: Settings) -> None:
+    await lanes.runs(10.0, ago=3600)  # the last run finished an hour ago: nobody knows what the verifiers do now
+    await lanes.queue(6)
+    assert (await lanes.claim("ann", repo="app")).status_code == 204  # admitted; nothing is ready
+    await lanes.runs(10.0)  # fresh again: 60 s of work is over the threshold of 40
+    assert (await lanes.claim("ann", repo="app")).status_code == 429
+    lanes.services.admission = Admission(settings.model_copy(update={"admission": "off"}))
+    assert (await lanes.claim("ann", repo="app")).status_code == 204
+    await lanes.login("rita")
+    assert "admission control is off" in (await lanes.get("/ui/queue")).text
+    summary = (await lanes.api("rita", "/api/v1/summary")).json()["admission"]
+    assert summary["on"] is False and summary["lanes"][0]["admitting"] is True
+
+
+async def test_a_claim_with_wait_is_admitted_when_the_backlog_drains(lanes: Lanes) -> None:
+    await lanes.runs(1.0)  # 1 s runs, two at once: T = 4 s, the low mark 3 s; retry after 1 s
+    cands = await lanes.queue(6)
+    sub, _ = await lanes.db.subtasks.create_subtask(actor_id=None, title="worth the wait")
+    assert (await lanes.claim("ann", repo="app")).status_code == 429
+    waiting = asyncio.create_task(lanes.claim("ann", repo="app", wait=20))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()  # held: the lane is full
+    await lanes.done(*cands[:4])
+    r = await asyncio.wait_for(waiting, 10)
+    assert r.status_code == 200 and r.json()["subtask"]["id"] == sub.id, r.text
+
+
+async def test_the_cap_refuses_naming_what_the_agent_holds(lanes: Lanes) -> None:
+    for title in ("first", "second", "third", "fourth"):
+        await lanes.db.subtasks.create_subtask(actor_id=None, title=title, idempotency_key=f"key-{title}")
+    first = (await lanes.claim("ann")).json()
+    r = await lanes.claim("ann")
+    assert r.status_code == 429, r.text
+    err = r.json()["error"]
+    assert (err["code"], err["kind"], err["agent"], err["cap"]) == ("wip_limit", "wip_limit", "ann", 1)
+    assert [(h["id"], h["key"], h["status"]) for h in err["holds"]] == [(first["subtask"]["id"], "key-first",
+                                                                         "running")]
+    assert f"subtask {first['subtask']['id']} [key-first] (running)" in err["message"]
+    assert "release" in err["message"] and "Retry-After" not in r.headers
+    # completing and claiming at once: the completion is done, the claim still refused (submitted work is held)
+    done = {"id": first["subtask"]["id"], "claim_version": first["subtask"]["claim_version"], "sha": "e" * 40}
+    r = await lanes.claim("ann", complete=done)
+    assert r.status_code == 429 and r.json()["error"]["completed"] == first["subtask"]["id"]
+    assert (await lanes.db.subtasks.get_subtask(first["subtask"]["id"])).status == "submitted"
+    # bob, an agent of the default cap here (2), takes two
+    assert [(await lanes.claim("bob")).status_code for _ in range(3)] == [200, 200, 429]
+    assert 'mergebot_claim_refusals_total{lane="",reason="wip_limit"} 3.0' in (await lanes.api("rita", "/metrics")).text
+
+
+# -- the cap through a real server: the command line and the MCP tool ----------------------------------------------
+
+
+@pytest.mark.bot_env(MERGEBOT_AGENT_WIP="agent=1")
+async def test_start_and_the_mcp_tool_tell_the_cap_as_a_sentence_and_a_record(fleet: Fleet) -> None:
+    from tests.test_mcp import call, mcp_session
+
+    for title in ("one", "two"):
+        await fleet.db.subtasks.create_subtask(actor_id=None, title=title)
+    held, _ = fleet.start("ann")
+    env = {**os.environ, "MERGEBOT_URL": fleet.bot.url, "MERGEBOT_TOKEN": fleet.tokens["ann"]}
+    out = subprocess.run([sys.executable, "-m", "mergebot", "start", "--repo", "demo", "--dir",
+                          str(fleet.work / "ann-2")], capture_output=True, text=True, env=env, check=False, timeout=120)
+    assert out.returncode == 8, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr and f"subtask {held.subtask_id} (running)" in out.stderr, out.stderr
+    assert "give one back" in out.stderr
+    async with mcp_session(fleet, "ann") as ann:
+        got = await call(ann, "claim_and_start", repo="demo", dir=str(fleet.work / "ann-3"))
+    assert got["refused"] == "wip_limit" and got["claimed"] is None, got
+    assert [h["id"] for h in got["holds"]] == [held.subtask_id] and "give one back" in got["message"]
+    assert not (fleet.work / "ann-3").exists()
