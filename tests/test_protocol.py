@@ -15,8 +15,9 @@ import pytest
 from mergebot.landing.main.reconcile import settle
 from mergebot.protocol.__main__ import main
 from mergebot.protocol.check import INVARIANTS, LIVENESS, Symmetry, check
-from mergebot.protocol.model import DEFAULT, LONG, Config, Model
+from mergebot.protocol.model import Model
 from mergebot.protocol.mutants import MUTANTS
+from mergebot.protocol.state import DEFAULT, LONG, Config
 
 MAX_STEPS = 25
 

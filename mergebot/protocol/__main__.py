@@ -9,8 +9,9 @@ import sys
 from dataclasses import replace
 
 from mergebot.protocol.check import check
-from mergebot.protocol.model import DEFAULT, LONG, Model
+from mergebot.protocol.model import Model
 from mergebot.protocol.mutants import MUTANTS
+from mergebot.protocol.state import DEFAULT, LONG
 
 
 def main(argv: list[str] | None = None) -> int:

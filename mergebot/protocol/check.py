@@ -19,7 +19,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from mergebot.protocol.model import HELD, PENDING, Agent, Cand, Config, History, Intent, Model, State, Sub, on_main
+from mergebot.protocol.model import Model
+from mergebot.protocol.state import HELD, PENDING, Agent, Cand, Config, History, Intent, State, Sub, on_main
 
 Predicate = Callable[[Model, State], bool]
 

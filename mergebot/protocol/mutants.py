@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from mergebot.protocol.model import History, Model, State, Step
+from mergebot.protocol.model import Model
+from mergebot.protocol.state import History, State, Step
 
 
 class NoFence(Model):
