@@ -29,7 +29,7 @@ from mergebot.forge import commands
 from mergebot.forge.sansio import Delivery, to_pull_review
 from mergebot.landing.main.repos import set_rules
 from mergebot.rules import Rules, RulesChange, awaits_approval, touches
-from tests.support.bot import Fleet, check_command, commit, git, until
+from tests.support.bot import Fleet, check_command, commit, git, newest_candidate, until
 from tests.test_agents import cli
 from tests.test_github_app import SECRET, AppFleet, app_fleet, comment_event, forge, keys, pull_event, the_comment
 
@@ -106,20 +106,6 @@ def _page(fleet: Fleet, path: str) -> str:
 # -- through real pushes --------------------------------------------------------------------------------------------
 
 
-async def _status(fleet: Fleet, subtask_id: int, want: str) -> dict[str, Any]:
-    """The subtask's newest candidate, once it has status ``want``."""
-    got: dict[str, Any] = {}
-
-    async def there() -> bool:
-        rows = await fleet.db.landing.candidates(repo="demo", subtask_id=subtask_id, limit=1)
-        if rows and rows[0]["status"] == want:
-            got.update(rows[0])
-        return bool(got)
-
-    await until(there, timeout=90)
-    return got
-
-
 async def test_a_change_to_approved_paths_waits_for_a_lead_and_a_new_push_waits_again(
         make_fleet: Callable[..., Any]) -> None:
     fleet: Fleet = await make_fleet(check_command(), repo={"require_approval": ["docs/"]})
@@ -129,7 +115,7 @@ async def test_a_change_to_approved_paths_waits_for_a_lead_and_a_new_push_waits_
     main = fleet.main()
 
     claim, wt, sha = fleet.start_and_push("ann", {"docs/guide.md": "how to\n"})
-    cand = await _status(fleet, docs.id, "awaiting_approval")
+    cand = await newest_candidate(fleet, docs.id, "awaiting_approval")
     assert cand["sha"] == sha and cand["verifier"]["outcome"] == "pass", cand  # its check already ran, and passed
     shown = fleet.client("ann").get(f"/api/v1/candidates/{cand['id']}")
     v = shown["verdict"]
@@ -142,7 +128,7 @@ async def test_a_change_to_approved_paths_waits_for_a_lead_and_a_new_push_waits_
 
     # a change outside the globs lands without an approval, while the other waits
     fleet.start_and_push("bob", {"notes.txt": "bob's\n"})
-    bobs = await _status(fleet, other.id, "landed")
+    bobs = await newest_candidate(fleet, other.id, "landed")
     landed_bob = (await fleet.db.landing.landed(subtask_id=other.id))[0]
     assert landed_bob.approved_by is None and bobs["sha"] == landed_bob.candidate_sha
 
@@ -163,15 +149,15 @@ async def test_a_change_to_approved_paths_waits_for_a_lead_and_a_new_push_waits_
     assert (await fleet.db.landing.get_candidate(cand["id"])).status == "queued"
     again = commit(wt, {"docs/guide.md": "how to, better\n"})
     git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
-    await _status(fleet, docs.id, "queued")
+    await newest_candidate(fleet, docs.id, "queued")
     fleet.client("root").post("/api/v1/repos/demo/resume")
-    second = await _status(fleet, docs.id, "awaiting_approval")  # the approval was for the first commit only
+    second = await newest_candidate(fleet, docs.id, "awaiting_approval")  # the approval was for the first commit only
     assert second["sha"] == again and second["id"] != cand["id"]
     assert (await fleet.db.landing.get_candidate(cand["id"])).status == "superseded"
 
     answer = fleet.client("lead").post(f"/api/v1/candidates/{second['id']}/approve")
     assert [(a["approver"], a["via"], a["sha"]) for a in answer["approvals"]] == [("lead", "api", again)], answer
-    await _status(fleet, docs.id, "landed")
+    await newest_candidate(fleet, docs.id, "landed")
     landed = (await fleet.db.landing.landed(subtask_id=docs.id))[0]
     assert landed.approved_by == ["lead"] and landed.candidate_sha == again
     # main had not moved since it passed: the run it waited with is the one it lands on, not a second one

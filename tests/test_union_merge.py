@@ -15,7 +15,6 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pygit2
@@ -30,7 +29,15 @@ from mergebot.git import changes
 from mergebot.git import repo as git
 from mergebot.git.union import Union
 from mergebot.rules import Rules, RulesChange
-from tests.support.bot import Fleet, check_command, commit, make_project, start_fleet, stop_keepers, until
+from tests.support.bot import (
+    Fleet,
+    check_command,
+    commit,
+    make_project,
+    newest_candidate,
+    start_fleet,
+    stop_keepers,
+)
 from tests.support.bot import git as run
 
 ATTRS = "CHANGELOG.md merge=union\n"
@@ -140,19 +147,6 @@ async def union_fleet(e2e_db: Database, e2e_db_url: str, tmp_path: Path) -> Asyn
         fleet.bot.stop()
 
 
-async def _newest(fleet: Fleet, subtask_id: int, want: str) -> dict[str, Any]:
-    got: dict[str, Any] = {}
-
-    async def there() -> bool:
-        rows = await fleet.db.landing.candidates(repo="demo", subtask_id=subtask_id, limit=1)
-        if rows and rows[0]["status"] == want:
-            got.update(rows[0])
-        return bool(got)
-
-    await until(there, timeout=90)
-    return got
-
-
 def _page(fleet: Fleet, path: str) -> str:
     with httpx.Client(base_url=fleet.bot.url, timeout=30) as web:
         r = web.post("/login", data={"token": fleet.tokens["root"], "next": path}, headers={"Origin": fleet.bot.url})
@@ -188,7 +182,7 @@ async def test_union_merges_only_as_main_says_and_a_conflict_names_who_else_is_i
     await fleet.db.repos.set_paused(repo="demo", paused=False, reason=None)
 
     # the changelog case: cy's lands, both lines kept, and its landed record and verdict name the file
-    landed = await _newest(fleet, cy.subtask_id, "landed")
+    landed = await newest_candidate(fleet, cy.subtask_id, "landed")
     assert _on_main(fleet, "CHANGELOG.md") == LOG + "- ann\n- cy\n"
     assert _on_main(fleet, "docs/NOTES.md") == NOTES.replace("# Notes", "# Notes, by cy") + "ann\n"
     [row] = await fleet.db.landing.landed(repo="demo", subtask_id=cy.subtask_id)
@@ -200,7 +194,7 @@ async def test_union_merges_only_as_main_says_and_a_conflict_names_who_else_is_i
 
     # bob's own marks gain him nothing: news and notes conflict (the changelog, main's union, does not), and he is
     # told that cy's candidate, in flight when his conflict was found, changes the notes too
-    rejected = await _newest(fleet, bob.subtask_id, "rejected")
+    rejected = await newest_candidate(fleet, bob.subtask_id, "rejected")
     assert rejected["verdict"]["kind"] == "conflict" and rejected["verdict"]["paths"] == ["NEWS.md", "docs/NOTES.md"]
     [other] = rejected["verdict"]["in_flight"]
     assert (other["candidate_id"], other["subtask_id"], other["owner"], other["paths"]) == (

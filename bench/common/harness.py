@@ -362,3 +362,30 @@ class Serve:
     def log_lines(self, limit: int = 8) -> list[str]:
         """The server's last lines that are not info lines (with MERGEBOT_LOG_FORMAT=text)."""
         return [ln for ln in self._log_text() if ln.strip() and not ln.startswith("INFO")][-limit:]
+
+
+def watch_run(threads: Iterable[Any], landed: Any, *, subtasks: int, deadline: float, stall_seconds: float,
+              label: str, progress: Any) -> bool:
+    """Watch a fleet's agent threads until every subtask landed (``landed()`` counts them; idle agents claim on
+    until told to stop), the ``deadline`` (wall clock) passed by 10 s, or nothing landed for ``stall_seconds``;
+    every 15 s a line (``progress()``) on stderr. True when the run stalled."""
+    threads = list(threads)
+    t0, last, seen, progress_at = time.time(), 0.0, 0, time.monotonic()
+    while any(t.is_alive() for t in threads):
+        time.sleep(0.5)
+        n = landed()
+        if n != seen:
+            seen, progress_at = n, time.monotonic()
+        if n >= subtasks:
+            return False
+        if time.monotonic() - last >= 15:
+            last = time.monotonic()
+            print(f"[{label}] {time.time() - t0:6.0f}s: {n}/{subtasks} landed{progress()}, load {load_average()}",
+                  file=sys.stderr, flush=True)
+        if time.time() > deadline + 10:
+            print(f"[{label}] the --max-seconds cap ran out; stopping", file=sys.stderr)
+            return False
+        if time.monotonic() - progress_at > stall_seconds:
+            print(f"[{label}] nothing landed for {stall_seconds:g} s: stalled; stopping", file=sys.stderr)
+            return True
+    return False

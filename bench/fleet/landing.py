@@ -253,26 +253,9 @@ def run_landing_agents(bot: harness.Serve, server: harness.PgServer, url: str, b
     meter = CpuMeter([bot.proc.pid], server.pid)
     t0 = time.time()
     start.set()
-    last, stalled, seen, progress_at = 0.0, False, 0, time.monotonic()
-    while any(t.is_alive() for t in threads):
-        time.sleep(0.5)
-        landed = sum(1 for r in runs for p in r.pushes if p.status == "landed")
-        if landed != seen:
-            seen, progress_at = landed, time.monotonic()
-        if landed >= args.subtasks:  # idle agents claim on until told to stop
-            break
-        if time.monotonic() - last >= 15:
-            last = time.monotonic()
-            print(f"[{mode.name}] {time.time() - t0:6.0f}s: {landed}/{args.subtasks} landed, "
-                  f"load {harness.load_average()}", file=sys.stderr, flush=True)
-        if time.time() > deadline + 10:
-            print(f"[{mode.name}] the --max-seconds cap ran out; stopping", file=sys.stderr)
-            break
-        if time.monotonic() - progress_at > args.stall_seconds:
-            stalled = True
-            print(f"[{mode.name}] nothing landed for {args.stall_seconds:g} s: stalled; stopping",
-                  file=sys.stderr)
-            break
+    stalled = harness.watch_run(threads, lambda: sum(1 for r in runs for p in r.pushes if p.status == "landed"),
+                                subtasks=args.subtasks, deadline=deadline, stall_seconds=args.stall_seconds,
+                                label=mode.name, progress=lambda: "")
     ended = time.time()
     stop.set()
     end = meter.reading()

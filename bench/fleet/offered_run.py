@@ -47,8 +47,8 @@ def add_options(ap: argparse.ArgumentParser) -> None:
                     help="--offered: a share of the agents thinks G times faster (same offered total), e.g. 0.1:10")
     ap.add_argument("--heartbeat", choices=["on", "off"], default="on",
                     help="--offered: the agents' keepers renew their claims at a third of the lease (off: never)")
-    ap.add_argument("--admission", choices=["on", "off"], default="off",
-                    help="--offered: start the server with MERGEBOT_ADMISSION=on|off")
+    ap.add_argument("--admission", choices=["on", "off"], default="on",
+                    help="--offered: start the server with MERGEBOT_ADMISSION=on|off (on: the server's default)")
     ap.add_argument("--compare-admission", action="store_true",
                     help="--offered: every factor with admission off, then on, in one sitting, and their ratios")
 
@@ -162,27 +162,10 @@ def drive(bot: harness.Serve, server: harness.PgServer, url: str, tokens: list[s
     load0 = harness.load_average()
     t0 = time.time()
     start.set()
-    stalled, seen, progress_at, last = False, 0, time.monotonic(), 0.0
-    while any(t.is_alive() for t in threads):
-        time.sleep(0.5)
-        landed = sum(1 for e in log.events if e.kind == "landed")
-        if landed != seen:
-            seen, progress_at = landed, time.monotonic()
-        if landed >= args.subtasks:
-            break
-        if time.monotonic() - last >= 15:
-            last = time.monotonic()
-            print(f"[{mode.name} {factor:g}x] {time.time() - t0:6.0f}s: {landed}/{args.subtasks} landed, "
-                  f"{sum(1 for e in log.events if e.kind == 'claim')} claims, {len(log.refusals)} refusals, "
-                  f"load {harness.load_average()}", file=sys.stderr, flush=True)
-        if time.time() > fleet.deadline + 10:
-            print(f"[{mode.name} {factor:g}x] the --max-seconds cap ran out; stopping", file=sys.stderr)
-            break
-        if time.monotonic() - progress_at > args.stall_seconds:
-            stalled = True
-            print(f"[{mode.name} {factor:g}x] nothing landed for {args.stall_seconds:g} s: stalled; stopping",
-                  file=sys.stderr)
-            break
+    stalled = harness.watch_run(
+        threads, lambda: sum(1 for e in log.events if e.kind == "landed"), subtasks=args.subtasks,
+        deadline=fleet.deadline, stall_seconds=args.stall_seconds, label=f"{mode.name} {factor:g}x",
+        progress=lambda: f", {sum(1 for e in log.events if e.kind == 'claim')} claims, {len(log.refusals)} refusals")
     ended = time.time()
     stop.set()
     cpu = meter.read(meter.reading())

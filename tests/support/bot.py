@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pygit2
@@ -232,6 +233,21 @@ async def until(pred: Callable[[], object], timeout: float = 90) -> None:
             return
         await asyncio.sleep(0.2)
     raise AssertionError("condition not met in time")
+
+
+async def newest_candidate(fleet: Fleet, subtask_id: int, want: str, *, repo: str = "demo",
+                           timeout: float = 90) -> dict[str, Any]:
+    """The subtask's newest candidate, once it has status ``want``."""
+    got: dict[str, Any] = {}
+
+    async def there() -> bool:
+        rows = await fleet.db.landing.candidates(repo=repo, subtask_id=subtask_id, limit=1)
+        if rows and rows[0]["status"] == want:
+            got.update(rows[0])
+        return bool(got)
+
+    await until(there, timeout=timeout)
+    return got
 
 
 async def repo_added_by_cli(db: Database, url: str, tmp: Path, agents: dict[str, Role],
