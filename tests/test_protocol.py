@@ -29,6 +29,8 @@ PLANTED = {
     "early_release": ("a dependent is released only after what it depends on landed", DEFAULT),
     "unreconciled": ("every intent is finished or rolled back after the reconciler runs", DEFAULT),
     "no_sweep": ("every good candidate lands", Config(crashes=0, forge=0)),
+    "unfenced_finish": ("a verdict an agent was told is never contradicted", Config(takeovers=1, crashes=0, forge=0,
+                                                                                     lost=0)),
 }
 
 
@@ -106,19 +108,18 @@ def test_a_bound_reached_is_not_a_pass() -> None:
     assert not report.complete and not report.ok and "stopped early" in str(report)
 
 
-# A finding of the model, not yet fixed in the code (see docs/protocol.md, "Findings"): a leader whose lock went while
-# its landing was in flight carries the landing on; when the new leader's reconciler has already finished the
-# intent, the old one's finish_landing is refused (the subtask landed) and abandon_intent marks the landed candidate
-# cancelled (candidate_finish is not guarded by the intent's status), contradicting the "landed" its agent was told.
-@pytest.mark.xfail(strict=True, reason="a takeover mid-landing: the old leader's abandon_intent cancels a landed "
-                   "candidate (docs/protocol.md, Findings)")
+# A finding of the model, fixed in the code (docs/protocol.md, "Findings"): a leader whose lock went while its landing
+# was in flight carries the landing on. finish_landing now locks the intent and does nothing once another leader
+# recorded it, records it when it was rolled back before this leader's compare-and-swap moved main, and no
+# candidate_finish writes over a landed candidate; the code as it was is the planted bug ``unfenced_finish``.
 def test_a_takeover_mid_landing_holds() -> None:
     report = check(Model(Config(takeovers=1, crashes=0, forge=0, lost=0)))
     assert report.violation is None, str(report)
+    assert report.complete and report.states > 1_000
 
 
 def test_the_takeover_finding_is_short() -> None:
-    v = check(Model(Config(takeovers=1, crashes=0, forge=0, lost=0))).violation
+    v = check(MUTANTS["unfenced_finish"](Config(takeovers=1, crashes=0, forge=0, lost=0))).violation
     assert v is not None and v.prop == "a verdict an agent was told is never contradicted"
     assert len(v.trace) <= MAX_STEPS
     assert "the leader loses its lock mid-landing; the other replica leads and reconciles" in v.trace

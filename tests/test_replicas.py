@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from mergebot import agent
@@ -26,7 +27,7 @@ from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
 from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules, RulesChange
-from tests.support.bot import BotProcess, check_command, commit, git, make_project, stop_keepers
+from tests.support.bot import BotProcess, check_command, commit, git, make_project, stop_keepers, until
 
 COMMON = {"MERGEBOT_VERIFIER_WORKERS": "0", "MERGEBOT_VERIFIER_SANDBOX": "none", "MERGEBOT_JOB_LEASE_SECONDS": "2",
           "MERGEBOT_RECOVERY_GRACE_SECONDS": "0"}
@@ -211,3 +212,44 @@ async def test_a_remote_worker_killed_mid_run_is_replaced_and_its_late_result_re
     await r.wait_landed([sub.id, nxt.id])
     assert [p.rsplit(":", 1)[1] for p in await r.leaders()] == [str(a.proc.pid), str(b.proc.pid)]
     await r.assert_books_balance(pushes, [sub.id, nxt.id], b)
+
+
+@pytest.mark.parametrize("step", ["after_cas", "after_intent"])
+async def test_a_leader_that_lost_its_lock_mid_landing_writes_nothing_over_the_new_leaders(
+        replicas: Replicas, step: str) -> None:
+    """The protocol model's take-over finding (docs/protocol.md, "Findings"), on real processes: ``a`` leads and is
+    held still at ``step`` of its landing while its lock's session is ended under it (as a broken connection would
+    end it), so ``b`` takes the lead and reconciles a's intent. Before a locked the intent's row (after_intent), b
+    rolls it back, and a, let go, finds it settled and moves nothing (before the fix its compare-and-swap still moved
+    main); past its compare-and-swap (after_cas) a holds the row, b's reconciler waits, and a, let go, records its
+    landing (before the fix b finished it and a then cancelled the landed candidate). Either way the candidate
+    landed once and the books balance: no finding, nothing pending."""
+    r = replicas
+    sub, _ = await r.db.subtasks.create_subtask(actor_id=None, title="taken over mid-landing")
+    flag = r.work.parent / "hold"
+    flag.touch()
+    a = r.replica("a", MERGEBOT_PAUSE_AT=f"{step}:{flag}").start()
+    await r.wait_leader(a)
+    b = r.replica("b").start()
+    r.worker("w", b)  # the checks run elsewhere, through b (a's whole process is held still at its step)
+    pushes = [r.push("ann", b, {"one.py": "x = 1\n"})]
+    reached = Path(f"{flag}.reached")
+    await until(reached.exists, timeout=90)
+    with psycopg.connect(r.url, autocommit=True) as conn:  # a's leadership ends under it
+        ended = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                             "AND classid = 7243502 AND granted").fetchall()
+    assert ended and all(ok for (ok,) in ended)
+    await r.wait_leader(b)
+
+    async def reconciled() -> bool:
+        return await r.db.landing.pending_intents("demo") == []
+
+    if step == "after_intent":
+        await until(reconciled, timeout=60)  # b rolled a's intent back: a had not locked it yet
+    flag.unlink()  # a goes on with its landing
+    if step == "after_intent":
+        await until(lambda: "settled by the leader that took over" in a.log.read_text(), timeout=60)
+    await r.wait_landed([sub.id])
+    cands = await r.db.landing.candidates(repo="demo", subtask_id=sub.id, limit=10)
+    assert [c["status"] for c in cands if c["status"] == "landed"] == ["landed"], cands
+    await r.assert_books_balance(pushes, [sub.id], b)  # one landed row, nothing pending, no finding

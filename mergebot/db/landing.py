@@ -16,16 +16,18 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from mergebot import messages as say
 from mergebot.db.base import Row, Sql, Tx, insert_event, storable
+from mergebot.db.settle import Settle
 from mergebot.db.waiter import CANDIDATE, PUSH, Waiter, read_until
 from mergebot.errors import ClaimSuperseded, NotFound
-from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Member, Owner
-from mergebot.models.judgement import Judgement
+from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Owner
 
 # A candidate's statuses that end its push's story (what ``mergebot submit`` waits for).
 CANDIDATE_VERDICTS = frozenset({"landed", "rejected", "superseded", "cancelled", "parked", "awaiting_approval"})
@@ -142,7 +144,8 @@ class LandingStore:
         row = await self.sql.one("candidate_finish", id=cand_id, status=status, reason=reason, base_sha=base_sha,
                                  merged_sha=merged_sha, verifier=Jsonb(verifier) if verifier is not None else None,
                                  verdict=Jsonb(verdict) if verdict is not None else None)
-        assert row is not None
+        if row is None:  # it landed meanwhile (another leader's landing): it stays landed
+            return await self.get_candidate(cand_id)
         return Candidate.from_row(row)
 
     async def candidates(self, *, repo: str | None = None, subtask_id: int | None = None,
@@ -211,55 +214,21 @@ class LandingStore:
     async def pending_intents(self, repo: str) -> list[Intent]:
         return [Intent.from_row(r) for r in await self.sql.all("intent_pending", repo=repo)]
 
-    async def finish_landing(self, intent: Intent) -> tuple[Landed, list[int]]:
-        """main has moved to the intent's commit: record it, in one transaction with the subtasks and intent.
-
-        A batch writes one landed row per member, each naming its own merge commit and the commit main moved to.
-        A member whose claim changed under the landing (it should not happen: every member is fenced just
-        before main moves) is recorded as a finding and its candidate cancelled; if none could take the landing,
-        ``ClaimSuperseded`` is raised and nothing is written. Returns the last landed row and the subtasks that
-        became ready.
-        """
-        e, v = intent.evidence, intent.evidence.verifier
-        members = intent.members()
-        landed: Landed | None = None
-        released: list[int] = []
-        refused: list[tuple[Member, str]] = []
-        landed_ids: dict[str, int] = {}
+    @contextlib.asynccontextmanager
+    async def settling(self, intent: Intent) -> AsyncIterator[Settle | None]:
+        """One transaction with the intent's row locked: a ``Settle`` to record its landing or roll it back, or
+        None when it is no longer pending (another leader settled it). The leader holds it across its
+        compare-and-swap, and the reconciler across its look at main, so a leader that lost its lock mid-landing
+        and the one that took over decide about one intent one after the other (the protocol model's take-over
+        finding, docs/protocol.md)."""
         async with self.sql.tx() as tx:
-            for m in members:
-                landing = Landing(
-                    subtask_id=m.subtask_id, claim_version=m.claim_version, owner_id=m.owner_id, repo=intent.repo,
-                    target_ref=intent.target_ref, candidate_sha=m.candidate_sha, base_sha=m.base_sha,
-                    merged_sha=m.merged_sha, tree_sha=m.tree_sha, verifier_command=v["command"],
-                    verifier_result=m.outcome or e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
-                    main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"),
-                    verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"),
-                    tests_changed=list(Judgement.of_record(v).changed) or None,
-                    policy=e.policy, union_merged=list(m.union_merged) or None)
-                try:
-                    async with tx.savepoint():  # one member's refusal undoes only it
-                        row, freed = await self._land_in(tx, landing, actor_id=None, candidate_id=m.candidate_id,
-                                                         intent_id=intent.id)
-                except ClaimSuperseded as err:
-                    refused.append((m, err.message))
-                    continue
-                landed = row
-                landed_ids[row.merged_sha] = row.id
-                released += freed
-            if landed is None:
-                raise ClaimSuperseded(refused[-1][1], subtask_id=members[-1].subtask_id)
-            for a in intent.attestations:  # every commit main moved through keeps its statements
-                await tx.all("attest_insert", repo=intent.repo, landed_id=landed_ids.get(a["sha"]), kind=a["kind"],
-                             subject_sha=a["sha"], sequence=a.get("sequence"), keyid=a["keyid"],
-                             envelope=Jsonb(a["envelope"]))
-            for m, why in refused:
-                await tx.all("candidate_finish", id=m.candidate_id, status="cancelled", reason=why, base_sha=None,
-                             merged_sha=None, verifier=None, verdict=None)
-                await tx.all("finding_insert", repo=intent.repo, kind="landed_without_claim",
-                             detail=Jsonb({"sha": m.merged_sha, "subtask_id": m.subtask_id, "why": why}))
-            await tx.all("intent_resolve", id=intent.id, status="done")
-        return landed, released
+            held = await tx.one("intent_lock", id=intent.id)
+            yield Settle(self, tx, intent) if held is not None and held["status"] == "pending" else None
+
+    async def finish_landing(self, intent: Intent) -> tuple[Landed, list[int]] | None:
+        """``Settle.finish`` in a transaction of its own; None when the intent was no longer pending."""
+        async with self.settling(intent) as settle:
+            return await settle.finish() if settle is not None else None
 
     async def land(self, landing: Landing, *, actor_id: int | None = None) -> tuple[Landed, list[int]]:
         """Land a fenced submission without the queue, in one transaction: its landed row, the subtask landed,
@@ -295,21 +264,6 @@ class LandingStore:
             await tx.all("candidate_finish", id=candidate_id, status="landed", reason=None, base_sha=landing.base_sha,
                          merged_sha=landing.merged_sha, verifier=None, verdict=Jsonb(merged) if merged else None)
         return Landed.from_row(row), released
-
-    async def roll_back(self, intent: Intent, reason: str) -> None:
-        """main never moved: forget the intent and give the candidates back to the queue."""
-        await self._close_intent(intent, "queued", reason)
-
-    async def abandon_intent(self, intent: Intent, reason: str) -> None:
-        """main moved but no subtask could take the landing (should not happen): keep the evidence."""
-        await self._close_intent(intent, "cancelled", reason)
-
-    async def _close_intent(self, intent: Intent, status: str, reason: str) -> None:
-        async with self.sql.tx() as tx:
-            await tx.all("intent_resolve", id=intent.id, status="rolled_back")
-            for m in intent.members():
-                await tx.all("candidate_finish", id=m.candidate_id, status=status, reason=reason, base_sha=None,
-                             merged_sha=None, verifier=None, verdict=None)
 
     async def landed(self, *, repo: str | None = None, subtask_id: int | None = None, owner: str | None = None,
                      before_id: int | None = None, limit: int = 100) -> list[Landed]:

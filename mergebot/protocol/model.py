@@ -13,13 +13,9 @@ already pure code the step calls it, never a copy of it:
   * the reconciler's choice for a pending intent: ``settle`` (``mergebot.landing.main.reconcile``).
 
 Each step of ``Model`` is one method, so a planted bug (``mergebot.protocol.mutants``) is a subclass that replaces
-one of them. Commits are named by their first-parent history: ``main`` is a tuple of ``Commit`` (a candidate and
-the intent that merged it; a forge's own commit, pushed outside the bot, has a negative number), so comparing two
-commits compares their histories.
-
-A second replica appears only as a take-over (``Config.takeovers``, 0 by default): the leader's lock goes while its
-landing is in flight, the other replica leads and reconciles, and the old leader carries its landing on as the
-real code would (``docs/protocol.md``, "Findings", tells what the checker found there).
+one of them; the state it steps is ``mergebot.protocol.state``'s. A second replica appears only as a take-over
+(``Config.takeovers``): the leader's lock goes mid-landing, the other leads and reconciles, and the old leader
+carries its landing on as the real code would (``docs/protocol.md``, "Findings").
 """
 
 from __future__ import annotations
@@ -46,6 +42,7 @@ from mergebot.protocol.state import (
     State,
     Step,
     Sub,
+    cand_name,
     fresh_serial,
     on_main,
     result,
@@ -65,11 +62,6 @@ class Model:
         blocked = {d for d, _ in c.depends}
         return State(subs=tuple(Sub("blocked" if i in blocked else "ready") for i in range(c.subtasks)),
                      agents=tuple(Agent() for _ in range(c.agents)))
-
-    @staticmethod
-    def _cand_name(s: State, i: int) -> str:
-        c = s.cands[i]
-        return f"candidate {i + 1} (subtask {c.sub + 1} v{c.version}, {'good' if c.good else 'bad'})"
 
     # -- the pure decisions the model calls ----------------------------------------------------------------------
 
@@ -115,12 +107,13 @@ class Model:
         for t in range(len(s.subs)):
             yield from self.expire(s, t)
         yield from self.forge_push(s)
-        yield from self.sweep(s)
-        yield from self.fill(s)
-        yield from self.run(s)
-        yield from self.decide(s)
-        yield from self.move_main(s)
-        yield from self.finish_step(s)
+        if not (s.old and self.held(s, s.old[0])):  # the new leader's reconciler waits on the old one's intent
+            yield from self.sweep(s)
+            yield from self.fill(s)
+            yield from self.run(s)
+            yield from self.decide(s)
+            yield from self.move_main(s)
+            yield from self.finish_step(s)
         yield from self.crash(s)
         yield from self.take_over(s)
         yield from self.old_leader(s)
@@ -173,14 +166,10 @@ class Model:
             yield (f"the lease of agent {sub.owner + 1} on subtask {t + 1} expires: the subtask is ready again",
                    self._sub(s, t, replace(sub, status="ready", owner=-1)))
 
-    # the outside world
-
     def forge_push(self, s: State) -> Iterator[Step]:
         if s.forged < self.config.forge:
             n = s.forged + 1
             yield f"someone pushes commit F{n} to the forge's main", replace(s, main=(*s.main, (-n, 0)), forged=n)
-
-    # the leader
 
     def sweep(self, s: State) -> Iterator[Step]:
         unheard = [i for i, c in enumerate(s.cands) if c.status == "queued" and c.heard != "seen"]
@@ -194,12 +183,11 @@ class Model:
         for i, c in enumerate(s.cands):
             if c.status == "queued" and c.heard == "seen":
                 if not self.holds(s, i):
-                    yield (f"{self._cand_name(s, i)} no longer holds its claim: cut",
-                           self._drop(s, i, "cut"))
+                    yield f"{cand_name(s, i)} no longer holds its claim: cut", self._drop(s, i, "cut")
                     return
                 base = s.base if s.window else s.main
                 nxt = replace(self._cand(s, i, replace(c, status="window")), window=(*s.window, Slot(i)), base=base)
-                yield f"the window takes {self._cand_name(s, i)}", nxt
+                yield f"the window takes {cand_name(s, i)}", nxt
                 return
 
     def run(self, s: State) -> Iterator[Step]:
@@ -208,7 +196,7 @@ class Model:
                 members = [sl.cand for sl in s.window[:k + 1]]
                 ok = all(s.cands[i].good for i in members)
                 window = (*s.window[:k], replace(slot, outcome="pass" if ok else "fail"), *s.window[k + 1:])
-                yield (f"the run of slot {k + 1} ({self._cand_name(s, slot.cand)}) {'passes' if ok else 'fails'}",
+                yield (f"the run of slot {k + 1} ({cand_name(s, slot.cand)}) {'passes' if ok else 'fails'}",
                        replace(s, window=window))
 
     def decide(self, s: State) -> Iterator[Step]:
@@ -254,7 +242,7 @@ class Model:
         if sub.status == "submitted" and sub.owner == c.agent and sub.version == c.version:
             nxt = self._sub(nxt, c.sub, replace(sub, status="running"))
         nxt = self._tell(nxt, c, keep=True)
-        return f"{self._cand_name(s, i)} failed alone: rejected ({step.kind}), its agent is told", nxt
+        return f"{cand_name(s, i)} failed alone: rejected ({step.kind}), its agent is told", nxt
 
     def move_main(self, s: State) -> Iterator[Step]:
         if s.stage != "intent":
@@ -283,12 +271,15 @@ class Model:
             yield "the leader loses its lock mid-landing; the other replica leads and reconciles", self._seen(nxt)
 
     def old_leader(self, s: State) -> Iterator[Step]:
-        """The replica that lost its lock finishes the landing it had begun, as the real code would."""
+        """The replica that lost its lock finishes the landing it had begun, as the real code would: it locks its
+        intent's row first (``LandingStore.settling``) and stops if the new leader settled it."""
         if not s.old:
             return
         intent = s.old[0]
         done = replace(s, old=(), old_stage="")
-        if s.old_stage == "intent":
+        if s.old_stage == "intent" and self.settled(s, intent):
+            yield "the old leader finds its intent settled by the new leader: it stops", done
+        elif s.old_stage == "intent":
             if self.compare(s.main, intent.old):
                 yield "the old leader's compare-and-swap moves main to its intent's commit", replace(
                     s, main=intent.new, old_stage="moved", unproven=s.unproven or not intent.proven)
@@ -310,8 +301,18 @@ class Model:
 
     # -- the landing's parts, each a database transaction ---------------------------------------------------------
 
+    def settled(self, s: State, intent: Intent) -> bool:
+        """Whether another leader settled ``intent`` (its row, locked, is no longer pending)."""
+        return intent not in s.intents
+
+    def held(self, s: State, intent: Intent) -> bool:
+        """Whether the old leader holds ``intent``'s row locked (past its compare-and-swap): the reconciler waits."""
+        return bool(s.old) and s.old[0] == intent and s.old_stage == "moved"
+
     def reconcile_intents(self, s: State) -> State:
         for intent in s.intents:
+            if self.held(s, intent):
+                continue
             choice = settle(on_main(intent.new, s.main))
             s = self.finish(s, intent) if choice == "finish" else self.roll_back(s, intent)
         return s
@@ -327,14 +328,14 @@ class Model:
         return self.release(s)
 
     def finish_fenced(self, s: State, intent: Intent) -> State:
-        """``finish_landing`` as the database does it: each member lands only if its subtask is still submitted
-        under the same claim (``subtask_land``); when none can, the intent is abandoned and its candidates
-        cancelled. The candidates' rows are written whatever their status (``candidate_finish``)."""
+        """``Settle.finish`` (the intent's row locked, so still pending): each member whose subtask is still submitted
+        under its claim lands, the others are cancelled, except a landed one (``candidate_finish`` never writes over
+        it)."""
         members = tuple(i for i in intent.cands if (sub := s.subs[s.cands[i].sub]).status == "submitted"
                         and sub.owner == s.cands[i].agent and sub.version == s.cands[i].version)
         s = replace(s, intents=tuple(x for x in s.intents if x != intent))
         for i in intent.cands:
-            if i not in members:
+            if i not in members and s.cands[i].status != "landed":
                 s = self._cand(s, i, replace(s.cands[i], status="cut"))
         if not members:
             return s
@@ -379,6 +380,8 @@ class Model:
         """Candidate ``i`` leaves the window (if it is in it) for ``status``: back to the queue, or cut for good."""
         window = tuple(sl for sl in s.window if sl.cand != i)
         c = s.cands[i]
+        if c.status == "landed":  # another leader's landing took it: it stays landed (``candidate_finish``)
+            return replace(s, window=window, base=s.base if window else ())
         s = replace(self._cand(s, i, replace(c, status=status)), window=window, base=s.base if window else ())
         return self._tell(s, c, keep=False) if status == "cut" else s
 
@@ -389,8 +392,7 @@ class Model:
 
     @staticmethod
     def _tell(s: State, c: Cand, *, keep: bool) -> State:
-        """The candidate's agent, if it still believes in that claim, hears the verdict: it keeps the claim (a
-        rejection: it may push again) or lets it go."""
+        """The agent, if it still believes in the claim, hears the verdict: keeps the claim (a rejection) or not."""
         g = s.agents[c.agent]
         if g.task == c.sub and g.version == c.version:
             return Model._agent(s, c.agent, replace(g, waiting=False) if keep else Agent())

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from mergebot.protocol.model import Model
-from mergebot.protocol.state import History, State, Step
+from mergebot.protocol.state import History, Intent, State, Step
 
 
 class NoFence(Model):
@@ -52,10 +52,35 @@ class NoSweep(Model):
         return iter(())
 
 
+class UnfencedFinish(Model):
+    """The landing's last steps fenced by the claim alone (as the code was until the model's take-over finding): no
+    lock on the intent's row, so a leader that lost its lock mid-landing moves main and writes its candidates' rows
+    whatever the leader that took over did with its intent meanwhile."""
+
+    def settled(self, s: State, intent: Intent) -> bool:
+        return False
+
+    def held(self, s: State, intent: Intent) -> bool:
+        return False
+
+    def finish_fenced(self, s: State, intent: Intent) -> State:
+        members = tuple(i for i in intent.cands if (sub := s.subs[s.cands[i].sub]).status == "submitted"
+                        and sub.owner == s.cands[i].agent and sub.version == s.cands[i].version)
+        s = replace(s, intents=tuple(x for x in s.intents if x != intent))
+        for i in intent.cands:
+            if i not in members:
+                s = self._cand(s, i, replace(s.cands[i], status="cut"))
+        if not members:
+            return s
+        part = replace(intent, cands=members)
+        return self.finish(replace(s, intents=(*s.intents, part)), part)
+
+
 MUTANTS: dict[str, type[Model]] = {
     "no_fence": NoFence,
     "no_compare": NoCompare,
     "early_release": EarlyRelease,
     "unreconciled": Unreconciled,
     "no_sweep": NoSweep,
+    "unfenced_finish": UnfencedFinish,
 }

@@ -130,3 +130,9 @@ def result(outcome: str) -> Result:
     """A check's result as the verdict policy reads it (only its outcome matters to the model)."""
     return Result(commit_sha=NEW_SHA, tree_sha="", command="check", outcome=outcome, exit_code=0 if outcome == "pass"
                   else 1, duration_ms=1, log_head="", log_tail="", log_size=0, log_digest="")
+
+
+def cand_name(s: State, i: int) -> str:
+    """Candidate ``i`` as a trace names it."""
+    c = s.cands[i]
+    return f"candidate {i + 1} (subtask {c.sub + 1} v{c.version}, {'good' if c.good else 'bad'})"

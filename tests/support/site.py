@@ -67,5 +67,6 @@ class Site:
         intent = await self.db.landing.begin_landing(cand=cand, target_ref="refs/heads/main", old_sha=base,
                                                      new_sha=merged, tree_sha="b" * 40, evidence=evidence,
                                                      verdict=result)
-        landed, _ = await self.db.landing.finish_landing(intent)
-        return sid, cand.id, landed.id
+        done = await self.db.landing.finish_landing(intent)
+        assert done is not None
+        return sid, cand.id, done[0].id

@@ -279,7 +279,9 @@ WHERE q.id = ANY(%(ids)s::bigint[]);
 
 -- name: candidate_finish
 -- ``verdict``: the verdict's kind and facts; a new status without one keeps no stale one (NULL), except that a
--- candidate put back in the queue keeps what it was told before (a flaky requeue, said once).
+-- candidate put back in the queue keeps what it was told before (a flaky requeue, said once). A landed candidate
+-- stays landed: a leader that lost its lock mid-landing and carries its landing or window on must not write over
+-- what the new leader landed (the protocol model's take-over finding, docs/protocol.md). No row: it was landed.
 UPDATE candidates
 SET status = %(status)s::candidate_status, reason = %(reason)s, base_sha = coalesce(%(base_sha)s, base_sha),
     merged_sha = coalesce(%(merged_sha)s, merged_sha), verifier = coalesce(%(verifier)s, verifier),
@@ -287,7 +289,7 @@ SET status = %(status)s::candidate_status, reason = %(reason)s, base_sha = coale
                    WHEN %(status)s IN ('queued', 'verifying') THEN verdict END,
     -- one waiting for an approval is out of flight (its run is done) until an approval puts it back in the queue
     finished_at = CASE WHEN %(status)s IN ('queued', 'verifying', 'landing', 'parked') THEN NULL ELSE now() END
-WHERE id = %(id)s
+WHERE id = %(id)s AND status <> 'landed'
 RETURNING *;
 
 -- name: candidate_list
@@ -329,6 +331,12 @@ SELECT * FROM landing_intents WHERE repo = %(repo)s AND status = 'pending' ORDER
 UPDATE landing_intents SET status = %(status)s::intent_status, resolved_at = now()
 WHERE id = %(id)s AND status = 'pending'
 RETURNING id;
+
+-- name: intent_lock
+-- The intent's status, its row locked for the transaction that settles it (``LandingStore.settling``): a leader that
+-- lost its lock mid-landing and the one that took over and reconciled decide about it one after the other.
+SELECT status::text AS status FROM landing_intents WHERE id = %(id)s FOR UPDATE;
+
 
 -- name: landed_chain
 -- Every landed row of a repository, for walking main's history back to its root.

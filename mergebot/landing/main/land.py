@@ -303,18 +303,20 @@ async def _move_and_record(ctx: Context, target: Target, intent: Intent, why: st
     """Move main from the intent's old commit to its new one, then record the landing; None if main moved under
     it (the intent is rolled back) or no subtask could take the landing (recorded as a finding)."""
     crash_point("after_intent")
-    if not await target.move(intent.old_sha, intent.new_sha, why):
-        await ctx.db.landing.roll_back(intent, say.on_branch(say.MOVED_DURING_LANDING, target.repo.target_branch))
-        return None
-    crash_point("after_cas")
-    try:
-        landed, released = await ctx.db.landing.finish_landing(intent)
-    except ClaimSuperseded as e:
-        # Fenced at every step before this; reaching here means the subtask changed under a moving main.
-        await ctx.db.landing.abandon_intent(intent, e.message)
-        await ctx.db.landing.add_finding(repo=target.repo.name, kind="landed_without_claim",
-                                         detail={"sha": intent.new_sha, "why": e.message})
-        return None
+    async with ctx.db.landing.settling(intent) as settle:  # the intent's row locked across the compare-and-swap
+        if settle is None:  # this process lost its lock mid-landing: the leader that took over settled it
+            log.warning("the landing of %s was settled by the leader that took over", intent.new_sha)
+            return None
+        if not await target.move(intent.old_sha, intent.new_sha, why):
+            await settle.roll_back(say.on_branch(say.MOVED_DURING_LANDING, target.repo.target_branch))
+            log.info("main moved during the landing of %s: its intent is rolled back", intent.new_sha)
+            return None
+        crash_point("after_cas")
+        try:
+            landed, released = await settle.finish()
+        except ClaimSuperseded as e:  # fenced at every step before: the subtask changed under a moving main
+            await settle.abandon(e.message)
+            return None
     if released:
         log.info("released %s", released)
     provenance.publish_soon(ctx, target)

@@ -95,17 +95,21 @@ async def reconcile_repo(ctx: Context, repo: Repo) -> Report:
         return head is not None and sha in bare and git.is_ancestor(bare, sha, head)
 
     for intent in await db.landing.pending_intents(repo.name):
-        if settle(await asyncio.to_thread(on_main, intent.new_sha)) == "finish":
-            try:
-                await db.landing.finish_landing(intent)
-                report.finished.append(intent.candidate_id)
-            except ClaimSuperseded as e:
-                await db.landing.abandon_intent(intent, e.message)
-                await db.landing.add_finding(repo=repo.name, kind="landed_without_claim",
-                                             detail={"sha": intent.new_sha, "why": e.message})
-        else:
-            await db.landing.roll_back(intent, say.STOPPED_BEFORE_MAIN_MOVED)
-            report.rolled_back.append(intent.candidate_id)
+        # the intent's row locked while main is looked at: a leader that lost its lock mid-landing may be moving
+        # main for it right now, under the same lock; it is settled once that one is done, or by this look
+        async with db.landing.settling(intent) as held:
+            if held is None:
+                continue
+            await target.head()  # main as it is now, under the lock (a forge's: fetched again)
+            if settle(await asyncio.to_thread(on_main, intent.new_sha)) == "finish":
+                try:
+                    await held.finish()
+                    report.finished.append(intent.candidate_id)
+                except ClaimSuperseded as e:
+                    await held.abandon(e.message)
+            else:
+                await held.roll_back(say.STOPPED_BEFORE_MAIN_MOVED)
+                report.rolled_back.append(intent.candidate_id)
 
     await provenance.publish_notes(ctx, target)  # statements a crash kept from the notes
     report.requeued = await db.landing.requeue_stuck(repo.name)
