@@ -54,6 +54,8 @@ def test_the_threshold_is_factor_windows_of_work_and_the_retry_the_time_to_the_l
     assert not decide(lane(3), factor=1.0).admit  # a smaller factor refuses sooner
     assert decide(lane(5, window=4), factor=2.0).admit  # a repository's own wider window: T = 2 x 4 x 10
     assert decide(lane(10_000), factor=2.0).retry_after == 300  # never told to wait for ever
+    assert decide(lane(5), factor=2.0, min_runs=8).admit  # under the floor of 8 runs: a small queue admits
+    assert not decide(lane(9), factor=2.0, min_runs=8).admit
     batched = decide(lane(16, per_run=4.0), factor=2.0)  # batches of four: a run clears four candidates
     assert batched.admit and batched.backlog_seconds == 40
     assert decide(lane(5, per_run=0.5), factor=2.0).backlog_seconds == 50  # fewer than one a run counts as one
@@ -164,6 +166,7 @@ async def lanes(settings: Settings, db: Database) -> AsyncIterator[Lanes]:
     """The site fixture's app (agents root, lead, ann, bob, rita; repository ``app``), measuring on every claim, with
     a cap of two subtasks for agents and one for ann."""
     settings.admission_cache_seconds = 0.0
+    settings.admission_min_runs = 0.0  # the lanes below hold a few candidates of 10 s: over 2 windows, under 8 runs
     settings.agent_wip = "agent=2,ann=1,lead=0"
     app = create_app(settings, run_recovery=False, run_queue=False)
     async with (app.router.lifespan_context(app),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from bench.common.fairness import busy_while_waiting, jain_index
+from bench.common.fairness import busy_while_waiting, jain
 from bench.fleet.offered_figures import (
     NOT_UNDER_CLAIM,
     Event,
@@ -22,12 +22,9 @@ from bench.fleet.offered_report import per_agent_seconds
 from bench.fleet.offered_run import think_times
 
 
-def test_jain_index_is_one_for_equal_shares_and_one_over_n_when_one_takes_all() -> None:
-    assert jain_index([3.0, 3.0, 3.0, 3.0]) == 1.0
-    assert jain_index([5.0, 0.0, 0.0, 0.0]) == 0.25
-    assert math.isclose(jain_index([1.0, 2.0, 3.0]), 36 / 42)
-    assert math.isnan(jain_index([])) and math.isnan(jain_index([0.0, 0.0]))
-
+def test_the_benches_jain_is_the_queues_own_and_nan_when_nothing_was_shared() -> None:
+    assert jain([3.0, 3.0, 3.0, 3.0]) == 1.0 and jain([5.0, 0.0, 0.0, 0.0]) == 0.25
+    assert math.isnan(jain([])) and math.isnan(jain([0.0, 0.0]))
 
 def test_busy_while_waiting_counts_only_the_moments_work_waited() -> None:
     # two workers; work waits over [0, 10); one run covers [0, 10), another [5, 10): 15 of 20 worker-seconds

@@ -1,11 +1,12 @@
-"""Fairness and sharing figures for the benchmarks, pure: Jain's fairness index, and how busy a set of servers was
-while work waited for them.
+"""Sharing figures for the benchmarks, pure: how busy a set of servers was while work waited for them, and Jain's
+fairness index over what each party got (``jain``: the queue's own ``mergebot.landing.window.fair.jain_index``, NaN
+when there was nothing to share).
 
 Rules:
 
 * **Jain's index** of allocations ``x_1..x_n`` is ``(sum x)^2 / (n * sum x^2)``: 1 when every one got the same,
   ``1/n`` when one got everything. An agent that got nothing counts (a zero), so pass every agent of equal weight,
-  not only those that were served. NaN when there is nothing to share (no agents, or all zero).
+  not only those that were served.
 * **Busy while waiting**: over the moments when some work waited (the union of the ``waits`` intervals), the mean
   share of ``servers`` that were running something (at most all of them): 1.0 means no server stood idle while
   work waited. NaN when nothing ever waited.
@@ -15,15 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from mergebot.landing.window.fair import jain_index
 
-def jain_index(xs: Iterable[float]) -> float:
-    """Jain's fairness index of the allocations ``xs`` (1 = equal shares, 1/n = one took all)."""
+
+def jain(xs: Iterable[float]) -> float:
+    """Jain's index of ``xs`` (``jain_index``), NaN when there is nothing to share (no party, or none got any)."""
     values = [float(x) for x in xs]
-    total = sum(values)
-    squares = sum(x * x for x in values)
-    if not values or squares <= 0:
-        return float("nan")
-    return total * total / (len(values) * squares)
+    return jain_index(values) if any(values) else float("nan")
 
 
 def _union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -7,8 +7,8 @@ Jain's index of verifier-seconds across all agents, as mergebot charges them (``
 seconds split over the members it landed, each charged to its own owner; any other run charged to the owner of the
 one candidate it names, as its batch's members are not recorded, which lowers the index on small runs; an agent
 that got none counts as 0; ``charged_s`` in the JSON says where the seconds went;
-``bench.common.fairness.jain_index``, kept here until the queue's own ``mergebot/landing/window/fair.py`` is
-merged); the most work in progress any agent held; the verifiers' busy share while work waited; every refusal by
+``bench.common.fairness.jain``, the queue's own ``mergebot.landing.window.fair.jain_index``); the most work in
+progress any agent held; the verifiers' busy share while work waited; every refusal by
 kind, and how many named a next step. Ratios are against the first run of the sitting (the baseline), and
 ``--compare-admission`` adds the ratios issue 45 sets targets for.
 """
@@ -20,7 +20,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from bench.common.fairness import busy_while_waiting, jain_index
+from bench.common.fairness import busy_while_waiting, jain
 from bench.common.measure import fmt, met, pctl
 from bench.fleet.agents import VERIFY_PURPOSES
 from bench.fleet.offered import Log
@@ -99,8 +99,8 @@ def offered_figures(args: argparse.Namespace, t0: float, ended: float, db: dict[
         "verifier_runs_per_landed": verify_runs / n if n else float("nan"),
         "claim_to_landed_s": _p(claim_lat), "push_to_landed_s": _p(push_lat),
         "leases": {**lease_accounting(log.events), "lapsed_server": len(db["lapsed"])},
-        "jain_verifier_seconds": jain_index(seconds.values()),
-        "jain_among_served": jain_index(v for v in seconds.values() if v > 0),
+        "jain_verifier_seconds": jain(seconds.values()),
+        "jain_among_served": jain(v for v in seconds.values() if v > 0),
         "agent_seconds": {"min": min(seconds.values(), default=float("nan")),
                           "max": max(seconds.values(), default=float("nan")),
                           "top": sorted(seconds.values(), reverse=True)[:5]},

@@ -43,12 +43,16 @@ def _git(args: Sequence[str], cwd: Path | None = None, *, check: bool = True, ti
 
 
 def retry(fn: Callable[[], T], *, until: float, pause: float = 0.3) -> T:
-    """Call ``fn`` until it answers: a server that is restarting or whose database is away (503) is waited for;
-    any other refusal is raised."""
+    """Call ``fn`` until it answers: a server that is restarting or whose database is away (503) is waited for, and
+    a claim held back for a full queue (429 ``capacity``) is made again after the ``retry_after`` it names; any
+    other refusal is raised."""
     while True:
         try:
             return fn()
         except (httpx.HTTPError, ApiError) as e:
+            if isinstance(e, ApiError) and e.status == 429 and e.code == "capacity" and time.monotonic() < until:
+                time.sleep(min(5.0, float((e.body.get("error") or {}).get("retry_after") or 1)))
+                continue
             if isinstance(e, ApiError) and e.status < 500:
                 raise
             if time.monotonic() > until:

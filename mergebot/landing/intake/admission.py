@@ -29,8 +29,10 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      no run ever finished, or no capacity was seen. A warning is logged by the caller; the fleet is never stuck
      behind a number nobody measures any more.
   2. One window of work is what the speculation window verifies in one round: its width w (the repository's
-     window, or C when it is automatic) times d verifier-seconds. The threshold is T = f x w x d: with the default,
-     the lane refuses once it holds more than two full windows of work.
+     window, or C when it is automatic) times d verifier-seconds. The threshold is T = max(f x w, m) x d: with the
+     default, the lane refuses once it holds more than two full windows of work, and never while it holds less than
+     m runs of it (``MERGEBOT_ADMISSION_MIN_RUNS``, default 8: a small team's few queued candidates are no backlog
+     worth turning a claim away for; the drills' and the first hour's queues stay below it).
   3. Hysteresis: a lane that admits refuses once B > T; a lane that refuses admits again only once B < L, the low
      mark L = ``LOW`` x T. Within [L, T] it keeps its last state, so it does not flap.
   4. A refusal says when to try again: the time the verifiers, at C verifier-seconds a second, take to bring B down
@@ -105,12 +107,12 @@ def is_stale(lane: Lane) -> bool:
             or lane.last_run_age > stale_after(lane.run_seconds))
 
 
-def decide(lane: Lane, *, factor: float) -> Decision:
+def decide(lane: Lane, *, factor: float, min_runs: float = 0.0) -> Decision:
     """Admit or refuse a claim in ``lane`` (rules 1-4 of the module)."""
     d = lane.run_seconds or 0.0
     backlog = lane.weight * d / max(1.0, lane.per_run)
     width = lane.window if lane.window > 0 else max(1, lane.slots)
-    threshold = factor * width * d
+    threshold = max(factor * width, min_runs) * d
     low = LOW * threshold
     if is_stale(lane):
         return Decision(lane.repo, True, True, backlog, threshold, low, lane.slots, lane.candidates, 0)

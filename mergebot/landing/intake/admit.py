@@ -53,6 +53,7 @@ class Admission:
     def __init__(self, settings: Settings) -> None:
         self.on = settings.admission == "on"
         self.factor = settings.admission_factor
+        self.min_runs = settings.admission_min_runs
         self.ttl = settings.admission_cache_seconds
         self.caps = caps(settings.agent_wip)
         self._cache: tuple[float, list[Decision]] | None = None
@@ -69,7 +70,7 @@ class Admission:
             lane = Lane(repo=r["repo"], candidates=r["candidates"], weight=r["weight"], run_seconds=r["run_seconds"],
                         slots=r["slots"], last_run_age=r["last_run_age"], window=r["speculation_window"],
                         admitting=r["admitting"], per_run=r["cleared"] / r["runs"] if r["runs"] else 1.0)
-            d = decide(lane, factor=self.factor)
+            d = decide(lane, factor=self.factor, min_runs=self.min_runs)
             if not record:
                 out.append(d)
                 continue
