@@ -339,10 +339,16 @@ async def readable_by_an_agent(fleet: Fleet, who: str, cands: list[int], subtask
             seen[f"mcp verdict {sid}"] = json.dumps(await call(session, "verdict", subtask_id=sid))
         seen["mcp read_board"] = json.dumps(await call(session, "read_board"))
         seen["mcp ready_work"] = json.dumps(await call(session, "ready_work"))
+        for cid in cands:  # each push's own verdict, by (subtask, commit)
+            cand = c.get(f"/api/v1/candidates/{cid}")
+            told = await call(session, "wait_for_verdict", subtask_id=cand["subtask_id"], sha=cand["sha"], timeout=0)
+            assert told.get("candidate_id") == cid, told  # it read that push's verdict, not an error
+            seen[f"mcp wait_for_verdict {cid}"] = json.dumps(told)
         # the other tools act (claim, push, renew, release, write a note): what they answer is what these read
         tools = {t.name for t in (await session.list_tools()).tools}
+        # a new tool that reads must be read here too
         assert tools == {"verdict", "read_board", "ready_work", "claim_and_start", "submit_and_wait", "heartbeat",
-                         "release", "note", "handoff"}, tools  # a new tool that reads must be read here too
+                         "release", "note", "handoff", "wait_for_verdict"}, tools
         prompt = await session.get_prompt("work_a_subtask", {"repo": "demo", "dir": "wt"})
         seen["mcp prompt"] = json.dumps([m.model_dump(mode="json") for m in prompt.messages])
         guide = await session.read_resource("mergebot://guide")  # type: ignore[arg-type]

@@ -327,11 +327,6 @@ RETURNING *;
 -- name: intent_pending
 SELECT * FROM landing_intents WHERE repo = %(repo)s AND status = 'pending' ORDER BY id;
 
--- name: intent_resolve
-UPDATE landing_intents SET status = %(status)s::intent_status, resolved_at = now()
-WHERE id = %(id)s AND status = 'pending'
-RETURNING id;
-
 -- name: intent_lock
 -- The intent's status, its row locked for the transaction that settles it (``LandingStore.settling``): a leader that
 -- lost its lock mid-landing and the one that took over and reconciled decide about it one after the other.
