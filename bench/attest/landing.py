@@ -6,9 +6,9 @@ Per landing, wrapped where the landing path looks them up: ``provenance.statemen
 database, two statements built and sealed with the data directory's Ed25519 key: what the landing waits for) and
 ``provenance.publish`` (the statements not yet in the git notes read back and written to ``refs/notes/mergebot``,
 marked noted: beside the queue, after the landing, timed when it ends within the landing's step), against the
-landing's own database write ``db.landing.finish_landing`` (the landed row, the subtask, the candidates and,
-now, the statements' rows in one transaction) and the land stage around them all. The first landing makes the
-signing key and is not counted.
+landing's own database write ``Settle.finish`` (timed as ``db.finish_landing``: the landed row, the subtask, the
+candidates and now the statements' rows in one transaction) and the land stage around them all. The first landing
+makes the signing key and is not counted.
 """
 
 from __future__ import annotations

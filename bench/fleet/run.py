@@ -72,7 +72,7 @@ opens the groups ("don't wait for me") once 10% has landed; each group's leader 
 bottom-up (``POST /api/v1/subtasks`` with ``depends_on`` on the children: a node waits for its children); helpers
 claim, heartbeat, write notes, read (subtasks, notes, announcements, the board) and submit. Landing is not
 replayed through git (too slow at this scale): after the submit, the driver lands the subtask with
-``Store.land`` -- the transaction ``LandingStore.finish_landing`` runs in the landing path, which writes the landed
+``Store.land`` -- the transaction ``Settle.finish`` runs in the landing path, which writes the landed
 row and releases the dependents. The write and read totals are split over the subtasks so the whole run issues the
 seeds' numbers (empty claims are counted apart). Reported: wall time, requests per second, latencies, and the
 speed-up over 30 hours (target >= 1000x, i.e. under 108 s), the CPU per request of the server, PostgreSQL and this

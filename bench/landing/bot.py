@@ -19,6 +19,7 @@ from bench.common import harness
 from bench.common.measure import Steps
 from bench.landing.repo import NOOP, T, fmt, header, make_commit, row, stats, touched_file
 from mergebot.db.database import Database
+from mergebot.db.settle import Settle
 from mergebot.git import repo as gitrepo
 from mergebot.landing import target as landing_target
 from mergebot.landing.context import Context
@@ -87,9 +88,11 @@ class Timed:
 
 
 DB_METHODS = (("landing", "next_candidate"), ("landing", "fences"), ("subtasks", "get_subtask"),
-              ("landing", "begin_landing"), ("landing", "finish_landing"), ("jobs", "enqueue_job"),
-              ("landing", "finish_candidate"), ("subtasks", "reject"), ("subtasks", "log_event"),
-              ("landing", "roll_back"))
+              ("landing", "begin_landing"), ("jobs", "enqueue_job"), ("landing", "finish_candidate"),
+              ("subtasks", "reject"), ("subtasks", "log_event"))
+# An intent is settled under its row's lock (``LandingStore.settling``): what the landing path does with it there,
+# timed under the names the landing's own write and its roll-back had before.
+SETTLE_METHODS = (("finish", "db.finish_landing"), ("roll_back", "db.roll_back"))
 # Where the verify step spends its time, for whichever runner is installed: (module, attribute, step). The
 # older runner checks out fresh and re-hashes the checkout into a scratch repository (materialize,
 # tree_of_directory); the slot runner moves a reused checkout (Slot.prepare) and checks it after the run.
@@ -150,6 +153,8 @@ def instrumented(queue: Timed, steps: Steps) -> Iterator[None]:
         for part, name in DB_METHODS:
             store = getattr(db, part)
             stack.enter_context(mock.patch.object(store, name, steps.coro(f"db.{name}", getattr(store, name))))
+        for name, key in SETTLE_METHODS:
+            stack.enter_context(mock.patch.object(Settle, name, steps.coro(key, getattr(Settle, name))))
         yield
 
 

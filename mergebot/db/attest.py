@@ -1,5 +1,5 @@
 """Signed landing statements, as the database keeps them (``attestations``): numbered per repository, written
-with the landed rows (``LandingStore.finish_landing``), and marked once copied to the repository's git notes."""
+with the landed rows (``mergebot.db.settle.Settle.finish``), and marked once copied to the repository's git notes."""
 
 from __future__ import annotations
 

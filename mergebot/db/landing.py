@@ -7,8 +7,8 @@ Rules:
     queued once.
   * Before main moves, the intent is written with all its evidence (``begin_landing``); after, one transaction
     writes each member's landed row, marks its subtask landed, releases its dependents, closes its candidate and
-    resolves the intent (``finish_landing``). A crash in between leaves a pending intent the reconciler finishes
-    or rolls back from the evidence alone.
+    resolves the intent (``settling``, ``mergebot.db.settle``). A crash in between leaves a pending intent the
+    reconciler finishes or rolls back from the evidence alone.
   * Landing without the queue (``land``: the seeds' replay, tests) runs the same statements.
   * A red main parks candidates (``finish_candidate``); green again or an admin's resume puts them back in the
     queue (``mergebot.db.repos``).

@@ -40,39 +40,38 @@ class Settle:
         refused: list[tuple[Member, str]] = []
         landed_ids: dict[str, int] = {}
         tx, intent = self.tx, self.intent
-        async with tx.savepoint():  # none could take it: nothing of it is kept (``ClaimSuperseded``)
-            for m in members:
-                landing = Landing(
-                    subtask_id=m.subtask_id, claim_version=m.claim_version, owner_id=m.owner_id, repo=intent.repo,
-                    target_ref=intent.target_ref, candidate_sha=m.candidate_sha, base_sha=m.base_sha,
-                    merged_sha=m.merged_sha, tree_sha=m.tree_sha, verifier_command=v["command"],
-                    verifier_result=m.outcome or e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
-                    main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"),
-                    verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"),
-                    tests_changed=list(Judgement.of_record(v).changed) or None,
-                    policy=e.policy, union_merged=list(m.union_merged) or None)
-                try:
-                    async with tx.savepoint():  # one member's refusal undoes only it
-                        row, freed = await self.store._land_in(tx, landing, actor_id=None,
-                                                               candidate_id=m.candidate_id, intent_id=intent.id)
-                except ClaimSuperseded as err:
-                    refused.append((m, err.message))
-                    continue
-                landed = row
-                landed_ids[row.merged_sha] = row.id
-                released += freed
-            if landed is None:
-                raise ClaimSuperseded(refused[-1][1], subtask_id=members[-1].subtask_id)
-            for a in intent.attestations:  # every commit main moved through keeps its statements
-                await tx.all("attest_insert", repo=intent.repo, landed_id=landed_ids.get(a["sha"]), kind=a["kind"],
-                             subject_sha=a["sha"], sequence=a.get("sequence"), keyid=a["keyid"],
-                             envelope=Jsonb(a["envelope"]))
-            for m, why in refused:
-                await tx.all("candidate_finish", id=m.candidate_id, status="cancelled", reason=why, base_sha=None,
-                             merged_sha=None, verifier=None, verdict=None)
-                await tx.all("finding_insert", repo=intent.repo, kind="landed_without_claim",
-                             detail=Jsonb({"sha": m.merged_sha, "subtask_id": m.subtask_id, "why": why}))
-            await tx.all("intent_resolve", id=intent.id, status="done")
+        for m in members:
+            landing = Landing(
+                subtask_id=m.subtask_id, claim_version=m.claim_version, owner_id=m.owner_id, repo=intent.repo,
+                target_ref=intent.target_ref, candidate_sha=m.candidate_sha, base_sha=m.base_sha,
+                merged_sha=m.merged_sha, tree_sha=m.tree_sha, verifier_command=v["command"],
+                verifier_result=m.outcome or e.outcome, duration_ms=v["duration_ms"], log_digest=v["log_digest"],
+                main_sha=intent.new_sha, batch_size=len(members), verifier_cache=v.get("cache"),
+                verifier_sandbox=v.get("sandbox"), verifier_limits=(v.get("limits") or {}).get("enforced"),
+                tests_changed=list(Judgement.of_record(v).changed) or None,
+                policy=e.policy, union_merged=list(m.union_merged) or None)
+            try:
+                async with tx.savepoint():  # one member's refusal undoes only it
+                    row, freed = await self.store._land_in(tx, landing, actor_id=None,
+                                                           candidate_id=m.candidate_id, intent_id=intent.id)
+            except ClaimSuperseded as err:
+                refused.append((m, err.message))
+                continue
+            landed = row
+            landed_ids[row.merged_sha] = row.id
+            released += freed
+        if landed is None:
+            raise ClaimSuperseded(refused[-1][1], subtask_id=members[-1].subtask_id)
+        for a in intent.attestations:  # every commit main moved through keeps its statements
+            await tx.all("attest_insert", repo=intent.repo, landed_id=landed_ids.get(a["sha"]), kind=a["kind"],
+                         subject_sha=a["sha"], sequence=a.get("sequence"), keyid=a["keyid"],
+                         envelope=Jsonb(a["envelope"]))
+        for m, why in refused:
+            await tx.all("candidate_finish", id=m.candidate_id, status="cancelled", reason=why, base_sha=None,
+                         merged_sha=None, verifier=None, verdict=None)
+            await tx.all("finding_insert", repo=intent.repo, kind="landed_without_claim",
+                         detail=Jsonb({"sha": m.merged_sha, "subtask_id": m.subtask_id, "why": why}))
+        await tx.all("intent_resolve", id=intent.id, status="done")
         return landed, released
 
     async def roll_back(self, reason: str) -> None:

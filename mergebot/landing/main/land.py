@@ -4,7 +4,8 @@ A ``target.Target`` hides where main lives (a hosted repository or a forge's); t
 
 Landing, in order (``land``, ``land_batch``): fence every candidate (it must still be what its subtask waits on,
 and its branch must still point at it), write the intent with the evidence, move main from the verified base to
-exactly the commit the run passed on, then record the landing in one transaction (``db.landing.finish_landing``).
+exactly the commit the run passed on, then record the landing in one transaction
+(``Settle.finish``, under the intent's row lock: ``db.landing.settling``).
 Main moving under the landing rolls the intent back; a crash between any two steps leaves a pending intent that
 the reconciler finishes or rolls back. A rejection sends the subtask back to its owner, then closes the candidate.
 
