@@ -9,6 +9,7 @@ import itertools
 import math
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from mergebot.db.database import Database
 from mergebot.web import charts, timeline
@@ -218,3 +219,24 @@ def test_the_window_is_aligned_and_the_axis_is_round() -> None:
     assert [charts.every(timedelta(minutes=m)) for m in (5, 60, 360)] == ["5 minutes", "hour", "6 hours"]
     empty = charts.svg(charts.charts([], timedelta(hours=1))[0], [])
     assert empty.startswith("<svg") and 'class="bar' not in empty and "circle" not in empty
+
+
+def test_a_wait_line_lies_beneath_the_bars_it_crosses() -> None:
+    """Run 2 was asked for while run 1 ran in the same lane: its faint wait line crosses run 1's bar, and is drawn
+    before every bar of the lane (and takes no clicks), so a click on run 1's bar opens run 1's log (CI once timed
+    out clicking a bar a later wait line covered)."""
+    t = datetime(2026, 12, 2, tzinfo=UTC)
+
+    def run(i: int, asked: int, a: int, b: int) -> dict[str, object]:
+        return {"id": i, "worker_name": "w", "created_at": t + timedelta(seconds=asked), "candidate_id": i,
+                "started_at": t + timedelta(seconds=a), "finished_at": t + timedelta(seconds=b),
+                "outcome": "pass", "status": "done", "purpose": "candidate"}
+
+    rows = timeline.lanes([run(1, 0, 0, 10), run(2, 2, 10, 20), run(3, 12, 20, 30)])
+    assert len(rows) == 1
+    drawn = str(timeline.svg(rows, t, t + timedelta(seconds=30)))
+    waits = [m.start() for m in re.finditer(r'<rect class="wait"', drawn)]
+    bars = [m.start() for m in re.finditer(r'<rect class="run', drawn)]
+    assert len(waits) == 2 and len(bars) == 3 and max(waits) < min(bars)
+    css = (Path(timeline.__file__).parent / "static" / "pages.css").read_text()
+    assert re.search(r"svg\.timeline \.wait \{[^}]*pointer-events: none", css)

@@ -113,16 +113,17 @@ def svg(rows: list[Lane], since: datetime, until: datetime) -> Markup:
         out.append(f'<g class="lane" data-worker="{escape(lane.worker)}" data-slot="{lane.slot}">'
                    f'<text class="lane-name" x="4" y="{y + 14}">{escape(label)}'
                    f'<title>{escape(lane.worker)}</title></text>')
+        for r in lane.runs:  # wait lines first: a later run's wait may lie across an earlier bar, never over it
+            if r.get("created_at") and r["created_at"] < r["started_at"]:  # waiting for a worker, drawn faint
+                w0, x0 = x(r["created_at"]), x(r["started_at"])
+                out.append(f'<rect class="wait" x="{w0:.1f}" y="{y + LANE // 2 - 1}" width="{max(0.0, x0 - w0):.1f}" '
+                           f'height="2" data-job="{r["id"]}"/>')
         for r in lane.runs:
             x0, x1 = x(r["started_at"]), x(r["finished_at"])
             outcome = r["outcome"] or r["status"]
             seconds = (r["finished_at"] - r["started_at"]).total_seconds()
             tip = (f"run {r['id']} ({r['purpose']}): {outcome}, {seconds:.0f} s from {r['started_at']:%H:%M:%S}"
                    + (f", candidate {r['candidate_id']}" if r["candidate_id"] else "") + _before(r))
-            if r.get("created_at") and r["created_at"] < r["started_at"]:  # waiting for a worker, drawn faint
-                w0 = x(r["created_at"])
-                out.append(f'<rect class="wait" x="{w0:.1f}" y="{y + LANE // 2 - 1}" width="{max(0.0, x0 - w0):.1f}" '
-                           f'height="2" data-job="{r["id"]}"/>')
             out.append(f'<a href="{_href(r)}"><rect class="run purpose-{escape(r["purpose"])} '
                        f'outcome-{escape(outcome)}" x="{x0:.1f}" y="{y + 3}" width="{max(1.5, x1 - x0):.1f}" '
                        f'height="{LANE - 6}" data-job="{r["id"]}"><title>{escape(tip)}</title></rect></a>')
