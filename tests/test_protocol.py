@@ -8,30 +8,34 @@ database, git or server, so the whole file takes seconds. The larger bound runs 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import replace
 
 import pytest
 
 from mergebot.landing.main.reconcile import settle
+from mergebot.landing.window import planner
 from mergebot.protocol.__main__ import main
 from mergebot.protocol.check import INVARIANTS, LIVENESS, Symmetry, check
 from mergebot.protocol.model import Model
-from mergebot.protocol.mutants import MUTANTS
-from mergebot.protocol.state import DEFAULT, LONG, Config
+from mergebot.protocol.mutants import BOUNDS, MUTANTS
+from mergebot.protocol.state import BATCHED, DEFAULT, LONG, Config, State
 
 MAX_STEPS = 25
 
-# each planted bug, the property that must catch it, and the bound it is checked on (the lost NOTIFY is a liveness
-# failure: the search must finish to find its bottom component, so it runs on a bound without crashes or forge pushes)
+# each planted bug, the property that must catch it, and the bound it is checked on (``mutants.BOUNDS``: the lost
+# NOTIFY is a liveness failure, so it runs on a bound without crashes or forge pushes; a leave-out's lane needs batches)
 PLANTED = {
     "no_fence": ("no push of a superseded claim version lands", DEFAULT),
     "no_compare": ("a commit once on main stays on main", DEFAULT),
     "early_release": ("a dependent is released only after what it depends on landed", DEFAULT),
     "unreconciled": ("every intent is finished or rolled back after the reconciler runs", DEFAULT),
-    "no_sweep": ("every good candidate lands", Config(crashes=0, forge=0)),
-    "unfenced_finish": ("a verdict an agent was told is never contradicted", Config(takeovers=1, crashes=0, forge=0,
-                                                                                     lost=0)),
+    "no_sweep": ("every good candidate lands", BOUNDS["no_sweep"]),
+    "unfenced_finish": ("a verdict an agent was told is never contradicted", BOUNDS["unfenced_finish"]),
+    "lane_crossed": ("no candidate lands past a left-out suspect of its lane", BOUNDS["lane_crossed"]),
 }
+STEPS = {"no_fence": 11, "no_compare": 7, "early_release": 5, "unreconciled": 7, "no_sweep": 9, "unfenced_finish": 8,
+         "lane_crossed": 12}  # each counterexample's length as docs/protocol.md tells it
 
 
 def test_the_default_bound_holds_exhaustively() -> None:
@@ -51,6 +55,7 @@ def test_a_planted_bug_is_caught_with_a_short_readable_trace(mutant: str) -> Non
     assert v is not None, f"{mutant} was not caught: {report}"
     assert v.prop == prop, str(v)
     assert 0 < len(v.trace) <= MAX_STEPS, str(v)
+    assert len(v.trace) == STEPS[mutant], str(v)  # shortest: breadth first finds no shorter one
     text = str(v)
     assert prop in text and f"counterexample in {len(v.trace)} steps" in text
     assert all(step in text for step in v.trace)
@@ -106,6 +111,30 @@ def test_the_command_line_checks_a_mutant(capsys: pytest.CaptureFixture[str]) ->
 def test_a_bound_reached_is_not_a_pass() -> None:
     report = check(Model(DEFAULT), max_states=50)
     assert not report.complete and not report.ok and "stopped early" in str(report)
+
+
+def test_leave_outs_and_judging_apart_hold() -> None:
+    """Batches of two with estimates: the planner answers leave_out, apart and checkpoint (and lands, cuts, judges
+    heads), the model carries each out as the executor does, and every property holds."""
+    answers: Counter[str] = Counter()
+
+    class Counting(Model):
+        def plan(self, s: State) -> planner.Decision:
+            d = super().plan(s)
+            answers[d.action] += 1
+            return d
+
+    report = check(Counting(BATCHED))
+    assert report.ok, str(report)
+    assert {"land", "cut", "judge_head", "leave_out", "apart", "checkpoint", "wait"} <= set(answers), answers
+
+
+def test_the_lane_trace_lands_behind_the_suspect() -> None:
+    v = check(MUTANTS["lane_crossed"](PLANTED["lane_crossed"][1])).violation
+    assert v is not None
+    text = "\n".join(v.trace)
+    assert "bad risky change" in text and "out of its failed run; the run of candidate 2" in text
+    assert v.trace[-1].startswith("the landed rows are written")
 
 
 # A finding of the model, fixed in the code (docs/protocol.md, "Findings"): a leader whose lock went while its landing

@@ -17,10 +17,10 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from mergebot.protocol.model import Model
-from mergebot.protocol.state import HELD, PENDING, Agent, Cand, Config, History, Intent, State, Sub, on_main
+from mergebot.protocol.state import HELD, PENDING, Agent, Config, History, Intent, State, Sub, on_main, put
 
 Predicate = Callable[[Model, State], bool]
 
@@ -75,6 +75,12 @@ def told_holds(m: Model, s: State) -> bool:
     return True
 
 
+def lanes_hold(m: Model, s: State) -> bool:
+    """No candidate lands past a suspect left out of its lane's failed run before the suspect's verdict (only the
+    candidates ahead of it in the chain may)."""
+    return not s.crossed
+
+
 def main_keeps(m: Model, s: State) -> bool:
     """A commit once on main stays there (the forge's own commits too)."""
     return all((-n, 0) in s.main for n in range(1, s.forged + 1))
@@ -89,6 +95,7 @@ INVARIANTS: tuple[tuple[str, Predicate], ...] = (
     ("every intent is finished or rolled back after the reconciler runs", reconciled),
     ("a verdict an agent was told is never contradicted", told_holds),
     ("a commit once on main stays on main", main_keeps),
+    ("no candidate lands past a left-out suspect of its lane", lanes_hold),
 )
 
 
@@ -114,31 +121,45 @@ class Symmetry:
 
     def __init__(self, config: Config) -> None:
         deps = set(config.depends)
+        lane = Model(config).lane  # and that keeps which subtasks share a lane
         subs = [p for p in itertools.permutations(range(config.subtasks))
-                if {(p[d], p[on]) for d, on in deps} == deps]
-        renamings = [(a, t) for a in itertools.permutations(range(config.agents)) for t in subs]
+                if {(p[d], p[on]) for d, on in deps} == deps
+                and all((lane(i) == lane(j)) == (lane(p[i]) == lane(p[j])) for i in p for j in p)]
+        renamings = [(a, t, t != tuple(range(config.subtasks)))
+                     for a in itertools.permutations(range(config.agents)) for t in subs]
         self.renamings = renamings[1:]  # the first is the identity: the state itself
 
     @staticmethod
-    def rename(s: State, a: Sequence[int], t: Sequence[int]) -> State:
-        """``s`` with agent ``i`` called ``a[i]`` and subtask ``j`` called ``t[j]`` (built directly: this is the
-        checker's innermost loop)."""
-        subs: list[Sub] = list(s.subs)
-        for j, sub in enumerate(s.subs):
-            subs[t[j]] = Sub(sub.status, a[sub.owner] if sub.owner >= 0 else -1, sub.version, sub.landing)
+    def rename(s: State, a: Sequence[int], t: Sequence[int], subtasks: bool = True) -> State:
+        """``s`` with agent ``i`` called ``a[i]`` and subtask ``j`` called ``t[j]`` (``subtasks`` False: ``t`` is the
+        identity). The checker's innermost loop: records nothing renames are kept as they are."""
+        if not subtasks:
+            subs = tuple(sub if sub.owner < 0 or a[sub.owner] == sub.owner else put(sub, owner=a[sub.owner])
+                         for sub in s.subs)
+            cands = tuple(c if a[c.agent] == c.agent else put(c, agent=a[c.agent]) for c in s.cands)
+        else:
+            moved: list[Sub] = list(s.subs)
+            for j, sub in enumerate(s.subs):
+                moved[t[j]] = sub if sub.owner < 0 else put(sub, owner=a[sub.owner])
+            subs = tuple(moved)
+            cands = tuple(put(c, sub=t[c.sub], agent=a[c.agent]) for c in s.cands)
         agents: list[Agent] = list(s.agents)
         for i, g in enumerate(s.agents):
-            agents[a[i]] = Agent(t[g.task] if g.task >= 0 else -1, g.version, g.silent, g.waiting)
-        cands = tuple(Cand(t[c.sub], c.version, a[c.agent], c.good, c.status, c.heard, c.told) for c in s.cands)
-        return replace(s, subs=tuple(subs), agents=tuple(agents), cands=cands)
+            agents[a[i]] = put(g, task=t[g.task]) if subtasks and g.task >= 0 else g
+        return put(s, subs=subs, agents=tuple(agents), cands=cands)
 
     @staticmethod
     def renumber(s: State) -> State:
         """``s`` with its intents' ids numbered 1, 2, ... in the order they first appear (only equality matters)."""
         order: dict[int, int] = {0: 0}
-        for k in [k for _, k in (*s.main, *s.base)] + [k for x in (*s.intents, *s.old)
-                                                       for k in (x.serial, *(k for _, k in (*x.old, *x.new)))]:
+        for _, k in s.main:
             order.setdefault(k, len(order))
+        for _, k in s.base:
+            order.setdefault(k, len(order))
+        for x in (*s.intents, *s.old):
+            order.setdefault(x.serial, len(order))
+            for _, k in (*x.old, *x.new):
+                order.setdefault(k, len(order))
         if all(k == v for k, v in order.items()):
             return s
 
@@ -148,13 +169,13 @@ class Symmetry:
         def i(x: Intent) -> Intent:
             return Intent(order[x.serial], x.cands, h(x.old), h(x.new), x.proven)
 
-        return replace(s, main=h(s.main), base=h(s.base), intents=tuple(map(i, s.intents)), old=tuple(map(i, s.old)))
+        return put(s, main=h(s.main), base=h(s.base), intents=tuple(map(i, s.intents)), old=tuple(map(i, s.old)))
 
     def canonical(self, s: State) -> State:
         s = self.renumber(s)
         least = s
-        for a, t in self.renamings:
-            other = self.rename(s, a, t)
+        for a, t, subtasks in self.renamings:
+            other = self.rename(s, a, t, subtasks)
             if other < least:
                 least = other
         return least
@@ -224,10 +245,8 @@ def check(model: Model, *, liveness: bool = True, max_states: int | None = None,
         for _, nxt in model.steps(s):
             count += 1
             c = sym.canonical(nxt)
-            j = index.get(c)
-            if j is None:
-                j = len(states)
-                index[c] = j
+            j = index.setdefault(c, len(states))  # one hash for the look-up and the insert
+            if j == len(states):
                 states.append(c)
                 parent.append(k)
                 for name, pred in invariants:

@@ -6,10 +6,9 @@ Each is what a plausible edit of the real code would do; ``tests/test_protocol.p
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 from mergebot.protocol.model import Model
-from mergebot.protocol.state import History, Intent, State, Step
+from mergebot.protocol.state import BATCHED, Config, History, Intent, State, Step, put
 
 
 class NoFence(Model):
@@ -34,7 +33,7 @@ class EarlyRelease(Model):
         done = {nxt.cands[i].sub for i in (*nxt.landed, *nxt.intents[-1].cands)}
         for d, _ in self.config.depends:
             if nxt.subs[d].status == "blocked" and all(on in done for dd, on in self.config.depends if dd == d):
-                nxt = self._sub(nxt, d, replace(nxt.subs[d], status="ready"))
+                nxt = self._sub(nxt, d, put(nxt.subs[d], status="ready"))
         return name, nxt
 
 
@@ -66,14 +65,23 @@ class UnfencedFinish(Model):
     def finish_fenced(self, s: State, intent: Intent) -> State:
         members = tuple(i for i in intent.cands if (sub := s.subs[s.cands[i].sub]).status == "submitted"
                         and sub.owner == s.cands[i].agent and sub.version == s.cands[i].version)
-        s = replace(s, intents=tuple(x for x in s.intents if x != intent))
+        s = put(s, intents=tuple(x for x in s.intents if x != intent))
         for i in intent.cands:
             if i not in members:
-                s = self._cand(s, i, replace(s.cands[i], status="cut"))
+                s = self._cand(s, i, put(s.cands[i], status="cut"))
         if not members:
             return s
-        part = replace(intent, cands=members)
-        return self.finish(replace(s, intents=(*s.intents, part)), part)
+        part = put(intent, cands=members)
+        return self.finish(put(s, intents=(*s.intents, part)), part)
+
+
+class LaneCrossed(Model):
+    """A leave-out that lets a candidate behind the suspect land first (the window's code before the property test
+    of issue 34 found it): the slots behind a left-out suspect are all merged again without it, those in its lane
+    too, so the rest's run lands one of them before the suspect's verdict."""
+
+    def waits(self, s: State, i: int, sus: int) -> bool:
+        return False
 
 
 MUTANTS: dict[str, type[Model]] = {
@@ -83,4 +91,14 @@ MUTANTS: dict[str, type[Model]] = {
     "unreconciled": Unreconciled,
     "no_sweep": NoSweep,
     "unfenced_finish": UnfencedFinish,
+    "lane_crossed": LaneCrossed,
+}
+
+# The bound each planted bug is caught on, when not the default: the lost NOTIFY is a liveness failure, so the search
+# must finish (no crashes or forge pushes: a restart reads the whole queue and would mask it); the take-over finding
+# needs a take-over; a suspect has a candidate behind it only in a batch whose run is not on the suspect.
+BOUNDS: dict[str, Config] = {
+    "no_sweep": Config(crashes=0, forge=0),
+    "unfenced_finish": Config(takeovers=1, crashes=0, forge=0, lost=0),
+    "lane_crossed": BATCHED,
 }

@@ -7,9 +7,11 @@ their histories.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from verifier.result import Result
 
+T = TypeVar("T")
 TARGET = "main"
 NEW_SHA = "1" * 40
 # what a subtask's status is in the model: blocked (waits on another), ready, running, submitted, landed
@@ -32,10 +34,17 @@ class Config:
     lost: int = 1  # NOTIFYs lost (as through a transaction pooler)
     forge: int = 1  # commits pushed to main outside the bot (a forge repository's main is the truth)
     takeovers: int = 0  # times a second replica takes the lead while the leader's landing is in flight
+    batch: int = 1  # the largest batch one run may cover (the fill forms batches as the planner's ``joins`` says)
+    risky: int = 0  # pushes that may carry a high failure estimate (the others a low one)
+    risk_aware: bool = True  # the planner sees the estimates (leave-outs, judging apart); False: it sees none
+    # each subtask's lane (candidates of one lane touch the same paths); a subtask past the end has a lane of its own
+    lanes: tuple[int, ...] = (0, 1, 0)
 
 
 DEFAULT = Config()  # checked exhaustively in the test suite
 LONG = Config(pushes=3, crashes=2)  # behind MERGEBOT_LONG_DRILLS
+# batches of two with estimates: leave-outs and judging apart (tests/test_protocol.py)
+BATCHED = Config(batch=2, risky=1, crashes=0, forge=0, lost=0)
 
 
 @dataclass(frozen=True, order=True)
@@ -63,12 +72,26 @@ class Cand:
     status: str = "queued"  # queued, window, landing, landed, rejected, cut
     heard: str = "seen"  # its NOTIFY: seen by the leader, or lost (the sweep or a restart finds it)
     told: str = ""  # the verdict its agent was told: "", "landed", "rejected"
+    risky: bool = False  # its failure estimate is high (``window.HIGH``), else low (``window.LOW``)
+    proven: bool = False  # it passed on main alone after its batch failed (its estimate is ``planner.PROVEN``)
 
 
 @dataclass(frozen=True, order=True)
 class Slot:
     cand: int
-    outcome: str = ""  # its checkpoint's run: "" while pending, "pass", "fail"
+    outcome: str = ""  # its checkpoint's run: "" while pending (or no run), "pass", "fail"
+    checkpoint: bool = True  # a run covers it and the unchecked slots ahead of it (False: a later run will)
+
+
+@dataclass(frozen=True, order=True)
+class Suspect:
+    """A failed run's likeliest culprit, left out of the chain (planner rule 4a) while ``rest``'s run covers the
+    candidates that were with it; judged on its failed run when the rest lands and it then sits on that very tree."""
+
+    cand: int
+    rest: int  # the candidate whose run covers the rest
+    tree: tuple[int, ...]  # what the failed run checked: main's commits and the run's candidates (sorted)
+    ahead: tuple[int, ...]  # the candidates ahead of it in the chain (a ghost: only they may land in its lane)
 
 
 # A commit: (candidate id, the intent that merged it), so two merges of one candidate are two commits; a forge's own
@@ -95,9 +118,11 @@ class State:
     landed: tuple[int, ...] = ()  # the landed rows, in order (candidate ids)
     intents: tuple[Intent, ...] = ()  # pending landing intents (in the database)
     window: tuple[Slot, ...] = ()  # the leader's window (in memory)
+    suspects: tuple[Suspect, ...] = ()  # left out of a failed run, waiting for their rest (in memory)
     base: History = ()  # main when the window's first slot was merged
     stage: str = ""  # the leader's landing of the last intent: "" none, "intent" written, "moved" main moved
     unproven: bool = False  # main was once moved to a commit no passing run was on (a ghost, for the invariants)
+    crossed: bool = False  # a candidate landed past a left-out suspect of its lane (a ghost, for the invariants)
     up: bool = True  # the server runs (down after a crash until its restart)
     reconciled: bool = False  # the last step was a restart's reconciliation
     pushes: int = 0
@@ -105,12 +130,26 @@ class State:
     crashes: int = 0
     lost: int = 0
     forged: int = 0
+    risky: int = 0
     takeovers: int = 0
     old: tuple[Intent, ...] = ()  # the landing a replica that lost its lock still carries on (at most one)
     old_stage: str = ""  # "intent": its compare-and-swap is next; "moved": its landed rows are next
 
 
 Step = tuple[str, State]
+
+
+def put(record: T, **changes: object) -> T:
+    """``dataclasses.replace`` for the model's frozen records, without its per-field checks and its ``__init__`` (they
+    were half the checker's time): a copy of ``record``'s fields with ``changes``; a name that is no field is
+    refused."""
+    fields = record.__dict__
+    if not changes.keys() <= fields.keys():
+        raise TypeError(f"no such field: {sorted(changes.keys() - fields.keys())}")
+    new = object.__new__(type(record))
+    new.__dict__.update(fields)
+    new.__dict__.update(changes)
+    return new
 
 
 def on_main(commit: History, main: History) -> bool:
@@ -135,4 +174,4 @@ def result(outcome: str) -> Result:
 def cand_name(s: State, i: int) -> str:
     """Candidate ``i`` as a trace names it."""
     c = s.cands[i]
-    return f"candidate {i + 1} (subtask {c.sub + 1} v{c.version}, {'good' if c.good else 'bad'})"
+    return f"candidate {i + 1} (subtask {c.sub + 1} v{c.version}, {'good' if c.good else 'bad'}{', risky' * c.risky})"
