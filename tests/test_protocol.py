@@ -44,6 +44,8 @@ def test_the_default_bound_holds_exhaustively() -> None:
     assert report.violation is None, str(report)
     assert report.complete
     assert report.states > 10_000 and report.edges > report.states  # it searched something of size
+    # the example bound: 2 agents, 3 subtasks with one dependency, a window of 2, up to 2 crashes
+    assert (DEFAULT.agents, DEFAULT.subtasks, len(DEFAULT.depends), DEFAULT.window, DEFAULT.crashes) == (2, 3, 1, 2, 2)
     assert {p for p, _ in PLANTED.values()} <= {name for name, _ in (*INVARIANTS, *LIVENESS)}
 
 

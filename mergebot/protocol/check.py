@@ -226,7 +226,7 @@ def check(model: Model, *, liveness: bool = True, max_states: int | None = None,
     began = time.monotonic()
     sym = Symmetry(model.config)
     start = sym.canonical(model.initial())
-    index: dict[State, int] = {start: 0}
+    index: dict[State, int] = {start: 0}  # every state met, canonical or as a step made it: its canonical one
     states: list[State] = [start]
     parent: list[int] = [-1]
     edges: list[list[int]] = []  # each state's successors, kept for liveness
@@ -244,8 +244,14 @@ def check(model: Model, *, liveness: bool = True, max_states: int | None = None,
         out: list[int] = []
         for _, nxt in model.steps(s):
             count += 1
+            j = index.get(nxt, -1)  # a state met before as it is (canonical, or not): no renaming needed
+            if j >= 0:
+                out.append(j)
+                continue
             c = sym.canonical(nxt)
-            j = index.setdefault(c, len(states))  # one hash for the look-up and the insert
+            j = index.setdefault(c, len(states))
+            if c is not nxt:
+                index[nxt] = j
             if j == len(states):
                 states.append(c)
                 parent.append(k)

@@ -30,7 +30,7 @@ class Config:
     versions: int = 2  # a subtask is claimed at most this many times (each reclaim after a lease expired is one)
     pushes: int = 2  # pushes in all (refused ones count)
     bad: int = 1  # of which at most this many fail their check
-    crashes: int = 1
+    crashes: int = 2
     lost: int = 1  # NOTIFYs lost (as through a transaction pooler)
     forge: int = 1  # commits pushed to main outside the bot (a forge repository's main is the truth)
     takeovers: int = 0  # times a second replica takes the lead while the leader's landing is in flight
@@ -143,12 +143,13 @@ def put(record: T, **changes: object) -> T:
     """``dataclasses.replace`` for the model's frozen records, without its per-field checks and its ``__init__`` (they
     were half the checker's time): a copy of ``record``'s fields with ``changes``; a name that is no field is
     refused."""
-    fields = record.__dict__
-    if not changes.keys() <= fields.keys():
-        raise TypeError(f"no such field: {sorted(changes.keys() - fields.keys())}")
     new = object.__new__(type(record))
-    new.__dict__.update(fields)
-    new.__dict__.update(changes)
+    fields = new.__dict__
+    fields.update(record.__dict__)
+    n = len(fields)
+    fields.update(changes)
+    if len(fields) != n:
+        raise TypeError(f"no such field: {sorted(changes.keys() - record.__dict__.keys())}")
     return new
 
 
