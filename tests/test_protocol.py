@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -19,7 +20,7 @@ from mergebot.protocol.__main__ import main
 from mergebot.protocol.check import INVARIANTS, LIVENESS, Symmetry, check
 from mergebot.protocol.model import Model
 from mergebot.protocol.mutants import BOUNDS, MUTANTS
-from mergebot.protocol.state import BATCHED, DEFAULT, LONG, Config, State
+from mergebot.protocol.state import BATCHED, DEFAULT, LONG, SUPERSEDING, Config, State, Step
 
 MAX_STEPS = 25
 
@@ -33,9 +34,10 @@ PLANTED = {
     "no_sweep": ("every good candidate lands", BOUNDS["no_sweep"]),
     "unfenced_finish": ("a verdict an agent was told is never contradicted", BOUNDS["unfenced_finish"]),
     "lane_crossed": ("no candidate lands past a left-out suspect of its lane", BOUNDS["lane_crossed"]),
+    "replaced_lands": ("a push replaced by a newer push never lands", BOUNDS["replaced_lands"]),
 }
 STEPS = {"no_fence": 11, "no_compare": 7, "early_release": 5, "unreconciled": 7, "no_sweep": 9, "unfenced_finish": 8,
-         "lane_crossed": 12}  # each counterexample's length as docs/protocol.md tells it
+         "lane_crossed": 12, "replaced_lands": 8}  # each counterexample's length as docs/protocol.md tells it
 
 
 def test_the_default_bound_holds_exhaustively() -> None:
@@ -137,6 +139,26 @@ def test_the_lane_trace_lands_behind_the_suspect() -> None:
     text = "\n".join(v.trace)
     assert "bad risky change" in text and "out of its failed run; the run of candidate 2" in text
     assert v.trace[-1].startswith("the landed rows are written")
+
+
+def test_pushes_that_replace_a_pending_candidate_hold() -> None:
+    """An agent may push again while its candidate is pending: a queued one is superseded at the push, one in the
+    window is cut as superseded by its fence, one being landed makes the push rules refuse the new push; every
+    property holds, and a replaced candidate never lands."""
+    seen: set[str] = set()
+
+    class Watching(Model):
+        def steps(self, s: State) -> Iterator[Step]:
+            for name, nxt in super().steps(s):
+                if sum(c.status == "superseded" for c in nxt.cands) > sum(c.status == "superseded" for c in s.cands):
+                    seen.add("at the push" if "pushes again" in name else f"by the fence: {name.split(' ')[1]}")
+                if "pushes again" in name and "refused (landing)" in name:
+                    seen.add("refused while landing")
+                yield name, nxt
+
+    report = check(Watching(SUPERSEDING))
+    assert report.ok, str(report)
+    assert {"at the push", "by the fence: planner", "refused while landing"} <= seen, seen
 
 
 # A finding of the model, fixed in the code (docs/protocol.md, "Findings"): a leader whose lock went while its landing

@@ -1,6 +1,6 @@
-"""``python -m mergebot.protocol [--long | --batched] [--mutant NAME] [--takeovers N]``: check the landing protocol's
-model and print the number of states, the time and the result (a counterexample's trace when a property fails). Exit
-status 1 when a property fails (for a mutant: when the checker misses it)."""
+"""``python -m mergebot.protocol [--long | --batched | --superseding] [--mutant NAME] [--takeovers N]``: check the
+landing protocol's model and print the number of states, the time and the result (a counterexample's trace when a
+property fails). Exit status 1 when a property fails (for a mutant: when the checker misses it)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,21 @@ from dataclasses import replace
 from mergebot.protocol.check import check
 from mergebot.protocol.model import Model
 from mergebot.protocol.mutants import BOUNDS, MUTANTS
-from mergebot.protocol.state import BATCHED, DEFAULT, LONG
+from mergebot.protocol.state import BATCHED, DEFAULT, LONG, SUPERSEDING
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mergebot.protocol", description=__doc__)
     parser.add_argument("--long", action="store_true", help="the larger bound (as MERGEBOT_LONG_DRILLS)")
     parser.add_argument("--batched", action="store_true", help="batches of two with estimates (leave-outs)")
+    parser.add_argument("--superseding", action="store_true", help="an agent may push again while one is pending")
     parser.add_argument("--mutant", choices=sorted(MUTANTS),
                         help="check a planted bug instead, on its own bound unless --long: it must fail")
     parser.add_argument("--takeovers", type=int, default=None,
                         help="allow this many take-overs of the lead mid-landing (docs/protocol.md, Findings)")
     parser.add_argument("--max-states", type=int, default=None)
     args = parser.parse_args(argv)
-    config = LONG if args.long else BATCHED if args.batched else DEFAULT
+    config = LONG if args.long else BATCHED if args.batched else SUPERSEDING if args.superseding else DEFAULT
     if args.mutant and not args.long:
         config = BOUNDS.get(args.mutant, config)
     if args.takeovers is not None:

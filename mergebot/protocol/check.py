@@ -81,6 +81,11 @@ def lanes_hold(m: Model, s: State) -> bool:
     return not s.crossed
 
 
+def no_replaced(m: Model, s: State) -> bool:
+    """A push replaced by a newer push of its subtask never lands (read from the candidates, not the model's fence)."""
+    return not any(c.sub == s.cands[i].sub for i in s.landed for c in s.cands[i + 1:])
+
+
 def main_keeps(m: Model, s: State) -> bool:
     """A commit once on main stays there (the forge's own commits too)."""
     return all((-n, 0) in s.main for n in range(1, s.forged + 1))
@@ -96,6 +101,7 @@ INVARIANTS: tuple[tuple[str, Predicate], ...] = (
     ("a verdict an agent was told is never contradicted", told_holds),
     ("a commit once on main stays on main", main_keeps),
     ("no candidate lands past a left-out suspect of its lane", lanes_hold),
+    ("a push replaced by a newer push never lands", no_replaced),
 )
 
 

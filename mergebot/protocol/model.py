@@ -86,7 +86,7 @@ class Model(WindowSteps):
                     nxt = self._sub(s, t, put(sub, status="running", owner=a, version=v))
                     yield (f"agent {a + 1} claims subtask {t + 1} (claim version {v})",
                            self._agent(nxt, a, Agent(task=t, version=v)))
-        elif not g.waiting and s.pushes < c.pushes:
+        elif s.pushes < c.pushes and (not g.waiting or s.repushes < c.repushes):  # waiting: a newer push replaces
             for good in (True, False):
                 for risky in (False, True):
                     if (not good and s.bad >= c.bad) or (risky and s.risky >= c.risky):
@@ -97,9 +97,9 @@ class Model(WindowSteps):
         """A push, judged by the push rules; a queued candidate's NOTIFY reaches the leader, or is lost. A ``risky``
         one carries a high failure estimate (its agent's record, its size), whether it fails or not."""
         g = s.agents[a]
-        what = (f"agent {a + 1} pushes a {'good' if good else 'bad'}{' risky' * risky} change to subtask "
-                f"{g.task + 1} v{g.version}")
-        s = put(s, pushes=s.pushes + 1, bad=s.bad + (not good), risky=s.risky + risky)
+        what = (f"agent {a + 1} pushes {'again, ' * g.waiting}a {'good' if good else 'bad'}{' risky' * risky} change "
+                f"to subtask {g.task + 1} v{g.version}")
+        s = put(s, pushes=s.pushes + 1, bad=s.bad + (not good), risky=s.risky + risky, repushes=s.repushes + g.waiting)
         code = self.fence(s, a, g.task, g.version)
         if code is not None:
             yield f"{what}: refused ({code}), it lets the subtask go", self._agent(s, a, Agent())
@@ -108,7 +108,9 @@ class Model(WindowSteps):
             if heard == "lost" and s.lost >= self.config.lost:
                 continue
             cand = Cand(g.task, g.version, a, good, heard=heard, risky=risky)
-            nxt = put(s, cands=(*s.cands, cand), lost=s.lost + (heard == "lost"))
+            cands = tuple(put(c, status="superseded") if c.sub == g.task and c.status == "queued" else c
+                          for c in s.cands)  # ``candidates_supersede``: the older ones still queued
+            nxt = put(s, cands=(*cands, cand), lost=s.lost + (heard == "lost"))
             nxt = self._sub(nxt, g.task, put(s.subs[g.task], status="submitted"))
             said = "its NOTIFY is lost" if heard == "lost" else "the leader hears its NOTIFY"
             yield (f"{what}: queued as candidate {len(s.cands) + 1}, {said}",
@@ -214,7 +216,7 @@ class Model(WindowSteps):
             c = s.cands[i]
             s = self._cand(s, i, put(c, status="landed", told="landed"))
             s = self._sub(s, c.sub, put(s.subs[c.sub], status="landed", owner=-1, landing=False))
-            s = self._tell(s, c, keep=False)
+            s = self._tell(s, i, keep=False)
         return self.release(s)
 
     def finish_fenced(self, s: State, intent: Intent) -> State:

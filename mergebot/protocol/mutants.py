@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mergebot.protocol.model import Model
-from mergebot.protocol.state import BATCHED, Config, History, Intent, State, Step, put
+from mergebot.protocol.state import BATCHED, SUPERSEDING, Config, History, Intent, State, Step, put
 
 
 class NoFence(Model):
@@ -84,6 +84,15 @@ class LaneCrossed(Model):
         return False
 
 
+class ReplacedLands(Model):
+    """The fence without its "replaced" clause (``candidate_unfenced`` comparing the subtask's ``candidate_sha``): a
+    candidate already in the window when its agent pushed again still holds its claim, and lands."""
+
+    def holds(self, s: State, i: int) -> bool:
+        c = s.cands[i]
+        return self.fence(s, c.agent, c.sub, c.version) is None
+
+
 MUTANTS: dict[str, type[Model]] = {
     "no_fence": NoFence,
     "no_compare": NoCompare,
@@ -92,13 +101,16 @@ MUTANTS: dict[str, type[Model]] = {
     "no_sweep": NoSweep,
     "unfenced_finish": UnfencedFinish,
     "lane_crossed": LaneCrossed,
+    "replaced_lands": ReplacedLands,
 }
 
 # The bound each planted bug is caught on, when not the default: the lost NOTIFY is a liveness failure, so the search
 # must finish (no crashes or forge pushes: a restart reads the whole queue and would mask it); the take-over finding
-# needs a take-over; a suspect has a candidate behind it only in a batch whose run is not on the suspect.
+# needs a take-over; a suspect has a candidate behind it only in a batch whose run is not on the suspect; a push
+# replaces a candidate only when agents may push again while one is pending.
 BOUNDS: dict[str, Config] = {
     "no_sweep": Config(crashes=0, forge=0),
     "unfenced_finish": Config(takeovers=1, crashes=0, forge=0, lost=0),
     "lane_crossed": BATCHED,
+    "replaced_lands": SUPERSEDING,
 }

@@ -39,12 +39,15 @@ class Config:
     risk_aware: bool = True  # the planner sees the estimates (leave-outs, judging apart); False: it sees none
     # each subtask's lane (candidates of one lane touch the same paths); a subtask past the end has a lane of its own
     lanes: tuple[int, ...] = (0, 1, 0)
+    repushes: int = 0  # pushes an agent may make while its last candidate is pending (they replace it)
 
 
 DEFAULT = Config()  # checked exhaustively in the test suite
 LONG = Config(pushes=3, crashes=2)  # behind MERGEBOT_LONG_DRILLS
 # batches of two with estimates: leave-outs and judging apart (tests/test_protocol.py)
 BATCHED = Config(batch=2, risky=1, crashes=0, forge=0, lost=0)
+# an agent may push again while its candidate is pending: the newer push replaces it (tests/test_protocol.py)
+SUPERSEDING = Config(repushes=1, crashes=1, forge=0, lost=0)
 
 
 @dataclass(frozen=True, order=True)
@@ -69,7 +72,7 @@ class Cand:
     version: int
     agent: int
     good: bool  # its check passes (on main and on any good candidates before it)
-    status: str = "queued"  # queued, window, landing, landed, rejected, cut
+    status: str = "queued"  # queued, window, landing, landed, rejected, cut, superseded (a newer push replaced it)
     heard: str = "seen"  # its NOTIFY: seen by the leader, or lost (the sweep or a restart finds it)
     told: str = ""  # the verdict its agent was told: "", "landed", "rejected"
     risky: bool = False  # its failure estimate is high (``window.HIGH``), else low (``window.LOW``)
@@ -131,6 +134,7 @@ class State:
     lost: int = 0
     forged: int = 0
     risky: int = 0
+    repushes: int = 0
     takeovers: int = 0
     old: tuple[Intent, ...] = ()  # the landing a replica that lost its lock still carries on (at most one)
     old_stage: str = ""  # "intent": its compare-and-swap is next; "moved": its landed rows are next

@@ -66,7 +66,13 @@ class WindowSteps:
 
     def holds(self, s: State, i: int) -> bool:
         c = s.cands[i]
-        return self.fence(s, c.agent, c.sub, c.version) is None
+        return self.fence(s, c.agent, c.sub, c.version) is None and not self.replaced(s, i)
+
+    def replaced(self, s: State, i: int) -> bool:
+        """Whether a newer push of its subtask made a candidate after ``i``: the subtask's ``candidate_sha`` is another
+        commit (``candidate_unfenced``'s "replaced", SQL: modelled by hand)."""
+        sub = s.cands[i].sub
+        return any(c.sub == sub for c in s.cands[i + 1:])
 
     def risk(self, c: Cand) -> float:
         """A candidate's estimate as the planner sees it (``Speculation.risk``)."""
@@ -266,7 +272,7 @@ class WindowSteps:
         sub = s.subs[c.sub]
         if sub.status == "submitted" and sub.owner == c.agent and sub.version == c.version:
             s = self._sub(s, c.sub, put(sub, status="running"))
-        return self._tell(s, c, keep=True), step.kind
+        return self._tell(s, i, keep=True), step.kind
 
     def _requeue(self, s: State, i: int) -> State:
         c = s.cands[i]
@@ -300,8 +306,10 @@ class WindowSteps:
         c = s.cands[i]
         if c.status == "landed":  # another leader's landing took it: it stays landed (``candidate_finish``)
             return put(s, window=window, base=s.base if window else ())
+        if status == "cut" and self.replaced(s, i):  # a newer push replaced it: its agent waits for that one
+            status = "superseded"
         s = put(self._cand(s, i, put(c, status=status)), window=window, base=s.base if window else ())
-        return self._tell(s, c, keep=False) if status == "cut" else s
+        return self._tell(s, i, keep=False) if status == "cut" else s
 
     def _clear_window(self, s: State) -> State:
         """The whole window goes back to the queue, its suspects too (they are in no slot a cut would requeue, but
@@ -310,10 +318,11 @@ class WindowSteps:
             s = self._cand(s, i, put(s.cands[i], status="queued"))
         return put(s, window=(), base=(), suspects=())
 
-    @staticmethod
-    def _tell(s: State, c: Cand, *, keep: bool) -> State:
-        """The agent, if it still believes in the claim, hears the verdict: keeps the claim (a rejection) or not."""
+    def _tell(self, s: State, i: int, *, keep: bool) -> State:
+        """The agent, if it still believes in the claim and this is its last push, hears the verdict: keeps the claim
+        (a rejection) or not."""
+        c = s.cands[i]
         g = s.agents[c.agent]
-        if g.task == c.sub and g.version == c.version:
-            return WindowSteps._agent(s, c.agent, put(g, waiting=False) if keep else Agent())
+        if g.task == c.sub and g.version == c.version and not self.replaced(s, i):
+            return self._agent(s, c.agent, put(g, waiting=False) if keep else Agent())
         return s
