@@ -20,7 +20,7 @@ from mergebot.protocol.__main__ import main
 from mergebot.protocol.check import INVARIANTS, LIVENESS, Symmetry, check
 from mergebot.protocol.model import Model
 from mergebot.protocol.mutants import BOUNDS, MUTANTS
-from mergebot.protocol.state import BATCHED, DEFAULT, LONG, SUPERSEDING, Config, State, Step
+from mergebot.protocol.state import BATCHED, DEFAULT, LONG, SUPERSEDING, Config, State, Step, Sub, put
 
 MAX_STEPS = 25
 
@@ -131,6 +131,31 @@ def test_leave_outs_and_judging_apart_hold() -> None:
     report = check(Counting(BATCHED))
     assert report.ok, str(report)
     assert {"land", "cut", "judge_head", "leave_out", "apart", "checkpoint", "wait"} <= set(answers), answers
+
+
+def test_a_run_failing_behind_a_pending_one_is_left_out_in_the_default_window() -> None:
+    """Batches of one (the default): the planner leaves out a run that fails behind a pending one (rule 4a, with that
+    run as its rest), and the suspect is judged on its failed run once the rest lands, or requeued."""
+    names: set[str] = set()
+
+    class Naming(Model):
+        def steps(self, s: State) -> Iterator[Step]:
+            for name, nxt in super().steps(s):
+                names.add(name)
+                yield name, nxt
+
+    assert check(Naming(Config(crashes=0, forge=0, lost=0))).ok
+    text = "\n".join(names)
+    assert "out of its failed run; the run of candidate 1" in text
+    assert "; suspect 2 is rejected on its failed run" in text  # the rest landed: it sits on the tree that failed
+    assert "fails; suspect 2 goes back to the queue" in text  # the rest failed too: the culprit may be elsewhere
+
+
+def test_put_is_replace_without_its_cost() -> None:
+    sub = Sub("ready")
+    assert put(sub, owner=1) == Sub("ready", owner=1) and sub.owner == -1
+    with pytest.raises(TypeError, match="ownr"):
+        put(sub, ownr=1)
 
 
 def test_the_lane_trace_lands_behind_the_suspect() -> None:

@@ -149,7 +149,10 @@ class Model(WindowSteps):
         if s.stage == "moved":
             intent = s.intents[-1]
             nxt = self.judge_suspects(put(self.finish(s, intent), stage=""), intent.cands)
-            yield "the landed rows are written, dependents released, the intent finished", nxt
+            verdicts = {True: "rejected on its failed run", False: "back in the queue"}
+            judged = "".join(f"; suspect {sp.cand + 1} is {verdicts[nxt.cands[sp.cand].status == 'rejected']}"
+                             for sp in s.suspects if sp not in nxt.suspects)
+            yield f"the landed rows are written, dependents released, the intent finished{judged}", nxt
 
     def take_over(self, s: State) -> Iterator[Step]:
         """The leader's lock goes (its session died) while its landing is in flight; the other replica takes the

@@ -148,9 +148,11 @@ class WindowSteps:
         for k, slot in enumerate(s.window):
             if slot.checkpoint and not slot.outcome:
                 ok = all(s.cands[sl.cand].good for sl in s.window[:k + 1])
-                window = (*s.window[:k], put(slot, outcome="pass" if ok else "fail"), *s.window[k + 1:])
-                yield (f"the run of slot {k + 1} ({cand_name(s, slot.cand)}) {'passes' if ok else 'fails'}",
-                       self._orphans(put(s, window=window)))
+                nxt = self._orphans(put(s, window=(*s.window[:k], put(slot, outcome="pass" if ok else "fail"),
+                                                   *s.window[k + 1:])))
+                back = "".join(f"; suspect {sp.cand + 1} goes back to the queue" for sp in s.suspects
+                               if sp not in nxt.suspects)
+                yield f"the run of slot {k + 1} ({cand_name(s, slot.cand)}) {'passes' if ok else 'fails'}{back}", nxt
 
     # -- the planner's answers ---------------------------------------------------------------------------------------
 
