@@ -20,7 +20,7 @@ from mergebot.protocol.__main__ import main
 from mergebot.protocol.check import INVARIANTS, LIVENESS, Symmetry, check
 from mergebot.protocol.model import Model
 from mergebot.protocol.mutants import BOUNDS, MUTANTS
-from mergebot.protocol.state import BATCHED, DEFAULT, LONG, SUPERSEDING, Config, State, Step, Sub, put
+from mergebot.protocol.state import BATCHED, DEFAULT, LONG, LONG_SUPERSEDING, SUPERSEDING, Config, State, Step, Sub, put
 
 MAX_STEPS = 25
 
@@ -205,7 +205,8 @@ def test_the_takeover_finding_is_short() -> None:
 
 
 @pytest.mark.skipif(os.environ.get("MERGEBOT_LONG_DRILLS") != "1", reason="the larger bound: MERGEBOT_LONG_DRILLS=1")
-def test_the_long_bound_holds_exhaustively() -> None:
-    report = check(Model(LONG))
-    print(f"\nprotocol model, long bound {LONG}: {report}")
+@pytest.mark.parametrize("bound", [LONG, LONG_SUPERSEDING], ids=["long", "long_superseding"])
+def test_the_long_bound_holds_exhaustively(bound: Config) -> None:
+    report = check(Model(bound))
+    print(f"\nprotocol model, long bound {bound}: {report}")
     assert report.ok, str(report)

@@ -43,7 +43,8 @@ class Config:
 
 
 DEFAULT = Config()  # checked exhaustively in the test suite
-LONG = Config(pushes=3, crashes=2)  # behind MERGEBOT_LONG_DRILLS
+LONG = Config(pushes=3, batch=2, risky=1)  # behind MERGEBOT_LONG_DRILLS: 3 pushes, batches of two with estimates
+LONG_SUPERSEDING = Config(pushes=3, repushes=1)  # behind MERGEBOT_LONG_DRILLS too: 3 pushes, one of them again
 # batches of two with estimates: leave-outs and judging apart (tests/test_protocol.py)
 BATCHED = Config(batch=2, risky=1, crashes=0, forge=0, lost=0)
 # an agent may push again while its candidate is pending: the newer push replaces it (tests/test_protocol.py)
