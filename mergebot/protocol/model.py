@@ -7,9 +7,10 @@ already pure code the step calls it, never a copy of it:
   * a push, and a candidate's fence before it joins the window or lands: the push rules' ``judge_ref``
     (``mergebot.landing.intake.checks``), on the ref ``subtask_ref`` names and the ``Owner`` row the database would
     give;
-  * what the window does next: the planner's ``decide`` (``mergebot.landing.window.planner``);
-  * a failed head's verdict: the verdict policy's ``next_step`` (``mergebot.landing.judge.verdict``), with main's
-    own run as the base;
+  * what the window does next: the planner's ``decide``, and how the fill forms batches: its ``batching``, ``joins``
+    and ``closes`` (``mergebot.landing.window.planner``); the window's steps are ``mergebot.protocol.window``'s;
+  * a failed candidate's verdict (a failed head, a left-out suspect, a stretch judged apart): the verdict policy's
+    ``next_step`` (``mergebot.landing.judge.verdict``), with main's own run as the base;
   * the reconciler's choice for a pending intent: ``settle`` (``mergebot.landing.main.reconcile``).
 
 Each step of ``Model`` is one method, so a planted bug (``mergebot.protocol.mutants``) is a subclass that replaces
