@@ -6,7 +6,9 @@
 -- the sum of its children's that ran, since each of them held a verifier that long, side by side or not. The
 -- prediction is the median of those runs, or 60 seconds with none (admission never uses that default: a lane with
 -- no finished run is stale and admits). With it: how many runs it was made of, when the first of their work started
--- (the candidates that left the queue since are what those runs cleared) and when the newest finished.
+-- (the candidates that left the queue since are what those runs cleared) and when the newest finished. One
+-- SELECT in a STABLE SQL function returning a table: the planner inlines it into the statement that reads it, so
+-- ``candidate_next`` on the landing's hot path makes no call of its own.
 CREATE FUNCTION predicted_run(for_repo text)
     RETURNS TABLE (seconds float8, runs integer, since timestamptz, last_finished timestamptz)
     LANGUAGE sql STABLE AS $$
