@@ -6,6 +6,10 @@ run it on their own runs (``tests/drills/test_faults.py``, ``bench/fleet``).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from mergebot import agent
@@ -57,11 +61,16 @@ async def run_two(fleet: Fleet) -> tuple[int, int]:
     return a.id, b.id
 
 
-async def test_a_real_run_is_accepted_and_an_edited_one_rejected_at_the_edit(fleet: Fleet) -> None:
+async def test_a_real_run_is_accepted_and_an_edited_one_rejected_at_the_edit(fleet: Fleet, e2e_db_url: str,
+                                                                            tmp_path: Path) -> None:
     a, b = await run_two(fleet)
     fleet.bot.stop()  # a finished run
     verdict = await replay(fleet.db)
     assert verdict.accepted, verdict
+    cli = subprocess.run([sys.executable, "-m", "mergebot.protocol", "--trace"], capture_output=True, text=True,
+                         env={**os.environ, "MERGEBOT_DATABASE_URL": e2e_db_url,
+                              "MERGEBOT_DATA_DIR": str(tmp_path / "cli")}, check=False)
+    assert cli.returncode == 0 and cli.stdout.strip() == str(verdict), (cli.stdout, cli.stderr[-2000:])
     assert (verdict.subtasks, verdict.landed) == (2, 2)
     assert verdict.used[Move("submitted", "running", 0, "kept")] == 1  # the rejection kept ann's claim
     assert verdict.used[Move("blocked", "ready", 0, "none")] == 1
