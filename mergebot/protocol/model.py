@@ -1,21 +1,12 @@
 """The landing protocol as a small explicit-state system (``docs/protocol.md`` tells it in prose).
 
-A ``State`` is immutable (frozen dataclasses and tuples), so it hashes and compares; ``Model.steps`` lists every step
-enabled in a state, each as ``(name, next state)``, the name a sentence a trace prints. Where the decision is
-already pure code the step calls it, never a copy of it:
-
-  * a push, and a candidate's fence before it joins the window or lands: the push rules' ``judge_ref``
-    (``mergebot.landing.intake.checks``), on the ref ``subtask_ref`` names and the ``Owner`` row the database would
-    give;
-  * what the window does next: the planner's ``decide`` (``mergebot.landing.window.planner``);
-  * a failed head's verdict: the verdict policy's ``next_step`` (``mergebot.landing.judge.verdict``), with main's
-    own run as the base;
-  * the reconciler's choice for a pending intent: ``settle`` (``mergebot.landing.main.reconcile``).
-
-Each step of ``Model`` is one method, so a planted bug (``mergebot.protocol.mutants``) is a subclass that replaces
-one of them; the state it steps is ``mergebot.protocol.state``'s. A second replica appears only as a take-over
-(``Config.takeovers``): the leader's lock goes mid-landing, the other leads and reconciles, and the old leader
-carries its landing on as the real code would (``docs/protocol.md``, "Findings").
+``Model.steps`` lists every step enabled in a ``State`` (``mergebot.protocol.state``, immutable), each as ``(name,
+next state)``, the name a sentence a trace prints. Where the decision is already pure code the step calls it, never
+a copy: the push rules' ``judge_ref`` (a push, and a candidate's fence), the planner's ``decide`` (what the window
+does next), the verdict policy's ``next_step`` (a failed head) and the reconciler's ``settle`` (a pending intent).
+Each step is one method, so a planted bug (``mergebot.protocol.mutants``) is a subclass that replaces one. A second
+replica appears only as a take-over (``Config.takeovers``: the leader's lock goes mid-landing, the other leads and
+reconciles, and the old leader carries its landing on as the real code would; ``docs/protocol.md``, "Findings").
 """
 
 from __future__ import annotations
@@ -44,6 +35,7 @@ from mergebot.protocol.state import (
     Sub,
     cand_name,
     fresh_serial,
+    newest,
     on_main,
     result,
 )
@@ -75,8 +67,11 @@ class Model:
         return refusal.code if refusal is not None else None
 
     def holds(self, s: State, i: int) -> bool:
+        """Whether candidate ``i`` holds its fence: the push rules' fence, and (as ``candidate_unfenced``, SQL the
+        model mirrors here) its subtask submitted on exactly its commit, the newest push."""
         c = s.cands[i]
-        return self.fence(s, c.agent, c.sub, c.version) is None
+        return (self.fence(s, c.agent, c.sub, c.version) is None and s.subs[c.sub].status == "submitted"
+                and newest(s, i))
 
     def compare(self, main: History, old: History) -> bool:
         """The compare of the compare-and-swap that moves main."""
@@ -134,7 +129,7 @@ class Model:
                     nxt = self._sub(s, t, replace(sub, status="running", owner=a, version=v))
                     yield (f"agent {a + 1} claims subtask {t + 1} (claim version {v})",
                            self._agent(nxt, a, Agent(task=t, version=v)))
-        elif not g.waiting and s.pushes < c.pushes:
+        elif s.pushes < c.pushes:  # waiting for a verdict, it may push again: the newer push supersedes
             for good in (True, False):
                 if not good and s.bad >= c.bad:
                     continue
@@ -149,6 +144,9 @@ class Model:
         if code is not None:
             yield f"{what}: refused ({code}), it lets the subtask go", self._agent(s, a, Agent())
             return
+        for i, c in enumerate(s.cands):  # ``candidates_supersede``: the older ones still queued are superseded
+            if c.sub == g.task and c.status == "queued":
+                s = self._cand(s, i, replace(c, status="superseded"))
         for heard in ("seen", "lost"):
             if heard == "lost" and s.lost >= self.config.lost:
                 continue
@@ -239,9 +237,10 @@ class Model:
         if not nxt.window:
             nxt = replace(nxt, base=())
         sub = nxt.subs[c.sub]
-        if sub.status == "submitted" and sub.owner == c.agent and sub.version == c.version:
+        if sub.status == "submitted" and sub.owner == c.agent and sub.version == c.version and newest(s, i):
+            # ``subtask_reject`` is fenced by the commit too: a newer push is not bounced for an older one
             nxt = self._sub(nxt, c.sub, replace(sub, status="running"))
-        nxt = self._tell(nxt, c, keep=True)
+        nxt = self._tell(nxt, i, keep=True)
         return f"{cand_name(s, i)} failed alone: rejected ({step.kind}), its agent is told", nxt
 
     def move_main(self, s: State) -> Iterator[Step]:
@@ -324,7 +323,7 @@ class Model:
             c = s.cands[i]
             s = self._cand(s, i, replace(c, status="landed", told="landed"))
             s = self._sub(s, c.sub, replace(s.subs[c.sub], status="landed", owner=-1, landing=False))
-            s = self._tell(s, c, keep=False)
+            s = self._tell(s, i, keep=False)
         return self.release(s)
 
     def finish_fenced(self, s: State, intent: Intent) -> State:
@@ -383,7 +382,7 @@ class Model:
         if c.status == "landed":  # another leader's landing took it: it stays landed (``candidate_finish``)
             return replace(s, window=window, base=s.base if window else ())
         s = replace(self._cand(s, i, replace(c, status=status)), window=window, base=s.base if window else ())
-        return self._tell(s, c, keep=False) if status == "cut" else s
+        return self._tell(s, i, keep=False) if status == "cut" else s
 
     def _clear_window(self, s: State) -> State:
         for sl in s.window:
@@ -391,9 +390,11 @@ class Model:
         return replace(s, window=(), base=())
 
     @staticmethod
-    def _tell(s: State, c: Cand, *, keep: bool) -> State:
-        """The agent, if it still believes in the claim, hears the verdict: keeps the claim (a rejection) or not."""
+    def _tell(s: State, i: int, *, keep: bool) -> State:
+        """The agent, if it still believes in the claim, hears candidate ``i``'s verdict: keeps the claim (a
+        rejection) or not. It waits on its newest push only (``mergebot wait`` is keyed on the commit)."""
+        c = s.cands[i]
         g = s.agents[c.agent]
-        if g.task == c.sub and g.version == c.version:
+        if g.task == c.sub and g.version == c.version and newest(s, i):
             return Model._agent(s, c.agent, replace(g, waiting=False) if keep else Agent())
         return s

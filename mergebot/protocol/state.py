@@ -60,7 +60,7 @@ class Cand:
     version: int
     agent: int
     good: bool  # its check passes (on main and on any good candidates before it)
-    status: str = "queued"  # queued, window, landing, landed, rejected, cut
+    status: str = "queued"  # queued, window, landing, landed, rejected, cut, superseded (by a newer push)
     heard: str = "seen"  # its NOTIFY: seen by the leader, or lost (the sweep or a restart finds it)
     told: str = ""  # the verdict its agent was told: "", "landed", "rejected"
 
@@ -116,6 +116,12 @@ Step = tuple[str, State]
 def on_main(commit: History, main: History) -> bool:
     """Whether ``commit`` is main or one of its ancestors (its history is a prefix of main's)."""
     return main[:len(commit)] == commit
+
+
+def newest(s: State, i: int) -> bool:
+    """Whether candidate ``i`` is its subtask's newest push (the commit its row names)."""
+    sub = s.cands[i].sub
+    return all(c.sub != sub for c in s.cands[i + 1:])
 
 
 def fresh_serial(s: State) -> int:
