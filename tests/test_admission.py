@@ -31,6 +31,7 @@ from mergebot.cli.render import render_status
 from mergebot.db.database import Database
 from mergebot.landing.intake.admission import LOW, Lane, cap_for, caps, decide, stale_after
 from mergebot.landing.intake.admit import Admission
+from mergebot.landing.window.fair import RECENT_RUNS, predicted_seconds, verifier_seconds
 from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import Fleet
@@ -138,14 +139,51 @@ class Lanes(Site):
             await _at(self.owner, "UPDATE verify_jobs SET status = 'done', outcome = 'pass', started_at = %s, "
                       "finished_at = %s WHERE id = %s", end - timedelta(seconds=seconds), end, job.id)
 
-    async def queue(self, n: int, repo: str = "app") -> list[int]:
-        """``n`` candidates of the lead's, queued."""
+    async def group(self, seconds: float, checks: int, *, ago: float = 5.0, repo: str = "app") -> None:
+        """A candidate run of ``checks`` named checks of ``seconds`` each, side by side, that finished ``ago`` seconds
+        ago: ``seconds`` of wall time, ``checks`` x ``seconds`` verifier-seconds (its parent never starts)."""
+        end = datetime.now(UTC) - timedelta(seconds=ago)
+        kids = [{"name": f"check{i}", "command": "pytest -q", "timeout_s": 60, "required": True, "sandbox": {}}
+                for i in range(checks)]
+        job = await self.db.jobs.enqueue_job(repo=repo, commit_sha="c" * 40, command="checks", timeout_s=60,
+                                             purpose="candidate", children=kids)
+        assert self.owner is not None
+        await _at(self.owner, "UPDATE verify_jobs SET status = 'done', outcome = 'pass', started_at = %s, "
+                  "finished_at = %s WHERE parent_id = %s", end - timedelta(seconds=seconds), end, job.id)
+        await _at(self.owner, "UPDATE verify_jobs SET status = 'done', outcome = 'pass', finished_at = %s "
+                  "WHERE id = %s", end, job.id)
+
+    async def predicted(self, repo: str = "app") -> tuple[float, int]:
+        """The database's one prediction of a run (``predicted_run``): its seconds, and how many runs it is of."""
+        assert self.owner is not None
+        async with self.owner.pool.connection() as conn:
+            row = await (await conn.execute("SELECT seconds, runs FROM predicted_run(%s)", (repo,))).fetchone()
+        assert row is not None
+        return row[0], row[1]
+
+    async def backlog(self, repo: str = "app") -> float:
+        """The lane's backlog in verifier-seconds, as admission control counts it now."""
+        [got] = [d for d in await self.services.admission.decisions(self.db, record=False) if d.repo == repo]
+        return got.backlog_seconds
+
+    async def served(self, repo: str = "app") -> float:
+        """What the fair order has charged the lead in ``repo`` so far (its account)."""
+        assert self.owner is not None
+        async with self.owner.pool.connection() as conn:
+            row = await (await conn.execute("SELECT served FROM fair_accounts WHERE repo = %s AND owner_id = %s",
+                                            (repo, self.agents["lead"].id))).fetchone()
+        assert row is not None
+        return float(row[0])
+
+    async def queue(self, n: int, repo: str = "app", *, risk: float | None = None) -> list[int]:
+        """``n`` candidates of the lead's, queued (with that failure estimate)."""
         out = []
         for i in range(n):
             sid = await self.claimed("lead", f"backlog {repo} {i} {self.priority}")
             cand = await self.db.landing.enqueue(superseded="newer", repo=repo, subtask_id=sid, claim_version=1,
                                                  owner_id=self.agents["lead"].id, sha=f"{sid + 99:040x}",
-                                                 ref=f"refs/heads/subtasks/{sid}/v1")
+                                                 ref=f"refs/heads/subtasks/{sid}/v1",
+                                                 risk=(risk, {"p": risk}) if risk is not None else None)
             out.append(cand.id)
         return out
 
@@ -253,6 +291,30 @@ async def test_a_claim_with_wait_is_admitted_when_the_backlog_drains(lanes: Lane
     await lanes.done(*cands[:4])
     r = await asyncio.wait_for(waiting, 10)
     assert r.status_code == 200 and r.json()["subtask"]["id"] == sub.id, r.text
+
+
+async def test_the_backlog_and_the_fair_orders_charge_count_one_prediction_of_a_run(lanes: Lanes) -> None:
+    """A single run of 10 s and a run of three named checks of 30 s side by side (30 s of wall time, 90
+    verifier-seconds): one run is predicted at their median, 50 verifier-seconds (``predicted_run``, and
+    ``fair.predicted_seconds`` in Python), and a candidate estimated to fail one time in four costs 1.25 runs of
+    it in admission's backlog and in its owner's fair charge alike. Twenty newer runs of 4 s then outvote both."""
+    await lanes.runs(10.0, n=1)
+    await lanes.group(30.0, checks=3)
+    assert predicted_seconds([verifier_seconds([30.0] * 3), 10.0]) == 50.0
+    assert await lanes.predicted() == (50.0, 2)
+    [first] = await lanes.queue(1, risk=0.25)
+    assert await lanes.backlog() == pytest.approx(62.5)
+    taken = await lanes.db.landing.next_candidate("app")
+    assert taken is not None and taken.id == first
+    assert await lanes.served() == pytest.approx(62.5)
+
+    await lanes.runs(4.0, n=RECENT_RUNS)  # only the newest RECENT_RUNS runs count
+    assert await lanes.predicted() == (4.0, RECENT_RUNS)
+    [second] = await lanes.queue(1, risk=0.25)
+    assert await lanes.backlog() == pytest.approx(2 * 1.25 * 4.0)  # the verifying one and the queued one
+    taken = await lanes.db.landing.next_candidate("app")
+    assert taken is not None and taken.id == second
+    assert await lanes.served() == pytest.approx(62.5 + 1.25 * 4.0)
 
 
 async def test_the_cap_refuses_naming_what_the_agent_holds(lanes: Lanes) -> None:

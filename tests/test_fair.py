@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from mergebot.landing.window.fair import (
     DEFAULT_RUN_SECONDS,
+    RECENT_RUNS,
     Shares,
     Waiting,
     cost,
@@ -21,6 +22,7 @@ from mergebot.landing.window.fair import (
     predicted_seconds,
     tag,
     take,
+    verifier_seconds,
 )
 
 RUN = 10.0  # the check's predicted seconds in these tests
@@ -85,12 +87,17 @@ def test_tie_breakers_count_passes_and_the_aging_bounds_them() -> None:
     assert _order(queue, risk_aware=False) == [1, 2, 3, 4]
 
 
-def test_a_likely_failure_costs_more_and_the_check_time_is_the_median_of_recent_runs() -> None:
+def test_a_likely_failure_costs_more_and_a_run_is_predicted_by_the_median_of_recent_ones() -> None:
     assert cost(Waiting(id=1, owner=1, risk=0.0), 10.0) == 10.0
     assert cost(Waiting(id=1, owner=1, risk=1.0), 10.0) == 20.0
     assert cost(Waiting(id=1, owner=1), 10.0) == 15.0  # unknown counts as the middle
     assert predicted_seconds([3.0, 100.0, 4.0]) == 4.0
     assert predicted_seconds([]) == DEFAULT_RUN_SECONDS
+    # three named checks of 30 s side by side held the verifiers 90 s, whatever their 30 s of wall time
+    assert verifier_seconds([30.0, 30.0, 30.0]) == 90.0
+    assert predicted_seconds([10.0, verifier_seconds([30.0, 30.0, 30.0])]) == 50.0
+    # only the newest RECENT_RUNS runs (newest first) have a say
+    assert predicted_seconds([5.0] * RECENT_RUNS + [1000.0] * RECENT_RUNS) == 5.0
 
 
 def test_jain_index() -> None:

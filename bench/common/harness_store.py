@@ -18,6 +18,7 @@ from mergebot.db.connect import open_pool
 from mergebot.db.database import Database
 from mergebot.landing.main.repos import add_repo
 from mergebot.models import Landing
+from mergebot.protocol.replay import replay
 from mergebot.rules import Rules
 from mergebot.settings import Settings
 from mergebot.tree import Node
@@ -63,6 +64,13 @@ async def store_on(url: str, **pool: Any) -> AsyncIterator[Database]:
         yield db
     finally:
         await close_store(db)
+
+
+async def trace_of(url: str) -> str:
+    """A finished run's events held to the landing protocol's model (``mergebot.protocol.replay``), as one line:
+    accepted, or the first event the model does not allow."""
+    async with store_on(url, size=(1, 2)) as db:
+        return str(await replay(db))
 
 
 def app_store(app: Any) -> Database:

@@ -265,6 +265,7 @@ def run_landing_agents(bot: harness.Serve, server: harness.PgServer, url: str, b
     time.sleep(min(5.0, args.duration * 3 + 0.5))
     db = collect_landing(url)
     figures = landing_figures(mode, args, t0, ended, db, runs, cpu)
+    figures["trace"] = asyncio.run(harness.trace_of(url))  # the run's events held to the protocol's model
     figures.update(setup_s=setup_s, run_s=ended - t0, load_start=load0, load_end=harness.load_average(),
                    server_log=bot.log_excerpt(), stalled=stalled, idle=f"{idle[0]} {idle[1]:g} s" if idle else None,
                    empty_claims=sum(r.empty_claims for r in runs),

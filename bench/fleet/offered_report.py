@@ -156,6 +156,8 @@ def print_offered(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f"setup {fmt(r['setup_s'])} s, run {fmt(r['run_s'])} s, {args.agents} threads started in "
               f"{fmt(r['threads_start_s'], 2)} s, ended {fmt(r['agents_ended_s'], 1)} s after the run "
               f"({r['agents_still_running']} still running); load {r['load_start']} -> {r['load_end']}")
+        if r.get("trace"):
+            print(f"    trace against the protocol's model: {r['trace']}")
         if r["note"]:
             print(f"    note: {r['note']}")
         if r["error_count"]:

@@ -134,7 +134,8 @@ def run_one(server: harness.PgServer, tmp: Path, mode: Mode, args: argparse.Name
                     "this server has no admission setting: MERGEBOT_ADMISSION is ignored")
                 out.update(name=name, mode=mode.name, factor=factor, admission=admission, setup_s=setup_s,
                            note=note, server_log=bot.log_excerpt())
-                return out
+            out["trace"] = asyncio.run(harness.trace_of(url))  # the server stopped: its events against the model
+            return out
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -59,6 +59,8 @@ def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f"{fmt(r['vs_bound_at_measured_check'], 2)}"
               f"; load {r['load_start']} -> {r['load_end']}; setup {fmt(r['setup_s'])}, run {fmt(r['run_s'])}")
         print(f"    {cpu_line(r)}")
+        if r.get("trace"):
+            print(f"    trace against the protocol's model: {r['trace']}")
         if r["note"]:
             print(f"    note: {r['note']}")
         if r["main_red"]:

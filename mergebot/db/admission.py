@@ -11,9 +11,10 @@ class AdmissionStore:
     def __init__(self, sql: Sql) -> None:
         self.sql = sql
 
-    async def measure(self, *, runs: int, window: float) -> list[Row]:
-        """Each lane's measurements and last state (``admission_measure``)."""
-        return await self.sql.all("admission_measure", runs=runs, window=window)
+    async def measure(self, *, window: float) -> list[Row]:
+        """Each lane's measurements and last state (``admission_measure``); its run length is the database's one
+        prediction (``predicted_run``), the fair order's too."""
+        return await self.sql.all("admission_measure", window=window)
 
     async def flip(self, *, repo: str, admitting: bool, backlog: float, threshold: float) -> bool:
         """Record a lane's new state; True when it changed here (another replica may have been first)."""

@@ -30,6 +30,7 @@ from mergebot.db.pages import PageStore
 from mergebot.db.repos import RepoStore
 from mergebot.db.reverts import RevertStore
 from mergebot.db.subtasks import SubtaskStore
+from mergebot.db.trace import TraceStore
 from mergebot.db.views import ViewStore
 from mergebot.db.waiter import Waiter
 from mergebot.settings import Settings
@@ -55,6 +56,7 @@ class Database:
         self.views = ViewStore(self.sql)
         self.attest = AttestStore(self.sql)
         self.admission = AdmissionStore(self.sql)
+        self.trace = TraceStore(self.sql)
 
     @property
     def url(self) -> str:

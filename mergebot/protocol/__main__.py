@@ -1,17 +1,26 @@
 """``python -m mergebot.protocol [--long | --batched | --superseding] [--mutant NAME] [--takeovers N]``: check the
 landing protocol's model and print the number of states, the time and the result (a counterexample's trace when a
-property fails). Exit status 1 when a property fails (for a mutant: when the checker misses it)."""
+property fails). Exit status 1 when a property fails (for a mutant: when the checker misses it).
+
+``python -m mergebot.protocol --trace``: hold the events of the run in the settings' database (``MERGEBOT_DATABASE_URL``
+or the data directory's embedded one) to the model (``mergebot.protocol.trace``); exit status 1 at the first event
+it does not allow, named."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from dataclasses import replace
 
+from mergebot.db.database import open_database
 from mergebot.protocol.check import check
 from mergebot.protocol.model import Model
 from mergebot.protocol.mutants import BOUNDS, MUTANTS
+from mergebot.protocol.replay import replay
 from mergebot.protocol.state import BATCHED, DEFAULT, LONG, SUPERSEDING
+from mergebot.protocol.trace import Verdict
+from mergebot.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--takeovers", type=int, default=None,
                         help="allow this many take-overs of the lead mid-landing (docs/protocol.md, Findings)")
     parser.add_argument("--max-states", type=int, default=None)
+    parser.add_argument("--trace", action="store_true", help="hold a finished run's events to the model instead")
     args = parser.parse_args(argv)
+    if args.trace:
+        verdict = asyncio.run(trace_settings_database())
+        print(verdict)
+        return int(not verdict.accepted)
     config = LONG if args.long else BATCHED if args.batched else SUPERSEDING if args.superseding else DEFAULT
     if args.mutant and not args.long:
         config = BOUNDS.get(args.mutant, config)
@@ -36,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     print(report)
     caught = report.violation is not None
     return int(caught) if not args.mutant else int(not caught)
+
+
+async def trace_settings_database() -> Verdict:
+    async with open_database(Settings()) as db:
+        return await replay(db)
 
 
 if __name__ == "__main__":

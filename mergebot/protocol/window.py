@@ -272,8 +272,8 @@ class WindowSteps:
         c = s.cands[i]
         s = self._cand(s, i, put(c, status="rejected", told="rejected"))
         sub = s.subs[c.sub]
-        if sub.status == "submitted" and sub.owner == c.agent and sub.version == c.version:
-            s = self._sub(s, c.sub, put(sub, status="running"))
+        if sub.status == "submitted" and sub.owner == c.agent and sub.version == c.version and not self.replaced(s, i):
+            s = self._sub(s, c.sub, put(sub, status="running"))  # ``subtask_reject`` is fenced by the commit too
         return self._tell(s, i, keep=True), step.kind
 
     def _requeue(self, s: State, i: int) -> State:

@@ -5,7 +5,8 @@ starts it again. Agents retry like real ones (a refused connection is waited out
 
 It ends with: every restart up on its first start (``BotProcess.start`` fails otherwise), every subtask landed
 exactly once, main explained entirely by landed rows, the reconciler quiet, no verify run spent on a job whose
-candidate had already moved on to a newer job, and a clean stop that stops the embedded PostgreSQL.
+candidate had already moved on to a newer job, every step in the events table one the landing protocol's model
+takes (``mergebot.protocol.replay``), and a clean stop that stops the embedded PostgreSQL.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ import psycopg
 import pytest
 
 from mergebot.client import Client
+from mergebot.db.database import Database
 from mergebot.db.embedded import alive
 from mergebot.drill.gather import stable_check
 from mergebot.drill.scenarios import Drill
+from mergebot.protocol.replay import replay
+from mergebot.settings import Settings
 from tests.drills.conftest import drill_seed
 from tests.support.bot import BotProcess, check_command, make_project
 
@@ -122,6 +126,14 @@ async def test_sigkill_server_and_postgres_under_a_tree_of_dependent_subtasks(tm
         with psycopg.connect(f"host={data.resolve() / 'pg'} dbname=postgres user=postgres") as conn:
             spent = conn.execute(SPENT_FOR_NOBODY).fetchall()
         assert spent == [], f"verify runs for candidates that had moved on to newer jobs: {spent}"
+        url = f"host={data.resolve() / 'pg'} dbname=postgres user=postgres"
+        db = await Database.connect(url, Settings(database_url=url, data_dir=data), max_size=2)
+        try:  # every step the run recorded is one the landing protocol's model takes
+            verdict = await replay(db)
+        finally:
+            await db.close()
+        print(f"trace: {verdict}")
+        assert verdict.accepted and verdict.landed == len(ids), verdict
     finally:
         pg = postmaster(data)
         for b in reversed(bots):

@@ -22,6 +22,7 @@ from mergebot.client import Client
 from mergebot.db.database import Database
 from mergebot.landing.main.repos import add_repo, repos_root
 from mergebot.rules import Rules
+from verifier import disk
 
 
 def free_port() -> int:
@@ -104,6 +105,11 @@ class BotProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc is not None:  # a server killed mid-check leaves its slots' run filesystems mounted (the next
+            # serve on this data directory would sweep them; a test's never starts again, and pytest could not remove
+            # its temporary directory); only this process's slots: a replica on the same data directory may run
+            for slot in (self.data_dir / "slots").glob(f"{self.proc.pid}-*"):
+                disk.sweep(slot)
 
 
 def git(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:

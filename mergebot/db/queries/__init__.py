@@ -36,7 +36,7 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
 
 QUERY_FILES = ("base.sql", "database.sql", "agents.sql", "subtasks.sql", "repos.sql", "landing.sql", "reverts.sql",
                "jobs.sql", "forge.sql", "waiter.sql", "locks.sql", "views.sql", "pages.sql", "metrics.sql",
-               "attest.sql", "admission.sql", "settle.sql")
+               "attest.sql", "admission.sql", "settle.sql", "trace.sql")
 
 
 def load_queries(files: tuple[str, ...] = QUERY_FILES) -> dict[str, LiteralString]:

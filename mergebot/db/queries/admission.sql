@@ -2,20 +2,16 @@
 
 -- name: admission_measure
 -- Admission control's measurements (``mergebot.landing.intake.admission``), one row per repository (a lane): its
--- queued and in-flight candidates with the sum of (1 + failure risk) over them; its predicted run length, the
--- median verifier-seconds of its last ``runs`` finished candidate runs (a run of named checks counted with its
--- children's seconds together), with how many runs those were and how many candidates left the queue meanwhile
--- (a batch's run clears several); how long ago its last run finished (0 while one runs); its speculation window; its
--- last admission state and refusals. And, the same on every row, the most verify runs of any repository that were
--- going at one instant over the last ``window`` seconds: the verifiers' measured capacity.
+-- queued and in-flight candidates with the sum of (1 + failure risk) over them; its predicted run length in
+-- verifier-seconds (``predicted_run``, the fair order's too: the median of its newest finished candidate runs, a run
+-- of named checks counted with its children's seconds together; NULL when none finished), with how many runs those
+-- were and how many candidates left the queue meanwhile (a batch's run clears several); how long ago the newest of
+-- them finished (0 while a run of the lane runs); its speculation window; its last admission state and refusals.
+-- And, the same on every row, the most verify runs of any repository that were going at one instant over the last
+-- ``window`` seconds: the verifiers' measured capacity.
 WITH runs AS (
-    SELECT j.started_at AS s, j.finished_at AS f
-    FROM repos r CROSS JOIN LATERAL (
-        SELECT started_at, finished_at FROM verify_jobs
-        WHERE repo = r.name AND finished_at IS NOT NULL AND NOT is_group
-          AND finished_at > now() - make_interval(secs => %(window)s)
-    ) j
-    WHERE j.started_at IS NOT NULL
+    SELECT started_at AS s, finished_at AS f FROM verify_jobs
+    WHERE finished_at > now() - make_interval(secs => %(window)s) AND NOT is_group AND started_at IS NOT NULL
     UNION ALL
     SELECT started_at, now() FROM verify_jobs WHERE status = 'running' AND NOT is_group AND started_at IS NOT NULL
 ), level AS (
@@ -28,10 +24,11 @@ WITH runs AS (
 )
 SELECT r.name AS repo, coalesce(r.speculation_window, 0) AS speculation_window,
        coalesce(a.admitting, true) AS admitting, coalesce(a.refusals, 0)::bigint AS refusals,
-       live.candidates, live.weight, run.seconds AS run_seconds, run.runs, gone.cleared, capacity.slots,
+       live.candidates, live.weight, CASE WHEN run.runs > 0 THEN run.seconds END AS run_seconds, run.runs,
+       gone.cleared, capacity.slots,
        CASE WHEN EXISTS (SELECT 1 FROM verify_jobs j WHERE j.status = 'running' AND j.repo = r.name AND NOT j.is_group)
             THEN 0::float8
-            ELSE extract(epoch FROM now() - last.at)::float8 END AS last_run_age
+            ELSE extract(epoch FROM now() - run.last_finished)::float8 END AS last_run_age
 FROM repos r
 CROSS JOIN capacity
 LEFT JOIN admission_lanes a ON a.repo = r.name
@@ -39,23 +36,7 @@ CROSS JOIN LATERAL (
     SELECT count(*)::int AS candidates, coalesce(sum(1 + coalesce(c.failure_risk, 0)), 0)::float8 AS weight
     FROM candidates c WHERE c.repo = r.name AND c.status IN ('queued', 'verifying', 'landing')
 ) live
-CROSS JOIN LATERAL (
-    SELECT max(j.finished_at) AS at FROM verify_jobs j
-    WHERE j.repo = r.name AND j.finished_at IS NOT NULL AND NOT j.is_group
-) last
-CROSS JOIN LATERAL (
-    SELECT (percentile_cont(0.5) WITHIN GROUP (ORDER BY per.secs))::float8 AS seconds, count(*)::int AS runs,
-           min(per.started) AS since
-    FROM (
-        SELECT sum(extract(epoch FROM recent.finished_at - recent.started_at)) AS secs,
-               min(recent.started_at) AS started
-        FROM (SELECT j.id, j.parent_id, j.started_at, j.finished_at FROM verify_jobs j
-              WHERE j.repo = r.name AND j.finished_at IS NOT NULL AND NOT j.is_group AND j.status = 'done'
-                AND j.purpose = 'candidate' AND j.started_at IS NOT NULL
-              ORDER BY j.finished_at DESC LIMIT %(runs)s) recent
-        GROUP BY coalesce(recent.parent_id, recent.id)
-    ) per
-) run
+CROSS JOIN LATERAL predicted_run(r.name) run
 CROSS JOIN LATERAL (
     -- the candidates that left the queue (landed or rejected) since the first of those runs started: with batches,
     -- one run clears several

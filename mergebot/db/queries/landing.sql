@@ -167,12 +167,12 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
 -- agents share the verifier in predicted verifier-seconds instead of one that pushed twenty changes going twenty
 -- times first; then the one whose landing unblocks the most subtasks (its blocked dependents); then, where the
 -- repository's queue is risk-aware, the one least likely to fail its check (``failure_risk``; unknown counts as the
--- middle); then arrival. Taken for the first time, it charges its owner its predicted cost (the median of the
--- check's newest candidate runs here, times one plus its failure risk) from its tag, and the clock moves up to the
--- least tag waiting. Every older fenced queued candidate of the same priority it goes before whose tag is no greater
--- counts one more pass (one its owner's larger service puts after it is not passed over). ``exclude``: candidates
--- the window re-plans later (lanes). A candidate whose subtask depends on one that is not landed (a reverted
--- landing) is not taken.
+-- middle); then arrival. Taken for the first time, it charges its owner its predicted cost (one run's predicted
+-- verifier-seconds, ``predicted_run``, as admission control counts its backlog, times one plus its failure risk) from
+-- its tag, and the clock moves up to the least tag waiting. Every older fenced queued candidate of the same priority
+-- it goes before whose tag is no greater counts one more pass (one its owner's larger service puts after it is not
+-- passed over). ``exclude``: candidates the window re-plans later (lanes). A candidate whose subtask depends on one
+-- that is not landed (a reverted landing) is not taken.
 -- A waiting reason ("waits for the candidates ahead of it") ends here: it is being verified now. A candidate that
 -- waits for an approval is never taken, but it is superseded here too once it no longer holds its fence (its subtask
 -- released, cancelled or reclaimed), so no approval can land it then and it does not wait forever.
@@ -190,12 +190,8 @@ WITH eligible AS (
     RETURNING c.id
 ), clock AS (
     SELECT coalesce((SELECT vtime FROM fair_clocks WHERE repo = %(repo)s), 0) AS vtime,
-           -- the check's predicted duration (``fair.predicted_seconds``)
-           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY r.s)
-                     FROM (SELECT extract(epoch FROM j.finished_at - j.started_at)::float8 AS s FROM verify_jobs j
-                           WHERE j.repo = %(repo)s AND j.purpose = 'candidate' AND j.parent_id IS NULL
-                             AND j.finished_at IS NOT NULL AND j.started_at IS NOT NULL
-                           ORDER BY j.id DESC LIMIT 20) r), 60.0) AS run_s
+           -- one run's predicted verifier-seconds, admission's too (``fair.predicted_seconds``)
+           (SELECT p.seconds FROM predicted_run(%(repo)s) p) AS run_s
 ), tagged AS (
     SELECT q.id, q.priority, e.risk_aware, coalesce(q.fair_start, greatest(k.vtime, coalesce(a.served, 0))) AS tag,
            k.run_s * (1 + coalesce(q.failure_risk::float8, 0.5)) AS cost

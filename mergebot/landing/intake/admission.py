@@ -10,9 +10,11 @@ The lane. A lane is a repository: subtasks carry no repository, so a claim falls
 refused only when every lane refuses it. (The speculation window's footprint lanes live in the leader's memory, not
 where a claim on another replica could read them cheaply.)
 
-The measurements, per lane (``Lane``; ``admission_measure`` in ``mergebot/db/queries/subtasks.sql``):
-  * ``run_seconds`` (d): the predicted verifier-seconds of one candidate, the median over the repository's last
-    ``RUNS`` finished candidate runs (a run of named checks counts its children's seconds together);
+The measurements, per lane (``Lane``; ``admission_measure`` in ``mergebot/db/queries/admission.sql``):
+  * ``run_seconds`` (d): the predicted verifier-seconds of one candidate run, the one prediction the fair order
+    charges too (the database's ``predicted_run``, ``mergebot.landing.window.fair.predicted_seconds`` in Python):
+    the median over the repository's newest ``fair.RECENT_RUNS`` candidate runs that finished done, a run of named
+    checks counting its checks' seconds together; None while none has finished (the lane is stale, rule 1);
   * ``per_run`` (k): the candidates one such run clears, measured: the candidates that left the queue (landed or
     rejected) since the first of those runs started, over the number of runs, at least 1 (a batch's run clears
     several; a failed one none);
@@ -22,12 +24,12 @@ The measurements, per lane (``Lane``; ``admission_measure`` in ``mergebot/db/que
   * ``slots`` (C): the verifiers' measured capacity, in runs at once: the most verify runs that were going at the
     same instant over the last ``WINDOW`` seconds, of every repository (the workers are shared). Measured, never
     configured; when the verifiers are busy, which is when it matters, it is what they carry;
-  * ``last_run_age``: seconds since the lane's last run finished (0 while one runs).
+  * ``last_run_age``: seconds since the newest of those runs finished (0 while a run of the lane runs).
 
 The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, default 2):
-  1. Stale measurements admit: no run of the lane finished within ``stale_after(d)`` seconds and none runs now, or
-     no run ever finished, or no capacity was seen. A warning is logged by the caller; the fleet is never stuck
-     behind a number nobody measures any more.
+  1. Stale measurements admit: no candidate run of the lane finished within ``stale_after(d)`` seconds and no run
+     of it runs now, or no candidate run ever finished, or no capacity was seen. A warning is logged by the caller;
+     the fleet is never stuck behind a number nobody measures any more.
   2. One window of work is what the speculation window verifies in one round: its width w (the repository's
      window, or C when it is automatic) times d verifier-seconds. The threshold is T = max(f x w, m) x d: with the
      default, the lane refuses once it holds more than two full windows of work, and never while it holds less than
@@ -53,7 +55,6 @@ import math
 from dataclasses import dataclass
 
 ROLES = frozenset({"admin", "lead", "agent", "verifier", "reviewer"})
-RUNS = 40  # finished candidate runs of a repository its run length is the median of
 WINDOW = 300.0  # seconds over which the verifiers' capacity (runs at once) is measured
 LOW = 0.75  # the low mark, as a share of the threshold: a refusing lane admits again below it
 STALE_MIN = 300.0  # a lane whose last run finished longer ago than this (or STALE_RUNS runs' time) is stale
@@ -69,9 +70,9 @@ class Lane:
     repo: str
     candidates: int  # queued and in-flight candidates
     weight: float  # the sum of (1 + failure risk) over them
-    run_seconds: float | None  # d; None: no run of this repository finished yet
+    run_seconds: float | None  # d; None: no candidate run of this repository finished yet
     slots: int  # C, runs at once (shared by every lane)
-    last_run_age: float | None  # seconds since its last run finished; 0 while one runs; None: never
+    last_run_age: float | None  # seconds since its newest candidate run finished; 0 while one runs; None: never
     window: int = 0  # the repository's speculation window (0: as wide as the slots)
     admitting: bool = True  # its last state
     per_run: float = 1.0  # k, candidates cleared per run

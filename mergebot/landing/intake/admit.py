@@ -22,7 +22,7 @@ from typing import Any
 from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import Capacity, Refused, WipLimit
-from mergebot.landing.intake.admission import RUNS, WINDOW, Decision, Lane, cap_for, caps, decide
+from mergebot.landing.intake.admission import WINDOW, Decision, Lane, cap_for, caps, decide
 from mergebot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class Admission:
         if self._cache is not None and now - self._cache[0] < self.ttl:
             return self._cache[1]
         out = []
-        for r in await db.admission.measure(runs=RUNS, window=WINDOW):
+        for r in await db.admission.measure(window=WINDOW):
             lane = Lane(repo=r["repo"], candidates=r["candidates"], weight=r["weight"], run_seconds=r["run_seconds"],
                         slots=r["slots"], last_run_age=r["last_run_age"], window=r["speculation_window"],
                         admitting=r["admitting"], per_run=r["cleared"] / r["runs"] if r["runs"] else 1.0)

@@ -24,13 +24,16 @@ The rules (``rank``, ``take``):
      fail (unknown counts as the middle);
   7. then arrival.
 Taking a candidate that had no tag yet charges its owner its predicted cost: ``served = tag + cost``, with
-``cost = run_seconds * (1 + risk)``: the check's recent duration for the repository (``predicted_seconds``, the
-median of its newest runs), once more in proportion to how likely it fails (a likely failure costs a run of its
-own to be judged apart or bisected out); unknown risk counts as the middle. The clock moves up to the least tag
-waiting (never past a waiting candidate's tag, so no agent with work waiting loses its place to a higher
-priority's pick). Every older candidate of the same priority whose tag is no greater than the taken one's counts
-one more pass: it was passed over by a tie-breaker or by the aging, not by the fair share (a candidate whose
-owner has been served more is not passed over when a less-served agent goes first).
+``cost = run_seconds * (1 + risk)``: one run's predicted verifier-seconds for the repository (``predicted_seconds``:
+the median of its newest ``RECENT_RUNS`` finished candidate runs, a run of named checks counting its checks'
+seconds summed, ``verifier_seconds``, not its wall time), once more in proportion to how likely it fails (a likely
+failure costs a run of its own to be judged apart or bisected out); unknown risk counts as the middle. The
+database computes that prediction once (``predicted_run``, migration 0039), and admission control's backlog
+(``mergebot.landing.intake.admission``) counts in the same one, so a lane's backlog and an agent's charge agree.
+The clock moves up to the least tag waiting (never past a waiting candidate's tag, so no agent with work waiting
+loses its place to a higher priority's pick). Every older candidate of the same priority whose tag is no greater
+than the taken one's counts one more pass: it was passed over by a tie-breaker or by the aging, not by the fair
+share (a candidate whose owner has been served more is not passed over when a less-served agent goes first).
 
 So nothing starves: a waiting candidate's tag does not rise while every other agent's does as it is served; it is
 reached after at most one turn of each other agent with work (per quantum), and rule 2 still bounds the others.
@@ -47,7 +50,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 DEFAULT_RUN_SECONDS = 60.0  # a repository with no finished candidate run yet: every candidate costs the same anyway
-RECENT_RUNS = 20  # the check's duration is predicted from this many of the repository's newest candidate runs
+RECENT_RUNS = 20  # one run's verifier-seconds are predicted from this many of the repository's newest candidate runs
 UNKNOWN_RISK = 0.5  # a candidate with no failure estimate counts as the middle, in its cost as in rule 6
 
 
@@ -85,9 +88,20 @@ class Taken:
     passed: frozenset[int]
 
 
+def verifier_seconds(checks: Sequence[float]) -> float:
+    """One finished run's verifier-seconds from the seconds each of its checks ran: a single run has one; a run of
+    named checks counts every check that ran, since each held a verifier that long, side by side or not (so not the
+    group's wall time)."""
+    return float(sum(checks))
+
+
 def predicted_seconds(recent: Sequence[float]) -> float:
-    """The check's predicted duration for a repository: the median of its newest finished candidate runs."""
-    return float(statistics.median(recent)) if recent else DEFAULT_RUN_SECONDS
+    """One candidate run's predicted verifier-seconds for a repository (``predicted_run`` in the database, for the
+    fair order's charge and admission control's backlog alike): the median of ``recent``, its candidate runs that
+    finished done, newest first (by when they were queued), each counted by ``verifier_seconds``, of which only the
+    newest ``RECENT_RUNS`` count; ``DEFAULT_RUN_SECONDS`` when there are none."""
+    newest = list(recent)[:RECENT_RUNS]
+    return float(statistics.median(newest)) if newest else DEFAULT_RUN_SECONDS
 
 
 def cost(cand: Waiting, run_seconds: float) -> float:

@@ -1,0 +1,257 @@
+"""Real runs traced against the model: does a finished run's events table record a behaviour the model allows?
+
+The events table records, for every subtask, each change of its row (``kind = 'status'``: its status, claim
+version, owner or pushed commit, written by a trigger in the transaction that changed it) and the protocol's other
+steps (``push_accepted``, ``candidate_rejected``, ``created``). The checker reads them in order and holds each
+event to the model in two ways:
+
+* **Each subtask's own steps are the model's.** ``moves`` explores the model (``TRACE``, a small bound) and keeps,
+  for every step and every subtask whose row it changed, the change as the events table would record it: the
+  status before and after, whether the claim version went up, and what happened to the owner (``Move``). An event
+  whose change no step of the model makes (a subtask landed from ``running``, a claim taken without a new version,
+  a landed subtask claimed again) is rejected. The moves are computed from the model, not written down, so a step
+  added to the model (``docs/protocol.md``, "Adding a step") widens what a trace may do, and nothing else does.
+* **Across subtasks, the model's invariants** (``mergebot.protocol.check``), as the events can show them: a
+  dependent is released (or created ready) only after everything it depends on landed; a subtask lands only with a
+  commit pushed under its current claim version, and at most once; a push is accepted only under the claim the
+  subtask holds; a commit its agent was told was rejected never lands; at the end no landing intent is pending.
+
+The first event that breaks either is named with why (``Rejected``). Pure: ``mergebot.protocol.replay`` reads the
+rows from a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
+from typing import Any
+
+from mergebot.protocol.check import Symmetry
+from mergebot.protocol.model import Model
+from mergebot.protocol.state import Config, State
+
+# The bound the moves are read from: every kind of step at least once (a claim, a push, a push again while the first
+# waits, a rejection that keeps the claim, a lease that expires, a landing, a release), small enough to explore in
+# about a second.
+TRACE = Config(agents=2, subtasks=2, depends=((1, 0),), window=2, versions=2, pushes=3, bad=1, crashes=1, lost=0,
+               forge=0, repushes=1)
+
+
+@dataclass(frozen=True, order=True)
+class Move:
+    """One subtask's row changed by one step, as the events table records it."""
+
+    before: str  # its status before the step
+    after: str  # and after
+    version: int  # how much the claim version went up (0 or 1)
+    owner: str  # "none" (nobody before or after), "kept", "taken" (nobody had it), "dropped", "changed"
+
+    def __str__(self) -> str:
+        return (f"{self.before} -> {self.after}, claim version {'+1' if self.version else 'kept'}, "
+                f"owner {self.owner}")
+
+
+def owner_change(before: object, after: object) -> str:
+    if before is None and after is None:
+        return "none"
+    if before is None:
+        return "taken"
+    if after is None:
+        return "dropped"
+    return "kept" if before == after else "changed"
+
+
+def _moves_of(s: State, nxt: State) -> Iterable[Move]:
+    pushed = {c.sub for c in nxt.cands[len(s.cands):]}  # a push changes the row's commit, if nothing else
+    for t, (a, b) in enumerate(zip(s.subs, nxt.subs, strict=True)):
+        if (a.status, a.owner, a.version) != (b.status, b.owner, b.version) or t in pushed:
+            yield Move(a.status, b.status, b.version - a.version,
+                       owner_change(a.owner if a.owner >= 0 else None, b.owner if b.owner >= 0 else None))
+
+
+def explore(model: Model) -> dict[Move, str]:
+    """Every move a step of ``model`` makes on some subtask in a reachable state, each with the name of one step
+    that makes it (breadth first over the whole bounded graph, states reduced by symmetry)."""
+    sym = Symmetry(model.config)
+    start = sym.canonical(model.initial())
+    seen = {start}
+    todo = [start]
+    found: dict[Move, str] = {}
+    while todo:
+        s = todo.pop()
+        for name, nxt in model.steps(s):
+            for m in _moves_of(s, nxt):
+                found.setdefault(m, name)
+            c = sym.canonical(nxt)
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return found
+
+
+@cache
+def moves() -> dict[Move, str]:
+    """The model's moves at the ``TRACE`` bound (computed once per process)."""
+    return explore(Model(TRACE))
+
+
+@dataclass(frozen=True)
+class Rejected:
+    event: int  # the event's id (0: the end of the log)
+    why: str
+
+    def __str__(self) -> str:
+        return f"event {self.event}: {self.why}" if self.event else f"at the end: {self.why}"
+
+
+@dataclass
+class Verdict:
+    events: int = 0  # events read
+    steps: int = 0  # of which steps of the protocol (the others change nothing the model holds)
+    subtasks: int = 0
+    landed: int = 0
+    rejected: Rejected | None = None
+    used: dict[Move, int] = field(default_factory=dict)  # how often each of the model's moves was seen
+
+    @property
+    def accepted(self) -> bool:
+        return self.rejected is None
+
+    def __str__(self) -> str:
+        head = (f"{self.events} events ({self.steps} protocol steps) of {self.subtasks} subtasks, "
+                f"{self.landed} landed")
+        if self.rejected is not None:
+            return f"{head}: REJECTED at {self.rejected}"
+        kinds = ", ".join(f"{m} x{n}" for m, n in sorted(self.used.items()))
+        return f"{head}: accepted, every step one the model takes ({kinds})"
+
+
+@dataclass
+class Row:
+    """A subtask as the events so far have left it."""
+
+    status: str
+    version: int
+    owner: int | None = None
+    sha: str | None = None
+    pushed: dict[int, set[str]] = field(default_factory=dict)  # commits accepted under each claim version
+    rejected: set[str] = field(default_factory=set)  # commits their agent was told were rejected
+
+
+class Tracer:
+    """Holds a run's events to the model one at a time (``feed``); ``end`` checks what must hold once the run is
+    over."""
+
+    def __init__(self, deps: Mapping[int, Sequence[int]], allowed: Mapping[Move, str] | None = None) -> None:
+        self.deps = deps
+        self.allowed = moves() if allowed is None else allowed
+        self.rows: dict[int, Row] = {}
+        self.verdict = Verdict()
+
+    def feed(self, e: Mapping[str, Any]) -> Rejected | None:
+        """One event (a row of ``events``: id, kind, subtask_id, from_status, to_status, claim_version, actor_id,
+        detail); the reason it is not a behaviour of the model, or None."""
+        v = self.verdict
+        v.events += 1
+        kind, sid = e["kind"], e["subtask_id"]
+        why = None
+        if kind == "created":
+            why = self._created(sid, e)
+        elif kind == "status":
+            why = self._status(sid, e)
+        elif kind == "push_accepted":
+            why = self._pushed(sid, e)
+        elif kind == "candidate_rejected":
+            why = self._told_rejected(sid, e)
+        else:
+            return None  # notes, refusals, settings: they change nothing the model holds
+        v.steps += 1
+        if why is not None:
+            v.rejected = Rejected(int(e["id"]), f"subtask {sid}: {why}")
+        return v.rejected
+
+    def _created(self, sid: int, e: Mapping[str, Any]) -> str | None:
+        if sid in self.rows:
+            return "created twice"
+        self.rows[sid] = Row(e["to_status"], int(e["claim_version"] or 0))
+        self.verdict.subtasks += 1
+        if e["to_status"] not in ("blocked", "ready"):
+            return f"created {e['to_status']}: the model starts every subtask blocked or ready"
+        if e["to_status"] == "ready":
+            return self._unlanded(sid, "created ready")
+        return None
+
+    def _unlanded(self, sid: int, what: str) -> str | None:
+        waiting = [d for d in self.deps.get(sid, ()) if self.rows.get(d, Row("", 0)).status != "landed"]
+        if waiting:
+            return f"{what} before subtask {waiting[0]}, which it depends on, landed"
+        return None
+
+    def _status(self, sid: int, e: Mapping[str, Any]) -> str | None:
+        row = self.rows.get(sid)
+        if row is None:
+            return "changed before it was created"
+        detail = e["detail"] or {}
+        before, after = e["from_status"], e["to_status"]
+        version, owner, sha = int(e["claim_version"] or 0), detail.get("owner"), detail.get("sha")
+        if before != row.status:
+            return f"left {before}, but the events before left it {row.status}"
+        move = Move(before, after, version - row.version, owner_change(row.owner, owner))
+        if before == after and move.version == 0 and move.owner in ("kept", "none") and sha == row.sha:
+            return None  # nothing the model holds changed (a reason, a previous owner)
+        if move not in self.allowed:
+            return f"{move}: no step of the model changes a subtask so"
+        if after == "ready" and before == "blocked" and (why := self._unlanded(sid, "released")):
+            return why
+        if after == "submitted":
+            row.pushed.setdefault(version, set()).add(sha or "")
+        if after == "landed":
+            if sha not in row.pushed.get(version, set()):
+                return f"landed {sha}, which was not pushed under its claim version {version}"
+            if sha in row.rejected:
+                return f"landed {sha}, which its agent was told was rejected"
+            self.verdict.landed += 1
+        self.verdict.used[move] = self.verdict.used.get(move, 0) + 1
+        self.rows[sid] = replace(row, status=after, version=version, owner=owner, sha=sha)
+        return None
+
+    def _pushed(self, sid: int, e: Mapping[str, Any]) -> str | None:
+        row = self.rows.get(sid)
+        if row is None:
+            return "a push accepted before it was created"
+        version, sha = int(e["claim_version"] or 0), (e["detail"] or {}).get("sha")
+        if row.status != "submitted" or version != row.version or sha != row.sha:
+            return (f"a push of {sha} accepted at claim version {version}, but it is {row.status} at version "
+                    f"{row.version}{f' with {row.sha}' if row.sha else ''}: only the claim it holds may push")
+        if e["actor_id"] is not None and e["actor_id"] != row.owner:
+            return f"a push accepted from agent {e['actor_id']}, but agent {row.owner} holds the claim"
+        return None
+
+    def _told_rejected(self, sid: int, e: Mapping[str, Any]) -> str | None:
+        row = self.rows.get(sid)
+        if row is None:
+            return "a candidate rejected before it was created"
+        sha = (e["detail"] or {}).get("sha")
+        if row.status == "landed" and row.sha == sha:
+            return f"its agent is told {sha} was rejected, but it landed"
+        row.rejected.add(sha or "")
+        return None
+
+    def end(self, pending_intents: Sequence[int] = ()) -> Rejected | None:
+        """Once the run is over (and the reconciler has run): no landing intent is left pending."""
+        if self.verdict.rejected is None and pending_intents:
+            self.verdict.rejected = Rejected(0, f"landing intent {pending_intents[0]} is still pending: every "
+                                                f"intent is finished or rolled back after the reconciler runs")
+        return self.verdict.rejected
+
+
+def trace(events: Iterable[Mapping[str, Any]], deps: Mapping[int, Sequence[int]],
+          pending_intents: Sequence[int] = (), allowed: Mapping[Move, str] | None = None) -> Verdict:
+    """Hold ``events`` (in id order) to the model; stop at the first one it does not allow."""
+    tracer = Tracer(deps, allowed)
+    for e in events:
+        if tracer.feed(e) is not None:
+            return tracer.verdict
+    tracer.end(pending_intents)
+    return tracer.verdict
