@@ -31,6 +31,7 @@ from bench.fleet.offered_figures import (
     max_wip,
     refusal_tally,
 )
+from bench.fleet.report import print_trace_and_note
 
 P95_TARGET = 2.5  # p95 claim -> landed at 10x over 1x, admission on
 JAIN_TARGET = 0.95
@@ -156,10 +157,7 @@ def print_offered(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f"setup {fmt(r['setup_s'])} s, run {fmt(r['run_s'])} s, {args.agents} threads started in "
               f"{fmt(r['threads_start_s'], 2)} s, ended {fmt(r['agents_ended_s'], 1)} s after the run "
               f"({r['agents_still_running']} still running); load {r['load_start']} -> {r['load_end']}")
-        if r.get("trace"):
-            print(f"    trace against the protocol's model: {r['trace']}")
-        if r["note"]:
-            print(f"    note: {r['note']}")
+        print_trace_and_note(r)
         if r["error_count"]:
             print(f"    {r['error_count']} agent errors, first: {r['errors'][:3]}")
         if r["landed"] < r["subtasks"]:

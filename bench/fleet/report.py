@@ -15,6 +15,14 @@ SPEC_TARGET = 3.0  # speculative landings/h over serial
 BOUND_TARGET = 0.8  # measured / model bound
 
 
+def print_trace_and_note(r: dict[str, Any]) -> None:
+    """A run's verdict against the protocol's model (``harness.trace_of``) and the bench's note on it, if any."""
+    if r.get("trace"):
+        print(f"    trace against the protocol's model: {r['trace']}")
+    if r["note"]:
+        print(f"    note: {r['note']}")
+
+
 def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     print(f"\nScenario 1: landing throughput -- {args.agents} agents, {args.subtasks} independent subtasks, "
           f"check {args.duration:g} s, failure rate {args.fail_rate:g}, {args.workers} verifier workers")
@@ -59,10 +67,7 @@ def print_landing(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f"{fmt(r['vs_bound_at_measured_check'], 2)}"
               f"; load {r['load_start']} -> {r['load_end']}; setup {fmt(r['setup_s'])}, run {fmt(r['run_s'])}")
         print(f"    {cpu_line(r)}")
-        if r.get("trace"):
-            print(f"    trace against the protocol's model: {r['trace']}")
-        if r["note"]:
-            print(f"    note: {r['note']}")
+        print_trace_and_note(r)
         if r["main_red"]:
             print(f"    main went red at {r['main_red']}")
         if r["refused_pushes"]:

@@ -155,15 +155,16 @@ class Tracer:
         v = self.verdict
         v.events += 1
         kind, sid = e["kind"], e["subtask_id"]
-        why = None
         if kind == "created":
             why = self._created(sid, e)
-        elif kind == "status":
-            why = self._status(sid, e)
-        elif kind == "push_accepted":
-            why = self._pushed(sid, e)
-        elif kind == "candidate_rejected":
-            why = self._told_rejected(sid, e)
+        elif kind in ("status", "push_accepted", "candidate_rejected"):
+            row = self.rows.get(sid)
+            if row is None:
+                why = f"{kind} before it was created"
+            elif kind == "status":
+                why = self._status(sid, row, e)
+            else:
+                why = self._pushed(row, e) if kind == "push_accepted" else self._told_rejected(row, e)
         else:
             return None  # notes, refusals, settings: they change nothing the model holds
         v.steps += 1
@@ -188,10 +189,7 @@ class Tracer:
             return f"{what} before subtask {waiting[0]}, which it depends on, landed"
         return None
 
-    def _status(self, sid: int, e: Mapping[str, Any]) -> str | None:
-        row = self.rows.get(sid)
-        if row is None:
-            return "changed before it was created"
+    def _status(self, sid: int, row: Row, e: Mapping[str, Any]) -> str | None:
         detail = e["detail"] or {}
         before, after = e["from_status"], e["to_status"]
         version, owner, sha = int(e["claim_version"] or 0), detail.get("owner"), detail.get("sha")
@@ -216,10 +214,8 @@ class Tracer:
         self.rows[sid] = replace(row, status=after, version=version, owner=owner, sha=sha)
         return None
 
-    def _pushed(self, sid: int, e: Mapping[str, Any]) -> str | None:
-        row = self.rows.get(sid)
-        if row is None:
-            return "a push accepted before it was created"
+    @staticmethod
+    def _pushed(row: Row, e: Mapping[str, Any]) -> str | None:
         version, sha = int(e["claim_version"] or 0), (e["detail"] or {}).get("sha")
         if row.status != "submitted" or version != row.version or sha != row.sha:
             return (f"a push of {sha} accepted at claim version {version}, but it is {row.status} at version "
@@ -228,10 +224,8 @@ class Tracer:
             return f"a push accepted from agent {e['actor_id']}, but agent {row.owner} holds the claim"
         return None
 
-    def _told_rejected(self, sid: int, e: Mapping[str, Any]) -> str | None:
-        row = self.rows.get(sid)
-        if row is None:
-            return "a candidate rejected before it was created"
+    @staticmethod
+    def _told_rejected(row: Row, e: Mapping[str, Any]) -> str | None:
         sha = (e["detail"] or {}).get("sha")
         if row.status == "landed" and row.sha == sha:
             return f"its agent is told {sha} was rejected, but it landed"
