@@ -20,7 +20,19 @@ from mergebot.protocol.__main__ import main
 from mergebot.protocol.check import INVARIANTS, LIVENESS, Symmetry, check
 from mergebot.protocol.model import Model
 from mergebot.protocol.mutants import BOUNDS, MUTANTS
-from mergebot.protocol.state import BATCHED, DEFAULT, LONG, LONG_SUPERSEDING, SUPERSEDING, Config, State, Step, Sub, put
+from mergebot.protocol.state import (
+    BATCHED,
+    DEFAULT,
+    LONG,
+    LONG_SUPERSEDING,
+    RED,
+    SUPERSEDING,
+    Config,
+    State,
+    Step,
+    Sub,
+    put,
+)
 
 MAX_STEPS = 25
 
@@ -35,9 +47,11 @@ PLANTED = {
     "unfenced_finish": ("a verdict an agent was told is never contradicted", BOUNDS["unfenced_finish"]),
     "lane_crossed": ("no candidate lands past a left-out suspect of its lane", BOUNDS["lane_crossed"]),
     "replaced_lands": ("a push replaced by a newer push never lands", BOUNDS["replaced_lands"]),
+    "unheld": ("no candidate lands while a dependency of its subtask is reverted", BOUNDS["unheld"]),
 }
+# each counterexample's length as docs/protocol.md tells it
 STEPS = {"no_fence": 11, "no_compare": 7, "early_release": 5, "unreconciled": 7, "no_sweep": 9, "unfenced_finish": 8,
-         "lane_crossed": 12, "replaced_lands": 8}  # each counterexample's length as docs/protocol.md tells it
+         "lane_crossed": 12, "replaced_lands": 8, "unheld": 16}
 
 
 def test_the_default_bound_holds_exhaustively() -> None:
@@ -210,3 +224,46 @@ def test_the_long_bound_holds_exhaustively(bound: Config) -> None:
     report = check(Model(bound))
     print(f"\nprotocol model, long bound {bound}: {report}")
     assert report.ok, str(report)
+
+
+def test_a_red_main_is_mended_by_a_revert_through_the_queue() -> None:
+    """A landed change breaks main's own check (its candidate's check passed): the post-land check finds main red, the
+    mend queues the culprit's revert, the window judges alone (the planner's ``red``), a bad candidate is parked,
+    the revert lands by intent and compare-and-swap and sends the culprit's subtask back to its owner at a new claim
+    version, the dependent is held until it lands again, and main is green again; every property holds."""
+    seen: set[str] = set()
+
+    class Watching(Model):
+        def steps(self, s: State) -> Iterator[Step]:
+            for name, nxt in super().steps(s):
+                if nxt.red and not s.red:
+                    seen.add("red")
+                if s.red and not nxt.red:
+                    seen.add("green again")
+                if "fails, and main fails too: parked" in name:
+                    seen.add("parked")
+                back = [t for t, sub in enumerate(nxt.subs) if (s.subs[t].status, sub.status) == ("landed", "running")]
+                if back and nxt.subs[back[0]].version == s.subs[back[0]].version + 1:
+                    seen.add("sent back at a new claim version")
+                if any(self.held_back(nxt, i) and c.status == "queued" for i, c in enumerate(nxt.cands)):
+                    seen.add("held")
+                if len([i for i in nxt.landed if nxt.cands[i].sub == 0 and nxt.cands[i].reverts < 0]) == 2:
+                    seen.add("the culprit's subtask lands again")
+                yield name, nxt
+
+    report = check(Watching(RED))
+    print(f"\nprotocol model, red bound {RED}: {report}")
+    assert report.ok, str(report)
+    assert {"red", "green again", "parked", "sent back at a new claim version", "held",
+            "the culprit's subtask lands again"} <= seen, seen
+    # main's check is another command only when a change may break it: else the landing's run is its post-land check
+    assert Model(RED).postland and not Model(DEFAULT).postland
+
+
+def test_the_unheld_trace_lands_the_dependent_while_its_dependency_is_reverted() -> None:
+    v = check(MUTANTS["unheld"](RED)).violation
+    assert v is not None
+    text = "\n".join(v.trace)
+    assert "main-breaking" in text and "main is red" in text and "the revert of candidate 1" in text
+    assert "subtask 1 goes back to agent 1 at claim version 2" in text
+    assert v.trace[-1].startswith("the landed rows are written")

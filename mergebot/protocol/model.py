@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mergebot.landing.main.reconcile import settle
+from mergebot.protocol.red import RedSteps
 from mergebot.protocol.state import Agent, Cand, History, Intent, State, Step, Sub, on_main, put
-from mergebot.protocol.window import WindowSteps
 
 
-class Model(WindowSteps):
+class Model(RedSteps):
     """The protocol's steps over ``State`` (the window's in ``WindowSteps``); ``mergebot.protocol.mutants`` replaces one
     step at a time."""
 
@@ -62,11 +62,15 @@ class Model(WindowSteps):
         yield from self.forge_push(s)
         if not (s.old and self.held(s, s.old[0])):  # the new leader's reconciler waits on the old one's intent
             yield from self.sweep(s)
-            yield from self.fill(s)
-            yield from self.run(s)
-            yield from self.decide(s)
+            if s.red:  # planner rule 0: only a candidate judged alone on main lands (``red``)
+                yield from self.alone(s)
+            else:
+                yield from self.fill(s)
+                yield from self.run(s)
+                yield from self.decide(s)
             yield from self.move_main(s)
             yield from self.finish_step(s)
+        yield from self.post_land(s)
         yield from self.crash(s)
         yield from self.take_over(s)
         yield from self.old_leader(s)
@@ -93,14 +97,18 @@ class Model(WindowSteps):
                     if (not good and s.bad >= c.bad) or (risky and s.risky >= c.risky):
                         continue
                     yield from self.push(s, a, good, risky)
+                    if good and s.breaks < c.breaks:
+                        yield from self.push(s, a, good, risky, breaks=True)
 
-    def push(self, s: State, a: int, good: bool, risky: bool = False) -> Iterator[Step]:
+    def push(self, s: State, a: int, good: bool, risky: bool = False, breaks: bool = False) -> Iterator[Step]:
         """A push, judged by the push rules; a queued candidate's NOTIFY reaches the leader, or is lost. A ``risky``
-        one carries a high failure estimate (its agent's record, its size), whether it fails or not."""
+        one carries a high failure estimate (its agent's record, its size), whether it fails or not; one that
+        ``breaks`` passes its own check but breaks main's (``mergebot.protocol.red``)."""
         g = s.agents[a]
-        what = (f"agent {a + 1} pushes {'again, ' * g.waiting}a {'good' if good else 'bad'}{' risky' * risky} change "
-                f"to subtask {g.task + 1} v{g.version}")
-        s = put(s, pushes=s.pushes + 1, bad=s.bad + (not good), risky=s.risky + risky, repushes=s.repushes + g.waiting)
+        kind = f"{'good' if good else 'bad'}{' risky' * risky}{' (main-breaking)' * breaks}"
+        what = f"agent {a + 1} pushes {'again, ' * g.waiting}a {kind} change to subtask {g.task + 1} v{g.version}"
+        s = put(s, pushes=s.pushes + 1, bad=s.bad + (not good), risky=s.risky + risky, repushes=s.repushes + g.waiting,
+                breaks=s.breaks + breaks)
         code = self.fence(s, a, g.task, g.version)
         if code is not None:
             yield f"{what}: refused ({code}), it lets the subtask go", self._agent(s, a, Agent())
@@ -108,7 +116,7 @@ class Model(WindowSteps):
         for heard in ("seen", "lost"):
             if heard == "lost" and s.lost >= self.config.lost:
                 continue
-            cand = Cand(g.task, g.version, a, good, heard=heard, risky=risky)
+            cand = Cand(g.task, g.version, a, good, heard=heard, risky=risky, breaks=breaks)
             cands = tuple(put(c, status="superseded") if c.sub == g.task and c.status == "queued" else c
                           for c in s.cands)  # ``candidates_supersede``: the older ones still queued
             nxt = put(s, cands=(*cands, cand), lost=s.lost + (heard == "lost"))
@@ -118,9 +126,11 @@ class Model(WindowSteps):
                    self._agent(nxt, a, put(g, waiting=True)))
 
     def expire(self, s: State, t: int) -> Iterator[Step]:
-        """The recovery loop hands back a running subtask whose owner went silent (its lease ran out)."""
+        """The recovery loop hands back a running subtask whose owner went silent, or never took it up (a reverted
+        one sent back while its owner held another claim): its lease ran out."""
         sub = s.subs[t]
-        if sub.status == "running" and s.agents[sub.owner].silent:
+        g = s.agents[sub.owner] if sub.status == "running" else None
+        if g is not None and (g.silent or (g.task, g.version) != (t, sub.version)):
             yield (f"the lease of agent {sub.owner + 1} on subtask {t + 1} expires: the subtask is ready again",
                    self._sub(s, t, put(sub, status="ready", owner=-1)))
 
@@ -153,6 +163,9 @@ class Model(WindowSteps):
             verdicts = {True: "rejected on its failed run", False: "back in the queue"}
             judged = "".join(f"; suspect {sp.cand + 1} is {verdicts[nxt.cands[sp.cand].status == 'rejected']}"
                              for sp in s.suspects if sp not in nxt.suspects)
+            judged += "".join(f"; subtask {t + 1} goes back to agent {sub.owner + 1} at claim version {sub.version}"
+                              for t, sub in enumerate(nxt.subs)
+                              if (s.subs[t].status, sub.status) == ("landed", "running"))
             yield f"the landed rows are written, dependents released, the intent finished{judged}", nxt
 
     def take_over(self, s: State) -> Iterator[Step]:
@@ -213,14 +226,22 @@ class Model(WindowSteps):
         return s
 
     def finish(self, s: State, intent: Intent) -> State:
-        """One transaction: the landed rows, the subtasks landed, their dependents released, the intent closed."""
+        """One transaction: the landed rows, the subtasks landed (a revert's culprit sent back instead), their
+        dependents released, the intent closed; the newest landing's post-land check is due."""
         s = put(s, landed=(*s.landed, *intent.cands), intents=tuple(x for x in s.intents if x != intent),
-                    crossed=s.crossed or self.crosses(s, intent.cands))
+                crossed=s.crossed or self.crosses(s, intent.cands),
+                unheld=s.unheld or any(s.cands[i].reverts < 0 and self.waits_on_revert(s, s.cands[i].sub)
+                                       for i in intent.cands))
         for i in intent.cands:
             c = s.cands[i]
             s = self._cand(s, i, put(c, status="landed", told="landed"))
+            if c.reverts >= 0:
+                s = self.send_back(s, i)
+                continue
             s = self._sub(s, c.sub, put(s.subs[c.sub], status="landed", owner=-1, landing=False))
             s = self._tell(s, i, keep=False)
+        if self.postland:
+            s = put(s, check=len(s.landed))
         return self.release(s)
 
     def finish_fenced(self, s: State, intent: Intent) -> State:
@@ -251,7 +272,8 @@ class Model(WindowSteps):
         for i in intent.cands:
             c = s.cands[i]
             s = self._cand(s, i, put(c, status="queued"))
-            s = self._sub(s, c.sub, put(s.subs[c.sub], landing=False))
+            if c.reverts < 0:
+                s = self._sub(s, c.sub, put(s.subs[c.sub], landing=False))
         return s
 
     def _seen(self, s: State) -> State:

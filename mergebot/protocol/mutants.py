@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mergebot.protocol.model import Model
-from mergebot.protocol.state import BATCHED, SUPERSEDING, Config, History, Intent, State, Step, put
+from mergebot.protocol.state import BATCHED, RED, SUPERSEDING, Config, History, Intent, State, Step, put
 
 
 class NoFence(Model):
@@ -93,6 +93,14 @@ class ReplacedLands(Model):
         return self.fence(s, c.agent, c.sub, c.version) is None
 
 
+class Unheld(Model):
+    """The queue without its hold (``candidate_next`` without its "a dependency that is no longer landed" clause):
+    a dependent's candidate is taken, and lands, while what it depends on is reverted."""
+
+    def held_back(self, s: State, i: int) -> bool:
+        return False
+
+
 MUTANTS: dict[str, type[Model]] = {
     "no_fence": NoFence,
     "no_compare": NoCompare,
@@ -102,15 +110,17 @@ MUTANTS: dict[str, type[Model]] = {
     "unfenced_finish": UnfencedFinish,
     "lane_crossed": LaneCrossed,
     "replaced_lands": ReplacedLands,
+    "unheld": Unheld,
 }
 
 # The bound each planted bug is caught on, when not the default: the lost NOTIFY is a liveness failure, so the search
 # must finish (no crashes or forge pushes: a restart reads the whole queue and would mask it); the take-over finding
 # needs a take-over; a suspect has a candidate behind it only in a batch whose run is not on the suspect; a push
-# replaces a candidate only when agents may push again while one is pending.
+# replaces a candidate only when agents may push again while one is pending; a revert needs a change that breaks main.
 BOUNDS: dict[str, Config] = {
     "no_sweep": Config(crashes=0, forge=0),
     "unfenced_finish": Config(takeovers=1, crashes=0, forge=0, lost=0),
     "lane_crossed": BATCHED,
     "replaced_lands": SUPERSEDING,
+    "unheld": RED,
 }

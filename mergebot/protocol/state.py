@@ -16,7 +16,7 @@ TARGET = "main"
 NEW_SHA = "1" * 40
 # what a subtask's status is in the model: blocked (waits on another), ready, running, submitted, landed
 HELD = ("running", "submitted")
-PENDING = ("queued", "window", "landing")  # a candidate not yet landed, rejected or cut
+PENDING = ("queued", "window", "landing", "parked")  # a candidate not yet landed, rejected or cut
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,9 @@ class Config:
     # each subtask's lane (candidates of one lane touch the same paths); a subtask past the end has a lane of its own
     lanes: tuple[int, ...] = (0, 1, 0)
     repushes: int = 0  # pushes an agent may make while its last candidate is pending (they replace it)
+    # pushes whose change breaks main's own check though the candidate's check passes (main's check is another
+    # command): post-land checks, a red main and its mending are modelled only when this is above 0
+    breaks: int = 0
 
 
 DEFAULT = Config()  # checked exhaustively in the test suite
@@ -49,6 +52,9 @@ LONG_SUPERSEDING = Config(pushes=3, repushes=1)  # behind MERGEBOT_LONG_DRILLS t
 BATCHED = Config(batch=2, risky=1, crashes=0, forge=0, lost=0)
 # an agent may push again while its candidate is pending: the newer push replaces it (tests/test_protocol.py)
 SUPERSEDING = Config(repushes=1, crashes=1, forge=0, lost=0)
+# a landed change breaks main's own check: the post-land check finds main red, the bot reverts the culprit through
+# the queue while the window judges alone, the culprit's subtask goes back to its owner and its dependent is held
+RED = Config(subtasks=2, depends=((1, 0),), lanes=(0, 1), pushes=3, bad=1, crashes=1, lost=0, forge=0, breaks=1)
 
 
 @dataclass(frozen=True, order=True)
@@ -78,6 +84,10 @@ class Cand:
     told: str = ""  # the verdict its agent was told: "", "landed", "rejected"
     risky: bool = False  # its failure estimate is high (``window.HIGH``), else low (``window.LOW``)
     proven: bool = False  # it passed on main alone after its batch failed (its estimate is ``planner.PROVEN``)
+    breaks: bool = False  # once landed, main's own check fails (its own candidate check passes: it could not see it)
+    # the bot's revert of the landing of this candidate (-1: an agent's push); it is a candidate of the bot's own
+    # subtask, kept here with the culprit's subtask, claim version and agent (so a renaming renames it with them)
+    reverts: int = -1
 
 
 @dataclass(frozen=True, order=True)
@@ -139,6 +149,13 @@ class State:
     takeovers: int = 0
     old: tuple[Intent, ...] = ()  # the landing a replica that lost its lock still carries on (at most one)
     old_stage: str = ""  # "intent": its compare-and-swap is next; "moved": its landed rows are next
+    # main's status, each a count of landed rows (a landing's row, main's head then): the landing whose post-land
+    # check is pending (0: none), the newest whose check passed, and the one main turned red at (0: green)
+    check: int = 0
+    green: int = 0
+    red: int = 0
+    breaks: int = 0
+    unheld: bool = False  # a candidate landed while a dependency of its subtask was reverted (a ghost)
 
 
 Step = tuple[str, State]
@@ -180,4 +197,7 @@ def result(outcome: str) -> Result:
 def cand_name(s: State, i: int) -> str:
     """Candidate ``i`` as a trace names it."""
     c = s.cands[i]
-    return f"candidate {i + 1} (subtask {c.sub + 1} v{c.version}, {'good' if c.good else 'bad'}{', risky' * c.risky})"
+    if c.reverts >= 0:
+        return f"candidate {i + 1} (the bot's revert of candidate {c.reverts + 1})"
+    what = f"{'good' if c.good else 'bad'}{', risky' * c.risky}{', breaks main' * c.breaks}"
+    return f"candidate {i + 1} (subtask {c.sub + 1} v{c.version}, {what})"

@@ -66,13 +66,25 @@ class WindowSteps:
 
     def holds(self, s: State, i: int) -> bool:
         c = s.cands[i]
+        if c.reverts >= 0:  # the bot's revert: its own subtask, submitted by the bot, nobody else's to claim
+            return True
         return self.fence(s, c.agent, c.sub, c.version) is None and not self.replaced(s, i)
 
     def replaced(self, s: State, i: int) -> bool:
         """Whether a newer push of its subtask made a candidate after ``i``: the subtask's ``candidate_sha`` is another
         commit (``candidate_unfenced``'s "replaced", SQL: modelled by hand)."""
         sub = s.cands[i].sub
-        return any(c.sub == sub for c in s.cands[i + 1:])
+        return s.cands[i].reverts < 0 and any(c.sub == sub and c.reverts < 0 for c in s.cands[i + 1:])
+
+    def held_back(self, s: State, i: int) -> bool:
+        """Whether candidate ``i``'s subtask depends on one that is not landed (its landing was reverted): the queue
+        does not take it (``candidate_next``, SQL: modelled by hand) until that one lands again."""
+        return s.cands[i].reverts < 0 and self.waits_on_revert(s, s.cands[i].sub)
+
+    def waits_on_revert(self, s: State, t: int) -> bool:
+        """Whether subtask ``t`` left ``blocked`` and depends on one that is not landed (a reverted landing)."""
+        return s.subs[t].status != "blocked" and any(s.subs[on].status != "landed"
+                                                     for d, on in self.config.depends if d == t)
 
     def risk(self, c: Cand) -> float:
         """A candidate's estimate as the planner sees it (``Speculation.risk``)."""
@@ -82,12 +94,12 @@ class WindowSteps:
         lanes = self.config.lanes
         return lanes[sub] if sub < len(lanes) else -1 - sub
 
-    def plan(self, s: State) -> planner.Decision:
+    def plan(self, s: State, red: bool = False) -> planner.Decision:
         aware = self.config.risk_aware
         slots = [planner.Slot(sl.cand, sl.outcome or None, valid=self.holds(s, sl.cand), checkpoint=sl.checkpoint,
                               risk=self.risk(s.cands[sl.cand]) if aware else 0.0) for sl in s.window]
         pending = sum(sl.checkpoint and not sl.outcome for sl in s.window)
-        return planner.decide(slots, free=max(0 if pending else 1, self.config.window - pending))
+        return planner.decide(slots, free=max(0 if pending else 1, self.config.window - pending), red=red)
 
     def judge_failed(self) -> verdict.Step:
         """The verdict on a candidate that failed alone (on main, or on the very tree its failed run checked): its run
@@ -105,7 +117,8 @@ class WindowSteps:
     def next_cand(self, s: State) -> int | None:
         """The queue's first seen candidate the fill may take (one in a suspect's lane is deferred, passed over)."""
         for i, c in enumerate(s.cands):
-            if c.status == "queued" and c.heard == "seen" and (not self.holds(s, i) or not self.busy(s, i)):
+            if c.status == "queued" and c.heard == "seen" and not self.held_back(s, i) and \
+                    (not self.holds(s, i) or not self.busy(s, i)):
                 return i
         return None
 
@@ -192,7 +205,8 @@ class WindowSteps:
         for i in members:
             c = nxt.cands[i]
             nxt = self._cand(nxt, i, put(c, status="landing"))
-            nxt = self._sub(nxt, c.sub, put(nxt.subs[c.sub], landing=True))
+            if c.reverts < 0:  # a revert's subtask is the bot's own
+                nxt = self._sub(nxt, c.sub, put(nxt.subs[c.sub], landing=True))
         return f"the planner lands candidates {', '.join(str(i + 1) for i in members)}: intent written", nxt
 
     def judge_head(self, s: State) -> Step:
@@ -325,6 +339,6 @@ class WindowSteps:
         (a rejection) or not."""
         c = s.cands[i]
         g = s.agents[c.agent]
-        if g.task == c.sub and g.version == c.version and not self.replaced(s, i):
+        if c.reverts < 0 and g.task == c.sub and g.version == c.version and not self.replaced(s, i):
             return self._agent(s, c.agent, put(g, waiting=False) if keep else Agent())
         return s
