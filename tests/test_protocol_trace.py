@@ -26,15 +26,20 @@ FIXED = {"calc.py": "def add(a, b):\n    return a + b\n", "notes.txt": "fixed\n"
 def test_the_moves_are_the_models_own() -> None:
     """Read from the model's reachable states, not written down: a claim takes the subtask with a new version, a
     push keeps owner and version (a second push while the first waits supersedes it), a rejection gives the claim
-    back to its owner, a lease that runs out drops it, a landing drops it too, a release needs nobody; nothing else
-    (a subtask lands only from submitted, and a landed one never moves again)."""
+    back to its owner, a lease that runs out drops it, a landing drops it too, a release needs nobody, and a
+    revert's landing sends a landed subtask back to the owner that landed it at a new claim version; nothing else
+    (a subtask lands only from submitted, and a landed one moves again only when its landing is reverted). The
+    queue holds a reverted subtask's dependents without changing their rows: no move of its own."""
     found = trace.moves()
     assert set(found) == {
         Move("ready", "running", 1, "taken"), Move("running", "submitted", 0, "kept"),
         Move("submitted", "submitted", 0, "kept"),
         Move("submitted", "running", 0, "kept"), Move("running", "ready", 0, "dropped"),
-        Move("submitted", "landed", 0, "dropped"), Move("blocked", "ready", 0, "none")}
+        Move("submitted", "landed", 0, "dropped"), Move("blocked", "ready", 0, "none"),
+        Move("landed", "running", 1, "taken")}
     assert "claims" in found[Move("ready", "running", 1, "taken")]
+    assert "goes back to agent" in found[Move("landed", "running", 1, "taken")]
+    assert Move("landed", "running", 1, "taken") not in trace.explore(Model(trace.TRACE))  # the red bound's alone
 
     class NoExpiry(Model):  # a model without the recovery loop's expiry has no such move
         def expire(self, s: Any, t: int) -> Any:

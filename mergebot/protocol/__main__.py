@@ -1,6 +1,6 @@
-"""``python -m mergebot.protocol [--long | --batched | --superseding] [--mutant NAME] [--takeovers N]``: check the
-landing protocol's model and print the number of states, the time and the result (a counterexample's trace when a
-property fails). Exit status 1 when a property fails (for a mutant: when the checker misses it).
+"""``python -m mergebot.protocol [--long | --batched | --superseding | --red] [--mutant NAME] [--takeovers N]``:
+check the landing protocol's model and print the number of states, the time and the result (a counterexample's trace
+when a property fails). Exit status 1 when a property fails (for a mutant: when the checker misses it).
 
 ``python -m mergebot.protocol --trace``: hold the events of the run in the settings' database (``MERGEBOT_DATABASE_URL``
 or the data directory's embedded one) to the model (``mergebot.protocol.trace``); exit status 1 at the first event
@@ -18,7 +18,7 @@ from mergebot.protocol.check import check
 from mergebot.protocol.model import Model
 from mergebot.protocol.mutants import BOUNDS, MUTANTS
 from mergebot.protocol.replay import replay
-from mergebot.protocol.state import BATCHED, DEFAULT, LONG, SUPERSEDING
+from mergebot.protocol.state import BATCHED, DEFAULT, LONG, RED, SUPERSEDING
 from mergebot.protocol.trace import Verdict
 from mergebot.settings import Settings
 
@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long", action="store_true", help="the larger bound (as MERGEBOT_LONG_DRILLS)")
     parser.add_argument("--batched", action="store_true", help="batches of two with estimates (leave-outs)")
     parser.add_argument("--superseding", action="store_true", help="an agent may push again while one is pending")
+    parser.add_argument("--red", action="store_true", help="a landed change breaks main: post-land checks, the mend")
     parser.add_argument("--mutant", choices=sorted(MUTANTS),
                         help="check a planted bug instead, on its own bound unless --long: it must fail")
     parser.add_argument("--takeovers", type=int, default=None,
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict = asyncio.run(trace_settings_database())
         print(verdict)
         return int(not verdict.accepted)
-    config = LONG if args.long else BATCHED if args.batched else SUPERSEDING if args.superseding else DEFAULT
+    config = LONG if args.long else BATCHED if args.batched else SUPERSEDING if args.superseding else \
+        RED if args.red else DEFAULT
     if args.mutant and not args.long:
         config = BOUNDS.get(args.mutant, config)
     if args.takeovers is not None:

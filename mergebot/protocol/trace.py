@@ -5,11 +5,12 @@ version, owner or pushed commit, written by a trigger in the transaction that ch
 steps (``push_accepted``, ``candidate_rejected``, ``created``). The checker reads them in order and holds each
 event to the model in two ways:
 
-* **Each subtask's own steps are the model's.** ``moves`` explores the model (``TRACE``, a small bound) and keeps,
-  for every step and every subtask whose row it changed, the change as the events table would record it: the
-  status before and after, whether the claim version went up, and what happened to the owner (``Move``). An event
-  whose change no step of the model makes (a subtask landed from ``running``, a claim taken without a new version,
-  a landed subtask claimed again) is rejected. The moves are computed from the model, not written down, so a step
+* **Each subtask's own steps are the model's.** ``moves`` explores the model (``TRACE``, a small bound, and
+  ``TRACE_RED``, one with a red main's mending) and keeps, for every step and every subtask whose row it changed, the
+  change as the events table would record it: the status before and after, whether the claim version went up, and
+  what happened to the owner (``Move``). An event whose change no step of the model makes (a subtask landed from
+  ``running``, a claim taken without a new version, a landed subtask claimed again other than by a revert's
+  reclaim) is rejected. The moves are computed from the model, not written down, so a step
   added to the model (``docs/protocol.md``, "Adding a step") widens what a trace may do, and nothing else does.
 * **Across subtasks, the model's invariants** (``mergebot.protocol.check``), as the events can show them: a
   dependent is released (or created ready) only after everything it depends on landed; a subtask lands only with a
@@ -36,6 +37,10 @@ from mergebot.protocol.state import Config, State
 # about a second.
 TRACE = Config(agents=2, subtasks=2, depends=((1, 0),), window=2, versions=2, pushes=3, bad=1, crashes=1, lost=0,
                forge=0, repushes=1)
+# and a red main's mending (``mergebot.protocol.red``): a landed change breaks main, its revert lands and sends the
+# subtask back to its owner at a new claim version. Apart, as the two together take ten times as long (12 s).
+TRACE_RED = Config(agents=2, subtasks=2, depends=((1, 0),), window=2, versions=2, pushes=3, bad=0, crashes=0, lost=0,
+                   forge=0, breaks=1)
 
 
 @dataclass(frozen=True, order=True)
@@ -63,7 +68,8 @@ def owner_change(before: object, after: object) -> str:
 
 
 def _moves_of(s: State, nxt: State) -> Iterable[Move]:
-    pushed = {c.sub for c in nxt.cands[len(s.cands):]}  # a push changes the row's commit, if nothing else
+    # a push changes the row's commit, if nothing else (a revert is a candidate of the bot's own subtask)
+    pushed = {c.sub for c in nxt.cands[len(s.cands):] if c.reverts < 0}
     for t, (a, b) in enumerate(zip(s.subs, nxt.subs, strict=True)):
         if (a.status, a.owner, a.version) != (b.status, b.owner, b.version) or t in pushed:
             yield Move(a.status, b.status, b.version - a.version,
@@ -92,8 +98,8 @@ def explore(model: Model) -> dict[Move, str]:
 
 @cache
 def moves() -> dict[Move, str]:
-    """The model's moves at the ``TRACE`` bound (computed once per process)."""
-    return explore(Model(TRACE))
+    """The model's moves at the ``TRACE`` and ``TRACE_RED`` bounds (computed once per process)."""
+    return {**explore(Model(TRACE_RED)), **explore(Model(TRACE))}
 
 
 @dataclass(frozen=True)
