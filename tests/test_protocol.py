@@ -48,10 +48,11 @@ PLANTED = {
     "lane_crossed": ("no candidate lands past a left-out suspect of its lane", BOUNDS["lane_crossed"]),
     "replaced_lands": ("a push replaced by a newer push never lands", BOUNDS["replaced_lands"]),
     "unheld": ("no candidate lands while a dependency of its subtask is reverted", BOUNDS["unheld"]),
+    "newest_reverted": ("every red main is mended: main is green again", BOUNDS["newest_reverted"]),
 }
 # each counterexample's length as docs/protocol.md tells it
 STEPS = {"no_fence": 11, "no_compare": 7, "early_release": 5, "unreconciled": 7, "no_sweep": 9, "unfenced_finish": 8,
-         "lane_crossed": 12, "replaced_lands": 8, "unheld": 16}
+         "lane_crossed": 12, "replaced_lands": 8, "unheld": 16, "newest_reverted": 22}
 
 
 def test_the_default_bound_holds_exhaustively() -> None:

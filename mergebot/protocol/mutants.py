@@ -101,6 +101,14 @@ class Unheld(Model):
         return False
 
 
+class NewestReverted(Model):
+    """The mend without its bisection: the newest landing since main was last green is taken for the culprit, so when
+    an older one broke main (its post-land check superseded by a newer landing's), the wrong one is reverted."""
+
+    def bisect(self, s: State, n: int) -> tuple[int, int]:
+        return n - 1, s.green
+
+
 MUTANTS: dict[str, type[Model]] = {
     "no_fence": NoFence,
     "no_compare": NoCompare,
@@ -111,6 +119,7 @@ MUTANTS: dict[str, type[Model]] = {
     "lane_crossed": LaneCrossed,
     "replaced_lands": ReplacedLands,
     "unheld": Unheld,
+    "newest_reverted": NewestReverted,
 }
 
 # The bound each planted bug is caught on, when not the default: the lost NOTIFY is a liveness failure, so the search
@@ -123,4 +132,5 @@ BOUNDS: dict[str, Config] = {
     "lane_crossed": BATCHED,
     "replaced_lands": SUPERSEDING,
     "unheld": RED,
+    "newest_reverted": RED,
 }

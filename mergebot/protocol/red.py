@@ -82,12 +82,7 @@ class RedSteps(WindowSteps):
         suspects = s.landed[s.green:rows]
         if not suspects or any(s.cands[i].reverts >= 0 for i in suspects):
             return s, "the mend gives up: main stays red"
-        lo, hi, green = 0, len(suspects) - 1, s.green
-        while (mid := mend.next_probe(lo, hi)) is not None:
-            if self.passes(s, self.head(s, s.green + mid + 1)):
-                lo, green = mid + 1, s.green + mid + 1
-            else:
-                hi = mid
+        lo, green = self.bisect(s, len(suspects))
         culprit = suspects[lo]
         s = put(s, green=green)
         if any(c.reverts == culprit for c in s.cands):  # ``queue_revert``'s idempotency key: the first one stands
@@ -96,6 +91,17 @@ class RedSteps(WindowSteps):
         revert = Cand(c.sub, c.version, c.agent, good=True, reverts=culprit)
         return put(s, cands=(*s.cands, revert)), f"the bot queues candidate {len(s.cands) + 1}, the revert of " \
                                                    f"candidate {culprit + 1}, first"
+
+    def bisect(self, s: State, n: int) -> tuple[int, int]:
+        """The first red of the ``n`` landings since main was last green (``next_probe`` picks each probe), and the
+        landed rows main's check has now passed through (a probe that passes records it)."""
+        lo, hi, green = 0, n - 1, s.green
+        while (mid := mend.next_probe(lo, hi)) is not None:
+            if self.passes(s, self.head(s, s.green + mid + 1)):
+                lo, green = mid + 1, s.green + mid + 1
+            else:
+                hi = mid
+        return lo, green
 
     # -- the window while main is red ---------------------------------------------------------------------------
 
