@@ -53,6 +53,7 @@ import psycopg
 from psycopg import sql
 
 from mergebot.db.migrate import migrate
+from verifier import disk
 
 if TYPE_CHECKING:
     pass
@@ -310,6 +311,7 @@ class Serve:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = data_dir / f"{name}.log"
+        self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         env = {k: v.replace("{db_url}", db_url).replace("{dbname}", db_name(db_url)) for k, v in (env or {}).items()}
         full = {**os.environ, "MERGEBOT_DATABASE_URL": db_url, "MERGEBOT_DATA_DIR": str(data_dir), **env}
@@ -338,6 +340,9 @@ class Serve:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        # killed mid-check, it leaves its slots' run filesystems mounted in a scratch directory nothing starts again
+        for slot in (self.data_dir / "slots").glob(f"{self.proc.pid}-*"):
+            disk.sweep(slot)
 
     def __enter__(self) -> Serve:
         return self
