@@ -209,7 +209,16 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
     assert violations == [], violations
     assert f.client("root").get("/api/v1/findings", repo="demo")["findings"] == []
 
-    # What it all cost (`mergebot cost`): every run's seconds charged once, the bisection's to main's checks.
+    # What it all cost (`mergebot cost`): every run's seconds charged once, the bisection's to main's checks. Read
+    # once no run is queued or running: a post-land run finishing between the command and the count below once
+    # made them differ by one (CI).
+    async def idle() -> bool:
+        async with db.pool.connection() as conn:
+            cur = await conn.execute("SELECT count(*) FROM verify_jobs WHERE status IN ('queued', 'running')")
+            row = await cur.fetchone()
+            return row is not None and row[0] == 0
+
+    await until(idle, "no run queued or running", f)
     out = subprocess.run([sys.executable, "-m", "mergebot", "cost", "--json", "--since", "1h"], capture_output=True,
                          text=True, check=True, env={**os.environ, "MERGEBOT_URL": f.bot.url,
                                                      "MERGEBOT_TOKEN": f.tokens["root"]})
