@@ -87,6 +87,13 @@ def sweep(root: Path) -> None:
             unmount(point)
 
 
+def sweep_process(slots: Path, pid: int) -> None:
+    """Unmount what the slots of process ``pid`` left mounted (a slot is named ``<pid>-<n>`` under ``slots``): a
+    server that died mid-check, whose data directory another live process may share."""
+    for slot in slots.glob(f"{pid}-*"):
+        sweep(slot)
+
+
 def usage(paths: Sequence[Path]) -> int:
     """Bytes that the files under ``paths`` take on disk (hard links once)."""
     total = 0

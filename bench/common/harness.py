@@ -341,8 +341,7 @@ class Serve:
                 self.proc.kill()
                 self.proc.wait()
         # killed mid-check, it leaves its slots' run filesystems mounted in a scratch directory nothing starts again
-        for slot in (self.data_dir / "slots").glob(f"{self.proc.pid}-*"):
-            disk.sweep(slot)
+        disk.sweep_process(self.data_dir / "slots", self.proc.pid)
 
     def __enter__(self) -> Serve:
         return self

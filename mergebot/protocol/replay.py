@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from mergebot.db.database import Database
-from mergebot.protocol.trace import Tracer, Verdict
+from mergebot.protocol.trace import Verdict, trace
 
 
 async def replay(db: Database) -> Verdict:
-    """Every event of the run in ``db``, in order, held to the model; the first the model does not allow stops it.
-    Read once the run is over (its servers stopped or idle): the end is checked too (no intent pending)."""
-    tracer = Tracer(await db.trace.deps())
-    async for e in db.trace.events():
-        if tracer.feed(e) is not None:
-            return tracer.verdict
-    tracer.end(await db.trace.pending_intents())
-    return tracer.verdict
+    """Every event of the run in ``db``, in order, held to the model (``trace``); the first the model does not
+    allow stops it. Read once the run is over (its servers stopped or idle): the end is checked too (no intent
+    pending)."""
+    events = [e async for e in db.trace.events()]
+    return trace(events, await db.trace.deps(), await db.trace.pending_intents())

@@ -108,8 +108,7 @@ class BotProcess:
         if self.proc is not None:  # a server killed mid-check leaves its slots' run filesystems mounted (the next
             # serve on this data directory would sweep them; a test's never starts again, and pytest could not remove
             # its temporary directory); only this process's slots: a replica on the same data directory may run
-            for slot in (self.data_dir / "slots").glob(f"{self.proc.pid}-*"):
-                disk.sweep(slot)
+            disk.sweep_process(self.data_dir / "slots", self.proc.pid)
 
 
 def git(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
