@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,7 +30,7 @@ from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.cli.render import render_status
 from mergebot.db.database import Database
-from mergebot.landing.intake.admission import LOW, Lane, cap_for, caps, decide, stale_after
+from mergebot.landing.intake.admission import LOW, Lane, cap_for, caps, decide, stale_after, turn
 from mergebot.landing.intake.admit import Admission
 from mergebot.landing.window.fair import RECENT_RUNS, predicted_seconds, verifier_seconds
 from mergebot.rules import Rules
@@ -60,6 +61,24 @@ def test_the_threshold_is_factor_windows_of_work_and_the_retry_the_time_to_the_l
     batched = decide(lane(16, per_run=4.0), factor=2.0)  # batches of four: a run clears four candidates
     assert batched.admit and batched.backlog_seconds == 40
     assert decide(lane(5, per_run=0.5), factor=2.0).backlog_seconds == 50  # fewer than one a run counts as one
+
+
+def test_a_refusing_lane_frees_a_slot_per_candidate_gone_and_gives_it_to_the_head_of_its_line() -> None:
+    full = lane(3.5, admitting=False)  # d = 10 s, 2 slots: it clears one candidate every 5 s; 35 s within [30, 40]
+    assert decide(full, factor=2.0).free == 0 and decide(full, factor=2.0).rate == 0.2
+    three = decide(replace(full, freed=4, admitted=1), factor=2.0)  # four gone since it refused, one let in
+    assert (three.admit, three.free, three.spent) == (False, 3, False)
+    over = decide(replace(full, weight=4.5, freed=4, admitted=1), factor=2.0)  # 45 s: over the threshold
+    assert (over.free, over.spent) == (0, True)  # no slot, and the three freed are written off
+    assert turn(three, 0) == (True, 0) and turn(three, 2) == (True, 0)  # the first three in line
+    # the fourth waits for the next candidate to leave, in 5 s, but the lane drains to its low mark sooner (rule 4)
+    assert turn(three, 3) == (False, 3)
+    far = decide(replace(full, weight=20.0), factor=2.0)  # 200 s: 80 s to the threshold, 85 to the low mark
+    assert (far.opens_in, far.retry_after) == (80.0, 85)
+    assert turn(far, 0) == (False, 85)  # back within the threshold in 80 s, then the first slot in 5 more
+    assert turn(replace(far, retry_after=300), 0) == (False, 85) and turn(replace(far, retry_after=300), 1) == (
+        False, 90)  # the next in line, one slot later
+    assert turn(decide(lane(1), factor=2.0), 99) == (True, 0)  # an admitting lane has no line
 
 
 @given(n=st.floats(0, 1000), last=st.booleans(), d=st.floats(0.1, 3600), slots=st.integers(1, 64),
@@ -225,12 +244,15 @@ async def test_a_full_lane_answers_capacity_and_admits_again_only_under_its_low_
     cands = await lanes.queue(5)  # 50 s of work
     await lanes.db.subtasks.create_subtask(actor_id=None, title="ready work")
     r = await lanes.claim("ann", repo="app")
+    # told to come back when the next slot frees: the backlog is back at the threshold in 5 s (10 s of work over it,
+    # 2 runs at once), and a candidate leaves every 5 s (two runs of 10 s at once, one candidate each): in 10 s
     assert r.status_code == 429 and r.headers["Retry-After"] == "10", r.text
     err = r.json()["error"]
     assert (err["code"], err["kind"], err["lane"], err["backlog_seconds"], err["candidates"]) == (
         "capacity", "capacity", "app", 50.0, 5)
     assert (err["threshold_seconds"], err["capacity"], err["retry_after"], err["ready"]) == (40.0, 2, 10, 1)
     assert err["elsewhere"] == [] and "Claim again in 10 s" in err["message"], err["message"]
+    assert err["in_line"] == 1 and err["lanes"][0]["free_slots"] == 0
 
     # a second repository, whose verifiers have not run lately: stale, so it admits; it is named as elsewhere, and
     # a claim naming no repository is admitted (the work may go there)
@@ -257,13 +279,46 @@ async def test_a_full_lane_answers_capacity_and_admits_again_only_under_its_low_
     page = (await lanes.get("/ui/queue")).text
     assert 'id="admission-app" data-admitting="0"' in page and "refusing claims" in page
 
-    await lanes.done(cands[0], cands[1])  # 30 s: at the low mark, not under it: still refused (hysteresis)
-    assert (await lanes.claim("ann", repo="app")).status_code == 429
-    await lanes.done(cands[2])  # 20 s: under the low mark
+    await lanes.done(cands[0], cands[1])  # 30 s: at the low mark, not under it: still refusing (hysteresis), but
+    # two candidates left the queue since it began to refuse, with the backlog within the threshold: two free slots
+    lane = (await lanes.api("rita", "/api/v1/summary")).json()["admission"]["lanes"][0]
+    assert (lane["admitting"], lane["free_slots"]) == (False, 2), lane
     r = await lanes.claim("ann", repo="app")
     assert r.status_code == 200 and r.json()["subtask"]["title"] == "ready work", r.text
+    assert (await lanes.claim("bob", repo="app")).status_code == 204  # the second slot; nothing is ready
+    r = await lanes.claim("bob", repo="app")  # no slot left
+    assert r.status_code == 429 and r.json()["error"]["lanes"][0]["free_slots"] == 0, r.text
+    await lanes.done(cands[2])  # 20 s: under the low mark, admitting again
+    assert (await lanes.claim("bob", repo="app")).status_code == 204
     await lanes.queue(2)  # 40 s: at the threshold again, and admitting: admitted
     assert (await lanes.api("rita", "/api/v1/summary")).json()["admission"]["lanes"][0]["admitting"] is True
+
+
+async def test_a_full_lane_gives_each_freed_slot_to_the_least_served_agent_in_line(lanes: Lanes) -> None:
+    await lanes.runs(10.0)  # T = 40 s, as above
+    await lanes.db.subtasks.create_subtask(actor_id=None, title="early")
+    assert (await lanes.claim("lead", repo="app")).status_code == 200  # admitted while admitting: one claim made
+    cands = await lanes.queue(5)  # 50 s: full
+    for title in ("one", "two"):
+        await lanes.db.subtasks.create_subtask(actor_id=None, title=title)
+
+    def line(r: httpx.Response) -> int:
+        assert r.status_code == 429, r.text
+        return int(r.json()["error"]["in_line"])
+
+    assert line(await lanes.claim("lead", repo="app")) == 1  # alone in line
+    assert line(await lanes.claim("bob", repo="app")) == 1  # bob has made no claim yet: ahead of the lead
+    assert line(await lanes.claim("lead", repo="app")) == 2
+    await lanes.done(cands[0])  # one candidate left the queue: one free slot, and it is bob's
+    r = await lanes.claim("lead", repo="app")
+    assert line(r) == 2 and r.json()["error"]["lanes"][0]["free_slots"] == 1
+    r = await lanes.claim("bob", repo="app")
+    assert r.status_code == 200 and r.json()["subtask"]["title"] == "one", r.text
+    assert line(await lanes.claim("lead", repo="app")) == 1  # first in line now, but no slot is free
+    await lanes.done(cands[1])
+    r = await lanes.claim("lead", repo="app")
+    assert r.status_code == 200 and r.json()["subtask"]["title"] == "two", r.text
+    assert (await lanes.api("rita", "/api/v1/summary")).json()["admission"]["lanes"][0]["admitting"] is False
 
 
 async def test_stale_measurements_and_admission_off_admit(lanes: Lanes, settings: Settings) -> None:

@@ -50,6 +50,15 @@ def per_agent_seconds(charges: list[tuple[Any, ...]], agent_ids: list[int]) -> d
     return out
 
 
+def per_agent(events: list[Any], kind: str, agents: int) -> list[int]:
+    """How many events of ``kind`` each of the ``agents`` agents had (every agent counted, a zero included)."""
+    counts = [0] * agents
+    for e in events:
+        if e.kind == kind and 0 <= e.agent < agents:
+            counts[e.agent] += 1
+    return counts
+
+
 def charged(charges: list[tuple[Any, ...]]) -> dict[str, float]:
     """Verifier-seconds by charge and purpose (``run_charges``; a batch run's seconds counted once)."""
     rows_per_run: dict[Any, int] = defaultdict(int)
@@ -102,6 +111,8 @@ def offered_figures(args: argparse.Namespace, t0: float, ended: float, db: dict[
         "leases": {**lease_accounting(log.events), "lapsed_server": len(db["lapsed"])},
         "jain_verifier_seconds": jain(seconds.values()),
         "jain_among_served": jain(v for v in seconds.values() if v > 0),
+        "jain_claims": jain(per_agent(log.events, "claim", args.agents)),
+        "jain_landings": jain(per_agent(log.events, "landed", args.agents)),
         "agent_seconds": {"min": min(seconds.values(), default=float("nan")),
                           "max": max(seconds.values(), default=float("nan")),
                           "top": sorted(seconds.values(), reverse=True)[:5]},
@@ -143,7 +154,8 @@ def print_offered(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f"{lz['pushes_refused_not_under_claim']} pushes refused as not under a claim, {lz['lapsed_server']} "
               f"leases lapsed by the server's clock; {fmt(r['verifier_runs_per_landed'], 2)} runs per landing; "
               f"agents' verifier-seconds min {fmt(r['agent_seconds']['min'], 1)} max "
-              f"{fmt(r['agent_seconds']['max'], 1)} (Jain among agents served {fmt(r['jain_among_served'], 3)})")
+              f"{fmt(r['agent_seconds']['max'], 1)} (Jain among agents served {fmt(r['jain_among_served'], 3)}); "
+              f"Jain of claims per agent {fmt(r['jain_claims'], 3)}, of landings {fmt(r['jain_landings'], 3)}")
         if base is not None and r is not base:
             p95 = ratio(r["claim_to_landed_s"]["p95"], base["claim_to_landed_s"]["p95"])
             print(f"    against the baseline {base['name']}: p95 claim->landed {fmt(p95, 2)}x, landings/h "

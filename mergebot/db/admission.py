@@ -21,6 +21,26 @@ class AdmissionStore:
         return await self.sql.one("admission_flip", repo=repo, admitting=admitting, backlog=backlog,
                                   threshold=threshold) is not None
 
+    async def ahead(self, agent_id: int) -> int:
+        """The waiting agents ahead of this one in a full lane's line (``admission_standing``)."""
+        row = await self.sql.one("admission_standing", agent_id=agent_id)
+        return int(row["ahead"]) if row else 0
+
+    async def take(self, *, repo: str, since: object, freed: int) -> bool:
+        """Take one of a refusing lane's free slots; False when another claim took the last one first."""
+        return await self.sql.one("admission_take", repo=repo, since=since, freed=freed) is not None
+
+    async def write_off(self, *, repo: str, since: object, freed: int) -> None:
+        """A refusing lane over its threshold: the slots its departures freed so far are not given."""
+        await self.sql.one("admission_write_off", repo=repo, since=since, freed=freed)
+
+    async def claimed(self, agent_id: int) -> None:
+        await self.sql.one("admission_claimed", agent_id=agent_id)
+
+    async def waits(self, agent_id: int, *, hold: float) -> None:
+        """The agent stays in line for ``hold`` seconds more."""
+        await self.sql.one("admission_waits", agent_id=agent_id, hold=hold)
+
     async def refused(self, repo: str) -> None:
         await self.sql.one("admission_refused", repo=repo)
 

@@ -1127,5 +1127,15 @@ CREATE TABLE admission_lanes (
     changed_at        timestamptz NOT NULL DEFAULT now(),
     backlog_seconds   float8 NOT NULL DEFAULT 0,
     threshold_seconds float8 NOT NULL DEFAULT 0,
-    refusals          bigint NOT NULL DEFAULT 0 CHECK (refusals >= 0)
+    refusals          bigint NOT NULL DEFAULT 0 CHECK (refusals >= 0),
+    -- while it refuses, the claims it let in, one for each candidate that left its queue (migration 0040)
+    admitted          bigint NOT NULL DEFAULT 0 CHECK (admitted >= 0)
+);
+-- Each agent's standing with admission control (migration 0040): the claims it was let make, and, while a full lane
+-- keeps it waiting for a slot, since and until when it waits (the least-served agent waiting gets the next slot).
+CREATE TABLE admission_agents (
+    agent_id      bigint PRIMARY KEY REFERENCES agents (id),
+    claims        bigint NOT NULL DEFAULT 0 CHECK (claims >= 0),
+    waiting_since timestamptz,
+    waiting_until timestamptz
 );

@@ -114,6 +114,7 @@ async def claim(agent: Claimer, services: ServicesDep, body: ClaimIn | None = No
         sha=complete.sha if complete else None, wait=max(0.0, wait - waited))
     if sub is None:
         return Response(status_code=204)
+    await services.admission.claimed(db, agent.id)
     handoff = await db.subtasks.handoff(sub.id) if sub.claim_version > 1 else []
     return claim_body(sub, handoff, await db.subtasks.overlapping(sub.id, sub.paths))
 

@@ -23,9 +23,9 @@ WITH runs AS (
     SELECT coalesce(max(n), 0)::int AS slots FROM level
 )
 SELECT r.name AS repo, coalesce(r.speculation_window, 0) AS speculation_window,
-       coalesce(a.admitting, true) AS admitting, coalesce(a.refusals, 0)::bigint AS refusals,
+       coalesce(a.admitting, true) AS admitting, a.changed_at, coalesce(a.refusals, 0)::bigint AS refusals,
        live.candidates, live.weight, CASE WHEN run.runs > 0 THEN run.seconds END AS run_seconds, run.runs,
-       gone.cleared, capacity.slots,
+       gone.cleared, capacity.slots, coalesce(a.admitted, 0)::bigint AS admitted, freed.n AS freed,
        CASE WHEN EXISTS (SELECT 1 FROM verify_jobs j WHERE j.status = 'running' AND j.repo = r.name AND NOT j.is_group)
             THEN 0::float8
             ELSE extract(epoch FROM now() - run.last_finished)::float8 END AS last_run_age
@@ -44,6 +44,11 @@ CROSS JOIN LATERAL (
     WHERE run.since IS NOT NULL AND c.finished_at >= run.since AND c.repo = r.name
       AND c.status IN ('landed', 'rejected')
 ) gone
+CROSS JOIN LATERAL (
+    -- while the lane refuses: the candidates that left its queue since it began to (each frees a slot for a claim)
+    SELECT count(*)::bigint AS n FROM candidates c
+    WHERE a.admitting IS FALSE AND c.finished_at >= a.changed_at AND c.repo = r.name
+) freed
 ORDER BY r.name;
 
 -- name: admission_flip
@@ -51,7 +56,7 @@ ORDER BY r.name;
 -- reads the same state. Returns the row when it changed.
 INSERT INTO admission_lanes AS a (repo, admitting, backlog_seconds, threshold_seconds)
 VALUES (%(repo)s, %(admitting)s, %(backlog)s, %(threshold)s)
-ON CONFLICT (repo) DO UPDATE SET admitting = EXCLUDED.admitting, changed_at = now(),
+ON CONFLICT (repo) DO UPDATE SET admitting = EXCLUDED.admitting, changed_at = now(), admitted = 0,
                                  backlog_seconds = EXCLUDED.backlog_seconds,
                                  threshold_seconds = EXCLUDED.threshold_seconds
 WHERE a.admitting IS DISTINCT FROM EXCLUDED.admitting
@@ -88,3 +93,47 @@ SELECT count(*)::int AS n FROM subtasks WHERE status = 'ready';
 
 -- name: admission_refusals
 SELECT repo, refusals, admitting, changed_at FROM admission_lanes ORDER BY repo;
+
+-- name: admission_standing
+-- An agent's standing among the agents waiting for a slot in a full lane: the claims it was let make, and its place
+-- in the line (the waiting agents other than it that were let make fewer claims, or as many and have waited
+-- longer); a line of agents that stopped asking (their wait ran out) is no line.
+WITH me AS (
+    SELECT coalesce(max(claims), 0) AS claims,
+           coalesce(max(waiting_since) FILTER (WHERE waiting_until > now()), now()) AS since
+    FROM admission_agents WHERE agent_id = %(agent_id)s
+)
+SELECT me.claims,
+       (SELECT count(*) FROM admission_agents w
+        WHERE w.waiting_until > now() AND w.agent_id <> %(agent_id)s
+          AND (w.claims < me.claims OR (w.claims = me.claims AND w.waiting_since < me.since)))::bigint AS ahead
+FROM me;
+
+-- name: admission_take
+-- One slot of a full lane taken for a claim: only while the lane still refuses (as measured) and fewer claims were
+-- let in since it began to than candidates left its queue (``freed``). Returns the row when it was taken.
+UPDATE admission_lanes SET admitted = admitted + 1
+WHERE repo = %(repo)s AND NOT admitting AND changed_at = %(since)s AND admitted < %(freed)s
+RETURNING repo, admitted;
+
+-- name: admission_write_off
+-- A refusing lane whose backlog is over its threshold: the slots its departures freed so far are written off.
+UPDATE admission_lanes SET admitted = greatest(admitted, %(freed)s)
+WHERE repo = %(repo)s AND NOT admitting AND changed_at = %(since)s AND admitted < %(freed)s
+RETURNING repo;
+
+-- name: admission_claimed
+-- A claim admission let an agent make: one more to its account; it no longer waits.
+INSERT INTO admission_agents AS a (agent_id, claims) VALUES (%(agent_id)s, 1)
+ON CONFLICT (agent_id) DO UPDATE SET claims = a.claims + 1, waiting_since = NULL, waiting_until = NULL
+RETURNING claims;
+
+-- name: admission_waits
+-- A claim refused for want of a slot: its agent waits in line (since its first refusal of this wait) until a little
+-- after the time it was told to claim again.
+INSERT INTO admission_agents AS a (agent_id, waiting_since, waiting_until)
+VALUES (%(agent_id)s, now(), now() + make_interval(secs => %(hold)s))
+ON CONFLICT (agent_id) DO UPDATE
+SET waiting_since = CASE WHEN a.waiting_until > now() THEN a.waiting_since ELSE now() END,
+    waiting_until = EXCLUDED.waiting_until
+RETURNING waiting_since;

@@ -39,8 +39,22 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      mark L = ``LOW`` x T. Within [L, T] it keeps its last state, so it does not flap.
   4. A refusal says when to try again: the time the verifiers, at C verifier-seconds a second, take to bring B down
      to L, within [``RETRY_MIN``, ``RETRY_MAX``] seconds, whole.
-The last state lives in the database (``admission_lanes``, migration 0037), written only when it changes, so
-every replica answers from the same state.
+  5. A refusing lane still admits at the rate its queue clears while its backlog is within the threshold
+     (L <= B <= T): each candidate that left its queue (landed, rejected, superseded, cancelled) since it began to
+     refuse frees a slot for one claim (``Decision.free``, the freed less the claims so admitted). Over the
+     threshold no slot is free, and the departures meanwhile are written off (``Decision.spent``), so a long drain
+     does not bank a flood. Without it a full lane refused every claim until its backlog drained to the low mark,
+     then admitted every agent asking at once (a claim adds to the backlog only when its work is pushed, a think
+     time later), so its backlog swung between empty and a flood, and who got in was luck.
+  6. Who gets a free slot: the agents refused for want of one wait in line, the least served first (the fewest
+     claims admission let them make, then the longest waiting); a claim is let in when fewer waiting agents stand
+     ahead of it than there are free slots (``turn``). Its agent is told to claim again when the slots freed at the
+     lane's rate (``Decision.rate``: C x k / d candidates a second), once the backlog is back within the threshold
+     (``Decision.opens_in``), reach its place, within [``RETRY_MIN``, ``RETRY_MAX``] and no later than rule 4's
+     time (the lane admits everyone then). An agent that does not come back within ``LINE_GRACE``
+     seconds of that leaves the line. Claims are counted per agent across lanes: the verifiers are shared.
+The last state lives in the database (``admission_lanes``, migration 0037, its slots and the agents' line 0040),
+written only when it changes, so every replica answers from the same state.
 
 The cap (``caps``, ``cap_for``): an agent holds the subtasks it owns, running (claimed) or submitted (a candidate
 queued or in flight). ``MERGEBOT_AGENT_WIP`` is ``KEY=N`` pairs, comma-separated: a key that names a role sets
@@ -61,6 +75,7 @@ STALE_MIN = 300.0  # a lane whose last run finished longer ago than this (or STA
 STALE_RUNS = 3.0
 RETRY_MIN = 1
 RETRY_MAX = 300
+LINE_GRACE = 10.0  # seconds past its retry time an agent stays in a full lane's line without asking again
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,8 @@ class Lane:
     window: int = 0  # the repository's speculation window (0: as wide as the slots)
     admitting: bool = True  # its last state
     per_run: float = 1.0  # k, candidates cleared per run
+    freed: int = 0  # while it refuses: the candidates that left its queue since it began to
+    admitted: int = 0  # and the claims let in for them
 
 
 @dataclass(frozen=True)
@@ -89,12 +106,16 @@ class Decision:
     capacity: int  # slots
     candidates: int
     retry_after: int  # seconds; 0 when admitted
+    free: int = 0  # while refusing: slots freed for claims (rule 5)
+    rate: float = 0.0  # candidates the lane clears a second (rule 6)
+    spent: bool = False  # while refusing over the threshold: the slots freed are written off (rule 5)
+    opens_in: float = 0.0  # while refusing: seconds until the backlog is back within the threshold
 
     def as_json(self) -> dict[str, object]:
         return {"lane": self.repo, "admitting": self.admit, "stale": self.stale,
                 "backlog_seconds": round(self.backlog_seconds, 1), "candidates": self.candidates,
                 "threshold_seconds": round(self.threshold_seconds, 1), "low_seconds": round(self.low_seconds, 1),
-                "capacity": self.capacity, "retry_after": self.retry_after}
+                "capacity": self.capacity, "retry_after": self.retry_after, "free_slots": self.free}
 
 
 def stale_after(run_seconds: float | None) -> float:
@@ -119,10 +140,30 @@ def decide(lane: Lane, *, factor: float, min_runs: float = 0.0) -> Decision:
         return Decision(lane.repo, True, True, backlog, threshold, low, lane.slots, lane.candidates, 0)
     admit = backlog <= threshold if lane.admitting else backlog < low
     retry = 0
+    free = 0
+    spent = False
     if not admit:
         drain = (backlog - low) / max(1, lane.slots)
         retry = min(RETRY_MAX, max(RETRY_MIN, math.ceil(drain)))
-    return Decision(lane.repo, admit, False, backlog, threshold, low, lane.slots, lane.candidates, retry)
+        if backlog <= threshold:
+            free = max(0, lane.freed - lane.admitted)
+        else:
+            spent = lane.freed > lane.admitted
+    rate = max(1, lane.slots) * max(1.0, lane.per_run) / d
+    opens_in = max(0.0, backlog - threshold) / max(1, lane.slots) if not admit else 0.0
+    return Decision(lane.repo, admit, False, backlog, threshold, low, lane.slots, lane.candidates, retry, free, rate,
+                    spent, opens_in)
+
+
+def turn(decision: Decision, ahead: int) -> tuple[bool, int]:
+    """A claim at a refusing lane (rule 6), with ``ahead`` waiting agents before it in line: (whether a free slot
+    is its now, else the seconds until the slots the lane frees reach its place)."""
+    if decision.admit or decision.free > ahead:
+        return True, 0
+    if decision.rate <= 0:
+        return False, decision.retry_after
+    wait = math.ceil(decision.opens_in + (ahead - decision.free + 1) / decision.rate)
+    return False, max(RETRY_MIN, min(wait, decision.retry_after or RETRY_MAX))
 
 
 # -- the cap on work in progress ----------------------------------------------------------------------------------

@@ -8,6 +8,10 @@ Rules (what to decide is ``mergebot.landing.intake.admission``'s; this module ga
   * A claim is checked against its agent's cap first (``MERGEBOT_AGENT_WIP``: never waited out, since only the
     agent can free it), then against capacity; a claim with ``wait`` polls capacity until it is admitted or its
     wait ends, then answers with the refusal. Each refusal is counted where ``/metrics`` reads it.
+  * A refusing lane's free slots (rules 5 and 6) go to the waiting agents in line: the agent's place is read
+    (``admission_standing``), ``turn`` decides, and the slot is taken in one statement that holds the lane's count
+    (``admission_take``), so two replicas never give one slot twice. A claim let in, through a slot or an admitting
+    lane, counts one to its agent (``claimed``, after the claim was made); a refused one keeps its agent in line.
   * ``MERGEBOT_ADMISSION=off`` admits every claim without measuring (the cap still holds).
 """
 
@@ -22,7 +26,7 @@ from typing import Any
 from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import Capacity, Refused, WipLimit
-from mergebot.landing.intake.admission import WINDOW, Decision, Lane, cap_for, caps, decide
+from mergebot.landing.intake.admission import LINE_GRACE, WINDOW, Decision, Lane, cap_for, caps, decide, turn
 from mergebot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -57,6 +61,7 @@ class Admission:
         self.ttl = settings.admission_cache_seconds
         self.caps = caps(settings.agent_wip)
         self._cache: tuple[float, list[Decision]] | None = None
+        self._since: dict[str, tuple[Any, int]] = {}  # per lane, as measured: since when it refuses, freed since
         self._warned: dict[str, float] = {}
 
     async def decisions(self, db: Database, *, record: bool = True) -> list[Decision]:
@@ -69,14 +74,18 @@ class Admission:
         for r in await db.admission.measure(window=WINDOW):
             lane = Lane(repo=r["repo"], candidates=r["candidates"], weight=r["weight"], run_seconds=r["run_seconds"],
                         slots=r["slots"], last_run_age=r["last_run_age"], window=r["speculation_window"],
-                        admitting=r["admitting"], per_run=r["cleared"] / r["runs"] if r["runs"] else 1.0)
+                        admitting=r["admitting"], per_run=r["cleared"] / r["runs"] if r["runs"] else 1.0,
+                        freed=r["freed"], admitted=r["admitted"])
             d = decide(lane, factor=self.factor, min_runs=self.min_runs)
+            self._since[lane.repo] = (r["changed_at"], r["freed"])
             if not record:
                 out.append(d)
                 continue
             if d.stale and lane.candidates and now - self._warned.get(lane.repo, -WARN_EVERY) >= WARN_EVERY:
                 self._warned[lane.repo] = now
                 log.warning(say.admission_stale(lane.repo, lane.last_run_age), extra={"kind": "admission_stale"})
+            if d.spent:
+                await db.admission.write_off(repo=lane.repo, since=r["changed_at"], freed=lane.freed)
             if d.admit != lane.admitting and await db.admission.flip(
                     repo=lane.repo, admitting=d.admit, backlog=d.backlog_seconds, threshold=d.threshold_seconds):
                 log.info(say.admission_flipped(lane.repo, d.admit, d.backlog_seconds, d.threshold_seconds,
@@ -108,7 +117,7 @@ class Admission:
         return Refusal("wip_limit", {"agent": name, "cap": cap, "holds": held, "retry_after": 0,
                                      "next": say.WIP_NEXT})
 
-    async def capacity(self, db: Database, repo: str | None) -> Refusal | None:
+    async def capacity(self, db: Database, repo: str | None, agent_id: int) -> Refusal | None:
         """The refusal of a claim for ``repo`` (None: for any lane), or None when it is admitted."""
         if not self.on:
             return None
@@ -116,16 +125,30 @@ class Admission:
         mine = [d for d in decisions if repo is None or d.repo == repo]
         if not mine or any(d.admit for d in mine):
             return None
+        ahead = await db.admission.ahead(agent_id)
+        retries = []
+        for d in sorted(mine, key=lambda d: -d.free):
+            now, retry_after = turn(d, ahead)
+            since, freed = self._since[d.repo]
+            if now and since is not None and await db.admission.take(repo=d.repo, since=since, freed=freed):
+                return None
+            retries.append(retry_after)
+        retry = min(retries)
+        await db.admission.waits(agent_id, hold=retry + LINE_GRACE)
         elsewhere = [{"lane": d.repo, "backlog_seconds": round(d.backlog_seconds, 1),
                       "threshold_seconds": round(d.threshold_seconds, 1)} for d in decisions if d.admit]
         first = mine[0]
-        retry = min(d.retry_after for d in mine)
         return Refusal("capacity", {
             "lane": first.repo, "backlog_seconds": round(first.backlog_seconds, 1), "candidates": first.candidates,
             "threshold_seconds": round(first.threshold_seconds, 1), "capacity": first.capacity,
             "retry_after": retry, "lanes": [d.as_json() for d in mine], "elsewhere": elsewhere,
-            "ready": await db.admission.ready_count(),
+            "ready": await db.admission.ready_count(), "in_line": ahead + 1,
             "next": say.CAPACITY_NEXT})
+
+    async def claimed(self, db: Database, agent_id: int) -> None:
+        """A claim let in was made: one more to its agent's account (rule 6's line is ordered by it)."""
+        if self.on:
+            await db.admission.claimed(agent_id)
 
     async def admit(self, db: Database, *, agent_id: int, name: str, role: str, repo: str | None,
                     wait: float = 0.0) -> tuple[Refusal | None, float]:
@@ -136,7 +159,7 @@ class Admission:
         loop = asyncio.get_running_loop()
         start = loop.time()
         while True:
-            refused = await self.capacity(db, repo)
+            refused = await self.capacity(db, repo, agent_id)
             waited = loop.time() - start
             if refused is None:
                 return None, waited
