@@ -196,6 +196,8 @@ class Model(RedSteps):
             judged += "".join(f"; subtask {t + 1} goes back to agent {sub.owner + 1} at claim version {sub.version}"
                               for t, sub in enumerate(nxt.subs)
                               if (s.subs[t].status, sub.status) == ("landed", "running"))
+            judged += "".join(f"; candidate {i + 1}'s subtask was cancelled: refused, main keeps its commit"
+                              for i in intent.cands if nxt.cands[i].status == "cut")
             yield f"the landed rows are written, dependents released, the intent finished{judged}", nxt
 
     def take_over(self, s: State) -> Iterator[Step]:

@@ -62,6 +62,10 @@ SUPERSEDING = Config(repushes=1, crashes=1, forge=0, lost=0)
 # a landed change breaks main's own check: the post-land check finds main red, the bot reverts the culprit through
 # the queue while the window judges alone, the culprit's subtask goes back to its owner and its dependent is held
 RED = Config(subtasks=2, depends=((1, 0),), lanes=(0, 1), pushes=3, bad=1, crashes=1, lost=0, forge=0, breaks=1)
+# an operator cancels a subtask and retries a failed one, and a subtask fails when its lease runs out at its second
+# attempt (tests/test_protocol.py): the cancel finding of docs/protocol.md
+OPERATORS = Config(subtasks=2, depends=((1, 0),), lanes=(0, 1), pushes=2, crashes=1, lost=0, forge=0, cancels=1,
+                   retries=1, attempts=2)
 
 
 @dataclass(frozen=True, order=True)
