@@ -5,8 +5,9 @@ version, owner or pushed commit, written by a trigger in the transaction that ch
 steps (``push_accepted``, ``candidate_rejected``, ``created``). The checker reads them in order and holds each
 event to the model in two ways:
 
-* **Each subtask's own steps are the model's.** ``moves`` explores the model (``TRACE``, a small bound, and
-  ``TRACE_RED``, one with a red main's mending) and keeps, for every step and every subtask whose row it changed, the
+* **Each subtask's own steps are the model's.** ``moves`` explores the model (``TRACE``, a small bound,
+  ``TRACE_RED``, one with a red main's mending, and ``TRACE_OPS``, one with an operator's cancel and retry and a
+  subtask failed at its last attempt) and keeps, for every step and every subtask whose row it changed, the
   change as the events table would record it: the status before and after, whether the claim version went up, and
   what happened to the owner (``Move``). An event whose change no step of the model makes (a subtask landed from
   ``running``, a claim taken without a new version, a landed subtask claimed again other than by a revert's
@@ -16,6 +17,10 @@ event to the model in two ways:
   dependent is released (or created ready) only after everything it depends on landed; a subtask lands only with a
   commit pushed under its current claim version, and at most once; a push is accepted only under the claim the
   subtask holds; a commit its agent was told was rejected never lands; at the end no landing intent is pending.
+* **The bot's revert is the model's revert candidate** (``Cand.reverts``): the bot's own subtask for a revert,
+  created ``submitted``, is held until ``revert_queued`` names it; it may only land, with the commit it was queued
+  with, while the landing it reverts stands, and the culprit's subtask runs again only after that, for the owner
+  that landed it.
 
 The first event that breaks either is named with why (``Rejected``). Pure: ``mergebot.protocol.replay`` reads the
 rows from a database.
