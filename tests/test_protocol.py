@@ -25,6 +25,7 @@ from mergebot.protocol.state import (
     DEFAULT,
     LONG,
     LONG_SUPERSEDING,
+    OPERATORS,
     RED,
     SUPERSEDING,
     Config,
@@ -217,6 +218,20 @@ def test_the_takeover_finding_is_short() -> None:
     assert len(v.trace) <= MAX_STEPS
     assert "the leader loses its lock mid-landing; the other replica leads and reconciles" in v.trace
     assert v.trace[-1] == "the old leader writes its landed rows"
+
+
+def test_a_cancel_under_a_landing_leaves_main_with_a_commit_no_landed_row_names() -> None:
+    """The operators' steps (``OPERATORS``: a cancel, a retry, a subtask failed at its last attempt) keep every
+    property but one: a lead's cancel of a subtask whose candidate is being landed (``subtask_cancel`` refuses only
+    a landed or cancelled subtask) makes ``subtask_land`` refuse it after main moved, and main keeps a commit no
+    landed row names (the code records a ``landed_without_claim`` finding: docs/protocol.md, Findings)."""
+    v = check(Model(OPERATORS)).violation
+    assert v is not None and v.prop == "main's first-parent history equals the landed rows in order"
+    assert len(v.trace) <= 8 and "the planner lands candidates 1: intent written" in v.trace
+    assert any(step.startswith("an operator cancels subtask 1 (submitted)") for step in v.trace)
+    rest = [p for p in INVARIANTS if p[0] != v.prop]
+    report = check(Model(OPERATORS), invariants=rest)
+    assert report.ok and report.states > 1_000, str(report)  # a cancelled subtask never lands, nor its dependents
 
 
 @pytest.mark.skipif(os.environ.get("MERGEBOT_LONG_DRILLS") != "1", reason="the larger bound: MERGEBOT_LONG_DRILLS=1")

@@ -12,13 +12,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mergebot import agent
 from mergebot.protocol import trace
 from mergebot.protocol.model import Model
 from mergebot.protocol.replay import replay
 from mergebot.protocol.trace import Move, Tracer
-from tests.support.bot import Fleet, commit
+from tests.support.bot import Fleet, commit, git, until
 
+# An operator's cancel from every status it may cancel (owner dropped, claim version kept), a lease that runs out at
+# a subtask's last attempt (failed), and a retry of a failed one (ready, or blocked while a dependency is reverted)
+OPERATORS = {Move(before, "cancelled", 0, "dropped" if before in ("running", "submitted") else "none")
+             for before in ("blocked", "ready", "running", "submitted", "failed")} | {
+    Move("running", "failed", 0, "dropped"), Move("failed", "ready", 0, "none"), Move("failed", "blocked", 0, "none")}
 BROKEN = {"calc.py": "def add(a, b):\n    return a - b\n"}
 FIXED = {"calc.py": "def add(a, b):\n    return a + b\n", "notes.txt": "fixed\n"}
 
@@ -36,16 +43,22 @@ def test_the_moves_are_the_models_own() -> None:
         Move("submitted", "submitted", 0, "kept"),
         Move("submitted", "running", 0, "kept"), Move("running", "ready", 0, "dropped"),
         Move("submitted", "landed", 0, "dropped"), Move("blocked", "ready", 0, "none"),
-        Move("landed", "running", 1, "taken")}
+        Move("landed", "running", 1, "taken"), *OPERATORS}
     assert "claims" in found[Move("ready", "running", 1, "taken")]
     assert "goes back to agent" in found[Move("landed", "running", 1, "taken")]
-    assert Move("landed", "running", 1, "taken") not in trace.explore(Model(trace.TRACE))  # the red bound's alone
+    plain = trace.explore(Model(trace.TRACE))
+    assert Move("landed", "running", 1, "taken") not in plain  # the red bound's alone
 
     class NoExpiry(Model):  # a model without the recovery loop's expiry has no such move
         def expire(self, s: Any, t: int) -> Any:
             return iter(())
 
     assert Move("running", "ready", 0, "dropped") not in trace.explore(NoExpiry(trace.TRACE))
+    # the operators' steps are read off the model too: none at the default bound, where no operator acts
+    assert not OPERATORS & set(plain)
+    assert "an operator cancels" in found[Move("submitted", "cancelled", 0, "dropped")]
+    assert "retries" in found[Move("failed", "blocked", 0, "none")]  # its dependency's landing was reverted
+    assert "last attempt" in found[Move("running", "failed", 0, "dropped")]
 
 
 async def run_two(fleet: Fleet) -> tuple[int, int]:
@@ -128,3 +141,127 @@ def test_a_claim_without_a_new_version_is_no_step_of_the_model() -> None:
     got = tracer.feed({"id": 2, "kind": "status", "subtask_id": 1, "from_status": "ready", "to_status": "running",
                        "claim_version": 0, "actor_id": 5, "detail": {"owner": 5}})
     assert got is not None and got.event == 2 and "no step of the model" in got.why
+
+
+def status_event(eid: int, sid: int, before: str | None, after: str, version: int, owner: int | None = None,
+                 sha: str | None = None, kind: str = "status", **detail: Any) -> dict[str, Any]:
+    said = {k: v for k, v in {"owner": owner, "sha": sha, **detail}.items() if v is not None}
+    return {"id": eid, "kind": kind, "subtask_id": sid, "from_status": before, "to_status": after,
+            "claim_version": version, "actor_id": None, "detail": said}
+
+
+@pytest.mark.bot_env(MERGEBOT_LEASE_SECONDS="4", MERGEBOT_RECOVERY_GRACE_SECONDS="0")
+async def test_operators_steps_in_a_real_run_are_the_models_and_edited_ones_are_rejected(fleet: Fleet) -> None:
+    """A lead puts ann in a group; a subtask of one attempt fails when ann's claim lapses, the lead retries it and it
+    lands; bob's claim is cancelled under him (his push is then refused) with its dependent: the run is accepted.
+    The same events edited (a cancelled subtask landing, a push accepted after the cancel, a failed subtask claimed
+    without a retry, a landed one cancelled) are rejected at the edit."""
+    db, lead = fleet.db, fleet.client("lead")
+    lead.put("/api/v1/assignments/ann", {"group": "crew"})  # a group: it changes no subtask's row
+    pill, _ = await db.subtasks.create_subtask(actor_id=None, title="poison pill", max_attempts=1)
+    claim, _ = fleet.start("ann", "ann-1")  # no keeper: the lease lapses at its one attempt
+    assert claim.subtask_id == pill.id
+
+    async def status(sid: int, want: str) -> bool:
+        return (await db.subtasks.get_subtask(sid)).status == want
+
+    await until(lambda: status(pill.id, "failed"), timeout=30)
+    lead.post(f"/api/v1/subtasks/{pill.id}/retry", {"reason": "once more"})
+    gone, _ = await db.subtasks.create_subtask(actor_id=None, title="not needed", priority=1)
+    after, _ = await db.subtasks.create_subtask(actor_id=None, title="built on it", depends_on=[gone.id])
+    claim, bob_wt = fleet.start("bob")
+    assert claim.subtask_id == gone.id
+    for sid in (gone.id, after.id):
+        lead.post(f"/api/v1/subtasks/{sid}/cancel", {"reason": "not needed"})
+    commit(bob_wt, {"gone.txt": "late\n"})
+    refused = git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], bob_wt, check=False)
+    assert refused.returncode != 0  # a push under a cancelled claim is refused
+    claim, wt = fleet.start("ann", "ann-2")
+    assert claim.subtask_id == pill.id
+    commit(wt, FIXED)
+    assert agent.push(fleet.client("ann"), wt, wait=90, progress=False)["status"] == "landed"
+    fleet.bot.stop()
+
+    verdict = await replay(db)
+    assert verdict.accepted, verdict
+    assert (verdict.subtasks, verdict.landed) == (3, 1)
+    for move in (Move("running", "failed", 0, "dropped"), Move("failed", "ready", 0, "none"),
+                 Move("running", "cancelled", 0, "dropped"), Move("blocked", "cancelled", 0, "none"),
+                 Move("submitted", "landed", 0, "dropped")):
+        assert verdict.used.get(move) == 1, (move, verdict)
+    events = [e async for e in db.trace.events()]
+    deps = await db.trace.deps()
+    assert any(e["kind"] == "assigned" for e in events) and verdict.steps < verdict.events
+
+    def at(sid: int, before: str, to: str) -> int:
+        return next(i for i, e in enumerate(events) if e["kind"] == "status" and e["subtask_id"] == sid
+                    and (e["from_status"], e["to_status"]) == (before, to))
+
+    def rejected_at(edited: list[dict[str, Any]], event: dict[str, Any], why: str) -> None:
+        got = trace.trace(edited, deps)
+        assert got.rejected is not None and got.rejected.event == event["id"], got
+        assert why in got.rejected.why, got.rejected
+
+    new = events[-1]["id"] + 1  # an id no event has
+    # the pill cancelled while its push waits, and then landing: no step lands a cancelled subtask
+    landed = at(pill.id, "submitted", "landed")
+    land = {**events[landed], "from_status": "cancelled"}
+    cancel = status_event(new, pill.id, "submitted", "cancelled", events[landed]["claim_version"])
+    rejected_at([*events[:landed], cancel, land, *events[landed + 1:]], land, "no step of the model")
+    # a push accepted for bob's cancelled claim
+    cancelled = at(gone.id, "running", "cancelled")
+    push = status_event(new, gone.id, None, "", 1, kind="push_accepted", sha="a" * 40)
+    rejected_at([*events[:cancelled + 1], push, *events[cancelled + 1:]], push, "only the claim it holds may push")
+    # the failed pill claimed again without the lead's retry
+    retried = at(pill.id, "failed", "ready")
+    claimed = next(i for i, e in enumerate(events) if i > retried and e["kind"] == "status"
+                   and e["subtask_id"] == pill.id and e["to_status"] == "running")
+    reclaim = {**events[claimed], "from_status": "failed"}
+    rejected_at([*events[:retried], *events[retried + 1:claimed], reclaim, *events[claimed + 1:]], reclaim,
+                "no step of the model")
+    # the landed pill cancelled: a landed subtask stays landed
+    late = status_event(new, pill.id, "landed", "cancelled", events[landed]["claim_version"])
+    rejected_at([*events, late], late, "no step of the model")
+
+
+def test_the_bots_revert_is_the_models_revert_candidate() -> None:
+    """The bot's revert subtask, created submitted, is the model's revert candidate once ``revert_queued`` names it:
+    it lands with the commit it was queued with while the landing it reverts stands, and the culprit runs again for
+    the owner that landed it. A subtask created submitted that no revert names, a culprit running again with no
+    revert landed, or a revert landing another commit is rejected."""
+    sha, rsha = "a" * 40, "b" * 40
+    story = [status_event(1, 1, None, "ready", 0, kind="created"),
+             status_event(2, 1, "ready", "running", 1, owner=7),
+             status_event(3, 1, "running", "submitted", 1, owner=7, sha=sha),
+             status_event(4, 1, "submitted", "landed", 1, sha=sha, previous_owner=7),
+             status_event(5, 2, None, "submitted", 1, kind="created"),
+             status_event(6, 1, None, "", 1, kind="revert_queued", revert_subtask=2, sha=rsha, landed=1),
+             status_event(7, 2, "submitted", "landed", 1, sha=rsha, previous_owner=1),
+             status_event(8, 1, "landed", "running", 2, owner=7, previous_owner=7)]
+    got = trace.trace(story, {})
+    assert got.accepted and (got.landed, got.reverts) == (2, 1), got
+    assert got.used[Move("landed", "running", 1, "taken")] == 1
+
+    def rejected(events: list[dict[str, Any]], event: int, why: str) -> None:
+        verdict = trace.trace(events, {})
+        assert verdict.rejected is not None and verdict.rejected.event == event and why in verdict.rejected.why, \
+            verdict
+
+    rejected(story[:5], 5, "no revert was queued for it")  # created submitted, and nothing names it
+    rejected([*story[:4], story[7]], 8, "no revert of its landing landed")  # the culprit runs again unreverted
+    rejected([*story[:6], {**story[6], "detail": {"sha": sha}}, story[7]], 7, "it was queued with")
+    rejected([*story[:7], {**story[7], "detail": {"owner": 9}}], 8, "sent back to agent 9")
+    rejected(story[:7], 0, "never ran again")
+
+
+def test_a_retry_ready_needs_what_it_depends_on_landed() -> None:
+    events = [status_event(1, 1, None, "ready", 0, kind="created"),
+              status_event(2, 2, None, "ready", 0, kind="created")]
+    tracer = Tracer({})
+    for e in events:
+        assert tracer.feed(e) is None
+    for e in (status_event(3, 2, "ready", "running", 1, owner=5), status_event(4, 2, "running", "failed", 1)):
+        assert tracer.feed(e) is None
+    tracer.deps = {2: [1]}  # as if it depended on subtask 1, which has not landed
+    got = tracer.feed(status_event(5, 2, "failed", "ready", 1))
+    assert got is not None and got.event == 5 and "retried ready before subtask 1" in got.why

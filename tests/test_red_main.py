@@ -28,6 +28,8 @@ from mergebot.drill.gather import stable_check
 from mergebot.drill.invariants import Push
 from mergebot.landing.main.mend import next_probe
 from mergebot.landing.main.repos import add_repo, repos_root, set_rules
+from mergebot.protocol.replay import replay
+from mergebot.protocol.trace import Move
 from mergebot.rules import Rules, RulesChange
 from tests.support.bot import PYTEST, Fleet, commit, git, make_project, start_fleet, stop_keepers
 from tests.test_metrics import Samples, parse
@@ -234,6 +236,9 @@ async def test_two_landings_that_break_main_together_the_second_is_reverted_and_
                  if j["started_at"] and j["finished_at"])  # the confirming run and the bisection
     assert sum(c["seconds"]["main_check"] for c in cost["landings"]) >= judged - 0.01
     assert {a["agent"] for a in cost["agents"]} >= {"ann", "bob"}
+    f.bot.stop()  # and the whole run, its revert and mending included, is one the protocol's model allows
+    verdict = await replay(db)
+    assert verdict.accepted and verdict.reverts == 1, verdict
 
 
 async def test_a_mend_cut_short_by_a_crash_is_done_by_the_next_start(e2e_db: Database, e2e_db_url: str,
@@ -430,3 +435,7 @@ async def test_what_builds_on_a_reverted_landing_waits_until_it_lands_again(red_
     await until(lambda: status_is(d_sub.id, "landed"), "d landed after it", f)
     rows = [(r.subtask_id, r.id) for r in await db.landing.landed(repo="demo") if r.kind == "land"]
     assert min(i for s, i in rows if s == d_sub.id) > max(i for s, i in rows if s == b_sub.id)  # d after b's return
+    f.bot.stop()  # the run, revert and hold included, is one the protocol's model allows (mergebot.protocol.trace)
+    verdict = await replay(db)
+    assert verdict.accepted and verdict.reverts == 1, verdict
+    assert verdict.used[Move("landed", "running", 1, "taken")] == 1

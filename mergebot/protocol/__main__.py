@@ -1,4 +1,5 @@
-"""``python -m mergebot.protocol [--long | --batched | --superseding | --red] [--mutant NAME] [--takeovers N]``:
+"""``python -m mergebot.protocol [--long | --batched | --superseding | --red | --operators] [--mutant NAME]
+[--takeovers N]``:
 check the landing protocol's model and print the number of states, the time and the result (a counterexample's trace
 when a property fails). Exit status 1 when a property fails (for a mutant: when the checker misses it).
 
@@ -18,7 +19,7 @@ from mergebot.protocol.check import check
 from mergebot.protocol.model import Model
 from mergebot.protocol.mutants import BOUNDS, MUTANTS
 from mergebot.protocol.replay import replay
-from mergebot.protocol.state import BATCHED, DEFAULT, LONG, RED, SUPERSEDING
+from mergebot.protocol.state import BATCHED, DEFAULT, LONG, OPERATORS, RED, SUPERSEDING
 from mergebot.protocol.trace import Verdict
 from mergebot.settings import Settings
 
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batched", action="store_true", help="batches of two with estimates (leave-outs)")
     parser.add_argument("--superseding", action="store_true", help="an agent may push again while one is pending")
     parser.add_argument("--red", action="store_true", help="a landed change breaks main: post-land checks, the mend")
+    parser.add_argument("--operators", action="store_true",
+                        help="an operator cancels and retries, a subtask fails at its last attempt (Findings: a cancel "
+                             "under a landing)")
     parser.add_argument("--mutant", choices=sorted(MUTANTS),
                         help="check a planted bug instead, on its own bound unless --long: it must fail")
     parser.add_argument("--takeovers", type=int, default=None,
@@ -41,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         print(verdict)
         return int(not verdict.accepted)
     config = LONG if args.long else BATCHED if args.batched else SUPERSEDING if args.superseding else \
-        RED if args.red else DEFAULT
+        RED if args.red else OPERATORS if args.operators else DEFAULT
     if args.mutant and not args.long:
         config = BOUNDS.get(args.mutant, config)
     if args.takeovers is not None:

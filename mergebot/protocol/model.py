@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from mergebot.landing.main.reconcile import settle
 from mergebot.protocol.red import RedSteps
-from mergebot.protocol.state import Agent, Cand, History, Intent, State, Step, Sub, on_main, put
+from mergebot.protocol.state import PENDING, Agent, Cand, History, Intent, State, Step, Sub, on_main, put
 
 
 class Model(RedSteps):
@@ -59,6 +59,8 @@ class Model(RedSteps):
             yield from self.agent_steps(s, a)
         for t in range(len(s.subs)):
             yield from self.expire(s, t)
+            yield from self.cancel(s, t)
+            yield from self.retry(s, t)
         yield from self.forge_push(s)
         if not (s.old and self.held(s, s.old[0])):  # the new leader's reconciler waits on the old one's intent
             yield from self.sweep(s)
@@ -88,7 +90,8 @@ class Model(RedSteps):
             for t, sub in enumerate(s.subs):
                 if sub.status == "ready" and sub.version < c.versions:
                     v = sub.version + 1
-                    nxt = self._sub(s, t, put(sub, status="running", owner=a, version=v))
+                    nxt = self._sub(s, t, put(sub, status="running", owner=a, version=v,
+                                              tries=sub.tries + (c.attempts > 0)))
                     yield (f"agent {a + 1} claims subtask {t + 1} (claim version {v})",
                            self._agent(nxt, a, Agent(task=t, version=v)))
         elif s.pushes < c.pushes and (not g.waiting or s.repushes < c.repushes):  # waiting: a newer push replaces
@@ -128,11 +131,38 @@ class Model(RedSteps):
     def expire(self, s: State, t: int) -> Iterator[Step]:
         """The recovery loop hands back a running subtask whose owner went silent, or never took it up (a reverted
         one sent back while its owner held another claim): its lease ran out."""
-        sub = s.subs[t]
+        sub, spent = s.subs[t], self.config.attempts
         g = s.agents[sub.owner] if sub.status == "running" else None
         if g is not None and (g.silent or (g.task, g.version) != (t, sub.version)):
+            if spent and sub.tries >= spent:  # its attempts are spent: failed (the poison pill)
+                yield (f"the lease of agent {sub.owner + 1} on subtask {t + 1} expires at its last attempt: the "
+                       f"subtask fails", self._sub(s, t, put(sub, status="failed", owner=-1)))
+                return
             yield (f"the lease of agent {sub.owner + 1} on subtask {t + 1} expires: the subtask is ready again",
                    self._sub(s, t, put(sub, status="ready", owner=-1)))
+
+    def cancel(self, s: State, t: int) -> Iterator[Step]:
+        """An operator cancels subtask ``t`` (``subtask_cancel``: any status but landed or cancelled, whatever its
+        candidates are doing): its owner is dropped, its claim version kept. Its agent learns it at its next push
+        (refused: the push rules' ``not_running``); its candidates no longer hold their fence, and a landing that
+        names one records nothing of it (``Settle.finish``)."""
+        sub = s.subs[t]
+        if s.cancels < self.config.cancels and sub.status not in ("landed", "cancelled"):
+            yield (f"an operator cancels subtask {t + 1} ({sub.status})",
+                   put(self._sub(s, t, put(sub, status="cancelled", owner=-1)), cancels=s.cancels + 1))
+
+    def retry(self, s: State, t: int) -> Iterator[Step]:
+        """An operator gives failed subtask ``t`` another round (``subtask_retry``): ready, or blocked while a
+        dependency is not landed, its attempts 0 again; a no-op while a candidate of it is in flight (the API's
+        ``in_flight``)."""
+        sub = s.subs[t]
+        if s.retries >= self.config.retries or sub.status != "failed" or any(
+                c.sub == t and c.reverts < 0 and c.status in PENDING for c in s.cands):
+            return
+        waits = any(s.subs[on].status != "landed" for d, on in self.config.depends if d == t)
+        status = "blocked" if waits else "ready"
+        yield (f"an operator retries subtask {t + 1}: {status} again",
+               put(self._sub(s, t, put(sub, status=status, tries=0)), retries=s.retries + 1))
 
     def forge_push(self, s: State) -> Iterator[Step]:
         if s.forged < self.config.forge:
@@ -166,6 +196,8 @@ class Model(RedSteps):
             judged += "".join(f"; subtask {t + 1} goes back to agent {sub.owner + 1} at claim version {sub.version}"
                               for t, sub in enumerate(nxt.subs)
                               if (s.subs[t].status, sub.status) == ("landed", "running"))
+            judged += "".join(f"; candidate {i + 1}'s subtask was cancelled: refused, main keeps its commit"
+                              for i in intent.cands if nxt.cands[i].status == "cut")
             yield f"the landed rows are written, dependents released, the intent finished{judged}", nxt
 
     def take_over(self, s: State) -> Iterator[Step]:
@@ -227,7 +259,22 @@ class Model(RedSteps):
 
     def finish(self, s: State, intent: Intent) -> State:
         """One transaction: the landed rows, the subtasks landed (a revert's culprit sent back instead), their
-        dependents released, the intent closed; the newest landing's post-land check is due."""
+        dependents released, the intent closed; the newest landing's post-land check is due. A member whose subtask
+        was cancelled under the landing is refused (``subtask_land``'s fence): its candidate is cancelled and the
+        others land; with none left the intent is abandoned (``Settle.abandon``), main keeping its commit."""
+        refused = tuple(i for i in intent.cands if s.cands[i].reverts < 0
+                        and s.subs[s.cands[i].sub].status == "cancelled")
+        if refused:
+            s = put(s, intents=tuple(x for x in s.intents if x != intent))
+            for i in refused:
+                c = s.cands[i]
+                s = self._sub(self._cand(s, i, put(c, status="cut")), c.sub, put(s.subs[c.sub], landing=False))
+                s = self._tell(s, i, keep=False)
+            rest = tuple(i for i in intent.cands if i not in refused)
+            if not rest:
+                return s
+            intent = put(intent, cands=rest)
+            s = put(s, intents=(*s.intents, intent))
         s = put(s, landed=(*s.landed, *intent.cands), intents=tuple(x for x in s.intents if x != intent),
                 crossed=s.crossed or self.crosses(s, intent.cands),
                 unheld=s.unheld or any(s.cands[i].reverts < 0 and self.waits_on_revert(s, s.cands[i].sub)

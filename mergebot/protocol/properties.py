@@ -48,9 +48,9 @@ def no_superseded(m: Model, s: State) -> bool:
 
 
 def released_after(m: Model, s: State) -> bool:
-    """A dependent is released only after what it depends on landed."""
+    """A dependent is released only after what it depends on landed (a cancelled one may never have been)."""
     done = {s.cands[i].sub for i in s.landed}
-    return all(s.subs[d].status == "blocked" or on in done for d, on in m.config.depends)
+    return all(s.subs[d].status in ("blocked", "cancelled") or on in done for d, on in m.config.depends)
 
 
 def reconciled(m: Model, s: State) -> bool:
@@ -98,6 +98,12 @@ def main_keeps(m: Model, s: State) -> bool:
     return all((-n, 0) in s.main for n in range(1, s.forged + 1))
 
 
+def cancelled_unlanded(m: Model, s: State) -> bool:
+    """A cancelled subtask never lands: no landed row is of its claim (an operator's cancel, ``Config.cancels``)."""
+    return not any((sub := s.subs[s.cands[i].sub]).status == "cancelled" and sub.version == s.cands[i].version
+                   for i in standing(s))
+
+
 INVARIANTS: tuple[tuple[str, Predicate], ...] = (
     ("main only moves to a commit whose run passed", main_passed),
     ("main's first-parent history equals the landed rows in order", history_is_landed),
@@ -111,6 +117,7 @@ INVARIANTS: tuple[tuple[str, Predicate], ...] = (
     ("a push replaced by a newer push never lands", no_replaced),
     ("no candidate lands while a dependency of its subtask is reverted", reverted_held),
     ("a revert lands at most once per culprit", reverts_once),
+    ("a cancelled subtask never lands", cancelled_unlanded),
 )
 
 

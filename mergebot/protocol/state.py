@@ -14,7 +14,8 @@ from verifier.result import Result
 T = TypeVar("T")
 TARGET = "main"
 NEW_SHA = "1" * 40
-# what a subtask's status is in the model: blocked (waits on another), ready, running, submitted, landed
+# what a subtask's status is in the model: blocked (waits on another), ready, running, submitted, landed; and, by an
+# operator or the recovery loop (``Config.cancels``, ``retries``, ``attempts``), cancelled and failed
 HELD = ("running", "submitted")
 PENDING = ("queued", "window", "landing", "parked")  # a candidate not yet landed, rejected or cut
 
@@ -43,6 +44,12 @@ class Config:
     # pushes whose change breaks main's own check though the candidate's check passes (main's check is another
     # command): post-land checks, a red main and its mending are modelled only when this is above 0
     breaks: int = 0
+    # the operators' steps, none in the default bound: cancels of a subtask (``subtask_cancel``), retries of a failed
+    # one (``subtask_retry``), and a subtask's attempts (``max_attempts``: its lease running out at that many claims
+    # makes it failed, ``subtask_recover_expired``; 0: never)
+    cancels: int = 0
+    retries: int = 0
+    attempts: int = 0
 
 
 DEFAULT = Config()  # checked exhaustively in the test suite
@@ -55,14 +62,19 @@ SUPERSEDING = Config(repushes=1, crashes=1, forge=0, lost=0)
 # a landed change breaks main's own check: the post-land check finds main red, the bot reverts the culprit through
 # the queue while the window judges alone, the culprit's subtask goes back to its owner and its dependent is held
 RED = Config(subtasks=2, depends=((1, 0),), lanes=(0, 1), pushes=3, bad=1, crashes=1, lost=0, forge=0, breaks=1)
+# an operator cancels a subtask and retries a failed one, and a subtask fails when its lease runs out at its second
+# attempt (tests/test_protocol.py): the cancel finding of docs/protocol.md
+OPERATORS = Config(subtasks=2, depends=((1, 0),), lanes=(0, 1), pushes=2, crashes=1, lost=0, forge=0, cancels=1,
+                   retries=1, attempts=2)
 
 
 @dataclass(frozen=True, order=True)
 class Sub:
-    status: str  # blocked, ready, running, submitted, landed
+    status: str  # blocked, ready, running, submitted, landed; cancelled, failed (``Config.cancels``, ``attempts``)
     owner: int = -1  # the agent holding the claim; -1 for nobody
     version: int = 0  # the claim version: one more with each claim
     landing: bool = False  # a candidate of it is being landed (an intent names it)
+    tries: int = 0  # its attempts: one more with each claim, 0 again at a retry (counted only when attempts > 0)
 
 
 @dataclass(frozen=True, order=True)
@@ -156,6 +168,8 @@ class State:
     red: int = 0
     breaks: int = 0
     unheld: bool = False  # a candidate landed while a dependency of its subtask was reverted (a ghost)
+    cancels: int = 0
+    retries: int = 0
 
 
 Step = tuple[str, State]

@@ -5,8 +5,9 @@ version, owner or pushed commit, written by a trigger in the transaction that ch
 steps (``push_accepted``, ``candidate_rejected``, ``created``). The checker reads them in order and holds each
 event to the model in two ways:
 
-* **Each subtask's own steps are the model's.** ``moves`` explores the model (``TRACE``, a small bound, and
-  ``TRACE_RED``, one with a red main's mending) and keeps, for every step and every subtask whose row it changed, the
+* **Each subtask's own steps are the model's.** ``moves`` explores the model (``TRACE``, a small bound,
+  ``TRACE_RED``, one with a red main's mending, and ``TRACE_OPS``, one with an operator's cancel and retry and a
+  subtask failed at its last attempt) and keeps, for every step and every subtask whose row it changed, the
   change as the events table would record it: the status before and after, whether the claim version went up, and
   what happened to the owner (``Move``). An event whose change no step of the model makes (a subtask landed from
   ``running``, a claim taken without a new version, a landed subtask claimed again other than by a revert's
@@ -16,6 +17,10 @@ event to the model in two ways:
   dependent is released (or created ready) only after everything it depends on landed; a subtask lands only with a
   commit pushed under its current claim version, and at most once; a push is accepted only under the claim the
   subtask holds; a commit its agent was told was rejected never lands; at the end no landing intent is pending.
+* **The bot's revert is the model's revert candidate** (``Cand.reverts``): the bot's own subtask for a revert,
+  created ``submitted``, is held until ``revert_queued`` names it; it may only land, with the commit it was queued
+  with, while the landing it reverts stands, and the culprit's subtask runs again only after that, for the owner
+  that landed it.
 
 The first event that breaks either is named with why (``Rejected``). Pure: ``mergebot.protocol.replay`` reads the
 rows from a database.
@@ -38,9 +43,15 @@ from mergebot.protocol.state import Config, State
 TRACE = Config(agents=2, subtasks=2, depends=((1, 0),), window=2, versions=2, pushes=3, bad=1, crashes=1, lost=0,
                forge=0, repushes=1)
 # and a red main's mending (``mergebot.protocol.red``): a landed change breaks main, its revert lands and sends the
-# subtask back to its owner at a new claim version. Apart, as the two together take ten times as long (12 s).
+# subtask back to its owner at a new claim version; with one attempt a subtask's lease running out fails it, and an
+# operator may retry it once (blocked again while its dependency's landing is reverted). Apart, as the two together
+# take ten times as long (12 s).
 TRACE_RED = Config(agents=2, subtasks=2, depends=((1, 0),), window=2, versions=2, pushes=3, bad=0, crashes=0, lost=0,
-                   forge=0, breaks=1)
+                   forge=0, breaks=1, retries=1, attempts=1)
+# and the operators' steps: a cancel of a subtask in any status it may be cancelled from, a subtask failed at its
+# last attempt and retried (a few hundredths of a second: they need no crash or push again)
+TRACE_OPS = Config(agents=2, subtasks=2, depends=((1, 0),), window=2, versions=2, pushes=2, bad=1, crashes=0, lost=0,
+                   forge=0, cancels=1, retries=1, attempts=1)
 
 
 @dataclass(frozen=True, order=True)
@@ -98,8 +109,8 @@ def explore(model: Model) -> dict[Move, str]:
 
 @cache
 def moves() -> dict[Move, str]:
-    """The model's moves at the ``TRACE`` and ``TRACE_RED`` bounds (computed once per process)."""
-    return {**explore(Model(TRACE_RED)), **explore(Model(TRACE))}
+    """The model's moves at the ``TRACE``, ``TRACE_RED`` and ``TRACE_OPS`` bounds (computed once per process)."""
+    return {**explore(Model(TRACE_OPS)), **explore(Model(TRACE_RED)), **explore(Model(TRACE))}
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,7 @@ class Verdict:
     steps: int = 0  # of which steps of the protocol (the others change nothing the model holds)
     subtasks: int = 0
     landed: int = 0
+    reverts: int = 0  # of which the bot's reverts
     rejected: Rejected | None = None
     used: dict[Move, int] = field(default_factory=dict)  # how often each of the model's moves was seen
 
@@ -126,7 +138,7 @@ class Verdict:
 
     def __str__(self) -> str:
         head = (f"{self.events} events ({self.steps} protocol steps) of {self.subtasks} subtasks, "
-                f"{self.landed} landed")
+                f"{self.landed} landed{f' ({self.reverts} reverts)' * bool(self.reverts)}")
         if self.rejected is not None:
             return f"{head}: REJECTED at {self.rejected}"
         kinds = ", ".join(f"{m} x{n}" for m, n in sorted(self.used.items()))
@@ -143,6 +155,12 @@ class Row:
     sha: str | None = None
     pushed: dict[int, set[str]] = field(default_factory=dict)  # commits accepted under each claim version
     rejected: set[str] = field(default_factory=set)  # commits their agent was told were rejected
+    created: int = 0  # the id of its ``created`` event
+    # the bot's own subtask for a revert (created submitted): the culprit's subtask id once ``revert_queued`` named
+    # it (0: not yet), and the claim version of the culprit's landing it reverts
+    revert: int | None = None
+    reverts_version: int = 0
+    landed_by: int | None = None  # the owner its last landing took the claim from
 
 
 class Tracer:
@@ -154,6 +172,8 @@ class Tracer:
         self.allowed = moves() if allowed is None else allowed
         self.rows: dict[int, Row] = {}
         self.verdict = Verdict()
+        self.reverts_queued: set[tuple[int, int]] = set()  # (culprit's subtask, its landed claim version)
+        self.sent_back: dict[int, int] = {}  # a culprit's subtask whose revert landed -> the claim version it reverts
 
     def feed(self, e: Mapping[str, Any]) -> Rejected | None:
         """One event (a row of ``events``: id, kind, subtask_id, from_status, to_status, claim_version, actor_id,
@@ -163,16 +183,20 @@ class Tracer:
         kind, sid = e["kind"], e["subtask_id"]
         if kind == "created":
             why = self._created(sid, e)
+        elif kind == "revert_queued":
+            why = self._revert_queued(sid, e)
         elif kind in ("status", "push_accepted", "candidate_rejected"):
             row = self.rows.get(sid)
             if row is None:
                 why = f"{kind} before it was created"
+            elif row.revert is not None:
+                why = self._revert_step(row, e)
             elif kind == "status":
                 why = self._status(sid, row, e)
             else:
                 why = self._pushed(row, e) if kind == "push_accepted" else self._told_rejected(row, e)
         else:
-            return None  # notes, refusals, settings: they change nothing the model holds
+            return None  # notes, refusals, settings, assignments: they change nothing the model holds
         v.steps += 1
         if why is not None:
             v.rejected = Rejected(int(e["id"]), f"subtask {sid}: {why}")
@@ -181,12 +205,62 @@ class Tracer:
     def _created(self, sid: int, e: Mapping[str, Any]) -> str | None:
         if sid in self.rows:
             return "created twice"
-        self.rows[sid] = Row(e["to_status"], int(e["claim_version"] or 0))
+        version = int(e["claim_version"] or 0)
+        self.rows[sid] = Row(e["to_status"], version, created=int(e["id"]))
         self.verdict.subtasks += 1
+        if e["to_status"] == "submitted" and version == 1:  # the bot's revert, if ``revert_queued`` names it
+            self.rows[sid].revert = 0
+            return None
         if e["to_status"] not in ("blocked", "ready"):
             return f"created {e['to_status']}: the model starts every subtask blocked or ready"
         if e["to_status"] == "ready":
             return self._unlanded(sid, "created ready")
+        return None
+
+    def _revert_queued(self, sid: int, e: Mapping[str, Any]) -> str | None:
+        """The mend queued the bot's revert of ``sid``'s landing (``queue_revert``): the model's revert candidate,
+        kept with the culprit's subtask; the subtask the bot created for it (submitted) is that candidate."""
+        detail, version = e["detail"] or {}, int(e["claim_version"] or 0)
+        culprit, bot = self.rows.get(sid), self.rows.get(int(detail.get("revert_subtask") or 0))
+        if culprit is None or culprit.status != "landed" or culprit.version != version:
+            return (f"a revert of its landing at claim version {version} queued, but it is "
+                    f"{culprit.status if culprit else 'unknown'} at version {culprit.version if culprit else 0}")
+        if bot is None or bot.revert != 0:
+            return (f"its revert queued as subtask {detail.get('revert_subtask')}, which was not created submitted "
+                    f"for it")
+        if (sid, version) in self.reverts_queued:
+            return f"a second revert of its landing at claim version {version}: the mend queues one per culprit"
+        self.reverts_queued.add((sid, version))
+        bot.revert, bot.reverts_version, bot.sha = sid, version, detail.get("sha")
+        bot.pushed = {bot.version: {bot.sha or ""}}
+        return None
+
+    def _revert_step(self, row: Row, e: Mapping[str, Any]) -> str | None:
+        """A change of the bot's revert subtask: only its landing (the model's revert candidate landed), with the
+        commit it was queued with, while the landing it reverts stands."""
+        if not row.revert:
+            return ("created submitted, but no revert was queued for it: only the bot's revert subtask starts "
+                    "submitted (the model starts every other one blocked or ready)")
+        detail = e["detail"] or {}
+        if e["kind"] != "status":
+            return f"{e['kind']} on the bot's revert subtask: the model pushes or rejects no revert"
+        before, after, sha = e["from_status"], e["to_status"], detail.get("sha")
+        if before != row.status:
+            return f"left {before}, but the events before left it {row.status}"
+        if before == after and sha == row.sha:
+            return None
+        if (before, after) != ("submitted", "landed") or int(e["claim_version"] or 0) != row.version:
+            return f"the bot's revert subtask {before} -> {after}: no step of the model changes a revert so"
+        if sha != row.sha:
+            return f"the bot's revert landed {sha}, but it was queued with {row.sha}"
+        culprit = self.rows[row.revert]
+        if culprit.status != "landed" or culprit.version != row.reverts_version:
+            return (f"the revert of subtask {row.revert}'s landing at claim version {row.reverts_version} landed, "
+                    f"but that subtask is {culprit.status} at version {culprit.version}")
+        self.sent_back[row.revert] = row.reverts_version
+        row.status = "landed"
+        self.verdict.landed += 1
+        self.verdict.reverts += 1
         return None
 
     def _unlanded(self, sid: int, what: str) -> str | None:
@@ -206,8 +280,16 @@ class Tracer:
             return None  # nothing the model holds changed (a reason, a previous owner)
         if move not in self.allowed:
             return f"{move}: no step of the model changes a subtask so"
-        if after == "ready" and before == "blocked" and (why := self._unlanded(sid, "released")):
+        if after == "ready" and before in ("blocked", "failed") and (why := self._unlanded(
+                sid, "released" if before == "blocked" else "retried ready")):
             return why
+        if (before, after) == ("failed", "blocked") and not self._unlanded(sid, ""):
+            return "retried blocked, but every subtask it depends on is landed"
+        if before == "landed":  # ``subtask_send_back``: its revert landed, it goes back to the owner that landed it
+            if self.sent_back.pop(sid, None) != row.version:
+                return f"runs again at claim version {version}, but no revert of its landing landed"
+            if owner != row.landed_by:
+                return f"sent back to agent {owner}, but agent {row.landed_by} landed it"
         if after == "submitted":
             row.pushed.setdefault(version, set()).add(sha or "")
         if after == "landed":
@@ -217,7 +299,8 @@ class Tracer:
                 return f"landed {sha}, which its agent was told was rejected"
             self.verdict.landed += 1
         self.verdict.used[move] = self.verdict.used.get(move, 0) + 1
-        self.rows[sid] = replace(row, status=after, version=version, owner=owner, sha=sha)
+        self.rows[sid] = replace(row, status=after, version=version, owner=owner, sha=sha,
+                                 landed_by=detail.get("previous_owner") if after == "landed" else row.landed_by)
         return None
 
     @staticmethod
@@ -239,8 +322,19 @@ class Tracer:
         return None
 
     def end(self, pending_intents: Sequence[int] = ()) -> Rejected | None:
-        """Once the run is over (and the reconciler has run): no landing intent is left pending."""
-        if self.verdict.rejected is None and pending_intents:
+        """Once the run is over (and the reconciler has run): no landing intent is left pending, every subtask
+        created submitted was the bot's revert, and every culprit whose revert landed ran again."""
+        if self.verdict.rejected is not None:
+            return self.verdict.rejected
+        unnamed = [r for r in self.rows.values() if r.revert == 0]
+        if unnamed:
+            self.verdict.rejected = Rejected(unnamed[0].created, "a subtask created submitted, but no revert was "
+                                                                 "queued for it: only the bot's revert starts so")
+        elif self.sent_back:
+            sid, version = next(iter(self.sent_back.items()))
+            self.verdict.rejected = Rejected(0, f"subtask {sid}: the revert of its landing at claim version {version} "
+                                                f"landed, but it never ran again (``subtask_send_back``)")
+        elif pending_intents:
             self.verdict.rejected = Rejected(0, f"landing intent {pending_intents[0]} is still pending: every "
                                                 f"intent is finished or rolled back after the reconciler runs")
         return self.verdict.rejected
