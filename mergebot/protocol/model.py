@@ -142,14 +142,21 @@ class Model(RedSteps):
                    self._sub(s, t, put(sub, status="ready", owner=-1)))
 
     def cancel(self, s: State, t: int) -> Iterator[Step]:
-        """An operator cancels subtask ``t`` (``subtask_cancel``: any status but landed or cancelled, whatever its
-        candidates are doing): its owner is dropped, its claim version kept. Its agent learns it at its next push
-        (refused: the push rules' ``not_running``); its candidates no longer hold their fence, and a landing that
-        names one records nothing of it (``Settle.finish``)."""
+        """An operator cancels subtask ``t`` (``subtask_cancel``: any status but landed or cancelled, and never while
+        a candidate of it is being landed, its intent written: ``SubtaskStore.cancel`` refuses that, ``being_landed``,
+        so the refused cancel changes nothing): its owner is dropped, its claim version kept. Its agent learns it at
+        its next push (refused: the push rules' ``not_running``); its candidates no longer hold their fence, so the
+        intent is never written for one (``begin_landing`` fences them in the intent's transaction, the subtasks
+        locked: the planner's ``valid``)."""
         sub = s.subs[t]
-        if s.cancels < self.config.cancels and sub.status not in ("landed", "cancelled"):
+        if s.cancels < self.config.cancels and sub.status not in ("landed", "cancelled") and not self.landing(s, t):
             yield (f"an operator cancels subtask {t + 1} ({sub.status})",
                    put(self._sub(s, t, put(sub, status="cancelled", owner=-1)), cancels=s.cancels + 1))
+
+    def landing(self, s: State, t: int) -> bool:
+        """Whether a candidate of subtask ``t`` is being landed (``landing``: an intent names it), as the cancel's
+        ``candidate_landing_of`` reads it: a cancel waits for its verdict."""
+        return any(c.sub == t and c.reverts < 0 and c.status == "landing" for c in s.cands)
 
     def retry(self, s: State, t: int) -> Iterator[Step]:
         """An operator gives failed subtask ``t`` another round (``subtask_retry``): ready, or blocked while a
