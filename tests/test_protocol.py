@@ -23,6 +23,7 @@ from mergebot.protocol.mutants import BOUNDS, MUTANTS
 from mergebot.protocol.state import (
     BATCHED,
     DEFAULT,
+    LOCKOUTS,
     LONG,
     LONG_SUPERSEDING,
     OPERATORS,
@@ -52,10 +53,12 @@ PLANTED = {
     "newest_reverted": ("every red main is mended: main is green again", BOUNDS["newest_reverted"]),
     "cancel_under_landing": ("main's first-parent history equals the landed rows in order",
                              BOUNDS["cancel_under_landing"]),
+    "lead_unreconciled": ("every good candidate lands", BOUNDS["lead_unreconciled"]),
 }
 # each counterexample's length as docs/protocol.md tells it
 STEPS = {"no_fence": 11, "no_compare": 7, "early_release": 5, "unreconciled": 7, "no_sweep": 9, "unfenced_finish": 8,
-         "lane_crossed": 12, "replaced_lands": 8, "unheld": 16, "newest_reverted": 22, "cancel_under_landing": 8}
+         "lane_crossed": 12, "replaced_lands": 8, "unheld": 16, "newest_reverted": 22, "cancel_under_landing": 8,
+         "lead_unreconciled": 5}
 
 
 def test_the_default_bound_holds_exhaustively() -> None:
@@ -252,6 +255,26 @@ def test_the_cancel_finding_is_the_cancel_under_the_intent() -> None:
     assert v.trace.index("an operator cancels subtask 1 (submitted)") == \
         v.trace.index("the planner lands candidates 1: intent written") + 1
     assert v.trace[-1].endswith("candidate 1's subtask was cancelled: refused, main keeps its commit")
+
+
+@pytest.mark.parametrize("bound", [LOCKOUTS, replace(LOCKOUTS, crashes=0, takeovers=1)], ids=["crash", "takeover"])
+def test_a_lock_lost_between_passes_holds(bound: Config) -> None:
+    """Two replicas, as far as a lock lost outside a landing goes (``LOCKOUTS``): the leader's lock goes between
+    passes (twice: the lead changes hands and back), the other replica leads and reconciles, and the old leader
+    stops at its next pass, its window dropped; with a crash, or with a take-over mid-landing too, every invariant
+    and liveness property holds, and the lock is lost with a candidate in the window."""
+    lost: list[int] = []
+
+    class Watching(Model):
+        def lose_lock(self, s: State) -> Iterator[Step]:
+            for name, nxt in super().lose_lock(s):
+                lost.append(len(s.window))
+                assert not nxt.window and not any(c.status == "window" for c in nxt.cands), name
+                yield name, nxt
+
+    report = check(Watching(bound))
+    assert report.ok and report.complete and report.states > 1_000, str(report)
+    assert max(lost) >= 1 and DEFAULT.lockouts == 0
 
 
 @pytest.mark.skipif(os.environ.get("MERGEBOT_LONG_DRILLS") != "1", reason="the larger bound: MERGEBOT_LONG_DRILLS=1")

@@ -76,6 +76,7 @@ class Model(RedSteps):
         yield from self.crash(s)
         yield from self.take_over(s)
         yield from self.old_leader(s)
+        yield from self.lose_lock(s)
 
     # agents
 
@@ -215,6 +216,17 @@ class Model(RedSteps):
             old = put(s, old=(s.intents[-1],), old_stage=s.stage, stage="", takeovers=s.takeovers + 1)
             nxt = self.reconcile_intents(self._clear_window(old))
             yield "the leader loses its lock mid-landing; the other replica leads and reconciles", self._seen(nxt)
+
+    def lose_lock(self, s: State) -> Iterator[Step]:
+        """The leader's lock goes between passes, no landing in flight (``Config.lockouts``): the other replica takes
+        it and, as a new leadership does, reconciles before its queue moves (``Queue._reconcile``: the candidates the
+        old leader was verifying go back to the queue, ``candidates_requeue_stuck``, and it reads the whole queue).
+        The old leader notices at its next pass (``Leadership.lead``: its lock's connection is gone) and stops, its
+        window and suspects dropped (``Speculator.drop``), so nothing of its memory acts again."""
+        if s.lockouts < self.config.lockouts and not s.stage and not s.old:
+            nxt = self.reconcile_intents(self._clear_window(put(s, lockouts=s.lockouts + 1)))
+            yield ("the leader's lock goes between passes; the other replica leads and reconciles, the old one "
+                   "stops at its next pass", self._seen(nxt))
 
     def old_leader(self, s: State) -> Iterator[Step]:
         """The replica that lost its lock finishes the landing it had begun, as the real code would: it locks its
