@@ -311,3 +311,33 @@ async def test_a_leads_cancel_under_a_landing_leaves_no_commit_without_its_lande
     (cand,) = await r.db.landing.candidates(repo="demo", subtask_id=sub.id, limit=10)
     assert cand["status"] == "superseded", cand
     assert (await r.db.subtasks.get_subtask(sub.id)).status == "cancelled"
+
+
+async def test_a_leader_whose_lock_went_between_passes_stops_and_leads_again_only_by_taking_it(
+        replicas: Replicas) -> None:
+    """The protocol model's lock lost between passes (docs/protocol.md, ``lockouts``), on a real process: ``a`` leads
+    and is idle when its lock's session is ended (as a broken connection, a pooler's or the server's timeout would end
+    it) and another session (the other replica) takes the lock at once. ``a`` notices at its next pass (a query on its
+    lock's connection: nothing else would tell it) and stops, its window dropped; once the other lets go, ``a`` takes
+    the lock again, on the record and with a reconcile, and lands what is pushed then. Before, ``a`` never looked at
+    its lock again (it only asked for the locks it did not hold), so it went on leading beside the other."""
+    r = replicas
+    sub, _ = await r.db.subtasks.create_subtask(actor_id=None, title="after the lead changed hands twice")
+    a = r.replica("a").start()
+    await r.wait_leader(a)
+    with psycopg.connect(r.url, autocommit=True) as other:  # a's session ends; the lock is taken by another at once
+        ended = other.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory' "
+                              "AND classid = 7243502 AND granted").fetchall()
+        assert ended and all(ok for (ok,) in ended)
+        other.execute("SELECT pg_advisory_lock(7243502, hashtext('demo'))")
+        await until(lambda: "lost the lead of demo" in a.log.read_text(), timeout=30)
+
+    async def led_again() -> bool:  # the other let go: a takes the lock again, a new leadership on the record
+        return len(await r.leaders()) == 2
+
+    await until(led_again, timeout=30)
+    r.worker("w", a)
+    pushes = [r.push("ann", a, {"one.py": "x = 1\n"})]
+    await r.wait_landed([sub.id])
+    await r.assert_books_balance(pushes, [sub.id], a)
+    assert a.proc is not None and [p.rsplit(":", 1)[1] for p in await r.leaders()] == [str(a.proc.pid)] * 2
