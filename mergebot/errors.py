@@ -63,6 +63,15 @@ class InvalidTransition(Conflict, code="invalid_transition"):
     """The status the subtask has does not allow this change."""
 
 
+class BeingLanded(InvalidTransition, code="being_landed"):
+    """Not now: a candidate of the subtask is being landed (its intent is written, main is about to move), so a lead's
+    cancel would leave main with a commit no landed row names. A typed answer (``kind``, the ``candidate``): wait for
+    its verdict."""
+
+    def __init__(self, message: str, **detail: Any) -> None:
+        super().__init__(message, kind=self.code, **detail)
+
+
 class Unavailable(MergebotError, status=503, code="unavailable"):
     """The database is unreachable or too slow; nothing was written. Retry later."""
 

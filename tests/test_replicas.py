@@ -20,6 +20,7 @@ import psycopg
 import pytest
 
 from mergebot import agent
+from mergebot import messages as say
 from mergebot.auth import Role
 from mergebot.client import ApiError, Client
 from mergebot.db.database import Database
@@ -253,3 +254,90 @@ async def test_a_leader_that_lost_its_lock_mid_landing_writes_nothing_over_the_n
     cands = await r.db.landing.candidates(repo="demo", subtask_id=sub.id, limit=10)
     assert [c["status"] for c in cands if c["status"] == "landed"] == ["landed"], cands
     await r.assert_books_balance(pushes, [sub.id], b)  # one landed row, nothing pending, no finding
+
+
+@pytest.mark.parametrize("step", ["after_intent", "before_intent"])
+async def test_a_leads_cancel_under_a_landing_leaves_no_commit_without_its_landed_row(
+        replicas: Replicas, step: str) -> None:
+    """The protocol model's cancel finding (docs/protocol.md, "Findings"), on real processes: ``a`` leads and is held
+    still at ``step`` of its landing while a lead cancels the subtask through ``b``'s API (and its command line).
+    After the intent (main about to move) the cancel is refused with a typed answer (409 ``being_landed``, its
+    sentence saying to wait for the verdict); let go, ``a`` lands the candidate with its landed row. Before the
+    intent the cancel is taken, and ``a``'s intent, fenced again in its own transaction, is never written: main keeps
+    its commit and nothing lands. Either way no ``landed_without_claim`` finding (before the fix the cancel was taken
+    under the intent, main moved to the cancelled subtask's commit and the landing recorded that finding)."""
+    r = replicas
+    sub, _ = await r.db.subtasks.create_subtask(actor_id=None, title="cancelled mid-landing")
+    flag = r.work.parent / "hold"
+    flag.touch()
+    a = r.replica("a", MERGEBOT_PAUSE_AT=f"{step}:{flag}").start()
+    await r.wait_leader(a)
+    b = r.replica("b").start()
+    r.worker("w", b)  # the checks run through b (a's whole process is held still at its step)
+    bare = repos_root(r.data) / "demo.git"
+    main_before = git(["rev-parse", "refs/heads/main"], bare).stdout.strip()
+    pushes = [r.push("ann", b, {"one.py": "x = 1\n"})]
+    await until(Path(f"{flag}.reached").exists, timeout=90)
+    (cand,) = await r.db.landing.candidates(repo="demo", subtask_id=sub.id, limit=10)
+    lead = Client(b.url, r.tokens["root"], timeout=30)
+    if step == "after_intent":
+        assert cand["status"] == "landing"
+        with pytest.raises(ApiError) as err:
+            lead.post(f"/api/v1/subtasks/{sub.id}/cancel", {"reason": "not needed"})
+        said = say.being_landed(sub.id, cand["id"])
+        assert (err.value.status, err.value.code, err.value.message) == (409, "being_landed", said)
+        assert err.value.body["error"]["kind"] == "being_landed" and err.value.body["error"]["candidate"] == cand["id"]
+        out = subprocess.run([sys.executable, "-m", "mergebot", "cancel", str(sub.id)], capture_output=True, text=True,
+                             env={**os.environ, "MERGEBOT_URL": b.url, "MERGEBOT_TOKEN": r.tokens["root"]},
+                             check=False, timeout=60)
+        assert out.returncode == 1 and out.stderr.strip() == f"mergebot: refused (409 being_landed): {said}", out
+        assert (await r.db.subtasks.get_subtask(sub.id)).status == "submitted"
+        flag.unlink()  # a goes on: main moves, and the landing is recorded
+        await r.wait_landed([sub.id])
+        await r.assert_books_balance(pushes, [sub.id], b)  # its landed row, nothing pending, no finding
+        return
+    assert cand["status"] == "verifying"
+    assert lead.post(f"/api/v1/subtasks/{sub.id}/cancel", {"reason": "not needed"})["subtask"]["status"] == "cancelled"
+    flag.unlink()  # a goes on to write its intent: the fence, read again under the subtask's lock, refuses it
+
+    async def closed() -> bool:
+        rows = await r.db.landing.candidates(repo="demo", subtask_id=sub.id, limit=10)
+        return rows[0]["status"] not in ("verifying", "landing")
+
+    await until(closed, timeout=60)
+    assert lead.get("/api/v1/findings", repo="demo")["findings"] == []
+    assert git(["rev-parse", "refs/heads/main"], bare).stdout.strip() == main_before
+    assert await r.db.landing.landed(repo="demo") == [] and await r.db.landing.pending_intents("demo") == []
+    (cand,) = await r.db.landing.candidates(repo="demo", subtask_id=sub.id, limit=10)
+    assert cand["status"] == "superseded", cand
+    assert (await r.db.subtasks.get_subtask(sub.id)).status == "cancelled"
+
+
+async def test_a_leader_whose_lock_went_between_passes_stops_and_leads_again_only_by_taking_it(
+        replicas: Replicas) -> None:
+    """The protocol model's lock lost between passes (docs/protocol.md, ``lockouts``), on a real process: ``a`` leads
+    and is idle when its lock's session is ended (as a broken connection, a pooler's or the server's timeout would end
+    it) and another session (the other replica) takes the lock at once. ``a`` notices at its next pass (a query on its
+    lock's connection: nothing else would tell it) and stops, its window dropped; once the other lets go, ``a`` takes
+    the lock again, on the record and with a reconcile, and lands what is pushed then. Before, ``a`` never looked at
+    its lock again (it only asked for the locks it did not hold), so it went on leading beside the other."""
+    r = replicas
+    sub, _ = await r.db.subtasks.create_subtask(actor_id=None, title="after the lead changed hands twice")
+    a = r.replica("a").start()
+    await r.wait_leader(a)
+    with psycopg.connect(r.url, autocommit=True) as other:  # a's session ends; the lock is taken by another at once
+        ended = other.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory' "
+                              "AND classid = 7243502 AND granted").fetchall()
+        assert ended and all(ok for (ok,) in ended)
+        other.execute("SELECT pg_advisory_lock(7243502, hashtext('demo'))")
+        await until(lambda: "lost the lead of demo" in a.log.read_text(), timeout=30)
+
+    async def led_again() -> bool:  # the other let go: a takes the lock again, a new leadership on the record
+        return len(await r.leaders()) == 2
+
+    await until(led_again, timeout=30)
+    r.worker("w", a)
+    pushes = [r.push("ann", a, {"one.py": "x = 1\n"})]
+    await r.wait_landed([sub.id])
+    await r.assert_books_balance(pushes, [sub.id], a)
+    assert a.proc is not None and [p.rsplit(":", 1)[1] for p in await r.leaders()] == [str(a.proc.pid)] * 2

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -31,6 +32,13 @@ from mergebot.models import Candidate, Evidence, Intent, Landed, Landing, Owner
 
 # A candidate's statuses that end its push's story (what ``mergebot submit`` waits for).
 CANDIDATE_VERDICTS = frozenset({"landed", "rejected", "superseded", "cancelled", "parked", "awaiting_approval"})
+
+
+@dataclass(frozen=True)
+class Unfenced:
+    """No intent written: these candidates (by id) no longer hold their fence, each with why."""
+
+    why: dict[int, str]
 
 
 class LandingStore:
@@ -132,9 +140,7 @@ class LandingStore:
     async def fences(self, cand_ids: list[int]) -> dict[int, str | None]:
         """Why each candidate no longer holds its fence, by id (None: it does; ``candidate_unfenced``, the rule the
         statement that takes the next candidate applies too). A candidate with no row is gone with its subtask."""
-        rows = await self.sql.all("candidate_fences", ids=sorted(set(cand_ids)), words=Jsonb(say.FENCE_WORDS))
-        found = {r["id"]: r["unfenced"] for r in rows}
-        return {i: found.get(i, say.FENCE_GONE) for i in cand_ids}
+        return await _fences(self.sql, cand_ids)
 
     async def finish_candidate(self, cand_id: int, status: str, reason: str | None = None, *,
                                base_sha: str | None = None, merged_sha: str | None = None,
@@ -192,15 +198,25 @@ class LandingStore:
 
     async def begin_landing(self, *, cand: Candidate, target_ref: str, old_sha: str, new_sha: str, tree_sha: str,
                             evidence: Evidence, verdict: dict[str, Any],
-                            attestations: list[dict[str, Any]] | None = None) -> Intent:
+                            attestations: list[dict[str, Any]] | None = None) -> Intent | Unfenced:
         """Write the intent (with all the evidence) before main moves; its candidates are ``landing`` now.
+
+        Only while every member still holds its fence: their subtasks are locked (FOR SHARE) and the fence read
+        again in the intent's own transaction, so nothing changes a member's claim between that read and the
+        intent (a lead's cancel waits for the lock, then is refused: ``SubtaskStore.cancel``). When a member no
+        longer holds it, nothing is written and ``Unfenced`` says why, by candidate.
 
         A batch (``evidence.batch``) is several candidates verified together by one run: each member's merge is
         on main's first-parent chain between ``old_sha`` and ``new_sha``, and the last member is ``cand``.
         ``verdict`` is what each candidate's ``verifier`` shows (the run and its runs); ``attestations``: the
         landing's signed statements, kept with the landed rows when it is recorded.
         """
+        ids = [m.candidate_id for m in evidence.batch] or [cand.id]
         async with self.sql.tx() as tx:
+            await tx.all("subtasks_lock_members", ids=ids)
+            unfenced = {i: w for i, w in (await _fences(tx, ids)).items() if w is not None}
+            if unfenced:
+                return Unfenced(unfenced)
             row = await tx.one("intent_insert", candidate_id=cand.id, repo=cand.repo, target_ref=target_ref,
                                old_sha=old_sha, new_sha=new_sha, tree_sha=tree_sha, evidence=Jsonb(evidence.to_json()),
                                attestations=Jsonb(attestations) if attestations else None)
@@ -321,3 +337,10 @@ class LandingStore:
         """Every candidate of ``repo`` waiting for an approval goes back to the queue (its rule changed: it is
         judged by the new one when it passes again)."""
         return [r["id"] for r in await self.sql.all("candidates_requeue_awaiting", repo=repo, reason=reason)]
+
+
+async def _fences(q: Sql | Tx, cand_ids: list[int]) -> dict[int, str | None]:
+    """``candidate_unfenced`` for each candidate, by id (None: it holds its fence; no row: gone with its subtask)."""
+    rows = await q.all("candidate_fences", ids=sorted(set(cand_ids)), words=Jsonb(say.FENCE_WORDS))
+    found = {r["id"]: r["unfenced"] for r in rows}
+    return {i: found.get(i, say.FENCE_GONE) for i in cand_ids}

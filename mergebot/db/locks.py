@@ -35,6 +35,20 @@ class SessionLocks:
             row = await cur.fetchone()
         return bool(row and row[0])
 
+    async def held(self) -> int:
+        """How many queue locks this connection still holds (``queue_locks_held``); 0 when it is gone. ``alive`` alone
+        never finds that out: a connection the server ended reads as open until a query on it fails."""
+        if not self.alive:
+            return 0
+        assert self._conn is not None
+        try:
+            cur = await self._conn.execute(QUERIES["queue_locks_held"])
+            row = await cur.fetchone()
+        except psycopg.Error:  # the server ended it: its locks are gone, another replica may hold them
+            await self.close()
+            return 0
+        return int(row[0]) if row else 0
+
     async def close(self) -> None:
         """Let go of every lock (closing the connection releases them)."""
         conn, self._conn = self._conn, None

@@ -23,7 +23,7 @@ from mergebot import messages as say
 from mergebot import similar
 from mergebot.db.base import Row, Sql, Tx, insert_event
 from mergebot.db.waiter import FINISHED, READY, Waiter
-from mergebot.errors import ClaimSuperseded, Conflict, Invalid, InvalidTransition, MergebotError, NotFound
+from mergebot.errors import BeingLanded, ClaimSuperseded, Conflict, Invalid, InvalidTransition, MergebotError, NotFound
 from mergebot.models import Handle, Subtask
 from mergebot.tree import MAX_PATHS, Node
 
@@ -284,7 +284,21 @@ class SubtaskStore:
         return await self.sql.all("subtask_recover_expired", grace_seconds=grace_seconds, limit=limit)
 
     async def cancel(self, *, subtask_id: int, reason: str, actor_id: int | None) -> Subtask:
-        return await self._lead_move("subtask_cancel", subtask_id, reason, actor_id, say.cannot_cancel)
+        """A lead's cancel: any status but landed or cancelled, and never while a candidate of the subtask is being
+        landed (``BeingLanded``: wait for its verdict). The row is locked first, so a cancel racing a landing's
+        intent (written with the subtask locked, ``LandingStore.begin_landing``) comes before it (the intent's fence
+        refuses the candidate) or after it (refused here)."""
+        async with self.sql.tx() as tx:
+            await tx.all("subtask_lock", id=subtask_id)
+            row = await tx.one("subtask_cancel", id=subtask_id, reason=reason, actor_id=actor_id)
+            landing = await tx.one("candidate_landing_of", subtask_id=subtask_id) if row is None else None
+        if landing is not None:
+            raise BeingLanded(say.being_landed(subtask_id, landing["id"]), subtask_id=subtask_id,
+                              candidate=landing["id"])
+        if row is None:
+            sub = await self.get_subtask(subtask_id)
+            raise InvalidTransition(say.cannot_cancel(subtask_id, sub.status))
+        return Subtask.from_row(row)
 
     async def _lead_move(self, query: str, subtask_id: int, reason: str, actor_id: int | None,
                          refused: Callable[[int, str], str]) -> Subtask:

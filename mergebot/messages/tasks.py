@@ -110,3 +110,11 @@ def tree_not_a_list(keys: Sequence[str]) -> str:
 
 NODE_ACCEPT_VIA_API = ("accept (acceptance tests) is read from a tree file by `mergebot create --file`; through the "
                        "API, attach them to each subtask made: PUT /api/v1/subtasks/ID/acceptance")
+
+
+def being_landed(subtask_id: int, candidate_id: int) -> str:
+    """A lead's cancel refused while a candidate of the subtask is being landed (its intent written, main about to
+    move: a matter of milliseconds, or of the reconciler after a crash)."""
+    return (f"subtask {subtask_id} cannot be cancelled right now: its candidate {candidate_id} is being landed (main "
+            f"moves to it in a moment). Wait for the verdict (`mergebot wait {subtask_id}`): if it landed, revert its "
+            f"commit on main with a new subtask; if it did not, cancel subtask {subtask_id} then.")

@@ -1,5 +1,5 @@
 """``python -m mergebot.protocol [--long | --batched | --superseding | --red | --operators] [--mutant NAME]
-[--takeovers N]``:
+[--takeovers N] [--lockouts N]``:
 check the landing protocol's model and print the number of states, the time and the result (a counterexample's trace
 when a property fails). Exit status 1 when a property fails (for a mutant: when the checker misses it).
 
@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="check a planted bug instead, on its own bound unless --long: it must fail")
     parser.add_argument("--takeovers", type=int, default=None,
                         help="allow this many take-overs of the lead mid-landing (docs/protocol.md, Findings)")
+    parser.add_argument("--lockouts", type=int, default=None,
+                        help="allow this many losses of the leader's lock between passes (docs/protocol.md, the model)")
     parser.add_argument("--max-states", type=int, default=None)
     parser.add_argument("--trace", action="store_true", help="hold a finished run's events to the model instead")
     args = parser.parse_args(argv)
@@ -50,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         config = BOUNDS.get(args.mutant, config)
     if args.takeovers is not None:
         config = replace(config, takeovers=args.takeovers)
+    if args.lockouts is not None:
+        config = replace(config, lockouts=args.lockouts)
     model = MUTANTS[args.mutant](config) if args.mutant else Model(config)
     report = check(model, max_states=args.max_states)
     print(f"{type(model).__name__} on {config}")

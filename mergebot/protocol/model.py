@@ -76,6 +76,7 @@ class Model(RedSteps):
         yield from self.crash(s)
         yield from self.take_over(s)
         yield from self.old_leader(s)
+        yield from self.lose_lock(s)
 
     # agents
 
@@ -142,14 +143,21 @@ class Model(RedSteps):
                    self._sub(s, t, put(sub, status="ready", owner=-1)))
 
     def cancel(self, s: State, t: int) -> Iterator[Step]:
-        """An operator cancels subtask ``t`` (``subtask_cancel``: any status but landed or cancelled, whatever its
-        candidates are doing): its owner is dropped, its claim version kept. Its agent learns it at its next push
-        (refused: the push rules' ``not_running``); its candidates no longer hold their fence, and a landing that
-        names one records nothing of it (``Settle.finish``)."""
+        """An operator cancels subtask ``t`` (``subtask_cancel``: any status but landed or cancelled, and never while
+        a candidate of it is being landed, its intent written: ``SubtaskStore.cancel`` refuses that, ``being_landed``,
+        so the refused cancel changes nothing): its owner is dropped, its claim version kept. Its agent learns it at
+        its next push (refused: the push rules' ``not_running``); its candidates no longer hold their fence, so the
+        intent is never written for one (``begin_landing`` fences them in the intent's transaction, the subtasks
+        locked: the planner's ``valid``)."""
         sub = s.subs[t]
-        if s.cancels < self.config.cancels and sub.status not in ("landed", "cancelled"):
+        if s.cancels < self.config.cancels and sub.status not in ("landed", "cancelled") and not self.landing(s, t):
             yield (f"an operator cancels subtask {t + 1} ({sub.status})",
                    put(self._sub(s, t, put(sub, status="cancelled", owner=-1)), cancels=s.cancels + 1))
+
+    def landing(self, s: State, t: int) -> bool:
+        """Whether a candidate of subtask ``t`` is being landed (``landing``: an intent names it), as the cancel's
+        ``candidate_landing_of`` reads it: a cancel waits for its verdict."""
+        return any(c.sub == t and c.reverts < 0 and c.status == "landing" for c in s.cands)
 
     def retry(self, s: State, t: int) -> Iterator[Step]:
         """An operator gives failed subtask ``t`` another round (``subtask_retry``): ready, or blocked while a
@@ -208,6 +216,17 @@ class Model(RedSteps):
             old = put(s, old=(s.intents[-1],), old_stage=s.stage, stage="", takeovers=s.takeovers + 1)
             nxt = self.reconcile_intents(self._clear_window(old))
             yield "the leader loses its lock mid-landing; the other replica leads and reconciles", self._seen(nxt)
+
+    def lose_lock(self, s: State) -> Iterator[Step]:
+        """The leader's lock goes between passes, no landing in flight (``Config.lockouts``): the other replica takes
+        it and, as a new leadership does, reconciles before its queue moves (``Queue._reconcile``: the candidates the
+        old leader was verifying go back to the queue, ``candidates_requeue_stuck``, and it reads the whole queue).
+        The old leader notices at its next pass (``Leadership.lead``: its lock's connection is gone) and stops, its
+        window and suspects dropped (``Speculator.drop``), so nothing of its memory acts again."""
+        if s.lockouts < self.config.lockouts and not s.stage and not s.old:
+            nxt = self.reconcile_intents(self._clear_window(put(s, lockouts=s.lockouts + 1)))
+            yield ("the leader's lock goes between passes; the other replica leads and reconciles, the old one "
+                   "stops at its next pass", self._seen(nxt))
 
     def old_leader(self, s: State) -> Iterator[Step]:
         """The replica that lost its lock finishes the landing it had begun, as the real code would: it locks its

@@ -6,9 +6,22 @@ Each is what a plausible edit of the real code would do; ``tests/test_protocol.p
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from mergebot.protocol.model import Model
-from mergebot.protocol.state import BATCHED, RED, SUPERSEDING, Config, History, Intent, State, Step, put
+from mergebot.protocol.state import (
+    BATCHED,
+    LOCKOUTS,
+    OPERATORS,
+    RED,
+    SUPERSEDING,
+    Config,
+    History,
+    Intent,
+    State,
+    Step,
+    put,
+)
 
 
 class NoFence(Model):
@@ -109,6 +122,26 @@ class NewestReverted(Model):
         return n - 1, s.green
 
 
+class CancelUnderLanding(Model):
+    """A lead's cancel taken whatever the subtask's candidates are doing (``subtask_cancel`` as it was until the
+    operators' bound found it): a cancel after the intent is written makes ``subtask_land`` refuse the member once
+    main moved, and main keeps a commit no landed row names (the code recorded a ``landed_without_claim``
+    finding)."""
+
+    def landing(self, s: State, t: int) -> bool:
+        return False
+
+
+class LeadUnreconciled(Model):
+    """A new leadership that does not reconcile when the lock changed hands between passes: the candidates the old
+    leader was verifying stay ``verifying`` (no ``candidates_requeue_stuck``), so no queue takes them again."""
+
+    def lose_lock(self, s: State) -> Iterator[Step]:
+        if s.lockouts < self.config.lockouts and not s.stage and not s.old:
+            yield ("the leader's lock goes between passes; the other replica leads without reconciling",
+                   put(s, lockouts=s.lockouts + 1, window=(), base=(), suspects=()))
+
+
 MUTANTS: dict[str, type[Model]] = {
     "no_fence": NoFence,
     "no_compare": NoCompare,
@@ -120,12 +153,15 @@ MUTANTS: dict[str, type[Model]] = {
     "replaced_lands": ReplacedLands,
     "unheld": Unheld,
     "newest_reverted": NewestReverted,
+    "cancel_under_landing": CancelUnderLanding,
+    "lead_unreconciled": LeadUnreconciled,
 }
 
 # The bound each planted bug is caught on, when not the default: the lost NOTIFY is a liveness failure, so the search
 # must finish (no crashes or forge pushes: a restart reads the whole queue and would mask it); the take-over finding
 # needs a take-over; a suspect has a candidate behind it only in a batch whose run is not on the suspect; a push
-# replaces a candidate only when agents may push again while one is pending; a revert needs a change that breaks main.
+# replaces a candidate only when agents may push again while one is pending; a revert needs a change that breaks main;
+# a cancel needs an operator; a lock lost between passes needs lockouts (and no crash: a restart would requeue).
 BOUNDS: dict[str, Config] = {
     "no_sweep": Config(crashes=0, forge=0),
     "unfenced_finish": Config(takeovers=1, crashes=0, forge=0, lost=0),
@@ -133,4 +169,6 @@ BOUNDS: dict[str, Config] = {
     "replaced_lands": SUPERSEDING,
     "unheld": RED,
     "newest_reverted": RED,
+    "cancel_under_landing": OPERATORS,
+    "lead_unreconciled": replace(LOCKOUTS, crashes=0),
 }

@@ -35,6 +35,7 @@ class Config:
     lost: int = 1  # NOTIFYs lost (as through a transaction pooler)
     forge: int = 1  # commits pushed to main outside the bot (a forge repository's main is the truth)
     takeovers: int = 0  # times a second replica takes the lead while the leader's landing is in flight
+    lockouts: int = 0  # times the leader's lock goes between passes (no landing in flight): the other replica leads
     batch: int = 1  # the largest batch one run may cover (the fill forms batches as the planner's ``joins`` says)
     risky: int = 0  # pushes that may carry a high failure estimate (the others a low one)
     risk_aware: bool = True  # the planner sees the estimates (leave-outs, judging apart); False: it sees none
@@ -66,6 +67,9 @@ RED = Config(subtasks=2, depends=((1, 0),), lanes=(0, 1), pushes=3, bad=1, crash
 # attempt (tests/test_protocol.py): the cancel finding of docs/protocol.md
 OPERATORS = Config(subtasks=2, depends=((1, 0),), lanes=(0, 1), pushes=2, crashes=1, lost=0, forge=0, cancels=1,
                    retries=1, attempts=2)
+# the leader's lock goes between passes, twice (the lead changes hands and back), with a crash and a lost NOTIFY: a
+# lock lost outside a landing (tests/test_protocol.py checks it with a take-over mid-landing instead of the crash too)
+LOCKOUTS = Config(subtasks=2, depends=((1, 0),), lanes=(0, 1), pushes=2, crashes=1, lost=1, forge=0, lockouts=2)
 
 
 @dataclass(frozen=True, order=True)
@@ -161,6 +165,7 @@ class State:
     takeovers: int = 0
     old: tuple[Intent, ...] = ()  # the landing a replica that lost its lock still carries on (at most one)
     old_stage: str = ""  # "intent": its compare-and-swap is next; "moved": its landed rows are next
+    lockouts: int = 0
     # main's status, each a count of landed rows (a landing's row, main's head then): the landing whose post-land
     # check is pending (0: none), the newest whose check passed, and the one main turned red at (0: green)
     check: int = 0

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from mergebot.db.database import Database
+from mergebot.db.landing import Unfenced
 from mergebot.models import Agent, Evidence
 from mergebot.web import session
 
@@ -67,6 +68,7 @@ class Site:
         intent = await self.db.landing.begin_landing(cand=cand, target_ref="refs/heads/main", old_sha=base,
                                                      new_sha=merged, tree_sha="b" * 40, evidence=evidence,
                                                      verdict=result)
+        assert not isinstance(intent, Unfenced), intent  # claimed and pushed just now: it holds its fence
         done = await self.db.landing.finish_landing(intent)
         assert done is not None
         return sid, cand.id, done[0].id

@@ -273,6 +273,15 @@ SELECT q.id, candidate_unfenced(q, s, %(words)s::jsonb) AS unfenced
 FROM candidates q LEFT JOIN subtasks s ON s.id = q.subtask_id
 WHERE q.id = ANY(%(ids)s::bigint[]);
 
+-- name: subtasks_lock_members
+-- The subtasks of a landing's candidates, locked FOR SHARE (in id order) for the transaction that writes its intent:
+-- their fence (``candidate_fences``, read next) holds until the intent is written, and a lead's cancel
+-- (``subtask_lock``) comes before the intent or after it, when it sees the candidate ``landing`` and is refused.
+SELECT s.id FROM subtasks s
+WHERE s.id IN (SELECT q.subtask_id FROM candidates q WHERE q.id = ANY(%(ids)s::bigint[]))
+ORDER BY s.id
+FOR SHARE OF s;
+
 -- name: candidate_finish
 -- ``verdict``: the verdict's kind and facts; a new status without one keeps no stale one (NULL), except that a
 -- candidate put back in the queue keeps what it was told before (a flaky requeue, said once). A landed candidate

@@ -262,12 +262,27 @@ WHERE subtask_id = ANY(%(ids)s::bigint[]) GROUP BY subtask_id;
 UPDATE subtasks SET acceptance_probe = %(job_id)s, updated_by = %(actor_id)s WHERE id = %(subtask_id)s
 RETURNING id;
 
+-- name: subtask_lock
+-- The subtask's row, locked for the lead's move that follows in the same transaction (``SubtaskStore.cancel``). A
+-- landing's intent is written with its members' subtasks locked FOR SHARE (``subtasks_lock_members``), so the move
+-- comes before the intent (whose fence then refuses the candidate) or after it, its next statement seeing the
+-- candidate ``landing`` (READ COMMITTED: a new snapshot per statement, never one older than the lock).
+SELECT id FROM subtasks WHERE id = %(id)s FOR UPDATE;
+
 -- name: subtask_cancel
-UPDATE subtasks
+-- Never while a candidate of it is being landed: main is about to move to it, and a cancelled subtask would leave
+-- main with a commit no landed row names (the protocol model's cancel finding, docs/protocol.md). Run after
+-- ``subtask_lock``.
+UPDATE subtasks s
 SET status = 'cancelled', previous_owner_id = coalesce(owner_id, previous_owner_id), owner_id = NULL,
     lease_expires_at = NULL, status_reason = %(reason)s, updated_by = %(actor_id)s
-WHERE id = %(id)s AND status NOT IN ('landed', 'cancelled')
+WHERE s.id = %(id)s AND s.status NOT IN ('landed', 'cancelled')
+  AND NOT EXISTS (SELECT 1 FROM candidates c WHERE c.subtask_id = s.id AND c.status = 'landing')
 RETURNING *;
+
+-- name: candidate_landing_of
+-- The subtask's candidate being landed (its intent written), if any.
+SELECT id FROM candidates WHERE subtask_id = %(subtask_id)s AND status = 'landing' ORDER BY id DESC LIMIT 1;
 
 -- name: subtask_retry
 -- An operator gives a failed subtask another round: ready, or blocked if a dependency has not landed.

@@ -3,7 +3,9 @@
 A ``target.Target`` hides where main lives (a hosted repository or a forge's); this module only asks it.
 
 Landing, in order (``land``, ``land_batch``): fence every candidate (it must still be what its subtask waits on,
-and its branch must still point at it), write the intent with the evidence, move main from the verified base to
+and its branch must still point at it), write the intent with the evidence (only while the candidates still hold
+their fence, read again in the intent's transaction with their subtasks locked: ``begin_landing``; a lead's cancel
+then waits, and is refused while a candidate is ``landing``), move main from the verified base to
 exactly the commit the run passed on, then record the landing in one transaction
 (``Settle.finish``, under the intent's row lock: ``db.landing.settling``).
 Main moving under the landing rolls the intent back; a crash between any two steps leaves a pending intent that
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ import pygit2
 
 from mergebot import messages as say
 from mergebot.db.database import Database
+from mergebot.db.landing import Unfenced
 from mergebot.errors import ClaimSuperseded
 from mergebot.git import changes
 from mergebot.git import repo as git
@@ -191,9 +194,14 @@ async def land(ctx: Context, target: Target, cand: Candidate, main: str, merge: 
                     merge.tree, merge.kind, union_merged=tuple(merge.union))
     signed = await provenance.statements(ctx, target.repo, [member], moved_to=merge.sha, run=run, outcome=outcome,
                                          policy=policy)
+    crash_point("before_intent")
     intent = await ctx.db.landing.begin_landing(cand=cand, target_ref=target.repo.target_ref, old_sha=main,
                                                 new_sha=merge.sha, tree_sha=merge.tree, evidence=evidence,
                                                 verdict=verdict, attestations=signed)
+    if isinstance(intent, Unfenced):  # its claim changed since the fence above (a lead's cancel): no intent
+        await ctx.db.landing.finish_candidate(cand.id, "superseded", intent.why[cand.id], base_sha=main,
+                                              merged_sha=merge.sha, verifier=verdict)
+        return None
     landed = await _move_and_record(ctx, target, intent, say.landing_reflog(cand.subtask_id, cand.claim_version,
                                                                             cand.id))
     if landed is not None:
@@ -219,14 +227,10 @@ async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: s
     cands = [s.cand for s in unit]
     moved, moved_why = await _moved(ctx, target, cands)
     fence_of = await fences(ctx.db, cands)
-    for slot in unit:
-        why = fence_of[slot.cand.id] or (moved_why if slot.cand is moved else None)
-        if why is not None:
-            await ctx.db.landing.finish_candidate(slot.cand.id, "superseded", why)
-            for other in unit:
-                if other is not slot:
-                    await ctx.db.landing.finish_candidate(other.cand.id, "queued", say.BATCH_WITHDRAWN)
-            return None
+    if moved is not None:
+        fence_of[moved.id] = fence_of[moved.id] or moved_why
+    if await _withdrawn(ctx.db, unit, fence_of):
+        return None
     verdict = verdict_json(run, "pass", {})
     waiting = await gate(ctx.db, target, unit, verdict)
     if waiting:  # all of them or none: the others go back to the queue, to land without the one that waits
@@ -243,13 +247,31 @@ async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: s
                         last.merge.kind, verdict_json(run, "pass", {}), "pass", members, policy)
     signed = await provenance.statements(ctx, target.repo, members, moved_to=last.merge.sha, run=run, outcome="pass",
                                          policy=policy)
+    crash_point("before_intent")
     intent = await ctx.db.landing.begin_landing(cand=last.cand, target_ref=target.repo.target_ref, old_sha=main,
                                                 new_sha=last.merge.sha, tree_sha=last.merge.tree, evidence=evidence,
                                                 verdict=verdict_json(run, "pass", {}), attestations=signed)
+    if isinstance(intent, Unfenced):  # a claim changed since the fences above (a lead's cancel): no intent
+        await _withdrawn(ctx.db, unit, intent.why)
+        return None
     landed = await _move_and_record(ctx, target, intent, say.batch_reflog([c.subtask_id for c in cands]))
     if landed is not None:
         log.info("landed subtasks %s together at %s", [c.subtask_id for c in cands], last.merge.sha)
     return landed
+
+
+async def _withdrawn(db: Database, unit: Sequence[Slot], why_of: Mapping[int, str | None]) -> bool:
+    """When a candidate of ``unit`` no longer holds its fence (``why_of``, by id): the first such is superseded with
+    why, the others go back to the queue (all of them or none), and True."""
+    for slot in unit:
+        why = why_of.get(slot.cand.id)
+        if why is not None:
+            await db.landing.finish_candidate(slot.cand.id, "superseded", why)
+            for other in unit:
+                if other is not slot:
+                    await db.landing.finish_candidate(other.cand.id, "queued", say.BATCH_WITHDRAWN)
+            return True
+    return False
 
 
 async def gate(db: Database, target: Target, unit: Sequence[Slot], verdict: dict[str, Any]) -> set[int]:

@@ -137,6 +137,9 @@ class LandingQueue:
         """One pass over the led repositories; True when something happened (the loop comes straight back)."""
         await self._count_slots()
         led = await self.leadership.lead(await self.ctx.db.repos.list_repos())
+        for name in self.leadership.lost:  # another replica may lead it now: this one's window is stale
+            log.warning("lost the lead of %s (its lock's session ended); its window is dropped", name)
+            self.speculator.drop(name)
         for name in self.leadership.taken:  # who leads a queue, on the record: replicas hand it over on a crash
             process = f"{socket.gethostname()}:{os.getpid()}"
             log.info("leading the queue of %s now (%s)", name, process)
