@@ -30,7 +30,7 @@ from mergebot.api import create_app
 from mergebot.auth import Role
 from mergebot.cli.render import render_status
 from mergebot.db.database import Database
-from mergebot.landing.intake.admission import LOW, Lane, cap_for, caps, decide, stale_after, turn
+from mergebot.landing.intake.admission import LOW, Lane, Standing, cap_for, caps, decide, stale_after, turn
 from mergebot.landing.intake.admit import Admission
 from mergebot.landing.window.fair import RECENT_RUNS, predicted_seconds, verifier_seconds
 from mergebot.rules import Rules
@@ -70,15 +70,20 @@ def test_a_refusing_lane_frees_a_slot_per_candidate_gone_and_gives_it_to_the_hea
     assert (three.admit, three.free, three.spent) == (False, 3, False)
     over = decide(replace(full, weight=4.5, freed=4, admitted=1), factor=2.0)  # 45 s: over the threshold
     assert (over.free, over.spent) == (0, True)  # no slot, and the three freed are written off
-    assert turn(three, 0) == (True, 0) and turn(three, 2) == (True, 0)  # the first three in line
+    assert turn(three, Standing(ahead=0)) == (True, 0) and turn(three, Standing(ahead=2)) == (True, 0)  # the first three in line
     # the fourth waits for the next candidate to leave, in 5 s, but the lane drains to its low mark sooner (rule 4)
-    assert turn(three, 3) == (False, 3)
+    assert turn(three, Standing(ahead=3)) == (False, 3)
     far = decide(replace(full, weight=20.0), factor=2.0)  # 200 s: 80 s to the threshold, 85 to the low mark
     assert (far.opens_in, far.retry_after) == (80.0, 85)
-    assert turn(far, 0) == (False, 85)  # back within the threshold in 80 s, then the first slot in 5 more
-    assert turn(replace(far, retry_after=300), 0) == (False, 85) and turn(replace(far, retry_after=300), 1) == (
+    assert turn(far, Standing(ahead=0)) == (False, 85)  # back within the threshold in 80 s, then the first slot in 5 more
+    assert turn(replace(far, retry_after=300), Standing(ahead=0)) == (False, 85) and turn(replace(far, retry_after=300), Standing(ahead=1)) == (
         False, 90)  # the next in line, one slot later
-    assert turn(decide(lane(1), factor=2.0), 99) == (True, 0)  # an admitting lane has no line
+    room = decide(lane(1), factor=2.0)
+    assert turn(room, Standing(claims=3, ahead=99)) == (True, 0)  # an admitting lane nobody waits for
+    # rule 7: with a line, it lets in the agents as served as the least served waiting; the others come back soon
+    assert turn(room, Standing(claims=1, ahead=0, least=1)) == (True, 0)
+    assert turn(room, Standing(claims=2, ahead=3, least=1)) == (False, 10)
+    assert turn(room, Standing(claims=2, ahead=0, least=0)) == (False, 5)
 
 
 @given(n=st.floats(0, 1000), last=st.booleans(), d=st.floats(0.1, 3600), slots=st.integers(1, 64),
@@ -319,6 +324,21 @@ async def test_a_full_lane_gives_each_freed_slot_to_the_least_served_agent_in_li
     r = await lanes.claim("lead", repo="app")
     assert r.status_code == 200 and r.json()["subtask"]["title"] == "two", r.text
     assert (await lanes.api("rita", "/api/v1/summary")).json()["admission"]["lanes"][0]["admitting"] is False
+
+    # rule 7: bob (one claim) waits in line; the lane drains under its low mark and admits again, but not the lead
+    # (two claims) before bob
+    await lanes.db.subtasks.create_subtask(actor_id=None, title="three")
+    assert line(await lanes.claim("bob", repo="app")) == 1
+    await lanes.done(*cands[2:])
+    r = await lanes.claim("lead", repo="app")
+    err = r.json()["error"]
+    assert r.status_code == 429 and (err["kind"], err["reason"], err["claims"], err["least_waiting"]) == (
+        "capacity", "fair_share", 2, 1), r.text
+    assert "agents that have had fewer claims (1) than you (2)" in err["message"], err["message"]
+    assert err["lanes"][0]["admitting"] is True
+    r = await lanes.claim("bob", repo="app")
+    assert r.status_code == 200 and r.json()["subtask"]["title"] == "three", r.text
+    assert (await lanes.claim("lead", repo="app")).status_code == 204  # nobody waits now: admitted (nothing ready)
 
 
 async def test_stale_measurements_and_admission_off_admit(lanes: Lanes, settings: Settings) -> None:

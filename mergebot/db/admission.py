@@ -21,10 +21,10 @@ class AdmissionStore:
         return await self.sql.one("admission_flip", repo=repo, admitting=admitting, backlog=backlog,
                                   threshold=threshold) is not None
 
-    async def ahead(self, agent_id: int) -> int:
-        """The waiting agents ahead of this one in a full lane's line (``admission_standing``)."""
-        row = await self.sql.one("admission_standing", agent_id=agent_id)
-        return int(row["ahead"]) if row else 0
+    async def standing(self, agent_id: int) -> Row | None:
+        """The agent against the line of agents waiting (``admission_standing``): its claims, the agents ahead of
+        it, the fewest claims of any other agent waiting."""
+        return await self.sql.one("admission_standing", agent_id=agent_id)
 
     async def take(self, *, repo: str, since: object, freed: int) -> bool:
         """Take one of a refusing lane's free slots; False when another claim took the last one first."""

@@ -91,3 +91,13 @@ ADMISSION_OFF = "admission control is off (MERGEBOT_ADMISSION=off): every claim 
 ADMISSION_HEADING = "admission control (claims per repository's queue):"
 WIP_NEXT = "finish one of the subtasks you hold (push it and let it land) or release one, then claim again"
 CAPACITY_NEXT = "claim again after retry_after seconds (or with wait), or claim for a repository in elsewhere"
+
+
+def capacity_fair_share(lane: str, *, in_line: int, claims: int, least: int | None, retry_after: int,
+                        completed: int | None = None) -> str:
+    """A claim refused at a lane with room, because agents that have had fewer claims wait for it first
+    (``mergebot.landing.intake.admission``, rule 7)."""
+    done = f"Subtask {completed} was submitted as you asked. " if completed is not None else ""
+    return (f"not now: {lane} has room, but agents that have had fewer claims ({least}) than you ({claims}) are "
+            f"waiting for it first; you are number {in_line} in line. {done}Claim again in {retry_after} s (a claim "
+            "with `--wait` waits for you), or work on what you hold meanwhile.")

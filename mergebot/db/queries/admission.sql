@@ -95,9 +95,9 @@ SELECT count(*)::int AS n FROM subtasks WHERE status = 'ready';
 SELECT repo, refusals, admitting, changed_at FROM admission_lanes ORDER BY repo;
 
 -- name: admission_standing
--- An agent's standing among the agents waiting for a slot in a full lane: the claims it was let make, and its place
--- in the line (the waiting agents other than it that were let make fewer claims, or as many and have waited
--- longer); a line of agents that stopped asking (their wait ran out) is no line.
+-- An agent's standing among the agents waiting for a slot in a full lane: the claims it was let make, its place in
+-- the line (the waiting agents other than it that were let make fewer claims, or as many and have waited longer),
+-- and the fewest claims of any other agent waiting; agents that stopped asking (their wait ran out) are no line.
 WITH me AS (
     SELECT coalesce(max(claims), 0) AS claims,
            coalesce(max(waiting_since) FILTER (WHERE waiting_until > now()), now()) AS since
@@ -106,7 +106,9 @@ WITH me AS (
 SELECT me.claims,
        (SELECT count(*) FROM admission_agents w
         WHERE w.waiting_until > now() AND w.agent_id <> %(agent_id)s
-          AND (w.claims < me.claims OR (w.claims = me.claims AND w.waiting_since < me.since)))::bigint AS ahead
+          AND (w.claims < me.claims OR (w.claims = me.claims AND w.waiting_since < me.since)))::bigint AS ahead,
+       (SELECT min(w.claims) FROM admission_agents w
+        WHERE w.waiting_until > now() AND w.agent_id <> %(agent_id)s) AS least
 FROM me;
 
 -- name: admission_take

@@ -53,6 +53,11 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      (``Decision.opens_in``), reach its place, within [``RETRY_MIN``, ``RETRY_MAX``] and no later than rule 4's
      time (the lane admits everyone then). An agent that does not come back within ``LINE_GRACE``
      seconds of that leaves the line. Claims are counted per agent across lanes: the verifiers are shared.
+  7. An admitting lane with a line lets in only agents as served as the least served agent waiting in it (``turn``
+     with a ``Standing``): the agents it refused were told to come back when it would admit, and are not overtaken
+     then by agents that have had more (before, the lane's flip back to admitting let in whoever asked first, and
+     those were the agents that had just pushed). Refused so, an agent joins the line and is told to come back
+     within ``LINE_GRACE`` seconds.
 The last state lives in the database (``admission_lanes``, migration 0037, its slots and the agents' line 0040),
 written only when it changes, so every replica answers from the same state.
 
@@ -155,10 +160,26 @@ def decide(lane: Lane, *, factor: float, min_runs: float = 0.0) -> Decision:
                     spent, opens_in)
 
 
-def turn(decision: Decision, ahead: int) -> tuple[bool, int]:
-    """A claim at a refusing lane (rule 6), with ``ahead`` waiting agents before it in line: (whether a free slot
-    is its now, else the seconds until the slots the lane frees reach its place)."""
-    if decision.admit or decision.free > ahead:
+@dataclass(frozen=True)
+class Standing:
+    """An agent asking for a claim, against the line of agents waiting (rules 6 and 7)."""
+
+    claims: int = 0  # the claims admission let it make
+    ahead: int = 0  # the waiting agents before it in line
+    least: int | None = None  # the fewest claims of any other agent waiting; None: nobody else waits
+
+
+def turn(decision: Decision, standing: Standing) -> tuple[bool, int]:
+    """A claim at one lane: (whether it is let in now, else the seconds until its turn comes). An admitting lane
+    lets in agents as served as the least served waiting (rule 7); a refusing one, the agents a free slot reaches
+    in line (rule 6), others when the slots the lane frees reach their place."""
+    ahead = standing.ahead
+    if decision.admit:
+        if standing.least is None or standing.claims <= standing.least:
+            return True, 0
+        wait = math.ceil((ahead + 1) / decision.rate) if decision.rate > 0 else int(LINE_GRACE)
+        return False, max(RETRY_MIN, min(wait, int(LINE_GRACE)))
+    if decision.free > ahead:
         return True, 0
     if decision.rate <= 0:
         return False, decision.retry_after

@@ -26,7 +26,17 @@ from typing import Any
 from mergebot import messages as say
 from mergebot.db.database import Database
 from mergebot.errors import Capacity, Refused, WipLimit
-from mergebot.landing.intake.admission import LINE_GRACE, WINDOW, Decision, Lane, cap_for, caps, decide, turn
+from mergebot.landing.intake.admission import (
+    LINE_GRACE,
+    WINDOW,
+    Decision,
+    Lane,
+    Standing,
+    cap_for,
+    caps,
+    decide,
+    turn,
+)
 from mergebot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -48,6 +58,10 @@ class Refusal:
         if self.kind == "wip_limit":
             return WipLimit(say.wip_limit_reached(f["agent"], f["cap"], f["holds"], completed=completed),
                             **f, **extra)
+        if f.get("reason") == "fair_share":
+            return Capacity(say.capacity_fair_share(f["lane"], in_line=f["in_line"], claims=f["claims"],
+                                                    least=f["least_waiting"], retry_after=f["retry_after"],
+                                                    completed=completed), **f, **extra)
         return Capacity(say.capacity_refused(f["lanes"], retry_after=f["retry_after"],
                                              elsewhere=[e["lane"] for e in f["elsewhere"]], ready=f["ready"],
                                              completed=completed), **f, **extra)
@@ -123,18 +137,28 @@ class Admission:
             return None
         decisions = await self.decisions(db)
         mine = [d for d in decisions if repo is None or d.repo == repo]
-        if not mine or any(d.admit for d in mine):
+        if not mine:
             return None
-        ahead = await db.admission.ahead(agent_id)
+        row = await db.admission.standing(agent_id)
+        standing = Standing(claims=int(row["claims"]), ahead=int(row["ahead"]),
+                            least=None if row["least"] is None else int(row["least"])) if row else Standing()
         retries = []
-        for d in sorted(mine, key=lambda d: -d.free):
-            now, retry_after = turn(d, ahead)
+        for d in sorted(mine, key=lambda d: (not d.admit, -d.free)):
+            now, retry_after = turn(d, standing)
+            if now and d.admit:
+                return None
             since, freed = self._since[d.repo]
             if now and since is not None and await db.admission.take(repo=d.repo, since=since, freed=freed):
                 return None
             retries.append(retry_after)
         retry = min(retries)
         await db.admission.waits(agent_id, hold=retry + LINE_GRACE)
+        if any(d.admit for d in mine):  # rule 7: room, but for the less served agents waiting first
+            return Refusal("capacity", {
+                "lane": mine[0].repo, "reason": "fair_share", "retry_after": retry, "in_line": standing.ahead + 1,
+                "claims": standing.claims, "least_waiting": standing.least, "lanes": [d.as_json() for d in mine],
+                "elsewhere": [], "ready": await db.admission.ready_count(), "next": say.CAPACITY_NEXT})
+        ahead = standing.ahead
         elsewhere = [{"lane": d.repo, "backlog_seconds": round(d.backlog_seconds, 1),
                       "threshold_seconds": round(d.threshold_seconds, 1)} for d in decisions if d.admit]
         first = mine[0]
