@@ -54,6 +54,7 @@ class Model(RedSteps):
     def _all(self, s: State) -> Iterator[Step]:
         if not s.up:  # whatever else happens while the server is down happens as well just after its restart
             yield from self.restart(s)
+            yield from self.old_leader(s)  # but a replica that lost its lock is another process: it goes on
             return
         for a in range(len(s.agents)):
             yield from self.agent_steps(s, a)
@@ -252,6 +253,8 @@ class Model(RedSteps):
                                                 crashes=s.crashes + 1)
 
     def restart(self, s: State) -> Iterator[Step]:
+        if any(self.held(s, intent) for intent in s.intents):
+            return  # the reconciler waits on the row the old leader holds locked: it runs once that is written
         nxt = self.reconcile_intents(s)
         for i, c in enumerate(nxt.cands):
             if c.status == "window":  # caught mid-verification: back to the queue
