@@ -70,14 +70,16 @@ def test_a_refusing_lane_frees_a_slot_per_candidate_gone_and_gives_it_to_the_hea
     assert (three.admit, three.free, three.spent) == (False, 3, False)
     over = decide(replace(full, weight=4.5, freed=4, admitted=1), factor=2.0)  # 45 s: over the threshold
     assert (over.free, over.spent) == (0, True)  # no slot, and the three freed are written off
-    assert turn(three, Standing(ahead=0)) == (True, 0) and turn(three, Standing(ahead=2)) == (True, 0)  # the first three in line
+    # the first three in line
+    assert turn(three, Standing(ahead=0)) == (True, 0) and turn(three, Standing(ahead=2)) == (True, 0)
     # the fourth waits for the next candidate to leave, in 5 s, but the lane drains to its low mark sooner (rule 4)
     assert turn(three, Standing(ahead=3)) == (False, 3)
     far = decide(replace(full, weight=20.0), factor=2.0)  # 200 s: 80 s to the threshold, 85 to the low mark
     assert (far.opens_in, far.retry_after) == (80.0, 85)
-    assert turn(far, Standing(ahead=0)) == (False, 85)  # back within the threshold in 80 s, then the first slot in 5 more
-    assert turn(replace(far, retry_after=300), Standing(ahead=0)) == (False, 85) and turn(replace(far, retry_after=300), Standing(ahead=1)) == (
-        False, 90)  # the next in line, one slot later
+    assert turn(far, Standing(ahead=0)) == (False, 85)  # within the threshold in 80 s, then the first slot in 5
+    later = replace(far, retry_after=300)
+    assert turn(later, Standing(ahead=0)) == (False, 85)
+    assert turn(later, Standing(ahead=1)) == (False, 90)  # the next in line, one slot later
     room = decide(lane(1), factor=2.0)
     assert turn(room, Standing(claims=3, ahead=99)) == (True, 0)  # an admitting lane nobody waits for
     # rule 7: with a line, it lets in the agents as served as the least served waiting; the others come back soon

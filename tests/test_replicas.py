@@ -82,6 +82,17 @@ class Replicas:
             assert time.monotonic() < deadline, f"{bot.log} never led demo:\n{bot.log.read_text()[-3000:]}"
             time.sleep(0.1)
 
+    async def held_leader(self, step: str) -> tuple[Path, BotProcess, BotProcess]:
+        """``a`` leads, its whole process held still at ``step`` of its landing while the returned flag exists; ``b``
+        beside it, with the worker that runs the checks (through b)."""
+        flag = self.work.parent / "hold"
+        flag.touch()
+        a = self.replica("a", MERGEBOT_PAUSE_AT=f"{step}:{flag}").start()
+        await self.wait_leader(a)
+        b = self.replica("b").start()
+        self.worker("w", b)
+        return flag, a, b
+
     async def wait_landed(self, ids: list[int], timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
         while True:
@@ -227,12 +238,7 @@ async def test_a_leader_that_lost_its_lock_mid_landing_writes_nothing_over_the_n
     landed once and the books balance: no finding, nothing pending."""
     r = replicas
     sub, _ = await r.db.subtasks.create_subtask(actor_id=None, title="taken over mid-landing")
-    flag = r.work.parent / "hold"
-    flag.touch()
-    a = r.replica("a", MERGEBOT_PAUSE_AT=f"{step}:{flag}").start()
-    await r.wait_leader(a)
-    b = r.replica("b").start()
-    r.worker("w", b)  # the checks run elsewhere, through b (a's whole process is held still at its step)
+    flag, a, b = await r.held_leader(step)
     pushes = [r.push("ann", b, {"one.py": "x = 1\n"})]
     reached = Path(f"{flag}.reached")
     await until(reached.exists, timeout=90)
@@ -268,12 +274,7 @@ async def test_a_leads_cancel_under_a_landing_leaves_no_commit_without_its_lande
     under the intent, main moved to the cancelled subtask's commit and the landing recorded that finding)."""
     r = replicas
     sub, _ = await r.db.subtasks.create_subtask(actor_id=None, title="cancelled mid-landing")
-    flag = r.work.parent / "hold"
-    flag.touch()
-    a = r.replica("a", MERGEBOT_PAUSE_AT=f"{step}:{flag}").start()
-    await r.wait_leader(a)
-    b = r.replica("b").start()
-    r.worker("w", b)  # the checks run through b (a's whole process is held still at its step)
+    flag, _, b = await r.held_leader(step)
     bare = repos_root(r.data) / "demo.git"
     main_before = git(["rev-parse", "refs/heads/main"], bare).stdout.strip()
     pushes = [r.push("ann", b, {"one.py": "x = 1\n"})]
