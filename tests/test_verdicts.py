@@ -24,6 +24,7 @@ import pytest
 from mergebot import agent
 from mergebot.client import ApiError
 from mergebot.db.locks import SessionLocks
+from mergebot.errors import BeingLanded
 from mergebot.landing.judge.verdicts import KINDS
 from tests.support.bot import Fleet, check_command, commit, git, until
 from verifier import limits
@@ -112,26 +113,31 @@ async def test_a_push_while_the_last_one_is_landing(fleet: Fleet, e2e_db_url: st
 
 
 @pytest.mark.bot_env(MERGEBOT_CRASH_AT="after_cas")  # the bot dies at that step of its landing
-async def test_a_landing_nobody_may_record_is_cancelled(fleet: Fleet) -> None:
-    """main moved, then the bot died before recording the landing, and the subtask was cancelled meanwhile: the
-    reconciler keeps main and the evidence, and the candidate is ``cancelled``."""
+async def test_a_cancel_under_a_landing_the_bot_did_not_record_is_refused_and_the_landing_recorded(
+        fleet: Fleet) -> None:
+    """main moved, then the bot died before recording the landing: a lead's cancel meanwhile is refused (the
+    candidate is being landed: ``being_landed``, naming it and what to do), and the restarted bot's reconciler records
+    the landing main already holds. Before the protocol model's cancel finding the cancel went through and the
+    reconciler had to cancel a candidate whose commit was on main (a ``landed_without_claim`` finding)."""
     sub, _ = await fleet.db.subtasks.create_subtask(actor_id=None, title="cancelled under a landing")
     claim, wt = fleet.start("ann")
     commit(wt, {"f.txt": "one\n"})
     git(["push", "-q", "origin", f"HEAD:refs/heads/{claim.branch}"], wt)
     assert fleet.bot.wait_exit(60) == -9
     lead = await fleet.db.agents.agent_by_name("lead")
-    await fleet.db.subtasks.cancel(actor_id=lead.id, subtask_id=sub.id, reason="not needed after all")
-    fleet.bot.start()
     [row] = await fleet.db.landing.candidates(subtask_id=sub.id)
+    with pytest.raises(BeingLanded) as refused:
+        await fleet.db.subtasks.cancel(actor_id=lead.id, subtask_id=sub.id, reason="not needed after all")
+    assert f"candidate {row['id']} is being landed" in str(refused.value), refused.value
+    assert f"mergebot wait {sub.id}" in str(refused.value)
+    fleet.bot.start()
 
-    async def settled() -> bool:
-        return bool(candidate(fleet, "ann", row["id"])["status"] == "cancelled")
+    async def landed() -> bool:
+        return (await fleet.db.subtasks.get_subtask(sub.id)).status == "landed"
 
-    await until(settled, timeout=60)
+    await until(landed, timeout=60)
     v = candidate(fleet, "ann", row["id"])["verdict"]
-    assert (v["kind"], v["final"], v["branch"]) == ("cancelled", True, None), v
-    assert f"subtask {sub.id} is cancelled" in v["next"] and "claim other work" in v["next"]
+    assert (v["kind"], v["final"]) == ("landed", True), v
 
 
 HOLD_HOOK = """#!/bin/sh
