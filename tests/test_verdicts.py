@@ -139,6 +139,18 @@ async def test_a_cancel_under_a_landing_the_bot_did_not_record_is_refused_and_th
     v = candidate(fleet, "ann", row["id"])["verdict"]
     assert (v["kind"], v["final"]) == ("landed", True), v
 
+    # a candidate taken out of the queue by its owner (a pull request's `@mergebot cancel`) is told it was cancelled
+    await fleet.db.subtasks.create_subtask(actor_id=None, title="taken out while queued")
+    await fleet.db.repos.set_paused(repo="demo", paused=True, reason="holding the queue")
+    _, wt = fleet.start("ann", "ann-again")
+    commit(wt, {"g.txt": "two\n"})
+    queued = push(fleet, "ann", wt, wait=1)
+    ann = await fleet.db.agents.agent_by_name("ann")
+    assert await fleet.db.forge.withdraw(candidate_id=queued["id"], reason="taken out", actor_id=ann.id)
+    v = candidate(fleet, "ann", queued["id"])["verdict"]
+    assert (v["kind"], v["final"], v["message"]) == ("cancelled", True, "taken out"), v
+    assert v["next"] == f"`mergebot show {v['subtask_id']}`, then claim other work"
+
 
 HOLD_HOOK = """#!/bin/sh
 # Test hook: hold a subtask push after git moved its ref and before post-receive, while {hold} exists.
