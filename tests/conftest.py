@@ -30,6 +30,7 @@ from tests.support.bot import (
 )
 from tests.support.forge_fleet import SECRET, TOKEN, ForgeFleet
 from tests.support.forge_standin import ForgeStandin
+from tests.support.lanes import Lanes, lane_site
 from tests.support.pg import Server, available_servers, with_db
 from tests.support.security import ROLES, Api
 from tests.support.site import BASE, SHA, Site
@@ -162,6 +163,13 @@ async def site(settings: Settings) -> AsyncIterator[Site]:
                                          verifier_command="pytest -q", verifier_timeout_s=60, protected_paths=[],
                                          max_push_bytes=1 << 20, max_file_bytes=1 << 20))
             yield s
+
+
+@pytest.fixture
+async def lanes(settings: Settings, db: Database) -> AsyncIterator[Lanes]:
+    """Admission control's test site (``tests/support/lanes.py``): measuring on every claim, with caps."""
+    async with lane_site(settings, db) as s:
+        yield s
 
 
 def bot_env(request: pytest.FixtureRequest) -> dict[str, str]:

@@ -16,27 +16,22 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mergebot.api import create_app
-from mergebot.auth import Role
 from mergebot.cli.render import render_status
-from mergebot.db.database import Database
 from mergebot.landing.intake.admission import LOW, Lane, Standing, cap_for, caps, decide, stale_after, turn
 from mergebot.landing.intake.admit import Admission
 from mergebot.landing.window.fair import RECENT_RUNS, predicted_seconds, verifier_seconds
 from mergebot.rules import Rules
 from mergebot.settings import Settings
 from tests.support.bot import Fleet
-from tests.support.site import BASE, SHA, Site
+from tests.support.lanes import Lanes
+from tests.support.site import SHA
 
 # -- the decision, pure ---------------------------------------------------------------------------------------------
 
@@ -139,113 +134,6 @@ def test_caps_are_per_role_with_an_agent_s_own_first() -> None:
 # -- the claim route, in process on a real database -------------------------------------------------------------------
 
 
-async def _at(owner: Database, sql: str, *args: object) -> None:
-    """Times set by hand, as the database's owner (the app's role may not rewrite history)."""
-    async with owner.pool.connection() as conn:
-        await conn.execute(sql, args)
-
-
-class Lanes(Site):
-    """The site with helpers that make a lane's backlog and its verifiers' record through the stores."""
-
-    owner: Database | None = None
-
-    @property
-    def services(self) -> Any:
-        return self.app.state.services
-
-    async def runs(self, seconds: float, n: int = 2, *, ago: float = 5.0, repo: str = "app") -> None:
-        """``n`` candidate runs of ``seconds`` each, at once, that finished ``ago`` seconds ago: the run length and
-        the capacity (``n`` runs at once) the lane measures."""
-        end = datetime.now(UTC) - timedelta(seconds=ago)
-        for _ in range(n):
-            job = await self.db.jobs.enqueue_job(repo=repo, commit_sha="c" * 40, command="pytest -q", timeout_s=60,
-                                                 purpose="candidate")
-            assert self.owner is not None
-            await _at(self.owner, "UPDATE verify_jobs SET status = 'done', outcome = 'pass', started_at = %s, "
-                      "finished_at = %s WHERE id = %s", end - timedelta(seconds=seconds), end, job.id)
-
-    async def group(self, seconds: float, checks: int, *, ago: float = 5.0, repo: str = "app") -> None:
-        """A candidate run of ``checks`` named checks of ``seconds`` each, side by side, that finished ``ago`` seconds
-        ago: ``seconds`` of wall time, ``checks`` x ``seconds`` verifier-seconds (its parent never starts)."""
-        end = datetime.now(UTC) - timedelta(seconds=ago)
-        kids = [{"name": f"check{i}", "command": "pytest -q", "timeout_s": 60, "required": True, "sandbox": {}}
-                for i in range(checks)]
-        job = await self.db.jobs.enqueue_job(repo=repo, commit_sha="c" * 40, command="checks", timeout_s=60,
-                                             purpose="candidate", children=kids)
-        assert self.owner is not None
-        await _at(self.owner, "UPDATE verify_jobs SET status = 'done', outcome = 'pass', started_at = %s, "
-                  "finished_at = %s WHERE parent_id = %s", end - timedelta(seconds=seconds), end, job.id)
-        await _at(self.owner, "UPDATE verify_jobs SET status = 'done', outcome = 'pass', finished_at = %s "
-                  "WHERE id = %s", end, job.id)
-
-    async def predicted(self, repo: str = "app") -> tuple[float, int]:
-        """The database's one prediction of a run (``predicted_run``): its seconds, and how many runs it is of."""
-        assert self.owner is not None
-        async with self.owner.pool.connection() as conn:
-            row = await (await conn.execute("SELECT seconds, runs FROM predicted_run(%s)", (repo,))).fetchone()
-        assert row is not None
-        return row[0], row[1]
-
-    async def backlog(self, repo: str = "app") -> float:
-        """The lane's backlog in verifier-seconds, as admission control counts it now."""
-        [got] = [d for d in await self.services.admission.decisions(self.db, record=False) if d.repo == repo]
-        return got.backlog_seconds
-
-    async def served(self, repo: str = "app") -> float:
-        """What the fair order has charged the lead in ``repo`` so far (its account)."""
-        assert self.owner is not None
-        async with self.owner.pool.connection() as conn:
-            row = await (await conn.execute("SELECT served FROM fair_accounts WHERE repo = %s AND owner_id = %s",
-                                            (repo, self.agents["lead"].id))).fetchone()
-        assert row is not None
-        return float(row[0])
-
-    async def queue(self, n: int, repo: str = "app", *, risk: float | None = None) -> list[int]:
-        """``n`` candidates of the lead's, queued (with that failure estimate)."""
-        out = []
-        for i in range(n):
-            sid = await self.claimed("lead", f"backlog {repo} {i} {self.priority}")
-            cand = await self.db.landing.enqueue(superseded="newer", repo=repo, subtask_id=sid, claim_version=1,
-                                                 owner_id=self.agents["lead"].id, sha=f"{sid + 99:040x}",
-                                                 ref=f"refs/heads/subtasks/{sid}/v1",
-                                                 risk=(risk, {"p": risk}) if risk is not None else None)
-            out.append(cand.id)
-        return out
-
-    async def done(self, *cands: int) -> None:
-        for c in cands:
-            await self.db.landing.finish_candidate(c, "cancelled", "drained")
-
-    async def claim(self, who: str, **body: Any) -> httpx.Response:
-        return await self.client.post("/api/v1/subtasks/claim", json=body or None,
-                                      headers={"Authorization": f"Bearer {self.tokens[who]}"})
-
-    async def api(self, who: str, path: str) -> httpx.Response:
-        return await self.client.get(path, headers={"Authorization": f"Bearer {self.tokens[who]}"})
-
-
-@pytest.fixture
-async def lanes(settings: Settings, db: Database) -> AsyncIterator[Lanes]:
-    """The site fixture's app (agents root, lead, ann, bob, rita; repository ``app``), measuring on every claim, with
-    a cap of two subtasks for agents and one for ann."""
-    settings.admission_cache_seconds = 0.0
-    settings.admission_min_runs = 0.0  # the lanes below hold a few candidates of 10 s: over 2 windows, under 8 runs
-    settings.agent_wip = "agent=2,ann=1,lead=0"
-    app = create_app(settings, run_recovery=False, run_queue=False)
-    async with (app.router.lifespan_context(app),
-                httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as client):
-        s = Lanes(app, client, app.state.services.db)
-        s.owner = db
-        for name, role in (("root", Role.ADMIN), ("lead", Role.LEAD), ("ann", Role.AGENT), ("bob", Role.AGENT),
-                           ("rita", Role.REVIEWER)):
-            s.agents[name], s.tokens[name] = await s.db.agents.add_agent(name=name, role=role)
-        await s.db.repos.create_repo(name="app", root_sha=SHA, rules=Rules.of(
-            target_branch="main", verifier_command="pytest -q", verifier_timeout_s=60, protected_paths=[],
-            max_push_bytes=1 << 20, max_file_bytes=1 << 20))
-        yield s
-
-
 async def test_a_full_lane_answers_capacity_and_admits_again_only_under_its_low_mark(lanes: Lanes) -> None:
     await lanes.runs(10.0)  # 10 s runs, two at once: T = 2 x 2 x 10 = 40 s, the low mark 30 s
     cands = await lanes.queue(5)  # 50 s of work
@@ -340,7 +228,11 @@ async def test_a_full_lane_gives_each_freed_slot_to_the_least_served_agent_in_li
     assert err["lanes"][0]["admitting"] is True
     r = await lanes.claim("bob", repo="app")
     assert r.status_code == 200 and r.json()["subtask"]["title"] == "three", r.text
-    assert (await lanes.claim("lead", repo="app")).status_code == 204  # nobody waits now: admitted (nothing ready)
+    # nobody waits now, but rule 8 holds the lead back: the four claims made above (early, one, two, three) are out
+    # and were never pushed (the queue's helper pushes at once, so a claim's measured time to its push is 0 and the
+    # cap its floor, f x w = 4)
+    err = (await lanes.claim("lead", repo="app")).json()["error"]
+    assert (err["reason"], err["in_flight"], err["in_flight_cap"]) == ("in_flight", 4, 4.0), err
 
 
 async def test_stale_measurements_and_admission_off_admit(lanes: Lanes, settings: Settings) -> None:

@@ -41,6 +41,7 @@ The metrics (counters end in ``_total``):
   mergebot_admission_threshold_seconds{lane}  the backlog past which it refuses claims (gauge)
   mergebot_admission_capacity{lane}           the verifiers' measured capacity, in runs at once (gauge)
   mergebot_admission_admitting{lane}          1 while the lane admits claims, 0 while it refuses them (gauge)
+  mergebot_admission_claims_in_flight{lane}   claims out for the lane whose work is not pushed yet (gauge)
   mergebot_claim_refusals_total{reason,lane}  claims refused: reason "capacity" (by lane) or "wip_limit" (lane "")
 plus the client library's process_* and python_* metrics.
 """
@@ -200,6 +201,8 @@ def admission_families(view: dict[str, Any]) -> list[Metric]:
                                  "once.", labels=["lane"])
     admitting = GaugeMetricFamily("mergebot_admission_admitting", "1 while a lane admits claims, 0 while it refuses "
                                   "them.", labels=["lane"])
+    flight = GaugeMetricFamily("mergebot_admission_claims_in_flight", "Claims out for a lane whose work is not "
+                               "pushed yet.", labels=["lane"])
     refusals = CounterMetricFamily("mergebot_claim_refusals", "Claims refused: for want of capacity in their lane, or "
                                    "for their agent's cap on work in progress.", labels=["reason", "lane"])
     for lane in sorted(view["lanes"], key=lambda lane: str(lane["lane"])):
@@ -208,9 +211,10 @@ def admission_families(view: dict[str, Any]) -> list[Metric]:
         threshold.add_metric([name], float(lane["threshold_seconds"]))
         capacity.add_metric([name], float(lane["capacity"]))
         admitting.add_metric([name], 1.0 if lane["admitting"] else 0.0)
+        flight.add_metric([name], float(lane["in_flight"]))
         refusals.add_metric(["capacity", name], int(lane["refusals"]))
     refusals.add_metric(["wip_limit", ""], int(view["wip_refusals"]))
-    return [backlog, threshold, capacity, admitting, refusals]
+    return [backlog, threshold, capacity, admitting, flight, refusals]
 
 
 class DatabaseCollector(Collector):

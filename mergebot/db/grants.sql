@@ -41,4 +41,4 @@ GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};
 -- The fair order's clock and accounts (0038): kept by the statement that takes the next candidate.
 GRANT SELECT, INSERT, UPDATE ON fair_clocks, fair_accounts TO {role};
 -- Each lane's admission state (0037): written when it changes, and its refusals counted.
-GRANT SELECT, INSERT, UPDATE ON admission_lanes, admission_agents TO {role};
+GRANT SELECT, INSERT, UPDATE ON admission_lanes, admission_agents, admission_claims TO {role};

@@ -1139,3 +1139,10 @@ CREATE TABLE admission_agents (
     waiting_since timestamptz,
     waiting_until timestamptz
 );
+-- The lane each claim admission let in was made for (migration 0041; NULL: it named none): the claims still out,
+-- not yet pushed, count against their lane (rule 8), so a lane that begins to admit lets in no flood.
+CREATE TABLE admission_claims (
+    subtask_id bigint PRIMARY KEY REFERENCES subtasks (id),
+    repo       text REFERENCES repos (name),
+    claimed_at timestamptz NOT NULL DEFAULT now()
+);

@@ -83,7 +83,9 @@ def admission_line(lane: dict[str, object]) -> str:
              "admitting" if lane["admitting"] else f"refusing claims (try again in {lane['retry_after']} s)")
     return (f"{lane['lane']}: {state}; backlog {_secs(float(str(lane['backlog_seconds'])))} in "
             f"{lane['candidates']} candidates, admits up to {_secs(float(str(lane['threshold_seconds'])))} "
-            f"(again below {_secs(float(str(lane['low_seconds'])))}), verifiers {lane['capacity']} runs at once")
+            f"(again below {_secs(float(str(lane['low_seconds'])))}), verifiers {lane['capacity']} runs at once"
+            + (f"; {lane['in_flight']} claims out, up to {lane['in_flight_cap']:g}" if lane.get("in_flight_cap")
+               is not None else ""))
 
 
 ADMISSION_OFF = "admission control is off (MERGEBOT_ADMISSION=off): every claim is admitted"
@@ -91,6 +93,17 @@ ADMISSION_OFF = "admission control is off (MERGEBOT_ADMISSION=off): every claim 
 ADMISSION_HEADING = "admission control (claims per repository's queue):"
 WIP_NEXT = "finish one of the subtasks you hold (push it and let it land) or release one, then claim again"
 CAPACITY_NEXT = "claim again after retry_after seconds (or with wait), or claim for a repository in elsewhere"
+
+
+def capacity_in_flight(lane: str, *, in_flight: int, cap: float, push_seconds: float, retry_after: int,
+                       completed: int | None = None) -> str:
+    """A claim refused at a lane whose queue has room, because enough claimed work is on its way to it already
+    (``mergebot.landing.intake.admission``, rule 8)."""
+    done = f"Subtask {completed} was submitted as you asked. " if completed is not None else ""
+    return (f"not now: {lane} has {in_flight} claims out whose work is not pushed yet (a claim comes back in about "
+            f"{_secs(push_seconds)}), as many as its verifiers need ({cap:g}); more would only wait in its queue. "
+            f"{done}Claim again in {retry_after} s (a claim with `--wait` waits for you), or work on what you hold "
+            "meanwhile.")
 
 
 def capacity_fair_share(lane: str, *, in_line: int, claims: int, least: int | None, retry_after: int,

@@ -114,7 +114,7 @@ async def claim(agent: Claimer, services: ServicesDep, body: ClaimIn | None = No
         sha=complete.sha if complete else None, wait=max(0.0, wait - waited))
     if sub is None:
         return Response(status_code=204)
-    await services.admission.claimed(db, agent.id)
+    await services.admission.claimed(db, agent.id, subtask_id=sub.id, repo=body.repo if body else None)
     handoff = await db.subtasks.handoff(sub.id) if sub.claim_version > 1 else []
     return claim_body(sub, handoff, await db.subtasks.overlapping(sub.id, sub.paths))
 

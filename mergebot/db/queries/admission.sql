@@ -6,7 +6,9 @@
 -- verifier-seconds (``predicted_run``, the fair order's too: the median of its newest finished candidate runs, a run
 -- of named checks counted with its children's seconds together; NULL when none finished), with how many runs those
 -- were and how many candidates left the queue meanwhile (a batch's run clears several); how long ago the newest of
--- them finished (0 while a run of the lane runs); its speculation window; its last admission state and refusals.
+-- them finished (0 while a run of the lane runs); its speculation window; its last admission state and refusals;
+-- its claims in flight (running subtasks claimed for it or for no lane named) and the median time from a claim to
+-- its push over its newest candidates (rule 8).
 -- And, the same on every row, the most verify runs of any repository that were going at one instant over the last
 -- ``window`` seconds: the verifiers' measured capacity.
 WITH runs AS (
@@ -26,6 +28,7 @@ SELECT r.name AS repo, coalesce(r.speculation_window, 0) AS speculation_window,
        coalesce(a.admitting, true) AS admitting, a.changed_at, coalesce(a.refusals, 0)::bigint AS refusals,
        live.candidates, live.weight, CASE WHEN run.runs > 0 THEN run.seconds END AS run_seconds, run.runs,
        gone.cleared, capacity.slots, coalesce(a.admitted, 0)::bigint AS admitted, freed.n AS freed,
+       flight.n AS in_flight, push.seconds AS push_seconds,
        CASE WHEN EXISTS (SELECT 1 FROM verify_jobs j WHERE j.status = 'running' AND j.repo = r.name AND NOT j.is_group)
             THEN 0::float8
             ELSE extract(epoch FROM now() - run.last_finished)::float8 END AS last_run_age
@@ -49,6 +52,24 @@ CROSS JOIN LATERAL (
     SELECT count(*)::bigint AS n FROM candidates c
     WHERE a.admitting IS FALSE AND c.finished_at >= a.changed_at AND c.repo = r.name
 ) freed
+CROSS JOIN LATERAL (
+    -- rule 8: the claims still out for this lane, or for none named: running subtasks with no live candidate
+    SELECT count(*)::int AS n FROM subtasks s LEFT JOIN admission_claims ac ON ac.subtask_id = s.id
+    WHERE s.status = 'running' AND (ac.repo IS NULL OR ac.repo = r.name)
+      AND NOT EXISTS (SELECT 1 FROM candidates c WHERE c.subtask_id = s.id
+                      AND c.status IN ('queued', 'verifying', 'landing', 'parked', 'awaiting_approval'))
+) flight
+CROSS JOIN LATERAL (
+    -- rule 8: how long a claim takes to come back as work: the median from claim to push of the lane's newest
+    -- candidates (pushed under the claim their subtask holds now) queued within the window
+    SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x.t)::float8 AS seconds FROM (
+        SELECT extract(epoch FROM coalesce(c.pushed_at, c.queued_at) - s.claimed_at)::float8 AS t
+        FROM candidates c JOIN subtasks s ON s.id = c.subtask_id
+        WHERE c.repo = r.name AND c.queued_at > now() - make_interval(secs => %(window)s)
+          AND c.claim_version = s.claim_version AND coalesce(c.pushed_at, c.queued_at) >= s.claimed_at
+        ORDER BY c.id DESC LIMIT 50
+    ) x
+) push
 ORDER BY r.name;
 
 -- name: admission_flip
@@ -129,6 +150,15 @@ RETURNING repo;
 INSERT INTO admission_agents AS a (agent_id, claims) VALUES (%(agent_id)s, 1)
 ON CONFLICT (agent_id) DO UPDATE SET claims = a.claims + 1, waiting_since = NULL, waiting_until = NULL
 RETURNING claims;
+
+-- name: admission_claim_lane
+-- The lane a claim admission let in was made for (NULL: none named): its subtask counts against that lane's claims
+-- in flight until its work is pushed (rule 8).
+-- A name no repository has counts as none named.
+INSERT INTO admission_claims AS a (subtask_id, repo)
+VALUES (%(subtask_id)s, (SELECT name FROM repos WHERE name = %(repo)s))
+ON CONFLICT (subtask_id) DO UPDATE SET repo = EXCLUDED.repo, claimed_at = now()
+RETURNING subtask_id;
 
 -- name: admission_waits
 -- A claim refused for want of a slot: its agent waits in line (since its first refusal of this wait) until a little

@@ -24,7 +24,11 @@ The measurements, per lane (``Lane``; ``admission_measure`` in ``mergebot/db/que
   * ``slots`` (C): the verifiers' measured capacity, in runs at once: the most verify runs that were going at the
     same instant over the last ``WINDOW`` seconds, of every repository (the workers are shared). Measured, never
     configured; when the verifiers are busy, which is when it matters, it is what they carry;
-  * ``last_run_age``: seconds since the newest of those runs finished (0 while a run of the lane runs).
+  * ``last_run_age``: seconds since the newest of those runs finished (0 while a run of the lane runs);
+  * ``in_flight`` (Q): the claims whose work has not come back yet: subtasks claimed (running) for this lane, or
+    for no lane named (they could become work for any), without a live candidate;
+  * ``push_seconds`` (t): how long a claim takes to come back as a candidate: the median, over the lane's
+    candidates queued in the last ``WINDOW`` seconds, of the time from their claim to their push; None while none.
 
 The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, default 2):
   1. Stale measurements admit: no candidate run of the lane finished within ``stale_after(d)`` seconds and no run
@@ -58,6 +62,16 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      then by agents that have had more (before, the lane's flip back to admitting let in whoever asked first, and
      those were the agents that had just pushed). Refused so, an agent joins the line and is told to come back
      within ``LINE_GRACE`` seconds.
+  8. Claims in flight count too: a claim adds to the backlog only when its work is pushed, a think time later, so
+     a lane that just began to admit (a cold start's first measurement, a flip back under the low mark) saw an
+     empty queue and let in every agent asking at once: a flood that landed in the queue a think time later and
+     starved the server meanwhile. By Little's law the verifiers need about rate x t claims in flight to stay fed
+     (``Decision.rate`` candidates a second, each t seconds away); a lane lets in a claim only while fewer than
+     ``max(f x rate x t, f x w, m)`` claims are in flight (at least the f windows of rule 2, in candidates;
+     ``Decision.room``: how many more; None while t is not measured, or the lane is stale, when this rule does
+     not hold a claim back). A claim it holds back waits in
+     line (rules 6 and 7) and is told to come back when the claims ahead of it have been pushed, at Q / t a
+     second (``reason: in_flight``).
 The last state lives in the database (``admission_lanes``, migration 0037, its slots and the agents' line 0040),
 written only when it changes, so every replica answers from the same state.
 
@@ -98,6 +112,8 @@ class Lane:
     per_run: float = 1.0  # k, candidates cleared per run
     freed: int = 0  # while it refuses: the candidates that left its queue since it began to
     admitted: int = 0  # and the claims let in for them
+    in_flight: int = 0  # Q, claims not yet back as candidates (rule 8)
+    push_seconds: float | None = None  # t, a claim's median time to its push; None: not measured
 
 
 @dataclass(frozen=True)
@@ -115,12 +131,22 @@ class Decision:
     rate: float = 0.0  # candidates the lane clears a second (rule 6)
     spent: bool = False  # while refusing over the threshold: the slots freed are written off (rule 5)
     opens_in: float = 0.0  # while refusing: seconds until the backlog is back within the threshold
+    in_flight: int = 0  # Q (rule 8)
+    flight_cap: float | None = None  # how many claims may be in flight; None: rule 8 does not apply
+    push_seconds: float | None = None  # t (rule 8)
+
+    @property
+    def room(self) -> float | None:
+        """Claims rule 8 lets in before the next measurement; None: as many as ask."""
+        return None if self.flight_cap is None else self.flight_cap - self.in_flight
 
     def as_json(self) -> dict[str, object]:
         return {"lane": self.repo, "admitting": self.admit, "stale": self.stale,
                 "backlog_seconds": round(self.backlog_seconds, 1), "candidates": self.candidates,
                 "threshold_seconds": round(self.threshold_seconds, 1), "low_seconds": round(self.low_seconds, 1),
-                "capacity": self.capacity, "retry_after": self.retry_after, "free_slots": self.free}
+                "capacity": self.capacity, "retry_after": self.retry_after, "free_slots": self.free,
+                "in_flight": self.in_flight,
+                "in_flight_cap": None if self.flight_cap is None else round(self.flight_cap, 1)}
 
 
 def stale_after(run_seconds: float | None) -> float:
@@ -142,7 +168,8 @@ def decide(lane: Lane, *, factor: float, min_runs: float = 0.0) -> Decision:
     threshold = max(factor * width, min_runs) * d
     low = LOW * threshold
     if is_stale(lane):
-        return Decision(lane.repo, True, True, backlog, threshold, low, lane.slots, lane.candidates, 0)
+        return Decision(lane.repo, True, True, backlog, threshold, low, lane.slots, lane.candidates, 0,
+                        in_flight=lane.in_flight)
     admit = backlog <= threshold if lane.admitting else backlog < low
     retry = 0
     free = 0
@@ -156,8 +183,20 @@ def decide(lane: Lane, *, factor: float, min_runs: float = 0.0) -> Decision:
             spent = lane.freed > lane.admitted
     rate = max(1, lane.slots) * max(1.0, lane.per_run) / d
     opens_in = max(0.0, backlog - threshold) / max(1, lane.slots) if not admit else 0.0
+    cap = max(factor * rate * lane.push_seconds, factor * width, min_runs) if lane.push_seconds is not None else None
     return Decision(lane.repo, admit, False, backlog, threshold, low, lane.slots, lane.candidates, retry, free, rate,
-                    spent, opens_in)
+                    spent, opens_in, lane.in_flight, cap, lane.push_seconds)
+
+
+def flight_wait(decision: Decision, *, let_in: int, ahead: int) -> int | None:
+    """Rule 8 at one claim: None when it may be let in (``let_in``: the claims let in since the lane was measured),
+    else the seconds until the claims in flight ahead of it (and the agents ahead of it in line) have been pushed."""
+    room = decision.room
+    if room is None or room - let_in >= 1:
+        return None
+    pushed = max(decision.in_flight, 1) / max(decision.push_seconds or 1.0, 1e-3)  # claims back a second
+    wait = math.ceil((let_in - room + 1 + ahead) / pushed)
+    return max(RETRY_MIN, min(wait, RETRY_MAX))
 
 
 @dataclass(frozen=True)

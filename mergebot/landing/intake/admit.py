@@ -12,6 +12,9 @@ Rules (what to decide is ``mergebot.landing.intake.admission``'s; this module ga
     (``admission_standing``), ``turn`` decides, and the slot is taken in one statement that holds the lane's count
     (``admission_take``), so two replicas never give one slot twice. A claim let in, through a slot or an admitting
     lane, counts one to its agent (``claimed``, after the claim was made); a refused one keeps its agent in line.
+  * A claim a lane would let in is held back while the lane's claims in flight fill what its verifiers need (rule
+    8, ``flight_wait``): the measured count, plus the claims this replica let in since it measured (``claimed``
+    counts them), so a burst between two measurements is held too (another replica's show at its next one).
   * ``MERGEBOT_ADMISSION=off`` admits every claim without measuring (the cap still holds).
 """
 
@@ -35,6 +38,7 @@ from mergebot.landing.intake.admission import (
     cap_for,
     caps,
     decide,
+    flight_wait,
     turn,
 )
 from mergebot.settings import Settings
@@ -58,6 +62,10 @@ class Refusal:
         if self.kind == "wip_limit":
             return WipLimit(say.wip_limit_reached(f["agent"], f["cap"], f["holds"], completed=completed),
                             **f, **extra)
+        if f.get("reason") == "in_flight":
+            return Capacity(say.capacity_in_flight(f["lane"], in_flight=f["in_flight"], cap=f["in_flight_cap"],
+                                                   push_seconds=f["push_seconds"], retry_after=f["retry_after"],
+                                                   completed=completed), **f, **extra)
         if f.get("reason") == "fair_share":
             return Capacity(say.capacity_fair_share(f["lane"], in_line=f["in_line"], claims=f["claims"],
                                                     least=f["least_waiting"], retry_after=f["retry_after"],
@@ -76,6 +84,7 @@ class Admission:
         self.caps = caps(settings.agent_wip)
         self._cache: tuple[float, list[Decision]] | None = None
         self._since: dict[str, tuple[Any, int]] = {}  # per lane, as measured: since when it refuses, freed since
+        self._let_in: dict[str, int] = {}  # per lane: claims let in since it was measured (rule 8)
         self._warned: dict[str, float] = {}
 
     async def decisions(self, db: Database, *, record: bool = True) -> list[Decision]:
@@ -89,9 +98,11 @@ class Admission:
             lane = Lane(repo=r["repo"], candidates=r["candidates"], weight=r["weight"], run_seconds=r["run_seconds"],
                         slots=r["slots"], last_run_age=r["last_run_age"], window=r["speculation_window"],
                         admitting=r["admitting"], per_run=r["cleared"] / r["runs"] if r["runs"] else 1.0,
-                        freed=r["freed"], admitted=r["admitted"])
+                        freed=r["freed"], admitted=r["admitted"], in_flight=r["in_flight"],
+                        push_seconds=r["push_seconds"])
             d = decide(lane, factor=self.factor, min_runs=self.min_runs)
             self._since[lane.repo] = (r["changed_at"], r["freed"])
+            self._let_in[lane.repo] = 0
             if not record:
                 out.append(d)
                 continue
@@ -143,8 +154,14 @@ class Admission:
         standing = Standing(claims=int(row["claims"]), ahead=int(row["ahead"]),
                             least=None if row["least"] is None else int(row["least"])) if row else Standing()
         retries = []
+        flight: list[Decision] = []  # lanes that would let it in but for their claims in flight (rule 8)
         for d in sorted(mine, key=lambda d: (not d.admit, -d.free)):
             now, retry_after = turn(d, standing)
+            held = flight_wait(d, let_in=self._let_in.get(d.repo, 0), ahead=standing.ahead) if now else None
+            if held is not None:
+                flight.append(d)
+                retries.append(held)
+                continue
             if now and d.admit:
                 return None
             since, freed = self._since[d.repo]
@@ -153,6 +170,13 @@ class Admission:
             retries.append(retry_after)
         retry = min(retries)
         await db.admission.waits(agent_id, hold=retry + LINE_GRACE)
+        if flight:  # rule 8: the work it would add is already out, claimed and not yet pushed
+            d = flight[0]
+            return Refusal("capacity", {
+                "lane": d.repo, "reason": "in_flight", "retry_after": retry, "in_line": standing.ahead + 1,
+                "in_flight": d.in_flight, "in_flight_cap": round(d.flight_cap or 0.0, 1),
+                "push_seconds": round(d.push_seconds or 0.0, 1), "lanes": [x.as_json() for x in mine],
+                "elsewhere": [], "ready": await db.admission.ready_count(), "next": say.CAPACITY_NEXT})
         if any(d.admit for d in mine):  # rule 7: room, but for the less served agents waiting first
             return Refusal("capacity", {
                 "lane": mine[0].repo, "reason": "fair_share", "retry_after": retry, "in_line": standing.ahead + 1,
@@ -169,10 +193,13 @@ class Admission:
             "ready": await db.admission.ready_count(), "in_line": ahead + 1,
             "next": say.CAPACITY_NEXT})
 
-    async def claimed(self, db: Database, agent_id: int) -> None:
-        """A claim let in was made: one more to its agent's account (rule 6's line is ordered by it)."""
+    async def claimed(self, db: Database, agent_id: int, *, subtask_id: int, repo: str | None) -> None:
+        """A claim let in was made: one more to its agent's account (rule 6's line is ordered by it), and one more
+        in flight for its lane (rule 8) until the lane is measured again."""
         if self.on:
-            await db.admission.claimed(agent_id)
+            await db.admission.claimed(agent_id, subtask_id=subtask_id, repo=repo)
+            for lane in self._let_in if repo is None else [repo]:
+                self._let_in[lane] = self._let_in.get(lane, 0) + 1
 
     async def admit(self, db: Database, *, agent_id: int, name: str, role: str, repo: str | None,
                     wait: float = 0.0) -> tuple[Refusal | None, float]:

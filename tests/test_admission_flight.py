@@ -1,0 +1,134 @@
+"""Admission control's rule 8 (issue 45): claims in flight count, so a lane that begins to admit lets in no flood.
+
+A claim adds to a lane's backlog only when its work is pushed, a think time later. The lane now counts the claims
+still out (running subtasks claimed for it, or for no lane, with no live candidate) against what its verifiers need
+on the way by Little's law: ``max(f x rate x t, f x w, m)``, with t the measured median time from a claim to its
+push. Pure first, with hypothesis for the cap; then on the claim route with a real database: a claim held back
+with a typed answer and a sentence naming when to come back, let in once one of the claims out is pushed; a burst
+between two measurements held by this replica's own count; another lane's claims and an unknown lane's name.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mergebot.landing.intake.admission import RETRY_MIN, Lane, decide, flight_wait
+from mergebot.landing.intake.admit import Admission
+from mergebot.rules import Rules
+from mergebot.settings import Settings
+from tests.support.lanes import Lanes, _at
+from tests.support.site import SHA
+
+
+def lane(*, flight: int = 0, t: float | None = 15.0, d: float | None = 10.0, slots: int = 2,
+         age: float | None = 1.0) -> Lane:
+    return Lane(repo="app", candidates=1, weight=1.0, run_seconds=d, slots=slots, last_run_age=age,
+                in_flight=flight, push_seconds=t)
+
+
+def test_the_cap_is_what_the_verifiers_clear_while_a_claim_is_out_with_the_windows_as_its_floor() -> None:
+    # 10 s runs, 2 at once: 0.2 candidates a second; a claim is pushed 15 s after it is made: 3 on the way, f = 2
+    got = decide(lane(flight=5), factor=2.0)
+    assert (got.flight_cap, got.room) == (6.0, 1.0)
+    assert flight_wait(got, let_in=0, ahead=0) is None  # one more may go
+    # the sixth is out now (let in since the measurement of 5): claims come back at 5 / 15 a second, the next in
+    # 3 s (one more agent ahead in line: 6 s)
+    assert flight_wait(got, let_in=1, ahead=0) == 3
+    assert flight_wait(got, let_in=1, ahead=1) == 6
+    assert decide(lane(t=1.0), factor=2.0).flight_cap == 4.0  # the floor: f windows (w = 2 slots), as rule 2
+    assert decide(lane(t=1.0), factor=2.0, min_runs=8).flight_cap == 8.0  # and m, a small team's floor
+    # unmeasured: no claim pushed yet, or the lane stale: rule 8 holds nothing back
+    for unknown in (decide(lane(flight=999, t=None), factor=2.0), decide(lane(flight=999, age=None), factor=2.0)):
+        assert unknown.flight_cap is None and flight_wait(unknown, let_in=10**6, ahead=0) is None
+
+
+@given(flight=st.integers(0, 5000), let_in=st.integers(0, 500), ahead=st.integers(0, 500),
+       t=st.floats(0.0, 3600.0), d=st.floats(0.1, 600.0), slots=st.integers(1, 64), factor=st.floats(0.1, 10.0))
+def test_rule_8_lets_a_claim_in_only_under_its_cap_and_never_says_come_back_never(
+        flight: int, let_in: int, ahead: int, t: float, d: float, slots: int, factor: float) -> None:
+    got = decide(lane(flight=flight, t=t, d=d, slots=slots), factor=factor)
+    assert got.flight_cap is not None and got.flight_cap >= factor * slots * (1 - 1e-9)
+    wait = flight_wait(got, let_in=let_in, ahead=ahead)
+    assert (wait is None) == (flight + let_in + 1 <= got.flight_cap)
+    assert wait is None or RETRY_MIN <= wait <= 300
+
+
+async def _pushed_after(lanes: Lanes, seconds: float) -> None:
+    """One candidate of the lead's, queued ``seconds`` after its claim: the lane's measured time from claim to
+    push (its backlog: one run of 10 s, well under the threshold)."""
+    [cand] = await lanes.queue(1)
+    assert lanes.owner is not None
+    await _at(lanes.owner, "UPDATE subtasks SET claimed_at = claimed_at - make_interval(secs => %s) "
+              "WHERE id = (SELECT subtask_id FROM candidates WHERE id = %s)", seconds, cand)
+
+
+async def test_a_lane_holds_a_claim_back_while_its_verifiers_have_enough_on_the_way(lanes: Lanes) -> None:
+    await lanes.runs(10.0)  # 10 s runs, two at once: the lane clears 0.2 candidates a second
+    await _pushed_after(lanes, 15.0)  # t = 15 s: the cap is 2 x 0.2 x 15 = 6 claims out
+    for i in range(7):
+        await lanes.db.subtasks.create_subtask(actor_id=None, title=f"work {i}")
+    out = []
+    for _ in range(6):
+        r = await lanes.claim("lead", repo="app")
+        assert r.status_code == 200, r.text
+        out.append(r.json()["subtask"]["id"])
+    lane = (await lanes.api("rita", "/api/v1/summary")).json()["admission"]["lanes"][0]
+    assert (lane["admitting"], lane["in_flight"], lane["in_flight_cap"]) == (True, 6, 6.0), lane
+
+    r = await lanes.claim("bob", repo="app")  # the queue has room, but six claims are on their way to it
+    assert r.status_code == 429 and r.headers["Retry-After"] == "3", r.text
+    err = r.json()["error"]
+    assert (err["kind"], err["reason"], err["lane"], err["in_flight"], err["in_flight_cap"], err["push_seconds"],
+            err["retry_after"], err["in_line"]) == ("capacity", "in_flight", "app", 6, 6.0, 15.0, 3, 1), err
+    assert err["next"] and "has 6 claims out whose work is not pushed yet" in err["message"], err["message"]
+    assert "Claim again in 3 s" in err["message"]
+    metrics = (await lanes.api("rita", "/metrics")).text
+    assert 'mergebot_admission_claims_in_flight{lane="app"} 6.0' in metrics
+
+    # one of them is pushed (15 s after its claim too): five out, and bob (first in line) is let in
+    assert lanes.owner is not None
+    await _at(lanes.owner, "UPDATE subtasks SET claimed_at = claimed_at - interval '15 seconds' WHERE id = %s", out[0])
+    await lanes.db.landing.enqueue(superseded="newer", repo="app", subtask_id=out[0], claim_version=1,
+                                   owner_id=lanes.agents["lead"].id, sha=f"{out[0] + 7:040x}",
+                                   ref=f"refs/heads/subtasks/{out[0]}/v1")
+    r = await lanes.claim("bob", repo="app")
+    assert r.status_code == 200, r.text
+
+
+async def test_a_burst_between_two_measurements_is_held_by_the_replica_s_own_count(
+        lanes: Lanes, settings: Settings) -> None:
+    lanes.services.admission = Admission(settings.model_copy(update={"admission_cache_seconds": 60.0}))
+    await lanes.runs(10.0)
+    await _pushed_after(lanes, 15.0)  # the cap: 6 claims out
+    for i in range(8):
+        await lanes.db.subtasks.create_subtask(actor_id=None, title=f"work {i}")
+    got = [(await lanes.claim("lead", repo="app")).status_code for _ in range(8)]
+    # measured once (0 out): six let in on this replica's count, then held though the measurement is 60 s old
+    assert got == [200] * 6 + [429] * 2, got
+
+
+async def test_claims_for_another_lane_do_not_count_and_an_unknown_name_counts_as_none(lanes: Lanes) -> None:
+    await lanes.db.repos.create_repo(name="other", root_sha=SHA, rules=Rules.of(verifier_command="pytest -q"))
+    await lanes.runs(10.0)
+    await _pushed_after(lanes, 15.0)
+    for i in range(5):
+        await lanes.db.subtasks.create_subtask(actor_id=None, title=f"work {i}")
+    for _ in range(3):  # "other" has no measurements (stale): it admits, and its claims are its own
+        assert (await lanes.claim("lead", repo="other")).status_code == 200
+    r = await lanes.claim("lead", repo="nowhere")  # no such lane: admitted, and counted as naming none
+    assert r.status_code == 200, r.text
+    r = await lanes.claim("lead")  # naming none: it could become work for any lane
+    assert r.status_code == 200, r.text
+    lanes_now = {x["lane"]: x for x in (await lanes.api("rita", "/api/v1/summary")).json()["admission"]["lanes"]}
+    assert (lanes_now["app"]["in_flight"], lanes_now["other"]["in_flight"]) == (2, 5), lanes_now
+    assert lanes_now["other"]["in_flight_cap"] is None  # stale: rule 8 holds nothing back there
+
+
+@pytest.mark.parametrize("t", [0.0, 0.5])
+def test_a_claim_pushed_at_once_still_leaves_the_floor(t: float) -> None:
+    got = decide(lane(t=t), factor=2.0)
+    assert got.flight_cap == 4.0 and math.isclose(got.room or 0.0, 4.0)
