@@ -3,9 +3,11 @@
 A claim adds to a lane's backlog only when its work is pushed, a think time later. The lane now counts the claims
 still out (running subtasks claimed for it, or for no lane, with no live candidate) against what its verifiers need
 on the way by Little's law: ``max(f x rate x t, f x w, m)``, with t the measured median time from a claim to its
-push. Pure first, with hypothesis for the cap; then on the claim route with a real database: a claim held back
-with a typed answer and a sentence naming when to come back, let in once one of the claims out is pushed; a burst
-between two measurements held by this replica's own count; another lane's claims and an unknown lane's name.
+push (before any claim came back, or while the lane is stale: its floor, so a cold start lets in no flood). Pure
+first, with hypothesis for the cap; then on the claim route with a real database: a claim held back with a typed
+answer and a sentence naming when to come back, let in once one of the claims out is pushed; a burst between two
+measurements held by this replica's own count; a lane that never ran; another lane's claims and an unknown lane's
+name.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mergebot.landing.intake.admission import RETRY_MIN, Lane, decide, flight_wait
+from mergebot.landing.intake.admission import RETRY_MIN, UNMEASURED_RETRY, Lane, decide, flight_wait
 from mergebot.landing.intake.admit import Admission
 from mergebot.rules import Rules
 from mergebot.settings import Settings
@@ -41,9 +43,14 @@ def test_the_cap_is_what_the_verifiers_clear_while_a_claim_is_out_with_the_windo
     assert flight_wait(got, let_in=1, ahead=1) == 6
     assert decide(lane(t=1.0), factor=2.0).flight_cap == 4.0  # the floor: f windows (w = 2 slots), as rule 2
     assert decide(lane(t=1.0), factor=2.0, min_runs=8).flight_cap == 8.0  # and m, a small team's floor
-    # unmeasured: no claim pushed yet, or the lane stale: rule 8 holds nothing back
-    for unknown in (decide(lane(flight=999, t=None), factor=2.0), decide(lane(flight=999, age=None), factor=2.0)):
-        assert unknown.flight_cap is None and flight_wait(unknown, let_in=10**6, ahead=0) is None
+    # unmeasured (no claim pushed yet) or stale (no run lately, or ever: a cold start): the floor holds, and the
+    # wait is a guess, since no claim came back to tell how long one takes
+    for unknown in (decide(lane(flight=3, t=None), factor=2.0), decide(lane(flight=3, age=None), factor=2.0),
+                    decide(lane(flight=3, d=None, slots=0, age=None), factor=2.0)):
+        assert unknown.admit and unknown.room is not None
+        assert flight_wait(unknown, let_in=int(unknown.room) - 1, ahead=0) is None
+    cold = decide(lane(flight=8, t=None, d=None, slots=0, age=None), factor=2.0, min_runs=8)
+    assert (cold.stale, cold.flight_cap, flight_wait(cold, let_in=0, ahead=0)) == (True, 8.0, UNMEASURED_RETRY)
 
 
 @given(flight=st.integers(0, 5000), let_in=st.integers(0, 500), ahead=st.integers(0, 500),
@@ -114,18 +121,25 @@ async def test_a_burst_between_two_measurements_is_held_by_the_replica_s_own_cou
 async def test_claims_for_another_lane_do_not_count_and_an_unknown_name_counts_as_none(lanes: Lanes) -> None:
     await lanes.db.repos.create_repo(name="other", root_sha=SHA, rules=Rules.of(verifier_command="pytest -q"))
     await lanes.runs(10.0)
-    await _pushed_after(lanes, 15.0)
-    for i in range(5):
+    await _pushed_after(lanes, 15.0)  # app: 6 claims out at most
+    for i in range(8):
         await lanes.db.subtasks.create_subtask(actor_id=None, title=f"work {i}")
-    for _ in range(3):  # "other" has no measurements (stale): it admits, and its claims are its own
-        assert (await lanes.claim("lead", repo="other")).status_code == 200
+    # "other" never ran (stale, a cold start): it admits, but only its floor out at once, f x w = 2 x 2 (the
+    # verifiers are shared: 2 at once); its claims are its own
+    assert [(await lanes.claim("lead", repo="other")).status_code for _ in range(4)] == [200] * 4
+    err = (await lanes.claim("lead", repo="other")).json()["error"]
+    assert (err["reason"], err["in_flight"], err["in_flight_cap"], err["push_seconds"], err["retry_after"]) == (
+        "in_flight", 4, 4.0, None, UNMEASURED_RETRY), err
+    assert "none has come back yet" in err["message"] and "Claim again in 5 s" in err["message"], err["message"]
     r = await lanes.claim("lead", repo="nowhere")  # no such lane: admitted, and counted as naming none
     assert r.status_code == 200, r.text
-    r = await lanes.claim("lead")  # naming none: it could become work for any lane
-    assert r.status_code == 200, r.text
+    assert (await lanes.claim("lead", repo="app")).status_code == 200
     lanes_now = {x["lane"]: x for x in (await lanes.api("rita", "/api/v1/summary")).json()["admission"]["lanes"]}
     assert (lanes_now["app"]["in_flight"], lanes_now["other"]["in_flight"]) == (2, 5), lanes_now
-    assert lanes_now["other"]["in_flight_cap"] is None  # stale: rule 8 holds nothing back there
+    r = await lanes.claim("lead")  # naming none: it could become work for any lane; "other" is full, "app" is not
+    assert r.status_code == 200, r.text
+    lanes_now = {x["lane"]: x for x in (await lanes.api("rita", "/api/v1/summary")).json()["admission"]["lanes"]}
+    assert (lanes_now["app"]["in_flight"], lanes_now["other"]["in_flight"]) == (3, 6), lanes_now
 
 
 @pytest.mark.parametrize("t", [0.0, 0.5])

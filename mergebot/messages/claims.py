@@ -95,13 +95,15 @@ WIP_NEXT = "finish one of the subtasks you hold (push it and let it land) or rel
 CAPACITY_NEXT = "claim again after retry_after seconds (or with wait), or claim for a repository in elsewhere"
 
 
-def capacity_in_flight(lane: str, *, in_flight: int, cap: float, push_seconds: float, retry_after: int,
+def capacity_in_flight(lane: str, *, in_flight: int, cap: float, push_seconds: float | None, retry_after: int,
                        completed: int | None = None) -> str:
     """A claim refused at a lane whose queue has room, because enough claimed work is on its way to it already
     (``mergebot.landing.intake.admission``, rule 8)."""
     done = f"Subtask {completed} was submitted as you asked. " if completed is not None else ""
-    return (f"not now: {lane} has {in_flight} claims out whose work is not pushed yet (a claim comes back in about "
-            f"{_secs(push_seconds)}), as many as its verifiers need ({cap:g}); more would only wait in its queue. "
+    back = (f"a claim comes back in about {_secs(push_seconds)}" if push_seconds is not None else
+            "none has come back yet to tell how many its verifiers need")
+    return (f"not now: {lane} has {in_flight} claims out whose work is not pushed yet ({back}), as many as it "
+            f"lets out ({cap:g}); more would only wait in its queue. "
             f"{done}Claim again in {retry_after} s (a claim with `--wait` waits for you), or work on what you hold "
             "meanwhile.")
 

@@ -33,7 +33,8 @@ The measurements, per lane (``Lane``; ``admission_measure`` in ``mergebot/db/que
 The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, default 2):
   1. Stale measurements admit: no candidate run of the lane finished within ``stale_after(d)`` seconds and no run
      of it runs now, or no candidate run ever finished, or no capacity was seen. A warning is logged by the caller;
-     the fleet is never stuck behind a number nobody measures any more.
+     the fleet is never stuck behind a number nobody measures any more. Only rule 8's floor still holds: claims
+     out, not yet pushed, at most what a small team holds (each push makes room for the next claim).
   2. One window of work is what the speculation window verifies in one round: its width w (the repository's
      window, or C when it is automatic) times d verifier-seconds. The threshold is T = max(f x w, m) x d: with the
      default, the lane refuses once it holds more than two full windows of work, and never while it holds less than
@@ -68,10 +69,12 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      starved the server meanwhile. By Little's law the verifiers need about rate x t claims in flight to stay fed
      (``Decision.rate`` candidates a second, each t seconds away); a lane lets in a claim only while fewer than
      ``max(f x rate x t, f x w, m)`` claims are in flight (at least the f windows of rule 2, in candidates;
-     ``Decision.room``: how many more; None while t is not measured, or the lane is stale, when this rule does
-     not hold a claim back). A claim it holds back waits in
-     line (rules 6 and 7) and is told to come back when the claims ahead of it have been pushed, at Q / t a
-     second (``reason: in_flight``).
+     ``Decision.room``: how many more). While t is not measured, or the lane is stale (a cold start, a morning
+     after an idle night), the cap is that floor, ``max(f x w, m)``: a thousand agents starting at once were let
+     in together (434-582 claims in the first 30 s) before any run told the lane what its verifiers clear; now
+     they come in as the first claims come back, and the measured cap takes over once a run finished. A claim it
+     holds back waits in line (rules 6 and 7) and is told to come back when the claims ahead of it have been
+     pushed, at Q / t a second (``reason: in_flight``).
 The last state lives in the database (``admission_lanes``, migration 0037, its slots and the agents' line 0040),
 written only when it changes, so every replica answers from the same state.
 
@@ -94,6 +97,7 @@ STALE_MIN = 300.0  # a lane whose last run finished longer ago than this (or STA
 STALE_RUNS = 3.0
 RETRY_MIN = 1
 RETRY_MAX = 300
+UNMEASURED_RETRY = 5  # seconds: a claim held back by rule 8 before any claim of its lane came back
 LINE_GRACE = 10.0  # seconds past its retry time an agent stays in a full lane's line without asking again
 
 
@@ -167,9 +171,10 @@ def decide(lane: Lane, *, factor: float, min_runs: float = 0.0) -> Decision:
     width = lane.window if lane.window > 0 else max(1, lane.slots)
     threshold = max(factor * width, min_runs) * d
     low = LOW * threshold
+    floor = max(factor * width, min_runs)  # rule 8's cap before anything is measured: rule 2's, in candidates
     if is_stale(lane):
         return Decision(lane.repo, True, True, backlog, threshold, low, lane.slots, lane.candidates, 0,
-                        in_flight=lane.in_flight)
+                        in_flight=lane.in_flight, flight_cap=floor, push_seconds=lane.push_seconds)
     admit = backlog <= threshold if lane.admitting else backlog < low
     retry = 0
     free = 0
@@ -183,7 +188,7 @@ def decide(lane: Lane, *, factor: float, min_runs: float = 0.0) -> Decision:
             spent = lane.freed > lane.admitted
     rate = max(1, lane.slots) * max(1.0, lane.per_run) / d
     opens_in = max(0.0, backlog - threshold) / max(1, lane.slots) if not admit else 0.0
-    cap = max(factor * rate * lane.push_seconds, factor * width, min_runs) if lane.push_seconds is not None else None
+    cap = floor if lane.push_seconds is None else max(factor * rate * lane.push_seconds, floor)
     return Decision(lane.repo, admit, False, backlog, threshold, low, lane.slots, lane.candidates, retry, free, rate,
                     spent, opens_in, lane.in_flight, cap, lane.push_seconds)
 
@@ -194,7 +199,9 @@ def flight_wait(decision: Decision, *, let_in: int, ahead: int) -> int | None:
     room = decision.room
     if room is None or room - let_in >= 1:
         return None
-    pushed = max(decision.in_flight, 1) / max(decision.push_seconds or 1.0, 1e-3)  # claims back a second
+    if decision.push_seconds is None:  # none has come back yet: how soon one will is not known
+        return UNMEASURED_RETRY
+    pushed = max(decision.in_flight, 1) / max(decision.push_seconds, 1e-3)  # claims back a second
     wait = math.ceil((let_in - room + 1 + ahead) / pushed)
     return max(RETRY_MIN, min(wait, RETRY_MAX))
 

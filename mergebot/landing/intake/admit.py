@@ -175,7 +175,8 @@ class Admission:
             return Refusal("capacity", {
                 "lane": d.repo, "reason": "in_flight", "retry_after": retry, "in_line": standing.ahead + 1,
                 "in_flight": d.in_flight, "in_flight_cap": round(d.flight_cap or 0.0, 1),
-                "push_seconds": round(d.push_seconds or 0.0, 1), "lanes": [x.as_json() for x in mine],
+                "push_seconds": None if d.push_seconds is None else round(d.push_seconds, 1),
+                "lanes": [x.as_json() for x in mine],
                 "elsewhere": [], "ready": await db.admission.ready_count(), "next": say.CAPACITY_NEXT})
         if any(d.admit for d in mine):  # rule 7: room, but for the less served agents waiting first
             return Refusal("capacity", {
