@@ -89,6 +89,8 @@ class Settings(BaseSettings):
     admission_factor: float = Field(default=2.0, gt=0, le=1000)
     # ... and never while it holds fewer runs of work than this (a small team's queue is no backlog).
     admission_min_runs: float = Field(default=8.0, ge=0, le=100_000)
+    # ... and lets out at least this many claims not yet pushed (rule 8; a team starting at once is not held back).
+    admission_min_claims: float = Field(default=32.0, ge=0, le=100_000)
     # How long one replica reuses a lane's measurement (a fleet claiming hundreds of times a second reads it once).
     admission_cache_seconds: float = Field(default=1.0, ge=0, le=60)
     # The cap on each agent's running claims plus queued candidates (the subtasks it holds): ``ROLE=N`` sets a

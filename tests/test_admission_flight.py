@@ -51,6 +51,11 @@ def test_the_cap_is_what_the_verifiers_clear_while_a_claim_is_out_with_the_windo
         assert flight_wait(unknown, let_in=int(unknown.room) - 1, ahead=0) is None
     cold = decide(lane(flight=8, t=None, d=None, slots=0, age=None), factor=2.0, min_runs=8)
     assert (cold.stale, cold.flight_cap, flight_wait(cold, let_in=0, ahead=0)) == (True, 8.0, UNMEASURED_RETRY)
+    # the server's defaults (f = 2, m = 8, c = 32): a team of up to 32 starting at once is never held back
+    d = Settings.model_construct()
+    team = decide(lane(flight=31, t=None, d=None, slots=0, age=None), factor=d.admission_factor,
+                  min_runs=d.admission_min_runs, min_claims=d.admission_min_claims)
+    assert (team.flight_cap, flight_wait(team, let_in=0, ahead=0)) == (32.0, None)
 
 
 @given(flight=st.integers(0, 5000), let_in=st.integers(0, 500), ahead=st.integers(0, 500),

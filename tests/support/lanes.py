@@ -110,6 +110,7 @@ async def lane_site(settings: Settings, db: Database) -> AsyncIterator[Lanes]:
     """The site fixture's app (agents root, lead, ann, bob, rita; repository ``app``), measuring on every claim, with
     a cap of two subtasks for agents and one for ann."""
     settings.admission_cache_seconds = 0.0
+    settings.admission_min_claims = 0.0  # and a few claims out are already the lanes' floor (rule 8)
     settings.admission_min_runs = 0.0  # the lanes below hold a few candidates of 10 s: over 2 windows, under 8 runs
     settings.agent_wip = "agent=2,ann=1,lead=0"
     app = create_app(settings, run_recovery=False, run_queue=False)

@@ -34,7 +34,7 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
   1. Stale measurements admit: no candidate run of the lane finished within ``stale_after(d)`` seconds and no run
      of it runs now, or no candidate run ever finished, or no capacity was seen. A warning is logged by the caller;
      the fleet is never stuck behind a number nobody measures any more. Only rule 8's floor still holds: claims
-     out, not yet pushed, at most what a small team holds (each push makes room for the next claim).
+     out, not yet pushed, at most rule 8's floor (each push makes room for the next claim).
   2. One window of work is what the speculation window verifies in one round: its width w (the repository's
      window, or C when it is automatic) times d verifier-seconds. The threshold is T = max(f x w, m) x d: with the
      default, the lane refuses once it holds more than two full windows of work, and never while it holds less than
@@ -68,11 +68,12 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      empty queue and let in every agent asking at once: a flood that landed in the queue a think time later and
      starved the server meanwhile. By Little's law the verifiers need about rate x t claims in flight to stay fed
      (``Decision.rate`` candidates a second, each t seconds away); a lane lets in a claim only while fewer than
-     ``max(f x rate x t, f x w, m)`` claims are in flight (at least the f windows of rule 2, in candidates;
+     ``max(f x rate x t, f x w, m, c)`` claims are in flight (at least the f windows of rule 2 in candidates, and
+     c = ``MERGEBOT_ADMISSION_MIN_CLAIMS``, default 32: a team starting at once is never held back;
      ``Decision.room``: how many more). While t is not measured, or the lane is stale (a cold start, a morning
-     after an idle night), the cap is that floor, ``max(f x w, m)``: a thousand agents starting at once were let
-     in together (434-582 claims in the first 30 s) before any run told the lane what its verifiers clear; now
-     they come in as the first claims come back, and the measured cap takes over once a run finished. A claim it
+     after an idle night), the cap is that floor, ``max(f x w, m, c)``: a thousand agents starting at once were
+     let in together (434-582 claims in the first 30 s) before any run told the lane what its verifiers clear;
+     now they come in as the first claims come back, and the measured cap takes over once a run finished. A claim it
      holds back waits in line (rules 6 and 7) and is told to come back when the claims ahead of it have been
      pushed, at Q / t a second (``reason: in_flight``).
 The last state lives in the database (``admission_lanes``, migration 0037, its slots and the agents' line 0040),
@@ -164,14 +165,14 @@ def is_stale(lane: Lane) -> bool:
             or lane.last_run_age > stale_after(lane.run_seconds))
 
 
-def decide(lane: Lane, *, factor: float, min_runs: float = 0.0) -> Decision:
+def decide(lane: Lane, *, factor: float, min_runs: float = 0.0, min_claims: float = 0.0) -> Decision:
     """Admit or refuse a claim in ``lane`` (rules 1-4 of the module)."""
     d = lane.run_seconds or 0.0
     backlog = lane.weight * d / max(1.0, lane.per_run)
     width = lane.window if lane.window > 0 else max(1, lane.slots)
     threshold = max(factor * width, min_runs) * d
     low = LOW * threshold
-    floor = max(factor * width, min_runs)  # rule 8's cap before anything is measured: rule 2's, in candidates
+    floor = max(factor * width, min_runs, min_claims)  # rule 8's cap before anything is measured
     if is_stale(lane):
         return Decision(lane.repo, True, True, backlog, threshold, low, lane.slots, lane.candidates, 0,
                         in_flight=lane.in_flight, flight_cap=floor, push_seconds=lane.push_seconds)

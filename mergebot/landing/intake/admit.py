@@ -80,6 +80,7 @@ class Admission:
         self.on = settings.admission == "on"
         self.factor = settings.admission_factor
         self.min_runs = settings.admission_min_runs
+        self.min_claims = settings.admission_min_claims
         self.ttl = settings.admission_cache_seconds
         self.caps = caps(settings.agent_wip)
         self._cache: tuple[float, list[Decision]] | None = None
@@ -100,7 +101,7 @@ class Admission:
                         admitting=r["admitting"], per_run=r["cleared"] / r["runs"] if r["runs"] else 1.0,
                         freed=r["freed"], admitted=r["admitted"], in_flight=r["in_flight"],
                         push_seconds=r["push_seconds"])
-            d = decide(lane, factor=self.factor, min_runs=self.min_runs)
+            d = decide(lane, factor=self.factor, min_runs=self.min_runs, min_claims=self.min_claims)
             self._since[lane.repo] = (r["changed_at"], r["freed"])
             self._let_in[lane.repo] = 0
             if not record:
