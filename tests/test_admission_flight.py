@@ -51,6 +51,10 @@ def test_the_cap_is_what_the_verifiers_clear_while_a_claim_is_out_with_the_windo
         assert flight_wait(unknown, let_in=int(unknown.room) - 1, ahead=0) is None
     cold = decide(lane(flight=8, t=None, d=None, slots=0, age=None), factor=2.0, min_runs=8)
     assert (cold.stale, cold.flight_cap, flight_wait(cold, let_in=0, ahead=0)) == (True, 8.0, UNMEASURED_RETRY)
+    # with a line: a floor's worth of agents each guessed interval (at a thousand agents a flat 5 s was a storm)
+    assert flight_wait(cold, let_in=0, ahead=7) == UNMEASURED_RETRY
+    assert flight_wait(cold, let_in=0, ahead=16) == 3 * UNMEASURED_RETRY
+    assert flight_wait(cold, let_in=0, ahead=10_000) == 300
     # the server's defaults (f = 2, m = 8, c = 32): a team of up to 32 starting at once is never held back
     d = Settings.model_construct()
     team = decide(lane(flight=31, t=None, d=None, slots=0, age=None), factor=d.admission_factor,

@@ -62,7 +62,8 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      with a ``Standing``): the agents it refused were told to come back when it would admit, and are not overtaken
      then by agents that have had more (before, the lane's flip back to admitting let in whoever asked first, and
      those were the agents that had just pushed). Refused so, an agent joins the line and is told to come back
-     within ``LINE_GRACE`` seconds.
+     when the lane's rate reaches its place (not sooner: at a thousand agents, agents told to come back within
+     seconds asked tens of times a second and starved the server that lands their work).
   8. Claims in flight count too: a claim adds to the backlog only when its work is pushed, a think time later, so
      a lane that just began to admit (a cold start's first measurement, a flip back under the low mark) saw an
      empty queue and let in every agent asking at once: a flood that landed in the queue a think time later and
@@ -75,7 +76,8 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      let in together (434-582 claims in the first 30 s) before any run told the lane what its verifiers clear;
      now they come in as the first claims come back, and the measured cap takes over once a run finished. A claim it
      holds back waits in line (rules 6 and 7) and is told to come back when the claims ahead of it have been
-     pushed, at Q / t a second (``reason: in_flight``).
+     pushed, at Q / t a second (``reason: in_flight``); before t is measured, ``UNMEASURED_RETRY`` seconds for
+     each floor's worth of agents ahead of it.
 The last state lives in the database (``admission_lanes``, migration 0037, its slots and the agents' line 0040),
 written only when it changes, so every replica answers from the same state.
 
@@ -200,8 +202,9 @@ def flight_wait(decision: Decision, *, let_in: int, ahead: int) -> int | None:
     room = decision.room
     if room is None or room - let_in >= 1:
         return None
-    if decision.push_seconds is None:  # none has come back yet: how soon one will is not known
-        return UNMEASURED_RETRY
+    if decision.push_seconds is None:  # none has come back yet: the lane's floor of claims each guessed interval
+        return max(RETRY_MIN, min(UNMEASURED_RETRY * (1 + ahead // max(1, int(decision.flight_cap or 1))),
+                                  RETRY_MAX))
     pushed = max(decision.in_flight, 1) / max(decision.push_seconds, 1e-3)  # claims back a second
     wait = math.ceil((let_in - room + 1 + ahead) / pushed)
     return max(RETRY_MIN, min(wait, RETRY_MAX))
@@ -225,7 +228,7 @@ def turn(decision: Decision, standing: Standing) -> tuple[bool, int]:
         if standing.least is None or standing.claims <= standing.least:
             return True, 0
         wait = math.ceil((ahead + 1) / decision.rate) if decision.rate > 0 else int(LINE_GRACE)
-        return False, max(RETRY_MIN, min(wait, int(LINE_GRACE)))
+        return False, max(RETRY_MIN, min(wait, RETRY_MAX))
     if decision.free > ahead:
         return True, 0
     if decision.rate <= 0:
