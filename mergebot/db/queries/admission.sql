@@ -29,6 +29,7 @@ SELECT r.name AS repo, coalesce(r.speculation_window, 0) AS speculation_window,
        live.candidates, live.weight, CASE WHEN run.runs > 0 THEN run.seconds END AS run_seconds, run.runs,
        gone.cleared, capacity.slots, coalesce(a.admitted, 0)::bigint AS admitted, freed.n AS freed,
        flight.n AS in_flight, push.seconds AS push_seconds,
+       extract(epoch FROM now() - run.since)::float8 AS cleared_over,
        CASE WHEN EXISTS (SELECT 1 FROM verify_jobs j WHERE j.status = 'running' AND j.repo = r.name AND NOT j.is_group)
             THEN 0::float8
             ELSE extract(epoch FROM now() - run.last_finished)::float8 END AS last_run_age

@@ -28,7 +28,9 @@ The measurements, per lane (``Lane``; ``admission_measure`` in ``mergebot/db/que
   * ``in_flight`` (Q): the claims whose work has not come back yet: subtasks claimed (running) for this lane, or
     for no lane named (they could become work for any), without a live candidate;
   * ``push_seconds`` (t): how long a claim takes to come back as a candidate: the median, over the lane's
-    candidates queued in the last ``WINDOW`` seconds, of the time from their claim to their push; None while none.
+    candidates queued in the last ``WINDOW`` seconds, of the time from their claim to their push; None while none;
+  * ``cleared_rate``: the candidates that left the queue (``per_run``'s count) over the seconds since the first
+    of those runs started: what the lane clears, as measured.
 
 The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, default 2):
   1. Stale measurements admit: no candidate run of the lane finished within ``stale_after(d)`` seconds and no run
@@ -68,7 +70,10 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      a lane that just began to admit (a cold start's first measurement, a flip back under the low mark) saw an
      empty queue and let in every agent asking at once: a flood that landed in the queue a think time later and
      starved the server meanwhile. By Little's law the verifiers need about rate x t claims in flight to stay fed
-     (``Decision.rate`` candidates a second, each t seconds away); a lane lets in a claim only while fewer than
+     (rate: the candidates the lane clears a second, each t seconds away): the lesser of ``Decision.rate`` (what
+     its verifiers could clear) and ``cleared_rate`` (what left its queue a second over its recent runs' time: at
+     a thousand agents on two cores the lane cleared a fifth of what its verifiers could, and a cap from their
+     rate let 750 claims in within 30 s); a lane lets in a claim only while fewer than
      ``max(f x rate x t, f x w, m, c)`` claims are in flight (at least the f windows of rule 2 in candidates, and
      c = ``MERGEBOT_ADMISSION_MIN_CLAIMS``, default 32: a team starting at once is never held back;
      ``Decision.room``: how many more). While t is not measured, or the lane is stale (a cold start, a morning
@@ -121,6 +126,7 @@ class Lane:
     admitted: int = 0  # and the claims let in for them
     in_flight: int = 0  # Q, claims not yet back as candidates (rule 8)
     push_seconds: float | None = None  # t, a claim's median time to its push; None: not measured
+    cleared_rate: float | None = None  # the candidates that left its queue a second, over those runs' time
 
 
 @dataclass(frozen=True)
@@ -191,7 +197,8 @@ def decide(lane: Lane, *, factor: float, min_runs: float = 0.0, min_claims: floa
             spent = lane.freed > lane.admitted
     rate = max(1, lane.slots) * max(1.0, lane.per_run) / d
     opens_in = max(0.0, backlog - threshold) / max(1, lane.slots) if not admit else 0.0
-    cap = floor if lane.push_seconds is None else max(factor * rate * lane.push_seconds, floor)
+    flow = rate if lane.cleared_rate is None else min(rate, lane.cleared_rate)  # what it clears, as measured
+    cap = floor if lane.push_seconds is None else max(factor * flow * lane.push_seconds, floor)
     return Decision(lane.repo, admit, False, backlog, threshold, low, lane.slots, lane.candidates, retry, free, rate,
                     spent, opens_in, lane.in_flight, cap, lane.push_seconds)
 

@@ -100,7 +100,8 @@ class Admission:
                         slots=r["slots"], last_run_age=r["last_run_age"], window=r["speculation_window"],
                         admitting=r["admitting"], per_run=r["cleared"] / r["runs"] if r["runs"] else 1.0,
                         freed=r["freed"], admitted=r["admitted"], in_flight=r["in_flight"],
-                        push_seconds=r["push_seconds"])
+                        push_seconds=r["push_seconds"],
+                        cleared_rate=r["cleared"] / r["cleared_over"] if r["cleared_over"] else None)
             d = decide(lane, factor=self.factor, min_runs=self.min_runs, min_claims=self.min_claims)
             self._since[lane.repo] = (r["changed_at"], r["freed"])
             self._let_in[lane.repo] = 0
