@@ -36,8 +36,7 @@ class AdmissionStore:
 
     async def claimed(self, agent_id: int, *, subtask_id: int, repo: str | None) -> None:
         """A claim let in: one more to its agent's account, and its lane (None: none named) kept for rule 8."""
-        await self.sql.one("admission_claimed", agent_id=agent_id)
-        await self.sql.one("admission_claim_lane", subtask_id=subtask_id, repo=repo)
+        await self.sql.one("admission_claimed", agent_id=agent_id, subtask_id=subtask_id, repo=repo)
 
     async def waits(self, agent_id: int, *, hold: float) -> None:
         """The agent stays in line for ``hold`` seconds more."""

@@ -1143,6 +1143,5 @@ CREATE TABLE admission_agents (
 -- not yet pushed, count against their lane (rule 8), so a lane that begins to admit lets in no flood.
 CREATE TABLE admission_claims (
     subtask_id bigint PRIMARY KEY REFERENCES subtasks (id),
-    repo       text REFERENCES repos (name),
-    claimed_at timestamptz NOT NULL DEFAULT now()
+    repo       text REFERENCES repos (name)
 );

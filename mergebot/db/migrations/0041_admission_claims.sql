@@ -5,6 +5,5 @@
 -- admitted claim's lane; whether the claim is still out is read from the subtask itself.
 CREATE TABLE admission_claims (
     subtask_id bigint PRIMARY KEY REFERENCES subtasks (id),
-    repo       text REFERENCES repos (name),
-    claimed_at timestamptz NOT NULL DEFAULT now()
+    repo       text REFERENCES repos (name)
 );

@@ -147,19 +147,17 @@ WHERE repo = %(repo)s AND NOT admitting AND changed_at = %(since)s AND admitted 
 RETURNING repo;
 
 -- name: admission_claimed
--- A claim admission let an agent make: one more to its account; it no longer waits.
+-- A claim admission let an agent make: one more to its account (it no longer waits), and the lane it was made for
+-- (NULL: none named; a name no repository has counts as none): its subtask counts against that lane's claims in
+-- flight until its work is pushed (rule 8). One round trip on the claim path.
+WITH lane AS (
+    INSERT INTO admission_claims AS c (subtask_id, repo)
+    VALUES (%(subtask_id)s, (SELECT name FROM repos WHERE name = %(repo)s))
+    ON CONFLICT (subtask_id) DO UPDATE SET repo = EXCLUDED.repo
+)
 INSERT INTO admission_agents AS a (agent_id, claims) VALUES (%(agent_id)s, 1)
 ON CONFLICT (agent_id) DO UPDATE SET claims = a.claims + 1, waiting_since = NULL, waiting_until = NULL
 RETURNING claims;
-
--- name: admission_claim_lane
--- The lane a claim admission let in was made for (NULL: none named): its subtask counts against that lane's claims
--- in flight until its work is pushed (rule 8).
--- A name no repository has counts as none named.
-INSERT INTO admission_claims AS a (subtask_id, repo)
-VALUES (%(subtask_id)s, (SELECT name FROM repos WHERE name = %(repo)s))
-ON CONFLICT (subtask_id) DO UPDATE SET repo = EXCLUDED.repo, claimed_at = now()
-RETURNING subtask_id;
 
 -- name: admission_waits
 -- A claim refused for want of a slot: its agent waits in line (since its first refusal of this wait) until a little
