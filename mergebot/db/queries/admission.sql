@@ -7,7 +7,7 @@
 -- of named checks counted with its children's seconds together; NULL when none finished), with how many runs those
 -- were and how many candidates left the queue meanwhile (a batch's run clears several); how long ago the newest of
 -- them finished (0 while a run of the lane runs); its speculation window; its last admission state and refusals;
--- its claims in flight (running subtasks claimed for it or for no lane named) and the median time from a claim to
+-- its claims in flight (running subtasks claimed for it or for no lane named) and the mean time from a claim to
 -- its push over its newest candidates (rule 8).
 -- And, the same on every row, the most verify runs of any repository that were going at one instant over the last
 -- ``window`` seconds: the verifiers' measured capacity.
@@ -61,9 +61,10 @@ CROSS JOIN LATERAL (
                       AND c.status IN ('queued', 'verifying', 'landing', 'parked', 'awaiting_approval'))
 ) flight
 CROSS JOIN LATERAL (
-    -- rule 8: how long a claim takes to come back as work: the median from claim to push of the lane's newest
-    -- candidates (pushed under the claim their subtask holds now) queued within the window
-    SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x.t)::float8 AS seconds FROM (
+    -- rule 8: how long a claim takes to come back as work: the mean from claim to push of the lane's newest
+    -- candidates (pushed under the claim their subtask holds now) queued within the window. The mean, as Little's
+    -- law asks: a median of skewed think times held the cap at the claims already out
+    SELECT avg(x.t)::float8 AS seconds FROM (
         SELECT extract(epoch FROM coalesce(c.pushed_at, c.queued_at) - s.claimed_at)::float8 AS t
         FROM candidates c JOIN subtasks s ON s.id = c.subtask_id
         WHERE c.repo = r.name AND c.queued_at > now() - make_interval(secs => %(window)s)

@@ -27,8 +27,10 @@ The measurements, per lane (``Lane``; ``admission_measure`` in ``mergebot/db/que
   * ``last_run_age``: seconds since the newest of those runs finished (0 while a run of the lane runs);
   * ``in_flight`` (Q): the claims whose work has not come back yet: subtasks claimed (running) for this lane, or
     for no lane named (they could become work for any), without a live candidate;
-  * ``push_seconds`` (t): how long a claim takes to come back as a candidate: the median, over the lane's
-    candidates queued in the last ``WINDOW`` seconds, of the time from their claim to their push; None while none;
+  * ``push_seconds`` (t): how long a claim takes to come back as a candidate: the mean, over the lane's newest
+    candidates queued in the last ``WINDOW`` seconds, of the time from their claim to their push (the mean, as
+    Little's law asks; the median of skewed think times made the cap about the claims already out, so a lane
+    whose claims were the bottleneck never let more out); None while none;
   * ``cleared_rate``: the candidates that left the queue (``per_run``'s count) over the seconds since the first
     of those runs started: what the lane clears, as measured.
 
@@ -125,7 +127,7 @@ class Lane:
     freed: int = 0  # while it refuses: the candidates that left its queue since it began to
     admitted: int = 0  # and the claims let in for them
     in_flight: int = 0  # Q, claims not yet back as candidates (rule 8)
-    push_seconds: float | None = None  # t, a claim's median time to its push; None: not measured
+    push_seconds: float | None = None  # t, a claim's mean time to its push; None: not measured
     cleared_rate: float | None = None  # the candidates that left its queue a second, over those runs' time
 
 
