@@ -174,27 +174,18 @@ class Admission:
         await db.admission.waits(agent_id, hold=retry + LINE_GRACE)
         if flight:  # rule 8: the work it would add is already out, claimed and not yet pushed
             d = flight[0]
-            return Refusal("capacity", {
-                "lane": d.repo, "reason": "in_flight", "retry_after": retry, "in_line": standing.ahead + 1,
-                "in_flight": d.in_flight, "in_flight_cap": round(d.flight_cap or 0.0, 1),
-                "push_seconds": None if d.push_seconds is None else round(d.push_seconds, 1),
-                "lanes": [x.as_json() for x in mine],
-                "elsewhere": [], "ready": await db.admission.ready_count(), "next": say.CAPACITY_NEXT})
+            return await _capacity(db, d.repo, mine, retry, standing, reason="in_flight", in_flight=d.in_flight,
+                                   in_flight_cap=round(d.flight_cap or 0.0, 1),
+                                   push_seconds=None if d.push_seconds is None else round(d.push_seconds, 1))
         if any(d.admit for d in mine):  # rule 7: room, but for the less served agents waiting first
-            return Refusal("capacity", {
-                "lane": mine[0].repo, "reason": "fair_share", "retry_after": retry, "in_line": standing.ahead + 1,
-                "claims": standing.claims, "least_waiting": standing.least, "lanes": [d.as_json() for d in mine],
-                "elsewhere": [], "ready": await db.admission.ready_count(), "next": say.CAPACITY_NEXT})
-        ahead = standing.ahead
+            return await _capacity(db, mine[0].repo, mine, retry, standing, reason="fair_share",
+                                   claims=standing.claims, least_waiting=standing.least)
+        first = mine[0]
         elsewhere = [{"lane": d.repo, "backlog_seconds": round(d.backlog_seconds, 1),
                       "threshold_seconds": round(d.threshold_seconds, 1)} for d in decisions if d.admit]
-        first = mine[0]
-        return Refusal("capacity", {
-            "lane": first.repo, "backlog_seconds": round(first.backlog_seconds, 1), "candidates": first.candidates,
-            "threshold_seconds": round(first.threshold_seconds, 1), "capacity": first.capacity,
-            "retry_after": retry, "lanes": [d.as_json() for d in mine], "elsewhere": elsewhere,
-            "ready": await db.admission.ready_count(), "in_line": ahead + 1,
-            "next": say.CAPACITY_NEXT})
+        return await _capacity(db, first.repo, mine, retry, standing, elsewhere=elsewhere,
+                               backlog_seconds=round(first.backlog_seconds, 1), candidates=first.candidates,
+                               threshold_seconds=round(first.threshold_seconds, 1), capacity=first.capacity)
 
     async def claimed(self, db: Database, agent_id: int, *, subtask_id: int, repo: str | None) -> None:
         """A claim let in was made: one more to its agent's account (rule 6's line is ordered by it), and one more
@@ -223,3 +214,13 @@ class Admission:
                     await db.admission.refused(lane["lane"])
                 return refused, waited
             await asyncio.sleep(min(float(refused.facts["retry_after"]), left, POLL))
+
+
+async def _capacity(db: Database, lane: str, mine: list[Decision], retry: int, standing: Standing, *,
+                    elsewhere: list[dict[str, Any]] | None = None, **facts: Any) -> Refusal:
+    """A ``capacity`` refusal: the lane that refused, why (``facts``: rule 8's claims in flight, rule 7's fair share,
+    or the backlog over its threshold), when to come back, the agent's place in line, every lane it asked, the
+    lanes that admit (``elsewhere``) and the ready work there is, and what to do next."""
+    return Refusal("capacity", {"lane": lane, **facts, "retry_after": retry, "in_line": standing.ahead + 1,
+                                "lanes": [d.as_json() for d in mine], "elsewhere": elsewhere or [],
+                                "ready": await db.admission.ready_count(), "next": say.CAPACITY_NEXT})
