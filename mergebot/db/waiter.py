@@ -7,8 +7,9 @@ whose id it carries was made or changed status: the waits keyed on a subtask's c
 them are in the migrations.
 
 Rules:
-  * One connection LISTENs on all five for the whole process (started by the first wait, or at start-up by
-    ``mergebot serve``) and wakes every wait registered on the announced (channel, id).
+  * One connection LISTENs on all five for each ``Database`` (started by the first wait, or at start-up by
+    ``mergebot serve``, which has two: request handling's and the landing thread's) and wakes every wait
+    registered on the announced (channel, id).
   * A wait registers its keys *before* it reads the rows (listen, then drain), so a change that lands between
     the two is caught by one or the other; the rows are the truth, a notification only says "read again".
   * While the listening connection is down, waits poll (every ``POLL_WHILE_DOWN`` seconds) and the listener

@@ -23,15 +23,16 @@ from mergebot.models import Repo
 
 def crash_point(name: str) -> None:
     """Test hooks for the drills, at the named step: SIGKILL this process when MERGEBOT_CRASH_AT names it; hold the
-    whole process still when MERGEBOT_PAUSE_AT is ``name:FILE`` and FILE exists, until FILE is gone (FILE.reached
-    says it got there), so a drill can kill PostgreSQL at exactly this step."""
+    queue still when MERGEBOT_PAUSE_AT is ``name:FILE`` and FILE exists, until FILE is gone (FILE.reached says it
+    got there), so a drill can kill PostgreSQL at exactly this step. In ``mergebot serve`` it holds the landing
+    thread (the queue and the in-process workers: ``mergebot.api.landing_thread``); requests are answered meanwhile."""
     if os.environ.get("MERGEBOT_CRASH_AT") == name:
         os.kill(os.getpid(), signal.SIGKILL)
     step, _, flag = os.environ.get("MERGEBOT_PAUSE_AT", "").partition(":")
     if step == name and flag and os.path.exists(flag):
         Path(flag + ".reached").touch()
         while os.path.exists(flag):
-            time.sleep(0.05)  # blocking on purpose: nothing of this process moves while it is held
+            time.sleep(0.05)  # blocking on purpose: nothing of this loop moves while it is held
 
 
 @dataclass

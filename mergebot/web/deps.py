@@ -7,22 +7,27 @@ cookie is authenticated again on every request, so a revoked token stops working
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Protocol, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from mergebot.db.database import Database
-from mergebot.landing.context import Context
 from mergebot.landing.intake.admit import Admission
 from mergebot.settings import Settings
 from mergebot.web import session
 from mergebot.web.live import LiveQueue
 from mergebot.web.session import Viewer
 
+T = TypeVar("T")
+
 
 class Queue(Protocol):
+    """The merge queue as request handling reaches it (``mergebot.api.landing_thread``): its work on its context
+    runs through ``on_loop``, on the queue's own loop."""
+
     def poke(self) -> None: ...
 
     @property
@@ -30,8 +35,7 @@ class Queue(Protocol):
 
     async def reconcile_now(self) -> Any: ...
 
-    @property
-    def ctx(self) -> Context: ...
+    async def on_loop(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T: ...
 
 
 class SiteServices(Protocol):

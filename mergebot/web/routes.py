@@ -95,7 +95,7 @@ async def landed_one(landed_id: str, request: Request, who: Who, site: Site) -> 
     return render.html(request, "landed_one.html", who, r=row, diff=(await _diffs(site.root, [row]))[row["id"]],
                        cost=cost, tests=present.tests_view({"tests": row["tests"]}) if row["tests"] else None,
                        provenance=await _provenance(site, row),
-                       reverified=await reverify.latest(site.queue.ctx, row["id"]))
+                       reverified=await site.queue.on_loop(reverify.latest, row["id"]))
 
 
 async def _provenance(site: Site, row: Row) -> shown.Provenance:
@@ -126,7 +126,7 @@ async def landed_reverify(landed_id: str, request: Request, who: Who, site: Site
     if n is None:
         return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
     try:
-        await reverify.start(site.queue.ctx, n, who.agent)
+        await site.queue.on_loop(reverify.start, n, who.agent)
     except NotFound:
         return _not_found(request, who, f"Landed record {landed_id[:20]!r}")
     except (Forbidden, Conflict) as e:

@@ -92,11 +92,11 @@ async def reconcile(agent: Admin, services: ServicesDep) -> dict[str, Any]:
              "the answer (reproduced, flaky_only or diverged) is signed when it ends. Returns the run's job (the one "
              "already running, if any); an agent is refused (403)")
 async def reverify_start(landed_id: int, agent: CurrentAgent, services: ServicesDep) -> dict[str, Any]:
-    job = await reverify.start(services.queue.ctx, landed_id, agent)
-    return {**await reverify.latest(services.queue.ctx, landed_id), "job": record(job)}
+    job = await services.queue.on_loop(reverify.start, landed_id, agent)
+    return {**await services.queue.on_loop(reverify.latest, landed_id), "job": record(job)}
 
 
 @router.get("/landed/{landed_id}/reverify", summary="A landed record's latest re-verification: its newest run and "
             "its newest signed result (the statement's predicate and envelope)")
 async def reverify_latest(landed_id: int, agent: Reader, services: ServicesDep) -> dict[str, Any]:
-    return await reverify.latest(services.queue.ctx, landed_id)
+    return await services.queue.on_loop(reverify.latest, landed_id)

@@ -20,9 +20,9 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -93,6 +93,11 @@ class LandingQueue:
 
     def poke(self) -> None:
         self.ctx.poke()
+
+    async def on_loop(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``fn(ctx, *args)``: a request's work on the queue's context (``mergebot.api.landing_thread`` runs it on
+        the queue's own loop)."""
+        return await fn(self.ctx, *args)
 
     async def reconcile_now(self) -> list[Report]:
         """Reconcile every repository this process leads, between two candidates (never during one)."""
