@@ -73,7 +73,8 @@ async def test_the_queue_leads_on_its_own_thread_while_the_request_loop_is_held(
         services = app.state.services
         queue = services.queue
         assert isinstance(queue, LandingThread)
-        assert await queue.on_loop(_where, "x") == ("mergebot-queue", "x") != threading.current_thread().name
+        assert await queue.on_loop(_where, "x") == ("mergebot-queue", "x")
+        assert threading.current_thread().name != "mergebot-queue"
         with pytest.raises(LookupError, match="from the queue's loop"):
             await queue.on_loop(_fails)
 
