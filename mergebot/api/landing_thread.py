@@ -3,10 +3,11 @@ database pool and waiter, so no flood of requests stands between a finished run 
 
 Why: in one event loop every await of a landing step queued behind the callbacks of every request ready at that
 moment. At a thousand agents the server's loop was saturated by claims, heartbeats and pushes, and the queue's
-steps crawled: a run's result waited a median of 37 s for its landing (push -> landed), the verifiers sat idle
+steps crawled: a pushed candidate waited a median of 37 s for its landing, the verifiers sat idle
 three fifths of the time while work waited. On a thread of its own the queue gets the interpreter every few
 milliseconds whatever the requests do (one sitting, 1,000 agents offering ten times the verifiers' capacity:
-push -> landed p50 37 s -> 9 s, the verifiers busy 0.41 -> 0.64 while work waited, 635 -> 722 landed in 480 s).
+push -> landed p50 37 s -> 3-9 s, the verifiers busy 0.41 -> 0.57-0.64 while work waited, 635 -> 688-722 landed
+in 480 s).
 
 Request handling reaches the queue only through this class, never its objects (their pool and tasks belong to the
 other loop): ``poke`` (thread-safe), ``window`` (an integer read), ``reconcile_now`` and ``on_loop`` (a coroutine
