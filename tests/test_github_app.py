@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -33,6 +34,7 @@ from mergebot.forge.renewing import Renewing
 from mergebot.git import credentials
 from mergebot.landing.main.repos import add_repo, forge_settings, repos_root
 from mergebot.rules import Rules
+from tests.conftest import bot_env
 from tests.support.bot import BotProcess, check_command, commit, forge_remote, git, make_project
 from tests.support.forge_standin import ForgeStandin, GitHubApp, PostedStatus
 from tests.support.forge_standin.github_schema import ACCESS_TOKENS, INSTALLATION
@@ -41,6 +43,7 @@ from tests.support.forge_standin.github_schema import validate_github_response a
 APP_ID = 31337
 KEY_ENV = "MERGEBOT_TEST_GITHUB_APP_KEY"
 SECRET = "webhook-secret-for-tests"
+HOLD = Path(tempfile.gettempdir()) / f"mergebot-hold-{uuid.uuid4().hex}"  # while it exists, a landing is held
 PAYLOADS = Path(__file__).parent / "forge_payloads"
 ZERO = "0" * 40
 
@@ -205,7 +208,7 @@ class AppFleet:
 
 @pytest.fixture
 async def app_fleet(e2e_db: Database, e2e_db_url: str, forge: ForgeStandin, keys: tuple[str, str], tmp_path: Path,
-                    monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[AppFleet]:
+                    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> AsyncIterator[AppFleet]:
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)  # nothing but the App authenticates
     monkeypatch.setenv(KEY_ENV, keys[0])
     monkeypatch.setenv("MERGEBOT_WEBHOOK_SECRET", SECRET)
@@ -221,7 +224,7 @@ async def app_fleet(e2e_db: Database, e2e_db_url: str, forge: ForgeStandin, keys
     await add_repo(e2e_db, repos_root(data), name="calc", source=None, rules=Rules.of(verifier_command=check_command(),
                    verifier_timeout_s=60), forge=settings)  # the mirror is cloned over HTTP with a minted token
     assert len(forge.minted) == 1 and forge.git_requests[-1][1] == forge.minted[0]
-    bot = BotProcess(e2e_db_url, data, MERGEBOT_WEBHOOK_SECRET=SECRET).start()
+    bot = BotProcess(e2e_db_url, data, MERGEBOT_WEBHOOK_SECRET=SECRET, **bot_env(request)).start()
     (tmp_path / "work").mkdir()
     try:
         yield AppFleet(bot, e2e_db, forge, tmp_path / "work", agents, root)
@@ -473,3 +476,46 @@ async def test_commands_in_comments_are_answered_and_only_the_allowed_change_any
     the_comment(forge, 8, "has priority 5 now")
     assert (await f.db.subtasks.get_subtask(sid)).priority == 5
     assert len(forge.comments(8)) == 1
+
+
+@pytest.mark.bot_env(MERGEBOT_PAUSE_AT=f"after_intent:{HOLD}")  # the queue holds there while HOLD exists
+async def test_a_lead_s_cancel_comment_under_a_landing_is_refused_and_the_landing_goes_on(app_fleet: AppFleet) -> None:
+    """``@mergebot cancel`` from a lead while the pull request's candidate is being landed (its intent written, main
+    about to move): refused in the comment with what to do instead, the subtask not cancelled, and the landing goes
+    on. The queue is held at that step (its own thread: the bot answers webhooks meanwhile)."""
+    f, forge = app_fleet, app_fleet.forge
+    lead, _ = await f.db.agents.add_agent(name="lee", role=Role.LEAD)
+    await f.db.forge.link(forge="github", login="lee-gh", agent_id=lead.id)
+    HOLD.touch()
+    try:
+        sha, branch = await f.prepare("double", {"double.py": "def double(a):\n    return 2 * a\n"})
+        git(["push", "-q", "origin", f"HEAD:{branch}"], f.work / "double")
+        pull_event(f, 12, branch, sha, "opened")
+        reached = Path(f"{HOLD}.reached")
+        deadline = time.monotonic() + 90
+        while not reached.exists():
+            assert time.monotonic() < deadline, "the landing never reached its intent\n" + f.bot.log.read_text()[-3000:]
+            time.sleep(0.1)
+        sid = int(branch.split("/")[3])
+        [cand] = [c for c in await f.db.landing.candidates(repo="calc") if c["sha"] == sha]
+        assert cand["status"] == "landing", cand
+
+        assert comment_event(f, 12, "@mergebot cancel", "lee-gh").status_code == 202
+        said = the_comment(forge, 12, "`@mergebot cancel`")
+        assert f"subtask {sid} cannot be cancelled right now: its candidate {cand['id']} is being landed" in \
+            said["body"], said["body"]
+        assert f"mergebot wait {sid}" in said["body"]
+        assert (await f.db.subtasks.get_subtask(sid)).status == "submitted"
+    finally:
+        HOLD.unlink(missing_ok=True)
+        Path(f"{HOLD}.reached").unlink(missing_ok=True)
+
+    async def landed() -> bool:
+        return (await f.db.subtasks.get_subtask(sid)).status == "landed"
+
+    deadline = time.monotonic() + 90
+    while not await landed():
+        assert time.monotonic() < deadline, f.bot.log.read_text()[-3000:]
+        time.sleep(0.2)
+    assert git(["rev-parse", "refs/heads/main"], forge.bare_repo).stdout.strip() == \
+        (await f.db.landing.landed(repo="calc"))[0].merged_sha
