@@ -20,11 +20,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from mergebot.db.database import Database
-from mergebot.landing.context import Context
 from mergebot.landing.main.reconcile import Report
 from mergebot.landing.window.queue import LandingQueue
 from mergebot.naps import cancel_all
@@ -90,11 +89,15 @@ class LandingThread:
 
     async def on_loop(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``fn(ctx, *args)`` run on the queue's loop (its database, its tasks), awaited from this one."""
-        assert self._loop is not None, "the landing thread has not started"
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.queue.on_loop(fn, *args), self._loop))
+        return await self._there(self.queue.on_loop(fn, *args))
 
     async def reconcile_now(self) -> list[Report]:
-        return await self.on_loop(_reconcile, self.queue)
+        return await self._there(self.queue.reconcile_now())
+
+    async def _there(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work`` run on the queue's loop, awaited from this one."""
+        assert self._loop is not None, "the landing thread has not started"
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
 
     async def close(self) -> None:
         """Stop the queue and the workers, close their database, and wait for the thread to end."""
@@ -102,7 +105,3 @@ class LandingThread:
             self._loop.call_soon_threadsafe(self._stop.set)
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, JOIN_SECONDS)
-
-
-async def _reconcile(_: Context, queue: LandingQueue) -> list[Report]:
-    return await queue.reconcile_now()

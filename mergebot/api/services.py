@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 from mergebot import messages as say
-from mergebot.api.landing_thread import LandingThread
+from mergebot.api.landing_thread import LandingThread, Parts
 from mergebot.api.metrics import Exporter
 from mergebot.auth import Role, allowed
 from mergebot.db.connect import direct_url, open_pool, prepare
@@ -36,7 +36,7 @@ from mergebot.naps import cancel_all
 from mergebot.recovery import recovery_loop
 from mergebot.secrets import secret_values
 from mergebot.settings import Settings
-from mergebot.verify.worker import Worker, local_workers
+from mergebot.verify.worker import local_workers
 from mergebot.web.live import LiveQueue
 from verifier.mask import Masker
 from verifier.sandbox import bwrap_problem
@@ -154,7 +154,7 @@ class Services:
                             max_passes=settings.risk_max_passes, slots=settings.verifier_workers,
                             attest_dir=settings.attest_folder)
 
-    async def _landing(self, app_db: AppConnection, urls: list[str]) -> tuple[Database, LandingQueue, list[Worker]]:
+    async def _landing(self, app_db: AppConnection, urls: list[str]) -> Parts:
         """The queue and the in-process workers, made on the landing thread's loop with a database of their own
         (``mergebot.api.landing_thread``): a pool as large as the workers and a few steps need at once."""
         settings = self.settings
