@@ -310,7 +310,10 @@ async def test_a_leads_cancel_under_a_landing_leaves_no_commit_without_its_lande
     assert git(["rev-parse", "refs/heads/main"], bare).stdout.strip() == main_before
     assert await r.db.landing.landed(repo="demo") == [] and await r.db.landing.pending_intents("demo") == []
     (cand,) = await r.db.landing.candidates(repo="demo", subtask_id=sub.id, limit=10)
-    assert cand["status"] == "superseded", cand
+    # its agent is told the subtask was cancelled, and why, not that a newer push replaced it
+    assert (cand["status"], cand["reason"]) == ("cancelled", say.fence_cancelled("not needed")), cand
+    told = lead.get(f"/api/v1/candidates/{cand['id']}")["verdict"]
+    assert (told["kind"], told["final"]) == ("cancelled", True), told
     assert (await r.db.subtasks.get_subtask(sub.id)).status == "cancelled"
 
 

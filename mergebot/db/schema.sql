@@ -511,15 +511,26 @@ CREATE INDEX candidates_owner_finished ON candidates (owner_id, repo, id DESC) W
 -- A candidate's fence: NULL while its subtask still waits on exactly it (the same owner and claim version,
 -- submitted, with this sha), else why not. One rule for the statement that takes the next candidate
 -- (``candidate_next``) and for the window's checks of the candidates in flight (``candidate_fences``); the
--- sentences are the caller's (``mergebot.messages.queue.FENCE_WORDS``: ``gone``, ``reclaimed`` with
--- ``{claim_version}``, ``status`` with ``{status}``, ``replaced``). ``s`` is all NULL when the subtask is gone.
+-- sentences are the caller's (``mergebot.messages.queue.FENCE_WORDS``: ``gone``, ``cancelled`` with ``{reason}``,
+-- ``reclaimed`` with ``{claim_version}``, ``status`` with ``{status}``, ``replaced``). ``s`` is all NULL when the
+-- subtask is gone. A cancel drops the owner, so it is named before the owner is compared.
 CREATE FUNCTION candidate_unfenced(q candidates, s subtasks, words jsonb) RETURNS text LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN s.id IS NULL THEN words ->> 'gone'
+                WHEN s.status = 'cancelled'
+                    THEN replace(words ->> 'cancelled', '{reason}', coalesce(s.status_reason, ''))
                 WHEN s.claim_version <> q.claim_version OR s.owner_id IS DISTINCT FROM q.owner_id
                     THEN replace(words ->> 'reclaimed', '{claim_version}', s.claim_version::text)
                 WHEN s.status <> 'submitted' THEN replace(words ->> 'status', '{status}', s.status::text)
                 WHEN s.candidate_sha IS DISTINCT FROM q.sha THEN words ->> 'replaced'
            END
+$$;
+
+-- The status a candidate that no longer holds its fence ends in: ``cancelled`` when its subtask was cancelled (a
+-- cancel is final, so whatever of it is left is dropped because of it), else ``superseded`` (reclaimed, replaced by
+-- a newer push, released, gone).
+CREATE FUNCTION candidate_dropped(subtask_id bigint) RETURNS candidate_status LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM subtasks s WHERE s.id = subtask_id AND s.status = 'cancelled')
+                THEN 'cancelled' ELSE 'superseded' END::candidate_status
 $$;
 
 -- Candidates announce each change of status (long-polled verdicts).

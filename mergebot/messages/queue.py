@@ -199,15 +199,21 @@ def unannounced_push(subtask_id: int, tip: str, ref: str) -> str:
 # Why a candidate no longer is what its subtask waits on (its fence).
 FENCE_GONE = "the subtask no longer exists"
 FENCE_REPLACED = "a newer push replaced this candidate"
+FENCE_CANCELLED = "the subtask was cancelled ({reason}); nothing of it lands"
 FENCE_RECLAIMED = "the subtask was reclaimed (claim version {claim_version})"
 FENCE_STATUS = "the subtask is {status}"
 # The same sentences for the SQL rule of the fence (``candidate_unfenced``), used by the statement that takes the
 # next candidate and by the window's checks; it fills the placeholders in from the subtask's row.
-FENCE_WORDS = {"gone": FENCE_GONE, "replaced": FENCE_REPLACED, "reclaimed": FENCE_RECLAIMED, "status": FENCE_STATUS}
+FENCE_WORDS = {"gone": FENCE_GONE, "cancelled": FENCE_CANCELLED, "replaced": FENCE_REPLACED,
+               "reclaimed": FENCE_RECLAIMED, "status": FENCE_STATUS}
 
 
 def fence_reclaimed(claim_version: int) -> str:
     return FENCE_RECLAIMED.format(claim_version=claim_version)
+
+
+def fence_cancelled(reason: str) -> str:
+    return FENCE_CANCELLED.format(reason=reason)
 
 
 def fence_status(status: str) -> str:

@@ -156,7 +156,8 @@ WHERE NOT EXISTS (SELECT 1 FROM candidates c
 -- name: candidate_next
 -- The queue leader takes the next candidate that still holds its fence: its subtask still waits on exactly it (the
 -- same owner and claim version, submitted, with this sha). In the same statement every candidate the queue could
--- take that no longer holds its fence is superseded with the reason why (the rule and its sentences:
+-- take that no longer holds its fence is superseded (cancelled, when its subtask was: ``candidate_dropped``) with
+-- the reason why (the rule and its sentences:
 -- ``candidate_unfenced`` with ``words``), so taking reads and writes once, never a fence read in Python and a write after it.
 -- Of the fenced ones the order is ``mergebot.landing.window.fair``'s (its ``take``; tests/test_fair_queue.py holds
 -- the two to one order): highest priority; then one passed over ``max_passes`` times (the oldest such first, so
@@ -184,7 +185,8 @@ WITH eligible AS (
       AND NOT EXISTS (SELECT 1 FROM subtask_deps d JOIN subtasks dep ON dep.id = d.depends_on_id
                       WHERE d.subtask_id = q.subtask_id AND dep.status <> 'landed')
 ), superseded AS (
-    UPDATE candidates c SET status = 'superseded', reason = e.unfenced, verdict = NULL, finished_at = now()
+    UPDATE candidates c SET status = candidate_dropped(c.subtask_id), reason = e.unfenced, verdict = NULL,
+                            finished_at = now()
     FROM eligible e
     WHERE c.id = e.id AND e.unfenced IS NOT NULL AND c.status IN ('queued', 'awaiting_approval')
     RETURNING c.id
@@ -287,8 +289,11 @@ FOR SHARE OF s;
 -- candidate put back in the queue keeps what it was told before (a flaky requeue, said once). A landed candidate
 -- stays landed: a leader that lost its lock mid-landing and carries its landing or window on must not write over
 -- what the new leader landed (the protocol model's take-over finding, docs/protocol.md). No row: it was landed.
+-- One dropped as ``superseded`` whose subtask was cancelled is ``cancelled`` (``candidate_dropped``): every path
+-- that drops a candidate no longer holding its fence asks for ``superseded``, and this names the cancel.
 UPDATE candidates
-SET status = %(status)s::candidate_status, reason = %(reason)s, base_sha = coalesce(%(base_sha)s, base_sha),
+SET status = CASE WHEN %(status)s = 'superseded' THEN candidate_dropped(subtask_id)
+                  ELSE %(status)s::candidate_status END, reason = %(reason)s, base_sha = coalesce(%(base_sha)s, base_sha),
     merged_sha = coalesce(%(merged_sha)s, merged_sha), verifier = coalesce(%(verifier)s, verifier),
     verdict = CASE WHEN %(verdict)s::jsonb IS NOT NULL THEN %(verdict)s::jsonb
                    WHEN %(status)s IN ('queued', 'verifying') THEN verdict END,
