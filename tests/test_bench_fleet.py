@@ -18,7 +18,7 @@ from bench.fleet.offered_figures import (
     refusal_tally,
     typed_refusal,
 )
-from bench.fleet.offered_report import per_agent_seconds
+from bench.fleet.offered_report import per_agent_run_seconds, per_agent_seconds
 from bench.fleet.offered_run import think_times
 
 
@@ -101,3 +101,10 @@ def test_think_times_offer_the_asked_multiple_of_the_verifiers_capacity() -> Non
 def test_a_batch_runs_seconds_are_split_over_its_members() -> None:
     charges = [(1, 10, 4.0), (2, 10, 6.0), (2, 11, 6.0), (3, None, 9.0)]
     assert per_agent_seconds(charges, [10, 11, 12]) == {10: 7.0, 11: 3.0, 12: 0.0}
+
+
+def test_a_run_s_seconds_go_to_the_candidates_it_was_started_for() -> None:
+    # candidates 1 and 2 are ann's (10), 3 is bob's (11); a run of the batch 2+3, one of 1 alone, one of nobody's
+    owner_of = {1: 10, 2: 10, 3: 11}
+    runs = [([2, 3], 4.0), ([1], 1.0), ([None], 5.0), ([9], 2.0)]
+    assert per_agent_run_seconds(runs, owner_of, [10, 11, 12]) == {10: 3.0, 11: 2.0, 12: 0.0}

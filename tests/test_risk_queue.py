@@ -251,3 +251,12 @@ async def test_a_new_server_speculates_as_wide_as_its_workers_with_risk_aware_ba
     assert len(rows) == 3 and all((r.policy or "").startswith("speculative") and "risk-aware" in (r.policy or "")
                                   for r in rows), [r.policy for r in rows]
     assert len({r.run_id for r in rows}) < 3  # at least two of them verified by one run
+    # and each run says which candidates it was started for (its batch), so none of them looks free: every landed
+    # candidate is named by a run, and a run that covers more than its own candidate names each of them once
+    cands = {c["id"]: c for c in await fleet.db.landing.candidates(repo="demo", limit=50) if c["status"] == "landed"}
+    jobs = await fleet.db.jobs.jobs(limit=100)
+    started_for = [j.get("covers") or [j["candidate_id"]] for j in jobs if j["purpose"] == "candidate"]
+    assert set(cands) <= {c for covers in started_for for c in covers}, (cands, started_for)
+    batches = [covers for covers in started_for if len(covers) > 1]
+    assert batches and all(len(set(b)) == len(b) and set(b) <= set(cands) for b in batches), started_for
+    assert all(b[-1] == j["candidate_id"] for j in jobs for b in [j.get("covers")] if b), jobs

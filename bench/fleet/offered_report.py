@@ -3,11 +3,14 @@
 Per run: landings, claim -> landed (the agent's claim answer to the landed row of that claim) and push -> landed
 (the candidate's ``queued_at`` to ``landed_at``), p50 and p95; the claims lost while their agents worked and the
 work redone (``offered_figures.lease_accounting``), next to the leases the server's recovery loop found lapsed;
-Jain's index of verifier-seconds across all agents, as mergebot charges them (``run_charges``: a landing run's
-seconds split over the members it landed, each charged to its own owner; any other run charged to the owner of the
-one candidate it names, as its batch's members are not recorded, which lowers the index on small runs; an agent
-that got none counts as 0; ``charged_s`` in the JSON says where the seconds went;
-``bench.common.fairness.jain``, the queue's own ``mergebot.landing.window.fair.jain_index``); the most work in
+Jain's index of verifier-seconds across all agents (``bench.common.fairness.jain``, the queue's own
+``mergebot.landing.window.fair.jain_index``; an agent that got none counts as 0): each run's seconds split evenly
+over the candidates it was started for (a window's checkpoint covers its batch: ``verify_jobs.covers``, else the one
+candidate it names), each share to that candidate's owner: what the verifier spent on each agent's behalf. Beside it
+the index as the cost view charges landings (``run_charges``: a landing run's seconds split over every member it
+landed, any other run to its candidates), which charges a slot whose own run was cancelled under a later pass twice
+(its run, and a share of the one that landed it) and the slot that passed once; ``charged_s`` in the JSON says where
+the seconds went by charge. The most work in
 progress any agent held; the verifiers' busy share while work waited; every refusal by
 kind, and how many named a next step. Ratios are against the first run of the sitting (the baseline), and
 ``--compare-admission`` adds the ratios issue 45 sets targets for.
@@ -47,6 +50,20 @@ def per_agent_seconds(charges: list[tuple[Any, ...]], agent_ids: list[int]) -> d
     for run_id, pusher, seconds, *_ in charges:
         if pusher in out:
             out[pusher] += float(seconds or 0.0) / rows_per_run[run_id]
+    return out
+
+
+def per_agent_run_seconds(runs: list[tuple[Any, ...]], owner_of: dict[int, int],
+                          agent_ids: list[int]) -> dict[int, float]:
+    """Verifier-seconds per agent: each run's seconds split evenly over the candidates it was started for (its
+    ``covers``), each share to that candidate's owner."""
+    out = dict.fromkeys(agent_ids, 0.0)
+    for covers, seconds in runs:
+        members = [c for c in covers or [] if c is not None]
+        for cand in members:
+            owner = owner_of.get(cand)
+            if owner in out:
+                out[owner] += float(seconds or 0.0) / len(members)
     return out
 
 
@@ -94,7 +111,9 @@ def offered_figures(args: argparse.Namespace, t0: float, ended: float, db: dict[
     pushes = [e for e in log.events if e.kind == "pushed"]
     span = (max(e.at for e in pushes) - t0) if pushes else float("nan")
     offered = len(pushes) / span * d_eff / args.workers if pushes and span > 0 else float("nan")
-    seconds = per_agent_seconds(db["charges"], sorted(db["agents"]))
+    owner_of = {c[0]: c[3] for c in db["candidates"]}
+    seconds = per_agent_run_seconds(db["runs"], owner_of, sorted(db["agents"]))
+    charged_to = per_agent_seconds(db["charges"], sorted(db["agents"]))
     runs = [(j[2], j[3]) for j in db["jobs"] if j[2] is not None and j[3] is not None]
     waits = [(c[5], c[6] or c[7] or ended) for c in db["candidates"]] + \
             [(j[1], j[2] or j[3] or ended) for j in db["jobs"]]
@@ -111,6 +130,7 @@ def offered_figures(args: argparse.Namespace, t0: float, ended: float, db: dict[
         "leases": {**lease_accounting(log.events), "lapsed_server": len(db["lapsed"])},
         "jain_verifier_seconds": jain(seconds.values()),
         "jain_among_served": jain(v for v in seconds.values() if v > 0),
+        "jain_run_charges": jain(charged_to.values()),
         "jain_claims": jain(per_agent(log.events, "claim", args.agents)),
         "jain_landings": jain(per_agent(log.events, "landed", args.agents)),
         "agent_seconds": {"min": min(seconds.values(), default=float("nan")),
@@ -145,7 +165,8 @@ def print_offered(results: list[dict[str, Any]], args: argparse.Namespace) -> di
             zip(vals, cols, strict=True))))
     print("  (x cap: landings over the verifier's capacity W x 3600 / mean check run; offered: pushes per second x "
           "mean check run / W, as measured; lost: claims lost while their agent worked; Jain: of verifier-seconds "
-          "over every agent; busy|wait: the workers' busy share while work waited)")
+          "over every agent, each run split over the candidates it was started for; busy|wait: the workers' busy "
+          "share while work waited)")
     base = results[0] if results else None
     for r in results:
         lz = r["leases"]
@@ -154,7 +175,8 @@ def print_offered(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f"{lz['pushes_refused_not_under_claim']} pushes refused as not under a claim, {lz['lapsed_server']} "
               f"leases lapsed by the server's clock; {fmt(r['verifier_runs_per_landed'], 2)} runs per landing; "
               f"agents' verifier-seconds min {fmt(r['agent_seconds']['min'], 1)} max "
-              f"{fmt(r['agent_seconds']['max'], 1)} (Jain among agents served {fmt(r['jain_among_served'], 3)}); "
+              f"{fmt(r['agent_seconds']['max'], 1)} (Jain among agents served {fmt(r['jain_among_served'], 3)}; "
+              f"as run_charges charges landings {fmt(r['jain_run_charges'], 3)}); "
               f"Jain of claims per agent {fmt(r['jain_claims'], 3)}, of landings {fmt(r['jain_landings'], 3)}")
         if base is not None and r is not base:
             p95 = ratio(r["claim_to_landed_s"]["p95"], base["claim_to_landed_s"]["p95"])

@@ -203,6 +203,11 @@ def collect(url: str) -> dict[str, Any]:
             "jobs": rows("SELECT purpose, extract(epoch FROM created_at)::float8, "
                          "extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8 "
                          "FROM verify_jobs WHERE repo = %s AND NOT is_group", REPO),
+            # each run with the candidates it was started for (a window's batch: ``covers``), and its seconds
+            "runs": rows("SELECT coalesce(covers, ARRAY[candidate_id]), "
+                         "greatest(0, extract(epoch FROM finished_at - started_at))::float8 FROM verify_jobs "
+                         "WHERE repo = %s AND NOT is_group AND candidate_id IS NOT NULL AND started_at IS NOT NULL "
+                         "AND finished_at IS NOT NULL", REPO),
             # a batch's run names one candidate; each member it landed is charged to that member's own owner
             "charges": rows("SELECT rc.run_id, CASE WHEN rc.charge = 'landing_run' THEN l.owner_id "
                             "ELSE rc.pusher_id END, rc.seconds, rc.charge, rc.purpose FROM run_charges rc "

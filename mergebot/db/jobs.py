@@ -42,14 +42,17 @@ class JobStore:
     async def enqueue_job(self, *, repo: str, commit_sha: str, command: str, timeout_s: int, purpose: str,
                           candidate_id: int | None = None, landed_id: int | None = None,
                           cache: dict[str, Any] | None = None, window_width: int | None = None,
-                          sandbox: dict[str, Any] | None = None, children: list[dict[str, Any]] | None = None) -> Job:
+                          sandbox: dict[str, Any] | None = None, children: list[dict[str, Any]] | None = None,
+                          covers: list[int] | None = None) -> Job:
         """A verify job; its spec may name paths of a pushed tree (the candidate's own tests): made storable.
         ``children`` (named checks): the job is a group's parent, and each child (``name``, ``command``,
         ``timeout_s``, ``required``, ``sandbox``, its own ``cache`` when it names one) a job of its own, queued in
         the same transaction; a child ``kept`` (a job's id: a retry re-runs only the checks that failed) is inserted
-        done with that job's outcome and result, and never runs (no worker, no start: nothing counts it as a run)."""
+        done with that job's outcome and result, and never runs (no worker, no start: nothing counts it as a run).
+        ``covers``: the candidates the run is started for, when more than ``candidate_id`` (a window's batch)."""
         common = {"repo": repo, "commit_sha": commit_sha, "purpose": purpose, "candidate_id": candidate_id,
-                  "landed_id": landed_id, "cache": Jsonb(storable(cache)) if cache is not None else None}
+                  "landed_id": landed_id, "cache": Jsonb(storable(cache)) if cache is not None else None,
+                  "covers": covers}
         async with self.sql.tx() as tx:
             box = Jsonb(storable(sandbox)) if sandbox is not None else None
             row = await tx.one("job_insert", **common, command=command, timeout_s=timeout_s,

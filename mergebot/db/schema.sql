@@ -736,6 +736,9 @@ CREATE TABLE verify_jobs (
     parent_id        bigint REFERENCES verify_jobs (id),
     check_name       text CHECK (check_name ~ '^[a-z0-9][a-z0-9_.-]{0,39}$'),
     required         boolean,
+    -- The candidates the run was started for (0043): a window's checkpoint covers its own slot and the unchecked
+    -- slots ahead of it since the previous checkpoint (a batch). NULL: its candidate alone (or none).
+    covers           bigint[],
     CONSTRAINT lease_iff_running CHECK ((status = 'running') = (lease_expires_at IS NOT NULL)),
     CONSTRAINT check_of_group CHECK ((parent_id IS NULL) = (check_name IS NULL) AND (parent_id IS NULL) = (required IS NULL)
                                      AND NOT (is_group AND parent_id IS NOT NULL))

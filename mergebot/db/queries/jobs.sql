@@ -5,20 +5,21 @@
 -- A job; a group's parent (``is_group``: no worker claims it) or one of its children (``parent_id``, the check's
 -- name, whether it must pass) for named checks.
 INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id, cache,
-                         window_width, sandbox, is_group, parent_id, check_name, required)
+                         window_width, sandbox, is_group, parent_id, check_name, required, covers)
 VALUES (%(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(candidate_id)s, %(landed_id)s,
-        %(cache)s, %(window_width)s, %(sandbox)s, %(is_group)s, %(parent_id)s, %(check_name)s, %(required)s)
+        %(cache)s, %(window_width)s, %(sandbox)s, %(is_group)s, %(parent_id)s, %(check_name)s, %(required)s,
+        %(covers)s)
 RETURNING *;
 
 -- name: job_insert_kept
 -- A group's child that keeps another run's result (a retry re-runs only the checks that failed): done at once with
 -- that job's outcome, result and tree, never started (no worker, no start: the charts and the cost count no run).
 INSERT INTO verify_jobs (repo, commit_sha, command, timeout_s, purpose, candidate_id, landed_id, cache,
-                         window_width, sandbox, is_group, parent_id, check_name, required,
+                         window_width, sandbox, is_group, parent_id, check_name, required, covers,
                          status, outcome, result, tree_sha, finished_at)
 SELECT %(repo)s, %(commit_sha)s, %(command)s, %(timeout_s)s, %(purpose)s, %(candidate_id)s, %(landed_id)s,
        %(cache)s, %(window_width)s, %(sandbox)s, %(is_group)s, %(parent_id)s, %(check_name)s, %(required)s,
-       'done', k.outcome, k.result, k.tree_sha, now()
+       %(covers)s, 'done', k.outcome, k.result, k.tree_sha, now()
 FROM verify_jobs k WHERE k.id = %(kept)s AND k.status = 'done' AND k.result IS NOT NULL
 RETURNING *;
 

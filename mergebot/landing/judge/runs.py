@@ -98,12 +98,13 @@ def kept_checks(repo: Repo, sha: str, first: Result | None) -> dict[str, int]:
 async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candidate_id: int | None = None,
                       landed_id: int | None = None, command: str | None = None,
                       window_width: int | None = None, sandbox: dict[str, Any] | None = None,
-                      kept: dict[str, int] | None = None) -> int:
+                      kept: dict[str, int] | None = None, covers: list[int] | None = None) -> int:
     """A verify job for ``sha``: the candidates' check, or ``command`` (main's check after a landing);
     ``window_width`` is the speculation window's width, recorded for the charts; ``sandbox``: more of how the run
     starts (the plugins it names, the candidate's own tests: ``mergebot.landing.judge.step``). A forge repository's
     commit goes to its queue branch first, for a worker or replica without this disk (``target.Forge``). ``kept``
-    (a group's retry: ``kept_checks``): the checks whose result is copied from a job of their own, never run again."""
+    (a group's retry: ``kept_checks``): the checks whose result is copied from a job of their own, never run again.
+    ``covers``: the candidates the run is started for, when more than ``candidate_id`` (a window's batch)."""
     await target_for(ctx, repo).publish(sha, ctx.published)
     group = bool(repo.checks) and command in (None, repo.check_command)
     spec = check_spec(repo, purpose, None if group else command).as_json()
@@ -114,7 +115,8 @@ async def start_check(ctx: Context, repo: Repo, sha: str, purpose: str, *, candi
                                         command=repo.check_command if group else spec["command"],
                                         timeout_s=spec["timeout_s"], purpose=purpose,
                                         candidate_id=candidate_id, landed_id=landed_id, cache=spec["cache"],
-                                        window_width=window_width, sandbox=box, children=children)
+                                        window_width=window_width, sandbox=box, children=children,
+                                        covers=covers)
     for wake in ctx.on_job:
         wake.set()
     return job.id

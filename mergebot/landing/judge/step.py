@@ -123,12 +123,14 @@ def _judged(path: Path, repo: Repo, main: str, merged: str, members: tuple[Membe
 
 
 async def start(ctx: Context, repo: Repo, judging: Judging, purpose: str, *, candidate_id: int,
-                window_width: int | None = None, again: Result | None = None) -> int:
+                window_width: int | None = None, again: Result | None = None,
+                covers: list[int] | None = None) -> int:
     """The job of a judging run (and of the candidate's own tests after it): its id. ``again``: the run this one
-    retries (named checks: only its required checks that did not pass run again, ``runs.kept_checks``)."""
+    retries (named checks: only its required checks that did not pass run again, ``runs.kept_checks``);
+    ``covers``: the candidates it is started for, when more than ``candidate_id`` (a window's batch)."""
     return await runs.start_check(ctx, repo, judging.sha, purpose, candidate_id=candidate_id,
                                   window_width=window_width, sandbox=judging.spec(),
-                                  kept=runs.kept_checks(repo, judging.sha, again))
+                                  kept=runs.kept_checks(repo, judging.sha, again), covers=covers)
 
 
 async def judge(ctx: Context, repo: Repo, judging: Judging, run: Result) -> Judged:

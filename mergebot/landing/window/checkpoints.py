@@ -24,14 +24,17 @@ from verifier.runner import Result
 
 
 async def start(ctx: Context, repo: Repo, window: Window, slot: Speculation) -> None:
-    """Queue a run on ``slot``'s merge (with main's tests: ``judge``); it covers every unchecked slot ahead of it."""
+    """Queue a run on ``slot``'s merge (with main's tests: ``judge``); it covers every unchecked slot ahead of it,
+    and says so (``covers``: the batch it is started for, so its verifier-seconds are charged to each of them)."""
     assert slot.merge.sha is not None
     upto = next(i for i, s in enumerate(window.slots) if s is slot) + 1
     members = [judging.Member(s.cand, s.base, s.merge.sha or "") for s in window.slots[:upto]]
     slot.judging = await judging.prepare(ctx, repo, window.slots[0].base, members)
     reused = await approved_run(ctx, slot) if upto == 1 else None
+    checked = max((i + 1 for i, s in enumerate(window.slots[:upto - 1]) if s.checkpoint), default=0)
+    batch = [s.cand.id for s in window.slots[checked:upto]]
     slot.job_id = reused or await judging.start(ctx, repo, slot.judging, "candidate", candidate_id=slot.cand.id,
-                                                window_width=window.width)
+                                                window_width=window.width, covers=batch if len(batch) > 1 else None)
     slot.result = slot.held_for = slot.held_job_id = None
     slot.started = asyncio.get_running_loop().time()
 
