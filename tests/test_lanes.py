@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import os
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -238,3 +239,83 @@ async def test_a_window_one_wide_with_batches_of_one_is_the_serial_queue(e2e_db:
     assert [r.subtask_id for r in landed] == [ids[order[i]][0] for i in (0, 1, 3)]
     assert [r.verifier_result for r in landed] == ["pass", "flaky", "pass"], landed
     assert {r.policy for r in landed} == {"serial"}, landed
+
+
+async def _hold_candidate_runs(db: Database, root: Path, held: dict[int, Any], stop: asyncio.Event) -> None:
+    """A worker that passes main's runs (the baseline) at once and takes the candidates' runs without ending them:
+    they run until the test ends one (``held``: candidate id -> its job)."""
+    while not stop.is_set():
+        job = await db.jobs.claim_job(worker_id=None, worker_name="holds")
+        if job is None:
+            await asyncio.sleep(0.005)
+        elif job.candidate_id is not None:
+            held[job.candidate_id] = job
+        else:
+            tree = str(git.open_repo(git.bare_path(root, job.repo))[job.commit_sha].peel(pygit2.Commit).tree_id)
+            result = Result(job.commit_sha, tree, job.command, "pass", 0, 1, "pass", "", 4, "")
+            await db.jobs.finish_job(job_id=job.id, worker_id=None, claim_version=job.claim_version,
+                                     outcome="pass", result=result.as_json())
+
+
+async def test_a_push_while_the_window_has_room_is_taken_at_once_not_when_a_run_ends(e2e_db: Database, tmp_path: Path,
+                                                                                    source: Path) -> None:
+    """A window with room for another run waits on its runs and on the queue's pokes: a push (enqueue, poke) ends
+    the wait and the next step gives it a run while the first run still goes. A full window waits on its runs only:
+    a poke does not wake it (a push then waits to be staged for the next free run). The poll is a minute, and the
+    worker never ends a candidate's run unless the test says so, so nothing but the poke could end the wait."""
+    db = e2e_db
+    root = repos_root(tmp_path / "data")
+    held: dict[int, Any] = {}
+    stop = asyncio.Event()
+    worker = asyncio.create_task(_hold_candidate_runs(db, root, held, stop))
+    try:
+        for width in (2, 1):
+            await _one_push_while_a_run_goes(db, root, source, width, held)
+    finally:
+        stop.set()
+        await asyncio.wait([worker], timeout=30)
+
+
+async def _one_push_while_a_run_goes(db: Database, root: Path, source: Path, width: int, held: dict[int, Any]) -> None:
+    name, bare, start, ids = await _queued(db, root, source, [(frozenset(), "passes", 0.1)], risk_aware=False)
+    ctx = Context(db, root, poll=60.0)
+    spec = Speculator(ctx, width=width, batch=1)
+    first = next(iter(ids))
+    steps = [asyncio.create_task(spec.step(await db.repos.get_repo(name)))]  # fills, then waits
+    try:
+        async with asyncio.timeout(30):
+            while first not in held:  # the first candidate's run was queued and the worker took it: it runs
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        assert not steps[0].done()  # the step waits: on the run, and (with room) on a poke
+        agent, _ = await db.agents.add_agent(name=f"{name}-late", role=Role.AGENT)
+        await db.subtasks.create_subtask(actor_id=None, title=f"{name}: pushed while the first runs")
+        claim = await db.subtasks.claim(agent_id=agent.id)
+        assert claim is not None
+        late = await db.landing.enqueue(repo=name, subtask_id=claim.id, claim_version=claim.claim_version,
+                                        owner_id=agent.id, sha=_change(bare, start, 1, frozenset(), "passes"),
+                                        ref=f"refs/heads/subtasks/{claim.id}/v{claim.claim_version}",
+                                        superseded="a newer push", risk=(0.1, {}), paths=["own-1.txt"])
+        ctx.poke()  # as the push's post-receive does
+        if width == 2:
+            assert await asyncio.wait_for(steps[0], timeout=30)  # the poke ended the wait, long before the poll
+            steps.append(asyncio.create_task(spec.step(await db.repos.get_repo(name))))  # fills, then waits
+            async with asyncio.timeout(30):
+                while late.id not in held:  # its run started while the first one still runs
+                    await asyncio.sleep(0.01)
+            runs = {j["candidate_id"]: j["status"] for j in await db.jobs.jobs(limit=10)
+                    if j["repo"] == name and j["candidate_id"]}
+            assert runs == {first: "running", late.id: "running"}, runs
+            return
+        await asyncio.sleep(0.5)
+        assert not steps[0].done()  # a full window is not woken by a push: only a run's end would
+        job = held[first]
+        result = Result(job.commit_sha, "0" * 40, job.command, "fail", 1, 1, "fail", "", 4, "")
+        await db.jobs.finish_job(job_id=job.id, worker_id=None, claim_version=job.claim_version, outcome="fail",
+                                 result=result.as_json())
+        assert await asyncio.wait_for(steps[0], timeout=30)  # the run's end wakes it
+    finally:
+        for step in steps:
+            step.cancel()
+        await asyncio.gather(*steps, return_exceptions=True)
+        spec.drop(name)

@@ -20,10 +20,11 @@ does what it says:
             clear culprit the whole failed batch leaves the chain and each candidate is judged on main alone
             (``mergebot.landing.window.apart``), while the window fills on with the queue. Batches
             grow while they stay likely to pass (``planner.pass_threshold``), and a likely failure runs alone;
-  * wait  — for any run of the window (results are read back by ``checkpoints``); meanwhile the next candidate is
-            taken and merged onto the chain's tail (staged), so the run a result frees starts without waiting for
-            that merge, and the queued candidates are tried on main (``sweep``): one that conflicts with main is
-            rejected now, not when its turn comes.
+  * wait  — for any run of the window (results are read back by ``checkpoints``), or, while the window has room for
+            another run, for a poke of the queue (a push: taken at once, not when a run ends); meanwhile the next
+            candidate is taken and merged onto the chain's tail (staged), so the run a result frees starts without
+            waiting for that merge, and the queued candidates are tried on main (``sweep``): one that conflicts with
+            main is rejected now, not when its turn comes.
 A candidate that does not apply on the chain's tail is tried on main at once: rejected if it does not apply there
 either, else re-planned after the slots ahead (tried again when one of them lands or is cut). A newer push, a
 reclaim or a moved main cuts the window from there. The width grows by one per landing and halves on a failure,
@@ -49,6 +50,7 @@ from mergebot.landing.target import Target, target_for
 from mergebot.landing.window import alone, apart, checkpoints, planner, sweep
 from mergebot.landing.window.chain import Speculation, Suspect, Window, policy
 from mergebot.models import Candidate, Repo
+from mergebot.naps import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +112,7 @@ class Speculator:
                 return False
             await self.stage(repo, window, target, main)
             await sweep.sweep(self.ctx.db, repo, window, target, main)
-            await self.ctx.db.jobs.wait_any(pending, timeout=self.ctx.poll)
+            await self._wait(window, pending)
             return True
         if decision.action == "checkpoint":  # a tail left uncovered by a cut, or bisecting a failed batch
             for index in (decision.index, *decision.more):
@@ -136,6 +138,22 @@ class Speculator:
         window.slots.pop(0)
         apart.start(self.ctx, repo, window, head, main)
         return True
+
+    async def _wait(self, window: Window, pending: list[int]) -> None:
+        """Until one of the window's runs ends; and, while the window has room for another run (the fill stopped
+        because the queue ran dry), until the queue is poked too (a push, a verdict apart, a resume), so the next
+        step takes the new candidate now. Before, a push that found the window short of runs waited for a run to
+        end (about a check's length) while verifiers stood idle."""
+        db = self.ctx.db
+        if window.failing() or sum(s.checkpoint for s in window.slots) >= window.width:
+            await db.jobs.wait_any(pending, timeout=self.ctx.poll)
+            return
+        waits = [asyncio.ensure_future(db.jobs.wait_any(pending, timeout=self.ctx.poll)),
+                 asyncio.ensure_future(self.ctx.wake.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_all(waits)
 
     async def alone(self, repo: Repo, main: str | None = None) -> Candidate | None:
         """Planner: ``alone``. One candidate judged against main itself, as the whole step
