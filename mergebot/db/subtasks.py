@@ -345,6 +345,13 @@ class SubtaskStore:
         rows = await self.sql.all("acceptance_paths", ids=list(ids)) if ids else []
         return {r["subtask_id"]: list(r["paths"]) for r in rows}
 
+    async def judging(self, ids: Sequence[int]) -> dict[int, Row]:
+        """What judging their candidates reads of these subtasks, by id, in one query: ``allow_behaviour_change``,
+        ``allow_test_removal``, ``allow_check_changes`` and ``acceptance`` (its acceptance tests' paths). A subtask
+        that is gone is missing."""
+        rows = await self.sql.all("subtasks_judging", ids=sorted(set(ids))) if ids else []
+        return {int(r["id"]): r for r in rows}
+
     async def set_acceptance_probe(self, *, subtask_id: int, job_id: int, actor_id: int | None) -> None:
         await self.sql.all("acceptance_probe_set", subtask_id=subtask_id, job_id=job_id, actor_id=actor_id)
 

@@ -258,6 +258,15 @@ SELECT path, content FROM acceptance_tests WHERE subtask_id = %(subtask_id)s ORD
 SELECT subtask_id, array_agg(path ORDER BY path) AS paths FROM acceptance_tests
 WHERE subtask_id = ANY(%(ids)s::bigint[]) GROUP BY subtask_id;
 
+-- name: subtasks_judging
+-- What judging a run of these subtasks' candidates reads of them, in one round trip (``judge.step.prepare``, once
+-- per run the window starts, for every member of its prefix): what a lead allowed each to change, and the paths of
+-- its acceptance tests.
+SELECT s.id, s.allow_behaviour_change, s.allow_test_removal, s.allow_check_changes,
+       coalesce((SELECT array_agg(a.path ORDER BY a.path) FROM acceptance_tests a WHERE a.subtask_id = s.id),
+                '{}') AS acceptance
+FROM subtasks s WHERE s.id = ANY(%(ids)s::bigint[]);
+
 -- name: acceptance_probe_set
 UPDATE subtasks SET acceptance_probe = %(job_id)s, updated_by = %(actor_id)s WHERE id = %(subtask_id)s
 RETURNING id;

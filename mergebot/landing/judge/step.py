@@ -81,11 +81,11 @@ async def prepare(ctx: Context, repo: Repo, main: str, members: Sequence[Member]
     """The judging of ``members`` (the last one's merge is what would land) on ``main``."""
     path = target_for(ctx, repo).path
     ids = [m.cand.subtask_id for m in members]
-    accept = tuple(sorted({p for ps in (await ctx.db.subtasks.acceptance_paths(ids)).values() for p in ps}))
-    allowed = {}
-    for sid in set(ids):
-        sub = await ctx.db.subtasks.get_subtask(sid)
-        allowed[sid] = reset.Allowed(sub.allow_behaviour_change, sub.allow_test_removal, sub.allow_check_changes)
+    facts = await ctx.db.subtasks.judging(ids)  # one query for the whole prefix, not one per member
+    accept = tuple(sorted({p for f in facts.values() for p in f["acceptance"]}))
+    # a subtask gone meanwhile is allowed nothing (its candidate no longer holds its fence: the window cuts it)
+    allowed = {sid: reset.Allowed(f["allow_behaviour_change"], f["allow_test_removal"], f["allow_check_changes"])
+               if (f := facts.get(sid)) is not None else reset.Allowed() for sid in set(ids)}
     plugins = await compare.plugins_for(ctx, repo)
     extra = await compare.collected(ctx, repo, await asyncio.to_thread(compare.tree_of, path, main))
     merged = members[-1].merged
