@@ -44,12 +44,16 @@ def test_the_cap_is_what_the_verifiers_clear_while_a_claim_is_out_with_the_windo
     assert flight_wait(got, let_in=1, ahead=1) == 6
     assert decide(lane(t=1.0), factor=2.0).flight_cap == 4.0  # the floor: f windows (w = 2 slots), as rule 2
     assert decide(lane(t=1.0), factor=2.0, min_runs=8).flight_cap == 8.0  # and m, a small team's floor
-    # a lane that clears less than its verifiers could (a starved leader, a narrow window): Little's law with what it
-    # clears, 0.1 a second: 2 x 0.1 x 15 = 3, under the floor of 4
-    assert replace(lane(), cleared_rate=0.1).__class__ is Lane
-    assert decide(replace(lane(), cleared_rate=0.1), factor=2.0).flight_cap == 4.0
-    assert decide(replace(lane(t=60.0), cleared_rate=0.1), factor=2.0).flight_cap == 12.0
-    assert decide(replace(lane(t=60.0), cleared_rate=5.0), factor=2.0).flight_cap == 24.0  # never over the rate
+    # a lane holding a window of work (two candidates: 20 s, w x d) that clears less than its verifiers could (a
+    # starved leader, a narrow window): Little's law with what it clears, 0.1 a second: 2 x 0.1 x 15 = 3, under the
+    # floor of 4
+    full = replace(lane(), candidates=2, weight=2.0)
+    assert decide(replace(full, cleared_rate=0.1), factor=2.0).flight_cap == 4.0
+    assert decide(replace(full, push_seconds=60.0, cleared_rate=0.1), factor=2.0).flight_cap == 12.0
+    assert decide(replace(full, push_seconds=60.0, cleared_rate=5.0), factor=2.0).flight_cap == 24.0  # never over
+    # a lane with less than a window of work is waiting for work: what left it is what the claims out brought (at
+    # 1x with long think times a cap from it only doubled once a think time), so the verifiers' rate holds
+    assert decide(replace(lane(t=60.0), cleared_rate=0.1), factor=2.0).flight_cap == 24.0
     # unmeasured (no claim pushed yet) or stale (no run lately, or ever: a cold start): the floor holds, and the
     # wait is a guess, since no claim came back to tell how long one takes
     for unknown in (decide(lane(flight=3, t=None), factor=2.0), decide(lane(flight=3, age=None), factor=2.0),
@@ -80,19 +84,20 @@ def test_rule_8_lets_a_claim_in_only_under_its_cap_and_never_says_come_back_neve
     assert wait is None or RETRY_MIN <= wait <= 300
 
 
-async def _pushed_after(lanes: Lanes, seconds: float, *, cleared: int = 20) -> None:
-    """One candidate of the lead's queued ``seconds`` after its claim, and ``cleared`` more, as long after theirs,
-    that already left the queue (landed): the lane's measured time from a claim to its push, and what it clears. With
-    two runs of 100 s that began 105 s ago: they cleared 10 candidates a run, so its verifiers could clear
-    2 x 10 / 100 = 0.2 a second, and 20 left in 105 s, 0.19 a second: the lesser is what counts (rule 8)."""
-    cands = await lanes.queue(1 + cleared)
+async def _pushed_after(lanes: Lanes, seconds: float, *, cleared: int = 20, waiting: int = 20) -> None:
+    """``waiting`` candidates of the lead's queued ``seconds`` after their claims, and ``cleared`` more, as long after
+    theirs, that already left the queue (landed): the lane's measured time from a claim to its push, and what it
+    clears. With two runs of 100 s that began 105 s ago: they cleared 10 candidates a run, so its verifiers could
+    clear 2 x 10 / 100 = 0.2 a second, and 20 left in 105 s, 0.19 a second: the lesser is what counts (rule 8) while
+    the lane holds a window of work (20 sure passes waiting: 20 x 100 / 10 = 200 s = w x d)."""
+    cands = await lanes.queue(waiting + cleared, risk=0.0)
     assert lanes.owner is not None
     await _at(lanes.owner, "UPDATE subtasks SET claimed_at = claimed_at - make_interval(secs => %s) "
               "WHERE id IN (SELECT subtask_id FROM candidates WHERE id = ANY(%s))", seconds, cands)
     await _at(lanes.owner, "UPDATE subtasks SET status = 'submitted' "
-              "WHERE id IN (SELECT subtask_id FROM candidates WHERE id = ANY(%s))", cands[1:])
+              "WHERE id IN (SELECT subtask_id FROM candidates WHERE id = ANY(%s))", cands[waiting:])
     await _at(lanes.owner, "UPDATE candidates SET status = 'landed', finished_at = now() WHERE id = ANY(%s)",
-              cands[1:])
+              cands[waiting:])
 
 
 async def test_a_lane_holds_a_claim_back_while_its_verifiers_have_enough_on_the_way(lanes: Lanes) -> None:
