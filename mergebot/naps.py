@@ -24,6 +24,19 @@ async def nap(event: asyncio.Event, seconds: float) -> bool:
         return False
 
 
+async def nap_any(events: Iterable[asyncio.Event], seconds: float) -> bool:
+    """Until one of ``events`` is set (True) or ``seconds`` pass (False); a cancel always propagates."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        async with asyncio.timeout(seconds):
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        await cancel_all(waits)
+
+
 async def cancel_all(tasks: Iterable[asyncio.Future[Any]]) -> None:
     """Cancel ``tasks`` and wait until every one has ended; what they raised (their cancel too) is dropped."""
     tasks = list(tasks)

@@ -48,12 +48,18 @@ def test_the_cap_is_what_the_verifiers_clear_while_a_claim_is_out_with_the_windo
     # starved leader, a narrow window): Little's law with what it clears, 0.1 a second: 2 x 0.1 x 15 = 3, under the
     # floor of 4
     full = replace(lane(), candidates=2, weight=2.0)
-    assert decide(replace(full, cleared_rate=0.1), factor=2.0).flight_cap == 4.0
-    assert decide(replace(full, push_seconds=60.0, cleared_rate=0.1), factor=2.0).flight_cap == 12.0
-    assert decide(replace(full, push_seconds=60.0, cleared_rate=5.0), factor=2.0).flight_cap == 24.0  # never over
+    assert decide(replace(full, cleared_rate=0.1), factor=2.0).flight_cap == pytest.approx(4.0)
+    assert decide(replace(full, push_seconds=60.0, cleared_rate=0.1), factor=2.0).flight_cap == pytest.approx(12.0)
+    assert decide(replace(full, push_seconds=60.0, cleared_rate=5.0),
+                  factor=2.0).flight_cap == pytest.approx(24.0)  # never over the rate
     # a lane with less than a window of work is waiting for work: what left it is what the claims out brought (at
-    # 1x with long think times a cap from it only doubled once a think time), so the verifiers' rate holds
-    assert decide(replace(lane(t=60.0), cleared_rate=0.1), factor=2.0).flight_cap == 24.0
+    # 1x with long think times a cap from it only doubled once a think time), so the verifiers' rate takes over as
+    # the window empties: in full with nothing waiting, half of the way with half a window (10 s of 20 s)
+    empty = replace(lane(t=60.0), candidates=0, weight=0.0, cleared_rate=0.1)
+    assert decide(empty, factor=2.0).flight_cap == pytest.approx(24.0)
+    assert decide(replace(lane(t=60.0), cleared_rate=0.1), factor=2.0).flight_cap == pytest.approx(18.0)
+    over = replace(full, candidates=3, weight=3.0, push_seconds=60.0, cleared_rate=0.1)
+    assert decide(over, factor=2.0).flight_cap == pytest.approx(12.0)  # more than a window: what it clears
     # unmeasured (no claim pushed yet) or stale (no run lately, or ever: a cold start): the floor holds, and the
     # wait is a guess, since no claim came back to tell how long one takes
     for unknown in (decide(lane(flight=3, t=None), factor=2.0), decide(lane(flight=3, age=None), factor=2.0),
@@ -84,12 +90,12 @@ def test_rule_8_lets_a_claim_in_only_under_its_cap_and_never_says_come_back_neve
     assert wait is None or RETRY_MIN <= wait <= 300
 
 
-async def _pushed_after(lanes: Lanes, seconds: float, *, cleared: int = 20, waiting: int = 20) -> None:
+async def _pushed_after(lanes: Lanes, seconds: float, *, cleared: int = 20, waiting: int = 21) -> None:
     """``waiting`` candidates of the lead's queued ``seconds`` after their claims, and ``cleared`` more, as long after
     theirs, that already left the queue (landed): the lane's measured time from a claim to its push, and what it
     clears. With two runs of 100 s that began 105 s ago: they cleared 10 candidates a run, so its verifiers could
     clear 2 x 10 / 100 = 0.2 a second, and 20 left in 105 s, 0.19 a second: the lesser is what counts (rule 8) while
-    the lane holds a window of work (20 sure passes waiting: 20 x 100 / 10 = 200 s = w x d)."""
+    the lane holds a window of work (21 sure passes waiting: 21 x 100 / 10 = 210 s, over w x d = 200 s)."""
     cands = await lanes.queue(waiting + cleared, risk=0.0)
     assert lanes.owner is not None
     await _at(lanes.owner, "UPDATE subtasks SET claimed_at = claimed_at - make_interval(secs => %s) "

@@ -274,6 +274,8 @@ async def test_a_push_while_the_window_has_room_is_taken_at_once_not_when_a_run_
     finally:
         stop.set()
         await asyncio.wait([worker], timeout=30)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
 
 
 async def _one_push_while_a_run_goes(db: Database, root: Path, source: Path, width: int, held: dict[int, Any]) -> None:
@@ -309,12 +311,19 @@ async def _one_push_while_a_run_goes(db: Database, root: Path, source: Path, wid
             return
         await asyncio.sleep(0.5)
         assert not steps[0].done()  # a full window is not woken by a push: only a run's end would
-        job = held[first]
+        job = held.pop(first)
         result = Result(job.commit_sha, "0" * 40, job.command, "fail", 1, 1, "fail", "", 4, "")
         await db.jobs.finish_job(job_id=job.id, worker_id=None, claim_version=job.claim_version, outcome="fail",
                                  result=result.as_json())
         assert await asyncio.wait_for(steps[0], timeout=30)  # the run's end wakes it
-    finally:
+    finally:  # the runs still going end, so a step still waiting returns by itself (not cancelled mid-query)
+        for cid in [c for c, j in held.items() if j.repo == name]:
+            job = held.pop(cid)
+            result = Result(job.commit_sha, "0" * 40, job.command, "fail", 1, 1, "fail", "", 4, "")
+            with contextlib.suppress(ClaimSuperseded):
+                await db.jobs.finish_job(job_id=job.id, worker_id=None, claim_version=job.claim_version,
+                                         outcome="fail", result=result.as_json())
+        await asyncio.wait(steps, timeout=30)
         for step in steps:
             step.cancel()
         await asyncio.gather(*steps, return_exceptions=True)

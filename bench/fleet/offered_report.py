@@ -8,9 +8,9 @@ Jain's index of verifier-seconds across all agents (``bench.common.fairness.jain
 over the candidates it was started for (a window's checkpoint covers its batch: ``verify_jobs.covers``, else the one
 candidate it names), each share to that candidate's owner: what the verifier spent on each agent's behalf. Beside it
 the index as the cost view charges landings (``run_charges``: a landing run's seconds split over every member it
-landed, any other run to its candidates), which charges a slot whose own run was cancelled under a later pass twice
-(its run, and a share of the one that landed it) and the slot that passed once; ``charged_s`` in the JSON says where
-the seconds went by charge. The most work in
+landed, any other run to the one candidate it names), which charges a slot whose own run was cancelled under a
+later pass twice (its run, and a share of the one that landed it) and the slot that passed once; ``charged_s`` in
+the JSON says where the seconds went by charge. The most work in
 progress any agent held; the verifiers' busy share while work waited; every refusal by
 kind, and how many named a next step. Ratios are against the first run of the sitting (the baseline), and
 ``--compare-admission`` adds the ratios issue 45 sets targets for.

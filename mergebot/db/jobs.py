@@ -17,6 +17,7 @@ children's combined result (``verifier.checks.combine``). A cancelled parent's c
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -209,14 +210,14 @@ class JobStore:
                                     lambda j: j.status in OVER, timeout, poll=POLL)
         return job
 
-    async def wait_any(self, job_ids: list[int], timeout: float) -> None:
-        """Until one of the jobs is done or cancelled, or ``timeout`` passes (a speculation window waits on all
-        its runs at once)."""
+    async def wait_any(self, job_ids: list[int], timeout: float, *, stop: asyncio.Event | None = None) -> None:
+        """Until one of the jobs is done or cancelled, or ``timeout`` passes, or ``stop`` is set (a speculation
+        window waits on all its runs at once, and, with room for another run, on its queue's pokes)."""
 
         async def one_over() -> bool:
             return any(r["status"] in OVER for r in await self.sql.all("job_statuses", ids=job_ids))
 
-        await self.waiter.until(JOB, job_ids, one_over, timeout, poll=POLL)
+        await self.waiter.until(JOB, job_ids, one_over, timeout, poll=POLL, stop=stop)
 
     # -- re-verification (``mergebot.landing.main.reverify``) -----------------------------------------------------
 

@@ -529,7 +529,8 @@ $$;
 -- cancel is final, so whatever of it is left is dropped because of it), else ``superseded`` (reclaimed, replaced by
 -- a newer push, released, gone).
 CREATE FUNCTION candidate_dropped(subtask_id bigint) RETURNS candidate_status LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN EXISTS (SELECT 1 FROM subtasks s WHERE s.id = subtask_id AND s.status = 'cancelled')
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM subtasks s
+                             WHERE s.id = candidate_dropped.subtask_id AND s.status = 'cancelled')
                 THEN 'cancelled' ELSE 'superseded' END::candidate_status
 $$;
 

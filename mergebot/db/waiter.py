@@ -165,10 +165,11 @@ class Waiter:
             waits.remove(me)
 
     async def until(self, channel: str, ids: Sequence[int], done: Callable[[], Awaitable[bool]],
-                    timeout: float, *, poll: float | None = None) -> bool:
+                    timeout: float, *, poll: float | None = None, stop: asyncio.Event | None = None) -> bool:
         """Until ``done()`` is true or ``timeout`` passes, reading again whenever one of ``ids`` is announced on
-        ``channel`` (and at least every ``poll`` seconds, if given). Returns the last ``done()``. Every wait of the
-        package is this one."""
+        ``channel`` (and at least every ``poll`` seconds, if given). Returns the last ``done()``. ``stop``: the wait
+        also ends once it is set, looked at between reads (a read is never cut off in the middle of its query).
+        Every wait of the package is this one."""
         self._ensure_listening()
         keys = [(channel, i) for i in dict.fromkeys(ids)]
         ev = asyncio.Event()
@@ -182,10 +183,10 @@ class Waiter:
                 if await done():  # drain, after registering
                     return True
                 left = deadline - loop.time()
-                if left <= 0:
+                if left <= 0 or (stop is not None and stop.is_set()):
                     return False
                 nap = min(left, poll or left) if self._up.is_set() else min(left, POLL_WHILE_DOWN, poll or left)
-                await naps.nap(ev, nap)
+                await naps.nap_any([ev] if stop is None else [ev, stop], nap)
         finally:
             for key in keys:
                 evs = self._waiting.get(key)

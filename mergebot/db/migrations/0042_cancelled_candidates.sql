@@ -4,7 +4,8 @@
 -- lost claim. A cancel is final (no transition leaves ``cancelled``), so whatever of the subtask is still queued or
 -- in flight is dropped because of it: the fence says so first (``cancelled`` with the lead's ``{reason}``), and
 -- ``candidate_dropped`` names the status every such drop writes.
-CREATE OR REPLACE FUNCTION candidate_unfenced(q candidates, s subtasks, words jsonb) RETURNS text LANGUAGE sql STABLE AS $$
+CREATE OR REPLACE FUNCTION candidate_unfenced(q candidates, s subtasks, words jsonb) RETURNS text
+    LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN s.id IS NULL THEN words ->> 'gone'
                 WHEN s.status = 'cancelled'
                     THEN replace(words ->> 'cancelled', '{reason}', coalesce(s.status_reason, ''))
@@ -18,6 +19,7 @@ $$;
 -- The status a candidate that no longer holds its fence ends in: ``cancelled`` when its subtask was cancelled,
 -- else ``superseded`` (reclaimed, replaced by a newer push, released, gone).
 CREATE FUNCTION candidate_dropped(subtask_id bigint) RETURNS candidate_status LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN EXISTS (SELECT 1 FROM subtasks s WHERE s.id = subtask_id AND s.status = 'cancelled')
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM subtasks s
+                             WHERE s.id = candidate_dropped.subtask_id AND s.status = 'cancelled')
                 THEN 'cancelled' ELSE 'superseded' END::candidate_status
 $$;

@@ -293,7 +293,8 @@ FOR SHARE OF s;
 -- that drops a candidate no longer holding its fence asks for ``superseded``, and this names the cancel.
 UPDATE candidates
 SET status = CASE WHEN %(status)s = 'superseded' THEN candidate_dropped(subtask_id)
-                  ELSE %(status)s::candidate_status END, reason = %(reason)s, base_sha = coalesce(%(base_sha)s, base_sha),
+                  ELSE %(status)s::candidate_status END,
+    reason = %(reason)s, base_sha = coalesce(%(base_sha)s, base_sha),
     merged_sha = coalesce(%(merged_sha)s, merged_sha), verifier = coalesce(%(verifier)s, verifier),
     verdict = CASE WHEN %(verdict)s::jsonb IS NOT NULL THEN %(verdict)s::jsonb
                    WHEN %(status)s IN ('queued', 'verifying') THEN verdict END,

@@ -75,10 +75,11 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      (rate: the candidates the lane clears a second, each t seconds away): the lesser of ``Decision.rate`` (what
      its verifiers could clear) and ``cleared_rate`` (what left its queue a second over its recent runs' time: at
      a thousand agents on two cores the lane cleared a fifth of what its verifiers could, and a cap from their
-     rate let 750 claims in within 30 s), the latter only while the lane holds at least one window of work
-     (B >= w x d): below that its verifiers wait for work, and what left the queue measures what the claims out
-     brought, not what the verifiers clear (at 1,000 agents offering 1x, think time 250 s, a cap from it doubled
-     once a think time from its floor: 233 claims out after 436 s, 93 landed); a lane lets in a claim only while
+     rate let 750 claims in within 30 s), the latter in full while the lane holds at least one window of work
+     (B >= w x d), the verifiers' rate in full when it holds none, in proportion between: a lane short of work
+     waits for it, and what left its queue measures what the claims out brought, not what the verifiers clear (at
+     1,000 agents offering 1x, think time 250 s, a cap from it doubled once a think time from its floor: 246 claims
+     out after 451 s, 101 landed); a lane lets in a claim only while
      fewer than ``max(f x rate x t, f x w, m, c)`` claims are in flight (at least the f windows of rule 2 in
      candidates, and c = ``MERGEBOT_ADMISSION_MIN_CLAIMS``, default 32: a team starting at once is never held back;
      ``Decision.room``: how many more). While t is not measured, or the lane is stale (a cold start, a morning
@@ -202,9 +203,11 @@ def decide(lane: Lane, *, factor: float, min_runs: float = 0.0, min_claims: floa
             spent = lane.freed > lane.admitted
     rate = max(1, lane.slots) * max(1.0, lane.per_run) / d
     opens_in = max(0.0, backlog - threshold) / max(1, lane.slots) if not admit else 0.0
-    # what it clears, as measured, while it holds a window of work; below that, what left it says how much came
-    saturated = backlog >= width * d
-    flow = rate if lane.cleared_rate is None or not saturated else min(rate, lane.cleared_rate)
+    # what it clears, as measured, while it holds a window of work; below that, what left it says how much came, so
+    # the verifiers' rate takes over as the window empties (a blend, not a switch: no jump of the cap at the line)
+    cleared = rate if lane.cleared_rate is None else min(rate, lane.cleared_rate)
+    idle = max(0.0, 1.0 - backlog / (width * d)) if d > 0 else 0.0
+    flow = cleared + (rate - cleared) * idle
     cap = floor if lane.push_seconds is None else max(factor * flow * lane.push_seconds, floor)
     return Decision(lane.repo, admit, False, backlog, threshold, low, lane.slots, lane.candidates, retry, free, rate,
                     spent, opens_in, lane.in_flight, cap, lane.push_seconds)

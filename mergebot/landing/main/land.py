@@ -64,8 +64,8 @@ async def fenced(db: Database, cand: Candidate) -> str | None:
 
 
 async def take(ctx: Context, repo: Repo, exclude: list[int] | None = None) -> Candidate | None:
-    """The next candidate that still holds its fence; the ones that do not are superseded by the same statement
-    (``db.landing.next_candidate``)."""
+    """The next candidate that still holds its fence; the ones that do not are superseded (cancelled, when their
+    subtask was) by the same statement (``db.landing.next_candidate``)."""
     return await ctx.db.landing.next_candidate(repo.name, exclude, max_passes=ctx.max_passes)
 
 
@@ -261,8 +261,9 @@ async def land_batch(ctx: Context, target: Target, unit: Sequence[Slot], main: s
 
 
 async def _withdrawn(db: Database, unit: Sequence[Slot], why_of: Mapping[int, str | None]) -> bool:
-    """When a candidate of ``unit`` no longer holds its fence (``why_of``, by id): the first such is superseded with
-    why, the others go back to the queue (all of them or none), and True."""
+    """When a candidate of ``unit`` no longer holds its fence (``why_of``, by id): the first such is superseded
+    (cancelled, when its subtask was: ``candidate_finish``) with why, the others go back to the queue (all of them
+    or none), and True."""
     for slot in unit:
         why = why_of.get(slot.cand.id)
         if why is not None:

@@ -25,7 +25,8 @@ from verifier.runner import Result
 
 async def start(ctx: Context, repo: Repo, window: Window, slot: Speculation) -> None:
     """Queue a run on ``slot``'s merge (with main's tests: ``judge``); it covers every unchecked slot ahead of it,
-    and says so (``covers``: the batch it is started for, so its verifier-seconds are charged to each of them)."""
+    and says so (``covers``: the batch it is started for, which the fleet bench splits its verifier-seconds over;
+    the cost view still charges the candidate it names)."""
     assert slot.merge.sha is not None
     upto = next(i for i, s in enumerate(window.slots) if s is slot) + 1
     members = [judging.Member(s.cand, s.base, s.merge.sha or "") for s in window.slots[:upto]]

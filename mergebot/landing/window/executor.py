@@ -50,7 +50,6 @@ from mergebot.landing.target import Target, target_for
 from mergebot.landing.window import alone, apart, checkpoints, planner, sweep
 from mergebot.landing.window.chain import Speculation, Suspect, Window, policy
 from mergebot.models import Candidate, Repo
-from mergebot.naps import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -144,16 +143,11 @@ class Speculator:
         because the queue ran dry), until the queue is poked too (a push, a verdict apart, a resume), so the next
         step takes the new candidate now. Before, a push that found the window short of runs waited for a run to
         end (about a check's length) while verifiers stood idle."""
-        db = self.ctx.db
-        if window.failing() or sum(s.checkpoint for s in window.slots) >= window.width:
-            await db.jobs.wait_any(pending, timeout=self.ctx.poll)
-            return
-        waits = [asyncio.ensure_future(db.jobs.wait_any(pending, timeout=self.ctx.poll)),
-                 asyncio.ensure_future(self.ctx.wake.wait())]
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            await cancel_all(waits)
+        room = not window.failing() and sum(s.checkpoint for s in window.slots) < window.width
+        wake = self.ctx.wake if room else None
+        await self.ctx.db.jobs.wait_any(pending, timeout=self.ctx.poll, stop=wake)
+        if wake is not None:  # heard (the step says it did something, so the next pass follows at once)
+            wake.clear()
 
     async def alone(self, repo: Repo, main: str | None = None) -> Candidate | None:
         """Planner: ``alone``. One candidate judged against main itself, as the whole step
