@@ -20,15 +20,12 @@ does what it says:
             clear culprit the whole failed batch leaves the chain and each candidate is judged on main alone
             (``mergebot.landing.window.apart``), while the window fills on with the queue. Batches
             grow while they stay likely to pass (``planner.pass_threshold``), and a likely failure runs alone;
-  * wait  — for any run of the window (results are read back by ``checkpoints``), or, while the window has room for
-            another run, for a poke of the queue (a push: taken at once, not when a run ends); meanwhile the next
-            candidate is taken and merged onto the chain's tail (staged), so the run a result frees starts without
-            waiting for that merge, and the queued candidates are tried on main (``sweep``): one that conflicts with
-            main is rejected now, not when its turn comes.
-A candidate that does not apply on the chain's tail is tried on main at once: rejected if it does not apply there
-either, else re-planned after the slots ahead (tried again when one of them lands or is cut). A newer push, a
-reclaim or a moved main cuts the window from there. The width grows by one per landing and halves on a failure,
-never below the deepest slot still likelier to land than not at the measured failure rate (``planner``).
+  * wait  — for any run of the window (``checkpoints`` reads results), or with room for a run, a push (``_wait``);
+            meanwhile the next candidate is merged onto the chain's tail (staged, so a freed run starts without that
+            merge) and the queue is tried on main (``sweep``: one that conflicts with main is rejected now).
+A candidate that does not apply on the chain's tail is tried on main: rejected if it does not apply there either,
+else re-planned after the slots ahead. A newer push, a reclaim or a moved main cuts the window from there. The
+width (``planner``) grows by one per landing, halves on a failure, never below the deepest slot likelier to land.
 """
 
 from __future__ import annotations
@@ -139,10 +136,8 @@ class Speculator:
         return True
 
     async def _wait(self, window: Window, pending: list[int]) -> None:
-        """Until one of the window's runs ends; and, while the window has room for another run (the fill stopped
-        because the queue ran dry), until the queue is poked too (a push, a verdict apart, a resume), so the next
-        step takes the new candidate now. Before, a push that found the window short of runs waited for a run to
-        end (about a check's length) while verifiers stood idle."""
+        """Until one of the window's runs ends, or, with room for another run (the queue ran dry), a poke (a push,
+        a verdict apart, a resume): a push is taken now, not when a run ends while verifiers stand idle."""
         room = not window.failing() and sum(s.checkpoint for s in window.slots) < window.width
         wake = self.ctx.wake if room else None
         await self.ctx.db.jobs.wait_any(pending, timeout=self.ctx.poll, stop=wake)
@@ -226,10 +221,9 @@ class Speculator:
 
     async def _leave_out(self, repo: Repo, window: Window, target: Target, main: str,
                          decision: planner.Decision) -> None:
-        """Rule 4a of the planner: the failed stretch's suspect leaves the chain (a ``Suspect``), the slots built on
-        it are merged again without it (one that needed it, or touches its paths, waits for it: deferred) and the
-        rest gets a run of its own (with, when ``decision.more`` asks, a bisection next to it). The window then fills
-        on behind the rest."""
+        """Planner rule 4a: the failed stretch's suspect leaves the chain (a ``Suspect``), the slots built on it are
+        merged again without it (one that needed it or touches its paths waits: deferred) and the rest gets a run of
+        its own (and a bisection, when ``decision.more`` asks); the window fills on behind it."""
         failing, at = window.slots[-1], decision.index
         suspect, behind, window.slots = window.slots[at], window.slots[at + 1:], window.slots[:at]
         assert failing.result is not None
@@ -258,9 +252,8 @@ class Speculator:
 
     async def _suspects_after(self, repo: Repo, window: Window, target: Target, landed: set[int],
                               main: str) -> None:
-        """Each suspect whose rest has landed (``landed``: candidate ids) is judged now: on its failed run when its
-        merge on the new main is the tree that failed, else verified again; one whose rest is no longer in the
-        window (it failed, or was cut) goes back to the queue."""
+        """Each suspect whose rest landed (``landed``: candidate ids) is judged now: on its failed run when its merge
+        on the new main is the tree that failed, else verified again; one whose rest failed or was cut goes back."""
         live = {s.cand.id for s in window.slots}
         for cid, sus in list(window.suspects.items()):
             if sus.rest in landed:
@@ -385,9 +378,8 @@ class Speculator:
             raise
 
     async def _defer(self, window: Window, cand: Candidate, why: str) -> None:
-        """Back to the queue, re-planned after the slots ahead of it (``deferred`` is cleared when one lands or is
-        cut). Added before the write: a verdict or landing that clears ``deferred`` during it must clear this one too,
-        or nothing would ever take it again."""
+        """Back to the queue, re-planned after the slots ahead (``deferred`` clears when one lands or is cut). Added
+        before the write: a clear during it must clear this one too, or nothing would ever take it again."""
         window.deferred.add(cand.id)
         await self.ctx.db.landing.finish_candidate(cand.id, "queued", why)
         log.info("deferred candidate %s of subtask %s: %s", cand.id, cand.subtask_id, why,
