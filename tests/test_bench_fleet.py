@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from bench.common.fairness import busy_while_waiting, jain
+from bench.common.fairness import busy_while_waiting, even_split_jain, jain, refill_gaps
 from bench.fleet.offered_figures import (
     NOT_UNDER_CLAIM,
     Event,
@@ -33,6 +33,23 @@ def test_busy_while_waiting_counts_only_the_moments_work_waited() -> None:
     assert math.isclose(busy_while_waiting([(0, 2), (20, 30), (20, 30), (20, 30)], [(20, 25)], 2), 1.0)
     assert math.isclose(busy_while_waiting([(0, 2)], [(1, 3)], 1), 0.5)
     assert math.isnan(busy_while_waiting([(0, 1)], [], 4))
+
+
+def test_the_even_split_bounds_what_a_fair_queue_scores_in_a_short_run() -> None:
+    # fewer landings than agents: at best each of `units` agents got one, the rest none
+    assert math.isclose(even_split_jain(503, 1000), 0.503)
+    assert even_split_jain(8, 4) == 1.0
+    # 6 over 4: two agents got 2, two got 1: 36 / (4 * 10)
+    assert math.isclose(even_split_jain(6, 4), 0.9)
+    assert math.isnan(even_split_jain(0, 4)) and math.isnan(even_split_jain(3, 0))
+
+
+def test_refill_gaps_count_only_runs_that_ended_while_work_waited() -> None:
+    runs = [(0.0, 1.0), (1.25, 2.0), (2.5, 3.0), (10.0, 11.0)]
+    # work waits over [0, 3]: the run ending at 1 waited 0.25 for the next start, the one at 2 waited 0.5; the run
+    # ending at 3 ended with nothing waiting, and the one ending at 11 has no run after it
+    assert refill_gaps(runs, [(0.0, 2.9)]) == [0.25, 0.5]
+    assert refill_gaps(runs, []) == []
 
 
 def _events() -> list[Event]:

@@ -7,13 +7,21 @@ Rules:
 * **Jain's index** of allocations ``x_1..x_n`` is ``(sum x)^2 / (n * sum x^2)``: 1 when every one got the same,
   ``1/n`` when one got everything. An agent that got nothing counts (a zero), so pass every agent of equal weight,
   not only those that were served.
+* **The even split's index** (``even_split_jain``): what a perfectly fair queue could score in a run that handed
+  out ``units`` whole units (landings) among ``parties``: each party gets ``units // parties`` or one more. A run
+  shorter than a landing per agent cannot score above ``units / parties`` however fair its queue (1,000 agents, 503
+  landings: 0.503), so a measured index is read against it.
 * **Busy while waiting**: over the moments when some work waited (the union of the ``waits`` intervals), the mean
   share of ``servers`` that were running something (at most all of them): 1.0 means no server stood idle while
   work waited. NaN when nothing ever waited.
+* **Refill gaps** (``refill_gaps``): for each run that ended while work waited, the time until the next run started
+  (any server's): how long a freed server stood idle before the queue gave it work. With checks of d seconds and
+  a gap g after each, the servers are busy at most d / (d + g) of the time.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 
 from mergebot.landing.window.fair import jain_index
@@ -23,6 +31,14 @@ def jain(xs: Iterable[float]) -> float:
     """Jain's index of ``xs`` (``jain_index``), NaN when there is nothing to share (no party, or none got any)."""
     values = [float(x) for x in xs]
     return jain_index(values) if any(values) else float("nan")
+
+
+def even_split_jain(units: int, parties: int) -> float:
+    """Jain's index of ``units`` whole units split as evenly as they go among ``parties`` (NaN: none to split)."""
+    if units <= 0 or parties <= 0:
+        return float("nan")
+    q, r = divmod(units, parties)
+    return jain_index([float(q + 1)] * r + [float(q)] * (parties - r))
 
 
 def _union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -58,3 +74,17 @@ def busy_while_waiting(runs: Sequence[tuple[float, float]], waits: Sequence[tupl
         if w_end > at:
             busy += min(running, servers) * (w_end - max(at, w_start))
     return busy / (servers * span)
+
+
+def refill_gaps(runs: Sequence[tuple[float, float]], waits: Sequence[tuple[float, float]]) -> list[float]:
+    """Per run that ended while some of ``waits`` waited: seconds from its end to the next start of any run."""
+    waiting = _union(waits)
+    starts = sorted(s for s, e in runs if e > s)
+    out: list[float] = []
+    for _, end in runs:
+        if not any(lo <= end < hi for lo, hi in waiting):
+            continue
+        i = bisect.bisect_left(starts, end)
+        if i < len(starts):
+            out.append(starts[i] - end)
+    return out

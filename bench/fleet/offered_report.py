@@ -23,7 +23,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from bench.common.fairness import busy_while_waiting, jain
+from bench.common.fairness import busy_while_waiting, even_split_jain, jain, refill_gaps
 from bench.common.measure import fmt, met, pctl
 from bench.fleet.agents import VERIFY_PURPOSES
 from bench.fleet.offered import Log
@@ -92,6 +92,12 @@ def ratio(a: float, b: float) -> float:
     return a / b if b and a == a and b == b else float("nan")
 
 
+def bound_by_gap(r: dict[str, Any]) -> float:
+    """d / (d + g): the busy share a run of d seconds followed by the median refill gap g allows."""
+    d, g = r["check_run_s_mean"], r["refill_gap_s"]["p50"]
+    return d / (d + g) if d == d and g == g and d + g > 0 else float("nan")
+
+
 def _p(xs: list[float]) -> dict[str, float]:
     return {"p50": pctl(xs, 0.5), "p95": pctl(xs, 0.95), "n": len(xs)}
 
@@ -129,6 +135,7 @@ def offered_figures(args: argparse.Namespace, t0: float, ended: float, db: dict[
         "claim_to_landed_s": _p(claim_lat), "push_to_landed_s": _p(push_lat),
         "leases": {**lease_accounting(log.events), "lapsed_server": len(db["lapsed"])},
         "jain_verifier_seconds": jain(seconds.values()),
+        "jain_even_bound": even_split_jain(n, len(seconds)),
         "jain_among_served": jain(v for v in seconds.values() if v > 0),
         "jain_run_charges": jain(charged_to.values()),
         "jain_claims": jain(per_agent(log.events, "claim", args.agents)),
@@ -138,6 +145,7 @@ def offered_figures(args: argparse.Namespace, t0: float, ended: float, db: dict[
                           "top": sorted(seconds.values(), reverse=True)[:5]},
         "charged_s": charged(db["charges"]),
         "max_wip": max_wip(log.events), "busy_while_waiting": busy_while_waiting(runs, waits, args.workers),
+        "refill_gap_s": _p(refill_gaps(runs, waits)),
         "refusals": tally, "every_refusal_named_next": every_refusal_named_next(tally),
         "events": counts_by_kind(log.events), "errors": log.errors[:20], "error_count": len(log.errors),
         "subtask_statuses": db["statuses"],
@@ -177,7 +185,11 @@ def print_offered(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f"agents' verifier-seconds min {fmt(r['agent_seconds']['min'], 1)} max "
               f"{fmt(r['agent_seconds']['max'], 1)} (Jain among agents served {fmt(r['jain_among_served'], 3)}; "
               f"as run_charges charges landings {fmt(r['jain_run_charges'], 3)}); "
-              f"Jain of claims per agent {fmt(r['jain_claims'], 3)}, of landings {fmt(r['jain_landings'], 3)}")
+              f"Jain of claims per agent {fmt(r['jain_claims'], 3)}, of landings {fmt(r['jain_landings'], 3)}; "
+              f"the most a fair queue scores in this run (its landings split as evenly as whole ones go) "
+              f"{fmt(r['jain_even_bound'], 3)}; a verifier freed while work waited got its next run after p50 "
+              f"{fmt(r['refill_gap_s']['p50'], 2)} s, p95 {fmt(r['refill_gap_s']['p95'], 2)} s (busy at most "
+              f"{fmt(bound_by_gap(r), 2)})")
         if base is not None and r is not base:
             p95 = ratio(r["claim_to_landed_s"]["p95"], base["claim_to_landed_s"]["p95"])
             print(f"    against the baseline {base['name']}: p95 claim->landed {fmt(p95, 2)}x, landings/h "
