@@ -1148,15 +1148,56 @@ CREATE TABLE admission_lanes (
 );
 -- Each agent's standing with admission control (migration 0040): the claims it was let make, and, while a full lane
 -- keeps it waiting for a slot, since and until when it waits (the least-served agent waiting gets the next slot).
+-- The line is ordered by the verifiers' time each agent had (0044), in runs of the lane's predicted length: charged
+-- as each run started for its candidates ends (a run's seconds split over the candidates it covers), plus its claims
+-- let in whose work no run has charged yet (pending: one per claim admitted, taken back at its candidate's first
+-- charge, ``candidates.charged``).
 CREATE TABLE admission_agents (
     agent_id      bigint PRIMARY KEY REFERENCES agents (id),
     claims        bigint NOT NULL DEFAULT 0 CHECK (claims >= 0),
     waiting_since timestamptz,
-    waiting_until timestamptz
+    waiting_until timestamptz,
+    charged       float8 NOT NULL DEFAULT 0,
+    pending       bigint NOT NULL DEFAULT 0 CHECK (pending >= 0)
 );
+ALTER TABLE candidates ADD COLUMN charged boolean NOT NULL DEFAULT false;
 -- The lane each claim admission let in was made for (migration 0041; NULL: it named none): the claims still out,
 -- not yet pushed, count against their lane (rule 8), so a lane that begins to admit lets in no flood.
 CREATE TABLE admission_claims (
     subtask_id bigint PRIMARY KEY REFERENCES subtasks (id),
     repo       text REFERENCES repos (name)
 );
+
+-- A run started for candidates ends: its seconds go to their agents' accounts (0044).
+CREATE FUNCTION admission_charge_run() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    members bigint[] := array_remove(coalesce(NEW.covers, ARRAY[NEW.candidate_id]), NULL);
+    share float8;
+BEGIN
+    IF cardinality(members) = 0 THEN
+        RETURN NULL;
+    END IF;
+    SELECT greatest(0, extract(epoch FROM NEW.finished_at - NEW.started_at))::float8 / cardinality(members)
+           / greatest(p.seconds, 0.001)
+    INTO share FROM predicted_run(NEW.repo) p;
+    WITH firsts AS (
+        UPDATE candidates SET charged = true WHERE id = ANY (members) AND NOT charged RETURNING id
+    ), owed AS (
+        SELECT c.owner_id, sum(share) AS runs, count(f.id) AS settled
+        FROM candidates c LEFT JOIN firsts f ON f.id = c.id
+        WHERE c.id = ANY (members)
+        GROUP BY c.owner_id
+    )
+    INSERT INTO admission_agents AS a (agent_id, charged)
+    SELECT owner_id, runs FROM owed
+    ON CONFLICT (agent_id) DO UPDATE
+    SET charged = a.charged + EXCLUDED.charged,
+        pending = greatest(0, a.pending - (SELECT o.settled FROM owed o WHERE o.owner_id = a.agent_id));
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER verify_jobs_charge_run AFTER UPDATE OF finished_at ON verify_jobs
+    FOR EACH ROW WHEN (OLD.finished_at IS NULL AND NEW.finished_at IS NOT NULL AND NEW.started_at IS NOT NULL
+                       AND NEW.candidate_id IS NOT NULL AND NOT NEW.is_group)
+    EXECUTE FUNCTION admission_charge_run();
+

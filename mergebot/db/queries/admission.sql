@@ -118,19 +118,22 @@ SELECT count(*)::int AS n FROM subtasks WHERE status = 'ready';
 SELECT repo, refusals, admitting, changed_at FROM admission_lanes ORDER BY repo;
 
 -- name: admission_standing
--- An agent's standing among the agents waiting for a slot in a full lane: the claims it was let make, its place in
--- the line (the waiting agents other than it that were let make fewer claims, or as many and have waited longer),
--- and the fewest claims of any other agent waiting; agents that stopped asking (their wait ran out) are no line.
+-- An agent's standing among the agents waiting for a slot in a full lane: the claims it was let make, what it was
+-- served (``charged + pending``: the verifiers' time it had, in predicted runs, and its claims let in that no run
+-- has charged yet, migration 0044), its place in the line (the waiting agents other than it that were served less,
+-- or as much and have waited longer), and the least any other agent waiting was served; agents that stopped asking
+-- (their wait ran out) are no line.
 WITH me AS (
-    SELECT coalesce(max(claims), 0) AS claims,
+    SELECT coalesce(max(claims), 0) AS claims, coalesce(max(charged + pending), 0) AS served,
            coalesce(max(waiting_since) FILTER (WHERE waiting_until > now()), now()) AS since
     FROM admission_agents WHERE agent_id = %(agent_id)s
 )
-SELECT me.claims,
+SELECT me.claims, me.served,
        (SELECT count(*) FROM admission_agents w
         WHERE w.waiting_until > now() AND w.agent_id <> %(agent_id)s
-          AND (w.claims < me.claims OR (w.claims = me.claims AND w.waiting_since < me.since)))::bigint AS ahead,
-       (SELECT min(w.claims) FROM admission_agents w
+          AND (w.charged + w.pending < me.served
+               OR (w.charged + w.pending = me.served AND w.waiting_since < me.since)))::bigint AS ahead,
+       (SELECT min(w.charged + w.pending) FROM admission_agents w
         WHERE w.waiting_until > now() AND w.agent_id <> %(agent_id)s) AS least
 FROM me;
 
@@ -148,7 +151,8 @@ WHERE repo = %(repo)s AND NOT admitting AND changed_at = %(since)s AND admitted 
 RETURNING repo;
 
 -- name: admission_claimed
--- A claim admission let an agent make: one more to its account (it no longer waits), and the lane it was made for
+-- A claim admission let an agent make: one more to its account, pending until a run charges its work (it no longer
+-- waits), and the lane it was made for
 -- (NULL: none named; a name no repository has counts as none): its subtask counts against that lane's claims in
 -- flight until its work is pushed (rule 8). One round trip on the claim path.
 WITH lane AS (
@@ -156,8 +160,9 @@ WITH lane AS (
     VALUES (%(subtask_id)s, (SELECT name FROM repos WHERE name = %(repo)s))
     ON CONFLICT (subtask_id) DO UPDATE SET repo = EXCLUDED.repo
 )
-INSERT INTO admission_agents AS a (agent_id, claims) VALUES (%(agent_id)s, 1)
-ON CONFLICT (agent_id) DO UPDATE SET claims = a.claims + 1, waiting_since = NULL, waiting_until = NULL
+INSERT INTO admission_agents AS a (agent_id, claims, pending) VALUES (%(agent_id)s, 1, 1)
+ON CONFLICT (agent_id) DO UPDATE SET claims = a.claims + 1, pending = a.pending + 1, waiting_since = NULL,
+                                     waiting_until = NULL
 RETURNING claims;
 
 -- name: admission_waits

@@ -67,7 +67,7 @@ class Refusal:
                                                    push_seconds=f["push_seconds"], retry_after=f["retry_after"],
                                                    completed=completed), **f, **extra)
         if f.get("reason") == "fair_share":
-            return Capacity(say.capacity_fair_share(f["lane"], in_line=f["in_line"], claims=f["claims"],
+            return Capacity(say.capacity_fair_share(f["lane"], in_line=f["in_line"], served=f["served"],
                                                     least=f["least_waiting"], retry_after=f["retry_after"],
                                                     completed=completed), **f, **extra)
         return Capacity(say.capacity_refused(f["lanes"], retry_after=f["retry_after"],
@@ -153,8 +153,8 @@ class Admission:
         if not mine:
             return None
         row = await db.admission.standing(agent_id)
-        standing = Standing(claims=int(row["claims"]), ahead=int(row["ahead"]),
-                            least=None if row["least"] is None else int(row["least"])) if row else Standing()
+        standing = Standing(claims=int(row["claims"]), ahead=int(row["ahead"]), served=float(row["served"]),
+                            least=None if row["least"] is None else float(row["least"])) if row else Standing()
         retries = []
         flight: list[Decision] = []  # lanes that would let it in but for their claims in flight (rule 8)
         for d in sorted(mine, key=lambda d: (not d.admit, -d.free)):
@@ -179,7 +179,8 @@ class Admission:
                                    push_seconds=None if d.push_seconds is None else round(d.push_seconds, 1))
         if any(d.admit for d in mine):  # rule 7: room, but for the less served agents waiting first
             return await _capacity(db, mine[0].repo, mine, retry, standing, reason="fair_share",
-                                   claims=standing.claims, least_waiting=standing.least)
+                                   claims=standing.claims, served=round(standing.served, 2),
+                                   least_waiting=None if standing.least is None else round(standing.least, 2))
         first = mine[0]
         elsewhere = [{"lane": d.repo, "backlog_seconds": round(d.backlog_seconds, 1),
                       "threshold_seconds": round(d.threshold_seconds, 1)} for d in decisions if d.admit]
