@@ -79,3 +79,24 @@ async def test_the_line_puts_the_agent_whose_runs_cost_less_first_at_equal_claim
     assert (ann_row["claims"], bob_row["claims"]) == (1, 1)
     assert (ann_row["ahead"], bob_row["ahead"]) == (1, 0)
     assert math.isclose(ann_row["least"], 0.25) and math.isclose(bob_row["least"], 1.5)
+
+
+async def test_a_run_ending_never_waits_for_a_candidate_row_the_queue_holds(lanes: Lanes) -> None:
+    """The queue lands or cuts a candidate holding its row; a worker's report of a run covering it must not wait
+    for that row (nor take it: both in their own order would be a deadlock), so the charge keeps its own table."""
+    await lanes.runs(10.0)
+    [cand] = await lanes.queue(1)
+    job = await lanes.db.jobs.enqueue_job(repo="app", commit_sha="c" * 40, command="pytest -q", timeout_s=60,
+                                          purpose="candidate", candidate_id=cand)
+    assert lanes.owner is not None
+    now = datetime.now(UTC)
+    await _at(lanes.owner, "UPDATE verify_jobs SET status = 'running', started_at = %s, lease_expires_at = %s "
+              "WHERE id = %s", now - timedelta(seconds=5), now + timedelta(minutes=1), job.id)
+    async with lanes.owner.pool.connection() as queue, queue.transaction():
+        await queue.execute("SELECT 1 FROM candidates WHERE id = %s FOR UPDATE", (cand,))
+        async with lanes.owner.pool.connection() as worker:
+            await worker.execute("SET lock_timeout = '2s'")
+            await worker.execute("UPDATE verify_jobs SET status = 'done', finished_at = now(), "
+                                 "lease_expires_at = NULL WHERE id = %s", (job.id,))
+    charged, pending = await _account(lanes, "lead")
+    assert math.isclose(charged, 0.5) and pending == 0

@@ -1151,7 +1151,8 @@ CREATE TABLE admission_lanes (
 -- The line is ordered by the verifiers' time each agent had (0044), in runs of the lane's predicted length: charged
 -- as each run started for its candidates ends (a run's seconds split over the candidates it covers), plus its claims
 -- let in whose work no run has charged yet (pending: one per claim admitted, taken back at its candidate's first
--- charge, ``candidates.charged``).
+-- charge: ``admission_charged`` lists the candidates charged, apart from ``candidates`` so a worker's report never
+-- locks a candidate's row).
 CREATE TABLE admission_agents (
     agent_id      bigint PRIMARY KEY REFERENCES agents (id),
     claims        bigint NOT NULL DEFAULT 0 CHECK (claims >= 0),
@@ -1160,7 +1161,9 @@ CREATE TABLE admission_agents (
     charged       float8 NOT NULL DEFAULT 0,
     pending       bigint NOT NULL DEFAULT 0 CHECK (pending >= 0)
 );
-ALTER TABLE candidates ADD COLUMN charged boolean NOT NULL DEFAULT false;
+CREATE TABLE admission_charged (
+    candidate_id bigint PRIMARY KEY
+);
 -- The lane each claim admission let in was made for (migration 0041; NULL: it named none): the claims still out,
 -- not yet pushed, count against their lane (rule 8), so a lane that begins to admit lets in no flood.
 CREATE TABLE admission_claims (
@@ -1180,16 +1183,19 @@ BEGIN
     SELECT greatest(0, extract(epoch FROM NEW.finished_at - NEW.started_at))::float8 / cardinality(members)
            / greatest(p.seconds, 0.001)
     INTO share FROM predicted_run(NEW.repo) p;
+    -- keys and rows taken in ascending order, so two reports ending at once wait for each other, never in a ring
     WITH firsts AS (
-        UPDATE candidates SET charged = true WHERE id = ANY (members) AND NOT charged RETURNING id
+        INSERT INTO admission_charged (candidate_id)
+        SELECT m FROM unnest(members) AS m ORDER BY m
+        ON CONFLICT (candidate_id) DO NOTHING RETURNING candidate_id
     ), owed AS (
-        SELECT c.owner_id, sum(share) AS runs, count(f.id) AS settled
-        FROM candidates c LEFT JOIN firsts f ON f.id = c.id
+        SELECT c.owner_id, sum(share) AS runs, count(f.candidate_id) AS settled
+        FROM candidates c LEFT JOIN firsts f ON f.candidate_id = c.id
         WHERE c.id = ANY (members)
         GROUP BY c.owner_id
     )
     INSERT INTO admission_agents AS a (agent_id, charged)
-    SELECT owner_id, runs FROM owed
+    SELECT owner_id, runs FROM owed ORDER BY owner_id
     ON CONFLICT (agent_id) DO UPDATE
     SET charged = a.charged + EXCLUDED.charged,
         pending = greatest(0, a.pending - (SELECT o.settled FROM owed o WHERE o.owner_id = a.agent_id));
