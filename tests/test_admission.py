@@ -76,16 +76,16 @@ def test_a_refusing_lane_frees_a_slot_per_candidate_gone_and_gives_it_to_the_hea
     assert turn(later, Standing(ahead=0)) == (False, 85)
     assert turn(later, Standing(ahead=1)) == (False, 90)  # the next in line, one slot later
     room = decide(lane(1), factor=2.0)
-    assert turn(room, Standing(served=3, ahead=99)) == (True, 0)  # an admitting lane nobody waits for
-    # rule 7: with a line, it lets in the agents served within one run of the least served waiting (verifier time
-    # in runs: a quarter of a batch's run counts a quarter); the others come back soon
-    assert turn(room, Standing(served=1, ahead=0, least=1)) == (True, 0)
-    assert turn(room, Standing(served=1.75, ahead=0, least=1)) == (True, 0)
+    assert turn(room, Standing(served=30, ahead=99)) == (True, 0)  # an admitting lane nobody waits for
+    # rule 7: with a line, it lets in the agents served within one run (d = 10 s) of the least served waiting
+    # (verifier-seconds: a quarter of a batch's run counts a quarter); the others come back soon
+    assert turn(room, Standing(served=10, ahead=0, least=10)) == (True, 0)
+    assert turn(room, Standing(served=17.5, ahead=0, least=10)) == (True, 0)
     # ... when the lane's rate (0.2 a second) reaches their place, never sooner (a thousand agents polling within
     # seconds starved the server), at most RETRY_MAX
-    assert turn(room, Standing(served=2, ahead=3, least=1)) == (False, 20)
-    assert turn(room, Standing(served=2, ahead=0, least=0.5)) == (False, 5)
-    assert turn(room, Standing(served=2, ahead=999, least=0)) == (False, 300)
+    assert turn(room, Standing(served=20, ahead=3, least=10)) == (False, 20)
+    assert turn(room, Standing(served=20, ahead=0, least=5)) == (False, 5)
+    assert turn(room, Standing(served=20, ahead=999, least=0)) == (False, 300)
 
 
 @given(n=st.floats(0, 1000), last=st.booleans(), d=st.floats(0.1, 3600), slots=st.integers(1, 64),
@@ -227,9 +227,10 @@ async def test_a_full_lane_gives_each_freed_slot_to_the_least_served_agent_in_li
     await lanes.done(*cands[2:])
     r = await lanes.claim("lead", repo="app")
     err = r.json()["error"]
+    # (served: a claim not yet run counts as one run of the lane, 10 s)
     assert r.status_code == 429 and (err["kind"], err["reason"], err["claims"], err["served"],
-                                     err["least_waiting"]) == ("capacity", "fair_share", 2, 2, 1), r.text
-    assert "less of the verifiers' time than you (in runs of its check: 1 against your 2" in err["message"], err
+                                     err["least_waiting"]) == ("capacity", "fair_share", 2, 20, 10), r.text
+    assert "less of the verifiers' time than you (10 verifier-seconds against your 20" in err["message"], err
     assert err["lanes"][0]["admitting"] is True
     r = await lanes.claim("bob", repo="app")
     assert r.status_code == 200 and r.json()["subtask"]["title"] == "three", r.text

@@ -7,16 +7,17 @@ Rules:
 * **Jain's index** of allocations ``x_1..x_n`` is ``(sum x)^2 / (n * sum x^2)``: 1 when every one got the same,
   ``1/n`` when one got everything. An agent that got nothing counts (a zero), so pass every agent of equal weight,
   not only those that were served.
-* **The even split's index** (``even_split_jain``): what a perfectly fair queue could score in a run that handed
-  out ``units`` whole units (landings) among ``parties``: each party gets ``units // parties`` or one more. A run
-  shorter than a landing per agent cannot score above ``units / parties`` however fair its queue (1,000 agents, 503
-  landings: 0.503), so a measured index is read against it.
+* **The even split's index** (``even_split_jain``): the index of ``units`` whole units (landings) split among
+  ``parties`` as evenly as they go (each ``units // parties`` or one more): a yardstick for a short run, where some
+  agents land nothing however fair the queue (1,000 agents, 503 landings: 0.503). Not a strict bound on
+  verifier-seconds, which come in fractions, and also to agents whose work did not land.
 * **Busy while waiting**: over the moments when some work waited (the union of the ``waits`` intervals), the mean
   share of ``servers`` that were running something (at most all of them): 1.0 means no server stood idle while
   work waited. NaN when nothing ever waited.
 * **Refill gaps** (``refill_gaps``): for each run that ended while work waited, the time until the next run started
   (any server's): how long a freed server stood idle before the queue gave it work. With checks of d seconds and
-  a gap g after each, the servers are busy at most d / (d + g) of the time.
+  a gap g after each, the servers are busy about d / (d + g) of the time (with the median gap: roughly what the gap
+  alone allows).
 """
 
 from __future__ import annotations

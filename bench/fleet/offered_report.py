@@ -186,9 +186,9 @@ def print_offered(results: list[dict[str, Any]], args: argparse.Namespace) -> di
               f"{fmt(r['agent_seconds']['max'], 1)} (Jain among agents served {fmt(r['jain_among_served'], 3)}; "
               f"as run_charges charges landings {fmt(r['jain_run_charges'], 3)}); "
               f"Jain of claims per agent {fmt(r['jain_claims'], 3)}, of landings {fmt(r['jain_landings'], 3)}; "
-              f"the most a fair queue scores in this run (its landings split as evenly as whole ones go) "
+              f"its landings split as evenly as whole ones go would score "
               f"{fmt(r['jain_even_bound'], 3)}; a verifier freed while work waited got its next run after p50 "
-              f"{fmt(r['refill_gap_s']['p50'], 2)} s, p95 {fmt(r['refill_gap_s']['p95'], 2)} s (busy at most "
+              f"{fmt(r['refill_gap_s']['p50'], 2)} s, p95 {fmt(r['refill_gap_s']['p95'], 2)} s (busy about "
               f"{fmt(bound_by_gap(r), 2)})")
         if base is not None and r is not base:
             p95 = ratio(r["claim_to_landed_s"]["p95"], base["claim_to_landed_s"]["p95"])

@@ -21,10 +21,10 @@ class AdmissionStore:
         return await self.sql.one("admission_flip", repo=repo, admitting=admitting, backlog=backlog,
                                   threshold=threshold) is not None
 
-    async def standing(self, agent_id: int) -> Row | None:
-        """The agent against the line of agents waiting (``admission_standing``): its claims, the agents ahead of
-        it, the fewest claims of any other agent waiting."""
-        return await self.sql.one("admission_standing", agent_id=agent_id)
+    async def standing(self, agent_id: int, *, d: float) -> Row | None:
+        """The agent against the line of agents waiting (``admission_standing``): its claims, what it was served
+        (verifier-seconds, a claim not yet run as ``d``), the agents ahead of it, the least any other waiting was."""
+        return await self.sql.one("admission_standing", agent_id=agent_id, d=d)
 
     async def take(self, *, repo: str, since: object, freed: int) -> bool:
         """Take one of a refusing lane's free slots; False when another claim took the last one first."""

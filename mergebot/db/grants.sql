@@ -42,5 +42,3 @@ GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};
 GRANT SELECT, INSERT, UPDATE ON fair_clocks, fair_accounts TO {role};
 -- Each lane's admission state (0037): written when it changes, and its refusals counted.
 GRANT SELECT, INSERT, UPDATE ON admission_lanes, admission_agents, admission_claims TO {role};
--- The candidates whose first run charged their agents (0044): written by a run's end, as the app.
-GRANT SELECT, INSERT ON admission_charged TO {role};

@@ -1148,62 +1148,61 @@ CREATE TABLE admission_lanes (
 );
 -- Each agent's standing with admission control (migration 0040): the claims it was let make, and, while a full lane
 -- keeps it waiting for a slot, since and until when it waits (the least-served agent waiting gets the next slot).
--- The line is ordered by the verifiers' time each agent had (0044), in runs of the lane's predicted length: charged
--- as each run started for its candidates ends (a run's seconds split over the candidates it covers), plus its claims
--- let in whose work no run has charged yet (pending: one per claim admitted, taken back at its candidate's first
--- charge: ``admission_charged`` lists the candidates charged, apart from ``candidates`` so a worker's report never
--- locks a candidate's row).
+-- The line is ordered by the verifiers' time each agent had (0044): ``charged``, the seconds of every run started for
+-- its candidates, each run's split over the candidates it covers, added as a running run ends; a claim let in counts
+-- as one predicted run until then (``admission_claims.settled``).
 CREATE TABLE admission_agents (
     agent_id      bigint PRIMARY KEY REFERENCES agents (id),
     claims        bigint NOT NULL DEFAULT 0 CHECK (claims >= 0),
     waiting_since timestamptz,
     waiting_until timestamptz,
-    charged       float8 NOT NULL DEFAULT 0,
-    pending       bigint NOT NULL DEFAULT 0 CHECK (pending >= 0)
-);
-CREATE TABLE admission_charged (
-    candidate_id bigint PRIMARY KEY
+    charged       float8 NOT NULL DEFAULT 0
 );
 -- The lane each claim admission let in was made for (migration 0041; NULL: it named none): the claims still out,
 -- not yet pushed, count against their lane (rule 8), so a lane that begins to admit lets in no flood.
 CREATE TABLE admission_claims (
     subtask_id bigint PRIMARY KEY REFERENCES subtasks (id),
-    repo       text REFERENCES repos (name)
+    repo       text REFERENCES repos (name),
+    -- its claimer, and whether a run has charged its work yet (0044): until then it counts as one predicted run
+    agent_id   bigint,
+    settled    boolean NOT NULL DEFAULT false
 );
+CREATE INDEX admission_claims_pending ON admission_claims (agent_id) WHERE NOT settled;
 
--- A run started for candidates ends: its seconds go to their agents' accounts (0044).
-CREATE FUNCTION admission_charge_run() RETURNS trigger LANGUAGE plpgsql AS $$
+-- One statement's ended runs at once (a sweep may end many): the claims settled, then the agents charged, each in
+-- ascending order, so two statements ending runs at once, or one and a claim (its claim row, then its agent's),
+-- wait for each other and never in a ring.
+CREATE FUNCTION admission_charge_runs() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    members bigint[] := array_remove(coalesce(NEW.covers, ARRAY[NEW.candidate_id]), NULL);
-    share float8;
+    subs bigint[];
 BEGIN
-    IF cardinality(members) = 0 THEN
-        RETURN NULL;
+    IF NOT EXISTS (SELECT 1 FROM ended_new n JOIN ended_old o ON o.id = n.id
+                   WHERE o.finished_at IS NULL AND o.status = 'running' AND n.finished_at IS NOT NULL
+                     AND n.started_at IS NOT NULL AND n.candidate_id IS NOT NULL AND NOT n.is_group) THEN
+        RETURN NULL;  -- a lease renewed, a run claimed: nothing ended
     END IF;
-    SELECT greatest(0, extract(epoch FROM NEW.finished_at - NEW.started_at))::float8 / cardinality(members)
-           / greatest(p.seconds, 0.001)
-    INTO share FROM predicted_run(NEW.repo) p;
-    -- keys and rows taken in ascending order, so two reports ending at once wait for each other, never in a ring
-    WITH firsts AS (
-        INSERT INTO admission_charged (candidate_id)
-        SELECT m FROM unnest(members) AS m ORDER BY m
-        ON CONFLICT (candidate_id) DO NOTHING RETURNING candidate_id
-    ), owed AS (
-        SELECT c.owner_id, sum(share) AS runs, count(f.candidate_id) AS settled
-        FROM candidates c LEFT JOIN firsts f ON f.candidate_id = c.id
-        WHERE c.id = ANY (members)
-        GROUP BY c.owner_id
-    )
+    SELECT array_agg(DISTINCT c.subtask_id ORDER BY c.subtask_id) INTO subs
+    FROM ended_new n JOIN ended_old o ON o.id = n.id
+    CROSS JOIN LATERAL unnest(coalesce(n.covers, ARRAY[n.candidate_id])) AS m
+    JOIN candidates c ON c.id = m
+    WHERE o.finished_at IS NULL AND o.status = 'running' AND n.finished_at IS NOT NULL
+      AND n.started_at IS NOT NULL AND n.candidate_id IS NOT NULL AND NOT n.is_group;
+    PERFORM 1 FROM admission_claims WHERE subtask_id = ANY (subs) AND NOT settled ORDER BY subtask_id FOR UPDATE;
+    UPDATE admission_claims SET settled = true WHERE subtask_id = ANY (subs) AND NOT settled;
     INSERT INTO admission_agents AS a (agent_id, charged)
-    SELECT owner_id, runs FROM owed ORDER BY owner_id
-    ON CONFLICT (agent_id) DO UPDATE
-    SET charged = a.charged + EXCLUDED.charged,
-        pending = greatest(0, a.pending - (SELECT o.settled FROM owed o WHERE o.owner_id = a.agent_id));
+    SELECT c.owner_id, sum(greatest(0, extract(epoch FROM n.finished_at - n.started_at))::float8
+                           / cardinality(array_remove(coalesce(n.covers, ARRAY[n.candidate_id]), NULL)))
+    FROM ended_new n JOIN ended_old o ON o.id = n.id
+    CROSS JOIN LATERAL unnest(coalesce(n.covers, ARRAY[n.candidate_id])) AS m
+    JOIN candidates c ON c.id = m
+    WHERE o.finished_at IS NULL AND o.status = 'running' AND n.finished_at IS NOT NULL
+      AND n.started_at IS NOT NULL AND n.candidate_id IS NOT NULL AND NOT n.is_group
+    GROUP BY c.owner_id ORDER BY c.owner_id
+    ON CONFLICT (agent_id) DO UPDATE SET charged = a.charged + EXCLUDED.charged;
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER verify_jobs_charge_run AFTER UPDATE OF finished_at ON verify_jobs
-    FOR EACH ROW WHEN (OLD.finished_at IS NULL AND NEW.finished_at IS NOT NULL AND NEW.started_at IS NOT NULL
-                       AND NEW.candidate_id IS NOT NULL AND NOT NEW.is_group)
-    EXECUTE FUNCTION admission_charge_run();
+CREATE TRIGGER verify_jobs_charge_runs AFTER UPDATE ON verify_jobs
+    REFERENCING OLD TABLE AS ended_old NEW TABLE AS ended_new
+    FOR EACH STATEMENT EXECUTE FUNCTION admission_charge_runs();
 

@@ -111,9 +111,9 @@ def capacity_in_flight(lane: str, *, in_flight: int, cap: float, push_seconds: f
 def capacity_fair_share(lane: str, *, in_line: int, served: float, least: float | None, retry_after: int,
                         completed: int | None = None) -> str:
     """A claim refused at a lane with room, because agents that have had less of the verifiers' time wait for it
-    first (``mergebot.landing.intake.admission``, rule 7; time in runs of the lane's predicted length)."""
+    first (``mergebot.landing.intake.admission``, rule 7; in verifier-seconds, a claim not yet run as one run)."""
     done = f"Subtask {completed} was submitted as you asked. " if completed is not None else ""
-    return (f"not now: {lane} has room, but agents that have had less of the verifiers' time than you (in runs of "
-            f"its check: {least or 0:g} against your {served:g}, a claim not yet run counting as one) are waiting "
-            f"for it first; you are number {in_line} in line. {done}Claim again in {retry_after} s (a claim with "
+    return (f"not now: {lane} has room, but agents that have had less of the verifiers' time than you ({least or 0:g} "
+            f"verifier-seconds against your {served:g}, a claim not yet run counting as one run) are waiting for it "
+            f"first; you are number {in_line} in line. {done}Claim again in {retry_after} s (a claim with "
             "`--wait` waits for you), or work on what you hold meanwhile.")

@@ -119,22 +119,29 @@ SELECT repo, refusals, admitting, changed_at FROM admission_lanes ORDER BY repo;
 
 -- name: admission_standing
 -- An agent's standing among the agents waiting for a slot in a full lane: the claims it was let make, what it was
--- served (``charged + pending``: the verifiers' time it had, in predicted runs, and its claims let in that no run
--- has charged yet, migration 0044), its place in the line (the waiting agents other than it that were served less,
--- or as much and have waited longer), and the least any other agent waiting was served; agents that stopped asking
+-- served (migration 0044: the verifier-seconds of the runs started for its candidates, ``charged``, and each claim
+-- admission let in that no run has charged yet, still its own and running or submitted, as ``d`` seconds: one run
+-- of the lane asked about), its place in the line (the waiting agents other than it that were served less, or as
+-- much and have waited longer), and the least any other agent waiting was served; agents that stopped asking
 -- (their wait ran out) are no line.
-WITH me AS (
-    SELECT coalesce(max(claims), 0) AS claims, coalesce(max(charged + pending), 0) AS served,
+WITH line AS (
+    SELECT a.agent_id, a.claims, a.waiting_since, a.waiting_until,
+           a.charged + %(d)s::float8 * (
+               SELECT count(*) FROM admission_claims ac JOIN subtasks s ON s.id = ac.subtask_id
+               WHERE ac.agent_id = a.agent_id AND NOT ac.settled AND s.owner_id = a.agent_id
+                 AND s.status IN ('running', 'submitted')) AS served
+    FROM admission_agents a
+    WHERE a.agent_id = %(agent_id)s OR a.waiting_until > now()
+), me AS (
+    SELECT coalesce(max(claims), 0) AS claims, coalesce(max(served), 0) AS served,
            coalesce(max(waiting_since) FILTER (WHERE waiting_until > now()), now()) AS since
-    FROM admission_agents WHERE agent_id = %(agent_id)s
+    FROM line WHERE agent_id = %(agent_id)s
 )
 SELECT me.claims, me.served,
-       (SELECT count(*) FROM admission_agents w
-        WHERE w.waiting_until > now() AND w.agent_id <> %(agent_id)s
-          AND (w.charged + w.pending < me.served
-               OR (w.charged + w.pending = me.served AND w.waiting_since < me.since)))::bigint AS ahead,
-       (SELECT min(w.charged + w.pending) FROM admission_agents w
-        WHERE w.waiting_until > now() AND w.agent_id <> %(agent_id)s) AS least
+       (SELECT count(*) FROM line w
+        WHERE w.agent_id <> %(agent_id)s AND w.waiting_until > now()
+          AND (w.served < me.served OR (w.served = me.served AND w.waiting_since < me.since)))::bigint AS ahead,
+       (SELECT min(w.served) FROM line w WHERE w.agent_id <> %(agent_id)s AND w.waiting_until > now()) AS least
 FROM me;
 
 -- name: admission_take
@@ -151,18 +158,17 @@ WHERE repo = %(repo)s AND NOT admitting AND changed_at = %(since)s AND admitted 
 RETURNING repo;
 
 -- name: admission_claimed
--- A claim admission let an agent make: one more to its account, pending until a run charges its work (it no longer
--- waits), and the lane it was made for
+-- A claim admission let an agent make: one more to its account (it no longer waits), and the lane it was made for,
+-- its claimer and, until a run charges its work, counted as one run of that lane (migration 0044)
 -- (NULL: none named; a name no repository has counts as none): its subtask counts against that lane's claims in
 -- flight until its work is pushed (rule 8). One round trip on the claim path.
 WITH lane AS (
-    INSERT INTO admission_claims AS c (subtask_id, repo)
-    VALUES (%(subtask_id)s, (SELECT name FROM repos WHERE name = %(repo)s))
-    ON CONFLICT (subtask_id) DO UPDATE SET repo = EXCLUDED.repo
+    INSERT INTO admission_claims AS c (subtask_id, repo, agent_id)
+    VALUES (%(subtask_id)s, (SELECT name FROM repos WHERE name = %(repo)s), %(agent_id)s)
+    ON CONFLICT (subtask_id) DO UPDATE SET repo = EXCLUDED.repo, agent_id = EXCLUDED.agent_id, settled = false
 )
-INSERT INTO admission_agents AS a (agent_id, claims, pending) VALUES (%(agent_id)s, 1, 1)
-ON CONFLICT (agent_id) DO UPDATE SET claims = a.claims + 1, pending = a.pending + 1, waiting_since = NULL,
-                                     waiting_until = NULL
+INSERT INTO admission_agents AS a (agent_id, claims) VALUES (%(agent_id)s, 1)
+ON CONFLICT (agent_id) DO UPDATE SET claims = a.claims + 1, waiting_since = NULL, waiting_until = NULL
 RETURNING claims;
 
 -- name: admission_waits

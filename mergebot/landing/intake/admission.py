@@ -56,10 +56,11 @@ The decision (``decide``), with the factor f (``MERGEBOT_ADMISSION_FACTOR``, def
      then admitted every agent asking at once (a claim adds to the backlog only when its work is pushed, a think
      time later), so its backlog swung between empty and a flood, and who got in was luck.
   6. Who gets a free slot: the agents refused for want of one wait in line, the least served first (the least of
-     the verifiers' time, then the longest waiting: ``admission_standing``, migration 0044, in runs of the lane's
-     predicted length: its share of every run started for its candidates, each run's seconds split over the
-     candidates it covers, added as the run ends, plus its claims let in that no run has charged yet, so a claim
-     counts at once as one run and is settled to what its runs cost. Ordered by claims, the claims and landings per
+     the verifiers' time, then the longest waiting: ``admission_standing``, migration 0044, in verifier-seconds:
+     its share of every run started for its candidates, each run's seconds split over the candidates it covers,
+     added as the run ends, plus one predicted run d of the lane asked about for each claim let in that no run has
+     charged yet, so a claim counts at once and is settled to what its runs cost; one released before any run
+     costs nothing. Ordered by claims, the claims and landings per
      agent were even at 100 agents offering 10x, 0.988 and 0.989, but the verifier-seconds 0.870: a candidate run
      alone cost its agent a run, one in a batch of four a quarter); a claim is let in when fewer waiting agents stand
      ahead of it than there are free slots (``turn``). Its agent is told to claim again when the slots freed at the
@@ -158,6 +159,7 @@ class Decision:
     in_flight: int = 0  # Q (rule 8)
     flight_cap: float | None = None  # how many claims may be in flight; None: rule 8 does not apply
     push_seconds: float | None = None  # t (rule 8)
+    run_seconds: float = 0.0  # d: one predicted run (a claim not yet run counts as that much, rules 6 and 7)
 
     @property
     def room(self) -> float | None:
@@ -194,7 +196,7 @@ def decide(lane: Lane, *, factor: float, min_runs: float = 0.0, min_claims: floa
     floor = max(factor * width, min_runs, min_claims)  # rule 8's cap before anything is measured
     if is_stale(lane):
         return Decision(lane.repo, True, True, backlog, threshold, low, lane.slots, lane.candidates, 0,
-                        in_flight=lane.in_flight, flight_cap=floor, push_seconds=lane.push_seconds)
+                        in_flight=lane.in_flight, flight_cap=floor, push_seconds=lane.push_seconds, run_seconds=d)
     admit = backlog <= threshold if lane.admitting else backlog < low
     retry = 0
     free = 0
@@ -215,7 +217,7 @@ def decide(lane: Lane, *, factor: float, min_runs: float = 0.0, min_claims: floa
     flow = cleared + (rate - cleared) * idle
     cap = floor if lane.push_seconds is None else max(factor * flow * lane.push_seconds, floor)
     return Decision(lane.repo, admit, False, backlog, threshold, low, lane.slots, lane.candidates, retry, free, rate,
-                    spent, opens_in, lane.in_flight, cap, lane.push_seconds)
+                    spent, opens_in, lane.in_flight, cap, lane.push_seconds, d)
 
 
 def flight_wait(decision: Decision, *, let_in: int, ahead: int) -> int | None:
@@ -239,7 +241,7 @@ class Standing:
     claims: int = 0  # the claims admission let it make
     ahead: int = 0  # the waiting agents before it in line
     least: float | None = None  # the least any other agent waiting was served; None: nobody else waits
-    served: float = 0.0  # the verifiers' time it had, in predicted runs, and its claims no run has charged yet
+    served: float = 0.0  # verifier-seconds: its candidates' runs, and a run of the lane per claim not yet run
 
 
 def turn(decision: Decision, standing: Standing) -> tuple[bool, int]:
@@ -248,7 +250,7 @@ def turn(decision: Decision, standing: Standing) -> tuple[bool, int]:
     in line (rule 6), others when the slots the lane frees reach their place."""
     ahead = standing.ahead
     if decision.admit:
-        if standing.least is None or standing.served < standing.least + 1:  # within one run of the least
+        if standing.least is None or standing.served < standing.least + max(decision.run_seconds, 1e-9):
             return True, 0
         wait = math.ceil((ahead + 1) / decision.rate) if decision.rate > 0 else int(LINE_GRACE)
         return False, max(RETRY_MIN, min(wait, RETRY_MAX))

@@ -152,7 +152,7 @@ class Admission:
         mine = [d for d in decisions if repo is None or d.repo == repo]
         if not mine:
             return None
-        row = await db.admission.standing(agent_id)
+        row = await db.admission.standing(agent_id, d=max(d.run_seconds for d in mine))
         standing = Standing(claims=int(row["claims"]), ahead=int(row["ahead"]), served=float(row["served"]),
                             least=None if row["least"] is None else float(row["least"])) if row else Standing()
         retries = []
@@ -179,8 +179,8 @@ class Admission:
                                    push_seconds=None if d.push_seconds is None else round(d.push_seconds, 1))
         if any(d.admit for d in mine):  # rule 7: room, but for the less served agents waiting first
             return await _capacity(db, mine[0].repo, mine, retry, standing, reason="fair_share",
-                                   claims=standing.claims, served=round(standing.served, 2),
-                                   least_waiting=None if standing.least is None else round(standing.least, 2))
+                                   claims=standing.claims, served=round(standing.served, 1),
+                                   least_waiting=None if standing.least is None else round(standing.least, 1))
         first = mine[0]
         elsewhere = [{"lane": d.repo, "backlog_seconds": round(d.backlog_seconds, 1),
                       "threshold_seconds": round(d.threshold_seconds, 1)} for d in decisions if d.admit]
@@ -189,7 +189,8 @@ class Admission:
                                threshold_seconds=round(first.threshold_seconds, 1), capacity=first.capacity)
 
     async def claimed(self, db: Database, agent_id: int, *, subtask_id: int, repo: str | None) -> None:
-        """A claim let in was made: one more to its agent's account (rule 6's line is ordered by it), and one more
+        """A claim let in was made: one more to its agent's account (counted as a run until a run charges its work:
+        rule 6's line is ordered by what each agent was served), and one more
         in flight for its lane (rule 8) until the lane is measured again."""
         if self.on:
             await db.admission.claimed(agent_id, subtask_id=subtask_id, repo=repo)
