@@ -20,29 +20,27 @@ CREATE INDEX admission_claims_pending ON admission_claims (agent_id) WHERE NOT s
 CREATE FUNCTION admission_charge_runs() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     subs bigint[];
+    owners bigint[];
+    seconds float8[];
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM ended_new n JOIN ended_old o ON o.id = n.id
-                   WHERE o.finished_at IS NULL AND o.status = 'running' AND n.finished_at IS NOT NULL
-                     AND n.started_at IS NOT NULL AND n.candidate_id IS NOT NULL AND NOT n.is_group) THEN
-        RETURN NULL;  -- a lease renewed, a run claimed: nothing ended
-    END IF;
-    SELECT array_agg(DISTINCT c.subtask_id ORDER BY c.subtask_id) INTO subs
+    -- each ended run's share per candidate it covers: (its subtask, its owner, seconds); none when nothing ended
+    -- (a lease renewed, a run claimed)
+    SELECT array_agg(c.subtask_id), array_agg(c.owner_id),
+           array_agg(greatest(0, extract(epoch FROM n.finished_at - n.started_at))::float8 / cardinality(r.members))
+    INTO subs, owners, seconds
     FROM ended_new n JOIN ended_old o ON o.id = n.id
-    CROSS JOIN LATERAL unnest(coalesce(n.covers, ARRAY[n.candidate_id])) AS m
+    CROSS JOIN LATERAL (SELECT array_remove(coalesce(n.covers, ARRAY[n.candidate_id]), NULL) AS members) r
+    CROSS JOIN LATERAL unnest(r.members) AS m
     JOIN candidates c ON c.id = m
     WHERE o.finished_at IS NULL AND o.status = 'running' AND n.finished_at IS NOT NULL
       AND n.started_at IS NOT NULL AND n.candidate_id IS NOT NULL AND NOT n.is_group;
+    IF subs IS NULL THEN
+        RETURN NULL;
+    END IF;
     PERFORM 1 FROM admission_claims WHERE subtask_id = ANY (subs) AND NOT settled ORDER BY subtask_id FOR UPDATE;
     UPDATE admission_claims SET settled = true WHERE subtask_id = ANY (subs) AND NOT settled;
     INSERT INTO admission_agents AS a (agent_id, charged)
-    SELECT c.owner_id, sum(greatest(0, extract(epoch FROM n.finished_at - n.started_at))::float8
-                           / cardinality(array_remove(coalesce(n.covers, ARRAY[n.candidate_id]), NULL)))
-    FROM ended_new n JOIN ended_old o ON o.id = n.id
-    CROSS JOIN LATERAL unnest(coalesce(n.covers, ARRAY[n.candidate_id])) AS m
-    JOIN candidates c ON c.id = m
-    WHERE o.finished_at IS NULL AND o.status = 'running' AND n.finished_at IS NOT NULL
-      AND n.started_at IS NOT NULL AND n.candidate_id IS NOT NULL AND NOT n.is_group
-    GROUP BY c.owner_id ORDER BY c.owner_id
+    SELECT owner, sum(share) FROM unnest(owners, seconds) AS s(owner, share) GROUP BY owner ORDER BY owner
     ON CONFLICT (agent_id) DO UPDATE SET charged = a.charged + EXCLUDED.charged;
     RETURN NULL;
 END $$;
